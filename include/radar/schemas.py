@@ -1,0 +1,68 @@
+"""Typed boundaries: what the LLM must answer, validated with pydantic.
+
+Out-of-range or missing required fields fail validation; unknown extra fields are ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+OpportunityType = Literal["stock", "sector", "fund", "commodity", "macro", "bond", "fx", "crypto", "other"]
+TopType = Literal["stock", "sector", "fund", "commodity", "macro", "bond", "fx", "crypto", "other", "none"]
+Direction = Literal["bullish", "bearish", "neutral", "watch"]
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
+
+
+class Opportunity(_Lenient):
+    name: str = Field(min_length=1, max_length=200)
+    type: OpportunityType
+    targets: list[str] = Field(default_factory=list, max_length=20)
+    direction: Direction = "watch"
+    horizon: str = Field("", max_length=100)
+    catalyst: str = Field("", max_length=1000)
+    risks: list[str] = Field(default_factory=list, max_length=20)
+    evidence: list[str] = Field(default_factory=list, max_length=10)
+    confidence: float = Field(ge=0, le=1)
+
+    @field_validator("targets", "risks", "evidence")
+    @classmethod
+    def _short_items(cls, items: list[str]) -> list[str]:
+        return [i.strip()[:500] for i in items if isinstance(i, str) and i.strip()]
+
+
+class ArticleAnalysis(_Lenient):
+    score: int = Field(ge=0, le=100)
+    has_opportunity: bool
+    top_type: TopType
+    summary: str = Field(min_length=1, max_length=2000)
+    opportunities: list[Opportunity] = Field(default_factory=list, max_length=10)
+
+
+class TopOpportunity(_Lenient):
+    analysis_id: int
+    title: str = Field(min_length=1, max_length=300)
+    reason: str = Field("", max_length=1000)
+
+
+class DigestStats(_Lenient):
+    analysed: int = Field(0, ge=0)
+    opportunities: int = Field(0, ge=0)
+    failed: int = Field(0, ge=0)
+
+
+class DailyDigest(_Lenient):
+    has_opportunity: bool
+    top_opportunities: list[TopOpportunity] = Field(default_factory=list)
+    digest_md: str = Field(min_length=1, max_length=20000)
+    watchlist: list[str] = Field(default_factory=list, max_length=20)
+    stats: DigestStats = Field(default_factory=DigestStats)
+
+    @field_validator("top_opportunities")
+    @classmethod
+    def _at_most_three(cls, items: list[TopOpportunity]) -> list[TopOpportunity]:
+        return items[:3]

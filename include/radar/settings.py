@@ -1,0 +1,201 @@
+"""Every tunable of the radar in one typed object (seed 000 section 13 plus deployment settings).
+
+Values come, in order, from the environment (``AIRFLOW_VAR_RADAR_<NAME>``, which is also how Airflow
+exposes Variables set through the environment), then from the Airflow Variable ``radar_<name>`` when
+running inside Airflow, then from the defaults below. Settings are read inside tasks and requests,
+never at DAG parse time. A bad value fails with a message that names the setting and the value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+SLOT_RE = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
+
+
+class SettingsError(ValueError):
+    """A configuration value is invalid; the message names the setting and the value."""
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # seed 000 section 13
+    window_days: float = Field(3, gt=0, le=30)
+    schedule_slots: tuple[str, ...] = ("07:00", "12:00", "14:00", "18:00", "22:00")
+    push_score_threshold: int = Field(60, ge=0, le=100)
+    max_articles_per_slot: int = Field(50, ge=1, le=1000)
+    deepseek_max_retries: int = Field(3, ge=0, le=10)
+    deepseek_content_truncate_chars: int = Field(16000, ge=500, le=200000)
+    llm_concurrency: int = Field(2, ge=1, le=32)
+    remember_me_days: int = Field(30, ge=1, le=366)
+
+    # the model and how it is called (DeepSeek retired deepseek-reasoner; the model is configuration)
+    deepseek_model: str = Field("deepseek-v4-pro", min_length=1)
+    deepseek_thinking: bool = True
+    deepseek_reasoning_effort: str = Field("high", pattern=r"^(low|medium|high|max)$")
+    deepseek_timeout_seconds: float = Field(180, gt=0, le=1800)
+    # USD per million tokens; prices change often, so they are configuration
+    deepseek_price_input_cache_hit: float = Field(0.028, ge=0)
+    deepseek_price_input_cache_miss: float = Field(0.28, ge=0)
+    deepseek_price_output: float = Field(0.42, ge=0)
+
+    # operations
+    max_analysis_attempts: int = Field(3, ge=1, le=20)
+    late_after_minutes: int = Field(30, ge=0, le=24 * 60)
+    werss_timeout_seconds: float = Field(20, gt=0, le=300)
+    werss_page_size: int = Field(100, ge=1, le=100)
+    report_base_url: str = "http://localhost:8080/radar"
+    # HMAC secret of the signed links in pushes; without it links need an Airflow login
+    link_secret: SecretStr | None = None
+    timezone: str = "Asia/Shanghai"
+    demo_mode: bool = False
+
+    # Airflow connection ids
+    werss_conn_id: str = "werss_default"
+    deepseek_conn_id: str = "deepseek_default"
+    push_conn_id: str = "radar_push"
+    db_conn_id: str = "radar_db"
+
+    @field_validator("schedule_slots", mode="before")
+    @classmethod
+    def _parse_slots(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            value = json.loads(text) if text.startswith("[") else [s.strip() for s in text.split(",") if s.strip()]
+        return value
+
+    @field_validator("schedule_slots")
+    @classmethod
+    def _check_slots(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("at least one slot is required")
+        for slot in value:
+            if not SLOT_RE.match(slot):
+                raise ValueError(f"slot {slot!r} is not a HH:MM time of day")
+        if len(set(value)) != len(value):
+            raise ValueError("slots repeat")
+        return tuple(sorted(value))
+
+    @field_validator("report_base_url")
+    @classmethod
+    def _check_base_url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^\s/]+", value):
+            raise ValueError("must be an absolute http(s) URL")
+        return value.rstrip("/")
+
+    @property
+    def daily_slot(self) -> str:
+        """The last slot of the day builds and always pushes the daily report (22:00 by default)."""
+        return self.schedule_slots[-1]
+
+    @property
+    def cron(self) -> str:
+        """A cron expression firing at every slot, for slots that share their minute."""
+        minutes = {s[3:] for s in self.schedule_slots}
+        if len(minutes) != 1:
+            raise SettingsError(f"schedule_slots={list(self.schedule_slots)!r}: slots must share their minute")
+        hours = ",".join(str(int(s[:2])) for s in self.schedule_slots)
+        return f"{int(minutes.pop())} {hours} * * *"
+
+
+SETTING_NAMES: tuple[str, ...] = tuple(Settings.model_fields)
+
+
+def env_name(name: str) -> str:
+    return f"AIRFLOW_VAR_RADAR_{name.upper()}"
+
+
+Lookup = Callable[[str], "str | None"]
+
+
+def _airflow_variable(name: str) -> str | None:
+    """Read the Airflow Variable ``radar_<name>``; None outside a task or when it is not set."""
+    try:
+        from airflow.sdk import Variable
+    except ImportError:  # plain Python: no Airflow installed
+        return None
+    try:
+        return Variable.get(f"radar_{name}", default=None)
+    except Exception:  # noqa: BLE001 - no task context (api-server, scripts): fall back to defaults
+        return None
+
+
+def load_settings(lookup: Lookup | None = None, *, use_airflow: bool = True, **overrides: Any) -> Settings:
+    """Build the settings; ``lookup`` maps a setting name to its raw string (tests pass a dict.get)."""
+    raw: dict[str, Any] = {}
+    for name in SETTING_NAMES:
+        value = lookup(name) if lookup else os.environ.get(env_name(name))
+        if value is None and use_airflow and lookup is None:
+            value = _airflow_variable(name)
+        if value is not None:
+            raw[name] = value
+    raw.update(overrides)
+    try:
+        return Settings(**raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else "?"
+        value = raw.get(name, first.get("input"))
+        raise SettingsError(
+            f"invalid setting {name}={value!r} ({env_name(name)} or Airflow Variable radar_{name}): {first['msg']}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class ConnectionInfo:
+    """What the radar needs from an Airflow connection, without depending on Airflow's classes."""
+
+    conn_id: str
+    host: str | None = None
+    login: str | None = None
+    password: str | None = None
+    port: int | None = None
+    schema: str | None = None
+    extra: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:  # never print the password
+        return f"ConnectionInfo(conn_id={self.conn_id!r}, host={self.host!r}, login={self.login!r})"
+
+
+def get_connection(conn_id: str) -> ConnectionInfo | None:
+    """Resolve an Airflow connection (environment ``AIRFLOW_CONN_*`` first, then Airflow), or None."""
+    conn = None
+    try:
+        from airflow.sdk import BaseHook
+
+        conn = BaseHook.get_connection(conn_id)
+    except Exception:  # noqa: BLE001 - missing connection or no Airflow context
+        conn = _connection_from_env(conn_id)
+    if conn is None:
+        return None
+    extra = conn.extra_dejson if hasattr(conn, "extra_dejson") else {}
+    return ConnectionInfo(
+        conn_id=conn_id,
+        host=conn.host,
+        login=conn.login,
+        password=conn.password,
+        port=conn.port,
+        schema=conn.schema,
+        extra=extra or {},
+    )
+
+
+def _connection_from_env(conn_id: str) -> Any:
+    raw = os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}")
+    if not raw:
+        return None
+    try:
+        from airflow.models.connection import Connection
+    except ImportError:
+        return None
+    if raw.lstrip().startswith("{"):
+        return Connection.from_json(raw, conn_id=conn_id)
+    return Connection(conn_id=conn_id, uri=raw)
