@@ -320,6 +320,18 @@ def mark_item_done(conn: psycopg.Connection, item_id: int) -> None:
     conn.execute("UPDATE content_item SET analyzed_status = 2, updated_at = now() WHERE id = %s", (item_id,))
 
 
+def release_item(conn: psycopg.Connection, item_id: int, error: str) -> None:
+    """Put an item back to pending without counting the attempt: the failure was not the article's."""
+    conn.execute(
+        """
+        UPDATE content_item SET analyzed_status = 0, attempts = GREATEST(attempts - 1, 0), last_error = %s,
+               updated_at = now()
+        WHERE id = %s AND analyzed_status = 1
+        """,
+        (error[:4000], item_id),
+    )
+
+
 def mark_item_failed(conn: psycopg.Connection, item_id: int, error: str) -> None:
     conn.execute(
         "UPDATE content_item SET analyzed_status = 3, last_error = %s, updated_at = now() WHERE id = %s",
@@ -351,6 +363,12 @@ def slot_analyses(conn: psycopg.Connection, slot_run_id: int) -> list[Row]:
         """,
         (slot_run_id,),
     ).fetchall()
+
+
+def slot_failed_count(conn: psycopg.Connection, slot_run_id: int) -> int:
+    return conn.execute(
+        "SELECT count(*) AS n FROM content_item WHERE last_slot_run_id = %s AND analyzed_status = 3", (slot_run_id,)
+    ).fetchone()["n"]
 
 
 def day_analyses(conn: psycopg.Connection, day: date) -> list[Row]:
@@ -514,3 +532,90 @@ def delete_state(conn: psycopg.Connection, key: str) -> None:
 
 def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
+
+
+# ------------------------------------------------------------------------------------------ report pages
+# Read-only queries of the report web app (include/radar/web). Each page makes a handful of these on one
+# connection; they are shaped so a year of data stays on index scans.
+
+
+def recent_days(conn: psycopg.Connection, end_day: date, days: int, threshold: int) -> list[Row]:
+    """One summary row per calendar day of ``[end_day - days + 1, end_day]``, newest first.
+
+    Days without any data are included (all zero, statuses NULL) so the overview shows gaps rather than
+    hiding them. Counts follow the daily page's definitions: analyses and failures belong to the day of the
+    slot run that produced them; ``opportunities`` counts scores at or above ``threshold``; the push columns
+    count the day's ``daily`` notifications by status (one row per channel).
+    """
+    return conn.execute(
+        """
+        WITH days AS (
+            SELECT d::date AS day
+            FROM generate_series(%(start)s::date, %(end)s::date, interval '1 day') AS d
+        ), runs AS (
+            SELECT run_date, count(*) AS slots_run,
+                   count(*) FILTER (WHERE status = 1) AS slots_done,
+                   count(*) FILTER (WHERE status = 2) AS slots_failed
+            FROM slot_run WHERE run_date BETWEEN %(start)s AND %(end)s
+            GROUP BY run_date
+        ), analysed AS (
+            SELECT s.run_date, count(*) AS analysed,
+                   count(*) FILTER (WHERE a.score >= %(threshold)s) AS opportunities,
+                   max(a.score) AS max_score
+            FROM slot_run s JOIN analysis_result a ON a.slot_run_id = s.id
+            WHERE s.run_date BETWEEN %(start)s AND %(end)s
+            GROUP BY s.run_date
+        ), failed AS (
+            SELECT s.run_date, count(*) AS failed
+            FROM slot_run s JOIN content_item c ON c.last_slot_run_id = s.id AND c.analyzed_status = 3
+            WHERE s.run_date BETWEEN %(start)s AND %(end)s
+            GROUP BY s.run_date
+        ), pushes AS (
+            SELECT report_date, count(*) AS push_total,
+                   count(*) FILTER (WHERE status = 1) AS push_sent,
+                   count(*) FILTER (WHERE status = 2) AS push_failed
+            FROM notification_log
+            WHERE report_date BETWEEN %(start)s AND %(end)s AND push_type = 'daily'
+            GROUP BY report_date
+        )
+        SELECT d.day,
+               coalesce(r.slots_run, 0) AS slots_run, coalesce(r.slots_done, 0) AS slots_done,
+               coalesce(r.slots_failed, 0) AS slots_failed,
+               coalesce(an.analysed, 0) AS analysed, coalesce(an.opportunities, 0) AS opportunities,
+               an.max_score, coalesce(f.failed, 0) AS failed,
+               dr.status AS report_status,
+               coalesce(p.push_total, 0) AS push_total, coalesce(p.push_sent, 0) AS push_sent,
+               coalesce(p.push_failed, 0) AS push_failed
+        FROM days d
+        LEFT JOIN runs r ON r.run_date = d.day
+        LEFT JOIN analysed an ON an.run_date = d.day
+        LEFT JOIN failed f ON f.run_date = d.day
+        LEFT JOIN pushes p ON p.report_date = d.day
+        LEFT JOIN daily_report dr ON dr.report_date = d.day
+        ORDER BY d.day DESC
+        """,
+        {"start": date.fromordinal(end_day.toordinal() - days + 1), "end": end_day, "threshold": threshold},
+    ).fetchall()
+
+
+def daily_notifications(conn: psycopg.Connection, day: date) -> list[Row]:
+    """The ``daily`` push of a report date, one row per channel (without the target URL: it may be signed)."""
+    return conn.execute(
+        """
+        SELECT id, channel, slot, title, status, attempts, error, created_at, updated_at, sent_at
+        FROM notification_log WHERE report_date = %s AND push_type = 'daily'
+        ORDER BY channel, id
+        """,
+        (day,),
+    ).fetchall()
+
+
+def analysis_brief(conn: psycopg.Connection, analysis_id: int) -> Row | None:
+    """Title and score of one analysis: enough to name the analysis another one reused."""
+    return conn.execute(
+        """
+        SELECT a.id, a.score, c.title FROM analysis_result a JOIN content_item c ON c.id = a.content_item_id
+        WHERE a.id = %s
+        """,
+        (analysis_id,),
+    ).fetchone()

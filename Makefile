@@ -1,0 +1,21 @@
+# The two commands: `make run` (an offline demo day on embedded defaults) and `make test`.
+SHELL := /bin/bash
+.PHONY: run test ui lint lock bench
+
+run:  ## run the five slots of a demo day through the real DAG, offline
+	source scripts/bootstrap.sh && python -m include.radar.demo.run
+
+test:  ## the whole test suite (uses RADAR_TEST_DATABASE_URL's server, else an embedded PostgreSQL)
+	source scripts/bootstrap.sh && AIRFLOW_HOME="$$PWD/.local/airflow" python -m pytest $(PYTEST_ARGS)
+
+ui:  ## airflow standalone with this bundle and the embedded PostgreSQL
+	source scripts/bootstrap.sh && python -m include.radar.demo.ui
+
+lint:
+	source scripts/bootstrap.sh && ruff check .
+
+bench:  ## seed a year of data and time the report pages
+	source scripts/bootstrap.sh && python scripts/bench_pages.py
+
+lock:  ## re-resolve requirements.lock from requirements*.txt
+	.venv/bin/uv pip compile --python-version 3.11 requirements.txt requirements-dev.txt -o requirements.lock

@@ -1,0 +1,126 @@
+"""
+### Opportunity Radar: five slots a day over WeChat articles
+
+At 07:00, 12:00, 14:00, 18:00 and 22:00 (Asia/Shanghai) one run of this DAG:
+
+1. **open_slot** – gets or creates the slot's run record, unique on (run_date, slot);
+2. **ingest** – pulls the last 72 h of articles from WeRSS, stores only new ones, cleaned to text;
+3. **select_articles → analyse[]** – one mapped task per article to analyse (DeepSeek, JSON, retry ladder);
+4. **choose_path** – daytime: push the slot's best analysis if it scored ≥ threshold, else stay silent;
+   22:00: build the daily report and always push its link, even when earlier steps failed;
+5. **close_slot** – writes the slot's outcome and counts; the run fails when a step failed.
+
+Manual runs take params: `push_mode` (auto / force / suppress), and `run_date` + `slot` to (re)run a
+given slot, e.g. to rebuild a past day's report. Logic lives in `include/radar/`; see README.md.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+
+from airflow.sdk import CronTriggerTimetable, Param, TriggerRule, dag, get_current_context, task
+
+from include.radar import pipeline
+from include.radar.airflow_support import failed_tasks, run_step
+from include.radar.decide import BUILD_DAILY, PUSH_MODES, PUSH_OPPORTUNITY, SKIP_PUSH
+from include.radar.settings import env_name, load_settings
+from include.radar.slots import SHANGHAI
+
+# The schedule is the only setting read at parse time, and only from the environment (no Variable.get).
+SLOTS = load_settings(lambda n: os.environ.get(env_name(n)) if n == "schedule_slots" else None)
+
+
+@dag(
+    dag_id="opportunity_radar_slots",
+    schedule=CronTriggerTimetable(SLOTS.cron, timezone="Asia/Shanghai"),
+    start_date=datetime(2026, 1, 1, tzinfo=SHANGHAI),
+    catchup=False,
+    max_active_runs=1,
+    default_args={
+        "retries": 2,
+        "retry_delay": timedelta(minutes=1),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(minutes=15),
+    },
+    params={
+        "push_mode": Param("auto", enum=list(PUSH_MODES), description="force: push even below the threshold or late; suppress: never push"),
+        "run_date": Param(None, type=["null", "string"], format="date", description="YYYY-MM-DD: run the slot of that day (rebuild a report)"),
+        "slot": Param(None, type=["null", "string"], enum=[None, *SLOTS.schedule_slots], description="the slot to run; defaults to the latest slot before now, or the daily slot with run_date"),
+    },
+    doc_md=__doc__,
+    tags=["opportunity-radar", "wechat", "deepseek"],
+)
+def opportunity_radar_slots():
+    @task(retries=3)
+    def open_slot() -> dict:
+        # scheduled and backfill runs: logical_date == run_after == the tick; a manual run may name a
+        # logical date (that slot) or none (the latest slot before it was triggered)
+        ctx = get_current_context()
+        run = ctx["dag_run"]
+        return run_step(
+            pipeline.open_slot, run_after=run.logical_date or run.run_after, run_type=str(run.run_type).split(".")[-1].lower(),
+            dag_id=run.dag_id, dag_run_id=run.run_id, params=dict(ctx["params"]),
+        )
+
+    @task
+    def ingest(slot: dict) -> dict:
+        return run_step(pipeline.ingest_articles, slot)
+
+    @task(trigger_rule=TriggerRule.ALL_DONE)
+    def select_articles(slot: dict) -> list[dict]:
+        return run_step(pipeline.articles_to_analyse, slot)
+
+    @task(map_index_template="{{ article_title }}", pool="radar_llm", retries=1)
+    def analyse(slot: dict, article: dict) -> dict:
+        get_current_context()["article_title"] = article["title"]
+        return run_step(pipeline.analyse_article, slot, article)
+
+    @task(trigger_rule=TriggerRule.ALL_DONE)
+    def summarise(slot: dict) -> dict:
+        return run_step(pipeline.summarise_slot, slot)
+
+    @task.branch(trigger_rule=TriggerRule.ALL_DONE, retries=0)
+    def choose_path(slot: dict) -> str:
+        summary = get_current_context()["ti"].xcom_pull(task_ids="summarise")
+        return pipeline.choose_path(slot, summary).branch
+
+    @task(task_id=PUSH_OPPORTUNITY)
+    def push_opportunity(slot: dict) -> dict:
+        return run_step(pipeline.push_opportunity, slot)
+
+    @task(task_id=SKIP_PUSH)
+    def skip_push(slot: dict) -> dict:
+        return run_step(pipeline.record_skip, slot)
+
+    @task(task_id=BUILD_DAILY)
+    def build_daily_report(slot: dict) -> dict:
+        return run_step(pipeline.build_daily_report, slot)
+
+    @task(trigger_rule=TriggerRule.NONE_SKIPPED, retries=3)
+    def push_daily_report(slot: dict) -> dict:
+        return run_step(pipeline.push_daily_report, slot)
+
+    @task(trigger_rule=TriggerRule.ALL_DONE, retries=0)
+    def close_slot(slot: dict) -> dict:
+        outcome = run_step(pipeline.close_slot, slot, failed_tasks(get_current_context()))
+        if outcome["status"] != "success":
+            raise RuntimeError(f"slot closed as failed:\n{outcome['error']}")
+        return outcome
+
+    slot = open_slot()
+    articles = select_articles(slot)
+    ingest(slot) >> articles
+    summary = summarise(slot)
+    analyse.partial(slot=slot).expand(article=articles) >> summary
+    path = choose_path(slot)
+    summary >> path
+    report = build_daily_report(slot)
+    daily = push_daily_report(slot)
+    report >> daily
+    outcomes = [push_opportunity(slot), skip_push(slot), daily]
+    path >> [outcomes[0], outcomes[1], report]
+    outcomes >> close_slot(slot)
+
+
+opportunity_radar_slots()

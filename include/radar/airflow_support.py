@@ -1,0 +1,43 @@
+"""The little the DAG needs from Airflow at run time: turning configuration errors into failures that
+Airflow does not retry (retrying a wrong password locks the WeRSS account), and reading the run's state."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from include.radar.llm import LLMConfigError
+from include.radar.pipeline import ConfigurationError, Runtime
+from include.radar.push import PushConfigError
+from include.radar.settings import SettingsError
+from include.radar.werss import WeRSSAuthError
+
+log = logging.getLogger(__name__)
+
+NOT_RETRYABLE = (WeRSSAuthError, LLMConfigError, SettingsError, ConfigurationError, PushConfigError)
+
+
+def run_step(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Resolve settings and connections inside the task, run one pipeline step, fail fast on bad config."""
+    try:
+        return func(Runtime.load(), *args, **kwargs)
+    except NOT_RETRYABLE as exc:
+        raise AirflowFailException(f"{exc.__class__.__name__}: {exc}") from exc
+
+
+def failed_tasks(context: dict[str, Any]) -> list[str]:
+    """Task ids of this DAG run that Airflow marked failed or upstream_failed (best effort)."""
+    ti = context["ti"]
+    try:
+        states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id])
+    except Exception:  # noqa: BLE001 - older API or in-process test runner: the step records suffice
+        log.debug("task states unavailable", exc_info=True)
+        return []
+    per_run = states.get(ti.run_id, states) if isinstance(states, dict) else {}
+    return sorted(
+        task_id for task_id, state in per_run.items()
+        if str(state) in ("failed", "upstream_failed") and task_id != ti.task_id
+    )

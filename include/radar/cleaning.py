@@ -1,0 +1,264 @@
+"""Turn a WeChat article body from WeRSS into clean text for the LLM.
+
+WeRSS (v1.4.9) hands us one of two shapes: ``content_html``, the original WeChat page with the body in
+``#js_content`` plus scripts, styles and QR-code/follow chrome; or ``content``, a simplified re-render without
+that wrapper in which images are ``<img alt="图片">`` and the follow/share chrome is still present. Both go
+through the same path: pick the body node, walk it iteratively (WeChat markup can nest thousands of levels
+deep, so no recursion), keep paragraph, list and table structure as plain lines, drop the chrome, normalise
+whitespace. The text is what the LLM sees and what is hashed, so it must be deterministic and never markup.
+
+Nothing here raises: a parser failure falls back to a crude regex tag strip, and the reason is recorded so
+the caller can store it next to the article.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html as htmllib
+import logging
+import re
+import unicodedata
+import warnings
+from dataclasses import dataclass
+
+from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, Tag, XMLParsedAsHTMLWarning
+from bs4.element import NavigableString, PreformattedString
+
+log = logging.getLogger(__name__)
+
+# Article bodies are rarely above 1 MB; beyond 5 MB the rest is almost surely junk, and parsing it would
+# cost seconds per article. Text before the cut is kept.
+MAX_HTML_BYTES = 5_000_000
+CONVERSION_ERROR_PREFIX = "转换失败"
+CONVERSION_ERROR_REASON = "server conversion error (no body yet)"
+
+# Input that merely looks like a file name or XML is still an article body: these warnings are noise here.
+warnings.filterwarnings("ignore", category=MarkupResemblesLocatorWarning)
+warnings.filterwarnings("ignore", category=XMLParsedAsHTMLWarning)
+
+# Nodes whose content is never article text (code, widgets, raw-text elements that could echo markup).
+DROP_TAGS = frozenset(
+    "script style noscript iframe svg math template textarea title xmp plaintext noembed noframes object embed "
+    "canvas audio video head select form button input mp-style-type".split()
+)
+# Line-break weight requested before and after a block: 2 = paragraph (blank line), 1 = single line.
+BLOCK_BREAKS = {
+    **dict.fromkeys("p div section article header footer main aside nav figure figcaption address".split(), 2),
+    **dict.fromkeys("h1 h2 h3 h4 h5 h6 blockquote pre table ul ol dl hr".split(), 2),
+    **dict.fromkeys("li tr dt dd caption".split(), 1),
+}
+# Whole lines that are WeChat follow/share chrome; a line made only of these tokens (and counters) is dropped.
+BOILERPLATE = frozenset(
+    "微信扫一扫关注该公众号 微信扫一扫 扫一扫 使用小程序 微信扫一扫使用小程序 长按识别二维码 长按二维码关注 长按识别二维码关注 "
+    "点击上方蓝字关注我们 点击蓝字关注我们 点击上方蓝字关注 关注我们 阅读原文 轻触阅读原文 阅读 分享 在看 点赞 赞 收藏 留言 "
+    "写留言 听过 赞赏 视频 小程序 轻点两下取消赞 轻点两下取消在看 预览时标签不可点 继续滑动看下一个 向上滑动看下一个 知道了 "
+    "取消 允许 点个在看 点个赞 分享收藏在看点赞 喜欢此内容的人还喜欢".split()
+)
+# Variants with the account's name inside ("点击上方“某某财经”关注我们", "长按识别下方二维码").
+BOILERPLATE_RE = re.compile(
+    r"(点击|戳)(上方|下方|顶部|上面|文末).{0,16}关注.{0,8}|(点击|戳)?(上方)?蓝字关注.{0,8}|(长按|扫描|扫码|微信扫一扫).{0,10}二维码.{0,10}"
+)
+COUNTER_RE = re.compile(r"\d+(\.\d+)?[万wWkK]?\+?")
+MEANINGLESS_ALT = frozenset({"", "图片", "图", "image", "img", "picture", "photo", "pic", "配图", "封面"})
+QR_RE = re.compile(r"qr[_-]?code", re.IGNORECASE)
+
+_BLANK_RE = re.compile(r"[\s\u200b\u2060\ufeff]*")
+_WS_RE = re.compile(r"\s+")
+_LINE_WS_RE = re.compile(r"[^\S\n]+")
+_INVISIBLE_RE = re.compile(r"[\u200b\u2060\ufeff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_SURROGATE_RE = re.compile(r"[\ud800-\udfff]")
+_NON_WORD_RE = re.compile(r"[\W_]+")
+_TAG_RE = re.compile(r"<[^>]*>")
+_CRUDE_DROP_RE = re.compile(r"<(script|style|noscript|iframe|svg|textarea|title|template|mp-style-type)\b.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL)
+_CRUDE_BREAK_RE = re.compile(r"<\s*/?\s*(p|div|section|br|li|tr|h[1-6]|blockquote|table)\b[^>]*>", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class CleanResult:
+    """The clean text plus what the caller stores beside it (hash for dedup, raw size, why it is unusable)."""
+
+    text: str
+    content_hash: str | None
+    raw_size: int
+    reason: str | None
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.text)
+
+
+def is_missing_body(html: str | None) -> bool:
+    """True when WeRSS has no body yet: nothing, blanks, or its ``转换失败: ...`` conversion-error string."""
+    if not isinstance(html, str) or _BLANK_RE.fullmatch(html):
+        return True
+    return _is_conversion_error(html)
+
+
+def clean_html(html: str | None) -> CleanResult:
+    """Clean one article body (either WeRSS shape); never raises, the reason says what went wrong."""
+    try:
+        return _clean(html)
+    except Exception as exc:  # last line of defence: the ingest loop must go on
+        log.exception("cleaning failed")
+        return CleanResult("", None, 0, f"cleaning failed: {type(exc).__name__}")
+
+
+def _clean(html: str | None) -> CleanResult:
+    if html is None or _BLANK_RE.fullmatch(html):
+        return CleanResult("", None, 0 if html is None else _byte_size(html), "empty body")
+    raw_size = _byte_size(html)
+    if _is_conversion_error(html):
+        return CleanResult("", None, raw_size, CONVERSION_ERROR_REASON)
+    reasons: list[str] = []
+    html = _SURROGATE_RE.sub("\ufffd", html)
+    if raw_size > MAX_HTML_BYTES:
+        html = html.encode("utf-8")[:MAX_HTML_BYTES].decode("utf-8", "ignore")
+        reasons.append(f"body too large: {raw_size} bytes, truncated")
+    try:
+        text, images = _extract(html)
+    except Exception as exc:
+        log.warning("HTML parsing failed (%s), falling back to a plain tag strip", exc)
+        reasons.append(f"parser failed ({type(exc).__name__}), plain tag strip used")
+        text, images = _normalise(_crude_strip(html)), 0
+    if not text:
+        reasons.append("no text (images only)" if images else "no text after cleaning")
+    content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest() if text else None
+    return CleanResult(text, content_hash, raw_size, "; ".join(reasons) or None)
+
+
+def _byte_size(html: str) -> int:
+    return len(html.encode("utf-8", "surrogatepass"))
+
+
+def _is_conversion_error(html: str) -> bool:
+    """WeRSS renders a missing body as ``<p>转换失败: 'NoneType' ...</p>``: short, and starts with 转换失败."""
+    if len(html) > 2000:
+        return False
+    text = htmllib.unescape(_TAG_RE.sub("", html))
+    return _INVISIBLE_RE.sub("", text).strip().startswith(CONVERSION_ERROR_PREFIX)
+
+
+def _body_root(soup: BeautifulSoup) -> Tag:
+    found = soup.find(id="js_content") or soup.find(class_="rich_media_content") or soup.body
+    return found if isinstance(found, Tag) else soup
+
+
+def _dropped(tag: Tag) -> bool:
+    if tag.name in DROP_TAGS:
+        return True
+    marks = [tag.get("id"), tag.get("class")]
+    joined = " ".join(m if isinstance(m, str) else " ".join(m) for m in marks if m)
+    return bool(joined) and QR_RE.search(joined) is not None
+
+
+def _extract(html: str) -> tuple[str, int]:
+    """Walk the body iteratively; returns the normalised text and how many images the body had."""
+    root = _body_root(BeautifulSoup(html, "lxml"))
+    out: list[str] = []
+    pending = 0  # line breaks owed before the next text (max of the requests, so nested blocks do not pile up)
+    bullet = False  # an <li> started and its "- " is not written yet
+    cells = 0  # depth inside td/th: breaks become spaces so a row stays on one line
+    pre = items = 0  # depth inside <pre> / <li> (paragraphs inside a list item stay single lines)
+    rows: list[int] = []  # cells seen so far in each open <tr>
+    images = 0
+
+    def brk(n: int) -> None:
+        nonlocal pending
+        if cells:
+            out.append(" ")
+        else:
+            pending = max(pending, min(n, 1) if items else n)
+
+    def emit(s: str) -> None:
+        nonlocal pending, bullet
+        if pending:
+            if s.isspace():
+                return
+            if out:
+                out.append("\n" * pending)
+            pending = 0
+        if bullet and not s.isspace():
+            out.append("- ")
+            bullet = False
+        out.append(s)
+
+    stack: list[object] = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, tuple):  # ("end", name): leaving a tag
+            name = node[1]
+            if name in ("td", "th"):
+                cells -= 1
+            elif name == "tr" and rows:
+                rows.pop()
+            elif name == "pre":
+                pre -= 1
+            elif name == "li":
+                bullet, items = False, items - 1
+            if name in BLOCK_BREAKS:
+                brk(BLOCK_BREAKS[name])
+        elif isinstance(node, NavigableString):
+            if not isinstance(node, PreformattedString) and node:
+                emit(str(node) if pre else _WS_RE.sub(" ", node))
+        elif isinstance(node, Tag) and not _dropped(node):
+            name = node.name
+            if name == "br":  # a forced break; inside a pending block break it adds nothing
+                if cells or not pending:
+                    out.append(" " if cells else "\n")
+                continue
+            if name == "img":
+                images += 1
+                alt = node.get("alt")
+                if isinstance(alt, str) and _meaningful_alt(alt):
+                    emit(f" {alt.strip()} ")
+                continue
+            if name in BLOCK_BREAKS:
+                brk(BLOCK_BREAKS[name])
+            if name == "li":
+                bullet, items = True, items + 1
+            elif name == "tr":
+                rows.append(0)
+            elif name in ("td", "th"):
+                if rows:
+                    if rows[-1]:
+                        emit(" | ")
+                    rows[-1] += 1
+                cells += 1
+            elif name == "pre":
+                pre += 1
+            stack.append(("end", name))
+            stack.extend(reversed(node.contents))
+    return _normalise("".join(out)), images
+
+
+def _meaningful_alt(alt: str) -> bool:
+    alt = alt.strip()
+    if alt.lower() in MEANINGLESS_ALT or alt.lower().startswith(("http:", "https:", "data:")):
+        return False
+    return not re.fullmatch(r"[\w.-]+\.(jpe?g|png|gif|webp|bmp)", alt, re.IGNORECASE)
+
+
+def _is_boilerplate(line: str) -> bool:
+    """A line whose whole text is follow/share chrome; article sentences that mention 分享 are kept."""
+    key = _NON_WORD_RE.sub("", line)
+    if key in BOILERPLATE or (len(key) <= 30 and BOILERPLATE_RE.fullmatch(key)):
+        return True
+    tokens = [t for t in _NON_WORD_RE.split(line) if t]
+    words = [t for t in tokens if not COUNTER_RE.fullmatch(t)]
+    return bool(words) and all(t in BOILERPLATE for t in words)
+
+
+def _normalise(text: str) -> str:
+    """NFC, no invisible or control characters, one space between words, at most one blank line."""
+    text = unicodedata.normalize("NFC", text.replace("\r\n", "\n").replace("\r", "\n"))
+    text = _INVISIBLE_RE.sub("", text)
+    lines = [_LINE_WS_RE.sub(" ", line).strip() for line in text.split("\n")]
+    kept = [line for line in lines if not line or (line.strip("| ") and not _is_boilerplate(line))]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
+
+
+def _crude_strip(html: str) -> str:
+    """Regex fallback for when the parser fails: drop code and comments, breaks for blocks, no tags."""
+    text = _CRUDE_DROP_RE.sub(" ", html)
+    text = _CRUDE_BREAK_RE.sub("\n", text)
+    return htmllib.unescape(_TAG_RE.sub(" ", text))

@@ -1,0 +1,130 @@
+"""Pure decisions of a slot: push or stay silent, the message ids and the message texts. No I/O."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+PUSH_OPPORTUNITY = "push_opportunity"
+SKIP_PUSH = "skip_push"
+BUILD_DAILY = "build_daily_report"
+
+PUSH_MODES = ("auto", "force", "suppress")
+
+
+@dataclass(frozen=True)
+class SlotSummary:
+    """What this slot run produced: its analyses (not earlier ones) against the threshold."""
+
+    analysed: int
+    failed: int
+    above_threshold: int
+    max_score: int | None
+    top_analysis_id: int | None
+    top_summary: str | None
+    threshold: int
+
+    def as_xcom(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Decision:
+    branch: str
+    reason: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def summarise(analyses: list[dict[str, Any]], failed: int, threshold: int) -> SlotSummary:
+    """``analyses`` are this slot run's analysis rows, best first (store.slot_analyses)."""
+    top = analyses[0] if analyses else None
+    return SlotSummary(
+        analysed=len(analyses),
+        failed=failed,
+        above_threshold=sum(1 for a in analyses if a["score"] >= threshold),
+        max_score=top["score"] if top else None,
+        top_analysis_id=top["id"] if top else None,
+        top_summary=top["summary"] if top else None,
+        threshold=threshold,
+    )
+
+
+def decide(
+    summary: SlotSummary | None, *, is_daily: bool, run_type: str, push_mode: str, late: bool
+) -> Decision:
+    """Which path the slot takes after its analyses.
+
+    The daily slot always builds the report (pushing or not is the report path's own decision). A daytime
+    slot pushes its best analysis when at least one is at or above the threshold, unless this is a backfill,
+    a late start (a stale alert helps nobody) or a suppressed manual run; ``force`` pushes the best analysis
+    of the slot whatever its score or lateness (seed 001's force-publish).
+    """
+    if is_daily:
+        return Decision(BUILD_DAILY, "the daily slot always builds and pushes the report")
+    if summary is None:
+        return Decision(SKIP_PUSH, "the slot summary is missing (an upstream step failed)")
+    detail = {
+        "analysed": summary.analysed,
+        "above_threshold": summary.above_threshold,
+        "max_score": summary.max_score,
+        "threshold": summary.threshold,
+        "top_analysis_id": summary.top_analysis_id,
+    }
+    would_push = summary.above_threshold > 0
+    if push_mode == "suppress":
+        return Decision(SKIP_PUSH, "push suppressed by the trigger's push_mode=suppress", detail)
+    if run_type == "backfill":
+        reason = "backfill runs never push" + (
+            f"; would have pushed analysis {summary.top_analysis_id} (score {summary.max_score})" if would_push else ""
+        )
+        return Decision(SKIP_PUSH, reason, {**detail, "would_push": would_push})
+    if push_mode == "force":
+        if summary.top_analysis_id is None:
+            return Decision(SKIP_PUSH, "force requested but this slot produced no analysis", detail)
+        return Decision(PUSH_OPPORTUNITY, "push forced by the trigger's push_mode=force", detail)
+    if not would_push:
+        best = "no analyses" if summary.max_score is None else f"best score {summary.max_score}"
+        return Decision(
+            SKIP_PUSH,
+            f"{summary.analysed} analysed, {best} < threshold {summary.threshold}: nothing to push",
+            detail,
+        )
+    if late:
+        return Decision(SKIP_PUSH, "slot started late: a stale alert is not sent", {**detail, "would_push": True})
+    return Decision(PUSH_OPPORTUNITY, f"{summary.above_threshold} analyses ≥ {summary.threshold}", detail)
+
+
+def msg_uuid(report_date: date | str, slot: str, push_type: str, target_url: str, channel: str = "", nonce: str = "") -> str:
+    """The idempotency key of one message to one channel: sha1(report_date + slot + push_type + target_url).
+
+    ``channel`` (a hash of the channel's URL) makes the key per channel, so a retry resends only to the
+    channels that have not succeeded; ``nonce`` is empty except for an explicitly forced re-push.
+    """
+    parts = [str(report_date), slot, push_type, target_url, channel, nonce]
+    return hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()
+
+
+def opportunity_title(slot: str, count: int, max_score: int) -> str:
+    return f"【机会提醒】{slot} 发现 {count} 条（最高分 {max_score}）"
+
+
+def daily_title(day: date | str, opportunities: int, max_score: int | None, *, late: bool = False) -> str:
+    if opportunities > 0 and max_score is not None:
+        title = f"【日报】{day}：{opportunities} 条机会（最高分 {max_score}）"
+    else:
+        title = f"【日报】{day}：今日无投资机会"
+    return title + ("（延迟发送）" if late else "")
+
+
+def first_sentence(text: str | None, limit: int = 80) -> str:
+    """The one-line summary of a push: the first sentence, at most ``limit`` characters."""
+    if not text:
+        return ""
+    line = text.strip().splitlines()[0]
+    for mark in "。！？!?":
+        if mark in line:
+            line = line.split(mark, 1)[0] + mark
+            break
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,0 +1,196 @@
+"""The daily report (seed 000 sections 8.3, 9, 10): always built, degraded rather than failed.
+
+The day is the Asia/Shanghai calendar day of the slot runs that produced the analyses. Stats are computed
+from the database, never taken from the LLM; top opportunities citing unknown analysis ids are dropped.
+When the digest call fails (or the day's slots failed) the report is stored with status failed, its reasons,
+and a digest built from the database alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from include.radar import store
+from include.radar.llm import LLMClient, LLMConfigError, LLMExhausted, Prompt
+from include.radar.schemas import DailyDigest
+from include.radar.settings import Settings
+from include.radar.slots import to_local
+
+log = logging.getLogger(__name__)
+
+DIGEST_PROMPT = Prompt("digest", "v1")
+MAX_ITEMS_IN_PROMPT = 60
+
+
+@dataclass(frozen=True)
+class DayFacts:
+    day: date
+    analyses: list[dict[str, Any]]
+    failures: list[dict[str, Any]]
+    slot_runs: list[dict[str, Any]]
+    threshold: int
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        opportunities = [a for a in self.analyses if a["score"] >= self.threshold]
+        return {
+            "analysed": len(self.analyses),
+            "opportunities": len(opportunities),
+            "failed": len(self.failures),
+            "max_score": max((a["score"] for a in self.analyses), default=None),
+            "cost_usd": round(sum(float(a["cost_usd"] or 0) for a in self.analyses), 6),
+        }
+
+    @property
+    def slots_done(self) -> list[str]:
+        return [r["slot"] for r in self.slot_runs if r["status"] == store.SUCCESS]
+
+    @property
+    def slot_errors(self) -> list[str]:
+        return [f"{r['slot']}: {r['error']}" for r in self.slot_runs if r["status"] == store.SLOT_FAILED and r["error"]]
+
+
+def gather(conn: Any, day: date, threshold: int) -> DayFacts:
+    return DayFacts(
+        day=day,
+        analyses=store.day_analyses(conn, day),
+        failures=store.day_failures(conn, day),
+        slot_runs=store.slot_runs_for_day(conn, day),
+        threshold=threshold,
+    )
+
+
+def compact(facts: DayFacts, analysis_url: Callable[[int], str]) -> dict[str, Any]:
+    """Seed 9.1's compact structure: what the digest prompt sees of each analysis and failure."""
+    items = []
+    for a in facts.analyses[:MAX_ITEMS_IN_PROMPT]:
+        published = to_local(a["published_at"])
+        opportunities = (a["result_json"] or {}).get("opportunities", []) if isinstance(a["result_json"], dict) else []
+        items.append({
+            "analysis_id": a["id"],
+            "title": a["title"],
+            "mp_name": a["mp_name"],
+            "published_at": published.strftime("%Y-%m-%d %H:%M") if published else "",
+            "score": a["score"],
+            "has_opportunity": a["has_opportunity"],
+            "top_type": a["top_type"],
+            "summary": a["summary"],
+            "analysis_url": analysis_url(a["id"]),
+            "opportunities_brief": [
+                {"name": o.get("name"), "type": o.get("type"), "direction": o.get("direction"),
+                 "targets": (o.get("targets") or [])[:5]}
+                for o in opportunities[:3]
+            ],
+        })
+    failures = [{"title": f["title"], "mp_name": f["mp_name"], "error": (f["last_error"] or "")[:120]}
+                for f in facts.failures[:20]]
+    return {"date": facts.day.isoformat(), "analyses": items, "failures": failures}
+
+
+def fallback_markdown(facts: DayFacts) -> str:
+    """A digest from the database alone, standing in when the LLM cannot write one."""
+    stats = facts.stats
+    lines = [
+        "## 今日概况（系统自动生成）",
+        f"- 分析 {stats['analysed']} 篇，机会 {stats['opportunities']} 条，失败 {stats['failed']} 篇"
+        + (f"，最高分 {stats['max_score']}" if stats["max_score"] is not None else ""),
+        f"- 已完成时段：{'、'.join(facts.slots_done) or '无'}",
+    ]
+    best = facts.analyses[:5]
+    if best:
+        lines += ["", "## 评分最高的文章"]
+        lines += [f"- {a['score']} 分 · {_md_text(a['title'])}：{_md_text(a['summary'])}" for a in best]
+    if facts.failures:
+        lines += ["", "## 分析失败"]
+        lines += [f"- {_md_text(f['title'])}：{_md_text((f['last_error'] or '')[:80])}" for f in facts.failures[:10]]
+    if facts.slot_errors:
+        lines += ["", "## 时段错误"]
+        lines += [f"- {_md_text(e[:200])}" for e in facts.slot_errors]
+    return "\n".join(lines)
+
+
+def _md_text(text: str) -> str:
+    """Neutralise markdown syntax in text that came from an article or the LLM."""
+    out = str(text).replace("\n", " ")
+    for ch in "\\`*_[]<>#|":
+        out = out.replace(ch, "\\" + ch)
+    return out
+
+
+def build_report(
+    connect: Callable[[], Any],
+    llm_factory: Callable[[], LLMClient],
+    *,
+    day: date,
+    slot_run_id: int | None,
+    settings: Settings,
+    analysis_url: Callable[[int], str],
+    upstream_errors: list[str] | None = None,
+) -> dict[str, Any]:
+    """Gather the day, ask for the digest, validate it and upsert daily_report. Never raises for LLM failures."""
+    with connect() as conn:
+        facts = gather(conn, day, settings.push_score_threshold)
+    stats = facts.stats
+    reasons = list(upstream_errors or []) + facts.slot_errors
+    digest: DailyDigest | None = None
+    model = prompt_version = None
+    if facts.analyses:
+        try:
+            data = json.dumps(compact(facts, analysis_url), ensure_ascii=False)
+            answer = llm_factory().complete_json(
+                DIGEST_PROMPT.system(),
+                DIGEST_PROMPT.user(date=day.isoformat(), threshold=str(settings.push_score_threshold), data=data),
+                DailyDigest,
+            )
+            digest = answer.value  # type: ignore[assignment]
+            model, prompt_version = answer.model, DIGEST_PROMPT.label
+        except (LLMExhausted, LLMConfigError) as exc:
+            reasons.append(f"digest: {exc}")
+            log.warning("digest for %s falls back to the database summary: %s", day, exc)
+
+    if digest is not None:
+        with connect() as conn:
+            known = store.existing_analysis_ids(conn, [t.analysis_id for t in digest.top_opportunities])
+        dropped = [t.analysis_id for t in digest.top_opportunities if t.analysis_id not in known]
+        if dropped:
+            log.warning("digest for %s cited unknown analysis ids %s; dropped", day, dropped)
+        day_ids = {a["id"] for a in facts.analyses}
+        tops = [t.model_dump() for t in digest.top_opportunities if t.analysis_id in known and t.analysis_id in day_ids]
+        digest_json = {
+            "has_opportunity": stats["opportunities"] > 0,
+            "top_opportunities": tops,
+            "watchlist": digest.watchlist,
+            "dropped_analysis_ids": dropped,
+            "source": "llm",
+        }
+        digest_md = digest.digest_md
+    else:
+        tops = [{"analysis_id": a["id"], "title": a["title"], "reason": f"评分 {a['score']}"}
+                for a in facts.analyses if a["score"] >= settings.push_score_threshold][:3]
+        digest_json = {"has_opportunity": bool(tops), "top_opportunities": tops, "watchlist": [],
+                       "source": "fallback"}
+        digest_md = fallback_markdown(facts) if (facts.analyses or facts.failures or reasons) else "今日没有新的分析结果。"
+
+    failed = bool(reasons) or (digest is None and bool(facts.analyses))
+    report = {
+        "report_date": day,
+        "status": store.REPORT_FAILED if failed else store.REPORT_OK,
+        "digest_md": digest_md,
+        "digest_json": digest_json,
+        "slots_done": facts.slots_done,
+        "stats": stats,
+        "model": model,
+        "prompt_version": prompt_version,
+        "error": "\n".join(dict.fromkeys(reasons)) or None,
+        "slot_run_id": slot_run_id,
+    }
+    with connect() as conn:
+        row = store.upsert_daily_report(conn, report)
+    log.info("daily report %s: %s, %d analysed, %d opportunities, %d failed",
+             day, "failed (fallback digest)" if failed else "ok", stats["analysed"], stats["opportunities"], stats["failed"])
+    return {"report_id": row["id"], "status": row["status"], **stats}

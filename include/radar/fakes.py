@@ -1,0 +1,264 @@
+"""Local stand-ins that speak the real APIs: WeRSS, DeepSeek (OpenAI-compatible) and a JSON push sink.
+
+They are werkzeug request handlers, so the tests mount them on pytest-httpserver and the offline demo
+serves them with werkzeug's own server. They follow ../shared/reference/external-apis.md: WeRSS's
+envelopes and error bodies (406/202 ``detail``, 401 ``Could not validate credentials``), its default page
+size of 5, its form-encoded login; DeepSeek's ``reasoning_content`` beside ``content`` and usage with
+cache-hit tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from werkzeug.wrappers import Request, Response
+
+UTC = timezone.utc
+CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'</p>"
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(json.dumps(body, ensure_ascii=False), status=status, content_type="application/json")
+
+
+def _ok(data: Any) -> Response:
+    return _json({"code": 0, "message": "success", "data": data})
+
+
+@dataclass
+class FakeArticle:
+    id: str
+    mp_id: str
+    title: str
+    publish_time: int  # seconds
+    content_html: str = ""
+    url: str = ""
+    description: str = ""
+    content: str | None = None  # the v1.4.9 simplified body; derived from content_html when None
+    body_after: int | None = None  # epoch seconds from which a late body is served
+    late_content_html: str = ""
+
+    def body(self, now: int) -> tuple[str, str]:
+        """(content, content_html) as WeRSS would answer at ``now``."""
+        html = self.content_html
+        if self.body_after is not None and now >= self.body_after:
+            html = self.late_content_html
+        if not html:
+            return CONVERSION_ERROR, ""
+        simplified = self.content if self.content is not None else re.sub(r"<img[^>]*>", '<img alt="图片">', html)
+        return simplified, html
+
+
+@dataclass
+class FakeWeRSS:
+    """WeRSS v1.4.9's API surface used by the radar, with switches for failures."""
+
+    accounts: list[dict[str, Any]] = field(default_factory=list)
+    articles: list[FakeArticle] = field(default_factory=list)
+    username: str = "admin"
+    password: str = "secret"
+    access_key: str | None = None
+    secret_key: str | None = None
+    token_lifetime: int = 3 * 24 * 3600
+    now: Callable[[], int] = field(default=lambda: int(time.time()))
+    failing_accounts: dict[str, int] = field(default_factory=dict)  # mp_id -> HTTP status of its list
+    down: bool = False
+    publish_time_ms: bool = False  # answer publish_time in milliseconds
+
+    def __post_init__(self) -> None:
+        self.tokens: dict[str, int] = {}  # token -> expiry
+        self.login_attempts = 0
+        self.failed_logins = 0
+        self.detail_calls: dict[str, int] = {}
+        self.list_calls: list[dict[str, str]] = []
+        self.lock = threading.Lock()
+
+    # ----------------------------------------------------------------------------------------- helpers
+
+    def expire_tokens(self) -> None:
+        self.tokens.clear()
+
+    def _authorised(self, request: Request) -> bool:
+        header = request.headers.get("Authorization", "")
+        if header.startswith("AK-SK ") and self.access_key:
+            return header[6:] == f"{self.access_key}:{self.secret_key}"
+        if header.startswith("Bearer "):
+            return self.tokens.get(header[7:], 0) > self.now()
+        return False
+
+    def _visible(self) -> list[FakeArticle]:
+        now = self.now()
+        return sorted((a for a in self.articles if a.publish_time <= now), key=lambda a: -a.publish_time)
+
+    def _row(self, article: FakeArticle) -> dict[str, Any]:
+        published = article.publish_time * 1000 if self.publish_time_ms else article.publish_time
+        return {
+            "id": article.id, "mp_id": article.mp_id, "title": article.title, "url": article.url,
+            "pic_url": "", "description": article.description, "status": 1, "publish_time": published,
+            "created_at": datetime.fromtimestamp(article.publish_time, UTC).strftime("%Y-%m-%d %H:%M:%S"),
+        }
+
+    # -------------------------------------------------------------------------------------------- routes
+
+    def handle(self, request: Request) -> Response:
+        with self.lock:
+            return self._route(request)
+
+    def _route(self, request: Request) -> Response:
+        path = request.path
+        if self.down:
+            return _json({"detail": "Service Unavailable"}, 503)
+        if path == "/api/v1/wx/auth/login" and request.method == "POST":
+            return self._login(request)
+        if not self._authorised(request):
+            return _json({"detail": "Could not validate credentials"}, 401)
+        if path == "/api/v1/wx/mps":
+            limit = min(int(request.args.get("limit", 10)), 100)
+            offset = int(request.args.get("offset", 0))
+            return _ok({"list": self.accounts[offset: offset + limit], "total": len(self.accounts)})
+        if path == "/api/v1/wx/articles":
+            return self._list(request)
+        match = re.fullmatch(r"/api/v1/wx/articles/([^/]+)", path)
+        if match:
+            return self._detail(match.group(1))
+        return _json({"detail": "Not Found"}, 404)
+
+    def _login(self, request: Request) -> Response:
+        self.login_attempts += 1
+        if request.mimetype != "application/x-www-form-urlencoded":
+            return _json({"detail": [{"msg": "Field required", "loc": ["body", "username"]}]}, 422)
+        if self.failed_logins >= 5:
+            return _json({"detail": {"code": 40101, "message": "账号已锁定，请重启服务"}}, 202)
+        if request.form.get("username") != self.username or request.form.get("password") != self.password:
+            self.failed_logins += 1
+            return _json({"detail": {"code": 40101, "message": "用户名或密码错误"}}, 202)
+        token = secrets.token_hex(16)
+        self.tokens[token] = self.now() + self.token_lifetime
+        return _ok({"access_token": token, "token_type": "bearer", "expires_in": self.token_lifetime})
+
+    def _list(self, request: Request) -> Response:
+        if "has_content" in request.args:
+            return _json({"detail": {"code": 40001, "message": "the radar must never send has_content"}}, 406)
+        mp_id = request.args.get("mp_id", "")
+        self.list_calls.append(dict(request.args))
+        if mp_id in self.failing_accounts:
+            status = self.failing_accounts[mp_id]
+            return _json({"detail": {"code": 50001, "message": f"upstream error {status}"}}, status)
+        limit = min(int(request.args.get("limit", 5)), 100)  # WeRSS's default page size is 5
+        offset = int(request.args.get("offset", 0))
+        rows = [a for a in self._visible() if not mp_id or a.mp_id == mp_id]
+        return _ok({"list": [self._row(a) for a in rows[offset: offset + limit]], "total": len(rows)})
+
+    def _detail(self, article_id: str) -> Response:
+        self.detail_calls[article_id] = self.detail_calls.get(article_id, 0) + 1
+        article = next((a for a in self.articles if a.id == article_id), None)
+        if article is None:
+            return _json({"detail": {"code": 40401, "message": "文章不存在"}}, 404)
+        content, content_html = article.body(self.now())
+        return _ok({**self._row(article), "content": content, "content_html": content_html,
+                    "updated_at": self._row(article)["created_at"]})
+
+
+# ------------------------------------------------------------------------------------------ DeepSeek
+
+Responder = Callable[[dict[str, Any]], "tuple[int, dict[str, Any]] | dict[str, Any] | str"]
+
+
+def completion(content: str, *, finish_reason: str = "stop", model: str = "deepseek-v4-pro",
+               prompt_tokens: int = 1200, completion_tokens: int = 400, cache_hit: int = 256) -> dict[str, Any]:
+    """A DeepSeek chat completion body: reasoning_content beside content, usage with cache tokens."""
+    return {
+        "id": "chatcmpl-" + secrets.token_hex(6),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content, "reasoning_content": "先通读全文，再判断标的与催化剂……"},
+            "finish_reason": finish_reason,
+            "logprobs": None,
+        }],
+        "usage": {
+            "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_cache_hit_tokens": cache_hit, "prompt_cache_miss_tokens": prompt_tokens - cache_hit,
+            "completion_tokens_details": {"reasoning_tokens": completion_tokens // 2},
+        },
+    }
+
+
+def api_error(status: int, message: str, kind: str = "invalid_request_error") -> tuple[int, dict[str, Any]]:
+    return status, {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+@dataclass
+class FakeDeepSeek:
+    """POST /chat/completions. ``responder`` maps the request body to a completion, a (status, body) pair,
+    or a plain string (the content of a normal answer). ``script`` answers take precedence, one per call."""
+
+    responder: Responder = field(default=lambda body: "{}")
+    api_key: str = "sk-test"
+    models: tuple[str, ...] = ("deepseek-v4-pro", "deepseek-flash")
+
+    def __post_init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.script: list[Any] = []
+        self.lock = threading.Lock()
+
+    def handle(self, request: Request) -> Response:
+        with self.lock:
+            if not request.path.endswith("/chat/completions"):
+                return _json({"error": {"message": "not found"}}, 404)
+            if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+                return _json(*reversed(api_error(401, "Authentication Fails, Your api key is invalid", "authentication_error")))
+            body = request.get_json(force=True)
+            self.requests.append(body)
+            if body.get("model") not in self.models:
+                status, payload = api_error(400, f"Model Not Exist: {body.get('model')}")
+                return _json(payload, status)
+            answer = self.script.pop(0) if self.script else self.responder(body)
+            if isinstance(answer, tuple):
+                return _json(answer[1], answer[0])
+            if isinstance(answer, str):
+                answer = completion(answer, model=body["model"])
+            return _json(answer)
+
+    def user_messages(self) -> list[str]:
+        return [next(m["content"] for m in r["messages"] if m["role"] == "user") for r in self.requests]
+
+
+# ------------------------------------------------------------------------------------------ push sink
+
+
+@dataclass
+class PushSink:
+    """A generic JSON webhook (apprise ``json://``) that records what it receives; ``fail_next`` answers
+    that many requests with HTTP 500 first."""
+
+    fail_next: int = 0
+    on_message: Callable[[dict[str, Any]], None] | None = None
+
+    def __post_init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self.attempts = 0
+        self.lock = threading.Lock()
+
+    def handle(self, request: Request) -> Response:
+        with self.lock:
+            self.attempts += 1
+            if self.fail_next > 0:
+                self.fail_next -= 1
+                return _json({"error": "temporarily unavailable"}, 500)
+            message = request.get_json(force=True)
+            self.received.append(message)
+            if self.on_message:
+                self.on_message(message)
+            return _json({"ok": True})

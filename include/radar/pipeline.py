@@ -1,0 +1,351 @@
+"""The steps of one slot, one function per DAG task. Plain Python: the DAG file only wires them.
+
+Each step takes the small ``slot`` dict that ``open_slot`` returns (ids and flags, never bodies) and
+records its outcome on the slot run (``slot_run.step_errors``), so ``close_slot`` can tell how the slot
+went from the database alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from typing import Any, TypeVar
+
+from include.radar import analyst, db, decide, digest, ingest, push, signing, store
+from include.radar.llm import LLMClient
+from include.radar.settings import ConnectionInfo, Settings, get_connection, load_settings
+from include.radar.slots import SHANGHAI, SlotKey, is_late, slot_at, slot_for
+from include.radar.werss import WeRSSClient
+
+log = logging.getLogger(__name__)
+UTC = timezone.utc
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ConfigurationError(RuntimeError):
+    """A connection or parameter is missing or wrong; retrying cannot help."""
+
+
+@dataclass
+class Runtime:
+    """What a step needs, resolved inside the task (never at DAG parse time)."""
+
+    settings: Settings
+    database_url: str
+
+    @classmethod
+    def load(cls) -> Runtime:
+        settings = load_settings()
+        return cls(settings=settings, database_url=db.database_url(settings.db_conn_id))
+
+    def connect(self) -> Any:
+        return db.connect(self.database_url)
+
+    def werss(self) -> WeRSSClient:
+        conn = _required(self.settings.werss_conn_id, "WeRSS")
+        extra = conn.extra or {}
+        return WeRSSClient(
+            _base_url(conn),
+            username=conn.login,
+            password=conn.password,
+            access_key=extra.get("access_key"),
+            secret_key=extra.get("secret_key"),
+            timeout=self.settings.werss_timeout_seconds,
+            token_cache=ingest.db_token_cache(self.connect, f"werss:token:{_base_url(conn)}:{conn.login}"),
+        )
+
+    def llm(self) -> LLMClient:
+        conn = _required(self.settings.deepseek_conn_id, "DeepSeek")
+        extra = conn.extra or {}
+        s = self.settings
+        return LLMClient(
+            base_url=_base_url(conn) if conn.host else "https://api.deepseek.com",
+            api_key=conn.password or extra.get("api_key") or "",
+            model=s.deepseek_model,
+            thinking=s.deepseek_thinking,
+            reasoning_effort=s.deepseek_reasoning_effort,
+            timeout=s.deepseek_timeout_seconds,
+            max_retries=s.deepseek_max_retries,
+            backoff_seconds=float(extra.get("backoff_seconds", 2.0)),
+        )
+
+    def channels(self) -> list[push.Channel]:
+        conn = get_connection(self.settings.push_conn_id)
+        if conn is None:
+            return []
+        urls = push.parse_urls((conn.extra or {}).get("urls")) or push.parse_urls(conn.password) or push.parse_urls(conn.host)
+        return push.channels_from(urls)
+
+    def page_url(self, path: str, now: datetime | None = None) -> str:
+        secret = self.settings.link_secret.get_secret_value() if self.settings.link_secret else None
+        return signing.page_url(
+            self.settings.report_base_url, path, secret, now or datetime.now(UTC), self.settings.remember_me_days
+        )
+
+    def canonical_url(self, path: str) -> str:
+        return self.settings.report_base_url + path
+
+
+def _required(conn_id: str, what: str) -> ConnectionInfo:
+    conn = get_connection(conn_id)
+    if conn is None or not conn.host:
+        raise ConfigurationError(f"the {what} connection {conn_id!r} is missing or has no host")
+    return conn
+
+
+def _base_url(conn: ConnectionInfo) -> str:
+    host = (conn.host or "").rstrip("/")
+    if "://" not in host:
+        host = f"http://{host}"
+    if conn.port and host.count(":") < 2:
+        host = f"{host}:{conn.port}"
+    return host
+
+
+def step(name: str | Callable[..., str]) -> Callable[[F], F]:
+    """Record a step's outcome on the slot run: its error when it raises, cleared when it succeeds."""
+
+    def wrap(func: F) -> F:
+        @functools.wraps(func)
+        def run(rt: Runtime, slot: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+            label = name(*args, **kwargs) if callable(name) else name
+            try:
+                result = func(rt, slot, *args, **kwargs)
+            except Exception as exc:
+                try:
+                    with rt.connect() as conn:
+                        store.record_step(conn, slot["slot_run_id"], label, f"{exc.__class__.__name__}: {exc}")
+                except Exception:  # noqa: BLE001 - the database may be what failed; keep the original error
+                    log.exception("could not record the failure of step %s", label)
+                raise
+            with rt.connect() as conn:
+                store.record_step(conn, slot["slot_run_id"], label, None)
+            return result
+
+        return run  # type: ignore[return-value]
+
+    return wrap
+
+
+# ------------------------------------------------------------------------------------------------ steps
+
+
+def resolve_slot(run_after: datetime, settings: Settings, params: dict[str, Any]) -> tuple[SlotKey, bool]:
+    """The slot this run stands for, and whether the operator named the date explicitly.
+
+    Scheduled and backfill runs fire exactly on a slot. A manual run may name ``run_date`` and/or ``slot``
+    (to rebuild a past day's report, say); otherwise it stands for the latest slot at or before it.
+    """
+    slot_param = (params.get("slot") or "").strip()
+    date_param = (params.get("run_date") or "").strip()
+    if slot_param and slot_param not in settings.schedule_slots:
+        raise ConfigurationError(f"param slot={slot_param!r} is not one of {list(settings.schedule_slots)}")
+    if date_param:
+        try:
+            day = date.fromisoformat(date_param)
+        except ValueError:
+            raise ConfigurationError(f"param run_date={date_param!r} is not a YYYY-MM-DD date") from None
+        return slot_at(day, slot_param or settings.daily_slot), True
+    if slot_param:
+        return slot_at(run_after.astimezone(SHANGHAI).date(), slot_param), False
+    return slot_for(run_after, settings.schedule_slots), False
+
+
+def open_slot(
+    rt: Runtime, *, run_after: datetime, run_type: str, dag_id: str | None, dag_run_id: str | None,
+    params: dict[str, Any], now: datetime | None = None,
+) -> dict[str, Any]:
+    push_mode = params.get("push_mode") or "auto"
+    if push_mode not in decide.PUSH_MODES:
+        raise ConfigurationError(f"param push_mode={push_mode!r} is not one of {list(decide.PUSH_MODES)}")
+    key, explicit = resolve_slot(run_after, rt.settings, params)
+    with rt.connect() as conn:
+        row = store.open_slot_run(conn, key, run_type=run_type, dag_id=dag_id, dag_run_id=dag_run_id)
+    late = is_late(key, row["started_at"] if now is None else now, rt.settings.late_after_minutes)
+    log.info("slot %s %s: run record %s %s (%s run%s)", key.run_date, key.slot, row["id"],
+             "opened" if row["created"] else f"reopened (attempt {row['attempts']})", run_type, ", late" if late else "")
+    return {
+        "slot_run_id": row["id"],
+        "run_date": key.run_date.isoformat(),
+        "slot": key.slot,
+        "scheduled_at": key.scheduled_at.isoformat(),
+        "is_daily": key.slot == rt.settings.daily_slot,
+        "run_type": run_type,
+        "late": late,
+        "push_mode": push_mode,
+        "explicit_date": explicit,
+        "dag_run_id": dag_run_id,
+    }
+
+
+def _key(slot: dict[str, Any]) -> SlotKey:
+    return SlotKey(date.fromisoformat(slot["run_date"]), slot["slot"], datetime.fromisoformat(slot["scheduled_at"]))
+
+
+@step("ingest")
+def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    summary = ingest.ingest_slot(
+        rt.connect, rt.werss(), slot_run_id=slot["slot_run_id"], key=_key(slot),
+        window_days=rt.settings.window_days, max_articles=rt.settings.max_articles_per_slot,
+        page_size=rt.settings.werss_page_size,
+    )
+    return summary.as_xcom()
+
+
+@step("select")
+def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
+    """Pending articles and earlier failures under the attempt limit, oldest first, within the slot's cap."""
+    with rt.connect() as conn:
+        rows = store.items_to_analyse(
+            conn, max_attempts=rt.settings.max_analysis_attempts, limit=rt.settings.max_articles_per_slot
+        )
+    retries = sum(1 for r in rows if r["analyzed_status"] == store.FAILED)
+    log.info("slot %s: %d articles to analyse (%d retries of earlier failures)", slot["slot"], len(rows), retries)
+    return [{"item_id": r["id"], "title": r["title"][:80]} for r in rows]
+
+
+@step(lambda article: f"analyse:{article['item_id']}")
+def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any]) -> dict[str, Any]:
+    outcome = analyst.analyse_item(
+        rt.connect, rt.llm, item_id=article["item_id"], slot_run_id=slot["slot_run_id"], settings=rt.settings
+    )
+    return outcome.as_xcom()
+
+
+def _slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
+    with rt.connect() as conn:
+        analyses = store.slot_analyses(conn, slot["slot_run_id"])
+        failed = store.slot_failed_count(conn, slot["slot_run_id"])
+    return decide.summarise(analyses, failed, rt.settings.push_score_threshold)
+
+
+@step("summarise")
+def summarise_slot(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    summary = _slot_summary(rt, slot)
+    log.info("slot %s: %d analysed, %d failed, %d ≥ %d, best %s (analysis %s)", slot["slot"], summary.analysed,
+             summary.failed, summary.above_threshold, summary.threshold, summary.max_score, summary.top_analysis_id)
+    return summary.as_xcom()
+
+
+def choose_path(slot: dict[str, Any], summary: dict[str, Any] | None) -> decide.Decision:
+    """Pure: needs no database, so the daily path is taken even when everything before failed."""
+    return decide.decide(
+        decide.SlotSummary(**summary) if summary else None,
+        is_daily=slot["is_daily"], run_type=slot["run_type"], push_mode=slot["push_mode"], late=slot["late"],
+    )
+
+
+@step("push")
+def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    summary = _slot_summary(rt, slot).as_xcom()
+    decision = choose_path(slot, summary)
+    with rt.connect() as conn:
+        store.set_slot_decision(conn, slot["slot_run_id"], "push", {"reason": decision.reason, **decision.detail})
+    count = summary["above_threshold"] or 1
+    path = f"/analysis/{summary['top_analysis_id']}"
+    message = push.Message(
+        title=decide.opportunity_title(slot["slot"], count, summary["max_score"]),
+        lines=[decide.first_sentence(summary["top_summary"])],
+        link=rt.page_url(path),
+    )
+    forced = slot["push_mode"] == "force"
+    report = push.deliver(
+        rt.connect, rt.channels(), message, report_date=date.fromisoformat(slot["run_date"]), slot=slot["slot"],
+        push_type="opportunity", target_url=rt.canonical_url(path), slot_run_id=slot["slot_run_id"],
+        nonce=(slot["dag_run_id"] or "") if forced else "",
+    )
+    if report.failed:
+        raise push.PushFailed(f"push failed for {', '.join(report.failed)}; a retry resends only to those")
+    return report.as_xcom()
+
+
+@step("skip_push")
+def record_skip(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    decision = choose_path(slot, _slot_summary(rt, slot).as_xcom())
+    with rt.connect() as conn:
+        store.set_slot_decision(conn, slot["slot_run_id"], "silent", {"reason": decision.reason, **decision.detail})
+    log.info("slot %s: no push: %s", slot["slot"], decision.reason)
+    return {"reason": decision.reason}
+
+
+def _upstream_errors(rt: Runtime, slot: dict[str, Any]) -> list[str]:
+    with rt.connect() as conn:
+        row = store.get_slot_run(conn, slot["slot_run_id"])
+    return [f"{slot['slot']} {k}: {v}" for k, v in sorted((row["step_errors"] or {}).items())] if row else []
+
+
+@step("daily_report")
+def build_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    return digest.build_report(
+        rt.connect, rt.llm, day=date.fromisoformat(slot["run_date"]), slot_run_id=slot["slot_run_id"],
+        settings=rt.settings, analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"),
+        upstream_errors=_upstream_errors(rt, slot),
+    )
+
+
+def daily_push_plan(slot: dict[str, Any]) -> tuple[bool, str]:
+    """Pure: whether the daily report is pushed by this run, and why."""
+    if slot["push_mode"] == "suppress":
+        return False, "push suppressed by the trigger's push_mode=suppress"
+    if slot["run_type"] == "backfill":
+        return False, "backfill runs build reports and push nothing"
+    if slot["push_mode"] == "force":
+        return True, "push forced by the trigger's push_mode=force"
+    if slot["explicit_date"]:
+        return False, "report rebuilt on demand: pushed only with push_mode=force"
+    return True, "the daily report is always pushed" + (" (late)" if slot["late"] else "")
+
+
+@step("daily_push")
+def push_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    """Push the /daily/{date} link whatever happened before; the stats come from the database."""
+    if not slot["is_daily"]:  # reached only when the branch itself failed in a daytime slot
+        return {"reason": "not the daily slot"}
+    day = date.fromisoformat(slot["run_date"])
+    should_push, reason = daily_push_plan(slot)
+    with rt.connect() as conn:
+        report = store.get_daily_report(conn, day)
+        if report is None:  # the report step itself failed: build the stats from the database alone
+            stats = digest.gather(conn, day, rt.settings.push_score_threshold).stats
+        else:
+            stats = report["stats"]
+        store.set_slot_decision(conn, slot["slot_run_id"], "daily_push" if should_push else "silent",
+                                {"reason": reason, "report_status": report["status"] if report else None})
+    if not should_push:
+        log.info("daily report %s: not pushed: %s", day, reason)
+        return {"reason": reason}
+    path = f"/daily/{day.isoformat()}"
+    lines = [f"分析 {stats.get('analysed', 0)} 篇，机会 {stats.get('opportunities', 0)} 条，失败 {stats.get('failed', 0)} 篇"]
+    if report is None or report["status"] == store.REPORT_FAILED:
+        lines.append("日报生成失败，请稍后刷新")
+    message = push.Message(
+        title=decide.daily_title(day, stats.get("opportunities", 0), stats.get("max_score"), late=slot["late"]),
+        lines=lines, link=rt.page_url(path),
+    )
+    forced = slot["push_mode"] == "force"
+    delivery = push.deliver(
+        rt.connect, rt.channels(), message, report_date=day, slot=slot["slot"], push_type="daily",
+        target_url=rt.canonical_url(path), slot_run_id=slot["slot_run_id"],
+        nonce=(slot["dag_run_id"] or "") if forced else "",
+    )
+    if delivery.failed:
+        raise push.PushFailed(f"daily push failed for {', '.join(delivery.failed)}; a retry resends only to those")
+    return delivery.as_xcom()
+
+
+def close_slot(rt: Runtime, slot: dict[str, Any], failed_tasks: list[str]) -> dict[str, Any]:
+    """Write the slot's outcome. Task failures Airflow saw but no step recorded count too."""
+    with rt.connect() as conn:
+        for task_id in failed_tasks:
+            row = store.get_slot_run(conn, slot["slot_run_id"])
+            if not any(k.split(":")[0] in task_id for k in (row["step_errors"] or {})):
+                store.record_step(conn, slot["slot_run_id"], f"task {task_id}", "failed in Airflow")
+        row = store.close_slot_run(conn, slot["slot_run_id"], rt.settings.push_score_threshold)
+    outcome = "success" if row["status"] == store.SUCCESS else "failed"
+    log.info("slot %s %s closed as %s: %d new, %d analysed, %d failed, %d opportunities, %d pushed%s",
+             slot["run_date"], slot["slot"], outcome, row["new_count"], row["analysed_count"], row["failed_count"],
+             row["opportunity_count"], row["pushed_count"], f"; errors: {row['error']}" if row["error"] else "")
+    return {"status": outcome, "error": row["error"]}

