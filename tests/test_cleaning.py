@@ -94,8 +94,20 @@ def test_wechat_page_keeps_the_body_and_its_structure() -> None:
 
 def test_wechat_page_drops_code_chrome_and_everything_outside_js_content() -> None:
     text = clean_html(WECHAT_PAGE).text
-    for gone in ("msg_title", "console.log", "font-size", "微信扫一扫", "关注该公众号", "长按识别二维码", "点击上方蓝字",
-                 "阅读原文", "10万+", "某某研究", "新能源车的下一站", "图片"):
+    for gone in (
+        "msg_title",
+        "console.log",
+        "font-size",
+        "微信扫一扫",
+        "关注该公众号",
+        "长按识别二维码",
+        "点击上方蓝字",
+        "阅读原文",
+        "10万+",
+        "某某研究",
+        "新能源车的下一站",
+        "图片",
+    ):
         assert gone not in text, gone
     for line in ("分享", "在看", "点赞"):
         assert line not in text.split("\n")
@@ -133,9 +145,7 @@ def test_headings_lists_and_tables() -> None:
     <ul><li>一<ul><li>一点一</li></ul></li><li>二</li></ul>
     <table><tr><td>a</td><td></td><td>c</td></tr><tr><td></td><td></td></tr><tr><td>d <br>e</td><td>f</td></tr></table>
     <p>尾</p>"""
-    assert clean_html(html).text == (
-        "大标题\n\n导语\n\n二级\n\n三级\n\n- 一\n- 一点一\n- 二\n\na | | c\nd e | f\n\n尾"
-    )
+    assert clean_html(html).text == ("大标题\n\n导语\n\n二级\n\n三级\n\n- 一\n- 一点一\n- 二\n\na | | c\nd e | f\n\n尾")
 
 
 def test_boilerplate_lines_dropped_but_sentences_mentioning_them_kept() -> None:
@@ -143,7 +153,10 @@ def test_boilerplate_lines_dropped_but_sentences_mentioning_them_kept() -> None:
     <p>在看 12</p><p>扫描下方二维码添加助理微信</p><p>点击上方“投资笔记”关注我们</p>
     <p>点评：关注政策变化。</p><p>扫描仪市场关注度提升。</p>"""
     assert clean_html(html).text.split("\n\n") == [
-        "欢迎转发分享给需要的朋友。", "点赞数不代表质量。", "点评：关注政策变化。", "扫描仪市场关注度提升。"
+        "欢迎转发分享给需要的朋友。",
+        "点赞数不代表质量。",
+        "点评：关注政策变化。",
+        "扫描仪市场关注度提升。",
     ]
 
 
@@ -154,9 +167,11 @@ def test_qr_code_nodes_are_dropped_by_id_or_class() -> None:
 
 
 def test_whitespace_entities_and_unicode_normalisation() -> None:
-    html = ("<p>\u3000\u3000首行\u00a0\u00a0缩进\t\t与\u200b零宽\ufeff字符</p>"
-            "<p></p><div><p><br></p></div><p>&lt;b&gt; 不是标签 &amp; a &lt; b &quot;引号&quot; &#20013;</p>"
-            "<p>cafe\u0301</p><p>a<br>b<br><br>c</p>")
+    html = (
+        "<p>\u3000\u3000首行\u00a0\u00a0缩进\t\t与\u200b零宽\ufeff字符</p>"
+        "<p></p><div><p><br></p></div><p>&lt;b&gt; 不是标签 &amp; a &lt; b &quot;引号&quot; &#20013;</p>"
+        "<p>cafe\u0301</p><p>a<br>b<br><br>c</p>"
+    )
     result = clean_html(html)
     assert result.text == '首行 缩进 与零宽字符\n\n<b> 不是标签 & a < b "引号" 中\n\ncafé\n\na\nb\n\nc'
     assert unicodedata.is_normalized("NFC", result.text)
@@ -174,7 +189,9 @@ def test_non_html_text_survives() -> None:
 def test_conversion_error_is_a_missing_body_not_text() -> None:
     assert is_missing_body(CONVERSION_ERROR)
     result = clean_html(CONVERSION_ERROR)
-    assert result == CleanResult("", None, len(CONVERSION_ERROR.encode("utf-8")), "server conversion error (no body yet)")
+    assert result == CleanResult(
+        "", None, len(CONVERSION_ERROR.encode("utf-8")), "server conversion error (no body yet)"
+    )
     assert not result.usable
 
 
@@ -207,7 +224,9 @@ def test_real_bodies_are_not_missing() -> None:
 
 
 def test_images_only() -> None:
-    result = clean_html('<div id="js_content"><p><img alt="图片" data-src="a.png"></p><img src="b.png"><img alt="Image"></div>')
+    result = clean_html(
+        '<div id="js_content"><p><img alt="图片" data-src="a.png"></p><img src="b.png"><img alt="Image"></div>'
+    )
     assert result.text == "" and result.content_hash is None
     assert result.reason == "no text (images only)"
 
@@ -305,7 +324,11 @@ def test_unexpected_failure_never_raises(monkeypatch: pytest.MonkeyPatch) -> Non
 # ---------------------------------------------------------------- properties
 
 SAFE_ENTITIES = ["&amp;", "&nbsp;", "&quot;", "&#20013;", "&#x6587;", "&copy;", "&hellip;", "&ensp;", "&#12288;"]
-CHINESE = list("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可也你") + ["公众号", "扫一扫", "分享"]
+CHINESE = list("的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可也你") + [
+    "公众号",
+    "扫一扫",
+    "分享",
+]
 # text nodes: no '<', '>' or '&' (a bare "&lt" is decoded to '<' by HTML parsers), entities only from SAFE_ENTITIES
 plain_chars = st.characters(exclude_characters="<>&", exclude_categories=("Cs",))
 text_piece = st.one_of(
@@ -353,13 +376,17 @@ def element(draw: st.DrawFn, children: st.SearchStrategy[str]) -> str:
 
 
 html_like = st.recursive(
-    st.one_of(safe_text, safe_text.map(lambda t: f"<!--{t.replace('-', '')}-->"), st.sampled_from(["</p>", "</div>", "<br>"])),
+    st.one_of(
+        safe_text, safe_text.map(lambda t: f"<!--{t.replace('-', '')}-->"), st.sampled_from(["</p>", "</div>", "<br>"])
+    ),
     lambda children: element(children),
     max_leaves=25,
 )
 html_documents = st.lists(html_like, min_size=1, max_size=4).map("".join)
 # anything goes, including '<', '>' and entities inside text
-messy_piece = st.one_of(st.text(max_size=20), st.sampled_from(["<", ">", "&lt;", "&gt;", "&#60;", "</", "<p", "<!--", "]]>"]))
+messy_piece = st.one_of(
+    st.text(max_size=20), st.sampled_from(["<", ">", "&lt;", "&gt;", "&#60;", "</", "<p", "<!--", "]]>"])
+)
 messy_html = st.one_of(st.text(), st.lists(st.one_of(html_like, messy_piece), max_size=8).map("".join))
 
 PROPERTY_SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

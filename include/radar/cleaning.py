@@ -65,11 +65,14 @@ QR_RE = re.compile(r"qr[_-]?code", re.IGNORECASE)
 _BLANK_RE = re.compile(r"[\s\u200b\u2060\ufeff]*")
 _WS_RE = re.compile(r"\s+")
 _LINE_WS_RE = re.compile(r"[^\S\n]+")
-_INVISIBLE_RE = re.compile(r"[\u200b\u2060\ufeff\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_INVISIBLE_RE = re.compile(r"[\u200b\u2060\ufeff\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE_RE = re.compile(r"[\ud800-\udfff]")
 _NON_WORD_RE = re.compile(r"[\W_]+")
 _TAG_RE = re.compile(r"<[^>]*>")
-_CRUDE_DROP_RE = re.compile(r"<(script|style|noscript|iframe|svg|textarea|title|template|mp-style-type)\b.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL)
+_CRUDE_DROP_RE = re.compile(
+    r"<(script|style|noscript|iframe|svg|textarea|title|template|mp-style-type)\b.*?</\1\s*>|<!--.*?-->",
+    re.IGNORECASE | re.DOTALL,
+)
 _CRUDE_BREAK_RE = re.compile(r"<\s*/?\s*(p|div|section|br|li|tr|h[1-6]|blockquote|table)\b[^>]*>", re.IGNORECASE)
 
 
