@@ -71,3 +71,53 @@ def db_url(database_url: str) -> str:
 def conn(db_url: str):
     with db.connect(db_url) as connection:
         yield connection
+
+
+# ------------------------------------------------------------------------------- fake services
+
+import json  # noqa: E402
+import re  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from datetime import datetime, timezone  # noqa: E402
+
+from include.radar.fakes import FakeDeepSeek, FakeWeRSS, PushSink  # noqa: E402
+
+
+@dataclass
+class Fakes:
+    werss: FakeWeRSS
+    deepseek: FakeDeepSeek
+    sink: PushSink
+    sink2: PushSink
+    base: str
+    clock: list[int]
+
+    def at(self, moment: datetime) -> None:
+        """Set the fake WeRSS's clock (what is published by then, when tokens expire)."""
+        self.clock[0] = int(moment.timestamp())
+
+
+@pytest.fixture
+def fakes(httpserver, monkeypatch, db_url) -> Fakes:
+    """WeRSS, DeepSeek and two push endpoints on one real local HTTP server, wired in as connections."""
+    clock = [int(datetime(2026, 1, 8, 6, 0, tzinfo=timezone.utc).timestamp())]
+    werss = FakeWeRSS(now=lambda: clock[0])
+    deepseek = FakeDeepSeek()
+    sink, sink2 = PushSink(), PushSink()
+    httpserver.expect_request(re.compile(r"^/api/v1/wx/.*")).respond_with_handler(werss.handle)
+    httpserver.expect_request(re.compile(r"^/deepseek/.*")).respond_with_handler(deepseek.handle)
+    httpserver.expect_request("/push/one").respond_with_handler(sink.handle)
+    httpserver.expect_request("/push/two").respond_with_handler(sink2.handle)
+    base = httpserver.url_for("/").rstrip("/")
+    hostport = base.split("://", 1)[1]
+    monkeypatch.setenv("AIRFLOW_CONN_WERSS_DEFAULT", json.dumps({
+        "conn_type": "http", "host": base, "login": "admin", "password": "secret",
+        "extra": {"backoff_seconds": 0, "max_retries": 2}}))
+    monkeypatch.setenv("AIRFLOW_CONN_DEEPSEEK_DEFAULT", json.dumps({
+        "conn_type": "http", "host": f"{base}/deepseek", "password": "sk-test", "extra": {"backoff_seconds": 0}}))
+    monkeypatch.setenv("AIRFLOW_CONN_RADAR_PUSH", json.dumps({
+        "conn_type": "generic", "extra": {"urls": [f"json://{hostport}/push/one", f"json://{hostport}/push/two"]}}))
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_REPORT_BASE_URL", "https://radar.example.com/radar")
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_LINK_SECRET", "test-link-secret")
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES", "30")
+    return Fakes(werss, deepseek, sink, sink2, base, clock)

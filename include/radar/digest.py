@@ -137,6 +137,9 @@ def build_report(
         facts = gather(conn, day, settings.push_score_threshold)
     stats = facts.stats
     reasons = list(upstream_errors or []) + facts.slot_errors
+    if facts.failures and not facts.analyses:  # a failed article never fails its slot, but a day of them fails the report
+        first = (facts.failures[0]["last_error"] or "")[:200]
+        reasons.append(f"analysis: all {len(facts.failures)} analyses of the day failed ({first})")
     digest: DailyDigest | None = None
     model = prompt_version = None
     if facts.analyses:

@@ -54,6 +54,8 @@ class Runtime:
             access_key=extra.get("access_key"),
             secret_key=extra.get("secret_key"),
             timeout=self.settings.werss_timeout_seconds,
+            max_retries=int(extra.get("max_retries", 3)),
+            backoff_seconds=float(extra.get("backoff_seconds", 1.0)),
             token_cache=ingest.db_token_cache(self.connect, f"werss:token:{_base_url(conn)}:{conn.login}"),
         )
 

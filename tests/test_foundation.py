@@ -1,0 +1,175 @@
+"""Issue 2: DAG integrity, slot derivation, migrations, settings, concurrent slot openers."""
+
+from __future__ import annotations
+
+import threading
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+import psycopg
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from include.radar import db, store
+from include.radar.settings import SettingsError, load_settings
+from include.radar.slots import SHANGHAI, slot_at, slot_for, window
+
+REPO = Path(__file__).resolve().parents[1]
+SLOTS = ("07:00", "12:00", "14:00", "18:00", "22:00")
+UTC = timezone.utc
+
+
+@pytest.fixture(scope="module")
+def dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    assert bag.import_errors == {}
+    return bag.dags["opportunity_radar_slots"]
+
+
+def test_dag_has_retries_tags_docs_and_one_active_run(dag):
+    assert dag.max_active_runs == 1
+    assert dag.catchup is False
+    assert {"opportunity-radar"} <= set(dag.tags)
+    assert dag.doc_md and "open_slot" in dag.doc_md
+    for task in dag.tasks:
+        if task.task_id not in ("choose_path", "close_slot"):
+            assert task.retries >= 1, task.task_id
+    assert dag.default_args["retries"] >= 2
+    assert dag.default_args["retry_exponential_backoff"] is True
+
+
+def test_dag_reads_like_the_slot_flow(dag):
+    ids = {t.task_id for t in dag.tasks}
+    assert ids == {"open_slot", "ingest", "select_articles", "analyse", "summarise", "choose_path",
+                   "push_opportunity", "skip_push", "build_daily_report", "push_daily_report", "close_slot"}
+    assert dag.get_task("close_slot").trigger_rule == "all_done"
+    assert dag.get_task("push_daily_report").trigger_rule == "none_skipped"
+    assert dag.get_task("summarise").trigger_rule == "all_done"
+
+
+def test_dag_serialises(dag):
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    data = DagSerialization.to_dict(dag)
+    again = DagSerialization.from_dict(data)
+    assert again.dag_id == dag.dag_id
+    assert {t.task_id for t in again.tasks} == {t.task_id for t in dag.tasks}
+
+
+def test_schedule_fires_exactly_at_the_five_shanghai_slots(dag):
+    from airflow.serialization.serialized_objects import DagSerialization
+    from airflow.timetables.base import DataInterval, TimeRestriction
+
+    timetable = DagSerialization.from_dict(DagSerialization.to_dict(dag)).timetable  # the scheduler's view
+    start = datetime(2026, 1, 8, 0, 0, tzinfo=SHANGHAI)
+    restriction = TimeRestriction(earliest=start.astimezone(UTC), latest=None, catchup=True)
+    last: DataInterval | None = None
+    fired = []
+    for _ in range(7):
+        info = timetable.next_dagrun_info(last_automated_data_interval=last, restriction=restriction)
+        fired.append(info.run_after.astimezone(SHANGHAI))
+        last = info.data_interval
+    assert [f.strftime("%m-%d %H:%M") for f in fired] == [
+        "01-08 07:00", "01-08 12:00", "01-08 14:00", "01-08 18:00", "01-08 22:00", "01-09 07:00", "01-09 12:00"]
+
+
+@pytest.mark.parametrize("slot", SLOTS)
+def test_scheduled_run_maps_to_its_own_slot(slot):
+    tick = slot_at(date(2026, 1, 8), slot).scheduled_at
+    key = slot_for(tick, SLOTS)
+    assert (key.run_date, key.slot) == (date(2026, 1, 8), slot)
+
+
+def test_seven_oclock_run_is_on_the_previous_utc_day_but_the_shanghai_date():
+    tick = datetime(2026, 1, 7, 23, 0, tzinfo=UTC)  # 07:00 Shanghai on Jan 8
+    key = slot_for(tick, SLOTS)
+    assert (key.run_date, key.slot) == (date(2026, 1, 8), "07:00")
+
+
+def test_manual_run_without_logical_date_maps_to_the_latest_slot_before_it():
+    assert slot_for(datetime(2026, 1, 8, 15, 30, tzinfo=SHANGHAI), SLOTS).slot == "14:00"
+    early = slot_for(datetime(2026, 1, 8, 6, 0, tzinfo=SHANGHAI), SLOTS)
+    assert (early.run_date, early.slot) == (date(2026, 1, 7), "22:00")
+
+
+@given(st.datetimes(min_value=datetime(2020, 1, 1), max_value=datetime(2035, 1, 1), timezones=st.just(UTC)))
+def test_slot_for_is_never_after_the_moment_and_less_than_a_day_before(moment):
+    key = slot_for(moment, SLOTS)
+    assert key.scheduled_at <= moment
+    assert moment - key.scheduled_at < timedelta(hours=10)
+
+
+def test_window_ends_at_the_scheduled_time_not_the_wall_clock():
+    key = slot_at(date(2026, 1, 8), "07:00")
+    start, end = window(key, 3)
+    assert end == key.scheduled_at and end - start == timedelta(days=3)
+
+
+def test_migrations_apply_twice_as_a_no_op(db_url):
+    assert db.migrate(db_url) == []
+    with db.connect(db_url) as conn:
+        versions = [r["version"] for r in conn.execute("SELECT version FROM schema_migration ORDER BY 1")]
+    assert versions[0] == "0001_initial.sql"
+
+
+def test_failed_migration_leaves_the_ledger_unchanged(db_url, tmp_path):
+    for f in db.migration_files():
+        (tmp_path / f.name).write_text(f.read_text())
+    (tmp_path / "0099_broken.sql").write_text("CREATE TABLE broken_probe (id int); SELECT no_such_function();")
+    with pytest.raises(psycopg.Error):
+        db.migrate(db_url, tmp_path)
+    with db.connect(db_url) as conn:
+        assert conn.execute("SELECT count(*) AS n FROM schema_migration WHERE version = '0099_broken.sql'").fetchone()["n"] == 0
+        assert conn.execute("SELECT to_regclass('broken_probe') AS t").fetchone()["t"] is None
+
+
+def test_settings_defaults_follow_the_seed():
+    s = load_settings({}.get)
+    assert (s.window_days, s.push_score_threshold, s.max_articles_per_slot) == (3, 60, 50)
+    assert s.schedule_slots == SLOTS and s.daily_slot == "22:00"
+    assert (s.deepseek_max_retries, s.deepseek_content_truncate_chars, s.llm_concurrency, s.remember_me_days) == (3, 16000, 2, 30)
+    assert s.cron == "0 7,12,14,18,22 * * *"
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("push_score_threshold", "150"), ("schedule_slots", "07:00,25:00"), ("window_days", "-1"),
+    ("max_articles_per_slot", "many"),
+])
+def test_bad_setting_names_the_setting_and_the_value(name, value):
+    with pytest.raises(SettingsError) as err:
+        load_settings({name: value}.get)
+    assert name in str(err.value) and value in str(err.value)
+
+
+def test_database_unreachable_is_a_clear_error():
+    with pytest.raises(db.DatabaseUnavailable, match="cannot reach the radar database"):
+        with db.connect("postgresql://nobody:pw@127.0.0.1:1/nowhere"):
+            pass
+
+
+def test_concurrent_openers_of_one_slot_share_one_row(db_url):
+    key = slot_at(date(2026, 1, 8), "14:00")
+    rows, errors = [], []
+    barrier = threading.Barrier(6)
+
+    def opener(i: int) -> None:
+        try:
+            barrier.wait()
+            with db.connect(db_url) as conn:
+                rows.append(store.open_slot_run(conn, key, run_type="manual", dag_id="d", dag_run_id=f"r{i}"))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=opener, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len({r["id"] for r in rows}) == 1
+    with db.connect(db_url) as conn:
+        row = conn.execute("SELECT count(*) AS n, max(attempts) AS a FROM slot_run").fetchone()
+    assert row["n"] == 1 and row["a"] == 6

@@ -1,0 +1,158 @@
+"""Issue 5: the slot decision and the push, exactly once, against a real local JSON webhook."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+from urllib.parse import parse_qs, urlparse
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from include.radar import db, decide, push, signing, store
+from include.radar.decide import msg_uuid
+from tests.slotrun import answer, article, run_slot, shanghai
+
+SLOT = shanghai(2026, 1, 8, 14)
+
+
+def _articles(fakes, scores: dict[int, int], when=SLOT):
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    for n in scores:
+        fakes.werss.articles.append(article(n, when - timedelta(minutes=30 + n), title=f"文章{n}"))
+    fakes.at(when)
+    fakes.deepseek.responder = lambda body: answer(
+        next(s for n, s in scores.items() if f"文章{n}\n" in body["messages"][1]["content"]),
+        summary=f"第{next(n for n in scores if f'文章{n}' in body['messages'][1]['content'])}篇的结论。其余细节",
+    )
+
+
+def _decisions():
+    with db.connect() as conn:
+        return conn.execute("SELECT decision, detail FROM push_decision ORDER BY id").fetchall()
+
+
+def test_slot_below_threshold_sends_nothing_and_records_why(fakes):
+    _articles(fakes, {1: 40, 2: 55})
+    result = run_slot(SLOT)
+    assert result["branch"] == decide.SKIP_PUSH
+    assert fakes.sink.received == [] and fakes.sink2.received == []
+    [row] = _decisions()
+    assert row["decision"] == "silent" and "best score 55 < threshold 60" in row["detail"]["reason"]
+    assert row["detail"]["analysed"] == 2
+
+
+def test_slot_above_threshold_sends_one_message_for_its_own_best_analysis(fakes):
+    _articles(fakes, {1: 95}, when=shanghai(2026, 1, 8, 12))
+    run_slot(shanghai(2026, 1, 8, 12))  # an earlier slot with a higher score
+    fakes.sink.received.clear()
+    fakes.sink2.received.clear()
+    _articles(fakes, {2: 70, 3: 82, 4: 30})
+    run_slot(SLOT)
+    assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1
+    message = fakes.sink.received[0]
+    assert message["title"] == "【机会提醒】14:00 发现 2 条（最高分 82）"
+    with db.connect() as conn:
+        top = conn.execute("SELECT a.id FROM analysis_result a JOIN content_item c ON c.id = a.content_item_id "
+                           "WHERE c.title = '文章3'").fetchone()["id"]
+    link = message["message"].splitlines()[-1]
+    assert link.startswith(f"https://radar.example.com/radar/analysis/{top}?")
+    query = parse_qs(urlparse(link).query)
+    assert signing.verify(f"/analysis/{top}", query["exp"][0], query["sig"][0], "test-link-secret",
+                          datetime.now(timezone.utc))
+    assert message["message"].splitlines()[0] == "第3篇的结论。"
+
+
+def test_rerunning_the_slot_sends_nothing_new(fakes):
+    _articles(fakes, {1: 75})
+    run_slot(SLOT)
+    run_slot(SLOT, run_type="manual")
+    run_slot(SLOT, dag_run_id="another-trigger")
+    assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM notification_log").fetchone()["n"] == 2
+
+
+def test_failing_channel_gets_exactly_one_message_after_the_retry_and_the_healthy_one_exactly_one(fakes):
+    _articles(fakes, {1: 75})
+    fakes.sink.fail_next = 1
+    first = run_slot(SLOT)
+    assert "push" in first["errors"] and "PushFailed" in first["errors"]["push"]
+    assert fakes.sink.received == [] and len(fakes.sink2.received) == 1
+    second = run_slot(SLOT)  # the Airflow retry / a cleared task
+    assert "push" not in second["errors"]
+    assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1
+    with db.connect() as conn:
+        rows = conn.execute("SELECT channel, status, attempts FROM notification_log ORDER BY id").fetchall()
+    assert [(r["status"], r["attempts"]) for r in rows] == [(1, 2), (1, 1)]
+    assert all("push/one" not in r["channel"] for r in rows) or all(r["channel"].startswith("json://") for r in rows)
+
+
+def test_backfill_sends_nothing_and_force_sends(fakes):
+    _articles(fakes, {1: 75})
+    result = run_slot(SLOT, run_type="backfill")
+    assert fakes.sink.received == []
+    assert "would have pushed" in _decisions()[-1]["detail"]["reason"]
+    assert result["closed"]["status"] == "success"
+    run_slot(SLOT, run_type="manual", params={"push_mode": "force"}, dag_run_id="manual-force")
+    assert len(fakes.sink.received) == 1
+
+
+def test_late_daytime_slot_does_not_send_a_stale_alert(fakes):
+    _articles(fakes, {1: 75})
+    run_slot(SLOT, now=SLOT + timedelta(hours=3))
+    assert fakes.sink.received == []
+    assert "late" in _decisions()[-1]["detail"]["reason"]
+
+
+def test_suppress_param_keeps_a_manual_run_silent(fakes):
+    _articles(fakes, {1: 90})
+    run_slot(SLOT, run_type="manual", params={"push_mode": "suppress"})
+    assert fakes.sink.received == []
+
+
+def test_no_channel_configured_is_a_clear_error(fakes, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_RADAR_PUSH", '{"conn_type": "generic", "extra": {"urls": []}}')
+    _articles(fakes, {1: 90})
+    result = run_slot(SLOT)
+    assert "no push channel configured" in result["errors"]["push"]
+
+
+def test_message_fits_channel_limits_and_keeps_the_link():
+    [wecom, schan] = push.channels_from(["wecombot://abcdefghijk", "schan://sendkey123456"])
+    message = push.Message(title="【日报】2026-01-08：3 条机会（最高分 88）以及很长很长的标题" * 2,
+                           lines=["摘要" * 5000], link="https://radar.example.com/radar/daily/2026-01-08?exp=1&sig=ab")
+    title, body = push.fit(message, wecom)
+    assert len((title + body).encode()) <= 4096 and body.endswith(message.link)
+    title, _ = push.fit(message, schan)
+    assert len(title) <= 32
+    assert "abcdefghijk" not in wecom.label and "sendkey123456" not in schan.label
+
+
+def test_errors_from_channels_are_redacted():
+    [channel] = push.channels_from(["tgram://123456:SECRETTOKENXYZ/998877"])
+    error = push.send_one(channel, "t", "b")  # no network here: fails, and must not echo the token
+    assert error is not None and "SECRETTOKENXYZ" not in error
+
+
+texts = st.text(min_size=0, max_size=20)
+
+
+@given(st.dates(), texts, texts, texts, texts)
+def test_msg_uuid_is_stable_for_equal_inputs(day, slot, kind, url, channel):
+    assert msg_uuid(day, slot, kind, url, channel) == msg_uuid(day, slot, kind, url, channel)
+
+
+@given(st.tuples(st.dates(), texts, texts, texts, texts), st.integers(0, 4), texts)
+def test_msg_uuid_differs_when_any_input_differs(inputs, index, replacement):
+    changed = list(inputs)
+    if changed[index] == replacement or (index == 0):
+        changed[0] = inputs[0] + timedelta(days=1) if index == 0 else inputs[0]
+    else:
+        changed[index] = replacement
+    if tuple(changed) != inputs:
+        assert msg_uuid(*changed) != msg_uuid(*inputs)
+
+
+def test_msg_uuid_is_sha1_of_the_seed_fields():
+    assert len(msg_uuid(date(2026, 1, 8), "14:00", "opportunity", "https://x/analysis/1")) == 40
+    assert store.NOTE_SENT == 1
