@@ -577,6 +577,8 @@ def recent_days(conn: psycopg.Connection, end_day: date, days: int, threshold: i
             FROM notification_log
             WHERE report_date BETWEEN %(start)s AND %(end)s AND push_type = 'daily'
             GROUP BY report_date
+        ), reports AS (
+            SELECT report_date, status FROM daily_report WHERE report_date BETWEEN %(start)s AND %(end)s
         )
         SELECT d.day,
                coalesce(r.slots_run, 0) AS slots_run, coalesce(r.slots_done, 0) AS slots_done,
@@ -591,7 +593,7 @@ def recent_days(conn: psycopg.Connection, end_day: date, days: int, threshold: i
         LEFT JOIN analysed an ON an.run_date = d.day
         LEFT JOIN failed f ON f.run_date = d.day
         LEFT JOIN pushes p ON p.report_date = d.day
-        LEFT JOIN daily_report dr ON dr.report_date = d.day
+        LEFT JOIN reports dr ON dr.report_date = d.day
         ORDER BY d.day DESC
         """,
         {"start": date.fromordinal(end_day.toordinal() - days + 1), "end": end_day, "threshold": threshold},

@@ -1,0 +1,878 @@
+"""View models of the report pages: store rows in, small immutable objects out.
+
+Everything here is a pure function of its arguments (no database, no clock, no settings lookup), so the
+page logic that matters — slot states, push status, ordering, which links carry a signature, what counts as
+a safe link — is tested without a server. Templates only lay out what these objects hold.
+
+Text from articles and from the LLM is never marked safe here, with one exception: the daily digest,
+rendered by markdown-it with raw HTML disabled and its link validation kept (no ``javascript:`` links).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from urllib.parse import quote, urlsplit
+from zoneinfo import ZoneInfo
+
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+
+from include.radar.slots import slot_at
+
+Row = Mapping[str, Any]
+
+# ------------------------------------------------------------------------------------------------ labels
+
+SLOT_DONE, SLOT_RUNNING, SLOT_FAILED, SLOT_PENDING, SLOT_LATE = "done", "running", "failed", "pending", "late"
+SLOT_LABELS = {
+    SLOT_DONE: "已完成",
+    SLOT_RUNNING: "运行中",
+    SLOT_FAILED: "失败",
+    SLOT_PENDING: "未到时间",
+    SLOT_LATE: "超时未运行",
+}
+_SLOT_STATUS = {0: SLOT_RUNNING, 1: SLOT_DONE, 2: SLOT_FAILED}
+
+PUSH_SENT, PUSH_PENDING, PUSH_FAILED, PUSH_PARTIAL, PUSH_NONE = "sent", "pending", "failed", "partial", "none"
+PUSH_LABELS = {
+    PUSH_SENT: "已送达",
+    PUSH_PENDING: "发送中",
+    PUSH_FAILED: "发送失败",
+    PUSH_PARTIAL: "部分失败",
+    PUSH_NONE: "未推送",
+}
+_NOTE_STATUS = {0: PUSH_PENDING, 1: PUSH_SENT, 2: PUSH_FAILED}
+
+REPORT_OK, REPORT_BUILDING, REPORT_FAILED, REPORT_MISSING, REPORT_EMPTY = "ok", "building", "failed", "missing", "empty"
+REPORT_LABELS = {
+    REPORT_OK: "已生成",
+    REPORT_BUILDING: "生成中",
+    REPORT_FAILED: "生成失败",
+    REPORT_MISSING: "未生成",
+    REPORT_EMPTY: "无",
+}
+_REPORT_STATUS = {0: REPORT_BUILDING, 1: REPORT_OK, 2: REPORT_FAILED}
+REPORT_FAILED_NOTICE = "日报生成失败，请稍后刷新"
+
+TYPE_LABELS = {
+    "stock": "个股",
+    "sector": "行业",
+    "fund": "基金",
+    "commodity": "商品",
+    "macro": "宏观",
+    "bond": "债券",
+    "fx": "外汇",
+    "crypto": "加密资产",
+    "other": "其他",
+    "none": "无机会",
+}
+DIRECTION_LABELS = {"bullish": "看多", "bearish": "看空", "neutral": "中性", "watch": "观察"}
+_WEEKDAYS = "一二三四五六日"
+
+
+def type_label(value: str | None) -> str:
+    return TYPE_LABELS.get(value or "", value or "—")
+
+
+def direction_label(value: str | None) -> str:
+    return DIRECTION_LABELS.get(value or "", value or "—")
+
+
+def day_label(day: date) -> str:
+    """``2026年1月8日 周四``: how the pages name a report date."""
+    return f"{day.year}年{day.month}月{day.day}日 周{_WEEKDAYS[day.weekday()]}"
+
+
+def local_time(moment: datetime | None, tz: ZoneInfo, fmt: str = "%Y-%m-%d %H:%M") -> str:
+    """A stored (UTC, aware) timestamp as wall-clock text in ``tz``; empty for missing values."""
+    if moment is None:
+        return ""
+    if moment.tzinfo is None:  # the schema stores timestamptz; a naive value would be a bug upstream
+        return moment.strftime(fmt)
+    return moment.astimezone(tz).strftime(fmt)
+
+
+def safe_http_url(url: str | None) -> str | None:
+    """``url`` when it is an absolute http(s) URL that is safe to put in an ``href``, else None.
+
+    Article URLs come from WeRSS (ultimately from the article); anything else — ``javascript:``, ``data:``,
+    relative paths, URLs with whitespace or control characters — is shown as text, never linked.
+    """
+    if not url or any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        return None
+    return url
+
+
+def short(text: str | None, limit: int) -> str:
+    text = (text or "").strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def money(value: Any) -> str:
+    try:
+        amount = Decimal(str(value or 0))
+    except ArithmeticError:
+        return "—"
+    return f"${amount:.4f}"
+
+
+def duration(ms: int | None) -> str:
+    if not ms:
+        return "—"
+    return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
+# ------------------------------------------------------------------------------------------------- links
+
+
+@dataclass(frozen=True)
+class Links:
+    """Every URL a page renders, relative to where the app is mounted.
+
+    ``root`` is the mount path (``/radar`` inside Airflow, empty when served alone) and ``airflow_root`` the
+    Airflow UI root on the same origin, so links work in the Airflow iframe and behind a path prefix alike.
+    ``signer`` is set only on a page opened through a signed link that may hand out signatures (a signed
+    daily page): then links to the analyses in ``signable`` (that day's) carry their own signature so a phone
+    user can click through. Other ids — say, one an article talked the digest into citing — stay unsigned.
+    """
+
+    root: str = ""
+    airflow_root: str = ""
+    signer: Callable[[str], str] | None = None
+    signable: frozenset[int] = frozenset()
+
+    def overview(self) -> str:
+        return f"{self.root}/"
+
+    def daily(self, day: date) -> str:
+        return f"{self.root}/daily/{day.isoformat()}"
+
+    def analysis(self, analysis_id: int) -> str:
+        path = f"/analysis/{int(analysis_id)}"
+        if self.signer is not None and analysis_id in self.signable:
+            return f"{self.root}{path}?{self.signer(path)}"
+        return self.root + path
+
+    def airflow_home(self) -> str:
+        return f"{self.airflow_root}/"
+
+    def dag_run(self, dag_id: str | None, dag_run_id: str | None) -> str | None:
+        """The Airflow UI page of a DAG run; run ids contain ``:`` and ``+``, so both parts are encoded."""
+        if not dag_id or not dag_run_id:
+            return None
+        return f"{self.airflow_root}/dags/{quote(dag_id, safe='')}/runs/{quote(dag_run_id, safe='')}"
+
+
+# ---------------------------------------------------------------------------------------------- markdown
+
+_ANALYSIS_PATH = re.compile(r"^/analysis/(\d{1,18})$")
+_DAILY_PATH = re.compile(r"^/daily/(\d{4}-\d{2}-\d{2})$")
+
+
+def _markdown() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+    # Remote images would be blocked by the page's CSP anyway; render them as links instead of broken images.
+    md.disable("image")
+
+    def link_open(renderer: Any, tokens: list[Any], idx: int, options: Any, env: dict[str, Any]) -> str:
+        token = tokens[idx]
+        href = str(token.attrGet("href") or "")
+        rewrite = env.get("rewrite_href")
+        if rewrite is not None:
+            href = rewrite(href)
+            token.attrSet("href", href)
+        token.attrSet("rel", "noopener noreferrer nofollow")
+        if safe_http_url(href):  # external: leave the Airflow iframe rather than framing another site
+            token.attrSet("target", "_blank")
+        return renderer.renderToken(tokens, idx, options, env)
+
+    md.add_render_rule("link_open", link_open)
+    return md
+
+
+_MD = _markdown()
+
+
+def digest_link_rewriter(report_base_url: str, links: Links) -> Callable[[str], str]:
+    """Map the digest's links to report pages (absolute, under ``report_base_url``) onto this app's links.
+
+    The digest cites canonical URLs; rewritten, they work inside the Airflow iframe and, on a signed daily
+    page, analysis links get their own signature like every other analysis link there.
+    """
+    base = report_base_url.rstrip("/")
+
+    def rewrite(href: str) -> str:
+        path = href[len(base) :] if base and href.startswith(base + "/") else href
+        if not path.startswith("/") or path.startswith("//"):
+            return href
+        bare = path.split("#", 1)[0].split("?", 1)[0]
+        if match := _ANALYSIS_PATH.match(bare):
+            return links.analysis(int(match.group(1)))
+        if match := _DAILY_PATH.match(bare):
+            try:
+                return links.daily(date.fromisoformat(match.group(1)))
+            except ValueError:
+                return href
+        return href
+
+    return rewrite
+
+
+def render_markdown(text: str, rewrite_href: Callable[[str], str] | None = None) -> Markup:
+    """Digest markdown as HTML: raw HTML is escaped, unsafe link schemes are refused by markdown-it."""
+    return Markup(_MD.render(text or "", {"rewrite_href": rewrite_href}))
+
+
+# ----------------------------------------------------------------------------------------------- slots
+
+
+@dataclass(frozen=True)
+class SlotView:
+    slot: str
+    state: str
+    label: str
+    dag_run_url: str | None = None
+    new_count: int = 0
+    analysed_count: int = 0
+    failed_count: int = 0
+    opportunity_count: int = 0
+    attempts: int = 0
+    started: str = ""
+    finished: str = ""
+    error: str | None = None
+
+    @property
+    def has_run(self) -> bool:
+        return self.state not in (SLOT_PENDING, SLOT_LATE)
+
+
+def slot_views(
+    day: date,
+    slots: Sequence[str],
+    runs: Iterable[Row],
+    *,
+    now: datetime,
+    late_after_minutes: int,
+    tz: ZoneInfo,
+    links: Links,
+) -> list[SlotView]:
+    """The configured slots of ``day`` (plus any other slot that ran), each with its state.
+
+    A slot without a run row is ``late`` once ``now`` passes its scheduled time plus the grace period,
+    otherwise ``pending``; a row is running (0), done (1) or failed (2, with its error).
+    """
+    by_slot = {r["slot"]: r for r in runs}
+    views = []
+    for slot in sorted(set(slots) | set(by_slot)):
+        run = by_slot.get(slot)
+        if run is None:
+            due = slot_at(day, slot, tz).scheduled_at + timedelta(minutes=late_after_minutes)
+            state = SLOT_LATE if now > due else SLOT_PENDING
+            views.append(SlotView(slot=slot, state=state, label=SLOT_LABELS[state]))
+            continue
+        state = _SLOT_STATUS.get(run["status"], SLOT_FAILED)
+        views.append(
+            SlotView(
+                slot=slot,
+                state=state,
+                label=SLOT_LABELS[state],
+                dag_run_url=links.dag_run(run.get("dag_id"), run.get("dag_run_id")),
+                new_count=run.get("new_count") or 0,
+                analysed_count=run.get("analysed_count") or 0,
+                failed_count=run.get("failed_count") or 0,
+                opportunity_count=run.get("opportunity_count") or 0,
+                attempts=run.get("attempts") or 0,
+                started=local_time(run.get("started_at"), tz, "%H:%M"),
+                finished=local_time(run.get("finished_at"), tz, "%H:%M"),
+                error=run.get("error") if state == SLOT_FAILED else None,
+            )
+        )
+    return views
+
+
+# ------------------------------------------------------------------------------------------------ pushes
+
+
+@dataclass(frozen=True)
+class ChannelPush:
+    channel: str
+    state: str
+    label: str
+    attempts: int
+    when: str
+    error: str | None
+
+
+@dataclass(frozen=True)
+class PushView:
+    state: str
+    label: str
+    channels: list[ChannelPush] = field(default_factory=list)
+
+
+def push_state(total: int, sent: int, failed: int) -> str:
+    """One state for a push that went to several channels: all sent, some failed, all failed, or pending."""
+    if total == 0:
+        return PUSH_NONE
+    if sent == total:
+        return PUSH_SENT
+    if failed == total:
+        return PUSH_FAILED
+    if failed:
+        return PUSH_PARTIAL
+    return PUSH_PENDING
+
+
+def push_view(rows: Iterable[Row], tz: ZoneInfo) -> PushView:
+    """The daily push of a date from its ``notification_log`` rows (one per channel)."""
+    channels = []
+    for r in rows:
+        state = _NOTE_STATUS.get(r["status"], PUSH_FAILED)
+        channels.append(
+            ChannelPush(
+                channel=r.get("channel") or "",
+                state=state,
+                label=PUSH_LABELS[state],
+                attempts=r.get("attempts") or 0,
+                when=local_time(r.get("sent_at") or r.get("updated_at"), tz, "%m-%d %H:%M"),
+                error=(short(r.get("error"), 300) or "未知错误") if state == PUSH_FAILED else None,
+            )
+        )
+    state = push_state(
+        len(channels),
+        sum(c.state == PUSH_SENT for c in channels),
+        sum(c.state == PUSH_FAILED for c in channels),
+    )
+    return PushView(state=state, label=PUSH_LABELS[state], channels=channels)
+
+
+# ------------------------------------------------------------------------------------------------ overview
+
+
+@dataclass(frozen=True)
+class DayRowView:
+    day: date
+    label: str
+    weekday: str
+    url: str
+    analysed: int
+    opportunities: int
+    failed: int
+    max_score: int | None
+    slots_done: int
+    slots_total: int
+    report_state: str
+    report_label: str
+    push_state: str
+    push_label: str
+    is_today: bool
+
+
+@dataclass(frozen=True)
+class AccountView:
+    name: str
+    mp_id: str
+    last_article: str
+    last_checked: str
+    consecutive_failures: int
+    backoff_until: str
+    last_error: str
+    healthy: bool
+
+
+@dataclass(frozen=True)
+class OverviewPage:
+    today: date
+    today_label: str
+    today_url: str
+    now_label: str
+    slots: list[SlotView]
+    slots_done: int
+    push: PushView
+    analysed: int
+    opportunities: int
+    failed: int
+    best_score: int | None
+    threshold: int
+    daily_slot: str
+    days: list[DayRowView]
+    accounts: list[AccountView]
+
+
+def day_rows(rows: Iterable[Row], *, today: date, slot_count: int, links: Links) -> list[DayRowView]:
+    views = []
+    for r in rows:
+        report_state = (
+            _REPORT_STATUS.get(r["report_status"], REPORT_MISSING)
+            if r["report_status"] is not None
+            else (REPORT_MISSING if r["analysed"] or r["failed"] or r["slots_run"] else REPORT_EMPTY)
+        )
+        state = push_state(r["push_total"], r["push_sent"], r["push_failed"])
+        views.append(
+            DayRowView(
+                day=r["day"],
+                label=f"{r['day'].month}月{r['day'].day}日",
+                weekday=_WEEKDAYS[r["day"].weekday()],
+                url=links.daily(r["day"]),
+                analysed=r["analysed"],
+                opportunities=r["opportunities"],
+                failed=r["failed"],
+                max_score=r["max_score"],
+                slots_done=r["slots_done"],
+                slots_total=max(slot_count, r["slots_run"]),
+                report_state=report_state,
+                report_label=REPORT_LABELS[report_state],
+                push_state=state,
+                push_label=PUSH_LABELS[state],
+                is_today=r["day"] == today,
+            )
+        )
+    return views
+
+
+def account_views(rows: Iterable[Row], *, now: datetime, tz: ZoneInfo) -> list[AccountView]:
+    """WeRSS accounts, the ones in trouble first (failing or backing off), then by name."""
+    views = []
+    for r in rows:
+        backoff = r.get("backoff_until")
+        backing_off = backoff is not None and backoff > now
+        failures = r.get("consecutive_failures") or 0
+        views.append(
+            AccountView(
+                name=r.get("name") or r.get("mp_id") or "",
+                mp_id=r.get("mp_id") or "",
+                last_article=local_time(r.get("last_article_at"), tz, "%m-%d %H:%M") or "—",
+                last_checked=local_time(r.get("last_checked_at"), tz, "%m-%d %H:%M") or "—",
+                consecutive_failures=failures,
+                backoff_until=local_time(backoff, tz, "%m-%d %H:%M") if backing_off else "",
+                last_error=short(r.get("last_error"), 160),
+                healthy=failures == 0 and not backing_off,
+            )
+        )
+    return sorted(views, key=lambda a: (a.healthy, a.name))
+
+
+def overview_page(
+    *,
+    today: date,
+    now: datetime,
+    tz: ZoneInfo,
+    slots: Sequence[str],
+    late_after_minutes: int,
+    threshold: int,
+    runs: Iterable[Row],
+    notifications: Iterable[Row],
+    days: Sequence[Row],
+    accounts: Iterable[Row],
+    links: Links,
+) -> OverviewPage:
+    slot_list = slot_views(today, slots, runs, now=now, late_after_minutes=late_after_minutes, tz=tz, links=links)
+    today_row = next((r for r in days if r["day"] == today), None)
+    return OverviewPage(
+        today=today,
+        today_label=day_label(today),
+        today_url=links.daily(today),
+        now_label=local_time(now, tz, "%H:%M"),
+        slots=slot_list,
+        slots_done=sum(s.state == SLOT_DONE for s in slot_list),
+        push=push_view(notifications, tz),
+        analysed=today_row["analysed"] if today_row else 0,
+        opportunities=today_row["opportunities"] if today_row else 0,
+        failed=today_row["failed"] if today_row else 0,
+        best_score=today_row["max_score"] if today_row else None,
+        threshold=threshold,
+        daily_slot=max(slots) if slots else "",
+        days=day_rows(days, today=today, slot_count=len(slots), links=links),
+        accounts=account_views(accounts, now=now, tz=tz),
+    )
+
+
+# --------------------------------------------------------------------------------------------- daily page
+
+
+@dataclass(frozen=True)
+class AnalysisCard:
+    id: int
+    url: str
+    score: int
+    hot: bool
+    title: str
+    mp_name: str
+    slot: str
+    published: str
+    summary: str
+    top_type: str
+
+
+@dataclass(frozen=True)
+class FailureView:
+    title: str
+    mp_name: str
+    slot: str
+    published: str
+    attempts: int
+    error: str
+    source_url: str | None
+
+
+@dataclass(frozen=True)
+class TopOpportunity:
+    analysis_id: int
+    url: str
+    title: str
+    reason: str
+    score: int | None
+
+
+@dataclass(frozen=True)
+class Stats:
+    analysed: int
+    opportunities: int
+    failed: int
+    max_score: int | None
+
+
+@dataclass(frozen=True)
+class DailyPage:
+    day: date
+    day_label: str
+    prev_url: str
+    next_url: str | None
+    overview_url: str
+    report_state: str
+    report_label: str
+    notice: str | None
+    reasons: list[str]
+    digest_html: Markup | None
+    top: list[TopOpportunity]
+    watchlist: list[str]
+    analyses: list[AnalysisCard]
+    failures: list[FailureView]
+    stats: Stats
+    slots: list[SlotView]
+    slots_done: list[str]
+    push: PushView
+    threshold: int
+
+
+def analysis_cards(rows: Iterable[Row], *, threshold: int, tz: ZoneInfo, links: Links) -> list[AnalysisCard]:
+    """The day's analyses, best score first (ties: oldest analysis first), whatever order the rows came in."""
+    ordered = sorted(rows, key=lambda r: (-int(r["score"]), int(r["id"])))
+    return [
+        AnalysisCard(
+            id=r["id"],
+            url=links.analysis(r["id"]),
+            score=r["score"],
+            hot=r["score"] >= threshold,
+            title=r.get("title") or "（无标题）",
+            mp_name=r.get("mp_name") or "",
+            slot=r.get("slot") or "",
+            published=local_time(r.get("published_at"), tz, "%m-%d %H:%M"),
+            summary=r.get("summary") or "",
+            top_type=type_label(r.get("top_type")),
+        )
+        for r in ordered
+    ]
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def top_opportunities(digest_json: Any, cards: Sequence[AnalysisCard], links: Links) -> list[TopOpportunity]:
+    """``digest_json["top_opportunities"]`` (LLM output, so validated item by item) as links to analyses."""
+    items = digest_json.get("top_opportunities") if isinstance(digest_json, dict) else None
+    by_id = {c.id: c for c in cards}
+    tops = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        analysis_id = _as_int(item.get("analysis_id"))
+        if analysis_id is None or analysis_id <= 0:
+            continue
+        card = by_id.get(analysis_id)
+        title = str(item.get("title") or (card.title if card else f"分析 #{analysis_id}"))
+        tops.append(
+            TopOpportunity(
+                analysis_id=analysis_id,
+                url=links.analysis(analysis_id),
+                title=title,
+                reason=str(item.get("reason") or ""),
+                score=card.score if card else None,
+            )
+        )
+    return tops
+
+
+def watchlist(digest_json: Any) -> list[str]:
+    items = digest_json.get("watchlist") if isinstance(digest_json, dict) else None
+    if not isinstance(items, list):
+        return []
+    return [str(i).strip() for i in items if isinstance(i, (str, int, float)) and str(i).strip()][:20]
+
+
+def _stats(report: Row | None, cards: Sequence[AnalysisCard], failures: Sequence[Row]) -> Stats:
+    live = Stats(
+        analysed=len(cards),
+        opportunities=sum(c.hot for c in cards),
+        failed=len(failures),
+        max_score=max((c.score for c in cards), default=None),
+    )
+    stored = report.get("stats") if report else None
+    if not isinstance(stored, dict):
+        return live
+
+    def pick(key: str, fallback: Any) -> Any:
+        value = _as_int(stored.get(key))
+        return fallback if value is None else value
+
+    return Stats(
+        analysed=pick("analysed", live.analysed),
+        opportunities=pick("opportunities", live.opportunities),
+        failed=pick("failed", live.failed),
+        max_score=pick("max_score", live.max_score),
+    )
+
+
+def failure_reasons(report: Row | None, runs: Iterable[Row]) -> list[str]:
+    """Why the report failed: its own error lines, then the errors of the day's failed slots (seed 10.2)."""
+    reasons: list[str] = []
+    if report and report.get("error"):
+        reasons += [line.strip() for line in str(report["error"]).splitlines() if line.strip()]
+    for r in runs:
+        if r.get("status") == 2 and r.get("error"):
+            reasons += [f"{r['slot']} {line.strip()}" for line in str(r["error"]).splitlines() if line.strip()]
+    return list(dict.fromkeys(short(reason, 500) for reason in reasons))
+
+
+def daily_page(
+    *,
+    day: date,
+    today: date,
+    now: datetime,
+    tz: ZoneInfo,
+    slots: Sequence[str],
+    late_after_minutes: int,
+    threshold: int,
+    report_base_url: str,
+    report: Row | None,
+    analyses: Iterable[Row],
+    failures: Sequence[Row],
+    runs: Sequence[Row],
+    notifications: Iterable[Row],
+    links: Links,
+) -> DailyPage:
+    cards = analysis_cards(analyses, threshold=threshold, tz=tz, links=links)
+    failure_views = [
+        FailureView(
+            title=f.get("title") or "（无标题）",
+            mp_name=f.get("mp_name") or "",
+            slot=f.get("slot") or "",
+            published=local_time(f.get("published_at"), tz, "%m-%d %H:%M"),
+            attempts=f.get("attempts") or 0,
+            error=short(f.get("last_error"), 500) or "未知原因",
+            source_url=safe_http_url(f.get("url")),
+        )
+        for f in failures
+    ]
+    has_data = bool(cards or failures or runs)
+    notice: str | None = None
+    reasons: list[str] = []
+    if report is not None:
+        state = _REPORT_STATUS.get(report["status"], REPORT_FAILED)
+        if state == REPORT_FAILED:
+            notice, reasons = REPORT_FAILED_NOTICE, failure_reasons(report, runs)
+        elif state == REPORT_BUILDING:
+            notice = "日报正在生成，请稍后刷新。"
+    elif has_data:
+        state = REPORT_MISSING
+        notice = f"当日日报尚未生成（{max(slots) if slots else '22:00'} 生成），以下是已完成的分析。"
+    else:
+        state = REPORT_EMPTY
+        notice = "这一天没有任何数据：没有运行记录、分析或日报。"
+    digest_md = (report or {}).get("digest_md") or ""
+    digest_json = (report or {}).get("digest_json") or {}
+    slot_list = slot_views(day, slots, runs, now=now, late_after_minutes=late_after_minutes, tz=tz, links=links)
+    stored_done = (report or {}).get("slots_done")
+    return DailyPage(
+        day=day,
+        day_label=day_label(day),
+        prev_url=links.daily(day - timedelta(days=1)),
+        next_url=links.daily(day + timedelta(days=1)) if day < today else None,
+        overview_url=links.overview(),
+        report_state=state,
+        report_label=REPORT_LABELS[state],
+        notice=notice,
+        reasons=reasons,
+        digest_html=render_markdown(digest_md, digest_link_rewriter(report_base_url, links)) if digest_md else None,
+        top=top_opportunities(digest_json, cards, links),
+        watchlist=watchlist(digest_json),
+        analyses=cards,
+        failures=failure_views,
+        stats=_stats(report, cards, failures),
+        slots=slot_list,
+        slots_done=list(stored_done) if stored_done else [s.slot for s in slot_list if s.state == SLOT_DONE],
+        push=push_view(notifications, tz),
+        threshold=threshold,
+    )
+
+
+# ------------------------------------------------------------------------------------------ analysis page
+
+
+@dataclass(frozen=True)
+class OpportunityView:
+    name: str
+    type_label: str
+    direction: str
+    direction_label: str
+    targets: list[str]
+    horizon: str
+    catalyst: str
+    evidence: list[str]
+    risks: list[str]
+    confidence: str
+
+
+@dataclass(frozen=True)
+class Reused:
+    id: int
+    url: str
+    title: str | None
+
+
+@dataclass(frozen=True)
+class AnalysisPage:
+    id: int
+    title: str
+    mp_name: str
+    published: str
+    source_url: str | None
+    raw_url: str
+    score: int
+    hot: bool
+    threshold: int
+    has_opportunity: bool
+    top_type: str
+    summary: str
+    opportunities: list[OpportunityView]
+    model: str
+    prompt_version: str
+    tokens: list[tuple[str, str]]
+    cost: str
+    latency: str
+    llm_calls: int
+    analysed_at: str
+    reused_from: Reused | None
+    run_label: str | None
+    daily_url: str | None
+    dag_run_url: str | None
+    overview_url: str
+
+
+def _texts(value: Any) -> list[str]:
+    """A jsonb list (targets, risks, evidence) as display strings, whatever shape the LLM gave it."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        if isinstance(item, dict):
+            text = " ".join(str(v) for v in item.values() if v not in (None, ""))
+        else:
+            text = str(item)
+        if text.strip():
+            out.append(text.strip())
+    return out
+
+
+def opportunity_views(rows: Iterable[Row]) -> list[OpportunityView]:
+    views = []
+    for r in rows:
+        try:
+            confidence = float(r.get("confidence") or 0)
+        except (TypeError, ValueError):
+            confidence = 0.0
+        views.append(
+            OpportunityView(
+                name=r.get("name") or "",
+                type_label=type_label(r.get("type")),
+                direction=r.get("direction") or "",
+                direction_label=direction_label(r.get("direction")),
+                targets=_texts(r.get("targets")),
+                horizon=r.get("horizon") or "",
+                catalyst=r.get("catalyst") or "",
+                evidence=_texts(r.get("evidence")),
+                risks=_texts(r.get("risks")),
+                confidence=f"{confidence * 100:.0f}%" if 0 <= confidence <= 1 else f"{confidence:g}",
+            )
+        )
+    return views
+
+
+def analysis_page(
+    *,
+    row: Row,
+    opportunities: Iterable[Row],
+    reused: Row | None,
+    threshold: int,
+    tz: ZoneInfo,
+    links: Links,
+) -> AnalysisPage:
+    run_date = row.get("run_date")
+    reused_id = row.get("reused_from_id")
+    return AnalysisPage(
+        id=row["id"],
+        title=row.get("title") or "（无标题）",
+        mp_name=row.get("mp_name") or "",
+        published=local_time(row.get("published_at"), tz),
+        source_url=safe_http_url(row.get("url")),
+        raw_url=row.get("url") or "",
+        score=row["score"],
+        hot=row["score"] >= threshold,
+        threshold=threshold,
+        has_opportunity=bool(row.get("has_opportunity")),
+        top_type=type_label(row.get("top_type")),
+        summary=row.get("summary") or "",
+        opportunities=opportunity_views(opportunities),
+        model=row.get("model") or "",
+        prompt_version=row.get("prompt_version") or "",
+        tokens=[
+            ("输入", f"{row.get('prompt_tokens') or 0:,}"),
+            ("输出", f"{row.get('completion_tokens') or 0:,}"),
+            ("推理", f"{row.get('reasoning_tokens') or 0:,}"),
+            ("缓存命中", f"{row.get('cache_hit_tokens') or 0:,}"),
+            ("缓存未命中", f"{row.get('cache_miss_tokens') or 0:,}"),
+        ],
+        cost=money(row.get("cost_usd")),
+        latency=duration(row.get("latency_ms")),
+        llm_calls=row.get("llm_calls") or 0,
+        analysed_at=local_time(row.get("created_at"), tz),
+        reused_from=Reused(
+            id=reused_id,
+            url=links.analysis(reused_id),
+            title=(reused or {}).get("title"),
+        )
+        if reused_id
+        else None,
+        run_label=f"{run_date.isoformat()} {row.get('slot')}" if run_date else None,
+        daily_url=links.daily(run_date) if run_date else None,
+        dag_run_url=links.dag_run(row.get("dag_id"), row.get("dag_run_id")),
+        overview_url=links.overview(),
+    )

@@ -1,0 +1,41 @@
+"""Airflow plugin: the Opportunity Radar report pages, mounted on the api-server at ``/radar``.
+
+Airflow 3 serves plugin UIs as FastAPI sub-apps (``fastapi_apps``) and lists them in its navigation through
+``external_views``; with ``url_route`` set, the page opens inside the Airflow UI (a same-origin iframe at
+``/plugin/radar``). The sub-app does its own authentication (Airflow gives plugin apps none): see
+``include/radar/web/app.py``.
+
+Airflow puts ``plugins/`` on ``sys.path`` but not the bundle root, so the root is added when ``include``
+is not importable. Importing the app touches neither the database nor the network.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+try:
+    import include.radar  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from airflow.plugins_manager import AirflowPlugin  # noqa: E402
+
+from include.radar.web.app import URL_PREFIX, app  # noqa: E402
+
+
+class OpportunityRadarPlugin(AirflowPlugin):
+    """Registers the report app and its navigation entry."""
+
+    name = "opportunity_radar"
+    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "Opportunity Radar"}]
+    external_views = [
+        {
+            "name": "Opportunity Radar",
+            "href": f"{URL_PREFIX}/",
+            "destination": "nav",
+            "url_route": "radar",
+            "icon": f"{URL_PREFIX}/static/icon.svg",
+            "nav_top_level": True,
+        }
+    ]
