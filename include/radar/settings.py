@@ -49,7 +49,7 @@ class Settings(BaseModel):
 
     # operations
     max_analysis_attempts: int = Field(3, ge=1, le=20)
-    late_after_minutes: int = Field(30, ge=0, le=24 * 60)
+    late_after_minutes: int = Field(30, ge=0, le=366 * 24 * 60)
     werss_timeout_seconds: float = Field(20, gt=0, le=300)
     werss_page_size: int = Field(100, ge=1, le=100)
     report_base_url: str = "http://localhost:8080/radar"

@@ -1,0 +1,97 @@
+"""End-to-end: the real DAG through ``dag.test()`` against the WeRSS, DeepSeek and push fakes."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from include.radar import db
+from tests.slotrun import answer, article, shanghai
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def _never_late(fakes, monkeypatch):
+    """These runs replay January 2026 slots now; lateness is tested in test_push / test_daily."""
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES", str(366 * 24 * 60))
+
+
+@pytest.fixture(scope="module")
+def dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=str(REPO / "dags")).dags["opportunity_radar_slots"]
+    for task in dag.tasks:  # keep the retries, drop the waiting between them
+        task.retry_delay = timedelta(seconds=0)
+        task.retry_exponential_backoff = False
+    return dag
+
+
+def _states(dag_run) -> dict[str, list[str]]:
+    states: dict[str, list[str]] = {}
+    for ti in dag_run.get_task_instances():
+        states.setdefault(ti.task_id, []).append(str(ti.state))
+    return states
+
+
+def _rows(sql: str) -> list[dict]:
+    with db.connect() as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_daytime_slot_maps_one_task_per_article_and_pushes_the_best(dag, fakes):
+    when = shanghai(2026, 1, 8, 14)
+    fakes.at(when)
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles = [article(i, when - timedelta(hours=i + 1), title=f"文章{i}") for i in range(3)]
+    scores = {"文章0": 40, "文章1": 77, "文章2": 64}
+    fakes.deepseek.responder = lambda b: answer(next(s for t, s in scores.items() if f"{t}\n" in b["messages"][1]["content"]))
+    run = dag.test(logical_date=when)
+    states = _states(run)
+    assert str(run.state) == "success"
+    assert states["analyse"] == ["success"] * 3  # one mapped task instance per new article
+    assert states["push_opportunity"] == ["success"] and states["skip_push"] == ["skipped"]
+    assert states["build_daily_report"] == ["skipped"] and states["push_daily_report"] == ["skipped"]
+    [slot] = _rows("SELECT * FROM slot_run")
+    assert (str(slot["run_date"]), slot["slot"], slot["status"]) == ("2026-01-08", "14:00", 1)
+    assert (slot["new_count"], slot["analysed_count"], slot["opportunity_count"], slot["pushed_count"]) == (3, 3, 2, 2)
+    assert len(_rows("SELECT * FROM analysis_result")) == 3
+    [message] = fakes.sink.received
+    top = _rows("SELECT a.id FROM analysis_result a ORDER BY score DESC LIMIT 1")[0]["id"]
+    assert message["title"] == "【机会提醒】14:00 发现 2 条（最高分 77）"
+    assert f"https://radar.example.com/radar/analysis/{top}?" in message["message"]
+    assert fakes.sink2.received == [message]
+
+
+def test_slot_with_nothing_new_skips_the_mapped_task_and_closes_green(dag, fakes):
+    when = shanghai(2026, 1, 8, 12)
+    fakes.at(when)
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    run = dag.test(logical_date=when)
+    states = _states(run)
+    assert str(run.state) == "success"
+    assert states["analyse"] == ["skipped"] and states["skip_push"] == ["success"]
+    assert _rows("SELECT status FROM slot_run")[0]["status"] == 1
+    assert fakes.deepseek.requests == [] and fakes.sink.received == []
+
+
+def test_daily_slot_with_werss_and_deepseek_down_still_pushes_the_report_once(dag, fakes):
+    when = shanghai(2026, 1, 8, 22)
+    fakes.at(when)
+    fakes.werss.down = True
+    fakes.deepseek.responder = lambda b: (500, {"error": {"message": "down"}})
+    run = dag.test(logical_date=when)
+    states = _states(run)
+    assert states["ingest"] == ["failed"]
+    assert states["build_daily_report"] == ["success"] and states["push_daily_report"] == ["success"]
+    assert str(run.state) == "failed"  # the failure stays visible in the run history
+    [report] = _rows("SELECT * FROM daily_report")
+    assert report["status"] == 2 and "ingest" in report["error"]
+    assert [m["title"] for m in fakes.sink.received] == ["【日报】2026-01-08：今日无投资机会"]
+    assert _rows("SELECT status, error FROM slot_run")[0]["status"] == 2
+    json.dumps(report["stats"])
