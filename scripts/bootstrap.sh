@@ -44,7 +44,9 @@ if [ ! -f "$AIRFLOW_HOME/.migrated" ] || [ "$(cat "$AIRFLOW_HOME/.migrated")" !=
   echo "$lock_sum" > "$AIRFLOW_HOME/.migrated"
 fi
 
-if [ -z "${RADAR_DATABASE_URL:-}" ]; then
+if [ -n "${RADAR_DATABASE_URL:-}" ]; then
+  export RADAR_DATABASE_URL_FROM_USER=1
+else
   echo "==> starting (or reusing) the embedded PostgreSQL in .local/pgdata"
   RADAR_DATABASE_URL="$(python -m include.radar.cli db-url 2>/dev/null | grep -E '^postgres(ql)?://' | tail -n 1)"
   [ -n "$RADAR_DATABASE_URL" ] || { echo "error: the embedded PostgreSQL did not start" >&2; exit 1; }

@@ -156,3 +156,17 @@ def test_msg_uuid_differs_when_any_input_differs(inputs, index, replacement):
 def test_msg_uuid_is_sha1_of_the_seed_fields():
     assert len(msg_uuid(date(2026, 1, 8), "14:00", "opportunity", "https://x/analysis/1")) == 40
     assert store.NOTE_SENT == 1
+
+
+def test_a_repost_of_an_already_pushed_article_is_not_pushed_again(fakes):
+    body = "<p>同一篇稿件：铜矿供给收缩，冶炼厂加工费下滑，铜价中枢上移。</p>"
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}, {"id": "MP_WXS_2", "mp_name": "前哨站"}]
+    fakes.werss.articles.append(article(1, shanghai(2026, 1, 8, 11), body=body, title="文章1"))
+    fakes.at(shanghai(2026, 1, 8, 12))
+    fakes.deepseek.responder = lambda b: answer(80)
+    run_slot(shanghai(2026, 1, 8, 12))
+    fakes.werss.articles.append(article(2, SLOT - timedelta(minutes=30), body=body, title="文章2", mp="MP_WXS_2"))
+    fakes.at(SLOT)
+    result = run_slot(SLOT)
+    assert result["summary"]["analysed"] == 1 and result["summary"]["above_threshold"] == 0
+    assert len(fakes.sink.received) == 1 and len(fakes.deepseek.requests) == 1

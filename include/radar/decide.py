@@ -38,12 +38,17 @@ class Decision:
 
 
 def summarise(analyses: list[dict[str, Any]], failed: int, threshold: int) -> SlotSummary:
-    """``analyses`` are this slot run's analysis rows, best first (store.slot_analyses)."""
-    top = analyses[0] if analyses else None
+    """``analyses`` are this slot run's analysis rows, best first (store.slot_analyses).
+
+    A repost that reused an earlier analysis is counted as analysed but is not news: it neither counts
+    as an opportunity nor becomes the pushed one, so the same text is never pushed twice.
+    """
+    fresh = [a for a in analyses if not a.get("reused_from_id")]
+    top = fresh[0] if fresh else None
     return SlotSummary(
         analysed=len(analyses),
         failed=failed,
-        above_threshold=sum(1 for a in analyses if a["score"] >= threshold),
+        above_threshold=sum(1 for a in fresh if a["score"] >= threshold),
         max_score=top["score"] if top else None,
         top_analysis_id=top["id"] if top else None,
         top_summary=top["summary"] if top else None,

@@ -37,7 +37,8 @@ class DayFacts:
 
     @property
     def stats(self) -> dict[str, Any]:
-        opportunities = [a for a in self.analyses if a["score"] >= self.threshold]
+        # a repost reuses its source's analysis: one opportunity, however many accounts carried it
+        opportunities = {a["reused_from_id"] or a["id"] for a in self.analyses if a["score"] >= self.threshold}
         return {
             "analysed": len(self.analyses),
             "opportunities": len(opportunities),

@@ -97,7 +97,8 @@ def close_slot_run(conn: psycopg.Connection, slot_run_id: int, threshold: int) -
         UPDATE slot_run s SET
             analysed_count = (SELECT count(*) FROM analysis_result a WHERE a.slot_run_id = s.id),
             opportunity_count = (SELECT count(*) FROM analysis_result a
-                                  WHERE a.slot_run_id = s.id AND a.score >= %(threshold)s),
+                                  WHERE a.slot_run_id = s.id AND a.score >= %(threshold)s
+                                    AND a.reused_from_id IS NULL),
             failed_count = (SELECT count(*) FROM content_item c
                              WHERE c.last_slot_run_id = s.id AND c.analyzed_status = 3),
             pushed_count = (SELECT count(*) FROM notification_log n

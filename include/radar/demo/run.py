@@ -1,0 +1,210 @@
+"""The offline demo day (``make run``): the five slots of one day through the real DAG, no network.
+
+A local WeRSS stand-in serves the sample articles (include/radar/demo/data) through the real API, a local
+OpenAI-compatible stand-in answers with recorded sample answers, and pushes land in a local JSON webhook
+that writes ``.local/demo/pushes.jsonl``. The demo uses its own database (``radar_demo``) on the radar's
+PostgreSQL server and recreates it on every run. Everything it stores is labelled as demo data.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import secrets
+import sys
+import threading
+import time
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from werkzeug.serving import make_server
+from werkzeug.wrappers import Request
+
+from include.radar import db
+from include.radar.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink
+from include.radar.slots import SHANGHAI, slot_at
+
+log = logging.getLogger("radar.demo")
+DATA = Path(__file__).with_name("data")
+OUT = db.REPO_ROOT / ".local" / "demo"
+DEMO_DB = "radar_demo"
+UI_BASE = "http://localhost:8080/radar"
+
+
+def load(name: str) -> Any:
+    return json.loads((DATA / name).read_text(encoding="utf-8"))
+
+
+def demo_day() -> date:
+    return datetime.now(SHANGHAI).date()
+
+
+def build_werss(day: date, clock: list[int]) -> FakeWeRSS:
+    midnight = int(datetime.combine(day, datetime.min.time(), tzinfo=SHANGHAI).timestamp())
+    articles = []
+    for a in load("articles.json"):
+        late = a.get("body_appears_after_minutes")
+        articles.append(FakeArticle(
+            id=a["id"], mp_id=a["mp_id"], title=a["title"], url=a["url"], description=a.get("description", ""),
+            publish_time=midnight + 60 * a["publish_offset_minutes"], content_html=a["content_html"],
+            content=a.get("content") if not a["content_html"] else None,
+            body_after=midnight + 60 * late if late is not None else None,
+            late_content_html=a.get("late_content_html", ""),
+        ))
+    return FakeWeRSS(accounts=load("accounts.json"), articles=articles, username="demo", password="demo-password",
+                     now=lambda: clock[0])
+
+
+def build_deepseek() -> FakeDeepSeek:
+    """Answers from the recorded sample answers: the article is recognised by its title in the prompt."""
+    by_title = {a["title"]: a["id"] for a in load("articles.json")}
+    answers = load("answers.json")
+    digest = load("digest.json")
+
+    def respond(body: dict[str, Any]) -> str:
+        user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        if "<<<DATA_START>>>" in user:
+            data = json.loads(user.split("<<<DATA_START>>>", 1)[1].split("<<<DATA_END>>>", 1)[0])
+            ids = {a["title"]: a["analysis_id"] for a in data["analyses"]}
+            tops = [{**t, "analysis_id": ids.get(t["title"], 0)} for t in digest["top_opportunities"]]
+            return json.dumps({**digest, "top_opportunities": tops}, ensure_ascii=False)
+        match = re.search(r"^标题：(.*)$", user, re.MULTILINE)
+        article_id = by_title.get(match.group(1).strip()) if match else None
+        answer = answers.get(article_id or "")
+        if answer is None:
+            answer = {"score": 10, "has_opportunity": False, "top_type": "none",
+                      "summary": "（演示）没有录制的回答：按无机会处理。", "opportunities": []}
+        log.info("[demo] LLM stand-in answers for %r with a recorded answer (score %s)",
+                 match.group(1)[:30] if match else "?", answer["score"])
+        return json.dumps(answer, ensure_ascii=False)
+
+    return FakeDeepSeek(responder=respond, api_key="sk-demo")
+
+
+def serve(handler: Any) -> str:
+    server = make_server("127.0.0.1", 0, Request.application(handler), threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"127.0.0.1:{server.server_port}"
+
+
+def demo_database(server_url: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(server_url)
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{DEMO_DB}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{DEMO_DB}"')
+    info["dbname"] = DEMO_DB
+    url = psycopg.conninfo.make_conninfo(**info)
+    db.migrate(url)
+    return url
+
+
+def link_secret() -> str:
+    path = OUT / "link_secret"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(32))
+    return path.read_text().strip()
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    OUT.mkdir(parents=True, exist_ok=True)
+    pushes = OUT / "pushes.jsonl"
+    pushes.write_text("")
+    day = demo_day()
+    clock = [0]
+    werss, deepseek = build_werss(day, clock), build_deepseek()
+
+    def record(message: dict[str, Any]) -> None:
+        with pushes.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(message, ensure_ascii=False) + "\n")
+
+    sink = PushSink(on_message=record)
+    werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(sink.handle)
+    url = demo_database(os.environ.get("RADAR_DATABASE_URL") or db.database_url())
+    secret = link_secret()
+    os.environ.update({
+        "RADAR_DATABASE_URL": url,
+        "AIRFLOW_CONN_WERSS_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{werss_at}",
+                                                  "login": "demo", "password": "demo-password"}),
+        "AIRFLOW_CONN_DEEPSEEK_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{deepseek_at}",
+                                                     "password": "sk-demo", "extra": {"backoff_seconds": 0}}),
+        "AIRFLOW_CONN_RADAR_PUSH": json.dumps({"conn_type": "generic", "extra": {"urls": [f"json://{sink_at}/demo"]}}),
+        "AIRFLOW_VAR_RADAR_DEMO_MODE": "true",
+        "AIRFLOW_VAR_RADAR_LINK_SECRET": secret,
+        "AIRFLOW_VAR_RADAR_REPORT_BASE_URL": UI_BASE,
+        # the demo replays today's five slots now: none of them counts as a late start
+        "AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES": str(366 * 24 * 60),
+    })
+    (OUT / "database_url").write_text(url)
+
+    say = _quiet_airflow(OUT / "airflow.log")
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=str(db.REPO_ROOT / "dags")).dags["opportunity_radar_slots"]
+    say(f"\n[demo] Opportunity Radar demo day {day} (Asia/Shanghai): sample data, recorded LLM answers, no network")
+    say(f"[demo] task logs: {OUT / 'airflow.log'}\n")
+    started = time.monotonic()
+    for slot in ("07:00", "12:00", "14:00", "18:00", "22:00"):
+        key = slot_at(day, slot)
+        clock[0] = int(key.scheduled_at.timestamp())
+        before = len(sink.received)
+        t0 = time.monotonic()
+        run = dag.test(logical_date=key.scheduled_at)
+        sent = sink.received[before:]
+        say(f"[demo] slot {slot}: DAG run {run.state}, {len(deepseek.requests)} LLM calls so far, "
+              f"{len(sent)} pushed ({time.monotonic() - t0:.0f}s)" + "".join(f"\n         → {m['title']}" for m in sent))
+    html = save_report(day, url, secret)
+    with db.connect(url) as conn:
+        counts = conn.execute(
+            "SELECT (SELECT count(*) FROM content_item) AS articles, (SELECT count(*) FROM analysis_result) AS analyses,"
+            " (SELECT count(*) FROM slot_run WHERE status = 1) AS slots_ok"
+        ).fetchone()
+    say(f"\n[demo] done in {time.monotonic() - started:.0f}s: {counts['articles']} articles stored, "
+        f"{counts['analyses']} analyses, {counts['slots_ok']}/5 slots succeeded. Where to look:")
+    say(f"  report (saved HTML copy):  {html}")
+    say(f"  what was pushed:           {pushes}  ({len(sink.received)} messages)")
+    say(f"  report pages, live:        `make ui`, log in, open {UI_BASE}/daily/{day.isoformat()}")
+    say(f"  pushed link (signed):      {sink.received[-1]['message'].splitlines()[-1] if sink.received else '-'}")
+    return 0 if counts["slots_ok"] == 5 else 1
+
+
+def _quiet_airflow(log_file: Path) -> Any:
+    """Send everything written to stdout/stderr (Airflow's task logs) to ``log_file``; return a printer
+    that still reaches the terminal."""
+    terminal = os.dup(1)
+    handle = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(handle, 1)
+    os.dup2(handle, 2)
+
+    def say(text: str) -> None:
+        os.write(terminal, (text + "\n").encode("utf-8"))
+
+    return say
+
+
+def save_report(day: date, url: str, secret: str) -> Path:
+    """Render the day's report page with the real web app and keep a copy."""
+    from fastapi.testclient import TestClient
+
+    from include.radar import signing
+    from include.radar.web.app import create_app
+
+    app = create_app(db_url=url)
+    path = f"/daily/{day.isoformat()}"
+    query = signing.sign(path, secret, datetime.now(timezone.utc), 1)
+    response = TestClient(app).get(path, params=query)
+    target = OUT / f"daily-{day.isoformat()}.html"
+    target.write_text(response.text, encoding="utf-8")
+    if response.status_code != 200:
+        print(f"[demo] warning: the report page answered HTTP {response.status_code}", file=sys.stderr)
+    return target
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""``make ui``: a local Airflow UI (``airflow standalone``) with this bundle and the report view.
+
+When no real WeRSS / DeepSeek / push connection is configured in the environment, the demo stand-ins
+are started too (on fixed local ports, with the wall clock), so slots can be triggered and backfilled
+offline; the pages then show the demo database that ``make run`` filled. Prints the URL and the login.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from include.radar import db
+from include.radar.demo import run as demo
+from include.radar.fakes import PushSink
+
+PORT = int(os.environ.get("RADAR_UI_PORT", "8080"))
+
+
+def _standins() -> list[str]:
+    """Start the stand-ins for each connection that is not configured; return what was started."""
+    started = []
+    clock = [0]
+
+    def tick() -> int:
+        return int(time.time())
+
+    if "AIRFLOW_CONN_WERSS_DEFAULT" not in os.environ:
+        werss = demo.build_werss(demo.demo_day(), clock)
+        werss.now = tick
+        at = demo.serve(werss.handle)
+        os.environ["AIRFLOW_CONN_WERSS_DEFAULT"] = json.dumps(
+            {"conn_type": "http", "host": f"http://{at}", "login": "demo", "password": "demo-password"})
+        started.append(f"WeRSS stand-in on http://{at}")
+    if "AIRFLOW_CONN_DEEPSEEK_DEFAULT" not in os.environ:
+        at = demo.serve(demo.build_deepseek().handle)
+        os.environ["AIRFLOW_CONN_DEEPSEEK_DEFAULT"] = json.dumps(
+            {"conn_type": "http", "host": f"http://{at}", "password": "sk-demo", "extra": {"backoff_seconds": 0}})
+        started.append(f"DeepSeek stand-in on http://{at}")
+    if "AIRFLOW_CONN_RADAR_PUSH" not in os.environ:
+        pushes = demo.OUT / "pushes.jsonl"
+
+        def record(message: dict) -> None:
+            with pushes.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(message, ensure_ascii=False) + "\n")
+
+        at = demo.serve(PushSink(on_message=record).handle)
+        os.environ["AIRFLOW_CONN_RADAR_PUSH"] = json.dumps({"conn_type": "generic", "extra": {"urls": [f"json://{at}/ui"]}})
+        started.append(f"push sink on http://{at} → {pushes}")
+    return started
+
+
+def main() -> int:
+    demo.OUT.mkdir(parents=True, exist_ok=True)
+    standins = _standins()
+    if standins:
+        os.environ.setdefault("AIRFLOW_VAR_RADAR_DEMO_MODE", "true")
+        demo_db = demo.OUT / "database_url"
+        if demo_db.exists() and not os.environ.get("RADAR_DATABASE_URL_FROM_USER"):
+            os.environ["RADAR_DATABASE_URL"] = demo_db.read_text().strip()
+    os.environ.setdefault("AIRFLOW_VAR_RADAR_LINK_SECRET", demo.link_secret())
+    os.environ.setdefault("AIRFLOW_VAR_RADAR_REPORT_BASE_URL", f"http://localhost:{PORT}/radar")
+    os.environ.setdefault("AIRFLOW__API__PORT", str(PORT))
+    os.environ.setdefault("AIRFLOW__API__BASE_URL", f"http://localhost:{PORT}")
+    home = Path(os.environ["AIRFLOW_HOME"])
+    log_file = demo.OUT / "standalone.log"
+    with log_file.open("w") as out:
+        proc = subprocess.Popen(["airflow", "standalone"], stdout=out, stderr=subprocess.STDOUT)
+    print(f"starting airflow standalone (logs: {log_file}) …", flush=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            urllib.request.urlopen(f"http://localhost:{PORT}/api/v2/monitor/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(2)
+    else:
+        print(f"airflow standalone did not come up; see {log_file}", file=sys.stderr)
+        proc.terminate()
+        return 1
+    passwords = home / "simple_auth_manager_passwords.json.generated"
+    login = json.loads(passwords.read_text()) if passwords.exists() else {}
+    print(f"\nAirflow UI:   http://localhost:{PORT}/   login: " + ", ".join(f"{u} / {p}" for u, p in login.items()))
+    print(f"Report view:  http://localhost:{PORT}/radar/  (also under 'Opportunity Radar' in the Airflow menu)")
+    print(f"DAG:          http://localhost:{PORT}/dags/opportunity_radar_slots  (paused until you unpause it)")
+    print(f"Radar data:   {db.redact(os.environ.get('RADAR_DATABASE_URL', ''))}")
+    for line in standins:
+        print(f"Offline:      {line}")
+    print("Ctrl-C stops everything.", flush=True)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
