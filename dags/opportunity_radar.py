@@ -10,8 +10,8 @@ At 07:00, 12:00, 14:00, 18:00 and 22:00 (Asia/Shanghai) one run of this DAG:
    22:00: build the daily report and always push its link, even when earlier steps failed;
 5. **close_slot** – writes the slot's outcome and counts; the run fails when a step failed.
 
-Manual runs take params: `push_mode` (auto / force / suppress), and `run_date` + `slot` to (re)run a
-given slot, e.g. to rebuild a past day's report. Logic lives in `include/radar/`; see README.md.
+Manual runs take params: `push_mode` (auto / force / suppress), `run_date` + `slot` to (re)run a given
+slot (e.g. rebuild a past day's report), and `retry_failed` to give failed analyses fresh attempts. Logic lives in `include/radar/`; see README.md.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ SLOTS = load_settings(lambda n: os.environ.get(env_name(n)) if n == "schedule_sl
     params={
         "push_mode": Param("auto", enum=list(PUSH_MODES), description="force: push even below the threshold or late; suppress: never push"),
         "run_date": Param(None, type=["null", "string"], format="date", description="YYYY-MM-DD: run the slot of that day (rebuild a report)"),
+        "retry_failed": Param(False, type="boolean", description="give every failed analysis a fresh set of attempts in this run"),
         "slot": Param(None, type=["null", "string"], enum=[None, *SLOTS.schedule_slots], description="the slot to run; defaults to the latest slot before now, or the daily slot with run_date"),
     },
     doc_md=__doc__,

@@ -185,3 +185,16 @@ def test_schema_ignores_unknown_fields_and_requires_the_required_ones():
     del data["summary"]
     with pytest.raises(ValueError):
         ArticleAnalysis.model_validate(data)
+
+
+def test_retry_failed_param_gives_exhausted_articles_fresh_attempts(fakes, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_MAX_ANALYSIS_ATTEMPTS", "1")
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_MAX_RETRIES", "0")
+    _one_article(fakes)
+    fakes.deepseek.responder = lambda b: completion("")
+    run_slot(SLOT)
+    fakes.deepseek.responder = lambda b: answer(70)
+    run_slot(shanghai(2026, 1, 8, 18))
+    assert _item("1-1")["analyzed_status"] == store.FAILED  # over the attempt limit: left alone
+    run_slot(shanghai(2026, 1, 8, 18), run_type="manual", params={"retry_failed": True})
+    assert _item("1-1")["analyzed_status"] == store.DONE

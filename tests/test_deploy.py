@@ -34,6 +34,10 @@ ENV_ALLOWLIST = {
     "RADAR_TEST_DATABASE_URL",
     # set by the Airflow image itself (/opt/airflow)
     "AIRFLOW_HOME",
+    # `make ui` only (include/radar/demo/ui.py): the local UI's port, and a marker set by
+    # scripts/bootstrap.sh when the user gave RADAR_DATABASE_URL; the deployment never runs ui.py
+    "RADAR_UI_PORT",
+    "RADAR_DATABASE_URL_FROM_USER",
 }
 # The radar database is given either as the connection radar_db or as RADAR_DATABASE_URL (db.py reads
 # RADAR_DATABASE_URL first); .env.example documents the connection in a comment and sets the URL.

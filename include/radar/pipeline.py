@@ -179,6 +179,7 @@ def open_slot(
         "late": late,
         "push_mode": push_mode,
         "explicit_date": explicit,
+        "retry_failed": bool(params.get("retry_failed")),
         "dag_run_id": dag_run_id,
     }
 
@@ -201,6 +202,9 @@ def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
 def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
     """Pending articles and earlier failures under the attempt limit, oldest first, within the slot's cap."""
     with rt.connect() as conn:
+        if slot.get("retry_failed"):
+            log.info("slot %s: retry_failed requested: %d failed articles get fresh attempts",
+                     slot["slot"], store.reset_failed(conn))
         rows = store.items_to_analyse(
             conn, max_attempts=rt.settings.max_analysis_attempts, limit=rt.settings.max_articles_per_slot
         )

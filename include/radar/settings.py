@@ -55,7 +55,6 @@ class Settings(BaseModel):
     report_base_url: str = "http://localhost:8080/radar"
     # HMAC secret of the signed links in pushes; without it links need an Airflow login
     link_secret: SecretStr | None = None
-    timezone: str = "Asia/Shanghai"
     demo_mode: bool = False
 
     # Airflow connection ids

@@ -214,6 +214,13 @@ def fill_waiting_body(conn: psycopg.Connection, external_id: str, item: dict[str
     return row is not None and row["body_status"] == BODY_READY
 
 
+def reset_failed(conn: psycopg.Connection) -> int:
+    """Give every failed article a fresh set of attempts (the operator's 'retry failed' after an outage)."""
+    return conn.execute(
+        "UPDATE content_item SET attempts = 0, updated_at = now() WHERE analyzed_status = 3 AND body_status = 1"
+    ).rowcount
+
+
 def items_to_analyse(conn: psycopg.Connection, *, max_attempts: int, limit: int) -> list[Row]:
     """Pending articles, then failed ones still under the attempt limit, oldest first (seed 10.3).
 

@@ -153,10 +153,8 @@ def _runtime(request: Request) -> Runtime:
 
 
 def _zone(settings: Settings) -> ZoneInfo:
-    try:
-        return ZoneInfo(settings.timezone)
-    except (ValueError, KeyError, OSError):
-        return SHANGHAI
+    """Slots, report days and pages all live in Asia/Shanghai (the seed's fixed business timezone)."""
+    return SHANGHAI
 
 
 # -------------------------------------------------------------------------------------------------- auth
@@ -280,9 +278,7 @@ def _links(
 
 
 def _tz_label(settings: Settings | None) -> str:
-    if settings is None or settings.timezone == "Asia/Shanghai":
-        return "北京时间"
-    return settings.timezone
+    return "北京时间"
 
 
 class Pages:
