@@ -78,7 +78,7 @@ def conn(db_url: str):
 import json  # noqa: E402
 import re  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
-from datetime import datetime, timezone  # noqa: E402
+from datetime import UTC, datetime  # noqa: E402
 
 from include.radar.fakes import FakeDeepSeek, FakeWeRSS, PushSink  # noqa: E402
 
@@ -100,7 +100,7 @@ class Fakes:
 @pytest.fixture
 def fakes(httpserver, monkeypatch, db_url) -> Fakes:
     """WeRSS, DeepSeek and two push endpoints on one real local HTTP server, wired in as connections."""
-    clock = [int(datetime(2026, 1, 8, 6, 0, tzinfo=timezone.utc).timestamp())]
+    clock = [int(datetime(2026, 1, 8, 6, 0, tzinfo=UTC).timestamp())]
     werss = FakeWeRSS(now=lambda: clock[0])
     deepseek = FakeDeepSeek()
     sink, sink2 = PushSink(), PushSink()

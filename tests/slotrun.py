@@ -4,14 +4,14 @@ Airflow wiring). Failures of a step are recorded on the slot run exactly as in t
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from include.radar import decide, pipeline
 from include.radar.fakes import FakeArticle
 from include.radar.slots import SHANGHAI
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def shanghai(y: int, m: int, d: int, hh: int, mm: int = 0) -> datetime:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -17,7 +17,7 @@ from include.radar.slots import SHANGHAI, slot_at, slot_for, window
 
 REPO = Path(__file__).resolve().parents[1]
 SLOTS = ("07:00", "12:00", "14:00", "18:00", "22:00")
-UTC = timezone.utc
+UTC = UTC
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from urllib.parse import parse_qs, urlparse
 
 from hypothesis import given
@@ -58,7 +58,7 @@ def test_slot_above_threshold_sends_one_message_for_its_own_best_analysis(fakes)
     assert link.startswith(f"https://radar.example.com/radar/analysis/{top}?")
     query = parse_qs(urlparse(link).query)
     assert signing.verify(f"/analysis/{top}", query["exp"][0], query["sig"][0], "test-link-secret",
-                          datetime.now(timezone.utc))
+                          datetime.now(UTC))
     assert message["message"].splitlines()[0] == "第3篇的结论。"
 
 

@@ -16,12 +16,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
-UTC = timezone.utc
+UTC = UTC
 CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'</p>"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
@@ -22,7 +22,7 @@ from include.radar.werss import Token, WeRSSAuthError, WeRSSClient, WeRSSError, 
 
 log = logging.getLogger(__name__)
 
-UTC = timezone.utc
+UTC = UTC
 
 
 class ArticleMeta(BaseModel):

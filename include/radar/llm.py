@@ -39,7 +39,7 @@ class LLMExhausted(RuntimeError):
     """Every rung of the ladder failed; ``attempts`` lists why, rung by rung."""
 
     def __init__(self, attempts: list[str]) -> None:
-        super().__init__("LLM answer unusable after %d calls: %s" % (len(attempts), " | ".join(attempts)))
+        super().__init__(f"LLM answer unusable after {len(attempts)} calls: {' | '.join(attempts)}")
         self.attempts = attempts
 
 

@@ -11,7 +11,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any, TypeVar
 
 from include.radar import analyst, db, decide, digest, ingest, push, signing, store
@@ -21,7 +21,7 @@ from include.radar.slots import SHANGHAI, SlotKey, is_late, slot_at, slot_for
 from include.radar.werss import WeRSSClient
 
 log = logging.getLogger(__name__)
-UTC = timezone.utc
+UTC = UTC
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -7,10 +7,10 @@ wrong for the report date. Everything here converts to the configured timezone f
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-UTC = timezone.utc
+UTC = UTC
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 
 

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import requests
@@ -75,7 +75,7 @@ class WeRSSClient:
         backoff_seconds: float = 1.0,
         token_cache: TokenCache | None = None,
         session: requests.Session | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         if not base_url:
             raise WeRSSAuthError("WeRSS base URL is empty: set the host of the werss_default connection")

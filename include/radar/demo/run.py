@@ -16,7 +16,7 @@ import secrets
 import sys
 import threading
 import time
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -197,7 +197,7 @@ def save_report(day: date, url: str, secret: str) -> Path:
 
     app = create_app(db_url=url)
     path = f"/daily/{day.isoformat()}"
-    query = signing.sign(path, secret, datetime.now(timezone.utc), 1)
+    query = signing.sign(path, secret, datetime.now(UTC), 1)
     response = TestClient(app).get(path, params=query)
     target = OUT / f"daily-{day.isoformat()}.html"
     target.write_text(response.text, encoding="utf-8")
