@@ -180,3 +180,17 @@ def test_other_errors_back_off_exponentially_up_to_a_day():
     assert backoff_for(500, "boom", 1) == timedelta(minutes=15)
     assert backoff_for(500, "boom", 3) == timedelta(hours=1)
     assert backoff_for(500, "boom", 30) == timedelta(hours=24)
+
+
+def test_rerun_after_werss_recovers_closes_the_slot_as_success(fakes):
+    fakes.werss.accounts = ACCOUNTS[:1]
+    fakes.werss.articles = [article(1, SLOT - timedelta(hours=1))]
+    fakes.werss.down = True
+    fakes.at(SLOT)
+    assert run_slot(SLOT)["closed"]["status"] == "failed"
+    fakes.werss.down = False
+    again = run_slot(SLOT)
+    assert again["closed"]["status"] == "success" and again["closed"]["error"] is None
+    with db.connect() as conn:
+        row = conn.execute("SELECT status, attempts, new_count FROM slot_run").fetchone()
+    assert (row["status"], row["attempts"], row["new_count"]) == (1, 2, 1)

@@ -108,7 +108,11 @@ def _base_url(conn: ConnectionInfo) -> str:
 
 
 def step(name: str | Callable[..., str]) -> Callable[[F], F]:
-    """Record a step's outcome on the slot run: its error when it raises, cleared when it succeeds."""
+    """Record a step's outcome on the slot run: its error when it raises, cleared when it succeeds.
+
+    The step name is the DAG task id (``analyse:<item id>`` for the mapped task), so close_slot can tell a
+    failure a step recorded from one Airflow saw without a record.
+    """
 
     def wrap(func: F) -> F:
         @functools.wraps(func)
@@ -198,7 +202,7 @@ def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     return summary.as_xcom()
 
 
-@step("select")
+@step("select_articles")
 def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
     """Pending articles and earlier failures under the attempt limit, oldest first, within the slot's cap."""
     with rt.connect() as conn:
@@ -244,7 +248,7 @@ def choose_path(slot: dict[str, Any], summary: dict[str, Any] | None) -> decide.
     )
 
 
-@step("push")
+@step("push_opportunity")
 def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     summary = _slot_summary(rt, slot).as_xcom()
     decision = choose_path(slot, summary)
@@ -283,7 +287,7 @@ def _upstream_errors(rt: Runtime, slot: dict[str, Any]) -> list[str]:
     return [f"{slot['slot']} {k}: {v}" for k, v in sorted((row["step_errors"] or {}).items())] if row else []
 
 
-@step("daily_report")
+@step("build_daily_report")
 def build_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     return digest.build_report(
         rt.connect, rt.llm, day=date.fromisoformat(slot["run_date"]), slot_run_id=slot["slot_run_id"],
@@ -305,7 +309,7 @@ def daily_push_plan(slot: dict[str, Any]) -> tuple[bool, str]:
     return True, "the daily report is always pushed" + (" (late)" if slot["late"] else "")
 
 
-@step("daily_push")
+@step("push_daily_report")
 def push_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     """Push the /daily/{date} link whatever happened before; the stats come from the database."""
     if not slot["is_daily"]:  # reached only when the branch itself failed in a daytime slot
@@ -345,10 +349,10 @@ def push_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
 def close_slot(rt: Runtime, slot: dict[str, Any], failed_tasks: list[str]) -> dict[str, Any]:
     """Write the slot's outcome. Task failures Airflow saw but no step recorded count too."""
     with rt.connect() as conn:
+        recorded = {k.split(":")[0] for k in (store.get_slot_run(conn, slot["slot_run_id"])["step_errors"] or {})}
         for task_id in failed_tasks:
-            row = store.get_slot_run(conn, slot["slot_run_id"])
-            if not any(k.split(":")[0] in task_id for k in (row["step_errors"] or {})):
-                store.record_step(conn, slot["slot_run_id"], f"task {task_id}", "failed in Airflow")
+            if task_id not in recorded:  # killed before it could record (timeout, lost worker)
+                store.record_step(conn, slot["slot_run_id"], task_id, "failed in Airflow")
         row = store.close_slot_run(conn, slot["slot_run_id"], rt.settings.push_score_threshold)
     outcome = "success" if row["status"] == store.SUCCESS else "failed"
     log.info("slot %s %s closed as %s: %d new, %d analysed, %d failed, %d opportunities, %d pushed%s",

@@ -38,8 +38,9 @@ def open_slot_run(
 ) -> Row:
     """Get or create the run record of (run_date, slot); concurrent openers get the same row.
 
-    Reopening (a retry, a cleared task, a second trigger of the same slot) marks it running again and counts
-    the attempt; ``started_at`` keeps the first opening so lateness is judged from the first start.
+    Reopening (a rerun, a second trigger of the same slot) marks it running again, counts the attempt and
+    forgets the step errors of the previous run (each step records again as it runs); ``started_at`` keeps
+    the first opening so lateness is judged from the first start.
     """
     return conn.execute(
         """
@@ -51,7 +52,9 @@ def open_slot_run(
                run_type = EXCLUDED.run_type,
                dag_id = EXCLUDED.dag_id,
                dag_run_id = EXCLUDED.dag_run_id,
-               finished_at = NULL
+               finished_at = NULL,
+               step_errors = '{}'::jsonb,
+               error = NULL
         RETURNING *, (xmax = 0) AS created
         """,
         (key.run_date, key.slot, key.scheduled_at, run_type, dag_id, dag_run_id),
