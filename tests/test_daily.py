@@ -56,7 +56,7 @@ def test_normal_day_with_two_opportunities_gives_one_report_and_one_push(fakes):
     assert report["status"] == store.REPORT_OK
     assert report["stats"]["analysed"] == 3 and report["stats"]["opportunities"] == 2  # from the DB, not the LLM's 999
     assert report["stats"]["max_score"] == 80 and len(report["digest_json"]["top_opportunities"]) == 2
-    assert report["slots_done"] == []  # the 22:00 slot closes after building the report
+    assert report["slots_done"] == ["22:00"]  # brought up to date when the 22:00 slot closes
     [message] = fakes.sink.received
     assert message["title"] == "【日报】2026-01-08：2 条机会（最高分 80）"
     assert message["message"].splitlines()[-1].startswith("https://radar.example.com/radar/daily/2026-01-08?exp=")

@@ -354,6 +354,7 @@ def close_slot(rt: Runtime, slot: dict[str, Any], failed_tasks: list[str]) -> di
             if task_id not in recorded:  # killed before it could record (timeout, lost worker)
                 store.record_step(conn, slot["slot_run_id"], task_id, "failed in Airflow")
         row = store.close_slot_run(conn, slot["slot_run_id"], rt.settings.push_score_threshold)
+        store.refresh_slots_done(conn, row["run_date"])
     outcome = "success" if row["status"] == store.SUCCESS else "failed"
     log.info("slot %s %s closed as %s: %d new, %d analysed, %d failed, %d opportunities, %d pushed%s",
              slot["run_date"], slot["slot"], outcome, row["new_count"], row["analysed_count"], row["failed_count"],

@@ -118,6 +118,18 @@ def close_slot_run(conn: psycopg.Connection, slot_run_id: int, threshold: int) -
     ).fetchone()
 
 
+def refresh_slots_done(conn: psycopg.Connection, day: date) -> None:
+    """Keep the day's report in step with its slot runs (the 22:00 slot closes after its report is built)."""
+    conn.execute(
+        """
+        UPDATE daily_report SET slots_done = coalesce(
+            (SELECT array_agg(slot ORDER BY slot) FROM slot_run WHERE run_date = %(day)s AND status = 1), '{}')
+        WHERE report_date = %(day)s
+        """,
+        {"day": day},
+    )
+
+
 def slot_runs_for_day(conn: psycopg.Connection, day: date) -> list[Row]:
     return conn.execute("SELECT * FROM slot_run WHERE run_date = %s ORDER BY slot", (day,)).fetchall()
 
