@@ -173,3 +173,20 @@ def test_concurrent_openers_of_one_slot_share_one_row(db_url):
     with db.connect(db_url) as conn:
         row = conn.execute("SELECT count(*) AS n, max(attempts) AS a FROM slot_run").fetchone()
     assert row["n"] == 1 and row["a"] == 6
+
+
+def test_manual_params_name_the_slot_and_bad_params_are_clear_errors():
+    from include.radar.pipeline import ConfigurationError, resolve_slot
+
+    settings = load_settings({}.get)
+    triggered = datetime(2026, 1, 12, 10, 30, tzinfo=SHANGHAI)
+    key, explicit = resolve_slot(triggered, settings, {"run_date": "2026-01-08"})
+    assert (key.run_date, key.slot, explicit) == (date(2026, 1, 8), "22:00", True)  # rebuild that day's report
+    key, explicit = resolve_slot(triggered, settings, {"slot": "07:00"})
+    assert (key.run_date, key.slot, explicit) == (date(2026, 1, 12), "07:00", False)
+    key, _ = resolve_slot(triggered, settings, {})
+    assert (key.run_date, key.slot) == (date(2026, 1, 12), "07:00")
+    with pytest.raises(ConfigurationError, match="slot='09:00'"):
+        resolve_slot(triggered, settings, {"slot": "09:00"})
+    with pytest.raises(ConfigurationError, match="run_date='yesterday'"):
+        resolve_slot(triggered, settings, {"run_date": "yesterday"})
