@@ -5,8 +5,8 @@ SHELL := /bin/bash
 run:  ## run the five slots of a demo day through the real DAG, offline
 	source scripts/bootstrap.sh && python -m include.radar.demo.run
 
-test:  ## the whole test suite (uses RADAR_TEST_DATABASE_URL's server, else an embedded PostgreSQL)
-	source scripts/bootstrap.sh && AIRFLOW_HOME="$$PWD/.local/airflow" python -m pytest $(PYTEST_ARGS)
+test:  ## the whole test suite, in its own AIRFLOW_HOME (RADAR_TEST_DATABASE_URL's server, else an embedded PostgreSQL)
+	export AIRFLOW_HOME="$$PWD/.local/airflow-test" && source scripts/bootstrap.sh && python -m pytest $(PYTEST_ARGS)
 
 ui:  ## airflow standalone with this bundle and the embedded PostgreSQL
 	source scripts/bootstrap.sh && python -m include.radar.demo.ui

@@ -31,7 +31,7 @@ class OpportunityRadarPlugin(AirflowPlugin):
     fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "Opportunity Radar"}]
     external_views = [
         {
-            "name": "Opportunity Radar",
+            "name": "机会雷达",
             "href": f"{URL_PREFIX}/",
             "destination": "nav",
             "url_route": "radar",

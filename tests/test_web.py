@@ -744,7 +744,7 @@ print(json.dumps({
     [plugin] = [p for p in data["plugins"] if p["name"] == "opportunity_radar"]
     assert plugin["fastapi_apps"][0]["url_prefix"] == "/radar"
     assert {"url_prefix": "/radar", "name": "Opportunity Radar", "type": "FastAPI"} in data["apps"]
-    [view] = [v for v in data["views"] if v["name"] == "Opportunity Radar"]
+    [view] = [v for v in data["views"] if v["name"] == "机会雷达"]
     assert view["url_route"] == "radar" and view["href"] == "/radar/" and view["destination"] == "nav"
     assert "/radar" in data["mounts"]
 

@@ -71,7 +71,9 @@ def main() -> int:
     home = Path(os.environ["AIRFLOW_HOME"])
     log_file = demo.OUT / "standalone.log"
     with log_file.open("w") as out:
-        proc = subprocess.Popen(["airflow", "standalone"], stdout=out, stderr=subprocess.STDOUT)
+        # its own process group, so that stopping it also stops the scheduler, api-server and workers it forks
+        proc = subprocess.Popen(["airflow", "standalone"], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    signal.signal(signal.SIGTERM, lambda *_: _stop(proc))
     print(f"starting airflow standalone (logs: {log_file}) …", flush=True)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
@@ -96,9 +98,25 @@ def main() -> int:
     try:
         return proc.wait()
     except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
+        _stop(proc)
         return 0
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop airflow standalone and everything it started: TERM the group, KILL what is left after 20 s."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)
+    except ProcessLookupError:
+        return
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # stragglers that outlived the standalone process
+        except ProcessLookupError:
+            pass
+    sys.exit(0)
 
 
 if __name__ == "__main__":

@@ -72,9 +72,9 @@ _ID_RE = re.compile(r"^[0-9]{1,19}$")
 _MAX_BIGINT = 2**63 - 1
 
 ICON_SVG = (
-    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#0f766e" '
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#f59e0b" '
     'stroke-width="2" stroke-linecap="round"><circle cx="12" cy="12" r="9"/><circle cx="12" cy="12" r="5"/>'
-    '<path d="M12 12 19 5"/><circle cx="12" cy="12" r="1.5" fill="#0f766e"/></svg>'
+    '<path d="M12 12 19 5"/><circle cx="12" cy="12" r="1.5" fill="#f59e0b"/></svg>'
 )
 
 

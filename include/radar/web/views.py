@@ -513,6 +513,7 @@ class AnalysisCard:
     published: str
     summary: str
     top_type: str
+    reused: bool = False  # a repost carrying another analysis: listed, not counted as a new opportunity
 
 
 @dataclass(frozen=True)
@@ -581,6 +582,7 @@ def analysis_cards(rows: Iterable[Row], *, threshold: int, tz: ZoneInfo, links: 
             published=local_time(r.get("published_at"), tz, "%m-%d %H:%M"),
             summary=r.get("summary") or "",
             top_type=type_label(r.get("top_type")),
+            reused=bool(r.get("reused_from_id")),
         )
         for r in ordered
     ]
@@ -630,7 +632,7 @@ def watchlist(digest_json: Any) -> list[str]:
 def _stats(report: Row | None, cards: Sequence[AnalysisCard], failures: Sequence[Row]) -> Stats:
     live = Stats(
         analysed=len(cards),
-        opportunities=sum(c.hot for c in cards),
+        opportunities=sum(c.hot and not c.reused for c in cards),  # a repost is not a second opportunity
         failed=len(failures),
         max_score=max((c.score for c in cards), default=None),
     )
@@ -709,7 +711,6 @@ def daily_page(
     digest_md = (report or {}).get("digest_md") or ""
     digest_json = (report or {}).get("digest_json") or {}
     slot_list = slot_views(day, slots, runs, now=now, late_after_minutes=late_after_minutes, tz=tz, links=links)
-    stored_done = (report or {}).get("slots_done")
     return DailyPage(
         day=day,
         day_label=day_label(day),
@@ -727,7 +728,7 @@ def daily_page(
         failures=failure_views,
         stats=_stats(report, cards, failures),
         slots=slot_list,
-        slots_done=list(stored_done) if stored_done else [s.slot for s in slot_list if s.state == SLOT_DONE],
+        slots_done=[s.slot for s in slot_list if s.state == SLOT_DONE],  # live, not the report's snapshot
         push=push_view(notifications, tz),
         threshold=threshold,
     )
