@@ -60,7 +60,9 @@ class Runtime:
         )
 
     def llm(self) -> LLMClient:
-        conn = _required(self.settings.deepseek_conn_id, "DeepSeek")
+        conn = get_connection(self.settings.deepseek_conn_id)
+        if conn is None:
+            raise ConfigurationError(f"the DeepSeek connection {self.settings.deepseek_conn_id!r} is missing")
         extra = conn.extra or {}
         s = self.settings
         return LLMClient(

@@ -119,10 +119,9 @@ def fit(message: Message, channel: Channel) -> tuple[str, str]:
 
 def _redact(text: str, channel: Channel) -> str:
     secrets = {p for p in re.split(r"[:/@?&=#,]+", channel.url.split("://", 1)[-1]) if len(p) >= 6}
-    host = channel.label.split("://", 1)[-1]
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret != host:
-            text = text.replace(secret, "***")
+    public = set(channel.label.split("://", 1)[-1].split(":"))  # the host and port of webhook-style URLs
+    for secret in sorted(secrets - public, key=len, reverse=True):
+        text = text.replace(secret, "***")
     return text
 
 
@@ -131,12 +130,17 @@ def send_one(channel: Channel, title: str, body: str) -> str | None:
     instance = apprise.Apprise.instantiate(channel.url, suppress_exceptions=True)
     if instance is None:
         return f"{channel.label}: not a valid apprise URL"
-    with apprise.LogCapture(level=logging.INFO) as captured:
-        try:
-            ok = instance.notify(body=body, title=title)
-        except Exception as exc:  # noqa: BLE001 - a plugin bug must not stop the other channels
-            ok = False
-            captured.write(f"{exc.__class__.__name__}: {exc}\n")
+    apprise_log = logging.getLogger("apprise")
+    propagate, apprise_log.propagate = apprise_log.propagate, False  # its lines may name the secret URL
+    try:
+        with apprise.LogCapture(level=logging.INFO) as captured:
+            try:
+                ok = instance.notify(body=body, title=title)
+            except Exception as exc:  # noqa: BLE001 - a plugin bug must not stop the other channels
+                ok = False
+                captured.write(f"{exc.__class__.__name__}: {exc}\n")
+    finally:
+        apprise_log.propagate = propagate
     if ok:
         return None
     lines = [ln for ln in captured.getvalue().splitlines() if ln.strip()]
