@@ -89,7 +89,7 @@ def main() -> int:
     passwords = home / "simple_auth_manager_passwords.json.generated"
     login = json.loads(passwords.read_text()) if passwords.exists() else {}
     print(f"\nAirflow UI:   http://localhost:{PORT}/   login: " + ", ".join(f"{u} / {p}" for u, p in login.items()))
-    print(f"Report view:  http://localhost:{PORT}/radar/  (also under 'Opportunity Radar' in the Airflow menu)")
+    print(f"Report view:  http://localhost:{PORT}/radar/  (also under 机会雷达 in the Airflow menu)")
     print(f"DAG:          http://localhost:{PORT}/dags/opportunity_radar_slots  (paused until you unpause it)")
     print(f"Radar data:   {db.redact(os.environ.get('RADAR_DATABASE_URL', ''))}")
     for line in standins:
