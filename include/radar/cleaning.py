@@ -32,10 +32,6 @@ MAX_HTML_BYTES = 5_000_000
 CONVERSION_ERROR_PREFIX = "转换失败"
 CONVERSION_ERROR_REASON = "server conversion error (no body yet)"
 
-# Input that merely looks like a file name or XML is still an article body: these warnings are noise here.
-warnings.filterwarnings("ignore", category=MarkupResemblesLocatorWarning)
-warnings.filterwarnings("ignore", category=XMLParsedAsHTMLWarning)
-
 # Nodes whose content is never article text (code, widgets, raw-text elements that could echo markup).
 DROP_TAGS = frozenset(
     "script style noscript iframe svg math template textarea title xmp plaintext noembed noframes object embed "
@@ -156,7 +152,11 @@ def _dropped(tag: Tag) -> bool:
 
 def _extract(html: str) -> tuple[str, int]:
     """Walk the body iteratively; returns the normalised text and how many images the body had."""
-    root = _body_root(BeautifulSoup(html, "lxml"))
+    with warnings.catch_warnings():  # short bodies look like file names to bs4; that guess is noise here
+        warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
+        warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
+        soup = BeautifulSoup(html, "lxml")
+    root = _body_root(soup)
     out: list[str] = []
     pending = 0  # line breaks owed before the next text (max of the requests, so nested blocks do not pile up)
     bullet = False  # an <li> started and its "- " is not written yet

