@@ -120,7 +120,8 @@ def test_same_text_under_two_external_ids_costs_one_call(fakes):
     _one_article(fakes, 1, body=body)
     _one_article(fakes, 2, body=body, mp="MP_WXS_2")
     fakes.deepseek.responder = lambda b: answer(70)
-    run_slot(SLOT)
+    run_slot(SLOT)  # one of the twins per slot, so parallel mapped tasks never both pay
+    run_slot(shanghai(2026, 1, 8, 18))  # the other reuses its analysis
     assert len(fakes.deepseek.requests) == 1
     with db.connect() as conn:
         rows = conn.execute("SELECT * FROM analysis_result ORDER BY id").fetchall()
@@ -198,3 +199,22 @@ def test_retry_failed_param_gives_exhausted_articles_fresh_attempts(fakes, monke
     assert _item("1-1")["analyzed_status"] == store.FAILED  # over the attempt limit: left alone
     run_slot(shanghai(2026, 1, 8, 18), run_type="manual", params={"retry_failed": True})
     assert _item("1-1")["analyzed_status"] == store.DONE
+
+
+def test_two_runs_racing_for_one_article_pay_once(fakes):
+    """A backfill or a second trigger running beside the scheduled run: the claim lets exactly one in."""
+    from include.radar import analyst
+
+    _one_article(fakes)
+    fakes.deepseek.responder = lambda b: answer(70)
+    rt = pipeline.Runtime.load()
+    slot = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
+    pipeline.ingest_articles(rt, slot)
+    [target] = pipeline.articles_to_analyse(rt, slot)
+    with db.connect() as conn:  # the other run has claimed it and is waiting for its answer
+        assert store.start_analysis(conn, target["item_id"], slot["slot_run_id"]) is not None
+    outcome = analyst.analyse_item(rt.connect, rt.llm, item_id=target["item_id"], slot_run_id=slot["slot_run_id"],
+                                   settings=rt.settings)
+    assert outcome.status == "skipped" and fakes.deepseek.requests == []
+    with db.connect() as conn:
+        assert pipeline.articles_to_analyse(rt, slot) == []  # not offered again while the claim is fresh

@@ -183,7 +183,11 @@ def test_manual_params_name_the_slot_and_bad_params_are_clear_errors():
     key, explicit = resolve_slot(triggered, settings, {"run_date": "2026-01-08"})
     assert (key.run_date, key.slot, explicit) == (date(2026, 1, 8), "22:00", True)  # rebuild that day's report
     key, explicit = resolve_slot(triggered, settings, {"slot": "07:00"})
-    assert (key.run_date, key.slot, explicit) == (date(2026, 1, 12), "07:00", False)
+    assert (key.run_date, key.slot, explicit) == (date(2026, 1, 12), "07:00", True)
+    key, _ = resolve_slot(triggered, settings, {"slot": "22:00"})  # never today's 22:00 in the morning
+    assert (key.run_date, key.slot) == (date(2026, 1, 11), "22:00")
+    with pytest.raises(ConfigurationError, match="still in the future"):
+        resolve_slot(triggered, settings, {"run_date": "2026-01-12", "slot": "22:00"})
     key, _ = resolve_slot(triggered, settings, {})
     assert (key.run_date, key.slot) == (date(2026, 1, 12), "07:00")
     with pytest.raises(ConfigurationError, match="slot='09:00'"):

@@ -173,3 +173,24 @@ def test_a_repost_of_an_already_pushed_article_is_not_pushed_again(fakes):
     result = run_slot(SLOT)
     assert result["summary"]["analysed"] == 1 and result["summary"]["above_threshold"] == 0
     assert len(fakes.sink.received) == 1 and len(fakes.deepseek.requests) == 1
+
+
+def test_a_slot_named_by_the_operator_is_a_redo_that_pushes_only_when_forced(fakes):
+    _articles(fakes, {1: 90})
+    later = SLOT + timedelta(hours=1)
+    run_slot(later, run_type="manual", params={"slot": "14:00"}, now=later)
+    assert fakes.sink.received == []
+    assert "pushed only with push_mode=force" in _decisions()[-1]["detail"]["reason"]
+
+
+def test_a_backfill_analyses_only_what_its_own_ingest_stored(fakes):
+    from include.radar import pipeline
+
+    _articles(fakes, {1: 90})
+    # today's 14:00 ingest stored article 1, but its analysis has not run yet (pending)
+    rt = pipeline.Runtime.load()
+    today = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="x", params={})
+    pipeline.ingest_articles(rt, today)
+    result = run_slot(shanghai(2026, 1, 5, 14), run_type="backfill")
+    assert result["outcomes"] == [] and fakes.deepseek.requests == []  # not the backfill's business
+    assert pipeline.articles_to_analyse(rt, today) != []  # still waiting for its own slot

@@ -71,6 +71,7 @@ def analyse_item(
             return Outcome(item_id, "skipped", existing["id"], existing["score"])
         item = store.start_analysis(conn, item_id, slot_run_id)
         if item is None:
+            log.info("item %s is done or being analysed by another run; skipped", item_id)
             return Outcome(item_id, "skipped")
         item = store.get_item(conn, item_id)
         twin = store.analysis_for_hash(conn, item["content_hash"], item_id) if item["content_hash"] else None

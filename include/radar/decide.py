@@ -57,14 +57,15 @@ def summarise(analyses: list[dict[str, Any]], failed: int, threshold: int) -> Sl
 
 
 def decide(
-    summary: SlotSummary | None, *, is_daily: bool, run_type: str, push_mode: str, late: bool
+    summary: SlotSummary | None, *, is_daily: bool, run_type: str, push_mode: str, late: bool, explicit: bool = False
 ) -> Decision:
     """Which path the slot takes after its analyses.
 
     The daily slot always builds the report (pushing or not is the report path's own decision). A daytime
     slot pushes its best analysis when at least one is at or above the threshold, unless this is a backfill,
-    a late start (a stale alert helps nobody) or a suppressed manual run; ``force`` pushes the best analysis
-    of the slot whatever its score or lateness (seed 001's force-publish).
+    a late start (a stale alert helps nobody), a slot the operator named explicitly (a redo) or a suppressed
+    manual run; ``force`` pushes the best analysis of the slot whatever its score or lateness (seed 001's
+    force-publish).
     """
     if is_daily:
         return Decision(BUILD_DAILY, "the daily slot always builds and pushes the report")
@@ -96,6 +97,9 @@ def decide(
             f"{summary.analysed} analysed, {best} < threshold {summary.threshold}: nothing to push",
             detail,
         )
+    if explicit:
+        return Decision(SKIP_PUSH, "slot named by the operator (a redo): pushed only with push_mode=force",
+                        {**detail, "would_push": True})
     if late:
         return Decision(SKIP_PUSH, "slot started late: a stale alert is not sent", {**detail, "would_push": True})
     return Decision(PUSH_OPPORTUNITY, f"{summary.above_threshold} analyses ≥ {summary.threshold}", detail)

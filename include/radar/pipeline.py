@@ -11,7 +11,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypeVar
 
 from include.radar import analyst, db, decide, digest, ingest, push, signing, store
@@ -142,10 +142,12 @@ def step(name: str | Callable[..., str]) -> Callable[[F], F]:
 
 
 def resolve_slot(run_after: datetime, settings: Settings, params: dict[str, Any]) -> tuple[SlotKey, bool]:
-    """The slot this run stands for, and whether the operator named the date explicitly.
+    """The slot this run stands for, and whether the operator named it explicitly.
 
     Scheduled and backfill runs fire exactly on a slot. A manual run may name ``run_date`` and/or ``slot``
-    (to rebuild a past day's report, say); otherwise it stands for the latest slot at or before it.
+    (to redo a slot or rebuild a past day's report); a named slot without a date is its latest occurrence
+    at or before the trigger, never a slot still in the future. Without params a manual run stands for the
+    latest slot at or before it.
     """
     slot_param = (params.get("slot") or "").strip()
     date_param = (params.get("run_date") or "").strip()
@@ -156,9 +158,15 @@ def resolve_slot(run_after: datetime, settings: Settings, params: dict[str, Any]
             day = date.fromisoformat(date_param)
         except ValueError:
             raise ConfigurationError(f"param run_date={date_param!r} is not a YYYY-MM-DD date") from None
-        return slot_at(day, slot_param or settings.daily_slot), True
+        key = slot_at(day, slot_param or settings.daily_slot)
+        if key.scheduled_at > run_after:
+            raise ConfigurationError(f"param run_date={date_param!r} slot {key.slot} is still in the future")
+        return key, True
     if slot_param:
-        return slot_at(run_after.astimezone(SHANGHAI).date(), slot_param), False
+        key = slot_at(run_after.astimezone(SHANGHAI).date(), slot_param)
+        if key.scheduled_at > run_after:
+            key = slot_at(key.run_date - timedelta(days=1), slot_param)
+        return key, True
     return slot_for(run_after, settings.schedule_slots), False
 
 
@@ -184,7 +192,7 @@ def open_slot(
         "run_type": run_type,
         "late": late,
         "push_mode": push_mode,
-        "explicit_date": explicit,
+        "explicit": explicit,
         "retry_failed": bool(params.get("retry_failed")),
         "dag_run_id": dag_run_id,
     }
@@ -211,8 +219,10 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
         if slot.get("retry_failed"):
             log.info("slot %s: retry_failed requested: %d failed articles get fresh attempts",
                      slot["slot"], store.reset_failed(conn))
+        own_only = slot["run_type"] == "backfill" or slot["explicit"]  # never another day's pending work
         rows = store.items_to_analyse(
-            conn, max_attempts=rt.settings.max_analysis_attempts, limit=rt.settings.max_articles_per_slot
+            conn, max_attempts=rt.settings.max_analysis_attempts, limit=rt.settings.max_articles_per_slot,
+            first_slot_run_id=slot["slot_run_id"] if own_only else None,
         )
     retries = sum(1 for r in rows if r["analyzed_status"] == store.FAILED)
     log.info("slot %s: %d articles to analyse (%d retries of earlier failures)", slot["slot"], len(rows), retries)
@@ -247,6 +257,7 @@ def choose_path(slot: dict[str, Any], summary: dict[str, Any] | None) -> decide.
     return decide.decide(
         decide.SlotSummary(**summary) if summary else None,
         is_daily=slot["is_daily"], run_type=slot["run_type"], push_mode=slot["push_mode"], late=slot["late"],
+        explicit=slot["explicit"],
     )
 
 
@@ -306,8 +317,8 @@ def daily_push_plan(slot: dict[str, Any]) -> tuple[bool, str]:
         return False, "backfill runs build reports and push nothing"
     if slot["push_mode"] == "force":
         return True, "push forced by the trigger's push_mode=force"
-    if slot["explicit_date"]:
-        return False, "report rebuilt on demand: pushed only with push_mode=force"
+    if slot["explicit"]:
+        return False, "slot named by the operator (rebuild): pushed only with push_mode=force"
     return True, "the daily report is always pushed" + (" (late)" if slot["late"] else "")
 
 

@@ -236,20 +236,35 @@ def reset_failed(conn: psycopg.Connection) -> int:
     ).rowcount
 
 
-def items_to_analyse(conn: psycopg.Connection, *, max_attempts: int, limit: int) -> list[Row]:
+# an item left "analysing" this long (a crashed worker) may be claimed again
+ANALYSIS_LEASE = "1 hour"
+
+
+def items_to_analyse(
+    conn: psycopg.Connection, *, max_attempts: int, limit: int, first_slot_run_id: int | None = None
+) -> list[Row]:
     """Pending articles, then failed ones still under the attempt limit, oldest first (seed 10.3).
 
-    Items left 'analysing' by a crashed worker are picked up again too.
+    One article per clean-text hash: a repost waits for its twin's analysis and then reuses it, so two
+    parallel mapped tasks never pay for the same text. ``first_slot_run_id`` limits a backfill or a
+    redo to the articles its own ingest stored. Items left analysing past the lease are picked up again.
     """
     return conn.execute(
-        """
-        SELECT id, title, analyzed_status, attempts FROM content_item
-        WHERE body_status = 1
-          AND (analyzed_status IN (0, 1) OR (analyzed_status = 3 AND attempts < %s))
+        f"""
+        SELECT id, title, analyzed_status, attempts FROM (
+            SELECT DISTINCT ON (coalesce(content_hash, 'id:' || id)) id, title, analyzed_status, attempts, published_at
+            FROM content_item
+            WHERE body_status = 1
+              AND (analyzed_status = 0
+                   OR (analyzed_status = 1 AND updated_at < now() - interval '{ANALYSIS_LEASE}')
+                   OR (analyzed_status = 3 AND attempts < %(max_attempts)s))
+              AND (%(only)s::bigint IS NULL OR first_slot_run_id = %(only)s)
+            ORDER BY coalesce(content_hash, 'id:' || id), (analyzed_status = 3), published_at, id
+        ) candidates
         ORDER BY (analyzed_status = 3), published_at, id
-        LIMIT %s
+        LIMIT %(limit)s
         """,
-        (max_attempts, limit),
+        {"max_attempts": max_attempts, "limit": limit, "only": first_slot_run_id},
     ).fetchall()
 
 
@@ -264,12 +279,17 @@ def get_item(conn: psycopg.Connection, item_id: int) -> Row | None:
 
 
 def start_analysis(conn: psycopg.Connection, item_id: int, slot_run_id: int) -> Row | None:
-    """Move an item to 'analysing' and count the attempt; None when it is already done."""
+    """Claim an item for analysis and count the attempt; None when it is done or another run holds it.
+
+    The claim is one conditional UPDATE, so of two runs racing for the same item exactly one wins.
+    """
     return conn.execute(
-        """
+        f"""
         UPDATE content_item SET analyzed_status = 1, attempts = attempts + 1, last_slot_run_id = %s,
                updated_at = now()
-        WHERE id = %s AND analyzed_status <> 2
+        WHERE id = %s
+          AND (analyzed_status IN (0, 3)
+               OR (analyzed_status = 1 AND updated_at < now() - interval '{ANALYSIS_LEASE}'))
         RETURNING *
         """,
         (slot_run_id, item_id),
