@@ -72,7 +72,8 @@ def opportunity_radar_slots():
     def select_articles(slot: dict) -> list[dict]:
         return run_step(pipeline.articles_to_analyse, slot)
 
-    @task(map_index_template="{{ article_title }}", pool="radar_llm", retries=1)
+    # each call is capped by deepseek_timeout_seconds; this bounds the whole ladder of one article
+    @task(map_index_template="{{ article_title }}", pool="radar_llm", retries=1, execution_timeout=timedelta(minutes=45))
     def analyse(slot: dict, article: dict) -> dict:
         get_current_context()["article_title"] = article["title"]
         return run_step(pipeline.analyse_article, slot, article)

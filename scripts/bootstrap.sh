@@ -37,11 +37,13 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$REPO/.local/run}"
 mkdir -p "$XDG_RUNTIME_DIR"
 mkdir -p "$AIRFLOW_HOME"
 
-if [ ! -f "$AIRFLOW_HOME/.migrated" ] || [ "$(cat "$AIRFLOW_HOME/.migrated")" != "$lock_sum" ]; then
+# the stamp covers the lock and the LLM pool size, so a change of either is applied on the next command
+stamp="$lock_sum llm=${AIRFLOW_VAR_RADAR_LLM_CONCURRENCY:-2}"
+if [ ! -f "$AIRFLOW_HOME/.migrated" ] || [ "$(cat "$AIRFLOW_HOME/.migrated")" != "$stamp" ]; then
   echo "==> migrating Airflow's metadata database (SQLite in $AIRFLOW_HOME)"
   airflow db migrate >"$AIRFLOW_HOME/migrate.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/migrate.log" >&2; exit 1; }
-  airflow pools set radar_llm "${AIRFLOW_VAR_RADAR_LLM_CONCURRENCY:-2}" "DeepSeek calls at once" >/dev/null 2>&1
-  echo "$lock_sum" > "$AIRFLOW_HOME/.migrated"
+  airflow pools set radar_llm "${AIRFLOW_VAR_RADAR_LLM_CONCURRENCY:-2}" "DeepSeek calls at once" >>"$AIRFLOW_HOME/migrate.log" 2>&1
+  echo "$stamp" > "$AIRFLOW_HOME/.migrated"
 fi
 
 if [ -n "${RADAR_DATABASE_URL:-}" ]; then

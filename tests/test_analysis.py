@@ -218,3 +218,43 @@ def test_two_runs_racing_for_one_article_pay_once(fakes):
     assert outcome.status == "skipped" and fakes.deepseek.requests == []
     with db.connect() as conn:
         assert pipeline.articles_to_analyse(rt, slot) == []  # not offered again while the claim is fresh
+
+
+def test_a_content_risk_400_fails_that_article_only_without_retries(fakes):
+    _one_article(fakes, 1)
+    _one_article(fakes, 2)
+    fakes.deepseek.script = [api_error(400, "Content Exists Risk")]
+    fakes.deepseek.responder = lambda b: answer(70)
+    result = run_slot(SLOT)
+    assert len(fakes.deepseek.requests) == 2  # one refused, one analysed: no ladder for the refusal
+    failed = [o for o in result["outcomes"] if o["status"] == "failed"]
+    assert len(failed) == 1 and "Content Exists Risk" in failed[0]["error"]
+    assert result["closed"]["status"] == "success"
+    with db.connect() as conn:
+        item = conn.execute("SELECT attempts, analyzed_status FROM content_item WHERE id = %s",
+                            (failed[0]["content_item_id"],)).fetchone()
+    assert (item["analyzed_status"], item["attempts"]) == (store.FAILED, 1)  # the attempt counts
+
+
+def test_a_call_held_open_with_keepalive_lines_is_cut_at_the_deadline(httpserver):
+    """DeepSeek under load sends blank lines for minutes; the per-call deadline is wall clock."""
+    import time
+
+    from werkzeug.wrappers import Response
+
+    from include.radar.llm import LLMClient, LLMExhausted
+
+    def stall(request):
+        def lines():
+            for _ in range(20):
+                time.sleep(0.25)
+                yield b"\n"
+        return Response(lines(), content_type="application/json")
+
+    httpserver.expect_request("/chat/completions").respond_with_handler(stall)
+    client = LLMClient(base_url=httpserver.url_for("/").rstrip("/"), api_key="k", model="deepseek-v4-pro",
+                       timeout=1.0, max_retries=1, backoff_seconds=0)
+    started = time.monotonic()
+    with pytest.raises(LLMExhausted, match="no complete answer within 1s"):
+        client.complete_json("s", "u", ArticleAnalysis)
+    assert time.monotonic() - started < 4  # two calls of ~1 s, not two of 5 s

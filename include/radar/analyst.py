@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from include.radar import store
-from include.radar.llm import LLMClient, LLMConfigError, LLMExhausted, Prompt, Usage
+from include.radar.llm import LLMClient, LLMConfigError, LLMExhausted, LLMRejected, Prompt, Usage
 from include.radar.schemas import ArticleAnalysis
 from include.radar.settings import Settings
 from include.radar.slots import to_local
@@ -89,7 +89,7 @@ def analyse_item(
         with connect() as conn:
             store.release_item(conn, item_id, str(exc))
         raise
-    except LLMExhausted as exc:
+    except (LLMExhausted, LLMRejected) as exc:
         with connect() as conn:
             store.mark_item_failed(conn, item_id, str(exc))
         log.warning("item %s (%s) failed analysis: %s", item_id, item["title"], exc)

@@ -16,7 +16,7 @@ from datetime import date
 from typing import Any
 
 from include.radar import store
-from include.radar.llm import LLMClient, LLMConfigError, LLMExhausted, Prompt
+from include.radar.llm import LLMClient, LLMConfigError, LLMExhausted, LLMRejected, Prompt
 from include.radar.schemas import DailyDigest
 from include.radar.settings import Settings
 from include.radar.slots import to_local
@@ -153,7 +153,7 @@ def build_report(
             )
             digest = answer.value  # type: ignore[assignment]
             model, prompt_version = answer.model, DIGEST_PROMPT.label
-        except (LLMExhausted, LLMConfigError) as exc:
+        except (LLMExhausted, LLMConfigError, LLMRejected) as exc:
             reasons.append(f"digest: {exc}")
             log.warning("digest for %s falls back to the database summary: %s", day, exc)
 

@@ -2,14 +2,16 @@
 
 The ladder: the first call, then a plain retry, then a retry with the "JSON only" reminder, then one asking
 for the example's field order with empty values for what is missing. It is walked on 429/5xx, timeouts,
-blank content, ``finish_reason == "length"``, JSON that does not parse and schema failures. 400/401/402/422
-are configuration problems: they fail at once with a message naming the cause. The SDK's own retries are
+blank content, ``finish_reason == "length"``, JSON that does not parse and schema failures. 401/402/422 and
+an unknown-model 400 are configuration problems: they fail at once with a message naming the cause. Any
+other 400 (e.g. DeepSeek's content-risk refusal) is about this input: that article fails, without retries. The SDK's own retries are
 off (``max_retries=0``) so that its retries, this ladder and Airflow's task retries do not multiply.
 ``reasoning_content`` is never sent back: every call sends only the system and user messages.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
 import time
@@ -33,6 +35,11 @@ M = TypeVar("M", bound=BaseModel)
 
 class LLMConfigError(RuntimeError):
     """Not retryable: unknown model, bad key, no balance, bad parameter. Fix the configuration."""
+
+
+class LLMRejected(RuntimeError):
+    """Not retryable, and about this input rather than the configuration (e.g. a content-risk 400):
+    the article fails with the message, the others go on."""
 
 
 class LLMExhausted(RuntimeError):
@@ -126,7 +133,8 @@ class LLMClient:
         self.max_retries = max_retries
         self.backoff_seconds = backoff_seconds
         self.sleep = sleep
-        self.client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
+        self.base_url, self.api_key, self.timeout = base_url, api_key, timeout
+        self._calls = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="deepseek")
 
     def _extra_body(self) -> dict[str, Any]:
         if not self.thinking:
@@ -158,14 +166,32 @@ class LLMClient:
             return JsonAnswer(value=value, usage=usage, model=self.model, failures=failures)
         raise LLMExhausted(failures)
 
+    def _request(self, system: str, user: str) -> Any:
+        """One chat completion within a wall-clock deadline.
+
+        The SDK's timeout is per read and restarts with every byte; under load DeepSeek keeps a request open
+        for up to 10 minutes with blank keep-alive lines. The deadline caps the whole call: past it the
+        client is closed (which ends the request) and the rung counts as a timeout.
+        """
+        client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=0)
+        future = self._calls.submit(
+            client.chat.completions.create,
+            model=self.model,
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            response_format={"type": "json_object"},
+            extra_body=self._extra_body(),
+        )
+        try:
+            return future.result(timeout=self.timeout)
+        except concurrent.futures.TimeoutError:
+            raise _Retryable(f"no complete answer within {self.timeout:g}s") from None
+        finally:
+            if not future.done():
+                client.close()
+
     def _call_once(self, system: str, user: str, schema: type[M], usage: Usage) -> M:
         try:
-            response = self.client.chat.completions.create(
-                model=self.model,
-                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-                response_format={"type": "json_object"},
-                extra_body=self._extra_body(),
-            )
+            response = self._request(system, user)
         except openai.APIStatusError as exc:
             raise _classify(exc, self.model) from None
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
@@ -211,12 +237,14 @@ def _classify(exc: openai.APIStatusError, model: str) -> Exception:
         return LLMConfigError(f"DeepSeek account has insufficient balance (402: {message}): top up the account")
     if status == 422:
         return LLMConfigError(f"DeepSeek rejected a request parameter (422: {message}): check the deepseek settings")
-    if status == 400 and "model" in message.lower():
+    if status in (400, 404) and "model" in message.lower():
         return LLMConfigError(
-            f"DeepSeek does not know the model {model!r} (400: {message}): set AIRFLOW_VAR_RADAR_DEEPSEEK_MODEL "
+            f"DeepSeek does not know the model {model!r} ({status}: {message}): set AIRFLOW_VAR_RADAR_DEEPSEEK_MODEL "
             "to a current model such as deepseek-v4-pro or deepseek-flash"
         )
-    return LLMConfigError(f"DeepSeek rejected the request (HTTP {status}: {message})")
+    if status in (403, 404):
+        return LLMConfigError(f"DeepSeek refused the request ({status}: {message}): check the deepseek_default connection")
+    return LLMRejected(f"DeepSeek rejected this request (HTTP {status}: {message}); not retried")
 
 
 def _error_message(exc: openai.APIStatusError) -> str:

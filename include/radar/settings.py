@@ -41,7 +41,7 @@ class Settings(BaseModel):
     deepseek_model: str = Field("deepseek-v4-pro", min_length=1)
     deepseek_thinking: bool = True
     deepseek_reasoning_effort: str = Field("high", pattern=r"^(low|medium|high|max)$")
-    deepseek_timeout_seconds: float = Field(180, gt=0, le=1800)
+    deepseek_timeout_seconds: float = Field(180, gt=0, le=1800)  # wall clock per call
     # USD per million tokens; prices change often, so they are configuration
     deepseek_price_input_cache_hit: float = Field(0.028, ge=0)
     deepseek_price_input_cache_miss: float = Field(0.28, ge=0)
