@@ -154,3 +154,37 @@ def test_rebuild_of_a_past_day_pushes_only_when_asked(fakes):
              dag_run_id="rebuild-2")
     assert len(fakes.sink.received) == 2
     assert fakes.sink.received[1]["title"].startswith("【日报】2026-01-08：1 条机会（最高分 75）")
+
+
+def test_an_earlier_slots_hiccup_is_a_warning_not_a_failed_report(fakes):
+    _setup(fakes, {1: shanghai(2026, 1, 8, 9)}, {"文章1": 70})
+    fakes.werss.down = True
+    fakes.at(shanghai(2026, 1, 8, 7))
+    assert run_slot(shanghai(2026, 1, 8, 7))["closed"]["status"] == "failed"
+    fakes.werss.down = False
+    fakes.at(DAILY)
+    run_slot(DAILY)
+    report = _report()
+    assert report["status"] == store.REPORT_OK and report["error"] is None
+    assert any("07:00" in w and "503" in w for w in report["digest_json"]["warnings"])
+    assert "日报生成失败" not in fakes.sink.received[0]["message"]
+    # the page lists the warning without calling the day failed (a signed link: no Airflow login needed)
+    from fastapi.testclient import TestClient
+
+    from include.radar.web.app import create_app
+    link = fakes.sink.received[0]["message"].splitlines()[-1].removeprefix("https://radar.example.com/radar")
+    page = TestClient(create_app()).get(link)
+    assert page.status_code == 200 and "后续时段已补上" in page.text and "日报生成失败" not in page.text
+
+
+def test_a_report_that_succeeds_on_retry_is_not_failed_by_its_own_first_try(fakes):
+    from include.radar import pipeline
+
+    _setup(fakes, {1: shanghai(2026, 1, 8, 9)}, {"文章1": 70})
+    fakes.at(DAILY)
+    rt = pipeline.Runtime.load()
+    slot = pipeline.open_slot(rt, run_after=DAILY, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
+    with db.connect() as conn:  # its first try died (e.g. the database blinked)
+        store.record_step(conn, slot["slot_run_id"], "build_daily_report", "OperationalError: connection lost")
+    pipeline.build_daily_report(rt, slot)
+    assert _report()["status"] == store.REPORT_OK

@@ -37,8 +37,8 @@ class DayFacts:
 
     @property
     def stats(self) -> dict[str, Any]:
-        # a repost reuses its source's analysis: one opportunity, however many accounts carried it
-        opportunities = {a["reused_from_id"] or a["id"] for a in self.analyses if a["score"] >= self.threshold}
+        # a repost reuses an earlier analysis: it is not a new opportunity (the same rule as the slot push)
+        opportunities = [a for a in self.analyses if a["score"] >= self.threshold and not a["reused_from_id"]]
         return {
             "analysed": len(self.analyses),
             "opportunities": len(opportunities),
@@ -137,7 +137,9 @@ def build_report(
     with connect() as conn:
         facts = gather(conn, day, settings.push_score_threshold)
     stats = facts.stats
-    reasons = list(upstream_errors or []) + facts.slot_errors
+    # the report fails for this slot's own failures (and a failed digest); an earlier slot's hiccup that
+    # later slots made up for is a warning, listed in the report, not a failed day
+    reasons = list(upstream_errors or [])
     if facts.failures and not facts.analyses:  # a failed article never fails its slot, but a day of them fails the report
         first = (facts.failures[0]["last_error"] or "")[:200]
         reasons.append(f"analysis: all {len(facts.failures)} analyses of the day failed ({first})")
@@ -171,13 +173,14 @@ def build_report(
             "watchlist": digest.watchlist,
             "dropped_analysis_ids": dropped,
             "source": "llm",
+            "warnings": facts.slot_errors,
         }
         digest_md = digest.digest_md
     else:
         tops = [{"analysis_id": a["id"], "title": a["title"], "reason": f"评分 {a['score']}"}
-                for a in facts.analyses if a["score"] >= settings.push_score_threshold][:3]
+                for a in facts.analyses if a["score"] >= settings.push_score_threshold and not a["reused_from_id"]][:3]
         digest_json = {"has_opportunity": bool(tops), "top_opportunities": tops, "watchlist": [],
-                       "source": "fallback"}
+                       "source": "fallback", "warnings": facts.slot_errors}
         digest_md = fallback_markdown(facts) if (facts.analyses or facts.failures or reasons) else "今日没有新的分析结果。"
 
     failed = bool(reasons) or (digest is None and bool(facts.analyses))

@@ -294,10 +294,15 @@ def record_skip(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     return {"reason": decision.reason}
 
 
+REPORT_STEPS = ("build_daily_report", "push_daily_report")
+
+
 def _upstream_errors(rt: Runtime, slot: dict[str, Any]) -> list[str]:
+    """The errors of this slot's steps before the report (not the report's own earlier tries)."""
     with rt.connect() as conn:
         row = store.get_slot_run(conn, slot["slot_run_id"])
-    return [f"{slot['slot']} {k}: {v}" for k, v in sorted((row["step_errors"] or {}).items())] if row else []
+    errors = (row["step_errors"] or {}) if row else {}
+    return [f"{slot['slot']} {k}: {v}" for k, v in sorted(errors.items()) if k not in REPORT_STEPS]
 
 
 @step("build_daily_report")

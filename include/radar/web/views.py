@@ -555,6 +555,7 @@ class DailyPage:
     report_label: str
     notice: str | None
     reasons: list[str]
+    warnings: list[str]
     digest_html: Markup | None
     top: list[TopOpportunity]
     watchlist: list[str]
@@ -721,6 +722,7 @@ def daily_page(
         report_label=REPORT_LABELS[state],
         notice=notice,
         reasons=reasons,
+        warnings=[short(str(w), 300) for w in (digest_json.get("warnings") or []) if w][:10],
         digest_html=render_markdown(digest_md, digest_link_rewriter(report_base_url, links)) if digest_md else None,
         top=top_opportunities(digest_json, cards, links),
         watchlist=watchlist(digest_json),
