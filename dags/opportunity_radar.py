@@ -8,7 +8,8 @@ At 07:00, 12:00, 14:00, 18:00 and 22:00 (Asia/Shanghai) one run of this DAG:
 3. **select_articles → analyse[]** – one mapped task per article to analyse (DeepSeek, JSON, retry ladder);
 4. **choose_path** – daytime: push the slot's best analysis if it scored ≥ threshold, else stay silent;
    22:00: build the daily report and always push its link, even when earlier steps failed;
-5. **close_slot** – writes the slot's outcome and counts; the run fails when a step failed.
+5. **catch_up_daily_report** – if yesterday's 22:00 never ran (scheduler down), builds and pushes it late;
+6. **close_slot** – writes the slot's outcome and counts; the run fails when a step failed.
 
 Manual runs take params: `push_mode` (auto / force / suppress), `run_date` + `slot` to (re)run a given
 slot (e.g. rebuild a past day's report), and `retry_failed` to give failed analyses fresh attempts. Logic lives in `include/radar/`; see README.md.
@@ -103,6 +104,10 @@ def opportunity_radar_slots():
     def push_daily_report(slot: dict) -> dict:
         return run_step(pipeline.push_daily_report, slot)
 
+    @task(retries=3)
+    def catch_up_daily_report(slot: dict) -> dict:
+        return run_step(pipeline.catch_up_daily_report, slot)
+
     @task(trigger_rule=TriggerRule.ALL_DONE, retries=0)
     def close_slot(slot: dict) -> dict:
         outcome = run_step(pipeline.close_slot, slot, failed_tasks(get_current_context()))
@@ -120,7 +125,7 @@ def opportunity_radar_slots():
     report = build_daily_report(slot)
     daily = push_daily_report(slot)
     report >> daily
-    outcomes = [push_opportunity(slot), skip_push(slot), daily]
+    outcomes = [push_opportunity(slot), skip_push(slot), daily, catch_up_daily_report(slot)]
     path >> [outcomes[0], outcomes[1], report]
     outcomes >> close_slot(slot)
 

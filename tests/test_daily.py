@@ -188,3 +188,24 @@ def test_a_report_that_succeeds_on_retry_is_not_failed_by_its_own_first_try(fake
         store.record_step(conn, slot["slot_run_id"], "build_daily_report", "OperationalError: connection lost")
     pipeline.build_daily_report(rt, slot)
     assert _report()["status"] == store.REPORT_OK
+
+
+def test_a_daily_slot_that_never_ran_is_made_up_by_the_next_mornings_first_run(fakes):
+    _setup(fakes, {1: shanghai(2026, 1, 8, 9)}, {"文章1": 75})
+    fakes.at(shanghai(2026, 1, 8, 12))
+    run_slot(shanghai(2026, 1, 8, 12))  # day D runs until the scheduler dies before 22:00
+    fakes.sink.received.clear()
+    fakes.at(shanghai(2026, 1, 9, 12))
+    run_slot(shanghai(2026, 1, 9, 12))  # unpaused at 12:30 on D+1: Airflow runs only the latest tick
+    titles = [m["title"] for m in fakes.sink.received]
+    assert titles == ["【日报】2026-01-08：1 条机会（最高分 75）（延迟发送）"]
+    assert _report(DAY) is not None
+    run_slot(shanghai(2026, 1, 9, 14))
+    assert len(fakes.sink.received) == 1  # made up once
+
+
+def test_no_catch_up_for_a_day_the_radar_did_not_run(fakes):
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.at(shanghai(2026, 1, 9, 7))
+    run_slot(shanghai(2026, 1, 9, 7))  # the very first run after installing
+    assert fakes.sink.received == [] and _report(DAY) is None

@@ -44,7 +44,8 @@ def test_dag_has_retries_tags_docs_and_one_active_run(dag):
 def test_dag_reads_like_the_slot_flow(dag):
     ids = {t.task_id for t in dag.tasks}
     assert ids == {"open_slot", "ingest", "select_articles", "analyse", "summarise", "choose_path",
-                   "push_opportunity", "skip_push", "build_daily_report", "push_daily_report", "close_slot"}
+                   "push_opportunity", "skip_push", "build_daily_report", "push_daily_report",
+                   "catch_up_daily_report", "close_slot"}
     assert dag.get_task("close_slot").trigger_rule == "all_done"
     assert dag.get_task("push_daily_report").trigger_rule == "none_skipped"
     assert dag.get_task("summarise").trigger_rule == "all_done"

@@ -332,36 +332,67 @@ def push_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     """Push the /daily/{date} link whatever happened before; the stats come from the database."""
     if not slot["is_daily"]:  # reached only when the branch itself failed in a daytime slot
         return {"reason": "not the daily slot"}
-    day = date.fromisoformat(slot["run_date"])
     should_push, reason = daily_push_plan(slot)
     with rt.connect() as conn:
-        report = store.get_daily_report(conn, day)
-        if report is None:  # the report step itself failed: build the stats from the database alone
-            stats = digest.gather(conn, day, rt.settings.push_score_threshold).stats
-        else:
-            stats = report["stats"]
+        report = store.get_daily_report(conn, date.fromisoformat(slot["run_date"]))
         store.set_slot_decision(conn, slot["slot_run_id"], "daily_push" if should_push else "silent",
                                 {"reason": reason, "report_status": report["status"] if report else None})
     if not should_push:
-        log.info("daily report %s: not pushed: %s", day, reason)
+        log.info("daily report %s: not pushed: %s", slot["run_date"], reason)
         return {"reason": reason}
+    forced = slot["push_mode"] == "force"
+    return _push_daily(rt, date.fromisoformat(slot["run_date"]), slot, late=slot["late"],
+                       nonce=(slot["dag_run_id"] or "") if forced else "")
+
+
+def _push_daily(rt: Runtime, day: date, slot: dict[str, Any], *, late: bool, nonce: str = "") -> dict[str, Any]:
+    """Send the daily message of ``day`` through the notification log (its msg_uuid does not depend on which
+    run sends it, so a catch-up and the real 22:00 can never both deliver)."""
+    with rt.connect() as conn:
+        report = store.get_daily_report(conn, day)
+        # the report step itself failed: the stats come from the database alone
+        stats = report["stats"] if report else digest.gather(conn, day, rt.settings.push_score_threshold).stats
     path = f"/daily/{day.isoformat()}"
     lines = [f"分析 {stats.get('analysed', 0)} 篇，机会 {stats.get('opportunities', 0)} 条，失败 {stats.get('failed', 0)} 篇"]
     if report is None or report["status"] == store.REPORT_FAILED:
         lines.append("日报生成失败，请稍后刷新")
     message = push.Message(
-        title=decide.daily_title(day, stats.get("opportunities", 0), stats.get("max_score"), late=slot["late"]),
+        title=decide.daily_title(day, stats.get("opportunities", 0), stats.get("max_score"), late=late),
         lines=lines, link=rt.page_url(path),
     )
-    forced = slot["push_mode"] == "force"
     delivery = push.deliver(
-        rt.connect, rt.channels(), message, report_date=day, slot=slot["slot"], push_type="daily",
-        target_url=rt.canonical_url(path), slot_run_id=slot["slot_run_id"],
-        nonce=(slot["dag_run_id"] or "") if forced else "",
+        rt.connect, rt.channels(), message, report_date=day, slot=rt.settings.daily_slot, push_type="daily",
+        target_url=rt.canonical_url(path), slot_run_id=slot["slot_run_id"], nonce=nonce,
     )
     if delivery.failed:
         raise push.PushFailed(f"daily push failed for {', '.join(delivery.failed)}; a retry resends only to those")
     return delivery.as_xcom()
+
+
+@step("catch_up_daily_report")
+def catch_up_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    """Make up for a daily slot that never ran (scheduler down across 22:00, DAG unpaused the next morning).
+
+    With catchup off Airflow runs only the latest missed tick, so yesterday's report could be skipped for
+    good. The first run of the next day that finds yesterday's slots but no daily slot run builds that
+    report and pushes it, marked late. A day with no runs at all (the radar was off) is left alone.
+    """
+    if slot["run_type"] == "backfill" or slot["explicit"] or slot["push_mode"] == "suppress":
+        return {"reason": "not for backfills, redos or suppressed runs"}
+    yesterday = date.fromisoformat(slot["run_date"]) - timedelta(days=1)
+    with rt.connect() as conn:
+        runs = {r["slot"] for r in store.slot_runs_for_day(conn, yesterday)}
+        report = store.get_daily_report(conn, yesterday)
+    if not runs or rt.settings.daily_slot in runs:
+        return {"reason": "nothing to make up"}
+    log.warning("the %s slot of %s never ran: building and pushing its report now, marked late",
+                rt.settings.daily_slot, yesterday)
+    if report is None:
+        digest.build_report(
+            rt.connect, rt.llm, day=yesterday, slot_run_id=None, settings=rt.settings,
+            analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"),
+        )
+    return _push_daily(rt, yesterday, slot, late=True)
 
 
 def close_slot(rt: Runtime, slot: dict[str, Any], failed_tasks: list[str]) -> dict[str, Any]:
