@@ -195,3 +195,16 @@ def test_manual_params_name_the_slot_and_bad_params_are_clear_errors():
         resolve_slot(triggered, settings, {"slot": "09:00"})
     with pytest.raises(ConfigurationError, match="run_date='yesterday'"):
         resolve_slot(triggered, settings, {"run_date": "yesterday"})
+
+
+def test_radar_db_connection_with_special_characters_in_the_password(monkeypatch):
+    import psycopg
+
+    monkeypatch.delenv("RADAR_DATABASE_URL", raising=False)
+    monkeypatch.setenv("AIRFLOW_CONN_RADAR_DB", '{"conn_type": "postgres", "host": "db.internal", "port": 6432, '
+                                                '"login": "radar", "password": "p@ss/w#rd:1", "schema": "radar"}')
+    info = psycopg.conninfo.conninfo_to_dict(db.database_url())
+    assert (info["host"], info["port"], info["user"], info["password"], info["dbname"]) == (
+        "db.internal", "6432", "radar", "p@ss/w#rd:1", "radar")
+    assert "p@ss" not in db.redact(db.database_url())
+    assert db.redact("postgresql://radar:secret@h/db") == "postgresql://radar:***@h/db"

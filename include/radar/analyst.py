@@ -40,18 +40,23 @@ class Outcome:
 
 def article_prompt(item: dict[str, Any], truncate_chars: int) -> str:
     """The user message: the article as data between delimiters, truncated with the seed's notice."""
-    text = item["clean_text"]
-    for marker in DELIMITERS:  # the article cannot close the data block early
-        text = text.replace(marker, "")
+    text = _data(item["clean_text"])
     if len(text) > truncate_chars:
         text = text[:truncate_chars] + "\n" + TRUNCATION_NOTICE
     published = to_local(item["published_at"])
     return ANALYSIS_PROMPT.user(
-        title=item["title"].replace("\n", " "),
-        mp_name=(item.get("mp_name") or item.get("mp_id") or "").replace("\n", " "),
+        title=_data(item["title"]).replace("\n", " "),
+        mp_name=_data(item.get("mp_name") or item.get("mp_id") or "").replace("\n", " "),
         published_at=published.strftime("%Y-%m-%d %H:%M") if published else "",
         content=text,
     )
+
+
+def _data(text: str) -> str:
+    """Article text cannot close the data block early: the delimiters are removed from it."""
+    for marker in DELIMITERS:
+        text = text.replace(marker, "")
+    return text
 
 
 def analyse_item(

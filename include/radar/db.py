@@ -35,7 +35,9 @@ class DatabaseUnavailable(RuntimeError):
 
 
 def redact(url: str) -> str:
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+    """The URL or conninfo string without its password, for messages and logs."""
+    url = re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+    return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", url)
 
 
 def embedded_url(pgdata: Path = EMBEDDED_PGDATA) -> str:
@@ -57,9 +59,11 @@ def database_url(conn_id: str = "radar_db") -> str:
 
     conn = get_connection(conn_id)
     if conn is not None and conn.host:
-        user = conn.login or "postgres"
-        auth = f"{user}:{conn.password}" if conn.password else user
-        return f"postgresql://{auth}@{conn.host}:{conn.port or 5432}/{conn.schema or 'postgres'}"
+        # a conninfo string, not a URL: a password with @ / # : needs no escaping there
+        return psycopg.conninfo.make_conninfo(
+            host=conn.host, port=conn.port or 5432, user=conn.login or "postgres",
+            password=conn.password or None, dbname=conn.schema or "postgres",
+        )
     return embedded_url()
 
 

@@ -148,6 +148,8 @@ def build_report(
     if facts.analyses:
         try:
             data = json.dumps(compact(facts, analysis_url), ensure_ascii=False)
+            for marker in ("<<<DATA_START>>>", "<<<DATA_END>>>"):  # titles cannot close the data block
+                data = data.replace(marker, "")
             answer = llm_factory().complete_json(
                 DIGEST_PROMPT.system(),
                 DIGEST_PROMPT.user(date=day.isoformat(), threshold=str(settings.push_score_threshold), data=data),

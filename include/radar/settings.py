@@ -116,15 +116,20 @@ Lookup = Callable[[str], "str | None"]
 
 
 def _airflow_variable(name: str) -> str | None:
-    """Read the Airflow Variable ``radar_<name>``; None outside a task or when it is not set."""
+    """Read the Airflow Variable ``radar_<name>``; None when it is not set, or outside a task.
+
+    Inside a task an error reading it (the Execution API down) is raised, not taken for "not set": a
+    silently defaulted secret or base URL would send unsigned links to the wrong host.
+    """
     try:
-        from airflow.sdk import Variable
+        from airflow.sdk import Variable, get_current_context
     except ImportError:  # plain Python: no Airflow installed
         return None
     try:
-        return Variable.get(f"radar_{name}", default=None)
-    except Exception:  # noqa: BLE001 - no task context (api-server, scripts): fall back to defaults
+        get_current_context()
+    except Exception:  # noqa: BLE001 - no task context (api-server, scripts, tests): environment and defaults
         return None
+    return Variable.get(f"radar_{name}", default=None)
 
 
 def load_settings(lookup: Lookup | None = None, *, use_airflow: bool = True, **overrides: Any) -> Settings:
