@@ -4,14 +4,12 @@ Airflow wiring). Failures of a step are recorded on the slot run exactly as in t
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from include.radar import decide, pipeline
 from include.radar.fakes import FakeArticle
 from include.radar.slots import SHANGHAI
-
-UTC = UTC
 
 
 def shanghai(y: int, m: int, d: int, hh: int, mm: int = 0) -> datetime:

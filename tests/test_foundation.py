@@ -17,7 +17,6 @@ from include.radar.slots import SHANGHAI, slot_at, slot_for, window
 
 REPO = Path(__file__).resolve().parents[1]
 SLOTS = ("07:00", "12:00", "14:00", "18:00", "22:00")
-UTC = UTC
 
 
 @pytest.fixture(scope="module")

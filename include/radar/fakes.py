@@ -21,7 +21,6 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
-UTC = UTC
 CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'</p>"
 
 

@@ -22,7 +22,6 @@ from include.radar.werss import Token, WeRSSAuthError, WeRSSClient, WeRSSError, 
 
 log = logging.getLogger(__name__)
 
-UTC = UTC
 
 
 class ArticleMeta(BaseModel):

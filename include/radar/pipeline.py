@@ -21,7 +21,6 @@ from include.radar.slots import SHANGHAI, SlotKey, is_late, slot_at, slot_for
 from include.radar.werss import WeRSSClient
 
 log = logging.getLogger(__name__)
-UTC = UTC
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-UTC = UTC
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 
 
