@@ -14,6 +14,7 @@ Runs in well under two minutes; the database is dropped at the end unless ``--ke
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import random
 import statistics
@@ -382,6 +383,8 @@ def explain(url: str, day: date, analysis_id: int) -> None:
 
 
 def main() -> int:
+    for noisy in ("httpx", "httpx2"):  # one INFO line per request would bury the figures
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--days", type=int, default=365)
     parser.add_argument("--runs", type=int, default=50)
