@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import CronTriggerTimetable, Param, TriggerRule, dag, get_current_context, task
 
-from include.radar import pipeline
+from include.radar import DAG_ID, pipeline
 from include.radar.airflow_support import failed_tasks, run_step
 from include.radar.decide import BUILD_DAILY, PUSH_MODES, PUSH_OPPORTUNITY, SKIP_PUSH
 from include.radar.settings import env_name, load_settings
@@ -33,7 +33,7 @@ SLOTS = load_settings(lambda n: os.environ.get(env_name(n)) if n == "schedule_sl
 
 
 @dag(
-    dag_id="opportunity_radar_slots",
+    dag_id=DAG_ID,
     schedule=CronTriggerTimetable(SLOTS.cron, timezone="Asia/Shanghai"),
     start_date=datetime(2026, 1, 1, tzinfo=SHANGHAI),
     catchup=False,
