@@ -8,10 +8,13 @@ setting, connection or variable added later without a line in ``.env.example`` f
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -21,6 +24,12 @@ from include.radar.settings import SETTING_NAMES, Settings, env_name, load_setti
 REPO = Path(__file__).resolve().parents[1]
 ENV_EXAMPLE = REPO / ".env.example"
 COMPOSE = REPO / "docker-compose.yaml"
+# The optional WeRSS service has its own file: compose interpolates every file it loads before it applies
+# profiles, so a required ${VAR:?} of WeRSS inside docker-compose.yaml would stop every `docker compose up`.
+COMPOSE_WERSS = REPO / "docker-compose.werss.yaml"
+# Every compose file of the bundle; the guarantees below (no literal secrets, every variable documented,
+# pinned images) hold for each, including files added later.
+COMPOSE_FILES = sorted(REPO.glob("docker-compose*.yaml"))
 DOCKERFILE = REPO / "Dockerfile"
 POSTGRES_INIT = REPO / "deploy" / "postgres-init"
 CODE_DIRS = ("include", "dags", "plugins")
@@ -51,7 +60,18 @@ AIRFLOW_SERVICES = {
     "airflow-worker": "celery worker",
     "airflow-init": None,  # runs its own bash script
 }
-SERVICES = {*AIRFLOW_SERVICES, "postgres", "redis", "werss"}
+SERVICES = {*AIRFLOW_SERVICES, "postgres", "redis"}
+# What the WeRSS image reads (github.com/rachelos/we-mp-rss): init_sys.py creates the admin account from
+# USERNAME/PASSWORD (os.getenv, defaults admin / admin@123) on first start; config.example.yaml signs the
+# login tokens with `secret: ${SECRET_KEY:-we-mp-rss}`, a public default, and an empty value is taken as is.
+WERSS_REQUIRED = {"PASSWORD": "WERSS_PASSWORD", "SECRET_KEY": "WERSS_SECRET_KEY"}
+# A full version (1.2.3, v1.2.3, 7.2.12-bookworm, 3.3.2-python3.11) or, where upstream publishes no version
+# tags, a digest; never a floating tag such as latest, 16 or 7.2-bookworm.
+FULL_VERSION = re.compile(r"v?\d+\.\d+\.\d+(?:[-+][A-Za-z0-9][\w.-]*)?")
+# PostgreSQL (10 and later) numbers its releases MAJOR.MINOR: 16.13 is a full version, 16 a floating tag.
+TWO_PART_VERSION = re.compile(r"\d+\.\d+(?:-[A-Za-z0-9][\w.-]*)?")
+TWO_PART_IMAGES = {"postgres"}
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 SECRET_KEY = re.compile(r"(PASSWORD|SECRET|SECRET_KEY|FERNET_KEY)$")
@@ -106,6 +126,103 @@ def env_example() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def compose() -> dict:
     return yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+
+
+def _load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _service(name: str) -> tuple[dict, Path]:
+    """The service ``name`` and the compose file that defines it."""
+    found = [(services[name], path) for path in COMPOSE_FILES if name in (services := _load(path)["services"])]
+    assert len(found) == 1, f"service {name} defined in {[path.name for _, path in found]}"
+    return found[0]
+
+
+class RequiredVariableError(Exception):
+    """What `docker compose` reports for an unset or empty ${NAME:?message}."""
+
+    def __init__(self, where: str, name: str, message: str) -> None:
+        super().__init__(f"error while interpolating {where}: required variable {name} is missing a value: {message}")
+        self.name = name
+        self.message = message
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_EXPANSION = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])(.*))?", re.DOTALL)
+
+
+def _interpolate(text: str, env: Mapping[str, str], where: str = "") -> str:
+    """Compose's interpolation of one value (the forms its documentation lists), for reading the files here.
+
+    ``$$`` is a literal ``$``; ``$NAME`` and ``${NAME}`` take the value or ""; ``${NAME:-d}``/``${NAME-d}`` the
+    default when unset or empty/unset; ``${NAME:?m}``/``${NAME?m}`` fail with m; ``${NAME:+r}``/``${NAME+r}``
+    give r when set. Nested ${...} in defaults are expanded; anything else after a ``$`` is an error, as in compose.
+    """
+    out, i = [], 0
+    while i < len(text):
+        if text[i] != "$":
+            out.append(text[i])
+            i += 1
+        elif text.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif text.startswith("${", i):
+            depth, j = 1, i + 2
+            while depth:
+                assert j < len(text), f"{where}: unclosed ${{ in {text!r}"
+                if text.startswith("${", j):
+                    depth, j = depth + 1, j + 2
+                    continue
+                depth -= text[j] == "}"
+                j += 1
+            out.append(_expand(text[i + 2 : j - 1], env, where))
+            i = j
+        elif match := _NAME.match(text, i + 1):
+            out.append(env.get(match.group(0)) or "")
+            i = match.end()
+        else:
+            raise AssertionError(f"{where}: invalid interpolation format in {text!r} (escape $ as $$)")
+    return "".join(out)
+
+
+def _expand(body: str, env: Mapping[str, str], where: str) -> str:
+    match = _EXPANSION.fullmatch(body)
+    assert match, f"{where}: unsupported interpolation ${{{body}}}"
+    name, operator, argument = match.groups()
+    value = env.get(name)
+    if operator is None:
+        return value or ""
+    present = bool(value) if operator.startswith(":") else value is not None
+    if operator.endswith("-"):
+        return value if present else _interpolate(argument, env, where)
+    if operator.endswith("+"):
+        return _interpolate(argument, env, where) if present else ""
+    if not present:
+        raise RequiredVariableError(where, name, _interpolate(argument, env, where))
+    return value
+
+
+def _interpolations(path: Path) -> set[tuple[str, str]]:
+    """(name, operator) of every ${...} compose interpolates in a file: in its values, not keys or comments."""
+
+    def strings(value: Any) -> list[str]:
+        if isinstance(value, dict):
+            return [text for item in value.values() for text in strings(item)]
+        if isinstance(value, list):
+            return [text for item in value for text in strings(item)]
+        return [value] if isinstance(value, str) else []
+
+    return {found for text in strings(_load(path)) for found in INTERPOLATION.findall(text)}
+
+
+def _interpolated(value: Any, env: Mapping[str, str], where: str = "") -> Any:
+    """A parsed compose file (or part) with every string value interpolated; keys stay as they are."""
+    if isinstance(value, dict):
+        return {key: _interpolated(item, env, f"{where}.{key}".lstrip(".")) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_interpolated(item, env, f"{where}[{index}]") for index, item in enumerate(value)]
+    return _interpolate(value, env, where) if isinstance(value, str) else value
 
 
 # --- (a) every setting, connection and environment variable the code reads is in .env.example ---------
@@ -196,19 +313,22 @@ def test_no_secret_values_in_env_example(env_example: dict[str, str]) -> None:
         assert key in env_example, f"{key} placeholder missing from .env.example"
 
 
-# --- (b) docker-compose.yaml -------------------------------------------------------------------------
+# --- (b) docker-compose.yaml and docker-compose.werss.yaml ------------------------------------------
 
 
 def test_compose_has_the_services(compose: dict) -> None:
     services = compose["services"]
     assert SERVICES <= set(services), f"missing services: {sorted(SERVICES - set(services))}"
-    assert "werss" in services["werss"].get("profiles", []), "werss must be optional (profile werss)"
-    assert services["werss"]["image"] == "rachelos/we-mp-rss:latest"
-    assert any(str(p).endswith(":8001") for p in services["werss"]["ports"])
-    for name in SERVICES - {"werss"}:
+    for name in SERVICES:
         assert not services[name].get("profiles"), f"{name} must start without a profile"
         if name != "airflow-init":
             assert "healthcheck" in services[name], f"{name} lost its healthcheck"
+    werss, path = _service("werss")
+    # the file is the opt-in: a profile on top would need `--profile werss` as well as `-f`
+    assert path == COMPOSE_WERSS and not werss.get("profiles"), "werss runs from docker-compose.werss.yaml"
+    assert any(str(p).endswith(":8001") for p in werss["ports"])
+    assert _mounts(werss).get("/app/data"), "WeRSS keeps its database and login in /app/data"
+    assert "werss-data" in (_load(COMPOSE_WERSS).get("volumes") or {})
 
 
 def test_airflow_services_are_built_from_the_dockerfile_and_mount_the_bundle(compose: dict) -> None:
@@ -248,31 +368,147 @@ def test_postgres_creates_the_radar_database(compose: dict) -> None:
     assert postgres["environment"]["POSTGRES_DB"] == "airflow"
 
 
+@pytest.mark.hostile
 def test_compose_has_no_literal_secrets(compose: dict) -> None:
     common_env = compose["x-airflow-common"]["environment"]
     for key in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY", "AIRFLOW__CORE__FERNET_KEY"):
         # a key under `environment` would override the value from .env
         assert key not in common_env, f"{key} must come from .env only"
-    for name, service in compose["services"].items():
-        for key, value in (service.get("environment") or {}).items():
-            if SECRET_KEY.search(key):
-                assert str(value).startswith("${"), f"{name}: {key} must come from .env, not a literal"
-    text = COMPOSE.read_text(encoding="utf-8")
-    while True:  # drop every ${...}, innermost first: what is left of a URL is literal
-        stripped = re.sub(r"\$\{[^${}]*\}", "", text)
-        if stripped == text:
-            break
-        text = stripped
-    literal = re.search(r"://[^:/@\s]+:[^@\s]+@", text)
-    assert not literal, f"a password literal in a URL: {literal.group(0) if literal else ''}"
+    assert COMPOSE_WERSS in COMPOSE_FILES
+    for path in COMPOSE_FILES:
+        for name, service in _load(path)["services"].items():
+            for key, value in (service.get("environment") or {}).items():
+                if SECRET_KEY.search(key):
+                    assert str(value).startswith("${"), f"{path.name}: {name}: {key} must come from .env"
+        text = path.read_text(encoding="utf-8")
+        while True:  # drop every ${...}, innermost first: what is left of a URL is literal
+            stripped = re.sub(r"\$\{[^${}]*\}", "", text)
+            if stripped == text:
+                break
+            text = stripped
+        literal = re.search(r"://[^:/@\s]+:[^@\s]+@", text)
+        assert not literal, f"{path.name}: a password literal in a URL: {literal.group(0) if literal else ''}"
 
 
+@pytest.mark.hostile
 def test_compose_variables_without_default_are_documented(env_example: dict[str, str]) -> None:
-    text = COMPOSE.read_text(encoding="utf-8")
-    undocumented = sorted(
-        {name for name, operator in INTERPOLATION.findall(text) if not operator and name not in env_example}
-    )
-    assert not undocumented, f"docker-compose.yaml uses these without default or .env.example line: {undocumented}"
+    """A variable without a default, or a required one (${NAME:?...}), has a line in .env.example."""
+    assert COMPOSE_WERSS in COMPOSE_FILES
+    for path in COMPOSE_FILES:
+        undocumented = sorted(
+            {
+                name
+                for name, operator in _interpolations(path)
+                if (not operator or "?" in operator) and name not in env_example
+            }
+        )
+        assert not undocumented, f"{path.name} uses these without default or .env.example line: {undocumented}"
+
+
+def test_compose_files_interpolate_with_env_example(env_example: dict[str, str]) -> None:
+    """Every compose file interpolates with .env.example plus the secrets it leaves to the user."""
+    secrets = {name: "set-by-the-user" for name in WERSS_REQUIRED.values()}
+    for path in COMPOSE_FILES:
+        _interpolated(_load(path), {**env_example, **secrets}, path.name)
+
+
+# --- issue 12 §7: deployment secrets -----------------------------------------------------------------
+
+
+@pytest.mark.hostile
+def test_werss_refuses_to_start_without_its_secrets(env_example: dict[str, str]) -> None:
+    """WeRSS's admin password and token key are required (${VAR:?message}), with a message that says what to
+    set, where, and how to generate it: empty, WeRSS would take an empty password or sign with "" or its
+    public default."""
+    werss, path = _service("werss")
+    env = werss["environment"]
+    for key, variable in WERSS_REQUIRED.items():
+        value = str(env.get(key, ""))
+        match = re.fullmatch(r"\$\{([A-Za-z_][A-Za-z0-9_]*):\?(.+)\}", value, re.DOTALL)
+        assert match and match.group(1) == variable, f"{path.name}: werss {key} must be ${{{variable}:?...}}: {value!r}"
+        message = match.group(2)
+        assert variable in message and ".env" in message, f"the message names {variable} and .env: {message!r}"
+        assert "secrets.token_urlsafe" in message, f"the message says how to generate it: {message!r}"
+    assert env.get("USERNAME"), "WeRSS reads its admin account from USERNAME/PASSWORD"
+    # what `docker compose -f docker-compose.yaml -f docker-compose.werss.yaml up` says with .env.example as is
+    for missing in WERSS_REQUIRED.values():
+        given = {name: "set-by-the-user" for name in WERSS_REQUIRED.values() if name != missing}
+        with pytest.raises(RequiredVariableError) as raised:
+            _interpolated(werss, {**env_example, **given}, "services.werss")
+        assert raised.value.name == missing and "secrets.token_urlsafe" in raised.value.message
+
+
+@pytest.mark.hostile
+def test_users_without_werss_need_no_werss_secrets(compose: dict, env_example: dict[str, str]) -> None:
+    """Compose interpolates a whole file before it drops the services of inactive profiles (docker/compose#11977),
+    so a ${VAR:?} of WeRSS in docker-compose.yaml would stop `docker compose up` for everyone. WeRSS and its
+    required secrets live in docker-compose.werss.yaml, loaded only by those who run it."""
+    assert "werss" not in compose["services"], "werss must not be in docker-compose.yaml"
+    assert "werss-data" not in (compose.get("volumes") or {})
+    no_werss = {name: value for name, value in env_example.items() if not name.startswith("WERSS_")}
+    _interpolated(compose, no_werss, COMPOSE.name)  # raises RequiredVariableError if anything is required
+    required = sorted({name for name, operator in _interpolations(COMPOSE) if "?" in operator})
+    assert not required, f"docker-compose.yaml requires {required}: every user would have to set them"
+
+
+def _published(port: Any) -> tuple[str, str, str]:
+    """(host ip, host port, container port) of a resolved ports entry, short or long syntax."""
+    if isinstance(port, dict):
+        return str(port.get("host_ip", "")), str(port.get("published", "")), str(port["target"])
+    parts = str(port).rsplit(":", 2)
+    return ("", *parts) if len(parts) == 2 else tuple(parts)  # type: ignore[return-value]
+
+
+@pytest.mark.hostile
+def test_werss_port_is_published_on_localhost_by_default(env_example: dict[str, str]) -> None:
+    """The WeRSS UI (QR login, its admin) is only published on 127.0.0.1 unless an explicit variable says
+    otherwise; Airflow reaches WeRSS over the compose network (http://werss:8001), not through this port."""
+    werss, path = _service("werss")
+    secrets = {name: "set-by-the-user" for name in WERSS_REQUIRED.values()}
+    assert werss["ports"], "werss publishes its UI"
+    for raw in werss["ports"]:
+        match = re.match(r"\$\{([A-Za-z_][A-Za-z0-9_]*):-127\.0\.0\.1\}:", str(raw))
+        assert match, f"{path.name}: the werss port must start with ${{<VAR>:-127.0.0.1}}: {raw!r}"
+        variable = match.group(1)
+        assert variable in env_example, f"{variable} must be documented in .env.example"
+        for env in ({}, env_example):  # compose's default, and what .env.example sets
+            assert _published(_interpolated(raw, {**env, **secrets}))[0] == "127.0.0.1", (raw, env.get(variable))
+        # the explicit override opens it, e.g. behind a firewall or a reverse proxy on another host
+        opened = _published(_interpolated(raw, {**env_example, variable: "0.0.0.0"}))
+        assert opened[0] == "0.0.0.0" and opened[2] == "8001"
+
+
+def _image_references() -> list[tuple[str, str]]:
+    """(where, image) for every image of every compose file (defaults and .env.example resolved) and FROM."""
+    found = []
+    for path in COMPOSE_FILES:
+        for name, service in _load(path)["services"].items():
+            if "image" in service:
+                for env in ({}, read_env_example()):
+                    found.append((f"{path.name}: {name}", _interpolate(str(service["image"]), env)))
+    for line in _instructions():
+        if line.upper().startswith("FROM "):
+            found.append(("Dockerfile", line.split()[1]))
+    return found
+
+
+@pytest.mark.hostile
+def test_every_image_is_pinned_to_a_version() -> None:
+    """No floating tag (latest, postgres:16, redis:7.2-bookworm): a full version, or a digest where upstream
+    publishes no version tags. A floating tag changes the deployment under the user at the next pull."""
+    references = _image_references()
+    unpinned = []
+    for where, image in references:
+        name, _, digest = image.partition("@")
+        repository, _, tag = name.rsplit("/", 1)[-1].partition(":")  # not the port of a registry host
+        version = TWO_PART_VERSION if repository in TWO_PART_IMAGES else FULL_VERSION
+        pinned = bool(version.fullmatch(tag)) or bool(DIGEST.fullmatch(digest))
+        if not pinned or tag == "latest":
+            unpinned.append(f"{where}: {image}")
+    assert not unpinned, f"images without a full version: {sorted(set(unpinned))}"
+    where = {where for where, _ in references}
+    assert {f"{COMPOSE.name}: postgres", f"{COMPOSE.name}: redis", f"{COMPOSE.name}: airflow-worker",
+            f"{COMPOSE_WERSS.name}: werss", "Dockerfile"} <= where, sorted(where)
 
 
 # --- (c) Dockerfile ----------------------------------------------------------------------------------
@@ -318,28 +554,45 @@ def _compose_command() -> list[str] | None:
 
 
 def test_docker_compose_config(tmp_path: Path) -> None:
-    """`docker compose config` accepts the file with .env.example as the project's .env.
+    """`docker compose config` accepts the files with .env.example as the project's .env.
 
     Runs in a copy of the deployment files: `env_file: .env` needs a .env beside the compose file, and a
-    developer's real .env must not be read. The copy serves as both --env-file and the env_file.
+    developer's real .env must not be read. The copy serves as both --env-file and the env_file. Checks what
+    the tests above read offline: docker-compose.yaml alone needs no WeRSS secret; with
+    docker-compose.werss.yaml, compose refuses to start without them and publishes WeRSS on 127.0.0.1.
     """
     command = _compose_command()
     if command is None:
         pytest.skip("docker compose v2 is not installed")
-    shutil.copy(COMPOSE, tmp_path / "docker-compose.yaml")
+    for path in COMPOSE_FILES:
+        shutil.copy(path, tmp_path / path.name)
     shutil.copy(DOCKERFILE, tmp_path / "Dockerfile")
     shutil.copytree(POSTGRES_INIT, tmp_path / "deploy" / "postgres-init")
     shutil.copy(ENV_EXAMPLE, tmp_path / ".env")
-    result = subprocess.run(
-        [
-            *command, "--project-directory", str(tmp_path), "-f", str(tmp_path / "docker-compose.yaml"),
-            "--env-file", str(tmp_path / ".env"), "--profile", "werss", "config",
-        ],
-        capture_output=True, text=True, timeout=120,
-    )
+    # the shell environment wins over --env-file: keep the caller's WeRSS settings out
+    clean = {name: value for name, value in os.environ.items() if not name.startswith(("WERSS_", "COMPOSE_"))}
+
+    def config(*files: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                *command, "--project-directory", str(tmp_path),
+                *(arg for name in files for arg in ("-f", str(tmp_path / name))),
+                "--env-file", str(tmp_path / ".env"), "config",
+            ],
+            capture_output=True, text=True, timeout=120, env={**clean, **env},
+        )
+
+    alone = config(COMPOSE.name)
+    assert alone.returncode == 0, alone.stderr
+    assert "werss" not in yaml.safe_load(alone.stdout)["services"]
+    refused = config(COMPOSE.name, COMPOSE_WERSS.name)
+    assert refused.returncode != 0 and "secrets.token_urlsafe" in refused.stderr, refused.stderr
+    secrets = {name: "set-by-the-user" for name in WERSS_REQUIRED.values()}
+    result = config(COMPOSE.name, COMPOSE_WERSS.name, **secrets)
     assert result.returncode == 0, result.stderr
     resolved = yaml.safe_load(result.stdout)
-    assert SERVICES <= set(resolved["services"])
+    assert SERVICES | {"werss"} <= set(resolved["services"])
+    assert {port.get("host_ip") for port in resolved["services"]["werss"]["ports"]} == {"127.0.0.1"}
     worker = resolved["services"]["airflow-worker"]["environment"]
     assert worker["RADAR_DATABASE_URL"] == "postgresql://airflow:airflow@postgres:5432/radar"
     assert json.loads(worker["AIRFLOW_CONN_WERSS_DEFAULT"])["host"] == "http://werss:8001"
