@@ -88,7 +88,7 @@ class Seeder:
         run_id = f"scheduled__{key.scheduled_at.isoformat()}"
         row = store.open_slot_run(self.conn, key, run_type="scheduled", dag_id="opportunity_radar", dag_run_id=run_id)
         if new:
-            store.set_slot_counts(self.conn, row["id"], new_count=new)
+            store.record_ingest(self.conn, row["id"], new=new, skipped=0, waiting=0)
         if error:
             store.record_step(self.conn, row["id"], "ingest", error)
         return row

@@ -109,7 +109,8 @@ def _clean(html: str | None) -> CleanResult:
     if _is_conversion_error(html):
         return CleanResult("", None, raw_size, CONVERSION_ERROR_REASON)
     reasons: list[str] = []
-    html = _SURROGATE_RE.sub("\ufffd", html)
+    # the parser would turn a NUL into U+FFFD inside a word; a lone surrogate cannot be encoded at all
+    html = _SURROGATE_RE.sub("\ufffd", html.replace("\x00", ""))
     if raw_size > MAX_HTML_BYTES:
         html = html.encode("utf-8")[:MAX_HTML_BYTES].decode("utf-8", "ignore")
         reasons.append(f"body too large: {raw_size} bytes, truncated")

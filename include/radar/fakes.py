@@ -25,11 +25,17 @@ CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'<
 
 
 def _json(body: Any, status: int = 200) -> Response:
-    return Response(json.dumps(body, ensure_ascii=False), status=status, content_type="application/json")
+    # ASCII escapes, so that a hostile test string (a lone surrogate) travels as JSON does on the wire
+    return Response(json.dumps(body), status=status, content_type="application/json")
 
 
 def _ok(data: Any) -> Response:
     return _json({"code": 0, "message": "success", "data": data})
+
+
+def _raw_ok(data_json: str) -> Response:
+    """The success envelope around a ``data`` that is already JSON text (possibly hostile)."""
+    return Response(f'{{"code": 0, "message": "success", "data": {data_json}}}', content_type="application/json")
 
 
 @dataclass
@@ -44,6 +50,7 @@ class FakeArticle:
     content: str | None = None  # the v1.4.9 simplified body; derived from content_html when None
     body_after: int | None = None  # epoch seconds from which a late body is served
     late_content_html: str = ""
+    raw_detail: bytes | None = None  # served as the detail response body as-is (hostile tests)
 
     def body(self, now: int) -> tuple[str, str]:
         """(content, content_html) as WeRSS would answer at ``now``."""
@@ -71,6 +78,12 @@ class FakeWeRSS:
     failing_accounts: dict[str, int] = field(default_factory=dict)  # mp_id -> HTTP status of its list
     down: bool = False
     publish_time_ms: bool = False  # answer publish_time in milliseconds
+    # hostile switches: raw JSON row texts added to an account's first page; a raw JSON text served as the
+    # ``data`` of an account's list; a list that ignores ``offset``; an account whose list never ends
+    extra_rows: dict[str, list[str]] = field(default_factory=dict)
+    raw_page_data: dict[str, str] = field(default_factory=dict)
+    ignore_offset: bool = False
+    endless_accounts: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.tokens: dict[str, int] = {}  # token -> expiry
@@ -151,16 +164,27 @@ class FakeWeRSS:
         if mp_id in self.failing_accounts:
             status = self.failing_accounts[mp_id]
             return _json({"detail": {"code": 50001, "message": f"upstream error {status}"}}, status)
+        if mp_id in self.raw_page_data:
+            return _raw_ok(self.raw_page_data[mp_id])
         limit = min(int(request.args.get("limit", 5)), 100)  # WeRSS's default page size is 5
-        offset = int(request.args.get("offset", 0))
-        rows = [a for a in self._visible() if not mp_id or a.mp_id == mp_id]
-        return _ok({"list": [self._row(a) for a in rows[offset: offset + limit]], "total": len(rows)})
+        offset = 0 if self.ignore_offset else int(request.args.get("offset", 0))
+        if mp_id in self.endless_accounts:  # fresh ids on every page, all published a minute ago
+            rows = [self._row(FakeArticle(id=f"{mp_id}-{offset + i}", mp_id=mp_id, title=f"无尽{offset + i}",
+                                          publish_time=self.now() - 60)) for i in range(limit)]
+            return _ok({"list": rows, "total": 10**9})
+        matching = [a for a in self._visible() if not mp_id or a.mp_id == mp_id]
+        rows = [json.dumps(self._row(a)) for a in matching[offset: offset + limit]]
+        if offset == 0:
+            rows += self.extra_rows.get(mp_id, [])
+        return _raw_ok(f'{{"list": [{", ".join(rows)}], "total": {len(matching)}}}')
 
     def _detail(self, article_id: str) -> Response:
         self.detail_calls[article_id] = self.detail_calls.get(article_id, 0) + 1
         article = next((a for a in self.articles if a.id == article_id), None)
         if article is None:
             return _json({"detail": {"code": 40401, "message": "文章不存在"}}, 404)
+        if article.raw_detail is not None:
+            return Response(article.raw_detail, content_type="application/json")
         content, content_html = article.body(self.now())
         return _ok({**self._row(article), "content": content, "content_html": content_html,
                     "updated_at": self._row(article)["created_at"]})

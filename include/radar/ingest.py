@@ -13,52 +13,18 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
-
 from include.radar import store
 from include.radar.cleaning import clean_html, is_missing_body
-from include.radar.slots import SlotKey, epoch_seconds
-from include.radar.werss import Token, WeRSSAuthError, WeRSSClient, WeRSSError, WeRSSNotFound
+from include.radar.slots import SlotKey
+from include.radar.werss import Token, WeRSSAuthError, WeRSSClient, WeRSSDeadline, WeRSSError, WeRSSNotFound
+from include.radar.werss_rows import ArticleRow, RowRejected, account_row, article_row
 
 log = logging.getLogger(__name__)
 
-
-
-class ArticleMeta(BaseModel):
-    """One row of the WeRSS article list, validated; malformed rows are counted and skipped."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    id: str
-    mp_id: str
-    title: str = ""
-    url: str = ""
-    publish_time: int
-
-    @field_validator("id", "mp_id", mode="before")
-    @classmethod
-    def _non_empty(cls, value: Any) -> str:
-        text = str(value).strip() if value is not None else ""
-        if not text:
-            raise ValueError("empty")
-        return text
-
-    @field_validator("title", "url", mode="before")
-    @classmethod
-    def _text(cls, value: Any) -> str:
-        return "" if value is None else str(value).strip()
-
-    @field_validator("publish_time", mode="before")
-    @classmethod
-    def _seconds(cls, value: Any) -> int:
-        seconds = epoch_seconds(value)
-        if seconds <= 0:
-            raise ValueError("not a positive timestamp")
-        return seconds
-
-    @property
-    def published_at(self) -> datetime:
-        return datetime.fromtimestamp(self.publish_time, UTC)
+# an article whose body WeRSS has not fetched yet is checked at the next slot, then 6 h later, then daily
+BODY_RECHECK = (timedelta(0), timedelta(hours=6), timedelta(hours=24))
+# a slot keeps at most this many warning lines (the counters keep counting)
+MAX_WARNINGS = 50
 
 
 @dataclass
@@ -70,11 +36,18 @@ class IngestSummary:
     in_window: int = 0
     new: int = 0
     waiting: int = 0
+    bodies_backed_off: int = 0
     unusable: int = 0
     deferred: int = 0
-    malformed: int = 0
+    skipped: int = 0
     detail_errors: int = 0
-    errors: list[str] = field(default_factory=list)
+    deadline_reached: bool = False
+    errors: list[str] = field(default_factory=list)  # account failures: the slot fails when all accounts fail
+    warnings: list[str] = field(default_factory=list)  # handled problems, listed on the slot
+
+    def warn(self, message: str) -> None:
+        if len(self.warnings) < MAX_WARNINGS:
+            self.warnings.append(message)
 
     def line(self) -> str:
         parts = [
@@ -84,20 +57,24 @@ class IngestSummary:
             f"{self.waiting} waiting for body",
         ]
         for label, value in (
+            ("bodies not due for a recheck", self.bodies_backed_off),
             ("accounts failed", self.accounts_failed),
             ("accounts backed off", self.accounts_backed_off),
             ("unusable", self.unusable),
             ("deferred to the next slot", self.deferred),
-            ("malformed rows", self.malformed),
+            ("malformed rows skipped", self.skipped),
             ("detail errors", self.detail_errors),
         ):
             if value:
                 parts.append(f"{value} {label}")
+        if self.deadline_reached:
+            parts.append("stopped at the step's deadline")
         return ", ".join(parts)
 
     def as_xcom(self) -> dict[str, Any]:
         data = asdict(self)
         data["errors"] = data["errors"][:10]
+        data["warnings"] = data["warnings"][:10]
         return data
 
 
@@ -118,41 +95,58 @@ def backoff_for(status: int | None, message: str, consecutive_failures: int) -> 
     return min(timedelta(minutes=15) * 2**exponent, timedelta(hours=24))
 
 
+@dataclass
+class AccountWindow:
+    """What listing one account found: valid rows in the window, and the rows it skipped (with reasons)."""
+
+    metas: list[ArticleRow] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # handled oddities of the listing itself
+
+
 def window_metas(
-    client: WeRSSClient, mp_id: str, start: datetime, end: datetime, page_size: int
-) -> tuple[list[ArticleMeta], int]:
+    client: WeRSSClient, mp_id: str, start: datetime, end: datetime, page_size: int, *,
+    max_pages: int = 50, now: datetime | None = None,
+) -> AccountWindow:
     """The account's articles published in [start, end], newest first, deduplicated by id.
 
-    Pages newest first and stops at the first page that reaches before ``start`` (or a short page). The
-    server's sort has no tie-breaker, so a row may repeat across pages: the first copy wins.
-    Returns (metas, malformed row count).
+    Pages newest first and stops at the first page that reaches before ``start``, a short page, a page that
+    brings no id not seen before (a WeRSS that ignores ``offset`` repeats its first page forever), or after
+    ``max_pages`` pages. The server's sort has no tie-breaker, so a row may repeat across pages: the first copy
+    wins. A malformed row is skipped with its reason; the rows beside it go on.
     """
-    seen: dict[str, ArticleMeta] = {}
-    malformed = 0
+    now = now or datetime.now(UTC)
+    found = AccountWindow()
+    seen: dict[str, ArticleRow] = {}
     offset = 0
     start_s, end_s = int(start.timestamp()), int(end.timestamp())
-    while True:
+    for page in range(1, max_pages + 1):
         rows = client.article_page(mp_id, offset, page_size)
         oldest: int | None = None
+        new_ids = 0
         for row in rows:
             try:
-                meta = ArticleMeta.model_validate({"mp_id": mp_id, **row})
-            except (ValidationError, ValueError, TypeError):
-                malformed += 1
-                log.warning("account %s: skipping malformed article row %r", mp_id, _short(row))
+                meta = article_row(row, mp_id=mp_id, now=now)
+            except RowRejected as exc:
+                found.skipped.append(str(exc))
+                log.warning("account %s: skipping a malformed article row: %s", mp_id, exc)
                 continue
             oldest = meta.publish_time if oldest is None else min(oldest, meta.publish_time)
-            if start_s <= meta.publish_time <= end_s and meta.id not in seen:
+            if meta.id not in seen:
+                new_ids += 1
                 seen[meta.id] = meta
         offset += len(rows)
         if len(rows) < page_size or (oldest is not None and oldest < start_s):
             break
-    return sorted(seen.values(), key=lambda m: (-m.publish_time, m.id)), malformed
-
-
-def _short(row: Any) -> str:
-    text = repr(row)
-    return text if len(text) <= 200 else text[:200] + "…"
+        if not new_ids:
+            found.notes.append(f"page {page} repeated earlier rows (WeRSS ignoring offset?): listing stopped")
+            break
+    else:
+        found.notes.append(f"listing stopped after werss_max_pages={max_pages} pages")
+    found.metas = sorted(
+        (m for m in seen.values() if start_s <= m.publish_time <= end_s), key=lambda m: (-m.publish_time, m.id)
+    )
+    return found
 
 
 def db_token_cache(connect: Callable[[], Any], key: str) -> tuple[Callable[[], Token | None], Callable[[Token | None], None]]:
@@ -175,6 +169,11 @@ def db_token_cache(connect: Callable[[], Any], key: str) -> tuple[Callable[[], T
     return load, save
 
 
+def next_body_check(checks: int, now: datetime) -> datetime:
+    """When an article still without a body is checked again, after ``checks`` checks found none."""
+    return now + BODY_RECHECK[min(max(checks, 1), len(BODY_RECHECK)) - 1]
+
+
 def ingest_slot(
     connect: Callable[[], Any],
     client: WeRSSClient,
@@ -184,28 +183,40 @@ def ingest_slot(
     window_days: float,
     max_articles: int,
     page_size: int = 100,
+    max_pages: int = 50,
     now: datetime | None = None,
 ) -> IngestSummary:
     """Pull the slot's window from every account and store what is new. Returns the summary.
 
     Raises WeRSSAuthError at once on bad credentials, and WeRSSError when every account failed
     (WeRSS is down): the slot then counts as failed, while one failing account only counts against itself.
+    A malformed row is skipped and counted (on the slot and its account). When the client's deadline
+    passes, listing and fetching stop where they are: what is stored stays, the rest waits for a later slot.
+    Everything counted is added to the slot run before returning, also when the ingest fails.
     """
     now = now or datetime.now(UTC)
     start, end = key.scheduled_at - timedelta(days=window_days), key.scheduled_at
     summary = IngestSummary(slot=key.slot)
+    try:
+        _ingest(connect, client, summary, slot_run_id=slot_run_id, key=key, start=start, end=end,
+                max_articles=max_articles, page_size=page_size, max_pages=max_pages, now=now)
+    finally:
+        with connect() as conn:
+            store.record_ingest(conn, slot_run_id, new=summary.new, skipped=summary.skipped, waiting=summary.waiting)
+            store.add_slot_warnings(conn, slot_run_id, "ingest", summary.warnings)
+    log.info(summary.line())
+    return summary
 
-    remote_accounts = client.accounts()
-    with connect() as conn:
-        account_rows = {
-            str(a["id"]): store.upsert_account(conn, str(a["id"]), str(a.get("mp_name") or a["id"]))
-            for a in remote_accounts
-            if isinstance(a, dict) and a.get("id")
-        }
+
+def _ingest(
+    connect: Callable[[], Any], client: WeRSSClient, summary: IngestSummary, *, slot_run_id: int, key: SlotKey,
+    start: datetime, end: datetime, max_articles: int, page_size: int, max_pages: int, now: datetime,
+) -> None:
+    account_rows = _accounts(connect, client, summary)
     summary.accounts = len(account_rows)
 
-    metas: dict[str, ArticleMeta] = {}
-    per_account: dict[str, list[ArticleMeta]] = {}
+    metas: dict[str, ArticleRow] = {}
+    per_account: dict[str, list[ArticleRow]] = {}
     tried = 0
     for mp_id, account in account_rows.items():
         if account["backoff_until"] and account["backoff_until"] > now:
@@ -214,9 +225,13 @@ def ingest_slot(
             continue
         tried += 1
         try:
-            found, malformed = window_metas(client, mp_id, start, end, page_size)
+            found = window_metas(client, mp_id, start, end, page_size, max_pages=max_pages, now=now)
         except WeRSSAuthError:
             raise
+        except WeRSSDeadline as exc:
+            tried -= 1
+            _deadline(summary, f"listing stopped before account {account['name']}: {exc}")
+            break
         except WeRSSError as exc:
             failures = account["consecutive_failures"] + 1
             until = now + backoff_for(exc.status, str(exc), failures)
@@ -227,11 +242,19 @@ def ingest_slot(
                 )
             summary.accounts_failed += 1
             summary.errors.append(f"{account['name']}: {exc}")
+            summary.warn(f"account {account['name']} failed: {exc}")
             log.warning("account %s failed (%s); backed off until %s", account["name"], exc, until)
             continue
-        summary.malformed += malformed
-        per_account[mp_id] = found
-        for meta in found:
+        if found.skipped:
+            summary.skipped += len(found.skipped)
+            for reason in found.skipped:
+                summary.warn(f"account {account['name']}: skipped {reason}")
+            with connect() as conn:
+                store.record_account_skips(conn, account["id"], len(found.skipped), found.skipped[-1])
+        for note in found.notes:
+            summary.warn(f"account {account['name']}: {note}")
+        per_account[mp_id] = found.metas
+        for meta in found.metas:
             metas.setdefault(meta.id, meta)
 
     if tried and summary.accounts_failed == tried:
@@ -240,7 +263,17 @@ def ingest_slot(
     summary.in_window = len(metas)
     with connect() as conn:
         known = store.known_external_ids(conn, list(metas))
-    candidates = [m for m in metas.values() if m.id not in known or known[m.id] == store.BODY_WAITING]
+    candidates = []
+    for meta in metas.values():
+        stored = known.get(meta.id)
+        if stored is None:
+            candidates.append(meta)
+        elif stored["body_status"] == store.BODY_WAITING:
+            due = stored["next_body_check_at"]
+            if due is None or due <= now:
+                candidates.append(meta)
+            else:
+                summary.bodies_backed_off += 1
     candidates.sort(key=lambda m: (-m.publish_time, m.id))
     if len(candidates) > max_articles:
         summary.deferred = len(candidates) - max_articles
@@ -249,37 +282,63 @@ def ingest_slot(
         candidates = candidates[:max_articles]
 
     new_by_account: dict[str, int] = {}
-    for meta in candidates:
-        outcome = _store_article(connect, client, meta, account_rows[meta.mp_id]["id"] if meta.mp_id in account_rows else None,
-                                 slot_run_id, was_waiting=meta.id in known, summary=summary)
+    for number, meta in enumerate(candidates):
+        account = account_rows.get(meta.mp_id)
+        try:
+            outcome = _store_article(connect, client, meta, account, slot_run_id, was_waiting=meta.id in known,
+                                     summary=summary, now=now)
+        except WeRSSDeadline as exc:
+            _deadline(summary, f"{len(candidates) - number} article details not fetched: {exc}")
+            break
         if outcome == "new":
             new_by_account[meta.mp_id] = new_by_account.get(meta.mp_id, 0) + 1
 
     with connect() as conn:
-        for mp_id, found in per_account.items():
+        for mp_id, found_metas in per_account.items():
             store.record_account_check(
                 conn, account_rows[mp_id]["id"], hits=1 if new_by_account.get(mp_id) else 0,
-                last_article_at=found[0].published_at if found else None, error=None, backoff_until=None,
+                last_article_at=found_metas[0].published_at if found_metas else None, error=None, backoff_until=None,
             )
-        store.set_slot_counts(conn, slot_run_id, new_count=summary.new, waiting_count=summary.waiting)
-    log.info(summary.line())
-    return summary
+
+
+def _accounts(connect: Callable[[], Any], client: WeRSSClient, summary: IngestSummary) -> dict[str, Any]:
+    """The subscribed accounts, stored; a malformed account row is skipped and counted."""
+    rows = {}
+    for raw in client.accounts():
+        try:
+            row = account_row(raw)
+        except RowRejected as exc:
+            summary.skipped += 1
+            summary.warn(f"skipped {exc}")
+            log.warning("skipping a malformed account row: %s", exc)
+            continue
+        rows.setdefault(row.id, row)
+    with connect() as conn:
+        return {mp_id: store.upsert_account(conn, mp_id, row.name) for mp_id, row in rows.items()}
+
+
+def _deadline(summary: IngestSummary, message: str) -> None:
+    summary.deadline_reached = True
+    summary.warn(f"deadline: {message}")
+    log.warning("ingest stopped at its deadline: %s", message)
 
 
 def _store_article(
     connect: Callable[[], Any],
     client: WeRSSClient,
-    meta: ArticleMeta,
-    account_id: int | None,
+    meta: ArticleRow,
+    account: dict[str, Any] | None,
     slot_run_id: int,
     *,
     was_waiting: bool,
     summary: IngestSummary,
+    now: datetime,
 ) -> str:
-    """Fetch, clean and store one article; returns 'new', 'waiting', 'unusable', 'known' or 'error'."""
+    """Fetch, clean and store one article; returns 'new', 'waiting', 'unusable', 'known', 'skipped' or 'error'."""
+    account_id = account["id"] if account else None
     try:
-        detail = client.article(meta.id)
-    except WeRSSAuthError:
+        raw = client.article(meta.id)
+    except (WeRSSAuthError, WeRSSDeadline):
         raise
     except WeRSSNotFound:
         log.info("article %s (%s) was deleted on WeRSS; skipped", meta.id, meta.title)
@@ -287,12 +346,23 @@ def _store_article(
         return "error"
     except WeRSSError as exc:
         summary.detail_errors += 1
-        summary.errors.append(f"article {meta.id}: {exc}")
+        summary.warn(f"article {meta.id}: detail failed, a later slot retries: {exc}")
         log.warning("article %s (%s): detail failed, a later slot retries: %s", meta.id, meta.title, exc)
         return "error"
+    try:  # the detail row must be as sound as the list row was; its fields win where present
+        detail = article_row({**meta.model_dump(), **{k: v for k, v in raw.items() if v is not None}},
+                             mp_id=meta.mp_id, now=now)
+    except RowRejected as exc:
+        summary.skipped += 1
+        summary.warn(f"skipped the detail of {exc}")
+        if account_id is not None:
+            with connect() as conn:
+                store.record_account_skips(conn, account_id, 1, f"detail of {exc}")
+        log.warning("article %s: skipping a malformed detail row: %s", meta.id, exc)
+        return "skipped"
 
     html = next(
-        (h for h in (detail.get("content_html"), detail.get("content")) if isinstance(h, str) and not is_missing_body(h)),
+        (h for h in (raw.get("content_html"), raw.get("content")) if isinstance(h, str) and not is_missing_body(h)),
         "",
     )
     cleaned = clean_html(html) if html else None
@@ -306,8 +376,8 @@ def _store_article(
         "external_id": meta.id,
         "account_id": account_id,
         "mp_id": meta.mp_id,
-        "title": (str(detail.get("title") or meta.title) or meta.id)[:500],
-        "url": str(detail.get("url") or meta.url),
+        "title": detail.title or meta.title or meta.id,
+        "url": detail.url or meta.url,
         "published_at": meta.published_at,
         "raw_html_size": cleaned.raw_size if cleaned else 0,
         "clean_text": cleaned.text if cleaned else "",
@@ -315,20 +385,29 @@ def _store_article(
         "body_status": body_status,
         "last_error": last_error,
         "slot_run_id": slot_run_id,
+        "body_checks": 1,
+        "next_body_check_at": next_body_check(1, now) if body_status == store.BODY_WAITING else None,
     }
     with connect() as conn:
         if was_waiting:
-            ready = store.fill_waiting_body(conn, meta.id, item)
+            filled = store.fill_waiting_body(conn, meta.id, item, next_check=lambda checks: next_body_check(checks, now))
             if body_status == store.BODY_WAITING:
                 summary.waiting += 1
+                if account_id is not None:
+                    store.record_body_missing(conn, account_id)
+                checks = filled["body_checks"] if filled else 0
+                log.info("article %s (%s): still no body after %d checks; next check %s", meta.id, item["title"],
+                         checks, filled["next_body_check_at"] if filled else "—")
                 return "waiting"
-            if ready:
+            if filled and filled["body_status"] == store.BODY_READY:
                 summary.new += 1
                 log.info("article %s (%s): body arrived, now analysable", meta.id, item["title"])
                 return "new"
             summary.unusable += 1
             return "unusable"
         inserted = store.insert_content_item(conn, item)
+        if inserted is not None and body_status == store.BODY_WAITING and account_id is not None:
+            store.record_body_missing(conn, account_id)
     if inserted is None:
         return "known"  # a concurrent run stored it first
     if body_status == store.BODY_WAITING:

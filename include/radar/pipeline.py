@@ -206,7 +206,7 @@ def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     summary = ingest.ingest_slot(
         rt.connect, rt.werss(), slot_run_id=slot["slot_run_id"], key=_key(slot),
         window_days=rt.settings.window_days, max_articles=rt.settings.max_articles_per_slot,
-        page_size=rt.settings.werss_page_size,
+        page_size=rt.settings.werss_page_size, max_pages=rt.settings.werss_max_pages,
     )
     return summary.as_xcom()
 

@@ -52,6 +52,8 @@ class Settings(BaseModel):
     late_after_minutes: int = Field(30, ge=0, le=366 * 24 * 60)
     werss_timeout_seconds: float = Field(20, gt=0, le=300)
     werss_page_size: int = Field(100, ge=1, le=100)
+    # an account's listing stops after this many pages (a WeRSS that ignores offset cannot loop forever)
+    werss_max_pages: int = Field(20, ge=1, le=1000)
     report_base_url: str = "http://localhost:8080/radar"
     # HMAC secret of the signed links in pushes; without it links need an Airflow login
     link_secret: SecretStr | None = None

@@ -8,6 +8,7 @@ Every function takes an open psycopg connection (``db.connect()``) and leaves co
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
 
@@ -76,13 +77,37 @@ def record_step(conn: psycopg.Connection, slot_run_id: int, step: str, error: st
         )
 
 
-def set_slot_counts(conn: psycopg.Connection, slot_run_id: int, **counts: int) -> None:
-    allowed = {"new_count", "waiting_count"}
-    cols = [c for c in counts if c in allowed]
-    if not cols:
+def record_ingest(conn: psycopg.Connection, slot_run_id: int, *, new: int, skipped: int, waiting: int) -> None:
+    """Add what one ingest run found to the slot: a rerun adds its new articles, never writes over them.
+
+    ``waiting_count`` is a state (articles of the window still without a body), so it is the latest value.
+    """
+    conn.execute(
+        """
+        UPDATE slot_run SET new_count = new_count + %s, skipped_count = skipped_count + %s, waiting_count = %s
+        WHERE id = %s
+        """,
+        (new, skipped, waiting, slot_run_id),
+    )
+
+
+MAX_SLOT_WARNINGS = 100
+
+
+def add_slot_warnings(conn: psycopg.Connection, slot_run_id: int, step: str, messages: list[str]) -> None:
+    """Append handled problems (a skipped row, a failed account, a deadline) to the slot's warnings."""
+    if not messages:
         return
-    assignments = ", ".join(f"{c} = %s" for c in cols)
-    conn.execute(f"UPDATE slot_run SET {assignments} WHERE id = %s", [counts[c] for c in cols] + [slot_run_id])
+    entries = [{"step": step, "message": m[:500]} for m in messages]
+    conn.execute(
+        """
+        UPDATE slot_run SET warnings = CASE
+            WHEN jsonb_array_length(warnings) >= %(cap)s THEN warnings
+            ELSE warnings || %(entries)s::jsonb END
+        WHERE id = %(id)s
+        """,
+        {"cap": MAX_SLOT_WARNINGS, "entries": Jsonb(entries), "id": slot_run_id},
+    )
 
 
 def set_slot_decision(conn: psycopg.Connection, slot_run_id: int, decision: str, detail: dict[str, Any]) -> None:
@@ -180,6 +205,25 @@ def record_account_check(
         )
 
 
+def record_account_skips(conn: psycopg.Connection, account_id: int, count: int, reason: str) -> None:
+    """Malformed rows of this account that were skipped: counted, the last reason kept."""
+    conn.execute(
+        """
+        UPDATE wechat_account SET rows_skipped = rows_skipped + %s, last_skip_reason = %s, updated_at = now()
+        WHERE id = %s
+        """,
+        (count, reason[:500], account_id),
+    )
+
+
+def record_body_missing(conn: psycopg.Connection, account_id: int) -> None:
+    """One more check of an article of this account that found no body yet."""
+    conn.execute(
+        "UPDATE wechat_account SET bodies_missing = bodies_missing + 1, updated_at = now() WHERE id = %s",
+        (account_id,),
+    )
+
+
 def accounts(conn: psycopg.Connection) -> list[Row]:
     return conn.execute("SELECT * FROM wechat_account ORDER BY name, mp_id").fetchall()
 
@@ -187,14 +231,15 @@ def accounts(conn: psycopg.Connection) -> list[Row]:
 # ----------------------------------------------------------------------------------------- content items
 
 
-def known_external_ids(conn: psycopg.Connection, external_ids: list[str]) -> dict[str, int]:
-    """external_id -> body_status of the ids already stored."""
+def known_external_ids(conn: psycopg.Connection, external_ids: list[str]) -> dict[str, Row]:
+    """external_id -> {body_status, next_body_check_at} of the ids already stored."""
     if not external_ids:
         return {}
     rows = conn.execute(
-        "SELECT external_id, body_status FROM content_item WHERE external_id = ANY(%s)", (external_ids,)
+        "SELECT external_id, body_status, next_body_check_at FROM content_item WHERE external_id = ANY(%s)",
+        (external_ids,),
     ).fetchall()
-    return {r["external_id"]: r["body_status"] for r in rows}
+    return {r["external_id"]: r for r in rows}
 
 
 def insert_content_item(conn: psycopg.Connection, item: dict[str, Any]) -> int | None:
@@ -202,10 +247,11 @@ def insert_content_item(conn: psycopg.Connection, item: dict[str, Any]) -> int |
     row = conn.execute(
         """
         INSERT INTO content_item (external_id, account_id, mp_id, title, url, published_at, raw_html_size,
-                                  clean_text, content_hash, body_status, last_error, first_slot_run_id)
+                                  clean_text, content_hash, body_status, last_error, first_slot_run_id,
+                                  body_checks, next_body_check_at)
         VALUES (%(external_id)s, %(account_id)s, %(mp_id)s, %(title)s, %(url)s, %(published_at)s,
                 %(raw_html_size)s, %(clean_text)s, %(content_hash)s, %(body_status)s, %(last_error)s,
-                %(slot_run_id)s)
+                %(slot_run_id)s, %(body_checks)s, %(next_body_check_at)s)
         ON CONFLICT ON CONSTRAINT content_item_external_id_key DO NOTHING
         RETURNING id
         """,
@@ -214,19 +260,30 @@ def insert_content_item(conn: psycopg.Connection, item: dict[str, Any]) -> int |
     return None if row is None else row["id"]
 
 
-def fill_waiting_body(conn: psycopg.Connection, external_id: str, item: dict[str, Any]) -> bool:
-    """An article stored while WeRSS had no body yet gets its body; True when it became analysable."""
+def fill_waiting_body(
+    conn: psycopg.Connection, external_id: str, item: dict[str, Any], *, next_check: Callable[[int], datetime]
+) -> Row | None:
+    """Another check of an article stored while WeRSS had no body: it gets its body, or its next check.
+
+    ``next_check(checks)`` says when an article still without a body after ``checks`` checks is due again.
+    Returns the row's ``body_status``, ``body_checks`` and ``next_body_check_at``; None when the article
+    was not waiting (another run filled it first).
+    """
     row = conn.execute(
         """
         UPDATE content_item SET raw_html_size = %(raw_html_size)s, clean_text = %(clean_text)s,
                content_hash = %(content_hash)s, body_status = %(body_status)s, last_error = %(last_error)s,
-               title = %(title)s, updated_at = now()
+               title = %(title)s, body_checks = body_checks + 1, updated_at = now()
         WHERE external_id = %(external_id)s AND body_status = 0
-        RETURNING body_status
+        RETURNING id, body_status, body_checks
         """,
         {**item, "external_id": external_id},
     ).fetchone()
-    return row is not None and row["body_status"] == BODY_READY
+    if row is None:
+        return None
+    due = next_check(row["body_checks"]) if row["body_status"] == BODY_WAITING else None
+    conn.execute("UPDATE content_item SET next_body_check_at = %s WHERE id = %s", (due, row["id"]))
+    return {**row, "next_body_check_at": due}
 
 
 def reset_failed(conn: psycopg.Connection) -> int:

@@ -5,10 +5,15 @@ Facts it is built on (../shared/reference/external-apis.md): everything under ``
 is form-encoded and locks the account after 5 failures, so a failed login is tried once and never looped;
 AK/SK keys go in ``Authorization: AK-SK <ak>:<sk>``; ``limit`` defaults to 5 (we always send it); never send
 ``has_content``.
+
+Every request has a total deadline (``timeout``, and at most the caller's ``deadline``) and a size cap, so a
+WeRSS that trickles or floods costs a bounded time (include/radar/http.py). Bodies are decoded leniently
+(invalid UTF-8 becomes U+FFFD) and every page is checked for its shape before it is used.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -16,7 +21,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import requests
+import httpx2
+
+from include.radar import http
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +31,10 @@ PREFIX = "/api/v1/wx"
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 # refresh the login token this long before it expires
 REFRESH_MARGIN = timedelta(minutes=10)
+# an article body above 5 MB is cut by the cleaner anyway; a page of 100 metadata rows is far smaller
+MAX_RESPONSE_BYTES = 20_000_000
+# a retry is not started with less than this left before the caller's deadline
+MIN_ATTEMPT_SECONDS = 1.0
 
 
 class WeRSSError(RuntimeError):
@@ -41,6 +52,26 @@ class WeRSSAuthError(WeRSSError):
 
 class WeRSSNotFound(WeRSSError):
     """The article was deleted (404, detail code 40401)."""
+
+
+class WeRSSMalformed(WeRSSError):
+    """WeRSS answered, but not in the shape its API promises (``data`` of the wrong type, say)."""
+
+
+class WeRSSDeadline(WeRSSError):
+    """The caller's deadline passed: no further request is started."""
+
+
+@dataclass
+class Reply:
+    """One HTTP answer, read in full (within the size cap) and decoded leniently."""
+
+    status_code: int
+    body: Any  # the decoded JSON, or None when the body is not JSON
+
+    @property
+    def is_json(self) -> bool:
+        return self.body is not None
 
 
 @dataclass
@@ -74,8 +105,9 @@ class WeRSSClient:
         max_retries: int = 3,
         backoff_seconds: float = 1.0,
         token_cache: TokenCache | None = None,
-        session: requests.Session | None = None,
+        http_client: httpx2.Client | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        deadline: float | None = None,
     ) -> None:
         if not base_url:
             raise WeRSSAuthError("WeRSS base URL is empty: set the host of the werss_default connection")
@@ -89,8 +121,10 @@ class WeRSSClient:
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff_seconds = backoff_seconds
-        self.session = session or requests.Session()
+        self.http = http_client or http.client(timeout)
         self.clock = clock
+        # time.monotonic() after which no request is started and none runs on (the step's deadline)
+        self.deadline = deadline
         self._load_token, self._save_token = token_cache or (lambda: None, lambda _t: None)
         self._token: Token | None = None
         self.login_count = 0
@@ -143,27 +177,44 @@ class WeRSSClient:
 
     # -------------------------------------------------------------------------------------- requests
 
-    def _send(self, method: str, path: str, *, authenticated: bool = True, **kwargs: Any) -> requests.Response:
-        """One logical call: retries with backoff on connection errors, 5xx and 429 only."""
+    def _send(self, method: str, path: str, *, authenticated: bool = True, **kwargs: Any) -> Reply:
+        """One logical call: retries with backoff on connection errors, timeouts, 5xx and 429 only.
+
+        Each attempt is bounded as a whole (``timeout``, and what is left before ``deadline``); a retry
+        is not started, nor slept for, past the deadline.
+        """
         url = self.base_url + path
         attempt = 0
         while True:
+            budget = self._attempt_budget()
             headers = self._auth_header() if authenticated else {}
             try:
-                response = self.session.request(method, url, headers=headers, timeout=self.timeout, **kwargs)
-            except (requests.ConnectionError, requests.Timeout) as exc:
+                with http.limits(budget, MAX_RESPONSE_BYTES):
+                    response = self.http.request(method, url, headers=headers, **kwargs)
+                reply = Reply(response.status_code, _decode(response.content))
+            except httpx2.TransportError as exc:
                 if attempt >= self.max_retries:
-                    raise WeRSSError(f"WeRSS unreachable at {self.base_url}: {exc.__class__.__name__}") from exc
-                error: str = exc.__class__.__name__
+                    raise WeRSSError(f"WeRSS unreachable at {self.base_url}: {_transport_error(exc, budget)}") from None
+                error = _transport_error(exc, budget)
             else:
-                if response.status_code not in RETRY_STATUSES or attempt >= self.max_retries:
-                    return response
-                error = f"HTTP {response.status_code}"
+                if reply.status_code not in RETRY_STATUSES or attempt >= self.max_retries:
+                    return reply
+                error = f"HTTP {reply.status_code}"
             attempt += 1
             delay = self.backoff_seconds * 2 ** (attempt - 1)
+            if self.deadline is not None and time.monotonic() + delay + MIN_ATTEMPT_SECONDS > self.deadline:
+                raise WeRSSDeadline(f"WeRSS {method} {path} failed ({error}) and the step's deadline leaves no time to retry")
             log.warning("WeRSS %s %s failed (%s); retry %d/%d in %.1fs", method, path, error, attempt,
                         self.max_retries, delay)
             time.sleep(delay)
+
+    def _attempt_budget(self) -> float:
+        if self.deadline is None:
+            return self.timeout
+        left = self.deadline - time.monotonic()
+        if left < MIN_ATTEMPT_SECONDS:
+            raise WeRSSDeadline("the step's deadline passed: no further WeRSS request is started")
+        return min(self.timeout, left)
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         """GET with the credentials; on a 401 log in again once (a refresh cannot revive an expired token)."""
@@ -179,13 +230,12 @@ class WeRSSClient:
             )
         return self._unwrap(response)
 
-    def _unwrap(self, response: requests.Response) -> Any:
-        try:
-            body = response.json()
-        except ValueError:
+    def _unwrap(self, response: Reply) -> Any:
+        body = response.body
+        if body is None:
             raise WeRSSError(
                 f"WeRSS answered HTTP {response.status_code} with a non-JSON body", status=response.status_code
-            ) from None
+            )
         if response.status_code == 404 or _detail_code(response) == 40401:
             raise WeRSSNotFound(f"WeRSS: not found ({_message(response)})", status=404, code=_detail_code(response))
         if isinstance(body, dict) and body.get("code") == 0 and response.status_code < 300:
@@ -200,49 +250,78 @@ class WeRSSClient:
 
     # ------------------------------------------------------------------------------------------- API
 
-    def accounts(self) -> list[dict[str, Any]]:
-        """Every subscribed account (paged 100 at a time)."""
-        found: dict[str, dict[str, Any]] = {}
+    def accounts(self) -> list[Any]:
+        """Every subscribed account (paged 100 at a time), rows as WeRSS sent them (the caller validates)."""
+        found: list[Any] = []
+        seen: set[str] = set()
         offset = 0
-        while True:
-            data = self._get(f"{PREFIX}/mps", {"limit": 100, "offset": offset}) or {}
-            rows = data.get("list") or []
+        for _ in range(100):  # 10,000 accounts; a WeRSS that ignores offset cannot loop forever
+            rows, total = _page(self._get(f"{PREFIX}/mps", {"limit": 100, "offset": offset}), "account list")
+            new = 0
             for row in rows:
-                if isinstance(row, dict) and row.get("id"):
-                    found.setdefault(str(row["id"]), row)
+                key = str(row.get("id")) if isinstance(row, dict) else repr(row)
+                if key not in seen:
+                    seen.add(key)
+                    found.append(row)
+                    new += 1
             offset += len(rows)
-            if not rows or len(rows) < 100 or offset >= int(data.get("total") or 0):
-                return list(found.values())
+            if not rows or not new or len(rows) < 100 or offset >= total:
+                break
+        return found
 
-    def article_page(self, mp_id: str, offset: int, limit: int) -> list[dict[str, Any]]:
-        data = self._get(f"{PREFIX}/articles", {"mp_id": mp_id, "offset": offset, "limit": limit}) or {}
-        rows = data.get("list") or []
-        return [r for r in rows if isinstance(r, dict)]
+    def article_page(self, mp_id: str, offset: int, limit: int) -> list[Any]:
+        """One page of an account's article list, as WeRSS sent it (rows are validated by the caller)."""
+        rows, _total = _page(
+            self._get(f"{PREFIX}/articles", {"mp_id": mp_id, "offset": offset, "limit": limit}), f"article list of {mp_id}"
+        )
+        return rows
 
     def article(self, article_id: str) -> dict[str, Any]:
         data = self._get(f"{PREFIX}/articles/{article_id}")
         if not isinstance(data, dict):
-            raise WeRSSError(f"WeRSS article {article_id}: detail has no data object")
+            raise WeRSSMalformed(f"WeRSS article {article_id}: detail has no data object ({type(data).__name__})")
         return data
 
 
-def _json(response: requests.Response) -> Any:
+def _page(data: Any, what: str) -> tuple[list[Any], int]:
+    """``data`` of a list endpoint: ``{"list": [...], "total": n}``; anything else is malformed."""
+    if data is None:
+        return [], 0
+    if not isinstance(data, dict):
+        raise WeRSSMalformed(f"WeRSS {what}: data is {type(data).__name__}, not an object")
+    rows = data.get("list")
+    if rows is None:
+        rows = []
+    if not isinstance(rows, list):
+        raise WeRSSMalformed(f"WeRSS {what}: data.list is {type(rows).__name__}, not a list")
+    total = data.get("total")
+    return rows, total if isinstance(total, int) and not isinstance(total, bool) and total >= 0 else len(rows)
+
+
+def _decode(content: bytes) -> Any:
+    """JSON from a body whatever its bytes: invalid UTF-8 is replaced, not fatal; None when not JSON."""
     try:
-        return response.json()
-    except ValueError:
+        return json.loads(content.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError):
         return None
 
 
-def _detail_code(response: requests.Response) -> int | None:
-    body = _json(response)
+def _transport_error(exc: httpx2.TransportError, budget: float) -> str:
+    if isinstance(exc, httpx2.TimeoutException):
+        return f"no complete answer within {budget:g}s"
+    return exc.__class__.__name__
+
+
+def _detail_code(response: Reply) -> int | None:
+    body = response.body
     if isinstance(body, dict) and isinstance(body.get("detail"), dict):
         code = body["detail"].get("code")
         return code if isinstance(code, int) else None
     return None
 
 
-def _message(response: requests.Response) -> str:
-    body = _json(response)
+def _message(response: Reply) -> str:
+    body = response.body
     if isinstance(body, dict):
         detail = body.get("detail")
         if isinstance(detail, dict):
