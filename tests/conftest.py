@@ -121,3 +121,19 @@ def fakes(httpserver, monkeypatch, db_url) -> Fakes:
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_LINK_SECRET", "test-link-secret")
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES", "30")
     return Fakes(werss, deepseek, sink, sink2, base, clock)
+
+
+@pytest.fixture(scope="module")
+def dag():
+    """The radar DAG as the scheduler sees it, with its retries kept and the waiting between them dropped."""
+    from datetime import timedelta
+
+    from airflow.dag_processing.dagbag import DagBag
+
+    from include.radar import DAG_ID
+
+    dag = DagBag(dag_folder=str(REPO / "dags")).dags[DAG_ID]
+    for task in dag.tasks:
+        task.retry_delay = timedelta(seconds=0)
+        task.retry_exponential_backoff = False
+    return dag

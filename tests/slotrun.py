@@ -66,3 +66,11 @@ def run_slot(when: datetime, *, run_type: str = "scheduled", params: dict[str, A
     closed = pipeline.close_slot(rt, slot, [])
     return {"slot": slot, "branch": branch, "summary": summary, "outcomes": outcomes, "errors": errors,
             "closed": closed}
+
+
+def task_states(dag_run: Any) -> dict[str, list[str]]:
+    """task id -> the states of its task instances (one per map index) after a ``dag.test()`` run."""
+    states: dict[str, list[str]] = {}
+    for ti in dag_run.get_task_instances():
+        states.setdefault(ti.task_id, []).append(str(ti.state))
+    return states

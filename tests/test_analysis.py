@@ -216,9 +216,11 @@ def test_two_runs_racing_for_one_article_pay_once(fakes):
     pipeline.ingest_articles(rt, slot)
     [target] = pipeline.articles_to_analyse(rt, slot)
     with db.connect() as conn:  # the other run has claimed it and is waiting for its answer
-        assert store.start_analysis(conn, target["item_id"], slot["slot_run_id"]) is not None
+        claim = store.claim_item(conn, target["item_id"], slot_run_id=slot["slot_run_id"], claimer="other-run",
+                                 max_attempts=3)
+        assert claim.state == "claimed"
     outcome = analyst.analyse_item(rt.connect, rt.llm, item_id=target["item_id"], slot_run_id=slot["slot_run_id"],
-                                   settings=rt.settings)
+                                   claimer="this-run", settings=rt.settings)
     assert outcome.status == "skipped" and fakes.deepseek.requests == []
     with db.connect() as conn:
         assert pipeline.articles_to_analyse(rt, slot) == []  # not offered again while the claim is fresh

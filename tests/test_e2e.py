@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from include.radar import db
 from tests.slotrun import answer, article, shanghai
+from tests.slotrun import task_states as _states
 
-REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e
 
 
@@ -19,24 +18,6 @@ pytestmark = pytest.mark.e2e
 def _never_late(fakes, monkeypatch):
     """These runs replay January 2026 slots now; lateness is tested in test_push / test_daily."""
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES", str(366 * 24 * 60))
-
-
-@pytest.fixture(scope="module")
-def dag():
-    from airflow.dag_processing.dagbag import DagBag
-
-    dag = DagBag(dag_folder=str(REPO / "dags")).dags["opportunity_radar_slots"]
-    for task in dag.tasks:  # keep the retries, drop the waiting between them
-        task.retry_delay = timedelta(seconds=0)
-        task.retry_exponential_backoff = False
-    return dag
-
-
-def _states(dag_run) -> dict[str, list[str]]:
-    states: dict[str, list[str]] = {}
-    for ti in dag_run.get_task_instances():
-        states.setdefault(ti.task_id, []).append(str(ti.state))
-    return states
 
 
 def _rows(sql: str) -> list[dict]:

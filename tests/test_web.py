@@ -128,7 +128,7 @@ class Seeder:
                 "slot_run_id": slot_row["id"],
             },
         )
-        store.start_analysis(self.conn, item_id, slot_row["id"])
+        claim = store.claim_item(self.conn, item_id, slot_run_id=slot_row["id"], claimer="seed", max_attempts=3)
         opps = opportunities or []
         analysis_id = store.insert_analysis(
             self.conn,
@@ -153,6 +153,7 @@ class Seeder:
                 "llm_calls": 2,
             },
             opps,
+            attempt_id=claim.attempt_id,
         )
         assert analysis_id is not None
         return analysis_id
@@ -176,8 +177,8 @@ class Seeder:
                 "slot_run_id": slot_row["id"],
             },
         )
-        store.start_analysis(self.conn, item_id, slot_row["id"])
-        store.mark_item_failed(self.conn, item_id, error)
+        claim = store.claim_item(self.conn, item_id, slot_run_id=slot_row["id"], claimer="seed", max_attempts=3)
+        store.finish_attempt(self.conn, claim.attempt_id, "failed", error=error)
         return item_id
 
     def push(

@@ -1,20 +1,38 @@
-"""Analyse one article with the LLM, never paying twice.
+"""Analyse one article with the LLM, never paying twice, never leaving it stuck.
 
-Order of checks (seed 000 section 4.1, seed 003 section 4): an item that already has an analysis is
-skipped before any call; an item whose clean-text hash was analysed under another external id (a repost)
-reuses that analysis; otherwise the LLM is called and the result inserted under the unique key
-``analysis_result(content_item_id)``. Status moves 0 → 1 → 2, or → 3 with the error once the ladder fails.
+Order of checks (seed 000 section 4.1, seed 003 section 4), all inside one claim (store.claim_item): an
+item that already has an analysis is skipped before any call; an item whose clean-text hash was analysed
+under another external id (a repost) reuses that analysis; one whose twin is being analysed right now
+waits for it; one with no attempts left is failed for good; otherwise the claim counts an attempt and the
+LLM is called, and the result is inserted under the unique key ``analysis_result(content_item_id)``.
+
+Every way out closes the attempt: analysed; failed (the ladder or DeepSeek gave up: handled, counted on
+the slot); interrupted (the slot's deadline came first: pending again, for a later slot); released (a
+configuration error before any paid call: not counted); crashed (anything unexpected, including a database
+that drops during the call: counted, and re-raised so the task and the run fail visibly). If even the crash
+cannot be recorded, the claim's lease runs out and the article is failed then, the attempt counted.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from include.radar import store
-from include.radar.llm import LLMClient, LLMConfigError, LLMExhausted, LLMRejected, Prompt, Usage
+from include.radar.llm import (
+    MIN_CALL_SECONDS,
+    LLMClient,
+    LLMConfigError,
+    LLMDeadline,
+    LLMExhausted,
+    LLMRejected,
+    Prompt,
+    Usage,
+    neutralise_delimiters,
+)
 from include.radar.schemas import ArticleAnalysis
 from include.radar.settings import Settings
 from include.radar.slots import to_local
@@ -23,13 +41,12 @@ log = logging.getLogger(__name__)
 
 ANALYSIS_PROMPT = Prompt("analysis", "v1")
 TRUNCATION_NOTICE = "（正文过长已截断，可能缺失关键信息，需核验原文）"
-DELIMITERS = ("<<<ARTICLE_START>>>", "<<<ARTICLE_END>>>")
 
 
 @dataclass(frozen=True)
 class Outcome:
     content_item_id: int
-    status: str  # analysed | reused | skipped | failed
+    status: str  # analysed | reused | skipped | deferred | interrupted | failed
     analysis_id: int | None = None
     score: int | None = None
     error: str | None = None
@@ -40,23 +57,16 @@ class Outcome:
 
 def article_prompt(item: dict[str, Any], truncate_chars: int) -> str:
     """The user message: the article as data between delimiters, truncated with the seed's notice."""
-    text = _data(item["clean_text"])
+    text = item["clean_text"]
     if len(text) > truncate_chars:
         text = text[:truncate_chars] + "\n" + TRUNCATION_NOTICE
     published = to_local(item["published_at"])
     return ANALYSIS_PROMPT.user(
-        title=_data(item["title"]).replace("\n", " "),
-        mp_name=_data(item.get("mp_name") or item.get("mp_id") or "").replace("\n", " "),
+        title=neutralise_delimiters(item["title"]).replace("\n", " "),
+        mp_name=neutralise_delimiters(item.get("mp_name") or item.get("mp_id") or "").replace("\n", " "),
         published_at=published.strftime("%Y-%m-%d %H:%M") if published else "",
-        content=text,
+        content=neutralise_delimiters(text),
     )
-
-
-def _data(text: str) -> str:
-    """Article text cannot close the data block early: the delimiters are removed from it."""
-    for marker in DELIMITERS:
-        text = text.replace(marker, "")
-    return text
 
 
 def analyse_item(
@@ -65,51 +75,103 @@ def analyse_item(
     *,
     item_id: int,
     slot_run_id: int,
+    claimer: str,
     settings: Settings,
+    deadline: float | None = None,
 ) -> Outcome:
-    """Analyse one content item for this slot run. Raises LLMConfigError (and puts the item back)."""
-    with connect() as conn:
-        existing = store.analysis_for_item(conn, item_id)
-        if existing is not None:
-            store.mark_item_done(conn, item_id)
-            log.info("item %s already analysed (analysis %s); no call", item_id, existing["id"])
-            return Outcome(item_id, "skipped", existing["id"], existing["score"])
-        item = store.start_analysis(conn, item_id, slot_run_id)
-        if item is None:
-            log.info("item %s is done or being analysed by another run; skipped", item_id)
-            return Outcome(item_id, "skipped")
-        item = store.get_item(conn, item_id)
-        twin = store.analysis_for_hash(conn, item["content_hash"], item_id) if item["content_hash"] else None
-        if twin is not None:
-            analysis_id = _reuse(conn, twin, item_id, slot_run_id)
-            log.info("item %s (%s) repeats the text of analysis %s; reused, no call", item_id, item["title"], twin["id"])
-            return Outcome(item_id, "reused", analysis_id, twin["score"])
+    """Analyse one content item for this slot run (see the module docstring for every way out).
 
-    try:
-        llm = llm_factory()
-        answer = llm.complete_json(
-            ANALYSIS_PROMPT.system(), article_prompt(item, settings.deepseek_content_truncate_chars), ArticleAnalysis
-        )
-    except LLMConfigError as exc:
+    ``claimer`` names the run (its DAG run id); ``deadline`` (``time.monotonic()``) is when the slot needs
+    its analyses done. Raises LLMConfigError (the item is put back) and whatever crashed (recorded first).
+    """
+    if deadline is not None and deadline - time.monotonic() < MIN_CALL_SECONDS:
         with connect() as conn:
-            store.release_item(conn, item_id, str(exc))
+            store.add_deferred(conn, slot_run_id)
+        log.info("item %s: the slot's analysis deadline has passed; left for a later slot", item_id)
+        return Outcome(item_id, "deferred", error="the slot's analysis deadline passed; a later slot analyses it")
+    with connect() as conn:
+        claim = store.claim_item(conn, item_id, slot_run_id=slot_run_id, claimer=claimer,
+                                 max_attempts=settings.max_analysis_attempts)
+        early = _without_call(conn, claim, item_id, slot_run_id)
+    if early is not None:
+        return early
+    item, attempt_id = claim.item, claim.attempt_id
+    assert item is not None and attempt_id is not None
+    try:
+        answer = llm_factory().complete_json(
+            ANALYSIS_PROMPT.system(), article_prompt(item, settings.deepseek_content_truncate_chars), ArticleAnalysis,
+            deadline=deadline,
+        )
+        result: ArticleAnalysis = answer.value  # type: ignore[assignment]
+        record = _record(item_id, slot_run_id, result, answer.usage, answer.model, settings)
+        with connect() as conn:
+            analysis_id = store.insert_analysis(conn, record, [o.model_dump() for o in result.opportunities],
+                                                attempt_id=attempt_id)
+            if analysis_id is None:  # a concurrent run stored it first: that one stands
+                store.finish_attempt(conn, attempt_id, "analysed", llm_calls=answer.usage.calls)
+                existing = store.analysis_for_item(conn, item_id)
+                return Outcome(item_id, "skipped", existing["id"] if existing else None, existing and existing["score"])
+    except LLMDeadline as exc:
+        with connect() as conn:
+            store.finish_attempt(conn, attempt_id, "interrupted", error=str(exc), llm_calls=exc.usage.calls,
+                                 max_attempts=settings.max_analysis_attempts)
+            store.add_deferred(conn, slot_run_id)
+        log.warning("item %s (%s): the slot's deadline came first (%s); left for a later slot", item_id, item["title"], exc)
+        return Outcome(item_id, "interrupted", error=str(exc))
+    except LLMConfigError as exc:
+        paid = exc.usage.answered > 0  # a ladder that already had answers counts the attempt
+        with connect() as conn:
+            store.finish_attempt(conn, attempt_id, "failed" if paid else "released", error=str(exc),
+                                 llm_calls=exc.usage.calls)
         raise
     except (LLMExhausted, LLMRejected) as exc:
         with connect() as conn:
-            store.mark_item_failed(conn, item_id, str(exc))
+            store.finish_attempt(conn, attempt_id, "failed", error=str(exc), llm_calls=exc.usage.calls)
         log.warning("item %s (%s) failed analysis: %s", item_id, item["title"], exc)
         return Outcome(item_id, "failed", error=str(exc))
-
-    result: ArticleAnalysis = answer.value  # type: ignore[assignment]
-    record = _record(item_id, slot_run_id, result, answer.usage, answer.model, settings)
-    with connect() as conn:
-        analysis_id = store.insert_analysis(conn, record, [o.model_dump() for o in result.opportunities])
-        if analysis_id is None:  # a concurrent run stored it first: that one stands
-            existing = store.analysis_for_item(conn, item_id)
-            return Outcome(item_id, "skipped", existing["id"] if existing else None, existing and existing["score"])
+    except BaseException as exc:  # anything else, even a task timeout: record the crash, then fail the task
+        _record_crash(connect, attempt_id, exc)
+        raise
     log.info("item %s (%s): score %d, %d opportunities, %d calls, %d ms",
              item_id, item["title"], result.score, len(result.opportunities), answer.usage.calls, answer.usage.latency_ms)
     return Outcome(item_id, "analysed", analysis_id, result.score)
+
+
+def _without_call(conn: Any, claim: store.Claim, item_id: int, slot_run_id: int) -> Outcome | None:
+    """The outcome of a claim that needs no LLM call (done, a repost, busy, no attempts left), else None."""
+    if claim.state == "claimed":
+        return None
+    if claim.state == "done":
+        if claim.analysis is not None:
+            store.mark_item_done(conn, item_id)
+            log.info("item %s already analysed (analysis %s); no call", item_id, claim.analysis["id"])
+            return Outcome(item_id, "skipped", claim.analysis["id"], claim.analysis["score"])
+        return Outcome(item_id, "skipped")
+    if claim.state == "twin":
+        assert claim.item is not None and claim.analysis is not None
+        analysis_id = _reuse(conn, claim.analysis, item_id, slot_run_id)
+        log.info("item %s (%s) repeats the text of analysis %s; reused, no call", item_id, claim.item["title"],
+                 claim.analysis["id"])
+        return Outcome(item_id, "reused", analysis_id, claim.analysis["score"])
+    reasons = {
+        "twin_busy": ("deferred", "the same text is being analysed right now; a later slot reuses that analysis"),
+        "busy": ("skipped", "another run is analysing it"),
+        "exhausted": ("skipped", "no attempts left: failed for good"),
+        "missing": ("skipped", "no such article"),
+    }
+    status, reason = reasons[claim.state]
+    if status == "deferred":
+        store.add_deferred(conn, slot_run_id)
+    log.info("item %s: %s", item_id, reason)
+    return Outcome(item_id, status, error=reason)
+
+
+def _record_crash(connect: Callable[[], Any], attempt_id: int, exc: BaseException) -> None:
+    try:
+        with connect() as conn:
+            store.finish_attempt(conn, attempt_id, "crashed", error=f"{exc.__class__.__name__}: {exc}")
+    except Exception:  # noqa: BLE001 - the database may be what failed: the lease takes over
+        log.exception("could not record the crash of attempt %s; its lease will expire", attempt_id)
 
 
 def _record(

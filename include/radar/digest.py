@@ -16,7 +16,7 @@ from datetime import date
 from typing import Any
 
 from include.radar import store
-from include.radar.llm import LLMClient, LLMConfigError, LLMExhausted, LLMRejected, Prompt
+from include.radar.llm import LLMClient, LLMConfigError, LLMExhausted, LLMRejected, Prompt, neutralise_delimiters
 from include.radar.schemas import DailyDigest
 from include.radar.settings import Settings
 from include.radar.slots import to_local
@@ -147,9 +147,8 @@ def build_report(
     model = prompt_version = None
     if facts.analyses:
         try:
-            data = json.dumps(compact(facts, analysis_url), ensure_ascii=False)
-            for marker in ("<<<DATA_START>>>", "<<<DATA_END>>>"):  # titles cannot close the data block
-                data = data.replace(marker, "")
+            # titles and summaries are outside text: they cannot close the data block
+            data = neutralise_delimiters(json.dumps(compact(facts, analysis_url), ensure_ascii=False))
             answer = llm_factory().complete_json(
                 DIGEST_PROMPT.system(),
                 DIGEST_PROMPT.user(date=day.isoformat(), threshold=str(settings.push_score_threshold), data=data),

@@ -7,13 +7,19 @@ an unknown-model 400 are configuration problems: they fail at once with a messag
 other 400 (e.g. DeepSeek's content-risk refusal) is about this input: that article fails, without retries. The SDK's own retries are
 off (``max_retries=0``) so that its retries, this ladder and Airflow's task retries do not multiply.
 ``reasoning_content`` is never sent back: every call sends only the system and user messages.
+
+Every call has a total deadline (``timeout``, and at most what is left before the caller's ``deadline``),
+enforced below HTTP (include/radar/http.py): a server holding the connection open with keep-alive lines
+cannot stretch it. An answer is read defensively: no choices, a null message, JSON nested past the parser's
+limit, strings with NUL characters or lone surrogates are rungs that failed or text made storable, never a
+crash after the call was paid for.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,31 +29,50 @@ from typing import Any, TypeVar
 import openai
 from pydantic import BaseModel, ValidationError
 
+from include.radar import http
+from include.radar.text import storable_json
+
 log = logging.getLogger(__name__)
 
 PROMPTS = Path(__file__).with_name("prompts")
 JSON_ONLY = "务必只输出 JSON，不要输出任何其它字符。"
 FIELD_ORDER = "请严格按照示例中的字段顺序输出完整的 JSON 对象，缺少的字段请补空值（字符串为 \"\"，数组为 []，数字为 0，布尔为 false）。"
 RUNG_SUFFIX = {0: "", 1: "", 2: JSON_ONLY, 3: FIELD_ORDER}
+# a rung is not started with less than this left before the caller's deadline
+MIN_CALL_SECONDS = 5.0
+MAX_ANSWER_BYTES = 5_000_000
+_DELIMITER_RUN = re.compile(r"<{3,}|>{3,}")
 
 M = TypeVar("M", bound=BaseModel)
 
 
-class LLMConfigError(RuntimeError):
+class LLMError(RuntimeError):
+    """A call or ladder that produced no usable answer; ``usage`` is what it cost so far."""
+
+    def __init__(self, message: str, usage: Usage | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage or Usage()
+
+
+class LLMConfigError(LLMError):
     """Not retryable: unknown model, bad key, no balance, bad parameter. Fix the configuration."""
 
 
-class LLMRejected(RuntimeError):
+class LLMRejected(LLMError):
     """Not retryable, and about this input rather than the configuration (e.g. a content-risk 400):
     the article fails with the message, the others go on."""
 
 
-class LLMExhausted(RuntimeError):
+class LLMExhausted(LLMError):
     """Every rung of the ladder failed; ``attempts`` lists why, rung by rung."""
 
-    def __init__(self, attempts: list[str]) -> None:
-        super().__init__(f"LLM answer unusable after {len(attempts)} calls: {' | '.join(attempts)}")
+    def __init__(self, attempts: list[str], usage: Usage | None = None) -> None:
+        super().__init__(f"LLM answer unusable after {len(attempts)} calls: {' | '.join(attempts)}", usage)
         self.attempts = attempts
+
+
+class LLMDeadline(LLMError):
+    """The caller's deadline came before a usable answer; the work is left for later, not failed."""
 
 
 class _Retryable(Exception):
@@ -80,25 +105,40 @@ class Usage:
     reasoning_tokens: int = 0
     cache_hit_tokens: int = 0
     cache_miss_tokens: int = 0
-    calls: int = 0
+    calls: int = 0  # requests made
+    answered: int = 0  # requests DeepSeek answered with a completion (the ones it may bill)
     latency_ms: int = 0
 
     def add(self, usage: Any) -> None:
+        """Add one answer's ``usage``, whatever shape it came in (missing, null or junk counts as 0)."""
         if usage is None:
             return
         get = usage.get if isinstance(usage, dict) else lambda k, d=None: getattr(usage, k, d)
-        self.prompt_tokens += int(get("prompt_tokens", 0) or 0)
-        self.completion_tokens += int(get("completion_tokens", 0) or 0)
-        self.cache_hit_tokens += int(get("prompt_cache_hit_tokens", 0) or 0)
-        self.cache_miss_tokens += int(get("prompt_cache_miss_tokens", 0) or 0)
+        self.prompt_tokens += _count(get("prompt_tokens", 0))
+        self.completion_tokens += _count(get("completion_tokens", 0))
+        self.cache_hit_tokens += _count(get("prompt_cache_hit_tokens", 0))
+        self.cache_miss_tokens += _count(get("prompt_cache_miss_tokens", 0))
         details = get("completion_tokens_details", None)
         if details is not None:
             reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else getattr(details, "reasoning_tokens", 0)
-            self.reasoning_tokens += int(reasoning or 0)
+            self.reasoning_tokens += _count(reasoning)
 
     def cost_usd(self, price_hit: float, price_miss: float, price_out: float) -> float:
         miss = self.cache_miss_tokens or max(self.prompt_tokens - self.cache_hit_tokens, 0)
         return round((self.cache_hit_tokens * price_hit + miss * price_miss + self.completion_tokens * price_out) / 1e6, 6)
+
+
+def _count(value: Any) -> int:
+    """A token count from an answer: a non-negative int, else 0 (never an exception)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value < 0:
+        return 0
+    return int(min(value, 10**9))
+
+
+def neutralise_delimiters(text: str) -> str:
+    """Outside text can never contain a prompt delimiter: every run of three or more ``<`` or ``>`` is cut
+    to two. One pass, so nesting (``<<<ARTICLE_E<<<ARTICLE_END>>>ND>>>``) cannot rebuild a marker."""
+    return _DELIMITER_RUN.sub(lambda m: m.group(0)[:2], text)
 
 
 @dataclass
@@ -133,8 +173,11 @@ class LLMClient:
         self.max_retries = max_retries
         self.backoff_seconds = backoff_seconds
         self.sleep = sleep
-        self.base_url, self.api_key, self.timeout = base_url, api_key, timeout
-        self._calls = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="deepseek")
+        self.timeout = timeout
+        # one client (one connection pool) for every call of this task; its requests honour http.limits
+        self._client = openai.OpenAI(
+            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0, http_client=http.client(timeout)
+        )
 
     def _extra_body(self) -> dict[str, Any]:
         if not self.thinking:
@@ -144,64 +187,74 @@ class LLMClient:
             body["reasoning_effort"] = self.reasoning_effort
         return body
 
-    def complete_json(self, system: str, user: str, schema: type[M]) -> JsonAnswer:
-        """Walk the ladder until an answer validates against ``schema``; raise LLMExhausted otherwise."""
+    def complete_json(self, system: str, user: str, schema: type[M], *, deadline: float | None = None) -> JsonAnswer:
+        """Walk the ladder until an answer validates against ``schema``.
+
+        Raises LLMExhausted when every rung failed, LLMDeadline when ``deadline`` (``time.monotonic()``) came
+        first, LLMConfigError / LLMRejected when retrying cannot help; each carries the usage so far.
+        """
         usage = Usage()
         failures: list[str] = []
         for attempt in range(self.max_retries + 1):
+            budget = self._budget(deadline)
+            if budget is None:
+                raise LLMDeadline(f"deadline reached after {usage.calls} calls" +
+                                  (f": {' | '.join(failures)}" if failures else ""), usage)
             rung = min(attempt, 3)
             content = user if not RUNG_SUFFIX[rung] else f"{user}\n\n{RUNG_SUFFIX[rung]}"
             started = time.monotonic()
             try:
-                value = self._call_once(system, content, schema, usage)
+                value = self._call_once(system, content, schema, usage, budget)
             except _Retryable as exc:
                 failures.append(f"call {attempt + 1}: {exc}")
                 log.warning("LLM call %d/%d failed: %s", attempt + 1, self.max_retries + 1, exc)
                 if attempt < self.max_retries and self.backoff_seconds:
-                    self.sleep(self.backoff_seconds * 2**attempt)
+                    pause = self.backoff_seconds * 2**attempt
+                    if deadline is not None:
+                        pause = min(pause, max(deadline - time.monotonic(), 0))
+                    self.sleep(pause)
                 continue
+            except LLMError as exc:
+                exc.usage = usage
+                raise
             finally:
                 usage.calls += 1
                 usage.latency_ms += int((time.monotonic() - started) * 1000)
             return JsonAnswer(value=value, usage=usage, model=self.model, failures=failures)
-        raise LLMExhausted(failures)
+        raise LLMExhausted(failures, usage)
 
-    def _request(self, system: str, user: str) -> Any:
-        """One chat completion within a wall-clock deadline.
+    def _budget(self, deadline: float | None) -> float | None:
+        """Seconds this call may take: the per-call timeout, cut to what is left before ``deadline``."""
+        if deadline is None:
+            return self.timeout
+        left = deadline - time.monotonic()
+        return None if left < MIN_CALL_SECONDS else min(self.timeout, left)
 
-        The SDK's timeout is per read and restarts with every byte; under load DeepSeek keeps a request open
-        for up to 10 minutes with blank keep-alive lines. The deadline caps the whole call: past it the
-        client is closed (which ends the request) and the rung counts as a timeout.
-        """
-        client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=0)
-        future = self._calls.submit(
-            client.chat.completions.create,
-            model=self.model,
-            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-            response_format={"type": "json_object"},
-            extra_body=self._extra_body(),
-        )
+    def _call_once(self, system: str, user: str, schema: type[M], usage: Usage, budget: float) -> M:
         try:
-            return future.result(timeout=self.timeout)
-        except concurrent.futures.TimeoutError:
-            raise _Retryable(f"no complete answer within {self.timeout:g}s") from None
-        finally:
-            if not future.done():
-                client.close()
-
-    def _call_once(self, system: str, user: str, schema: type[M], usage: Usage) -> M:
-        try:
-            response = self._request(system, user)
+            with http.limits(budget, MAX_ANSWER_BYTES):
+                response = self._client.chat.completions.create(
+                    model=self.model,
+                    messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+                    response_format={"type": "json_object"},
+                    extra_body=self._extra_body(),
+                    timeout=budget,
+                )
         except openai.APIStatusError as exc:
             raise _classify(exc, self.model) from None
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+        except openai.APITimeoutError:
+            raise _Retryable(f"no complete answer within {budget:g}s") from None
+        except openai.APIConnectionError as exc:
             raise _Retryable(f"connection failed: {exc.__class__.__name__}") from None
-        usage.add(getattr(response, "usage", None))
-        if not response.choices:
-            raise _Retryable("answer has no choices")
-        choice = response.choices[0]
-        content = choice.message.content or ""
-        if choice.finish_reason == "length":
+        except openai.APIError as exc:  # an answer the SDK could not read
+            raise _Retryable(f"unreadable answer: {exc.__class__.__name__}") from None
+        usage.answered += 1
+        try:
+            usage.add(getattr(response, "usage", None))
+            content, finish_reason = _content(response)
+        except (TypeError, AttributeError, ValueError, RecursionError) as exc:
+            raise _Retryable(f"malformed answer ({exc.__class__.__name__})") from None
+        if finish_reason == "length":
             raise _Retryable("answer truncated (finish_reason=length)")
         if not content.strip():
             raise _Retryable("blank content")
@@ -209,13 +262,33 @@ class LLMClient:
             data = json.loads(_strip_fence(content))
         except json.JSONDecodeError as exc:
             raise _Retryable(f"not JSON ({exc.msg} at {exc.pos}): {content[:80]!r}") from None
+        except RecursionError:
+            raise _Retryable("JSON nested too deep") from None
         if not isinstance(data, dict):
             raise _Retryable(f"JSON is a {type(data).__name__}, not an object")
         try:
-            return schema.model_validate(data)
+            return schema.model_validate(storable_json(data))
+        except RecursionError:
+            raise _Retryable("JSON nested too deep") from None
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:4])
             raise _Retryable(f"schema: {problems}") from None
+
+
+def _content(response: Any) -> tuple[str, str | None]:
+    """The text and finish reason of the first choice; a missing part is a malformed answer (retryable)."""
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise _Retryable("answer has no choices")
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    if message is None:
+        raise _Retryable("answer has no message")
+    content = getattr(message, "content", None)
+    if content is not None and not isinstance(content, str):
+        raise _Retryable(f"content is {type(content).__name__}, not text")
+    finish_reason = getattr(choice, "finish_reason", None)
+    return content or "", finish_reason if isinstance(finish_reason, str) else None
 
 
 def _strip_fence(content: str) -> str:

@@ -124,7 +124,8 @@ def step(name: str | Callable[..., str]) -> Callable[[F], F]:
             except Exception as exc:
                 try:
                     with rt.connect() as conn:
-                        store.record_step(conn, slot["slot_run_id"], label, f"{exc.__class__.__name__}: {exc}")
+                        store.record_step(conn, slot["slot_run_id"], label, f"{exc.__class__.__name__}: {exc}",
+                                          dag_run_id=slot.get("dag_run_id"))
                 except Exception:  # noqa: BLE001 - the database may be what failed; keep the original error
                     log.exception("could not record the failure of step %s", label)
                 raise
@@ -215,6 +216,9 @@ def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
 def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
     """Pending articles and earlier failures under the attempt limit, oldest first, within the slot's cap."""
     with rt.connect() as conn:
+        expired = store.expire_leases(conn)
+        if expired:
+            log.warning("%d analyses whose worker was lost (lease expired) are failed, the attempt counted", expired)
         if slot.get("retry_failed"):
             log.info("slot %s: retry_failed requested: %d failed articles get fresh attempts",
                      slot["slot"], store.reset_failed(conn))
@@ -231,9 +235,15 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
 @step(lambda article: f"analyse:{article['item_id']}")
 def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any]) -> dict[str, Any]:
     outcome = analyst.analyse_item(
-        rt.connect, rt.llm, item_id=article["item_id"], slot_run_id=slot["slot_run_id"], settings=rt.settings
+        rt.connect, rt.llm, item_id=article["item_id"], slot_run_id=slot["slot_run_id"], claimer=claimer(slot),
+        settings=rt.settings,
     )
     return outcome.as_xcom()
+
+
+def claimer(slot: dict[str, Any]) -> str:
+    """Who holds an article's claim: the DAG run (its retries take over their own crashed claims)."""
+    return slot.get("dag_run_id") or f"slot_run:{slot['slot_run_id']}"
 
 
 def _slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
@@ -397,10 +407,16 @@ def catch_up_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
 def close_slot(rt: Runtime, slot: dict[str, Any], failed_tasks: list[str]) -> dict[str, Any]:
     """Write the slot's outcome. Task failures Airflow saw but no step recorded count too."""
     with rt.connect() as conn:
+        # every analyse task of this run has ended: a claim it still holds was killed mid-call
+        reaped = store.reap_claims(conn, claimer(slot))
+        if reaped:
+            log.warning("%d analyses of this run ended without finishing (killed or timed out): failed, counted",
+                        reaped)
         recorded = {k.split(":")[0] for k in (store.get_slot_run(conn, slot["slot_run_id"])["step_errors"] or {})}
         for task_id in failed_tasks:
             if task_id not in recorded:  # killed before it could record (timeout, lost worker)
-                store.record_step(conn, slot["slot_run_id"], task_id, "failed in Airflow")
+                store.record_step(conn, slot["slot_run_id"], task_id, "failed in Airflow",
+                                  dag_run_id=slot.get("dag_run_id"))
         row = store.close_slot_run(conn, slot["slot_run_id"], rt.settings.push_score_threshold)
         store.refresh_slots_done(conn, row["run_date"])
     outcome = "success" if row["status"] == store.SUCCESS else "failed"

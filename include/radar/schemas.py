@@ -1,6 +1,8 @@
 """Typed boundaries: what the LLM must answer, validated with pydantic.
 
-Out-of-range or missing required fields fail validation; unknown extra fields are ignored.
+Strict types: a score of ``true``, ``"80"`` or ``80.5`` is a failed rung (the ladder asks again), never a
+number pydantic guessed. Out-of-range or missing required fields fail validation; unknown extra fields
+are ignored.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ TopType = Literal["stock", "sector", "fund", "commodity", "macro", "bond", "fx",
 Direction = Literal["bullish", "bearish", "neutral", "watch"]
 
 
-class _Lenient(BaseModel):
-    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True, strict=True)
 
 
-class Opportunity(_Lenient):
+class Opportunity(_Answer):
     name: str = Field(min_length=1, max_length=200)
     type: OpportunityType
     targets: list[str] = Field(default_factory=list, max_length=20)
@@ -32,10 +34,10 @@ class Opportunity(_Lenient):
     @field_validator("targets", "risks", "evidence")
     @classmethod
     def _short_items(cls, items: list[str]) -> list[str]:
-        return [i.strip()[:500] for i in items if isinstance(i, str) and i.strip()]
+        return [i.strip()[:500] for i in items if i.strip()]
 
 
-class ArticleAnalysis(_Lenient):
+class ArticleAnalysis(_Answer):
     score: int = Field(ge=0, le=100)
     has_opportunity: bool
     top_type: TopType
@@ -43,19 +45,19 @@ class ArticleAnalysis(_Lenient):
     opportunities: list[Opportunity] = Field(default_factory=list, max_length=10)
 
 
-class TopOpportunity(_Lenient):
+class TopOpportunity(_Answer):
     analysis_id: int
     title: str = Field(min_length=1, max_length=300)
     reason: str = Field("", max_length=1000)
 
 
-class DigestStats(_Lenient):
+class DigestStats(_Answer):
     analysed: int = Field(0, ge=0)
     opportunities: int = Field(0, ge=0)
     failed: int = Field(0, ge=0)
 
 
-class DailyDigest(_Lenient):
+class DailyDigest(_Answer):
     has_opportunity: bool
     top_opportunities: list[TopOpportunity] = Field(default_factory=list)
     digest_md: str = Field(min_length=1, max_length=20000)

@@ -1,0 +1,104 @@
+"""All of the radar's SQL, parameterised, in one package: one room per table group.
+
+Every function takes an open psycopg connection (``db.connect()``) and leaves committing to the caller's
+``with`` block. Idempotency rests on the schema's unique constraints; the functions here use
+``ON CONFLICT`` so that a duplicate is an answer, never an error. Callers use ``store.<name>``; the rooms:
+
+- ``slot_runs``: the run record of each planned slot, what its runs did, its status;
+- ``articles``: WeChat accounts and their articles as ingest stores them;
+- ``analyses``: claiming an article for analysis, the attempt log, results, and reading analyses;
+- ``pushes``: the notification log (exactly-once per message and channel);
+- ``reports``: the daily report and the report pages' read-only queries;
+- ``state``: small service state (the WeRSS token).
+"""
+
+from __future__ import annotations
+
+from include.radar.store.analyses import (  # noqa: F401
+    LEASE,
+    Claim,
+    analysis_brief,
+    analysis_for_hash,
+    analysis_for_item,
+    attempts_of,
+    claim_item,
+    day_analyses,
+    day_failures,
+    existing_analysis_ids,
+    expire_leases,
+    finish_attempt,
+    get_analysis,
+    insert_analysis,
+    items_to_analyse,
+    mark_item_done,
+    opportunities_of,
+    pending_items,
+    reap_claims,
+    reset_failed,
+    slot_analyses,
+)
+from include.radar.store.articles import (  # noqa: F401
+    accounts,
+    fill_waiting_body,
+    get_item,
+    insert_content_item,
+    known_external_ids,
+    record_account_check,
+    record_account_skips,
+    record_body_missing,
+    upsert_account,
+)
+from include.radar.store.common import (  # noqa: F401
+    ANALYSING,
+    BODY_READY,
+    BODY_UNUSABLE,
+    BODY_WAITING,
+    DONE,
+    FAILED,
+    NOTE_FAILED,
+    NOTE_PENDING,
+    NOTE_SENT,
+    PENDING,
+    REPORT_BUILDING,
+    REPORT_FAILED,
+    REPORT_OK,
+    REPORT_PARTIAL,
+    RUNNING,
+    SLOT_FAILED,
+    SUCCESS,
+    Row,
+    dumps,
+)
+from include.radar.store.pushes import (  # noqa: F401
+    claim_notification,
+    finish_notification,
+    notification,
+    notifications_for_day,
+)
+from include.radar.store.reports import (  # noqa: F401
+    daily_notifications,
+    get_daily_report,
+    recent_days,
+    upsert_daily_report,
+)
+from include.radar.store.slot_runs import (  # noqa: F401
+    FAILED_OUTCOMES,
+    MAX_ERROR_LOG,
+    MAX_SLOT_WARNINGS,
+    add_deferred,
+    add_slot_warnings,
+    close_slot_run,
+    get_slot_run,
+    open_slot_run,
+    record_ingest,
+    record_step,
+    refresh_slots_done,
+    set_slot_decision,
+    slot_failed_count,
+    slot_runs_for_day,
+)
+from include.radar.store.state import (  # noqa: F401
+    delete_state,
+    get_state,
+    set_state,
+)

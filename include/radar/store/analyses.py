@@ -1,0 +1,438 @@
+"""Analyses and the attempts behind them.
+
+An article is analysed through *claims*: one conditional update under a lock on its text hash takes it
+for one attempt (counted against ``max_analysis_attempts``) with a lease, and one ``analysis_attempt`` row
+records how that attempt ended. Whatever happens to the worker, the article ends in a state a later slot
+handles: done, failed (retried while attempts remain), pending (a deadline cut the call), or still leased
+until the lease runs out, when it is failed with the attempt counted. Two claims of the same text at the
+same moment pay for one call: the second sees the first holding it and waits for its analysis to reuse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from include.radar.store.common import ANALYSING, DONE, Row
+from include.radar.store.slot_runs import FAILED_OUTCOMES
+
+# A claim's lease: longer than the analyse task's execution_timeout (45 min), so a live worker never loses
+# its claim; a lost worker's claim is taken back after it.
+LEASE = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The answer to "may I analyse this article now?".
+
+    ``state``: claimed (yes: ``attempt_id`` is yours), done (it has an analysis: ``analysis``), twin (its
+    text was analysed under another id: reuse ``analysis``), twin_busy (its text is being analysed right
+    now), busy (another run holds it), exhausted (no attempts left: it is failed for good), missing.
+    """
+
+    state: str
+    item: Row | None = None
+    attempt_id: int | None = None
+    analysis: Row | None = None
+
+
+def claim_item(
+    conn: psycopg.Connection, item_id: int, *, slot_run_id: int, claimer: str, max_attempts: int,
+    lease: timedelta = LEASE,
+) -> Claim:
+    """Take an article for one analysis attempt, or say why not (see :class:`Claim`).
+
+    ``claimer`` names the run (its DAG run id): a retry of the same run takes over its own earlier claim
+    (that attempt crashed), anyone else waits for the lease. Serialised per clean-text hash with a
+    transaction-level advisory lock, so of two claims of the same text exactly one goes on to the LLM.
+    """
+    head = conn.execute("SELECT content_hash FROM content_item WHERE id = %s", (item_id,)).fetchone()
+    if head is None:
+        return Claim("missing")
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (head["content_hash"] or f"id:{item_id}",))
+    item = conn.execute(
+        """
+        SELECT c.*, coalesce(a.name, c.mp_id) AS mp_name, coalesce(c.lease_until > now(), false) AS leased
+        FROM content_item c LEFT JOIN wechat_account a ON a.id = c.account_id
+        WHERE c.id = %s FOR UPDATE OF c
+        """,
+        (item_id,),
+    ).fetchone()
+    existing = analysis_for_item(conn, item_id)
+    if existing is not None or item["analyzed_status"] == DONE:
+        return Claim("done", item, analysis=existing)
+    if item["analyzed_status"] == ANALYSING and item["leased"] and item["claimed_by"] != claimer:
+        return Claim("busy", item)
+    if item["content_hash"]:
+        twin = analysis_for_hash(conn, item["content_hash"], item_id)
+        if twin is not None:
+            return Claim("twin", item, analysis=twin)
+        busy = conn.execute(
+            """
+            SELECT 1 FROM content_item WHERE content_hash = %s AND id <> %s AND analyzed_status = 1
+               AND lease_until > now() LIMIT 1
+            """,
+            (item["content_hash"], item_id),
+        ).fetchone()
+        if busy is not None:
+            return Claim("twin_busy", item)
+    if item["analyzed_status"] == ANALYSING:  # our own earlier try died, or a lost worker's lease ran out
+        own = item["claimed_by"] == claimer
+        _end_running(conn, item_id, "crashed" if own else "expired",
+                     "its task ended without finishing (a retry took over)" if own else "lease expired: worker lost")
+    if item["attempts"] >= max_attempts:
+        conn.execute(
+            """
+            UPDATE content_item SET analyzed_status = 3, claimed_by = NULL, lease_until = NULL, updated_at = now(),
+                   last_error = coalesce(last_error, 'no attempts left')
+            WHERE id = %s
+            """,
+            (item_id,),
+        )
+        return Claim("exhausted", item)
+    claimed = conn.execute(
+        """
+        UPDATE content_item SET analyzed_status = 1, attempts = attempts + 1, claimed_by = %s,
+               lease_until = now() + %s, last_slot_run_id = %s, updated_at = now()
+        WHERE id = %s
+        RETURNING attempts, lease_until
+        """,
+        (claimer, lease, slot_run_id, item_id),
+    ).fetchone()
+    attempt = conn.execute(
+        """
+        INSERT INTO analysis_attempt (content_item_id, slot_run_id, claimed_by, attempt, lease_until)
+        VALUES (%s, %s, %s, %s, %s) RETURNING id
+        """,
+        (item_id, slot_run_id, claimer, claimed["attempts"], claimed["lease_until"]),
+    ).fetchone()
+    return Claim("claimed", {**item, "attempts": claimed["attempts"]}, attempt_id=attempt["id"])
+
+
+def _end_running(conn: psycopg.Connection, item_id: int, outcome: str, error: str) -> None:
+    conn.execute(
+        """
+        UPDATE analysis_attempt SET outcome = %s, error = %s, finished_at = now()
+        WHERE content_item_id = %s AND outcome = 'running'
+        """,
+        (outcome, error, item_id),
+    )
+
+
+def finish_attempt(
+    conn: psycopg.Connection, attempt_id: int, outcome: str, *, error: str | None = None, llm_calls: int = 0,
+    max_attempts: int | None = None,
+) -> bool:
+    """Close an attempt that produced no analysis and put its article where a later slot handles it.
+
+    analysed: done (another run stored the analysis first); failed / crashed: failed (retried by later slots
+    while attempts remain); interrupted: pending again
+    (failed when it has no attempts left); released: pending, the attempt not counted (no paid call was
+    made). The article is touched only while this attempt still holds it (a lease taken over stays with
+    its new holder). Returns False when the attempt was already closed.
+    """
+    row = conn.execute(
+        """
+        UPDATE analysis_attempt SET outcome = %s, error = %s, llm_calls = %s, finished_at = now()
+        WHERE id = %s AND outcome = 'running'
+        RETURNING content_item_id, claimed_by
+        """,
+        (outcome, (error or "")[:4000] or None, llm_calls, attempt_id),
+    ).fetchone()
+    if row is None:
+        return False
+    status = {"analysed": "2", "failed": "3", "crashed": "3", "released": "0",
+              "interrupted": "CASE WHEN attempts >= %(max)s THEN 3 ELSE 0 END"}[outcome]
+    attempts = "GREATEST(attempts - 1, 0)" if outcome == "released" else "attempts"
+    conn.execute(
+        f"""
+        UPDATE content_item SET analyzed_status = {status}, attempts = {attempts}, last_error = %(error)s,
+               claimed_by = NULL, lease_until = NULL, updated_at = now()
+        WHERE id = %(id)s AND analyzed_status = 1 AND claimed_by = %(claimer)s
+        """,
+        {"error": (error or "")[:4000] or None, "id": row["content_item_id"], "claimer": row["claimed_by"],
+         "max": max_attempts if max_attempts is not None else 1 << 30},
+    )
+    return True
+
+
+def expire_leases(conn: psycopg.Connection) -> int:
+    """Articles whose claim outlived its lease (the worker was lost): failed, the attempt already counted."""
+    rows = conn.execute(
+        """
+        UPDATE content_item SET analyzed_status = 3, claimed_by = NULL, lease_until = NULL, updated_at = now(),
+               last_error = 'analysis interrupted: its worker was lost (lease expired)'
+        WHERE analyzed_status = 1 AND lease_until < now()
+        RETURNING id
+        """
+    ).fetchall()
+    for r in rows:
+        _end_running(conn, r["id"], "expired", "lease expired: worker lost")
+    return len(rows)
+
+
+def reap_claims(conn: psycopg.Connection, claimer: str) -> int:
+    """Claims a finished run still holds (its analyse task was killed or timed out): failed, counted."""
+    rows = conn.execute(
+        """
+        UPDATE content_item SET analyzed_status = 3, claimed_by = NULL, lease_until = NULL, updated_at = now(),
+               last_error = 'analysis interrupted: its task ended without finishing (killed or timed out)'
+        WHERE analyzed_status = 1 AND claimed_by = %s
+        RETURNING id
+        """,
+        (claimer,),
+    ).fetchall()
+    for r in rows:
+        _end_running(conn, r["id"], "crashed", "its task ended without finishing (killed or timed out)")
+    return len(rows)
+
+
+def items_to_analyse(
+    conn: psycopg.Connection, *, max_attempts: int, limit: int, first_slot_run_id: int | None = None
+) -> list[Row]:
+    """Pending articles, then failed ones still under the attempt limit, oldest first (seed 10.3).
+
+    One article per clean-text hash: a repost waits for its twin's analysis and then reuses it, so two
+    parallel mapped tasks never pay for the same text. ``first_slot_run_id`` limits a backfill or a
+    redo to the articles its own ingest stored. Articles being analysed are not offered (their lease
+    decides: see :func:`expire_leases`).
+    """
+    return conn.execute(
+        """
+        SELECT id, title, analyzed_status, attempts FROM (
+            SELECT DISTINCT ON (coalesce(content_hash, 'id:' || id)) id, title, analyzed_status, attempts, published_at
+            FROM content_item
+            WHERE body_status = 1 AND analyzed_status IN (0, 3) AND attempts < %(max_attempts)s
+              AND (%(only)s::bigint IS NULL OR first_slot_run_id = %(only)s)
+            ORDER BY coalesce(content_hash, 'id:' || id), (analyzed_status = 3), published_at, id
+        ) candidates
+        ORDER BY (analyzed_status = 3), published_at, id
+        LIMIT %(limit)s
+        """,
+        {"max_attempts": max_attempts, "limit": limit, "only": first_slot_run_id},
+    ).fetchall()
+
+
+def reset_failed(conn: psycopg.Connection) -> int:
+    """Give every failed article a fresh set of attempts (the operator's 'retry failed' after an outage)."""
+    return conn.execute(
+        "UPDATE content_item SET attempts = 0, updated_at = now() WHERE analyzed_status = 3 AND body_status = 1"
+    ).rowcount
+
+
+def attempts_of(conn: psycopg.Connection, item_id: int) -> list[Row]:
+    return conn.execute(
+        "SELECT * FROM analysis_attempt WHERE content_item_id = %s ORDER BY id", (item_id,)
+    ).fetchall()
+
+
+def analysis_for_item(conn: psycopg.Connection, item_id: int) -> Row | None:
+    return conn.execute("SELECT * FROM analysis_result WHERE content_item_id = %s", (item_id,)).fetchone()
+
+
+def analysis_for_hash(conn: psycopg.Connection, content_hash: str, exclude_item_id: int) -> Row | None:
+    """An analysis of the same clean text under another external id (a repost), if there is one."""
+    return conn.execute(
+        """
+        SELECT a.* FROM analysis_result a JOIN content_item c ON c.id = a.content_item_id
+        WHERE c.content_hash = %s AND c.id <> %s
+        ORDER BY a.id LIMIT 1
+        """,
+        (content_hash, exclude_item_id),
+    ).fetchone()
+
+
+def insert_analysis(
+    conn: psycopg.Connection, record: dict[str, Any], opportunities: list[dict[str, Any]], *,
+    attempt_id: int | None = None,
+) -> int | None:
+    """Store an analysis and its opportunities, mark the item done and close its attempt; None when one
+    already existed (that one stands)."""
+    row = conn.execute(
+        """
+        INSERT INTO analysis_result (content_item_id, slot_run_id, reused_from_id, score, has_opportunity,
+               top_type, summary, result_json, model, prompt_version, prompt_tokens, completion_tokens,
+               reasoning_tokens, cache_hit_tokens, cache_miss_tokens, cost_usd, latency_ms, llm_calls)
+        VALUES (%(content_item_id)s, %(slot_run_id)s, %(reused_from_id)s, %(score)s, %(has_opportunity)s,
+               %(top_type)s, %(summary)s, %(result_json)s, %(model)s, %(prompt_version)s, %(prompt_tokens)s,
+               %(completion_tokens)s, %(reasoning_tokens)s, %(cache_hit_tokens)s, %(cache_miss_tokens)s,
+               %(cost_usd)s, %(latency_ms)s, %(llm_calls)s)
+        ON CONFLICT ON CONSTRAINT analysis_result_content_item_id_key DO NOTHING
+        RETURNING id
+        """,
+        {**record, "result_json": Jsonb(record["result_json"])},
+    ).fetchone()
+    if row is None:
+        return None
+    analysis_id = row["id"]
+    for position, opp in enumerate(opportunities):
+        conn.execute(
+            """
+            INSERT INTO opportunity (analysis_result_id, position, name, type, targets, direction, horizon,
+                                     catalyst, risks, evidence, confidence)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            """,
+            (
+                analysis_id,
+                position,
+                opp["name"],
+                opp["type"],
+                Jsonb(opp.get("targets", [])),
+                opp.get("direction", ""),
+                opp.get("horizon", ""),
+                opp.get("catalyst", ""),
+                Jsonb(opp.get("risks", [])),
+                Jsonb(opp.get("evidence", [])),
+                opp.get("confidence", 0),
+            ),
+        )
+    conn.execute(
+        """
+        UPDATE content_item SET analyzed_status = 2, last_error = NULL, claimed_by = NULL, lease_until = NULL,
+               updated_at = now()
+        WHERE id = %s
+        """,
+        (record["content_item_id"],),
+    )
+    if attempt_id is not None:
+        conn.execute(
+            """
+            UPDATE analysis_attempt SET outcome = 'analysed', llm_calls = %s, finished_at = now()
+            WHERE id = %s AND outcome = 'running'
+            """,
+            (record.get("llm_calls") or 0, attempt_id),
+        )
+    return analysis_id
+
+
+def mark_item_done(conn: psycopg.Connection, item_id: int) -> None:
+    conn.execute(
+        "UPDATE content_item SET analyzed_status = 2, claimed_by = NULL, lease_until = NULL, updated_at = now() "
+        "WHERE id = %s",
+        (item_id,),
+    )
+
+
+# ----------------------------------------------------------------------------------- analyses for reading
+
+_ANALYSIS_COLUMNS = """
+    a.id, a.content_item_id, a.slot_run_id, a.reused_from_id, a.score, a.has_opportunity, a.top_type,
+    a.summary, a.result_json, a.model, a.prompt_version, a.prompt_tokens, a.completion_tokens,
+    a.reasoning_tokens, a.cache_hit_tokens, a.cache_miss_tokens, a.cost_usd, a.latency_ms, a.llm_calls,
+    a.created_at, c.title, c.url, c.published_at, c.external_id, c.mp_id,
+    coalesce(acc.name, c.mp_id) AS mp_name, s.run_date, s.slot
+"""
+
+
+def slot_analyses(conn: psycopg.Connection, slot_run_id: int) -> list[Row]:
+    """The analyses produced by this slot run, best first."""
+    return conn.execute(
+        f"""
+        SELECT {_ANALYSIS_COLUMNS} FROM analysis_result a
+        JOIN content_item c ON c.id = a.content_item_id
+        LEFT JOIN wechat_account acc ON acc.id = c.account_id
+        JOIN slot_run s ON s.id = a.slot_run_id
+        WHERE a.slot_run_id = %s
+        ORDER BY a.score DESC, a.id
+        """,
+        (slot_run_id,),
+    ).fetchall()
+
+
+def day_analyses(conn: psycopg.Connection, day: date) -> list[Row]:
+    """Every analysis produced by a slot run of that (Asia/Shanghai) day, best first."""
+    return conn.execute(
+        f"""
+        SELECT {_ANALYSIS_COLUMNS} FROM slot_run s
+        JOIN analysis_result a ON a.slot_run_id = s.id
+        JOIN content_item c ON c.id = a.content_item_id
+        LEFT JOIN wechat_account acc ON acc.id = c.account_id
+        WHERE s.run_date = %s
+        ORDER BY a.score DESC, a.id
+        """,
+        (day,),
+    ).fetchall()
+
+
+def day_failures(conn: psycopg.Connection, day: date) -> list[Row]:
+    """Articles whose analysis failed in a slot of that day and that no slot of that day analysed after all.
+
+    One row per article (its latest failed attempt of the day): the day's record stays true when a later
+    day retries the article. ``final`` says whether it has used up its attempts.
+    """
+    return conn.execute(
+        """
+        SELECT * FROM (
+            SELECT DISTINCT ON (c.id) c.id, c.title, c.url, c.published_at, c.attempts, c.analyzed_status,
+                   coalesce(t.error, c.last_error) AS last_error, t.outcome, s.slot,
+                   coalesce(acc.name, c.mp_id) AS mp_name
+            FROM slot_run s
+            JOIN analysis_attempt t ON t.slot_run_id = s.id AND t.outcome = ANY(%(failed)s)
+            JOIN content_item c ON c.id = t.content_item_id
+            LEFT JOIN wechat_account acc ON acc.id = c.account_id
+            WHERE s.run_date = %(day)s
+              AND NOT EXISTS (SELECT 1 FROM analysis_result r JOIN slot_run rs ON rs.id = r.slot_run_id
+                               WHERE r.content_item_id = c.id AND rs.run_date = %(day)s)
+            ORDER BY c.id, t.id DESC
+        ) failures
+        ORDER BY published_at DESC, id
+        """,
+        {"day": day, "failed": FAILED_OUTCOMES},
+    ).fetchall()
+
+
+def pending_items(conn: psycopg.Connection, up_to: datetime, limit: int = 50) -> list[Row]:
+    """Articles stored by ``up_to`` that still wait for an analysis (pending, or being analysed right now)."""
+    return conn.execute(
+        """
+        SELECT c.id, c.title, c.url, c.published_at, c.attempts, c.analyzed_status,
+               coalesce(acc.name, c.mp_id) AS mp_name
+        FROM content_item c LEFT JOIN wechat_account acc ON acc.id = c.account_id
+        WHERE c.body_status = 1 AND c.analyzed_status IN (0, 1) AND c.created_at <= %s
+        ORDER BY c.published_at DESC, c.id
+        LIMIT %s
+        """,
+        (up_to, limit),
+    ).fetchall()
+
+
+def get_analysis(conn: psycopg.Connection, analysis_id: int) -> Row | None:
+    return conn.execute(
+        f"""
+        SELECT {_ANALYSIS_COLUMNS}, s.dag_run_id, s.dag_id FROM analysis_result a
+        JOIN content_item c ON c.id = a.content_item_id
+        LEFT JOIN wechat_account acc ON acc.id = c.account_id
+        LEFT JOIN slot_run s ON s.id = a.slot_run_id
+        WHERE a.id = %s
+        """,
+        (analysis_id,),
+    ).fetchone()
+
+
+def opportunities_of(conn: psycopg.Connection, analysis_id: int) -> list[Row]:
+    return conn.execute(
+        "SELECT * FROM opportunity WHERE analysis_result_id = %s ORDER BY position", (analysis_id,)
+    ).fetchall()
+
+
+def existing_analysis_ids(conn: psycopg.Connection, ids: list[int]) -> set[int]:
+    if not ids:
+        return set()
+    rows = conn.execute("SELECT id FROM analysis_result WHERE id = ANY(%s)", (ids,)).fetchall()
+    return {r["id"] for r in rows}
+
+
+
+def analysis_brief(conn: psycopg.Connection, analysis_id: int) -> Row | None:
+    """Title and score of one analysis: enough to name the analysis another one reused."""
+    return conn.execute(
+        """
+        SELECT a.id, a.score, c.title FROM analysis_result a JOIN content_item c ON c.id = a.content_item_id
+        WHERE a.id = %s
+        """,
+        (analysis_id,),
+    ).fetchone()

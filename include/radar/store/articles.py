@@ -1,0 +1,146 @@
+"""WeChat accounts and their articles (content items) as ingest stores them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from include.radar.store.common import BODY_WAITING, Row
+
+
+def upsert_account(conn: psycopg.Connection, mp_id: str, name: str) -> Row:
+    return conn.execute(
+        """
+        INSERT INTO wechat_account (mp_id, name) VALUES (%s, %s)
+        ON CONFLICT (mp_id) DO UPDATE SET name = EXCLUDED.name, updated_at = now()
+        RETURNING *
+        """,
+        (mp_id, name),
+    ).fetchone()
+
+
+def record_account_check(
+    conn: psycopg.Connection,
+    account_id: int,
+    *,
+    hits: int,
+    last_article_at: datetime | None,
+    error: str | None,
+    backoff_until: datetime | None,
+) -> None:
+    """One check of an account: success resets its failures and backoff; failure counts and may back off."""
+    if error is None:
+        conn.execute(
+            """
+            UPDATE wechat_account SET check_count = check_count + 1, hit_count = hit_count + %s,
+                   last_article_at = GREATEST(last_article_at, %s), last_checked_at = now(),
+                   consecutive_failures = 0, backoff_until = NULL, last_error = NULL, updated_at = now()
+            WHERE id = %s
+            """,
+            (hits, last_article_at, account_id),
+        )
+    else:
+        conn.execute(
+            """
+            UPDATE wechat_account SET check_count = check_count + 1, last_checked_at = now(),
+                   consecutive_failures = consecutive_failures + 1, backoff_until = %s,
+                   last_error = %s, updated_at = now()
+            WHERE id = %s
+            """,
+            (backoff_until, error[:2000], account_id),
+        )
+
+
+def record_account_skips(conn: psycopg.Connection, account_id: int, count: int, reason: str) -> None:
+    """Malformed rows of this account that were skipped: counted, the last reason kept."""
+    conn.execute(
+        """
+        UPDATE wechat_account SET rows_skipped = rows_skipped + %s, last_skip_reason = %s, updated_at = now()
+        WHERE id = %s
+        """,
+        (count, reason[:500], account_id),
+    )
+
+
+def record_body_missing(conn: psycopg.Connection, account_id: int) -> None:
+    """One more check of an article of this account that found no body yet."""
+    conn.execute(
+        "UPDATE wechat_account SET bodies_missing = bodies_missing + 1, updated_at = now() WHERE id = %s",
+        (account_id,),
+    )
+
+
+def accounts(conn: psycopg.Connection) -> list[Row]:
+    return conn.execute("SELECT * FROM wechat_account ORDER BY name, mp_id").fetchall()
+
+
+
+# ----------------------------------------------------------------------------------------- content items
+
+
+def known_external_ids(conn: psycopg.Connection, external_ids: list[str]) -> dict[str, Row]:
+    """external_id -> {body_status, next_body_check_at} of the ids already stored."""
+    if not external_ids:
+        return {}
+    rows = conn.execute(
+        "SELECT external_id, body_status, next_body_check_at FROM content_item WHERE external_id = ANY(%s)",
+        (external_ids,),
+    ).fetchall()
+    return {r["external_id"]: r for r in rows}
+
+
+def insert_content_item(conn: psycopg.Connection, item: dict[str, Any]) -> int | None:
+    """Store a new article; None when another run stored it first (counts as already stored)."""
+    row = conn.execute(
+        """
+        INSERT INTO content_item (external_id, account_id, mp_id, title, url, published_at, raw_html_size,
+                                  clean_text, content_hash, body_status, last_error, first_slot_run_id,
+                                  body_checks, next_body_check_at)
+        VALUES (%(external_id)s, %(account_id)s, %(mp_id)s, %(title)s, %(url)s, %(published_at)s,
+                %(raw_html_size)s, %(clean_text)s, %(content_hash)s, %(body_status)s, %(last_error)s,
+                %(slot_run_id)s, %(body_checks)s, %(next_body_check_at)s)
+        ON CONFLICT ON CONSTRAINT content_item_external_id_key DO NOTHING
+        RETURNING id
+        """,
+        {"body_checks": 0, "next_body_check_at": None, **item},
+    ).fetchone()
+    return None if row is None else row["id"]
+
+
+def fill_waiting_body(
+    conn: psycopg.Connection, external_id: str, item: dict[str, Any], *, next_check: Callable[[int], datetime]
+) -> Row | None:
+    """Another check of an article stored while WeRSS had no body: it gets its body, or its next check.
+
+    ``next_check(checks)`` says when an article still without a body after ``checks`` checks is due again.
+    Returns the row's ``body_status``, ``body_checks`` and ``next_body_check_at``; None when the article
+    was not waiting (another run filled it first).
+    """
+    row = conn.execute(
+        """
+        UPDATE content_item SET raw_html_size = %(raw_html_size)s, clean_text = %(clean_text)s,
+               content_hash = %(content_hash)s, body_status = %(body_status)s, last_error = %(last_error)s,
+               title = %(title)s, body_checks = body_checks + 1, updated_at = now()
+        WHERE external_id = %(external_id)s AND body_status = 0
+        RETURNING id, body_status, body_checks
+        """,
+        {**item, "external_id": external_id},
+    ).fetchone()
+    if row is None:
+        return None
+    due = next_check(row["body_checks"]) if row["body_status"] == BODY_WAITING else None
+    conn.execute("UPDATE content_item SET next_body_check_at = %s WHERE id = %s", (due, row["id"]))
+    return {**row, "next_body_check_at": due}
+
+
+def get_item(conn: psycopg.Connection, item_id: int) -> Row | None:
+    return conn.execute(
+        """
+        SELECT c.*, a.name AS mp_name FROM content_item c
+        LEFT JOIN wechat_account a ON a.id = c.account_id WHERE c.id = %s
+        """,
+        (item_id,),
+    ).fetchone()
