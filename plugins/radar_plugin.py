@@ -6,7 +6,9 @@ Airflow 3 serves plugin UIs as FastAPI sub-apps (``fastapi_apps``) and lists the
 ``include/radar/web/app.py``.
 
 Airflow puts ``plugins/`` on ``sys.path`` but not the bundle root, so the root is added when ``include``
-is not importable. Importing the app touches neither the database nor the network.
+is not importable. Importing the app touches neither the database nor the network; it adds one logging
+filter to ``uvicorn.access`` that keeps link signatures (``sig=``) out of the access log
+(``include/radar/web/server.py``).
 """
 
 from __future__ import annotations

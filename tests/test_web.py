@@ -59,6 +59,13 @@ def airflow_get_user() -> Any:
     return get_user
 
 
+def allow_reading(app: FastAPI) -> None:
+    """Grant the fake user the role check (read access to the radar DAG), overridden like get_user."""
+    from include.radar.web.auth import may_read_radar
+
+    app.dependency_overrides[may_read_radar] = lambda _user: True
+
+
 def signed(path: str, *, now: datetime = NOW, days: int = 30, secret: str = SECRET) -> str:
     query = signing.sign(path, secret, now, days)
     return f"{path}?exp={query['exp']}&sig={query['sig']}"
@@ -253,13 +260,15 @@ def commit(seeder: Seeder) -> None:
 
 @pytest.fixture
 def make_client(db_url: str):
-    """A factory of TestClients; ``user=True`` overrides Airflow's get_user with a fake logged-in user."""
+    """A factory of TestClients; ``user=True`` overrides Airflow's get_user with a fake logged-in user who may
+    read the radar DAG."""
 
     def factory(*, user: bool = True, settings: Settings | None = None, url: str | None = None) -> TestClient:
         cfg = settings or make_settings()
         app = create_app(lambda: cfg, url or db_url, clock=lambda: NOW)
         if user:
             app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
+            allow_reading(app)
         return TestClient(app)
 
     return factory
@@ -515,6 +524,7 @@ def test_pages_require_an_airflow_login(make_client, path: str) -> None:
 
 def test_airflow_tokens_go_through_airflows_get_user(make_client, monkeypatch: pytest.MonkeyPatch) -> None:
     """Cookie and Bearer tokens are checked by Airflow's own get_user (with a stand-in auth manager)."""
+    import airflow.api_fastapi.app as airflow_app
     from airflow.api_fastapi.core_api import security
     from jwt import InvalidTokenError
 
@@ -524,7 +534,11 @@ def test_airflow_tokens_go_through_airflows_get_user(make_client, monkeypatch: p
                 raise InvalidTokenError("bad")
             return FakeUser()
 
+        def is_authorized_dag(self, **kwargs: Any) -> bool:
+            return True
+
     monkeypatch.setattr(security, "get_auth_manager", lambda: FakeAuthManager())
+    monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: FakeAuthManager())
     client = make_client(user=False)
     assert client.get("/daily/2026-01-08", headers={"Authorization": "Bearer good-token"}).status_code == 200
     client.cookies.set("_token", "good-token")
@@ -621,9 +635,10 @@ def test_unknown_analysis_is_a_404_page(client: TestClient) -> None:
         "/analysis/99999999999999999999",
     ],
 )
-def test_malformed_parameters_are_400_pages(client: TestClient, path: str) -> None:
+def test_malformed_parameters_are_404_pages(client: TestClient, path: str) -> None:
+    """A path that names no report is "no such page" (issue 12; these were 400s before)."""
     response = client.get(path)
-    assert response.status_code == 400
+    assert response.status_code == 404
     assert response.headers["content-type"].startswith("text/html")
     assert "Traceback" not in response.text
 
@@ -648,6 +663,7 @@ def test_unexpected_errors_are_a_500_page(db_url: str) -> None:
 
     app = create_app(broken, db_url, clock=lambda: NOW)
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
+    allow_reading(app)
     response = TestClient(app).get("/")
     assert response.status_code == 500
     assert "secret detail" not in response.text and "页面出错了" in response.text

@@ -3,19 +3,32 @@
 The signature is an HMAC-SHA256 over the page path and the expiry, with a secret from configuration
 (``AIRFLOW_VAR_RADAR_LINK_SECRET``). It grants read access to that one path until it expires; any other
 path, a changed expiry or a changed signature fails verification.
+
+Verification accepts only what :func:`sign` writes: ``exp`` a plain decimal integer of at most 12 digits that
+is not past and not further ahead than any link is ever signed for, ``sig`` exactly 64 lowercase hex digits.
+Anything else (other digit scripts, signs, spaces, non-ASCII text, a year-10^22 expiry) is simply "not
+valid": it never reaches the integer parser, the HMAC comparison or a date conversion that could raise.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
+# Links are signed for at most ``remember_me_days`` (<= 366, settings.py); the margin absorbs clock skew
+# between the worker that signed and the api-server that checks.
+MAX_VALID_DAYS = 400
+_EXP_RE = re.compile(r"[0-9]{1,12}")
+_SIG_RE = re.compile(r"[0-9a-f]{64}")
+
 
 def _mac(secret: str, path: str, expires: int) -> str:
-    message = f"{path}\n{expires}".encode()
-    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+    # surrogatepass: a path decoded from hostile bytes may hold a lone surrogate; it must not raise here
+    message = f"{path}\n{expires}".encode("utf-8", "surrogatepass")
+    return hmac.new(secret.encode("utf-8", "surrogatepass"), message, hashlib.sha256).hexdigest()
 
 
 def sign(path: str, secret: str, now: datetime, valid_days: int) -> dict[str, str]:
@@ -24,16 +37,23 @@ def sign(path: str, secret: str, now: datetime, valid_days: int) -> dict[str, st
     return {"exp": str(expires), "sig": _mac(secret, path, expires)}
 
 
+def parse_exp(exp: str | None, now: datetime) -> int | None:
+    """``exp`` as a Unix time when it is written as the signer writes it and lies in the valid window."""
+    if exp is None or not _EXP_RE.fullmatch(exp):
+        return None
+    expires = int(exp)
+    if not now.timestamp() <= expires <= now.timestamp() + MAX_VALID_DAYS * 86400:
+        return None
+    return expires
+
+
 def verify(path: str, exp: str | None, sig: str | None, secret: str | None, now: datetime) -> bool:
-    if not (secret and exp and sig):
+    if not (secret and exp and sig) or not _SIG_RE.fullmatch(sig):
         return False
-    try:
-        expires = int(exp)
-    except ValueError:
+    expires = parse_exp(exp, now)
+    if expires is None:
         return False
-    if expires < now.timestamp():
-        return False
-    return hmac.compare_digest(_mac(secret, path, expires), sig)
+    return hmac.compare_digest(_mac(secret, path, expires), sig)  # both ASCII hex: compare_digest cannot raise
 
 
 def page_url(base_url: str, path: str, secret: str | None, now: datetime, valid_days: int) -> str:

@@ -7,35 +7,33 @@ Routes (paths relative to the mount point):
 - ``/analysis/{id}``       one analysis: article, score, opportunities, model usage;
 - ``/static/icon.svg``     the navigation icon (public).
 
-Access: an authenticated Airflow user (Airflow's own ``get_user``: the UI's ``_token`` cookie or a Bearer
-token), or a signed link (``?exp=&sig=``) for exactly the requested page, as sent in pushes. One dependency,
-:func:`require_reader`, decides for every page route.
+Access: an Airflow user whose role may read the radar DAG, or a signed link (``?exp=&sig=``) for exactly the
+requested page, as sent in pushes. One dependency, :func:`~include.radar.web.auth.require_reader`, decides
+for every page route (auth.py). Whatever a request carries, the answer is a page: a path that names no
+report (an impossible date or id) is a 404, a bad link a 403, never a 500.
 
-Nothing here touches the database, the network or Airflow at import time: settings, the database URL and
-Airflow's security module are resolved on the first request, so ``app = create_app()`` is safe to import
-from the plugin in every Airflow component.
+Nothing here touches the database, the network or Airflow at import time: settings (server.py: environment,
+then Airflow Variables), the database URL and Airflow's security module are resolved on the first request,
+so ``app = create_app()`` is safe to import from the plugin in every Airflow component. Importing this
+module does one thing to the process: it keeps link signatures out of uvicorn's access log (server.py).
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, date, datetime
-from functools import cache
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 import psycopg
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
-from fastapi.concurrency import run_in_threadpool
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
@@ -44,9 +42,19 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from include.radar import db, signing, store
-from include.radar.settings import Settings, SettingsError, load_settings
+from include.radar.settings import Settings, SettingsError
 from include.radar.slots import SHANGHAI
 from include.radar.web import views
+from include.radar.web.auth import (
+    AIRFLOW_LOGIN_PATH,
+    PageError,
+    Reader,
+    ReaderDep,
+    app_path,
+    local_path,
+    require_reader,
+)
+from include.radar.web.server import install_access_log_filter, redact_scope_query, server_settings
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +75,12 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "SAMEORIGIN",
 }
 
-_DAY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_ID_RE = re.compile(r"^[0-9]{1,19}$")
+_DAY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_ID_RE = re.compile(r"[0-9]{1,19}")
 _MAX_BIGINT = 2**63 - 1
+# Report pages exist from the radar's era to a year ahead; any other date is "no such page", not an error.
+FIRST_DAY = date(2000, 1, 1)
+DAYS_AHEAD = 366
 
 ICON_SVG = (
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#f59e0b" '
@@ -79,17 +90,6 @@ ICON_SVG = (
 
 
 # ------------------------------------------------------------------------------------------------ errors
-
-
-class PageError(Exception):
-    """An error the reader should see as a page of its own (400, 401, 403, 404, 503) rather than a trace."""
-
-    def __init__(self, status: int, title: str, message: str, *, login: bool = False) -> None:
-        super().__init__(f"{status} {title}")
-        self.status = status
-        self.title = title
-        self.message = message
-        self.login = login
 
 
 _HTTP_TITLES = {
@@ -157,103 +157,6 @@ def _zone(settings: Settings) -> ZoneInfo:
     return SHANGHAI
 
 
-# -------------------------------------------------------------------------------------------------- auth
-
-
-@dataclass(frozen=True)
-class Reader:
-    """Who is reading: an Airflow user, or the holder of a signed link valid for ``signed_path`` only."""
-
-    user: Any = None
-    signed_path: str | None = None
-    signed_exp: int | None = None
-
-    @property
-    def signed(self) -> bool:
-        return self.signed_path is not None
-
-
-def app_path(request: Request) -> str:
-    """The request path relative to the app's mount point: what a link signature covers."""
-    path: str = request.scope["path"]
-    root: str = request.scope.get("root_path", "")
-    if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("/", ""):
-        path = path[len(root) :]
-    return path or "/"
-
-
-@cache
-def _airflow_security() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
-    """Airflow's ``get_user`` and its Bearer scheme, imported on first use (not when the plugin loads)."""
-    try:
-        from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
-    except Exception:  # noqa: BLE001 - Airflow missing or broken: only signed links can work
-        log.warning("Airflow's API security module is unavailable; only signed links are accepted", exc_info=True)
-        return None
-    return get_user, bearer_scheme
-
-
-async def _airflow_user(request: Request) -> Any:
-    """The Airflow user of this request, or None; never raises.
-
-    ``get_user`` is called here rather than declared as a sub-dependency because it raises 401 when there is
-    no token, and a signed link must work without one. Overrides registered for it on this app
-    (``app.dependency_overrides[get_user] = lambda: user``, as in tests) are honoured; they take no arguments.
-    """
-    security = await run_in_threadpool(_airflow_security)  # the first import is slow: keep it off the loop
-    if security is None:
-        return None
-    get_user, bearer_scheme = security
-    override = request.app.dependency_overrides.get(get_user)
-    try:
-        if override is not None:
-            user = override()
-        else:
-            user = get_user(request, None, await bearer_scheme(request))
-        if inspect.isawaitable(user):
-            user = await user
-        return user
-    except HTTPException:  # no token, expired or invalid token
-        return None
-    except Exception:  # noqa: BLE001 - e.g. auth manager not initialised: deny, but say why in the log
-        log.warning("Airflow authentication failed", exc_info=True)
-        return None
-
-
-async def require_reader(request: Request) -> Reader:
-    """The one access rule of every page.
-
-    - ``exp`` or ``sig`` in the query: the link must verify for exactly this page, else 403 (a tampered,
-      expired or other-page link is refused outright, whoever clicks it; the page offers the unsigned URL);
-    - otherwise an authenticated Airflow user, else 401 with a page that says to log in to Airflow.
-    """
-    params = request.query_params
-    path = app_path(request)
-    if "sig" in params or "exp" in params:
-        runtime = _runtime(request)
-        settings = await run_in_threadpool(runtime.settings)
-        secret = settings.link_secret.get_secret_value() if settings.link_secret else None
-        exp, sig = params.get("exp"), params.get("sig")
-        if signing.verify(path, exp, sig, secret, runtime.clock()):
-            return Reader(signed_path=path, signed_exp=int(exp or 0))
-        raise PageError(
-            403,
-            "链接无效或已过期",
-            "这个链接的签名不正确、已经过期，或者不属于这个页面。请使用最新推送中的链接，或登录 Airflow 后打开本页。",
-            login=True,
-        )
-    user = await _airflow_user(request)
-    if user is None:
-        raise PageError(
-            401, "请先登录 Airflow", "机会雷达的页面需要登录 Airflow 后查看（或使用推送消息中的签名链接）。", login=True
-        )
-    return Reader(user=user)
-
-
-# what a page route declares to get the reader (FastAPI runs require_reader once per request)
-ReaderDep = Annotated[Reader, Depends(require_reader)]
-
-
 # ------------------------------------------------------------------------------------------- rendering
 
 
@@ -311,18 +214,35 @@ class Pages:
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         return HTMLResponse(html, status_code=status, headers=headers)
 
-    def error(self, request: Request, status: int, title: str, message: str, *, login: bool = False) -> HTMLResponse:
-        unsigned = None
-        if login and request.query_params:
-            unsigned = request.scope.get("root_path", "").rstrip("/") + app_path(request)
+    def error(
+        self,
+        request: Request,
+        status: int,
+        title: str,
+        message: str,
+        *,
+        login: bool = False,
+        airflow_home: bool = False,
+    ) -> HTMLResponse:
+        """The error page. With ``login``: Airflow's login, coming back to this page (unsigned) afterwards.
+
+        The way back is a path on this host built from the mount point and the request path only, never from
+        the Host header or an absolute URL: Airflow's login accepts any ``next`` on the host the request
+        named, so a forged Host would otherwise send the reader elsewhere after logging in.
+        """
+        links = _links(request)
+        here = local_path(links.root + app_path(request))
         return self.render(
             request,
             "error.html",
             status=status,
+            links=links,
             title=title,
             message=message,
             login=login,
-            unsigned_url=unsigned,
+            airflow_home=airflow_home,
+            login_url=f"{local_path(links.airflow_root + AIRFLOW_LOGIN_PATH)}?{urlencode({'next': here})}",
+            unsigned_url=here if login and request.query_params else None,
             status_code=status,
         )
 
@@ -351,6 +271,7 @@ class SecurityHeadersMiddleware:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                redact_scope_query(scope)  # the page is answered: access logs read the scope from here on
                 headers = MutableHeaders(scope=message)
                 for name, value in SECURITY_HEADERS.items():
                     headers[name] = value
@@ -373,19 +294,29 @@ class SecurityHeadersMiddleware:
 # ------------------------------------------------------------------------------------------------ parsing
 
 
-def parse_day(text: str) -> date:
-    if _DAY_RE.match(text):
+def parse_day(text: str, today: date) -> date:
+    """The report date a ``/daily/`` path names; anything else (not a date, 2026-02-30, year 1) is a 404.
+
+    The range also keeps the page's own date arithmetic (previous and next day) far from ``date``'s limits.
+    """
+    if _DAY_RE.fullmatch(text):
         try:
-            return date.fromisoformat(text)
+            day = date.fromisoformat(text)
         except ValueError:
             pass
-    raise PageError(400, "日期格式不正确", "日期应为 YYYY-MM-DD 格式的有效日期，例如 2026-01-08。")
+        else:
+            if FIRST_DAY <= day <= today + timedelta(days=DAYS_AHEAD):
+                return day
+    raise PageError(
+        404, "没有这一天的日报", f"日报地址应为 /daily/YYYY-MM-DD，日期在 {FIRST_DAY.isoformat()} 到明年之间，例如 /daily/2026-01-08。"
+    )
 
 
 def parse_id(text: str) -> int:
-    if _ID_RE.match(text) and 0 < int(text) <= _MAX_BIGINT:
+    """The analysis id an ``/analysis/`` path names (a positive bigint); anything else is a 404."""
+    if _ID_RE.fullmatch(text) and 0 < int(text) <= _MAX_BIGINT:
         return int(text)
-    raise PageError(400, "分析编号不正确", "分析编号应为正整数，例如 /analysis/12。")
+    raise PageError(404, "找不到这条分析", "分析地址应为 /analysis/ 加正整数编号，例如 /analysis/12。")
 
 
 # ---------------------------------------------------------------------------------------------------- app
@@ -401,12 +332,16 @@ def _day_signer(reader: Reader, settings: Settings) -> Callable[[str], str] | No
 
 
 def create_app(
-    settings_loader: Callable[[], Settings] = load_settings,
+    settings_loader: Callable[[], Settings] = server_settings,
     db_url: str | None = None,
     *,
     clock: Callable[[], datetime] | None = None,
 ) -> FastAPI:
-    """Build the report app. ``db_url`` pins the database (tests, benchmarks); ``clock`` pins "now"."""
+    """Build the report app. ``db_url`` pins the database (tests, benchmarks); ``clock`` pins "now".
+
+    Authentication and the permission check are Airflow's; tests replace them through
+    ``app.dependency_overrides`` (``get_user`` and :func:`~include.radar.web.auth.may_read_radar`).
+    """
     app = FastAPI(
         title="Opportunity Radar",
         docs_url=None,
@@ -419,7 +354,9 @@ def create_app(
 
     @app.exception_handler(PageError)
     async def page_error(request: Request, exc: PageError) -> Response:
-        return pages.error(request, exc.status, exc.title, exc.message, login=exc.login)
+        return pages.error(
+            request, exc.status, exc.title, exc.message, login=exc.login, airflow_home=exc.airflow_home
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -483,11 +420,11 @@ def create_app(
 
     @router.get("/daily/{day}", response_class=HTMLResponse)
     def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
-        report_day = parse_day(day)
         runtime = _runtime(request)
         settings = runtime.settings()
         tz = _zone(settings)
         now = runtime.clock()
+        report_day = parse_day(day, now.astimezone(tz).date())
         with runtime.connect() as conn:
             report = store.get_daily_report(conn, report_day)
             analyses = store.day_analyses(conn, report_day)
@@ -541,3 +478,4 @@ def create_app(
 
 
 app = create_app()
+install_access_log_filter()

@@ -5,7 +5,7 @@ page logic that matters — slot states, push status, ordering, which links carr
 a safe link — is tested without a server. Templates only lay out what these objects hold.
 
 Text from articles and from the LLM is never marked safe here, with one exception: the daily digest,
-rendered by markdown-it with raw HTML disabled and its link validation kept (no ``javascript:`` links).
+rendered by markdown-it with raw HTML disabled and only http(s) links and this app's own page links kept.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from urllib.parse import quote, urlsplit
 from zoneinfo import ZoneInfo
 
 from markdown_it import MarkdownIt
+from markdown_it.rules_core import StateCore
+from markdown_it.token import Token
 from markupsafe import Markup
 
 from include.radar.slots import slot_at
@@ -176,24 +178,56 @@ class Links:
 
 # ---------------------------------------------------------------------------------------------- markdown
 
-_ANALYSIS_PATH = re.compile(r"^/analysis/(\d{1,18})$")
-_DAILY_PATH = re.compile(r"^/daily/(\d{4}-\d{2}-\d{2})$")
+_ANALYSIS_PATH = re.compile(r"/analysis/([0-9]{1,18})")
+_DAILY_PATH = re.compile(r"/daily/([0-9]{4}-[0-9]{2}-[0-9]{2})")
+
+# What decides a digest link's target: a rewriter from digest_link_rewriter, or safe_http_url alone.
+LinkRule = Callable[[str], "str | None"]
+
+
+def _is_app_path(href: str) -> bool:
+    """A path on this host (``/radar/...``): one leading slash, never ``//`` or ``/\\`` (another host)."""
+    return href.startswith("/") and not href.startswith(("//", "/\\"))
+
+
+def _vet_links(state: StateCore) -> None:
+    """Core rule: a link keeps its ``<a>`` only when the page's link rule gives it a target; else its text stays.
+
+    The digest is LLM output that may quote article text: markdown-it already refuses ``javascript:``,
+    ``vbscript:``, ``file:`` and ``data:`` links, but relative and protocol-relative ones (``//host/x``) would
+    open another site or a wrong page inside the Airflow iframe. Links cannot nest in CommonMark, so a dropped
+    ``link_open`` is matched by the next ``link_close``; a stack keeps that true whatever the plugins do.
+    """
+    rule: LinkRule = state.env.get("rewrite_href") or safe_http_url
+    for block in state.tokens:
+        if block.type != "inline" or not block.children:
+            continue
+        kept: list[Token] = []
+        dropped: list[bool] = []
+        for token in block.children:
+            if token.type == "link_open":
+                href = rule(str(token.attrGet("href") or ""))
+                allowed = href is not None and (safe_http_url(href) is not None or _is_app_path(href))
+                dropped.append(not allowed)
+                if not allowed:
+                    continue
+                token.attrSet("href", href)
+            elif token.type == "link_close" and dropped and dropped.pop():
+                continue
+            kept.append(token)
+        block.children = kept
 
 
 def _markdown() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
     # Remote images would be blocked by the page's CSP anyway; render them as links instead of broken images.
     md.disable("image")
+    md.core.ruler.push("radar_vet_links", _vet_links)
 
     def link_open(renderer: Any, tokens: list[Any], idx: int, options: Any, env: dict[str, Any]) -> str:
         token = tokens[idx]
-        href = str(token.attrGet("href") or "")
-        rewrite = env.get("rewrite_href")
-        if rewrite is not None:
-            href = rewrite(href)
-            token.attrSet("href", href)
         token.attrSet("rel", "noopener noreferrer nofollow")
-        if safe_http_url(href):  # external: leave the Airflow iframe rather than framing another site
+        if safe_http_url(str(token.attrGet("href") or "")):  # external: leave the Airflow iframe
             token.attrSet("target", "_blank")
         return renderer.renderToken(tokens, idx, options, env)
 
@@ -204,33 +238,35 @@ def _markdown() -> MarkdownIt:
 _MD = _markdown()
 
 
-def digest_link_rewriter(report_base_url: str, links: Links) -> Callable[[str], str]:
-    """Map the digest's links to report pages (absolute, under ``report_base_url``) onto this app's links.
+def digest_link_rewriter(report_base_url: str, links: Links) -> LinkRule:
+    """The digest's link rule: report pages become this app's links, other absolute http(s) URLs stay, the
+    rest (relative, protocol-relative, other schemes) gets no link (None).
 
-    The digest cites canonical URLs; rewritten, they work inside the Airflow iframe and, on a signed daily
-    page, analysis links get their own signature like every other analysis link there.
+    The digest cites canonical URLs (``report_base_url`` + ``/analysis/N`` or ``/daily/YYYY-MM-DD``) or bare
+    page paths; rewritten, they work inside the Airflow iframe and, on a signed daily page, analysis links
+    get their own signature like every other analysis link there.
     """
     base = report_base_url.rstrip("/")
 
-    def rewrite(href: str) -> str:
+    def rewrite(href: str) -> str | None:
         path = href[len(base) :] if base and href.startswith(base + "/") else href
-        if not path.startswith("/") or path.startswith("//"):
-            return href
-        bare = path.split("#", 1)[0].split("?", 1)[0]
-        if match := _ANALYSIS_PATH.match(bare):
-            return links.analysis(int(match.group(1)))
-        if match := _DAILY_PATH.match(bare):
-            try:
-                return links.daily(date.fromisoformat(match.group(1)))
-            except ValueError:
-                return href
-        return href
+        if _is_app_path(path):
+            bare = path.split("#", 1)[0].split("?", 1)[0]
+            if match := _ANALYSIS_PATH.fullmatch(bare):
+                return links.analysis(int(match.group(1)))
+            if match := _DAILY_PATH.fullmatch(bare):
+                try:
+                    return links.daily(date.fromisoformat(match.group(1)))
+                except ValueError:
+                    pass
+        return safe_http_url(href)
 
     return rewrite
 
 
-def render_markdown(text: str, rewrite_href: Callable[[str], str] | None = None) -> Markup:
-    """Digest markdown as HTML: raw HTML is escaped, unsafe link schemes are refused by markdown-it."""
+def render_markdown(text: str, rewrite_href: LinkRule | None = None) -> Markup:
+    """Digest markdown as HTML: raw HTML is escaped; links survive only as ``rewrite_href`` (or, without one,
+    :func:`safe_http_url`) allows, and always only to http(s) URLs or paths on this host."""
     return Markup(_MD.render(text or "", {"rewrite_href": rewrite_href}))
 
 
