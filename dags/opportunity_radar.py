@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import CronTriggerTimetable, Param, TriggerRule, dag, get_current_context, task
 
 from include.radar import DAG_ID, pipeline
-from include.radar.airflow_support import failed_tasks, run_step
+from include.radar.airflow_support import failed_tasks, opened_slot, run_step
 from include.radar.decide import BUILD_DAILY, PUSH_MODES, PUSH_OPPORTUNITY, SKIP_PUSH
 from include.radar.settings import env_name, load_settings
 from include.radar.slots import SHANGHAI
@@ -43,6 +43,7 @@ SLOTS = load_settings(lambda n: os.environ.get(env_name(n)) if n == "schedule_sl
         "retry_delay": timedelta(minutes=1),
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=15),
+        "execution_timeout": timedelta(minutes=10),  # every task has one; most set their own below
     },
     params={
         "push_mode": Param("auto", enum=list(PUSH_MODES), description="force: push even below the threshold or late; suppress: never push"),
@@ -54,7 +55,10 @@ SLOTS = load_settings(lambda n: os.environ.get(env_name(n)) if n == "schedule_sl
     tags=["opportunity-radar", "wechat", "deepseek"],
 )
 def opportunity_radar_slots():
-    @task(retries=3)
+    # open_slot is the run's setup: when it fails (database down, a bad param) every other task is
+    # upstream_failed at once, whatever its trigger rule, instead of each one failing and retrying on its own
+    @task(retries=2, retry_delay=timedelta(seconds=15), retry_exponential_backoff=False,
+          execution_timeout=timedelta(minutes=2))
     def open_slot() -> dict:
         # scheduled and backfill runs: logical_date == run_after == the tick; a manual run may name a
         # logical date (that slot) or none (the latest slot before it was triggered)
@@ -65,69 +69,77 @@ def opportunity_radar_slots():
             dag_id=run.dag_id, dag_run_id=run.run_id, params=dict(ctx["params"]),
         )
 
-    @task
+    @task(execution_timeout=timedelta(minutes=30))
     def ingest(slot: dict) -> dict:
         return run_step(pipeline.ingest_articles, slot)
 
-    @task(trigger_rule=TriggerRule.ALL_DONE)
-    def select_articles(slot: dict) -> list[dict]:
-        return run_step(pipeline.articles_to_analyse, slot)
+    # select_articles, summarise, choose_path and push_daily_report run after a failed upstream too (the
+    # report is pushed every day). They read the slot themselves instead of taking it as an argument: a
+    # setup's direct downstream tasks must be all_success, and as indirect downstreams they are still
+    # stopped at once when open_slot fails.
+    @task(trigger_rule=TriggerRule.ALL_DONE, execution_timeout=timedelta(minutes=5))
+    def select_articles() -> list[dict]:
+        return run_step(pipeline.articles_to_analyse, opened_slot())
 
-    # each call is capped by deepseek_timeout_seconds; this bounds the whole ladder of one article
+    # each call is capped by deepseek_timeout_seconds; this bounds the whole ladder of one article (and is
+    # shorter than a claim's one-hour lease, so a live task never loses its article)
     @task(map_index_template="{{ article_title }}", pool="radar_llm", retries=1, execution_timeout=timedelta(minutes=45))
     def analyse(slot: dict, article: dict) -> dict:
         get_current_context()["article_title"] = article["title"]
         return run_step(pipeline.analyse_article, slot, article)
 
-    @task(trigger_rule=TriggerRule.ALL_DONE)
-    def summarise(slot: dict) -> dict:
-        return run_step(pipeline.summarise_slot, slot)
+    @task(trigger_rule=TriggerRule.ALL_DONE, execution_timeout=timedelta(minutes=5))
+    def summarise() -> dict:
+        return run_step(pipeline.summarise_slot, opened_slot())
 
-    @task.branch(trigger_rule=TriggerRule.ALL_DONE, retries=0)
-    def choose_path(slot: dict) -> str:
+    @task.branch(trigger_rule=TriggerRule.ALL_DONE, retries=0, execution_timeout=timedelta(minutes=2))
+    def choose_path() -> str:
         summary = get_current_context()["ti"].xcom_pull(task_ids="summarise")
-        return pipeline.choose_path(slot, summary).branch
+        return pipeline.choose_path(opened_slot(), summary).branch
 
-    @task(task_id=PUSH_OPPORTUNITY)
+    @task(task_id=PUSH_OPPORTUNITY, execution_timeout=timedelta(minutes=10))
     def push_opportunity(slot: dict) -> dict:
         return run_step(pipeline.push_opportunity, slot)
 
-    @task(task_id=SKIP_PUSH)
+    @task(task_id=SKIP_PUSH, execution_timeout=timedelta(minutes=5))
     def skip_push(slot: dict) -> dict:
         return run_step(pipeline.record_skip, slot)
 
-    @task(task_id=BUILD_DAILY)
+    @task(task_id=BUILD_DAILY, execution_timeout=timedelta(minutes=15))
     def build_daily_report(slot: dict) -> dict:
         return run_step(pipeline.build_daily_report, slot)
 
-    @task(trigger_rule=TriggerRule.NONE_SKIPPED, retries=3)
-    def push_daily_report(slot: dict) -> dict:
-        return run_step(pipeline.push_daily_report, slot)
+    # runs after the report step whether it succeeded or failed
+    @task(trigger_rule=TriggerRule.NONE_SKIPPED, retries=3, execution_timeout=timedelta(minutes=10))
+    def push_daily_report() -> dict:
+        return run_step(pipeline.push_daily_report, opened_slot())
 
-    @task(retries=3)
+    @task(retries=3, execution_timeout=timedelta(minutes=20))
     def catch_up_daily_report(slot: dict) -> dict:
         return run_step(pipeline.catch_up_daily_report, slot)
 
-    @task(trigger_rule=TriggerRule.ALL_DONE, retries=0)
+    @task(retries=0, execution_timeout=timedelta(minutes=5))
     def close_slot(slot: dict) -> dict:
         outcome = run_step(pipeline.close_slot, slot, failed_tasks(get_current_context()))
         if outcome["status"] != "success":
             raise RuntimeError(f"slot closed as failed:\n{outcome['error']}")
         return outcome
 
-    slot = open_slot()
-    articles = select_articles(slot)
+    slot = open_slot().as_setup()
+    articles = select_articles()
     ingest(slot) >> articles
-    summary = summarise(slot)
+    summary = summarise()
     analyse.partial(slot=slot).expand(article=articles) >> summary
-    path = choose_path(slot)
+    path = choose_path()
     summary >> path
     report = build_daily_report(slot)
-    daily = push_daily_report(slot)
+    daily = push_daily_report()
     report >> daily
     outcomes = [push_opportunity(slot), skip_push(slot), daily, catch_up_daily_report(slot)]
     path >> [outcomes[0], outcomes[1], report]
-    outcomes >> close_slot(slot)
+    # the teardown: waits for every task of the run, and is cleared with any of them, so a cleared task
+    # always reopens and recloses the slot; its failure (a step failed) fails the run
+    outcomes >> close_slot(slot).as_teardown(setups=slot, on_failure_fail_dagrun=True)
 
 
 opportunity_radar_slots()

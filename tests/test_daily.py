@@ -69,14 +69,16 @@ def test_day_without_opportunities_pushes_no_opportunity_title(fakes):
     assert fakes.sink.received[0]["title"] == "【日报】2026-01-08：今日无投资机会"
 
 
-def test_werss_down_for_the_whole_daily_run_still_pushes_once_with_a_failed_report(fakes):
+def test_werss_down_for_the_whole_daily_run_still_pushes_once_with_a_partial_report(fakes):
     fakes.werss.down = True
     fakes.at(DAILY)
     result = run_slot(DAILY)
     report = _report()
-    assert report["status"] == store.REPORT_FAILED and "ingest" in report["error"] and "503" in report["error"]
+    # built from what was done (nothing), with the reason: "generation failed" only when nothing was built
+    assert report["status"] == store.REPORT_PARTIAL and "ingest" in report["error"] and "503" in report["error"]
     assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1
-    assert "日报生成失败" in fakes.sink.received[0]["message"]
+    assert "日报生成失败" not in fakes.sink.received[0]["message"]
+    assert "部分结果：本时段部分步骤出错" in fakes.sink.received[0]["message"]
     assert result["closed"]["status"] == "failed"
     run_slot(DAILY)
     assert len(fakes.sink.received) == 1
@@ -88,7 +90,7 @@ def test_deepseek_down_gives_a_fallback_digest_and_the_push(fakes):
     fakes.at(DAILY)
     run_slot(DAILY)
     report = _report()
-    assert report["status"] == store.REPORT_FAILED and report["digest_json"]["source"] == "fallback"
+    assert report["status"] == store.REPORT_PARTIAL and report["digest_json"]["source"] == "fallback"
     assert "分析失败" in report["digest_md"] and "文章1" in report["digest_md"]
     assert report["stats"]["failed"] == 1
     assert fakes.sink.received[0]["title"] == "【日报】2026-01-08：今日无投资机会"

@@ -45,7 +45,8 @@ def test_dag_reads_like_the_slot_flow(dag):
     assert ids == {"open_slot", "ingest", "select_articles", "analyse", "summarise", "choose_path",
                    "push_opportunity", "skip_push", "build_daily_report", "push_daily_report",
                    "catch_up_daily_report", "close_slot"}
-    assert dag.get_task("close_slot").trigger_rule == "all_done"
+    assert dag.get_task("open_slot").is_setup and dag.get_task("close_slot").is_teardown
+    assert dag.get_task("close_slot").trigger_rule == "all_done_setup_success"
     assert dag.get_task("push_daily_report").trigger_rule == "none_skipped"
     assert dag.get_task("summarise").trigger_rule == "all_done"
 

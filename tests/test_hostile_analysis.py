@@ -118,10 +118,10 @@ def _claimed_run(fakes, monkeypatch, when=SLOT, dag_run_id="run-a"):
     real_connect = db.connect
     down = {"now": False}
 
-    def flaky(url=None):
+    def flaky(url=None, **options):
         if down["now"]:
             raise db.DatabaseUnavailable("cannot reach the radar database (test)")
-        return real_connect(url)
+        return real_connect(url, **options)
 
     def respond(body):
         down["now"] = True  # the database drops while DeepSeek thinks

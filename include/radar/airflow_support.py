@@ -10,14 +10,14 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 
 from include.radar.llm import LLMConfigError
-from include.radar.pipeline import ConfigurationError, Runtime
+from include.radar.pipeline import ConfigurationError, DeadlinePassed, Runtime
 from include.radar.push import PushConfigError
 from include.radar.settings import SettingsError
 from include.radar.werss import WeRSSAuthError
 
 log = logging.getLogger(__name__)
 
-NOT_RETRYABLE = (WeRSSAuthError, LLMConfigError, SettingsError, ConfigurationError, PushConfigError)
+NOT_RETRYABLE = (WeRSSAuthError, LLMConfigError, SettingsError, ConfigurationError, PushConfigError, DeadlinePassed)
 
 
 def run_step(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -26,6 +26,16 @@ def run_step(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return func(Runtime.load(), *args, **kwargs)
     except NOT_RETRYABLE as exc:
         raise AirflowFailException(f"{exc.__class__.__name__}: {exc}") from exc
+
+
+def opened_slot() -> dict[str, Any]:
+    """The slot this run opened (open_slot's XCom), for the tasks that must not take it as an argument."""
+    from airflow.sdk import get_current_context
+
+    slot = get_current_context()["ti"].xcom_pull(task_ids="open_slot")
+    if not isinstance(slot, dict):
+        raise AirflowFailException("open_slot left no slot record: nothing to do (see open_slot's log)")
+    return slot
 
 
 def failed_tasks(context: dict[str, Any]) -> list[str]:

@@ -67,12 +67,36 @@ def database_url(conn_id: str = "radar_db") -> str:
     return embedded_url()
 
 
+# Every radar session is bounded: a statement, or a wait for a lock, that runs longer fails with a clear
+# error instead of holding a task (and the 22:00 report) hostage. Settings can change both (Runtime).
+STATEMENT_TIMEOUT_S = 60.0
+LOCK_TIMEOUT_S = 10.0
+# A server that vanishes mid-call (a dropped network, a killed host) is noticed within about a minute.
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+
+
+def session_options(statement_timeout_s: float | None, lock_timeout_s: float | None) -> str:
+    """The libpq ``options`` that bound a session (0 or None: unbounded, e.g. for migrations)."""
+    parts = []
+    if statement_timeout_s:
+        parts.append(f"-c statement_timeout={int(statement_timeout_s * 1000)}")
+    if lock_timeout_s:
+        parts.append(f"-c lock_timeout={int(lock_timeout_s * 1000)}")
+    return " ".join(parts)
+
+
 @contextmanager
-def connect(url: str | None = None) -> Iterator[psycopg.Connection]:
+def connect(
+    url: str | None = None, *, statement_timeout_s: float | None = STATEMENT_TIMEOUT_S,
+    lock_timeout_s: float | None = LOCK_TIMEOUT_S,
+) -> Iterator[psycopg.Connection]:
     """A transaction-scoped connection with dict rows; commits on success, rolls back on error."""
     target = url or database_url()
     try:
-        conn = psycopg.connect(target, row_factory=dict_row, connect_timeout=10, autocommit=False)
+        conn = psycopg.connect(
+            target, row_factory=dict_row, connect_timeout=10, autocommit=False,
+            options=session_options(statement_timeout_s, lock_timeout_s), **KEEPALIVES,
+        )
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(f"cannot reach the radar database at {redact(target)}: {exc}") from exc
     try:
@@ -98,16 +122,18 @@ def migrate(url: str | None = None, directory: Path = MIGRATIONS_DIR) -> list[st
     migrations are append-only.
     """
     applied: list[str] = []
-    with connect(url) as conn:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migration ("
-            " version text PRIMARY KEY, checksum text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        conn.commit()
+    # DDL may wait for locks and run long on a big table: migrations are the one unbounded session
+    with connect(url, statement_timeout_s=None, lock_timeout_s=None) as conn:
+        # the lock comes first: even CREATE TABLE IF NOT EXISTS races with itself in PostgreSQL
         conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
         conn.commit()
         try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migration ("
+                " version text PRIMARY KEY, checksum text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            conn.commit()
             done = {r["version"]: r["checksum"] for r in conn.execute("SELECT version, checksum FROM schema_migration")}
             conn.commit()
             for path in migration_files(directory):

@@ -127,6 +127,26 @@ def daily_title(day: date | str, opportunities: int, max_score: int | None, *, l
     return title + ("（延迟发送）" if late else "")
 
 
+def daily_notes(*, built: bool, partial: bool, digest_json: Any) -> list[str]:
+    """The lines under the daily push's counts, true to what the report is.
+
+    "Generation failed" only when nothing could be built; a report built from what was done says how.
+    """
+    if not built:
+        return ["日报生成失败，请稍后刷新"]
+    if not partial:
+        return []
+    data = digest_json if isinstance(digest_json, dict) else {}
+    notes = []
+    if data.get("step_errors"):
+        notes.append("本时段部分步骤出错")
+    if data.get("source") == "fallback":
+        notes.append("摘要由系统根据已完成的分析生成")
+    if data.get("pending"):
+        notes.append("未完成的分析由次日时段继续")
+    return ["部分结果：" + "；".join(notes or ["详见日报页"])]
+
+
 def first_sentence(text: str | None, limit: int = 80) -> str:
     """The one-line summary of a push: the first sentence, at most ``limit`` characters."""
     if not text:

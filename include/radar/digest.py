@@ -2,8 +2,11 @@
 
 The day is the Asia/Shanghai calendar day of the slot runs that produced the analyses. Stats are computed
 from the database, never taken from the LLM; top opportunities citing unknown analysis ids are dropped.
-When the digest call fails (or the day's slots failed) the report is stored with status failed, its reasons,
-and a digest built from the database alone.
+The report is built from what is done: articles still waiting for an analysis (a deadline came first, or
+the slot's cap) are listed as pending, for the next day's slots. Its status says what it is: ok (the LLM's
+digest of a complete day), partial (built, with the reasons: a digest from the database alone because the
+call failed or ran out of time, pending or failed analyses, a failed slot). "Failed" (nothing could be built)
+is only ever written by the push step when this step itself crashed.
 """
 
 from __future__ import annotations
@@ -16,15 +19,24 @@ from datetime import date
 from typing import Any
 
 from include.radar import store
-from include.radar.llm import LLMClient, LLMConfigError, LLMExhausted, LLMRejected, Prompt, neutralise_delimiters
+from include.radar.llm import (
+    LLMClient,
+    LLMConfigError,
+    LLMDeadline,
+    LLMExhausted,
+    LLMRejected,
+    Prompt,
+    neutralise_delimiters,
+)
 from include.radar.schemas import DailyDigest
 from include.radar.settings import Settings
-from include.radar.slots import to_local
+from include.radar.slots import local_day_bounds, to_local
 
 log = logging.getLogger(__name__)
 
 DIGEST_PROMPT = Prompt("digest", "v1")
 MAX_ITEMS_IN_PROMPT = 60
+MAX_PENDING_LISTED = 50
 
 
 @dataclass(frozen=True)
@@ -34,6 +46,7 @@ class DayFacts:
     failures: list[dict[str, Any]]
     slot_runs: list[dict[str, Any]]
     threshold: int
+    pending: list[dict[str, Any]]
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -43,6 +56,7 @@ class DayFacts:
             "analysed": len(self.analyses),
             "opportunities": len(opportunities),
             "failed": len(self.failures),
+            "pending": len(self.pending),
             "max_score": max((a["score"] for a in self.analyses), default=None),
             "cost_usd": round(sum(float(a["cost_usd"] or 0) for a in self.analyses), 6),
         }
@@ -57,12 +71,15 @@ class DayFacts:
 
 
 def gather(conn: Any, day: date, threshold: int) -> DayFacts:
+    """The day's analyses, failures and slot runs, and the articles published by the day's end that still
+    wait for an analysis."""
     return DayFacts(
         day=day,
         analyses=store.day_analyses(conn, day),
         failures=store.day_failures(conn, day),
         slot_runs=store.slot_runs_for_day(conn, day),
         threshold=threshold,
+        pending=store.pending_items(conn, local_day_bounds(day)[1], MAX_PENDING_LISTED),
     )
 
 
@@ -109,6 +126,9 @@ def fallback_markdown(facts: DayFacts) -> str:
     if facts.failures:
         lines += ["", "## 分析失败"]
         lines += [f"- {_md_text(f['title'])}：{_md_text((f['last_error'] or '')[:80])}" for f in facts.failures[:10]]
+    if facts.pending:
+        lines += ["", f"## 待分析（{len(facts.pending)} 篇，次日时段继续）"]
+        lines += [f"- {_md_text(p['title'])}" for p in facts.pending[:10]]
     if facts.slot_errors:
         lines += ["", "## 时段错误"]
         lines += [f"- {_md_text(e[:200])}" for e in facts.slot_errors]
@@ -132,8 +152,12 @@ def build_report(
     settings: Settings,
     analysis_url: Callable[[int], str],
     upstream_errors: list[str] | None = None,
+    deadline: float | None = None,
 ) -> dict[str, Any]:
-    """Gather the day, ask for the digest, validate it and upsert daily_report. Never raises for LLM failures."""
+    """Gather the day, ask for the digest, validate it and upsert daily_report. Never raises for LLM failures.
+
+    ``deadline`` (``time.monotonic()``) bounds the digest call: past it, the database summary stands in.
+    """
     with connect() as conn:
         facts = gather(conn, day, settings.push_score_threshold)
     stats = facts.stats
@@ -153,12 +177,16 @@ def build_report(
                 DIGEST_PROMPT.system(),
                 DIGEST_PROMPT.user(date=day.isoformat(), threshold=str(settings.push_score_threshold), data=data),
                 DailyDigest,
+                deadline=deadline,
             )
             digest = answer.value  # type: ignore[assignment]
             model, prompt_version = answer.model, DIGEST_PROMPT.label
-        except (LLMExhausted, LLMConfigError, LLMRejected) as exc:
+        except (LLMExhausted, LLMConfigError, LLMRejected, LLMDeadline) as exc:
             reasons.append(f"digest: {exc}")
             log.warning("digest for %s falls back to the database summary: %s", day, exc)
+    if facts.pending:
+        reasons.append(f"pending: {len(facts.pending)}{'+' if len(facts.pending) >= MAX_PENDING_LISTED else ''} "
+                       "articles still wait for an analysis (the next slots take them up)")
 
     if digest is not None:
         with connect() as conn:
@@ -175,19 +203,22 @@ def build_report(
             "dropped_analysis_ids": dropped,
             "source": "llm",
             "warnings": facts.slot_errors,
+            "step_errors": list(upstream_errors or []),
+            "pending": _pending(facts),
         }
         digest_md = digest.digest_md
     else:
         tops = [{"analysis_id": a["id"], "title": a["title"], "reason": f"评分 {a['score']}"}
                 for a in facts.analyses if a["score"] >= settings.push_score_threshold and not a["reused_from_id"]][:3]
         digest_json = {"has_opportunity": bool(tops), "top_opportunities": tops, "watchlist": [],
-                       "source": "fallback", "warnings": facts.slot_errors}
+                       "source": "fallback", "warnings": facts.slot_errors, "step_errors": list(upstream_errors or []),
+                       "pending": _pending(facts)}
         digest_md = fallback_markdown(facts) if (facts.analyses or facts.failures or reasons) else "今日没有新的分析结果。"
 
-    failed = bool(reasons) or (digest is None and bool(facts.analyses))
+    partial = bool(reasons) or (digest is None and bool(facts.analyses))
     report = {
         "report_date": day,
-        "status": store.REPORT_FAILED if failed else store.REPORT_OK,
+        "status": store.REPORT_PARTIAL if partial else store.REPORT_OK,
         "digest_md": digest_md,
         "digest_json": digest_json,
         "slots_done": facts.slots_done,
@@ -199,6 +230,14 @@ def build_report(
     }
     with connect() as conn:
         row = store.upsert_daily_report(conn, report)
-    log.info("daily report %s: %s, %d analysed, %d opportunities, %d failed",
-             day, "failed (fallback digest)" if failed else "ok", stats["analysed"], stats["opportunities"], stats["failed"])
+    log.info("daily report %s: %s, %d analysed, %d opportunities, %d failed, %d pending",
+             day, "partial" if partial else "ok", stats["analysed"], stats["opportunities"], stats["failed"],
+             stats["pending"])
     return {"report_id": row["id"], "status": row["status"], **stats}
+
+
+def _pending(facts: DayFacts) -> list[dict[str, Any]]:
+    """The pending articles as the report lists them (a snapshot: the next slots analyse them)."""
+    return [{"item_id": p["id"], "title": p["title"], "mp_name": p["mp_name"], "url": p["url"],
+             "published_at": p["published_at"].isoformat() if p["published_at"] else None}
+            for p in facts.pending]

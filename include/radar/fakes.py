@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'</p>"
@@ -27,6 +28,29 @@ CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'<
 def _json(body: Any, status: int = 200) -> Response:
     # ASCII escapes, so that a hostile test string (a lone surrogate) travels as JSON does on the wire
     return Response(json.dumps(body), status=status, content_type="application/json")
+
+
+def serve(handler: Callable[[Request], Response]) -> str:
+    """Serve ``handler`` on a loopback port in background threads (one per request); returns ``host:port``.
+
+    Threaded, unlike pytest-httpserver's default: a stand-in that stalls one request (a slow LLM) must not
+    stall every other request with it.
+    """
+    server = make_server("127.0.0.1", 0, Request.application(handler), threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"127.0.0.1:{server.server_port}"
+
+
+def trickle(response: Response, seconds_per_byte: float) -> Response:
+    """The same response, its body sent one byte at a time: a server no per-read timeout ever gives up on."""
+    body = response.get_data()
+
+    def drip() -> Any:
+        for i in range(len(body)):
+            time.sleep(seconds_per_byte)
+            yield body[i: i + 1]
+
+    return Response(drip(), status=response.status_code, content_type=response.content_type)
 
 
 def _ok(data: Any) -> Response:
@@ -84,6 +108,7 @@ class FakeWeRSS:
     raw_page_data: dict[str, str] = field(default_factory=dict)
     ignore_offset: bool = False
     endless_accounts: set[str] = field(default_factory=set)
+    trickle_seconds_per_byte: float = 0.0  # > 0: every answer's body drips out one byte at a time
 
     def __post_init__(self) -> None:
         self.tokens: dict[str, int] = {}  # token -> expiry
@@ -122,7 +147,8 @@ class FakeWeRSS:
 
     def handle(self, request: Request) -> Response:
         with self.lock:
-            return self._route(request)
+            response = self._route(request)
+        return trickle(response, self.trickle_seconds_per_byte) if self.trickle_seconds_per_byte else response
 
     def _route(self, request: Request) -> Response:
         path = request.path
@@ -230,6 +256,8 @@ class FakeDeepSeek:
     responder: Responder = field(default=lambda body: "{}")
     api_key: str = "sk-test"
     models: tuple[str, ...] = ("deepseek-v4-pro", "deepseek-flash")
+    # > 0: like DeepSeek under load, hold each request open this long with blank keep-alive lines first
+    delay_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
@@ -252,10 +280,27 @@ class FakeDeepSeek:
                 return _json(answer[1], answer[0])
             if isinstance(answer, str):
                 answer = completion(answer, model=body["model"])
-            return _json(answer)
+        if self.delay_seconds:
+            return _kept_alive(json.dumps(answer).encode(), self.delay_seconds)
+        return _json(answer)
 
     def user_messages(self) -> list[str]:
         return [next(m["content"] for m in r["messages"] if m["role"] == "user") for r in self.requests]
+
+
+def _kept_alive(body: bytes, seconds: float) -> Response:
+    """A 200 whose body starts with a blank line per second for ``seconds`` (valid JSON whitespace)."""
+
+    def lines() -> Any:
+        waited = 0.0
+        while waited < seconds:
+            step = min(1.0, seconds - waited)
+            time.sleep(step)
+            waited += step
+            yield b"\n"
+        yield body
+
+    return Response(lines(), content_type="application/json")
 
 
 # ------------------------------------------------------------------------------------------ push sink

@@ -40,7 +40,7 @@ class _Budget:
     def remaining(self, timeout: float | None, exc: type[Exception]) -> float:
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise exc(f"no complete answer within {self.seconds:g}s")
+            raise exc(f"no complete answer within {self.seconds:.3g}s")
         return left if timeout is None else min(timeout, left)
 
 

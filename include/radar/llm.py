@@ -243,7 +243,7 @@ class LLMClient:
         except openai.APIStatusError as exc:
             raise _classify(exc, self.model) from None
         except openai.APITimeoutError:
-            raise _Retryable(f"no complete answer within {budget:g}s") from None
+            raise _Retryable(f"no complete answer within {budget:.3g}s") from None
         except openai.APIConnectionError as exc:
             raise _Retryable(f"connection failed: {exc.__class__.__name__}") from None
         except openai.APIError as exc:  # an answer the SDK could not read

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypeVar
 
 from include.radar import analyst, db, decide, digest, ingest, push, signing, store
+from include.radar.deadlines import NONE, SlotDeadlines, daily_deadlines, retry_is_pointless
 from include.radar.llm import LLMClient
 from include.radar.settings import ConnectionInfo, Settings, get_connection, load_settings
 from include.radar.slots import SHANGHAI, SlotKey, is_late, slot_at, slot_for
@@ -26,6 +28,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 class ConfigurationError(RuntimeError):
     """A connection or parameter is missing or wrong; retrying cannot help."""
+
+
+class DeadlinePassed(RuntimeError):
+    """A step failed after its phase of the daily deadline: a retry would only delay the report."""
 
 
 @dataclass
@@ -41,7 +47,8 @@ class Runtime:
         return cls(settings=settings, database_url=db.database_url(settings.db_conn_id))
 
     def connect(self) -> Any:
-        return db.connect(self.database_url)
+        return db.connect(self.database_url, statement_timeout_s=self.settings.db_statement_timeout_seconds,
+                          lock_timeout_s=self.settings.db_lock_timeout_seconds)
 
     def werss(self) -> WeRSSClient:
         conn = _required(self.settings.werss_conn_id, "WeRSS")
@@ -128,6 +135,11 @@ def step(name: str | Callable[..., str]) -> Callable[[F], F]:
                                           dag_run_id=slot.get("dag_run_id"))
                 except Exception:  # noqa: BLE001 - the database may be what failed; keep the original error
                     log.exception("could not record the failure of step %s", label)
+                if retry_is_pointless(label, deadlines(slot), datetime.now(UTC)):
+                    raise DeadlinePassed(
+                        f"{label} failed at the end of its share of the daily deadline ({exc.__class__.__name__}: "
+                        f"{exc}); not retried, so that the daily report goes out on time"
+                    ) from exc
                 raise
             with rt.connect() as conn:
                 store.record_step(conn, slot["slot_run_id"], label, None)
@@ -178,24 +190,46 @@ def open_slot(
     if push_mode not in decide.PUSH_MODES:
         raise ConfigurationError(f"param push_mode={push_mode!r} is not one of {list(decide.PUSH_MODES)}")
     key, explicit = resolve_slot(run_after, rt.settings, params)
+    opened_at = datetime.now(UTC)
+    is_daily = key.slot == rt.settings.daily_slot
     with rt.connect() as conn:
-        row = store.open_slot_run(conn, key, run_type=run_type, dag_id=dag_id, dag_run_id=dag_run_id)
-    late = is_late(key, row["started_at"] if now is None else now, rt.settings.late_after_minutes)
-    log.info("slot %s %s: run record %s %s (%s run%s)", key.run_date, key.slot, row["id"],
-             "opened" if row["created"] else f"reopened (attempt {row['attempts']})", run_type, ", late" if late else "")
+        started = store.get_slot_started_at(conn, key.run_date, key.slot)
+        late = is_late(key, (started or opened_at) if now is None else now, rt.settings.late_after_minutes)
+        plan = {"push_mode": push_mode, "run_type": run_type, "explicit": explicit, "late": late}
+        # the daily deadline binds the one run that delivers the day's report on time
+        bound = is_daily and daily_push_plan(plan)[0] and not store.daily_push_sent(conn, key.run_date)
+        phases = daily_deadlines(key.scheduled_at, opened_at, rt.settings.daily_push_deadline_minutes) if bound else NONE
+        row = store.open_slot_run(conn, key, run_type=run_type, dag_id=dag_id, dag_run_id=dag_run_id,
+                                  deadline_at=phases.push)
+    log.info("slot %s %s: run record %s %s (%s run%s)%s", key.run_date, key.slot, row["id"],
+             "opened" if row["created"] else f"reopened (attempt {row['attempts']})", run_type, ", late" if late else "",
+             f"; the report is due by {phases.push.astimezone(SHANGHAI):%H:%M:%S}" if phases.push else "")
     return {
         "slot_run_id": row["id"],
         "run_date": key.run_date.isoformat(),
         "slot": key.slot,
         "scheduled_at": key.scheduled_at.isoformat(),
-        "is_daily": key.slot == rt.settings.daily_slot,
+        "is_daily": is_daily,
         "run_type": run_type,
         "late": late,
         "push_mode": push_mode,
         "explicit": explicit,
         "retry_failed": bool(params.get("retry_failed")),
         "dag_run_id": dag_run_id,
+        "deadlines": phases.as_xcom(),
     }
+
+
+def deadlines(slot: dict[str, Any]) -> SlotDeadlines:
+    return SlotDeadlines.from_xcom(slot.get("deadlines"))
+
+
+def step_deadline(slot: dict[str, Any], step_name: str) -> float | None:
+    """The end of ``step_name``'s phase as a ``time.monotonic()`` value (what the clients count in), or None."""
+    at = deadlines(slot).for_step(step_name)
+    if at is None:
+        return None
+    return time.monotonic() + (at - datetime.now(UTC)).total_seconds()
 
 
 def _key(slot: dict[str, Any]) -> SlotKey:
@@ -204,8 +238,10 @@ def _key(slot: dict[str, Any]) -> SlotKey:
 
 @step("ingest")
 def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    client = rt.werss()
+    client.deadline = step_deadline(slot, "ingest")
     summary = ingest.ingest_slot(
-        rt.connect, rt.werss(), slot_run_id=slot["slot_run_id"], key=_key(slot),
+        rt.connect, client, slot_run_id=slot["slot_run_id"], key=_key(slot),
         window_days=rt.settings.window_days, max_articles=rt.settings.max_articles_per_slot,
         page_size=rt.settings.werss_page_size, max_pages=rt.settings.werss_max_pages,
     )
@@ -227,6 +263,14 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
             conn, max_attempts=rt.settings.max_analysis_attempts, limit=rt.settings.max_articles_per_slot,
             first_slot_run_id=slot["slot_run_id"] if own_only else None,
         )
+        left = step_deadline(slot, "select_articles")
+        if rows and left is not None and left - time.monotonic() < analyst.MIN_CALL_SECONDS:
+            store.add_deferred(conn, slot["slot_run_id"], len(rows))
+            store.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
+                f"deadline: {len(rows)} analyses left for later slots (the daily report is due first)"])
+            log.warning("slot %s: the analysis deadline has passed; %d articles wait for later slots",
+                        slot["slot"], len(rows))
+            return []
     retries = sum(1 for r in rows if r["analyzed_status"] == store.FAILED)
     log.info("slot %s: %d articles to analyse (%d retries of earlier failures)", slot["slot"], len(rows), retries)
     return [{"item_id": r["id"], "title": r["title"][:80]} for r in rows]
@@ -236,7 +280,7 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
 def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any]) -> dict[str, Any]:
     outcome = analyst.analyse_item(
         rt.connect, rt.llm, item_id=article["item_id"], slot_run_id=slot["slot_run_id"], claimer=claimer(slot),
-        settings=rt.settings,
+        settings=rt.settings, deadline=step_deadline(slot, "analyse"),
     )
     return outcome.as_xcom()
 
@@ -319,7 +363,7 @@ def build_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     return digest.build_report(
         rt.connect, rt.llm, day=date.fromisoformat(slot["run_date"]), slot_run_id=slot["slot_run_id"],
         settings=rt.settings, analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"),
-        upstream_errors=_upstream_errors(rt, slot),
+        upstream_errors=_upstream_errors(rt, slot), deadline=step_deadline(slot, "build_daily_report"),
     )
 
 
@@ -358,13 +402,13 @@ def _push_daily(rt: Runtime, day: date, slot: dict[str, Any], *, late: bool, non
     """Send the daily message of ``day`` through the notification log (its msg_uuid does not depend on which
     run sends it, so a catch-up and the real 22:00 can never both deliver)."""
     with rt.connect() as conn:
-        report = store.get_daily_report(conn, day)
-        # the report step itself failed: the stats come from the database alone
-        stats = report["stats"] if report else digest.gather(conn, day, rt.settings.push_score_threshold).stats
+        report = _report_to_push(conn, day, slot)
+    stats = report["stats"] or _stats_from_database(rt, day)
     path = f"/daily/{day.isoformat()}"
-    lines = [f"分析 {stats.get('analysed', 0)} 篇，机会 {stats.get('opportunities', 0)} 条，失败 {stats.get('failed', 0)} 篇"]
-    if report is None or report["status"] == store.REPORT_FAILED:
-        lines.append("日报生成失败，请稍后刷新")
+    lines = [f"分析 {stats.get('analysed', 0)} 篇，机会 {stats.get('opportunities', 0)} 条，失败 {stats.get('failed', 0)} 篇"
+             + (f"，待分析 {stats['pending']} 篇" if stats.get("pending") else "")]
+    lines += decide.daily_notes(built=report["status"] != store.REPORT_FAILED,
+                                partial=report["status"] == store.REPORT_PARTIAL, digest_json=report["digest_json"])
     message = push.Message(
         title=decide.daily_title(day, stats.get("opportunities", 0), stats.get("max_score"), late=late),
         lines=lines, link=rt.page_url(path),
@@ -376,6 +420,29 @@ def _push_daily(rt: Runtime, day: date, slot: dict[str, Any], *, late: bool, non
     if delivery.failed:
         raise push.PushFailed(f"daily push failed for {', '.join(delivery.failed)}; a retry resends only to those")
     return delivery.as_xcom()
+
+
+def _stats_from_database(rt: Runtime, day: date) -> dict[str, Any]:
+    """The day's counts when the report step failed; none at all when even they cannot be had (the push
+    still goes out: it is the one message the reader gets every day)."""
+    try:
+        with rt.connect() as conn:
+            return digest.gather(conn, day, rt.settings.push_score_threshold).stats
+    except Exception:  # noqa: BLE001 - whatever broke the report must not also stop its push
+        log.exception("the day's counts could not be gathered for the daily push; pushing without them")
+        return {}
+
+
+def _report_to_push(conn: Any, day: date, slot: dict[str, Any]) -> dict[str, Any]:
+    """The report row the push describes. When this run's build step failed, the row says so (status
+    failed, with the error) so the page and the push agree: "generation failed" only when nothing was built.
+    """
+    report = store.get_daily_report(conn, day)
+    run = store.get_slot_run(conn, slot["slot_run_id"]) if slot.get("slot_run_id") else None
+    build_error = ((run or {}).get("step_errors") or {}).get("build_daily_report")
+    if report is not None and not build_error:
+        return report
+    return store.mark_report_failed(conn, day, build_error or "the daily report was not built", slot.get("slot_run_id"))
 
 
 @step("catch_up_daily_report")

@@ -48,6 +48,11 @@ class Settings(BaseModel):
     deepseek_price_output: float = Field(0.42, ge=0)
 
     # operations
+    # the daily report is pushed at most this long after the daily slot's time, whatever else is happening
+    daily_push_deadline_minutes: float = Field(10, ge=0.25, le=120)
+    # every radar database session: a statement or a lock wait longer than this fails instead of hanging
+    db_statement_timeout_seconds: float = Field(60, gt=0, le=3600)
+    db_lock_timeout_seconds: float = Field(10, gt=0, le=600)
     max_analysis_attempts: int = Field(3, ge=1, le=20)
     late_after_minutes: int = Field(30, ge=0, le=366 * 24 * 60)
     werss_timeout_seconds: float = Field(20, gt=0, le=300)

@@ -308,7 +308,7 @@ def _decode(content: bytes) -> Any:
 
 def _transport_error(exc: httpx2.TransportError, budget: float) -> str:
     if isinstance(exc, httpx2.TimeoutException):
-        return f"no complete answer within {budget:g}s"
+        return f"no complete answer within {budget:.3g}s"
     return exc.__class__.__name__
 
 

@@ -14,18 +14,15 @@ import os
 import re
 import secrets
 import sys
-import threading
 import time
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from werkzeug.serving import make_server
-from werkzeug.wrappers import Request
 
 from include.radar import db
-from include.radar.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink
+from include.radar.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
 from include.radar.slots import SHANGHAI, slot_at
 
 log = logging.getLogger("radar.demo")
@@ -83,12 +80,6 @@ def build_deepseek() -> FakeDeepSeek:
         return json.dumps(answer, ensure_ascii=False)
 
     return FakeDeepSeek(responder=respond, api_key="sk-demo")
-
-
-def serve(handler: Any) -> str:
-    server = make_server("127.0.0.1", 0, Request.application(handler), threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"127.0.0.1:{server.server_port}"
 
 
 def demo_database(server_url: str) -> str:

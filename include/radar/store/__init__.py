@@ -71,6 +71,7 @@ from include.radar.store.common import (  # noqa: F401
 )
 from include.radar.store.pushes import (  # noqa: F401
     claim_notification,
+    daily_push_sent,
     finish_notification,
     notification,
     notifications_for_day,
@@ -78,6 +79,7 @@ from include.radar.store.pushes import (  # noqa: F401
 from include.radar.store.reports import (  # noqa: F401
     daily_notifications,
     get_daily_report,
+    mark_report_failed,
     recent_days,
     upsert_daily_report,
 )
@@ -89,6 +91,7 @@ from include.radar.store.slot_runs import (  # noqa: F401
     add_slot_warnings,
     close_slot_run,
     get_slot_run,
+    get_slot_started_at,
     open_slot_run,
     record_ingest,
     record_step,

@@ -385,18 +385,19 @@ def day_failures(conn: psycopg.Connection, day: date) -> list[Row]:
     ).fetchall()
 
 
-def pending_items(conn: psycopg.Connection, up_to: datetime, limit: int = 50) -> list[Row]:
-    """Articles stored by ``up_to`` that still wait for an analysis (pending, or being analysed right now)."""
+def pending_items(conn: psycopg.Connection, published_before: datetime, limit: int = 50) -> list[Row]:
+    """Articles published before ``published_before`` that still wait for an analysis (pending, or being
+    analysed right now)."""
     return conn.execute(
         """
         SELECT c.id, c.title, c.url, c.published_at, c.attempts, c.analyzed_status,
                coalesce(acc.name, c.mp_id) AS mp_name
         FROM content_item c LEFT JOIN wechat_account acc ON acc.id = c.account_id
-        WHERE c.body_status = 1 AND c.analyzed_status IN (0, 1) AND c.created_at <= %s
+        WHERE c.body_status = 1 AND c.analyzed_status IN (0, 1) AND c.published_at < %s
         ORDER BY c.published_at DESC, c.id
         LIMIT %s
         """,
-        (up_to, limit),
+        (published_before, limit),
     ).fetchall()
 
 

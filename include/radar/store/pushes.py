@@ -62,3 +62,10 @@ def notifications_for_day(conn: psycopg.Connection, day: date) -> list[Row]:
         "SELECT * FROM notification_log WHERE report_date = %s ORDER BY created_at, id", (day,)
     ).fetchall()
 
+
+
+def daily_push_sent(conn: psycopg.Connection, day: date) -> bool:
+    """Whether the daily report of ``day`` has reached at least one channel."""
+    return conn.execute(
+        "SELECT 1 FROM notification_log WHERE report_date = %s AND push_type = 'daily' AND status = 1 LIMIT 1", (day,)
+    ).fetchone() is not None

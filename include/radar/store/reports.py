@@ -30,6 +30,19 @@ def upsert_daily_report(conn: psycopg.Connection, report: dict[str, Any]) -> Row
     ).fetchone()
 
 
+def mark_report_failed(conn: psycopg.Connection, day: date, error: str, slot_run_id: int | None) -> Row:
+    """The day's report could not be built: say so (seed 10.2), keeping any digest an earlier build left."""
+    return conn.execute(
+        """
+        INSERT INTO daily_report (report_date, status, error, slot_run_id) VALUES (%s, 2, %s, %s)
+        ON CONFLICT ON CONSTRAINT daily_report_report_date_key DO UPDATE SET
+            status = 2, error = EXCLUDED.error, slot_run_id = EXCLUDED.slot_run_id, updated_at = now()
+        RETURNING *
+        """,
+        (day, error[:4000], slot_run_id),
+    ).fetchone()
+
+
 def get_daily_report(conn: psycopg.Connection, day: date) -> Row | None:
     return conn.execute("SELECT * FROM daily_report WHERE report_date = %s", (day,)).fetchone()
 

@@ -51,6 +51,12 @@ def open_slot_run(
     ).fetchone()
 
 
+def get_slot_started_at(conn: psycopg.Connection, run_date: date, slot: str) -> datetime | None:
+    """When the slot was first opened (lateness is judged from it), or None when it never was."""
+    row = conn.execute("SELECT started_at FROM slot_run WHERE run_date = %s AND slot = %s", (run_date, slot)).fetchone()
+    return row["started_at"] if row else None
+
+
 def get_slot_run(conn: psycopg.Connection, slot_run_id: int) -> Row | None:
     return conn.execute("SELECT * FROM slot_run WHERE id = %s", (slot_run_id,)).fetchone()
 

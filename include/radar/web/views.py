@@ -51,15 +51,18 @@ PUSH_LABELS = {
 _NOTE_STATUS = {0: PUSH_PENDING, 1: PUSH_SENT, 2: PUSH_FAILED}
 
 REPORT_OK, REPORT_BUILDING, REPORT_FAILED, REPORT_MISSING, REPORT_EMPTY = "ok", "building", "failed", "missing", "empty"
+REPORT_PARTIAL = "partial"
 REPORT_LABELS = {
     REPORT_OK: "已生成",
     REPORT_BUILDING: "生成中",
     REPORT_FAILED: "生成失败",
+    REPORT_PARTIAL: "部分完成",
     REPORT_MISSING: "未生成",
     REPORT_EMPTY: "无",
 }
-_REPORT_STATUS = {0: REPORT_BUILDING, 1: REPORT_OK, 2: REPORT_FAILED}
+_REPORT_STATUS = {0: REPORT_BUILDING, 1: REPORT_OK, 2: REPORT_FAILED, 3: REPORT_PARTIAL}
 REPORT_FAILED_NOTICE = "日报生成失败，请稍后刷新"
+REPORT_PARTIAL_NOTICE = "日报根据已完成的部分生成"
 
 TYPE_LABELS = {
     "stock": "个股",
@@ -578,6 +581,15 @@ class Stats:
     opportunities: int
     failed: int
     max_score: int | None
+    pending: int = 0
+
+
+@dataclass(frozen=True)
+class PendingView:
+    title: str
+    mp_name: str
+    published: str
+    source_url: str | None
 
 
 @dataclass(frozen=True)
@@ -597,6 +609,7 @@ class DailyPage:
     watchlist: list[str]
     analyses: list[AnalysisCard]
     failures: list[FailureView]
+    pending: list[PendingView]
     stats: Stats
     slots: list[SlotView]
     slots_done: list[str]
@@ -686,7 +699,28 @@ def _stats(report: Row | None, cards: Sequence[AnalysisCard], failures: Sequence
         opportunities=pick("opportunities", live.opportunities),
         failed=pick("failed", live.failed),
         max_score=pick("max_score", live.max_score),
+        pending=pick("pending", 0),
     )
+
+
+def pending_views(digest_json: Any, tz: ZoneInfo) -> list[PendingView]:
+    """The articles the report listed as still waiting for an analysis (a snapshot taken when it was built)."""
+    items = digest_json.get("pending") if isinstance(digest_json, dict) else None
+    views = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        try:
+            published = datetime.fromisoformat(str(item.get("published_at")))
+        except ValueError:
+            published = None
+        views.append(PendingView(
+            title=str(item.get("title") or "（无标题）"),
+            mp_name=str(item.get("mp_name") or ""),
+            published=local_time(published, tz, "%m-%d %H:%M") if published and published.tzinfo else "",
+            source_url=safe_http_url(item.get("url") if isinstance(item.get("url"), str) else None),
+        ))
+    return views
 
 
 def failure_reasons(report: Row | None, runs: Iterable[Row]) -> list[str]:
@@ -737,6 +771,8 @@ def daily_page(
         state = _REPORT_STATUS.get(report["status"], REPORT_FAILED)
         if state == REPORT_FAILED:
             notice, reasons = REPORT_FAILED_NOTICE, failure_reasons(report, runs)
+        elif state == REPORT_PARTIAL:
+            notice, reasons = REPORT_PARTIAL_NOTICE, failure_reasons(report, runs)
         elif state == REPORT_BUILDING:
             notice = "日报正在生成，请稍后刷新。"
     elif has_data:
@@ -764,6 +800,7 @@ def daily_page(
         watchlist=watchlist(digest_json),
         analyses=cards,
         failures=failure_views,
+        pending=pending_views(digest_json, tz),
         stats=_stats(report, cards, failures),
         slots=slot_list,
         slots_done=[s.slot for s in slot_list if s.state == SLOT_DONE],  # live, not the report's snapshot
