@@ -159,14 +159,19 @@ def deliver(
     target_url: str,
     slot_run_id: int | None,
     nonce: str = "",
+    identity: str | None = None,
     sender: Callable[[Channel, str, str], str | None] = send_one,
 ) -> DeliveryReport:
-    """Send ``message`` once to each channel; record every outcome. Raises nothing for channel failures."""
+    """Send ``message`` once to each channel; record every outcome. Raises nothing for channel failures.
+
+    ``identity`` is what makes two messages the same one (default: ``target_url``). A slot's opportunity
+    alert passes "" so the slot itself is the identity: a rerun whose top analysis changed sends nothing.
+    """
     if not channels:
         raise PushConfigError("no push channel configured: add apprise URLs to the radar_push connection (extra.urls)")
     report = DeliveryReport()
     for channel in channels:
-        uuid = msg_uuid(report_date, slot, push_type, target_url, channel.key, nonce)
+        uuid = msg_uuid(report_date, slot, push_type, target_url if identity is None else identity, channel.key, nonce)
         with connect() as conn:
             claimed = store.claim_notification(
                 conn,

@@ -129,13 +129,12 @@ def set_slot_decision(conn: psycopg.Connection, slot_run_id: int, decision: str,
 
 
 def slot_failed_count(conn: psycopg.Connection, slot_run_id: int) -> int:
-    """Articles whose analysis failed in this slot (any of its runs) and that it did not analyse after all."""
+    """Articles whose analysis failed in this slot, in any of its runs: a record of what happened, so a rerun
+    that analyses the article after all adds an analysis and leaves the failure on record."""
     return conn.execute(
         """
         SELECT count(DISTINCT t.content_item_id) AS n FROM analysis_attempt t
         WHERE t.slot_run_id = %(id)s AND t.outcome = ANY(%(failed)s)
-          AND NOT EXISTS (SELECT 1 FROM analysis_result r
-                           WHERE r.content_item_id = t.content_item_id AND r.slot_run_id = %(id)s)
         """,
         {"id": slot_run_id, "failed": FAILED_OUTCOMES},
     ).fetchone()["n"]
