@@ -118,7 +118,7 @@ def fakes(httpserver, monkeypatch, db_url) -> Fakes:
     monkeypatch.setenv("AIRFLOW_CONN_RADAR_PUSH", json.dumps({
         "conn_type": "generic", "extra": {"urls": [f"json://{hostport}/push/one", f"json://{hostport}/push/two"]}}))
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_REPORT_BASE_URL", "https://radar.example.com/radar")
-    monkeypatch.setenv("AIRFLOW_VAR_RADAR_LINK_SECRET", "test-link-secret")
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_LINK_SECRET", "test-link-secret-0123456789abcdef01")
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES", "30")
     return Fakes(werss, deepseek, sink, sink2, base, clock)
 

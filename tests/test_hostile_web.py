@@ -31,7 +31,7 @@ from include.radar.web.app import create_app
 
 pytestmark = pytest.mark.hostile
 
-SECRET = "hostile-link-secret"
+SECRET = "hostile-link-secret-0123456789abcdef"
 # 20:00 in Shanghai on the day the pages are looked at
 NOW = datetime(2026, 1, 8, 20, 0, tzinfo=SHANGHAI).astimezone(UTC)
 TODAY = date(2026, 1, 8)
@@ -448,23 +448,23 @@ def variables(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 
 def test_settings_kept_as_airflow_variables_reach_the_pages(db_url: str, variables: dict[str, str]) -> None:
-    variables["radar_link_secret"] = "secret-from-a-variable"
+    variables["radar_link_secret"] = "secret-from-a-variable-0123456789abcdef"
     variables["radar_push_score_threshold"] = "77"
     app = create_app(db_url=db_url, clock=lambda: NOW)  # the default settings loader, as in the api-server
     client = TestClient(app)
-    assert client.get(signed("/daily/2026-01-08", secret="secret-from-a-variable")).status_code == 200
+    assert client.get(signed("/daily/2026-01-08", secret="secret-from-a-variable-0123456789abcdef")).status_code == 200
     assert client.get(signed("/daily/2026-01-08", secret="another-secret")).status_code == 403
-    assert "推送阈值 77 分" in client.get(signed("/", secret="secret-from-a-variable")).text
+    assert "推送阈值 77 分" in client.get(signed("/", secret="secret-from-a-variable-0123456789abcdef")).text
 
 
 def test_the_environment_wins_over_a_variable(
     db_url: str, variables: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     variables["radar_push_score_threshold"] = "77"
-    variables["radar_link_secret"] = "secret-from-a-variable"
+    variables["radar_link_secret"] = "secret-from-a-variable-0123456789abcdef"
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_PUSH_SCORE_THRESHOLD", "55")
     client = TestClient(create_app(db_url=db_url, clock=lambda: NOW))
-    assert "推送阈值 55 分" in client.get(signed("/", secret="secret-from-a-variable")).text
+    assert "推送阈值 55 分" in client.get(signed("/", secret="secret-from-a-variable-0123456789abcdef")).text
 
 
 def test_settings_come_from_the_metadata_database(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -57,7 +57,7 @@ def test_slot_above_threshold_sends_one_message_for_its_own_best_analysis(fakes)
     link = message["message"].splitlines()[-1]
     assert link.startswith(f"https://radar.example.com/radar/analysis/{top}?")
     query = parse_qs(urlparse(link).query)
-    assert signing.verify(f"/analysis/{top}", query["exp"][0], query["sig"][0], "test-link-secret",
+    assert signing.verify(f"/analysis/{top}", query["exp"][0], query["sig"][0], "test-link-secret-0123456789abcdef01",
                           datetime.now(UTC))
     assert message["message"].splitlines()[0] == "第3篇的结论。"
 

@@ -34,7 +34,7 @@ from include.radar.web import views
 from include.radar.web.app import SECURITY_HEADERS, create_app
 
 REPO = Path(__file__).resolve().parents[1]
-SECRET = "test-link-secret"
+SECRET = "test-link-secret-0123456789abcdef01"
 DAY = date(2026, 1, 8)
 # 20:30 in Shanghai: 07:00-14:00 have run, 18:00 is overdue (grace 30 min), 22:00 is still ahead
 NOW = datetime(2026, 1, 8, 20, 30, tzinfo=SHANGHAI).astimezone(UTC)

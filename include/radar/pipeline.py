@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypeVar
 
-from include.radar import analyst, db, decide, digest, ingest, push, signing, store
+from include.radar import analyst, db, decide, digest, ingest, push, redact, signing, store
 from include.radar.deadlines import NONE, SlotDeadlines, daily_deadlines, retry_is_pointless
 from include.radar.llm import LLMClient
-from include.radar.settings import ConnectionInfo, Settings, get_connection, load_settings
+from include.radar.settings import ConnectionInfo, Settings, check_secret, get_connection, load_settings
 from include.radar.slots import SHANGHAI, SlotKey, is_late, slot_at, slot_for
 from include.radar.werss import WeRSSClient
 
@@ -44,7 +44,9 @@ class Runtime:
     @classmethod
     def load(cls) -> Runtime:
         settings = load_settings()
-        return cls(settings=settings, database_url=db.database_url(settings.db_conn_id))
+        url = db.database_url(settings.db_conn_id)
+        redact.register(db.password_of(url))
+        return cls(settings=settings, database_url=url)
 
     def connect(self) -> Any:
         return db.connect(self.database_url, statement_timeout_s=self.settings.db_statement_timeout_seconds,
@@ -53,12 +55,17 @@ class Runtime:
     def werss(self) -> WeRSSClient:
         conn = _required(self.settings.werss_conn_id, "WeRSS")
         extra = conn.extra or {}
+        where = f"connection {self.settings.werss_conn_id!r}:"
+        password = check_secret(conn.password, f"{where} password", header=False)
+        access_key = check_secret(extra.get("access_key"), f"{where} extra access_key")
+        secret_key = check_secret(extra.get("secret_key"), f"{where} extra secret_key")
+        redact.register(password, access_key, secret_key)
         return WeRSSClient(
             _base_url(conn),
             username=conn.login,
-            password=conn.password,
-            access_key=extra.get("access_key"),
-            secret_key=extra.get("secret_key"),
+            password=password,
+            access_key=access_key,
+            secret_key=secret_key,
             timeout=self.settings.werss_timeout_seconds,
             max_retries=int(extra.get("max_retries", 3)),
             backoff_seconds=float(extra.get("backoff_seconds", 1.0)),
@@ -71,9 +78,11 @@ class Runtime:
             raise ConfigurationError(f"the DeepSeek connection {self.settings.deepseek_conn_id!r} is missing")
         extra = conn.extra or {}
         s = self.settings
+        api_key = check_secret(conn.password or extra.get("api_key"), f"the DeepSeek API key (connection {s.deepseek_conn_id!r})")
+        redact.register(api_key)
         return LLMClient(
             base_url=_base_url(conn) if conn.host else "https://api.deepseek.com",
-            api_key=conn.password or extra.get("api_key") or "",
+            api_key=api_key or "",
             model=s.deepseek_model,
             thinking=s.deepseek_thinking,
             reasoning_effort=s.deepseek_reasoning_effort,
@@ -87,7 +96,10 @@ class Runtime:
         if conn is None:
             return []
         urls = push.parse_urls((conn.extra or {}).get("urls")) or push.parse_urls(conn.password) or push.parse_urls(conn.host)
-        return push.channels_from(urls)
+        channels = push.channels_from(urls)
+        for channel in channels:
+            redact.register(*push.secret_parts(channel, min_chars=10))
+        return channels
 
     def page_url(self, path: str, now: datetime | None = None) -> str:
         secret = self.settings.link_secret.get_secret_value() if self.settings.link_secret else None

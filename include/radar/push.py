@@ -19,10 +19,13 @@ from typing import Any
 
 import apprise
 
-from include.radar import store
+from include.radar import redact, store
 from include.radar.decide import msg_uuid
 
 log = logging.getLogger(__name__)
+# apprise and urllib3 (under apprise's requests) log channel URLs and request paths with their tokens
+for _name in ("apprise", "urllib3.connectionpool"):
+    redact.scrub_logger(_name)
 
 # channel body limits (external-apis.md): WeCom markdown 4096 bytes, Telegram 4096 chars, Feishu 20 KB
 BYTE_LIMITS = {"wecombot": 4096, "wxteams": 4096, "feishu": 20000, "lark": 20000, "dingtalk": 20000}
@@ -117,23 +120,33 @@ def fit(message: Message, channel: Channel) -> tuple[str, str]:
     return title, (body + tail).strip()
 
 
+def secret_parts(channel: Channel, min_chars: int = 6) -> set[str]:
+    """The pieces of a channel URL that may be secret: every part but the host and port of webhook URLs."""
+    parts = {p for p in re.split(r"[:/@?&=#,]+", channel.url.split("://", 1)[-1]) if len(p) >= min_chars}
+    public = set(channel.label.split("://", 1)[-1].split(":"))
+    return parts - public
+
+
 def _redact(text: str, channel: Channel) -> str:
-    secrets = {p for p in re.split(r"[:/@?&=#,]+", channel.url.split("://", 1)[-1]) if len(p) >= 6}
-    public = set(channel.label.split("://", 1)[-1].split(":"))  # the host and port of webhook-style URLs
-    for secret in sorted(secrets - public, key=len, reverse=True):
+    for secret in sorted(secret_parts(channel), key=len, reverse=True):
         text = text.replace(secret, "***")
-    return text
+    return redact.scrub(text)
 
 
 def send_one(channel: Channel, title: str, body: str) -> str | None:
-    """Send through apprise; None on success, else a redacted error."""
-    instance = apprise.Apprise.instantiate(channel.url, suppress_exceptions=True)
-    if instance is None:
-        return f"{channel.label}: not a valid apprise URL"
+    """Send through apprise; None on success, else a redacted error.
+
+    apprise names the channel URL in its log lines (at DEBUG and INFO, when it loads the URL and when it
+    posts), and the HTTP library below it logs request paths that hold webhook tokens: while it sends, its
+    lines go to a private capture only, and a scrubbing filter guards both loggers for good.
+    """
     apprise_log = logging.getLogger("apprise")
-    propagate, apprise_log.propagate = apprise_log.propagate, False  # its lines may name the secret URL
+    propagate, apprise_log.propagate = apprise_log.propagate, False
     try:
         with apprise.LogCapture(level=logging.INFO) as captured:
+            instance = apprise.Apprise.instantiate(channel.url, suppress_exceptions=True)
+            if instance is None:
+                return f"{channel.label}: not a valid apprise URL"
             try:
                 ok = instance.notify(body=body, title=title)
             except Exception as exc:  # noqa: BLE001 - a plugin bug must not stop the other channels

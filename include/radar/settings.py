@@ -21,7 +21,41 @@ SLOT_RE = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
 
 class SettingsError(ValueError):
-    """A configuration value is invalid; the message names the setting and the value."""
+    """A configuration value is invalid; the message names the setting (and the value, unless it is secret)."""
+
+
+MIN_LINK_SECRET_BYTES = 32
+
+
+def secret_problem(value: str, *, header: bool) -> str | None:
+    """Why ``value`` cannot be a secret the radar sends, or None. Never quotes the value.
+
+    A secret that travels in an HTTP header (an API key, AK/SK, a signature key) must be printable ASCII
+    without spaces: a pasted newline otherwise ends up in an error message that quotes the header. A secret
+    sent in a form body (a password) may hold spaces and any character, but not line breaks or control
+    characters, nor leading or trailing blanks (a paste error).
+    """
+    if any(ch in "\r\n" for ch in value):
+        return "contains a line break (a paste error?)"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        return "contains a control character"
+    if value != value.strip():
+        return "has leading or trailing blanks"
+    if header and any(ch.isspace() for ch in value):
+        return "contains a space"
+    if header and not value.isascii():
+        return "contains a non-ASCII character"
+    return None
+
+
+def check_secret(value: str | None, what: str, *, header: bool = True) -> str | None:
+    """``value`` when it is usable as a secret (or None when absent); else SettingsError naming ``what``."""
+    if value is None or value == "":
+        return value or None
+    problem = secret_problem(value, header=header)
+    if problem:
+        raise SettingsError(f"{what} {problem}; fix it where it is set (the value is not shown)")
+    return value
 
 
 class Settings(BaseModel):
@@ -90,6 +124,27 @@ class Settings(BaseModel):
             raise ValueError("slots repeat")
         return tuple(sorted(value))
 
+    @field_validator("link_secret", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+    @field_validator("link_secret")
+    @classmethod
+    def _check_link_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        secret = value.get_secret_value()
+        problem = secret_problem(secret, header=True)
+        if problem:
+            raise ValueError(problem)
+        if len(secret.encode()) < MIN_LINK_SECRET_BYTES:
+            raise ValueError(
+                f"must be at least {MIN_LINK_SECRET_BYTES} bytes (it signs the links in pushes); make one with "
+                "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+            )
+        return value
+
     @field_validator("report_base_url")
     @classmethod
     def _check_base_url(cls, value: str) -> str:
@@ -113,6 +168,7 @@ class Settings(BaseModel):
 
 
 SETTING_NAMES: tuple[str, ...] = tuple(Settings.model_fields)
+SECRET_SETTINGS = frozenset(n for n, f in Settings.model_fields.items() if "SecretStr" in str(f.annotation))
 
 
 def env_name(name: str) -> str:
@@ -150,14 +206,21 @@ def load_settings(lookup: Lookup | None = None, *, use_airflow: bool = True, **o
             raw[name] = value
     raw.update(overrides)
     try:
-        return Settings(**raw)
+        settings = Settings(**raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         name = str(first["loc"][0]) if first["loc"] else "?"
         value = raw.get(name, first.get("input"))
+        shown = "<secret>" if name in SECRET_SETTINGS else repr(value)
+        message = str(first["msg"]).removeprefix("Value error, ")
         raise SettingsError(
-            f"invalid setting {name}={value!r} ({env_name(name)} or Airflow Variable radar_{name}): {first['msg']}"
+            f"invalid setting {name}={shown} ({env_name(name)} or Airflow Variable radar_{name}): {message}"
         ) from None
+    if settings.link_secret is not None:
+        from include.radar import redact
+
+        redact.register(settings.link_secret.get_secret_value())
+    return settings
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from include.radar import redact
 from include.radar.store.common import ANALYSING, DONE, Row
 from include.radar.store.slot_runs import FAILED_OUTCOMES
 
@@ -141,7 +142,7 @@ def finish_attempt(
         WHERE id = %s AND outcome = 'running'
         RETURNING content_item_id, claimed_by
         """,
-        (outcome, (error or "")[:4000] or None, llm_calls, attempt_id),
+        (outcome, redact.scrub(error)[:4000] or None, llm_calls, attempt_id),
     ).fetchone()
     if row is None:
         return False
@@ -154,7 +155,7 @@ def finish_attempt(
                claimed_by = NULL, lease_until = NULL, updated_at = now()
         WHERE id = %(id)s AND analyzed_status = 1 AND claimed_by = %(claimer)s
         """,
-        {"error": (error or "")[:4000] or None, "id": row["content_item_id"], "claimer": row["claimed_by"],
+        {"error": redact.scrub(error)[:4000] or None, "id": row["content_item_id"], "claimer": row["claimed_by"],
          "max": max_attempts if max_attempts is not None else 1 << 30},
     )
     return True

@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 
+from include.radar import redact
 from include.radar.store.common import BODY_WAITING, Row
 
 
@@ -50,7 +51,7 @@ def record_account_check(
                    last_error = %s, updated_at = now()
             WHERE id = %s
             """,
-            (backoff_until, error[:2000], account_id),
+            (backoff_until, redact.scrub(error)[:2000], account_id),
         )
 
 
@@ -61,7 +62,7 @@ def record_account_skips(conn: psycopg.Connection, account_id: int, count: int, 
         UPDATE wechat_account SET rows_skipped = rows_skipped + %s, last_skip_reason = %s, updated_at = now()
         WHERE id = %s
         """,
-        (count, reason[:500], account_id),
+        (count, redact.scrub(reason)[:500], account_id),
     )
 
 

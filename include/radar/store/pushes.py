@@ -7,6 +7,7 @@ from typing import Any
 
 import psycopg
 
+from include.radar import redact
 from include.radar.store.common import Row
 
 
@@ -49,7 +50,7 @@ def finish_notification(conn: psycopg.Connection, msg_uuid: str, error: str | No
     else:
         conn.execute(
             "UPDATE notification_log SET status = 2, error = %s, updated_at = now() WHERE msg_uuid = %s",
-            (error[:2000], msg_uuid),
+            (redact.scrub(error)[:2000], msg_uuid),
         )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from include.radar import redact
 from include.radar.store.common import Row
 from include.radar.store.slot_runs import FAILED_OUTCOMES
 
@@ -26,7 +27,8 @@ def upsert_daily_report(conn: psycopg.Connection, report: dict[str, Any]) -> Row
             slot_run_id = EXCLUDED.slot_run_id, updated_at = now()
         RETURNING *
         """,
-        {**report, "digest_json": Jsonb(report["digest_json"]), "stats": Jsonb(report["stats"])},
+        {**report, "error": redact.scrub(report["error"]) or None, "digest_json": Jsonb(report["digest_json"]),
+         "stats": Jsonb(report["stats"])},
     ).fetchone()
 
 
@@ -39,7 +41,7 @@ def mark_report_failed(conn: psycopg.Connection, day: date, error: str, slot_run
             status = 2, error = EXCLUDED.error, slot_run_id = EXCLUDED.slot_run_id, updated_at = now()
         RETURNING *
         """,
-        (day, error[:4000], slot_run_id),
+        (day, redact.scrub(error)[:4000], slot_run_id),
     ).fetchone()
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from include.radar import redact
 from include.radar.slots import SlotKey
 from include.radar.store.common import Row
 
@@ -71,7 +72,8 @@ def record_step(
     if error is None:
         conn.execute("UPDATE slot_run SET step_errors = step_errors - %s WHERE id = %s", (step, slot_run_id))
         return
-    entry = {"step": step, "error": error[:2000], "dag_run_id": dag_run_id}
+    error = redact.scrub(error)[:2000]
+    entry = {"step": step, "error": error, "dag_run_id": dag_run_id}
     conn.execute(
         """
         UPDATE slot_run SET
@@ -108,7 +110,7 @@ def add_slot_warnings(conn: psycopg.Connection, slot_run_id: int, step: str, mes
     """Append handled problems (a skipped row, a failed account, a deadline) to the slot's warnings."""
     if not messages:
         return
-    entries = [{"step": step, "message": m[:500]} for m in messages]
+    entries = [{"step": step, "message": redact.scrub(m)[:500]} for m in messages]
     conn.execute(
         """
         UPDATE slot_run SET warnings = CASE

@@ -24,6 +24,7 @@ from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from markupsafe import Markup
 
+from include.radar import redact
 from include.radar.slots import slot_at
 
 Row = Mapping[str, Any]
@@ -122,6 +123,12 @@ def safe_http_url(url: str | None) -> str | None:
 def short(text: str | None, limit: int) -> str:
     text = (text or "").strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def error_text(text: str | None, limit: int) -> str:
+    """An error message for a page: scrubbed of anything secret-shaped (rows written before the store
+    scrubbed them, or by another tool), then shortened."""
+    return short(redact.scrub(text), limit)
 
 
 def money(value: Any) -> str:
@@ -334,7 +341,7 @@ def slot_views(
                 attempts=run.get("attempts") or 0,
                 started=local_time(run.get("started_at"), tz, "%H:%M"),
                 finished=local_time(run.get("finished_at"), tz, "%H:%M"),
-                error=run.get("error") if state == SLOT_FAILED else None,
+                error=error_text(run.get("error"), 2000) if state == SLOT_FAILED else None,
             )
         )
     return views
@@ -385,7 +392,7 @@ def push_view(rows: Iterable[Row], tz: ZoneInfo) -> PushView:
                 label=PUSH_LABELS[state],
                 attempts=r.get("attempts") or 0,
                 when=local_time(r.get("sent_at") or r.get("updated_at"), tz, "%m-%d %H:%M"),
-                error=(short(r.get("error"), 300) or "未知错误") if state == PUSH_FAILED else None,
+                error=(error_text(r.get("error"), 300) or "未知错误") if state == PUSH_FAILED else None,
             )
         )
     state = push_state(
@@ -495,7 +502,7 @@ def account_views(rows: Iterable[Row], *, now: datetime, tz: ZoneInfo) -> list[A
                 last_checked=local_time(r.get("last_checked_at"), tz, "%m-%d %H:%M") or "—",
                 consecutive_failures=failures,
                 backoff_until=local_time(backoff, tz, "%m-%d %H:%M") if backing_off else "",
-                last_error=short(r.get("last_error"), 160),
+                last_error=error_text(r.get("last_error"), 160),
                 healthy=failures == 0 and not backing_off,
             )
         )
@@ -731,7 +738,7 @@ def failure_reasons(report: Row | None, runs: Iterable[Row]) -> list[str]:
     for r in runs:
         if r.get("status") == 2 and r.get("error"):
             reasons += [f"{r['slot']} {line.strip()}" for line in str(r["error"]).splitlines() if line.strip()]
-    return list(dict.fromkeys(short(reason, 500) for reason in reasons))
+    return list(dict.fromkeys(error_text(reason, 500) for reason in reasons))
 
 
 def daily_page(
@@ -759,7 +766,7 @@ def daily_page(
             slot=f.get("slot") or "",
             published=local_time(f.get("published_at"), tz, "%m-%d %H:%M"),
             attempts=f.get("attempts") or 0,
-            error=short(f.get("last_error"), 500) or "未知原因",
+            error=error_text(f.get("last_error"), 500) or "未知原因",
             source_url=safe_http_url(f.get("url")),
         )
         for f in failures
@@ -794,7 +801,7 @@ def daily_page(
         report_label=REPORT_LABELS[state],
         notice=notice,
         reasons=reasons,
-        warnings=[short(str(w), 300) for w in (digest_json.get("warnings") or []) if w][:10],
+        warnings=[error_text(str(w), 300) for w in (digest_json.get("warnings") or []) if w][:10],
         digest_html=render_markdown(digest_md, digest_link_rewriter(report_base_url, links)) if digest_md else None,
         top=top_opportunities(digest_json, cards, links),
         watchlist=watchlist(digest_json),
