@@ -1,6 +1,6 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`.
 SHELL := /bin/bash
-.PHONY: run test ui lint lock bench
+.PHONY: run test ui lint lock bench bench-deadline
 
 run:  ## run the five slots of a demo day through the real DAG, offline
 	source scripts/bootstrap.sh && python -m include.radar.demo.run
@@ -16,6 +16,9 @@ lint:
 
 bench:  ## seed a year of data and time the report pages
 	source scripts/bootstrap.sh && python scripts/bench_pages.py
+
+bench-deadline:  ## the 22:00 slot with a 10-minute LLM and a trickling WeRSS: when does the report go out?
+	export AIRFLOW_HOME="$$PWD/.local/airflow-bench" && source scripts/bootstrap.sh && python scripts/bench_deadline.py $(ARGS)
 
 lock:  ## re-resolve requirements.lock from requirements*.txt
 	.venv/bin/uv pip compile --python-version 3.11 requirements.txt requirements-dev.txt -o requirements.lock

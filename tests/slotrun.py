@@ -74,3 +74,21 @@ def task_states(dag_run: Any) -> dict[str, list[str]]:
     for ti in dag_run.get_task_instances():
         states.setdefault(ti.task_id, []).append(str(ti.state))
     return states
+
+
+def read_page(path: str, now: datetime) -> str:
+    """A report page as a reader with access to the radar sees it, ``now`` being the clock of the pages."""
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.testclient import TestClient
+
+    from include.radar import db
+    from include.radar.settings import load_settings
+    from include.radar.web.app import create_app
+    from include.radar.web.auth import may_read_radar
+
+    app = create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=lambda: now)
+    app.dependency_overrides[get_user] = lambda: object()
+    app.dependency_overrides[may_read_radar] = lambda user: True
+    response = TestClient(app).get(path)
+    assert response.status_code == 200, response.text[:500]
+    return response.text

@@ -15,7 +15,7 @@ from include.radar import analyst, db, pipeline, store
 from include.radar.fakes import completion
 from include.radar.llm import neutralise_delimiters
 from include.radar.schemas import ArticleAnalysis
-from tests.slotrun import answer, article, run_slot, shanghai
+from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile
 
@@ -104,6 +104,9 @@ def test_a_crash_after_the_answer_counts_the_attempt_fails_the_step_and_a_later_
     item = _item("1-1")
     assert (item["analyzed_status"], item["attempts"]) == (store.FAILED, 1) and _attempts("1-1") == ["crashed"]
     assert _failed_count() == 1
+    html = read_page("/daily/2026-01-08", SLOT + timedelta(hours=1))  # the health page says so too
+    card = html.split('<span class="time">14:00</span>', 1)[1].split('<div class="slot">', 1)[0]
+    assert "失败</span>" in card and 'class="badnum">1</b>' in card and "OperationalError" in card
     monkeypatch.setattr(store, "insert_analysis", real_insert)
     run_slot(LATER)
     assert _item("1-1")["analyzed_status"] == store.DONE and len(fakes.deepseek.requests) == 2

@@ -11,7 +11,7 @@ import time_machine
 
 from include.radar import db, pipeline, store
 from include.radar.werss_rows import RowRejected, article_row
-from tests.slotrun import article, run_slot, shanghai
+from tests.slotrun import article, read_page, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile
 
@@ -71,6 +71,9 @@ def test_poisoned_list_rows_are_skipped_with_reasons_and_every_other_row_is_inge
     assert accounts["MP_WXS_1"]["rows_skipped"] == len(POISON) and accounts["MP_WXS_1"]["last_skip_reason"]
     assert accounts["MP_WXS_2"]["rows_skipped"] == 0
     assert accounts["MP_WXS_1"]["consecutive_failures"] == 0  # a bad row is not a failing account
+    html = read_page("/daily/2026-01-08", SLOT + timedelta(hours=1))  # and the pages show both
+    assert f"跳过异常条目 <b>{len(POISON)}</b>" in html and "title contains a NUL character" in html
+    assert '<td class="num" title="' in read_page("/", SLOT + timedelta(hours=1))
 
 
 def test_an_account_row_with_a_poisoned_name_is_skipped_and_the_others_are_ingested(fakes):

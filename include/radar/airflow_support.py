@@ -4,6 +4,7 @@ Airflow does not retry (retrying a wrong password locks the WeRSS account), and 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -47,7 +48,8 @@ def failed_tasks(context: dict[str, Any]) -> list[str]:
         log.debug("task states unavailable", exc_info=True)
         return []
     per_run = states.get(ti.run_id, states) if isinstance(states, dict) else {}
-    return sorted(
-        task_id for task_id, state in per_run.items()
+    # a mapped task's instances come back as "<task_id>_<map_index>"
+    return sorted({
+        re.sub(r"_\d+$", "", task_id) for task_id, state in per_run.items()
         if str(state) in ("failed", "upstream_failed") and task_id != ti.task_id
-    )
+    })

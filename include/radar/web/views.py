@@ -297,6 +297,10 @@ class SlotView:
     started: str = ""
     finished: str = ""
     error: str | None = None
+    skipped_count: int = 0  # malformed WeRSS rows skipped
+    deferred_count: int = 0  # analyses left to later slots (a deadline came first)
+    warnings: list[str] = field(default_factory=list)  # handled problems: skipped rows, failed accounts, deadlines
+    error_log: list[str] = field(default_factory=list)  # every step error of every run, fixed since or not
 
     @property
     def has_run(self) -> bool:
@@ -342,9 +346,20 @@ def slot_views(
                 started=local_time(run.get("started_at"), tz, "%H:%M"),
                 finished=local_time(run.get("finished_at"), tz, "%H:%M"),
                 error=error_text(run.get("error"), 2000) if state == SLOT_FAILED else None,
+                skipped_count=run.get("skipped_count") or 0,
+                deferred_count=run.get("deferred_count") or 0,
+                warnings=_entries(run.get("warnings"), "message"),
+                error_log=_entries(run.get("error_log"), "error"),
             )
         )
     return views
+
+
+def _entries(value: Any, key: str, limit: int = 20) -> list[str]:
+    """Lines of a slot's jsonb log (warnings, error_log): ``step: text``, scrubbed, newest last."""
+    items = value if isinstance(value, list) else []
+    lines = [f"{i.get('step') or '?'}: {i.get(key) or ''}" for i in items if isinstance(i, dict)]
+    return [error_text(line, 300) for line in lines[-limit:]]
 
 
 # ------------------------------------------------------------------------------------------------ pushes
@@ -435,6 +450,9 @@ class AccountView:
     backoff_until: str
     last_error: str
     healthy: bool
+    rows_skipped: int = 0
+    bodies_missing: int = 0
+    last_skip_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -504,6 +522,9 @@ def account_views(rows: Iterable[Row], *, now: datetime, tz: ZoneInfo) -> list[A
                 backoff_until=local_time(backoff, tz, "%m-%d %H:%M") if backing_off else "",
                 last_error=error_text(r.get("last_error"), 160),
                 healthy=failures == 0 and not backing_off,
+                rows_skipped=r.get("rows_skipped") or 0,
+                bodies_missing=r.get("bodies_missing") or 0,
+                last_skip_reason=error_text(r.get("last_skip_reason"), 160),
             )
         )
     return sorted(views, key=lambda a: (a.healthy, a.name))
