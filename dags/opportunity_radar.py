@@ -20,16 +20,29 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta
 
-from airflow.sdk import CronTriggerTimetable, Param, TriggerRule, dag, get_current_context, task
+from airflow.sdk import (
+    AsyncCallback,
+    CronTriggerTimetable,
+    DeadlineAlert,
+    DeadlineReference,
+    Param,
+    TriggerRule,
+    dag,
+    get_current_context,
+    task,
+)
 
 from include.radar import DAG_ID, pipeline
+from include.radar.airflow_alerts import AlertNotifier
 from include.radar.airflow_support import failed_tasks, opened_slot, run_step
 from include.radar.decide import BUILD_DAILY, PUSH_MODES, PUSH_OPPORTUNITY, SKIP_PUSH
 from include.radar.settings import env_name, load_settings
 from include.radar.slots import SHANGHAI
 
-# The schedule is the only setting read at parse time, and only from the environment (no Variable.get).
-SLOTS = load_settings(lambda n: os.environ.get(env_name(n)) if n == "schedule_slots" else None)
+# The schedule and the daily deadline are the only settings read at parse time, and only from the
+# environment (no Variable.get).
+PARSE_TIME = ("schedule_slots", "daily_push_deadline_minutes", "daily_deadline_alert")
+SLOTS = load_settings(lambda n: os.environ.get(env_name(n)) if n in PARSE_TIME else None)
 
 
 @dag(
@@ -44,7 +57,17 @@ SLOTS = load_settings(lambda n: os.environ.get(env_name(n)) if n == "schedule_sl
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(minutes=15),
         "execution_timeout": timedelta(minutes=10),  # every task has one; most set their own below
+        # a task that failed for good tells the operator (once per cause and day)
+        "on_failure_callback": AlertNotifier(),
     },
+    # the triggerer checks the daily run at its deadline (plus a minute): a report not delivered by then is
+    # alerted; the run itself bounds its steps (include/radar/deadlines.py). `airflow dags test` cannot end
+    # a successful run of a DAG with a deadline alert (Airflow 3.3.2), so the demo and the tests turn it off.
+    deadline=DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_LOGICAL_DATE,
+        interval=timedelta(minutes=SLOTS.daily_push_deadline_minutes + 1),
+        callback=AsyncCallback("include.radar.airflow_alerts.daily_deadline_missed"),
+    ) if SLOTS.daily_deadline_alert else None,
     params={
         "push_mode": Param("auto", enum=list(PUSH_MODES), description="force: push even below the threshold or late; suppress: never push"),
         "run_date": Param(None, type=["null", "string"], format="date", description="YYYY-MM-DD: run the slot of that day (rebuild a report)"),

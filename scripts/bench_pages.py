@@ -272,7 +272,7 @@ def seed(url: str, today: date, days: int, rng: random.Random) -> dict[str, Any]
         with cur.copy(
             "COPY analysis_result (id, content_item_id, slot_run_id, score, has_opportunity, top_type, summary, "
             "result_json, model, prompt_version, prompt_tokens, completion_tokens, reasoning_tokens, "
-            "cache_hit_tokens, cache_miss_tokens, cost_usd, latency_ms, llm_calls) FROM STDIN"
+            "cache_hit_tokens, cache_miss_tokens, cost, latency_ms, llm_calls) FROM STDIN"
         ) as copy:
             for row in analyses:
                 copy.write_row(row)

@@ -21,9 +21,13 @@ if str(REPO) not in sys.path:
 
 from include.radar import db  # noqa: E402
 
+# the tests run the DAG with `dag.test()`, which Airflow 3.3.2 cannot finish for a DAG with a deadline alert;
+# test_operations checks the alert's wiring on a DAG parsed with it
+os.environ.setdefault("AIRFLOW_VAR_RADAR_DAILY_DEADLINE_ALERT", "false")
+
 TABLES = (
     "push_decision, notification_log, daily_report, opportunity, analysis_result, content_item, "
-    "slot_run, wechat_account, service_state"
+    "slot_run, wechat_account, service_state, operator_alert, llm_spend"
 )
 
 
@@ -89,6 +93,7 @@ class Fakes:
     deepseek: FakeDeepSeek
     sink: PushSink
     sink2: PushSink
+    ops: PushSink  # the operator's channel (radar_ops_push): alerts land here, never in the reader's sinks
     base: str
     clock: list[int]
 
@@ -103,11 +108,12 @@ def fakes(httpserver, monkeypatch, db_url) -> Fakes:
     clock = [int(datetime(2026, 1, 8, 6, 0, tzinfo=UTC).timestamp())]
     werss = FakeWeRSS(now=lambda: clock[0])
     deepseek = FakeDeepSeek()
-    sink, sink2 = PushSink(), PushSink()
+    sink, sink2, ops = PushSink(), PushSink(), PushSink()
     httpserver.expect_request(re.compile(r"^/api/v1/wx/.*")).respond_with_handler(werss.handle)
     httpserver.expect_request(re.compile(r"^/deepseek/.*")).respond_with_handler(deepseek.handle)
     httpserver.expect_request("/push/one").respond_with_handler(sink.handle)
     httpserver.expect_request("/push/two").respond_with_handler(sink2.handle)
+    httpserver.expect_request("/push/ops").respond_with_handler(ops.handle)
     base = httpserver.url_for("/").rstrip("/")
     hostport = base.split("://", 1)[1]
     monkeypatch.setenv("AIRFLOW_CONN_WERSS_DEFAULT", json.dumps({
@@ -117,10 +123,12 @@ def fakes(httpserver, monkeypatch, db_url) -> Fakes:
         "conn_type": "http", "host": f"{base}/deepseek", "password": "sk-test", "extra": {"backoff_seconds": 0}}))
     monkeypatch.setenv("AIRFLOW_CONN_RADAR_PUSH", json.dumps({
         "conn_type": "generic", "extra": {"urls": [f"json://{hostport}/push/one", f"json://{hostport}/push/two"]}}))
+    monkeypatch.setenv("AIRFLOW_CONN_RADAR_OPS_PUSH", json.dumps({
+        "conn_type": "generic", "extra": {"urls": [f"json://{hostport}/push/ops"]}}))
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_REPORT_BASE_URL", "https://radar.example.com/radar")
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_LINK_SECRET", "test-link-secret-0123456789abcdef01")
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES", "30")
-    return Fakes(werss, deepseek, sink, sink2, base, clock)
+    return Fakes(werss, deepseek, sink, sink2, ops, base, clock)
 
 
 @pytest.fixture(scope="module")

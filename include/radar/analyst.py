@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from include.radar import store
+from include.radar import spending, store
 from include.radar.llm import (
     MIN_CALL_SECONDS,
     LLMClient,
@@ -36,6 +36,7 @@ from include.radar.llm import (
 from include.radar.schemas import ArticleAnalysis
 from include.radar.settings import Settings
 from include.radar.slots import to_local
+from include.radar.spending import Spend
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ def analyse_item(
     claimer: str,
     settings: Settings,
     deadline: float | None = None,
+    on_budget: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Analyse one content item for this slot run (see the module docstring for every way out).
 
@@ -90,6 +92,18 @@ def analyse_item(
         log.info("item %s: the slot's analysis deadline has passed; left for a later slot", item_id)
         return Outcome(item_id, "deferred", error="the slot's analysis deadline passed; a later slot analyses it")
     llm = llm_factory()  # a configuration problem (a missing or malformed key) surfaces before any claim
+    if settings.daily_budget:
+        with connect() as conn:
+            spent = spending.budget_reached(conn, settings)
+            if spent is not None:
+                store.defer_for_budget(conn, slot_run_id, [item_id], spending.today())
+        if spent is not None:
+            reason = (f"the day's LLM budget is reached ({settings.price_table().money(spent)} of "
+                      f"{settings.price_table().money(settings.daily_budget)}); left for the next day")
+            log.warning("item %s: %s", item_id, reason)
+            if on_budget:
+                on_budget(reason)
+            return Outcome(item_id, "deferred", error=reason)
     with connect() as conn:
         claim = store.claim_item(conn, item_id, slot_run_id=slot_run_id, claimer=claimer,
                                  max_attempts=settings.max_analysis_attempts)
@@ -98,14 +112,17 @@ def analyse_item(
         return early
     item, attempt_id = claim.item, claim.attempt_id
     assert item is not None and attempt_id is not None
+    spend = Spend(settings, item_id=item_id, attempt_id=attempt_id, slot_run_id=slot_run_id, model=llm.model)
     try:
         answer = llm.complete_json(
             ANALYSIS_PROMPT.system(), article_prompt(item, settings.deepseek_content_truncate_chars), ArticleAnalysis,
             deadline=deadline,
         )
+        spend.usage = answer.usage
         result: ArticleAnalysis = answer.value  # type: ignore[assignment]
         record = _record(item_id, slot_run_id, result, answer.usage, answer.model, settings)
         with connect() as conn:
+            spend.record(conn)
             analysis_id = store.insert_analysis(conn, record, [o.model_dump() for o in result.opportunities],
                                                 attempt_id=attempt_id)
             if analysis_id is None:  # a concurrent run stored it first: that one stands
@@ -114,6 +131,7 @@ def analyse_item(
                 return Outcome(item_id, "skipped", existing["id"] if existing else None, existing and existing["score"])
     except LLMDeadline as exc:
         with connect() as conn:
+            spend.record(conn, exc.usage)
             store.finish_attempt(conn, attempt_id, "interrupted", error=str(exc), llm_calls=exc.usage.calls,
                                  max_attempts=settings.max_analysis_attempts)
             store.add_deferred(conn, slot_run_id)
@@ -122,16 +140,18 @@ def analyse_item(
     except LLMConfigError as exc:
         paid = exc.usage.answered > 0  # a ladder that already had answers counts the attempt
         with connect() as conn:
+            spend.record(conn, exc.usage)
             store.finish_attempt(conn, attempt_id, "failed" if paid else "released", error=str(exc),
                                  llm_calls=exc.usage.calls)
         raise
     except (LLMExhausted, LLMRejected) as exc:
         with connect() as conn:
+            spend.record(conn, exc.usage)
             store.finish_attempt(conn, attempt_id, "failed", error=str(exc), llm_calls=exc.usage.calls)
         log.warning("item %s (%s) failed analysis: %s", item_id, item["title"], exc)
         return Outcome(item_id, "failed", error=str(exc))
     except BaseException as exc:  # anything else, even a task timeout: record the crash, then fail the task
-        _record_crash(connect, attempt_id, exc)
+        _record_crash(connect, attempt_id, exc, spend)
         raise
     log.info("item %s (%s): score %d, %d opportunities, %d calls, %d ms",
              item_id, item["title"], result.score, len(result.opportunities), answer.usage.calls, answer.usage.latency_ms)
@@ -167,9 +187,10 @@ def _without_call(conn: Any, claim: store.Claim, item_id: int, slot_run_id: int)
     return Outcome(item_id, status, error=reason)
 
 
-def _record_crash(connect: Callable[[], Any], attempt_id: int, exc: BaseException) -> None:
+def _record_crash(connect: Callable[[], Any], attempt_id: int, exc: BaseException, spend: Spend) -> None:
     try:
         with connect() as conn:
+            spend.record(conn)  # an answer paid for before the crash (a database that dropped after it)
             store.finish_attempt(conn, attempt_id, "crashed", error=f"{exc.__class__.__name__}: {exc}")
     except Exception:  # noqa: BLE001 - the database may be what failed: the lease takes over
         log.exception("could not record the crash of attempt %s; its lease will expire", attempt_id)
@@ -194,11 +215,8 @@ def _record(
         "reasoning_tokens": usage.reasoning_tokens,
         "cache_hit_tokens": usage.cache_hit_tokens,
         "cache_miss_tokens": usage.cache_miss_tokens,
-        "cost_usd": usage.cost_usd(
-            settings.deepseek_price_input_cache_hit,
-            settings.deepseek_price_input_cache_miss,
-            settings.deepseek_price_output,
-        ),
+        "cost": usage.cost(settings.price_table()),
+        "currency": settings.deepseek_currency,
         "latency_ms": usage.latency_ms,
         "llm_calls": usage.calls,
     }
@@ -213,7 +231,9 @@ def _reuse(conn: Any, twin: dict[str, Any], item_id: int, slot_run_id: int) -> i
         "slot_run_id": slot_run_id,
         "reused_from_id": twin["reused_from_id"] or twin["id"],
         "prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0,
-        "cache_hit_tokens": 0, "cache_miss_tokens": 0, "cost_usd": 0, "latency_ms": 0, "llm_calls": 0,
+        "cache_hit_tokens": 0, "cache_miss_tokens": 0, "cost": 0, "currency": twin["currency"], "latency_ms": 0,
+        "llm_calls": 0,
     }
     opportunities = twin["result_json"].get("opportunities", []) if isinstance(twin["result_json"], dict) else []
     return store.insert_analysis(conn, record, opportunities)
+

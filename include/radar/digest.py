@@ -31,6 +31,7 @@ from include.radar.llm import (
 from include.radar.schemas import DailyDigest
 from include.radar.settings import Settings
 from include.radar.slots import local_day_bounds, to_local
+from include.radar.spending import Spend
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,9 @@ class DayFacts:
     slot_runs: list[dict[str, Any]]
     threshold: int
     pending: list[dict[str, Any]]
+    spend: float = 0.0
+    currency: str = "USD"
+    budget_deferred: int = 0
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -58,7 +62,9 @@ class DayFacts:
             "failed": len(self.failures),
             "pending": len(self.pending),
             "max_score": max((a["score"] for a in self.analyses), default=None),
-            "cost_usd": round(sum(float(a["cost_usd"] or 0) for a in self.analyses), 6),
+            "cost": round(self.spend, 6),  # every call of the day, failed ladders and the digest included
+            "currency": self.currency,
+            "budget_deferred": self.budget_deferred,
         }
 
     @property
@@ -70,9 +76,9 @@ class DayFacts:
         return [f"{r['slot']}: {r['error']}" for r in self.slot_runs if r["status"] == store.SLOT_FAILED and r["error"]]
 
 
-def gather(conn: Any, day: date, threshold: int) -> DayFacts:
-    """The day's analyses, failures and slot runs, and the articles published by the day's end that still
-    wait for an analysis."""
+def gather(conn: Any, day: date, threshold: int, currency: str = "USD") -> DayFacts:
+    """The day's analyses, failures and slot runs, the articles published by the day's end that still
+    wait for an analysis, and what the day's calls cost."""
     return DayFacts(
         day=day,
         analyses=store.day_analyses(conn, day),
@@ -80,6 +86,9 @@ def gather(conn: Any, day: date, threshold: int) -> DayFacts:
         slot_runs=store.slot_runs_for_day(conn, day),
         threshold=threshold,
         pending=store.pending_items(conn, local_day_bounds(day)[1], MAX_PENDING_LISTED),
+        spend=store.day_spend(conn, day, currency),
+        currency=currency,
+        budget_deferred=store.day_budget_deferred(conn, day),
     )
 
 
@@ -126,6 +135,8 @@ def fallback_markdown(facts: DayFacts) -> str:
     if facts.failures:
         lines += ["", "## 分析失败"]
         lines += [f"- {_md_text(f['title'])}：{_md_text((f['last_error'] or '')[:80])}" for f in facts.failures[:10]]
+    if facts.budget_deferred:
+        lines += ["", f"## 预算已用尽：{facts.budget_deferred} 篇顺延到次日分析"]
     if facts.pending:
         lines += ["", f"## 待分析（{len(facts.pending)} 篇，次日时段继续）"]
         lines += [f"- {_md_text(p['title'])}" for p in facts.pending[:10]]
@@ -159,7 +170,7 @@ def build_report(
     ``deadline`` (``time.monotonic()``) bounds the digest call: past it, the database summary stands in.
     """
     with connect() as conn:
-        facts = gather(conn, day, settings.push_score_threshold)
+        facts = gather(conn, day, settings.push_score_threshold, settings.deepseek_currency)
     stats = facts.stats
     # the report fails for this slot's own failures (and a failed digest); an earlier slot's hiccup that
     # later slots made up for is a warning, listed in the report, not a failed day
@@ -170,6 +181,8 @@ def build_report(
     digest: DailyDigest | None = None
     model = prompt_version = None
     if facts.analyses:
+        spend = Spend(settings, item_id=None, attempt_id=None, slot_run_id=slot_run_id, model=settings.deepseek_model,
+                      purpose="digest")
         try:
             # titles and summaries are outside text: they cannot close the data block
             data = neutralise_delimiters(json.dumps(compact(facts, analysis_url), ensure_ascii=False))
@@ -179,11 +192,18 @@ def build_report(
                 DailyDigest,
                 deadline=deadline,
             )
+            spend.usage = answer.usage
             digest = answer.value  # type: ignore[assignment]
             model, prompt_version = answer.model, DIGEST_PROMPT.label
         except (LLMExhausted, LLMConfigError, LLMRejected, LLMDeadline) as exc:
+            spend.usage = exc.usage
             reasons.append(f"digest: {exc}")
             log.warning("digest for %s falls back to the database summary: %s", day, exc)
+        with connect() as conn:
+            spend.record(conn)
+    if facts.budget_deferred:
+        reasons.append(f"budget: {facts.budget_deferred} articles were left for the next day when the day's LLM "
+                       "budget was reached")
     if facts.pending:
         reasons.append(f"pending: {len(facts.pending)}{'+' if len(facts.pending) >= MAX_PENDING_LISTED else ''} "
                        "articles still wait for an analysis (the next slots take them up)")

@@ -100,6 +100,7 @@ class FakeWeRSS:
     token_lifetime: int = 3 * 24 * 3600
     now: Callable[[], int] = field(default=lambda: int(time.time()))
     failing_accounts: dict[str, int] = field(default_factory=dict)  # mp_id -> HTTP status of its list
+    failing_message: str = "upstream error {status}"  # what a failing list says
     down: bool = False
     publish_time_ms: bool = False  # answer publish_time in milliseconds
     # hostile switches: raw JSON row texts added to an account's first page; a raw JSON text served as the
@@ -189,7 +190,7 @@ class FakeWeRSS:
         self.list_calls.append(dict(request.args))
         if mp_id in self.failing_accounts:
             status = self.failing_accounts[mp_id]
-            return _json({"detail": {"code": 50001, "message": f"upstream error {status}"}}, status)
+            return _json({"detail": {"code": 50001, "message": self.failing_message.format(status=status)}}, status)
         if mp_id in self.raw_page_data:
             return _raw_ok(self.raw_page_data[mp_id])
         limit = min(int(request.args.get("limit", 5)), 100)  # WeRSS's default page size is 5
@@ -276,8 +277,10 @@ class FakeDeepSeek:
                 status, payload = api_error(400, f"Model Not Exist: {body.get('model')}")
                 return _json(payload, status)
             answer = self.script.pop(0) if self.script else self.responder(body)
-            if isinstance(answer, tuple):
-                return _json(answer[1], answer[0])
+            if isinstance(answer, tuple):  # (status, body) or (status, body, headers)
+                response = _json(answer[1], answer[0])
+                response.headers.update(answer[2] if len(answer) > 2 else {})
+                return response
             if isinstance(answer, str):
                 answer = completion(answer, model=body["model"])
         if self.delay_seconds:

@@ -185,6 +185,7 @@ def ingest_slot(
     page_size: int = 100,
     max_pages: int = 50,
     now: datetime | None = None,
+    summary: IngestSummary | None = None,
 ) -> IngestSummary:
     """Pull the slot's window from every account and store what is new. Returns the summary.
 
@@ -196,7 +197,7 @@ def ingest_slot(
     """
     now = now or datetime.now(UTC)
     start, end = key.scheduled_at - timedelta(days=window_days), key.scheduled_at
-    summary = IngestSummary(slot=key.slot)
+    summary = summary or IngestSummary(slot=key.slot)  # the caller's, to read after a failure too
     try:
         _ingest(connect, client, summary, slot_run_id=slot_run_id, key=key, start=start, end=end,
                 max_articles=max_articles, page_size=page_size, max_pages=max_pages, now=now)

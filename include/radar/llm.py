@@ -4,7 +4,11 @@ The ladder: the first call, then a plain retry, then a retry with the "JSON only
 for the example's field order with empty values for what is missing. It is walked on 429/5xx, timeouts,
 blank content, ``finish_reason == "length"``, JSON that does not parse and schema failures. 401/402/422 and
 an unknown-model 400 are configuration problems: they fail at once with a message naming the cause. Any
-other 400 (e.g. DeepSeek's content-risk refusal) is about this input: that article fails, without retries. The SDK's own retries are
+other 400 (e.g. DeepSeek's content-risk refusal) is about this input: that article fails, without retries. A 429
+spends no rung: it is waited out (``Retry-After``, shared with the slot's other calls through a ``RateGate``)
+up to ``rate_limit_wait`` seconds and ``MAX_RATE_LIMIT_WAITS`` times, then counts as a failed rung. Every
+call sets ``max_tokens``, and its usage is kept per call with its time, so each is priced at the rates in
+force when it was answered (include/radar/pricing.py). The SDK's own retries are
 off (``max_retries=0``) so that its retries, this ladder and Airflow's task retries do not multiply.
 ``reasoning_content`` is never sent back: every call sends only the system and user messages.
 
@@ -17,12 +21,14 @@ crash after the call was paid for.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,6 +36,7 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from include.radar import http
+from include.radar.pricing import PriceTable
 from include.radar.text import storable_json
 
 log = logging.getLogger(__name__)
@@ -41,6 +48,8 @@ RUNG_SUFFIX = {0: "", 1: "", 2: JSON_ONLY, 3: FIELD_ORDER}
 # a rung is not started with less than this left before the caller's deadline
 MIN_CALL_SECONDS = 5.0
 MAX_ANSWER_BYTES = 5_000_000
+# 429 answers waited out per ladder without spending a rung (each waits Retry-After, at least a second)
+MAX_RATE_LIMIT_WAITS = 10
 _DELIMITER_RUN = re.compile(r"<{3,}|>{3,}")
 
 M = TypeVar("M", bound=BaseModel)
@@ -79,6 +88,35 @@ class _Retryable(Exception):
     pass
 
 
+class _RateLimited(_Retryable):
+    """HTTP 429: DeepSeek asks for fewer calls; waiting it out costs no rung (within rate_limit_wait)."""
+
+    def __init__(self, message: str, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RateGate:
+    """How the calls of one slot share DeepSeek's rate limit. This one shares nothing (one process, tests);
+    include/radar/ratelimit.py keeps the state in PostgreSQL, so every worker of the slot backs off."""
+
+    def wait(self, left: float | None, sleep: Callable[[float], None]) -> None:
+        """Sleep out a cool-down announced by another call (at most ``left`` seconds)."""
+
+    def in_flight(self, left: float) -> Any:
+        """A context held while the call is in flight (limits how many run at once while throttled)."""
+        return contextlib.nullcontext()
+
+    def limited(self, pause: float, error: str) -> None:
+        """A 429 answer: ``pause`` seconds of cool-down for every call."""
+
+    def failed(self, error: str) -> None:
+        """A call failed for another reason."""
+
+    def answered(self) -> None:
+        """A usable answer: the rate-limit streak is over."""
+
+
 @dataclass(frozen=True)
 class Prompt:
     """A versioned prompt: ``<name>_<version>.system.txt`` and ``.user.txt`` under prompts/."""
@@ -98,6 +136,16 @@ class Prompt:
         return template.format(**values)
 
 
+@dataclass(frozen=True)
+class CallUsage:
+    """One answered call: when it was answered and what DeepSeek bills for it."""
+
+    at: datetime
+    cache_hit: int
+    cache_miss: int
+    output: int  # completion tokens, reasoning included
+
+
 @dataclass
 class Usage:
     prompt_tokens: int = 0
@@ -108,24 +156,36 @@ class Usage:
     calls: int = 0  # requests made
     answered: int = 0  # requests DeepSeek answered with a completion (the ones it may bill)
     latency_ms: int = 0
+    rate_limited: int = 0  # 429 answers (not billed, no rung spent)
+    per_call: list[CallUsage] = field(default_factory=list)
 
-    def add(self, usage: Any) -> None:
+    def add(self, usage: Any, at: datetime | None = None) -> None:
         """Add one answer's ``usage``, whatever shape it came in (missing, null or junk counts as 0)."""
         if usage is None:
             return
         get = usage.get if isinstance(usage, dict) else lambda k, d=None: getattr(usage, k, d)
-        self.prompt_tokens += _count(get("prompt_tokens", 0))
-        self.completion_tokens += _count(get("completion_tokens", 0))
-        self.cache_hit_tokens += _count(get("prompt_cache_hit_tokens", 0))
-        self.cache_miss_tokens += _count(get("prompt_cache_miss_tokens", 0))
+        prompt = _count(get("prompt_tokens", 0))
+        completion = _count(get("completion_tokens", 0))
+        hit = _count(get("prompt_cache_hit_tokens", 0))
+        miss = _count(get("prompt_cache_miss_tokens", 0))
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        self.cache_hit_tokens += hit
+        self.cache_miss_tokens += miss
         details = get("completion_tokens_details", None)
         if details is not None:
             reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else getattr(details, "reasoning_tokens", 0)
             self.reasoning_tokens += _count(reasoning)
+        # an answer without the cache split bills its whole prompt as cache misses
+        self.per_call.append(CallUsage(at or datetime.now(UTC), hit, miss or max(prompt - hit, 0), completion))
 
-    def cost_usd(self, price_hit: float, price_miss: float, price_out: float) -> float:
-        miss = self.cache_miss_tokens or max(self.prompt_tokens - self.cache_hit_tokens, 0)
-        return round((self.cache_hit_tokens * price_hit + miss * price_miss + self.completion_tokens * price_out) / 1e6, 6)
+    def cost(self, prices: PriceTable) -> float:
+        """What DeepSeek bills for these calls, each at the prices in force when it was answered."""
+        return round(sum(prices.cost(c.at, cache_hit=c.cache_hit, cache_miss=c.cache_miss, output=c.output)
+                         for c in self.per_call), 6)
+
+    def peak_calls(self, prices: PriceTable) -> int:
+        return sum(1 for c in self.per_call if prices.is_peak(c.at))
 
 
 def _count(value: Any) -> int:
@@ -163,6 +223,9 @@ class LLMClient:
         timeout: float = 180.0,
         max_retries: int = 3,
         backoff_seconds: float = 2.0,
+        max_tokens: int | None = None,
+        rate_limit_wait: float = 300.0,
+        gate: RateGate | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not api_key:
@@ -174,6 +237,9 @@ class LLMClient:
         self.backoff_seconds = backoff_seconds
         self.sleep = sleep
         self.timeout = timeout
+        self.max_tokens = max_tokens
+        self.rate_limit_wait = rate_limit_wait
+        self.gate = gate or RateGate()
         # one client (one connection pool) for every call of this task; its requests honour http.limits
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0, http_client=http.client(timeout)
@@ -195,7 +261,10 @@ class LLMClient:
         """
         usage = Usage()
         failures: list[str] = []
-        for attempt in range(self.max_retries + 1):
+        attempt = 0
+        waited = 0.0  # seconds spent waiting out rate limits (no rung spent, capped by rate_limit_wait)
+        while attempt <= self.max_retries:
+            self.gate.wait(self._left(deadline), self.sleep)  # a cool-down another call of the slot was told
             budget = self._budget(deadline)
             if budget is None:
                 raise LLMDeadline(f"deadline reached after {usage.calls} calls" +
@@ -204,8 +273,24 @@ class LLMClient:
             content = user if not RUNG_SUFFIX[rung] else f"{user}\n\n{RUNG_SUFFIX[rung]}"
             started = time.monotonic()
             try:
-                value = self._call_once(system, content, schema, usage, budget)
+                with self.gate.in_flight(self._left(deadline) or budget):
+                    value = self._call_once(system, content, schema, usage, budget)
+            except _RateLimited as exc:
+                usage.rate_limited += 1
+                pause = exc.retry_after or max(self.backoff_seconds * 2 ** min(usage.rate_limited - 1, 5), 1.0)
+                self.gate.limited(pause, str(exc))
+                left = self._left(deadline)
+                if (usage.rate_limited <= MAX_RATE_LIMIT_WAITS and waited + pause <= self.rate_limit_wait
+                        and (left is None or left - pause >= MIN_CALL_SECONDS)):
+                    log.warning("LLM rate-limited (%s); waiting %.1fs, no attempt spent", exc, pause)
+                    waited += pause
+                    self.sleep(pause)
+                    continue
+                failures.append(f"call {attempt + 1}: {exc} (rate-limit wait of {self.rate_limit_wait:g}s used up)")
+                attempt += 1
+                continue
             except _Retryable as exc:
+                self.gate.failed(str(exc))
                 failures.append(f"call {attempt + 1}: {exc}")
                 log.warning("LLM call %d/%d failed: %s", attempt + 1, self.max_retries + 1, exc)
                 if attempt < self.max_retries and self.backoff_seconds:
@@ -213,15 +298,22 @@ class LLMClient:
                     if deadline is not None:
                         pause = min(pause, max(deadline - time.monotonic(), 0))
                     self.sleep(pause)
+                attempt += 1
                 continue
             except LLMError as exc:
+                self.gate.failed(str(exc))
                 exc.usage = usage
                 raise
             finally:
                 usage.calls += 1
                 usage.latency_ms += int((time.monotonic() - started) * 1000)
+            self.gate.answered()
             return JsonAnswer(value=value, usage=usage, model=self.model, failures=failures)
         raise LLMExhausted(failures, usage)
+
+    @staticmethod
+    def _left(deadline: float | None) -> float | None:
+        return None if deadline is None else deadline - time.monotonic()
 
     def _budget(self, deadline: float | None) -> float | None:
         """Seconds this call may take: the per-call timeout, cut to what is left before ``deadline``."""
@@ -239,6 +331,7 @@ class LLMClient:
                     response_format={"type": "json_object"},
                     extra_body=self._extra_body(),
                     timeout=budget,
+                    **({"max_tokens": self.max_tokens} if self.max_tokens else {}),
                 )
         except openai.APIStatusError as exc:
             raise _classify(exc, self.model) from None
@@ -250,7 +343,7 @@ class LLMClient:
             raise _Retryable(f"unreadable answer: {exc.__class__.__name__}") from None
         usage.answered += 1
         try:
-            usage.add(getattr(response, "usage", None))
+            usage.add(getattr(response, "usage", None), datetime.now(UTC))
             content, finish_reason = _content(response)
         except (TypeError, AttributeError, ValueError, RecursionError) as exc:
             raise _Retryable(f"malformed answer ({exc.__class__.__name__})") from None
@@ -302,7 +395,9 @@ def _strip_fence(content: str) -> str:
 def _classify(exc: openai.APIStatusError, model: str) -> Exception:
     status = exc.status_code
     message = _error_message(exc)
-    if status in (429, 408, 409) or status >= 500:
+    if status == 429:
+        return _RateLimited(f"HTTP 429: {message}", _retry_after(exc))
+    if status in (408, 409) or status >= 500:
         return _Retryable(f"HTTP {status}: {message}")
     if status == 401:
         return LLMConfigError(f"DeepSeek rejected the API key (401: {message}): check the deepseek_default connection")
@@ -327,3 +422,12 @@ def _error_message(exc: openai.APIStatusError) -> str:
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])[:300]
     return str(exc.message)[:300]
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    """Seconds from a ``Retry-After`` header (a number; an HTTP date is ignored), capped at 10 minutes."""
+    try:
+        value = float(exc.response.headers.get("retry-after", ""))
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return min(value, 600.0) if value == value and value > 0 else None

@@ -9,18 +9,32 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypeVar
 
-from include.radar import analyst, db, decide, digest, ingest, push, redact, signing, store
+from include.radar import (
+    alerts,
+    analyst,
+    db,
+    decide,
+    digest,
+    ingest,
+    push,
+    ratelimit,
+    redact,
+    signing,
+    spending,
+    store,
+)
 from include.radar.deadlines import NONE, SlotDeadlines, daily_deadlines, retry_is_pointless
-from include.radar.llm import LLMClient
+from include.radar.llm import LLMClient, LLMConfigError, RateGate
 from include.radar.settings import ConnectionInfo, Settings, check_secret, get_connection, load_settings
-from include.radar.slots import SHANGHAI, SlotKey, is_late, slot_at, slot_for
-from include.radar.werss import WeRSSClient
+from include.radar.slots import SHANGHAI, SlotKey, is_late, slot_at, slot_for, slots_between
+from include.radar.werss import WeRSSAuthError, WeRSSClient, WeRSSError
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -72,7 +86,7 @@ class Runtime:
             token_cache=ingest.db_token_cache(self.connect, f"werss:token:{_base_url(conn)}:{conn.login}"),
         )
 
-    def llm(self) -> LLMClient:
+    def llm(self, gate: RateGate | None = None) -> LLMClient:
         conn = get_connection(self.settings.deepseek_conn_id)
         if conn is None:
             raise ConfigurationError(f"the DeepSeek connection {self.settings.deepseek_conn_id!r} is missing")
@@ -89,10 +103,13 @@ class Runtime:
             timeout=s.deepseek_timeout_seconds,
             max_retries=s.deepseek_max_retries,
             backoff_seconds=float(extra.get("backoff_seconds", 2.0)),
+            max_tokens=s.deepseek_max_tokens,
+            rate_limit_wait=s.deepseek_rate_limit_wait_seconds,
+            gate=gate,
         )
 
-    def channels(self) -> list[push.Channel]:
-        conn = get_connection(self.settings.push_conn_id)
+    def channels(self, conn_id: str | None = None) -> list[push.Channel]:
+        conn = get_connection(conn_id or self.settings.push_conn_id)
         if conn is None:
             return []
         urls = push.parse_urls((conn.extra or {}).get("urls")) or push.parse_urls(conn.password) or push.parse_urls(conn.host)
@@ -100,6 +117,16 @@ class Runtime:
         for channel in channels:
             redact.register(*push.secret_parts(channel, min_chars=10))
         return channels
+
+    def operator_channels(self) -> tuple[list[push.Channel], bool]:
+        return alerts.operator_channels(self.channels(self.settings.ops_push_conn_id), self.channels())
+
+    def alert(self, cause: str, detail: str, slot: dict[str, Any] | None = None) -> str:
+        """Tell the operator (once per cause and day; never raises)."""
+        return alerts.raise_alert(
+            self.connect, self.operator_channels, cause=cause, detail=detail, link=self.canonical_url("/"),
+            slot_run_id=(slot or {}).get("slot_run_id"), dag_run_id=(slot or {}).get("dag_run_id"),
+        )
 
     def page_url(self, path: str, now: datetime | None = None) -> str:
         secret = self.settings.link_secret.get_secret_value() if self.settings.link_secret else None
@@ -213,9 +240,13 @@ def open_slot(
         phases = daily_deadlines(key.scheduled_at, opened_at, rt.settings.daily_push_deadline_minutes) if bound else NONE
         row = store.open_slot_run(conn, key, run_type=run_type, dag_id=dag_id, dag_run_id=dag_run_id,
                                   deadline_at=phases.push)
+        missed = _missed_slots(conn, rt.settings, key, opened_at) if run_type == "scheduled" and row["created"] else []
     log.info("slot %s %s: run record %s %s (%s run%s)%s", key.run_date, key.slot, row["id"],
              "opened" if row["created"] else f"reopened (attempt {row['attempts']})", run_type, ", late" if late else "",
              f"; the report is due by {phases.push.astimezone(SHANGHAI):%H:%M:%S}" if phases.push else "")
+    if missed:
+        rt.alert("scheduler_silent", f"应运行但没有运行记录的时段：{'、'.join(missed)}（发现于 {key.label} 开始时）",
+                 {"slot_run_id": row["id"], "dag_run_id": dag_run_id})
     return {
         "slot_run_id": row["id"],
         "run_date": key.run_date.isoformat(),
@@ -230,6 +261,17 @@ def open_slot(
         "dag_run_id": dag_run_id,
         "deadlines": phases.as_xcom(),
     }
+
+
+SILENCE_MINUTES = 30
+
+
+def _missed_slots(conn: Any, settings: Settings, key: SlotKey, now: datetime) -> list[str]:
+    """The planned slots of the last day, due more than 30 minutes ago, that never got a run record."""
+    expected = slots_between(key.scheduled_at - timedelta(days=1), now - timedelta(minutes=SILENCE_MINUTES),
+                             settings.schedule_slots)
+    pairs = [(k.run_date, k.slot) for k in expected if k.scheduled_at < key.scheduled_at]
+    return [f"{d:%m-%d} {s}" for d, s in store.missed_slots(conn, pairs)]
 
 
 def deadlines(slot: dict[str, Any]) -> SlotDeadlines:
@@ -252,12 +294,70 @@ def _key(slot: dict[str, Any]) -> SlotKey:
 def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     client = rt.werss()
     client.deadline = step_deadline(slot, "ingest")
-    summary = ingest.ingest_slot(
-        rt.connect, client, slot_run_id=slot["slot_run_id"], key=_key(slot),
-        window_days=rt.settings.window_days, max_articles=rt.settings.max_articles_per_slot,
-        page_size=rt.settings.werss_page_size, max_pages=rt.settings.werss_max_pages,
-    )
+    summary = ingest.IngestSummary(slot=slot["slot"])
+    try:
+        ingest.ingest_slot(
+            rt.connect, client, slot_run_id=slot["slot_run_id"], key=_key(slot),
+            window_days=rt.settings.window_days, max_articles=rt.settings.max_articles_per_slot,
+            page_size=rt.settings.werss_page_size, max_pages=rt.settings.werss_max_pages, summary=summary,
+        )
+    except WeRSSAuthError as exc:  # a refused login, or a 401 that a fresh login did not cure
+        _watch_werss(rt, slot, summary, failed=str(exc))
+        rt.alert("werss_auth", f"WeRSS 拒绝登录或授权：{exc}", slot)
+        raise
+    except WeRSSError as exc:
+        _watch_werss(rt, slot, summary, failed=str(exc))
+        raise
+    _watch_werss(rt, slot, summary, failed=None)
+    _watch_silent_accounts(rt, slot, _key(slot).scheduled_at)
     return summary.as_xcom()
+
+
+AUTH_STALL_SLOTS = 2
+EXPIRED = re.compile(r"401|expired|过期|重新登录|重新扫码|session", re.IGNORECASE)
+
+
+def _watch_werss(rt: Runtime, slot: dict[str, Any], summary: ingest.IngestSummary, *, failed: str | None) -> None:
+    """Keep WeRSS's last outcome for the overview; two slots in a row that ingested nothing while WeRSS
+    spoke of an expired session (its own WeChat login, which only a new scan revives) are an auth stall."""
+    errors = [e for e in [failed, *summary.errors] if e]
+    stalled = summary.new == 0 and any(EXPIRED.search(e) for e in errors)
+
+    def change(state: dict[str, Any]) -> dict[str, Any]:
+        if state.get("last_slot_run_id") != slot["slot_run_id"]:  # a rerun of a slot counts once
+            state["auth_stalled_slots"] = int(state.get("auth_stalled_slots") or 0) + 1 if stalled else 0
+        state.update(last_slot_run_id=slot["slot_run_id"], last_ingest_at=datetime.now(UTC).isoformat(),
+                     last_status="failed" if failed else ("partial" if summary.errors else "ok"),
+                     last_new=summary.new, last_errors=[redact.scrub(e)[:200] for e in errors[:3]])
+        return state
+
+    try:
+        with rt.connect() as conn:
+            state = store.update_status(conn, "werss:status", change)
+    except Exception:  # noqa: BLE001 - a status for the pages; the step's own outcome matters more
+        log.warning("WeRSS status could not be recorded", exc_info=True)
+        return
+    if int(state.get("auth_stalled_slots") or 0) >= AUTH_STALL_SLOTS:
+        rt.alert("werss_auth", f"连续 {state['auth_stalled_slots']} 个时段没有抓到新文章，WeRSS 提示会话过期："
+                 f"{errors[0][:200]}", slot)
+
+
+SILENT_FACTOR = 3
+
+
+def _watch_silent_accounts(rt: Runtime, slot: dict[str, Any], at: datetime) -> None:
+    """Accounts quiet for more than three times their usual interval between articles: alert, listing them."""
+    with rt.connect() as conn:
+        silent = store.silent_accounts(conn, at, SILENT_FACTOR)
+    if silent:
+        names = "、".join(f"{a['name'] or a['mp_id']}（已 {_span(at - a['last_article_at'])}无新文，通常每 "
+                         f"{_span(a['cadence'])}一篇）" for a in silent[:8])
+        rt.alert("werss_stale", f"{len(silent)} 个公众号长时间没有新文章：{names}", slot)
+
+
+def _span(delta: timedelta) -> str:
+    hours = delta.total_seconds() / 3600
+    return f"{hours / 24:.1f} 天" if hours >= 48 else f"{hours:.0f} 小时"
 
 
 @step("select_articles")
@@ -275,6 +375,16 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
             conn, max_attempts=rt.settings.max_analysis_attempts, limit=rt.settings.max_articles_per_slot,
             first_slot_run_id=slot["slot_run_id"] if own_only else None,
         )
+        spent = spending.budget_reached(conn, rt.settings)
+        budget_note = None
+        if rows and spent is not None:
+            store.defer_for_budget(conn, slot["slot_run_id"], [r["id"] for r in rows], spending.today())
+            store.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
+                f"budget: {len(rows)} analyses left for the next day (the day's LLM budget is reached)"])
+            budget_note = (f"今日已花费 {rt.settings.price_table().money(spent)}，达到预算 "
+                      f"{rt.settings.price_table().money(rt.settings.daily_budget)}；{len(rows)} 篇顺延到次日")
+            log.warning("slot %s: %s", slot["slot"], budget_note)
+            rows = []
         left = step_deadline(slot, "select_articles")
         if rows and left is not None and left - time.monotonic() < analyst.MIN_CALL_SECONDS:
             store.add_deferred(conn, slot["slot_run_id"], len(rows))
@@ -283,6 +393,8 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
             log.warning("slot %s: the analysis deadline has passed; %d articles wait for later slots",
                         slot["slot"], len(rows))
             return []
+    if budget_note:
+        rt.alert("budget", budget_note, slot)
     retries = sum(1 for r in rows if r["analyzed_status"] == store.FAILED)
     log.info("slot %s: %d articles to analyse (%d retries of earlier failures)", slot["slot"], len(rows), retries)
     return [{"item_id": r["id"], "title": r["title"][:80]} for r in rows]
@@ -290,10 +402,19 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
 
 @step(lambda article: f"analyse:{article['item_id']}")
 def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any]) -> dict[str, Any]:
-    outcome = analyst.analyse_item(
-        rt.connect, rt.llm, item_id=article["item_id"], slot_run_id=slot["slot_run_id"], claimer=claimer(slot),
-        settings=rt.settings, deadline=step_deadline(slot, "analyse"),
-    )
+    def streak(count: int, error: str) -> None:
+        rt.alert("deepseek", f"DeepSeek 连续 {count} 次限流（429）：{error}；本时段改为逐篇调用", slot)
+
+    gate = ratelimit.DatabaseGate(rt.connect, slot["slot_run_id"], on_streak=streak)
+    try:
+        outcome = analyst.analyse_item(
+            rt.connect, lambda: rt.llm(gate), item_id=article["item_id"], slot_run_id=slot["slot_run_id"],
+            claimer=claimer(slot), settings=rt.settings, deadline=step_deadline(slot, "analyse"),
+            on_budget=lambda reason: rt.alert("budget", reason, slot),
+        )
+    except LLMConfigError as exc:
+        rt.alert("deepseek", f"DeepSeek 配置或账户问题：{exc}", slot)
+        raise
     return outcome.as_xcom()
 
 
@@ -312,6 +433,8 @@ def _slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
 @step("summarise")
 def summarise_slot(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     summary = _slot_summary(rt, slot)
+    if summary.failed >= 2 and summary.failed * 2 > summary.failed + summary.analysed:
+        rt.alert("deepseek", f"本时段 {summary.failed + summary.analysed} 篇分析中 {summary.failed} 篇失败", slot)
     log.info("slot %s: %d analysed, %d failed, %d ≥ %d, best %s (analysis %s)", slot["slot"], summary.analysed,
              summary.failed, summary.above_threshold, summary.threshold, summary.max_score, summary.top_analysis_id)
     return summary.as_xcom()
@@ -419,6 +542,8 @@ def _push_daily(rt: Runtime, day: date, slot: dict[str, Any], *, late: bool, non
     path = f"/daily/{day.isoformat()}"
     lines = [f"分析 {stats.get('analysed', 0)} 篇，机会 {stats.get('opportunities', 0)} 条，失败 {stats.get('failed', 0)} 篇"
              + (f"，待分析 {stats['pending']} 篇" if stats.get("pending") else "")]
+    if stats.get("budget_deferred"):
+        lines.append(f"今日 LLM 预算用尽，{stats['budget_deferred']} 篇顺延到次日分析")
     lines += decide.daily_notes(built=report["status"] != store.REPORT_FAILED,
                                 partial=report["status"] == store.REPORT_PARTIAL, digest_json=report["digest_json"])
     message = push.Message(
@@ -439,7 +564,7 @@ def _stats_from_database(rt: Runtime, day: date) -> dict[str, Any]:
     still goes out: it is the one message the reader gets every day)."""
     try:
         with rt.connect() as conn:
-            return digest.gather(conn, day, rt.settings.push_score_threshold).stats
+            return digest.gather(conn, day, rt.settings.push_score_threshold, rt.settings.deepseek_currency).stats
     except Exception:  # noqa: BLE001 - whatever broke the report must not also stop its push
         log.exception("the day's counts could not be gathered for the daily push; pushing without them")
         return {}
@@ -498,6 +623,12 @@ def close_slot(rt: Runtime, slot: dict[str, Any], failed_tasks: list[str]) -> di
                                   dag_run_id=slot.get("dag_run_id"))
         row = store.close_slot_run(conn, slot["slot_run_id"], rt.settings.push_score_threshold)
         store.refresh_slots_done(conn, row["run_date"])
+        undelivered = (slot["is_daily"] and daily_push_plan(slot)[0]
+                       and not store.daily_push_sent(conn, date.fromisoformat(slot["run_date"])))
+    if undelivered:
+        errors = (row["step_errors"] or {})
+        why = errors.get("push_daily_report") or errors.get("build_daily_report") or "the push step did not run"
+        rt.alert("daily_undelivered", f"{slot['run_date']} 的日报没有送达：{why}", slot)
     outcome = "success" if row["status"] == store.SUCCESS else "failed"
     log.info("slot %s %s closed as %s: %d new, %d analysed, %d failed, %d opportunities, %d pushed%s",
              slot["run_date"], slot["slot"], outcome, row["new_count"], row["analysed_count"], row["failed_count"],

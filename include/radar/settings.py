@@ -13,9 +13,12 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from include.radar import pricing
 
 SLOT_RE = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
@@ -76,14 +79,28 @@ class Settings(BaseModel):
     deepseek_thinking: bool = True
     deepseek_reasoning_effort: str = Field("high", pattern=r"^(low|medium|high|max)$")
     deepseek_timeout_seconds: float = Field(180, gt=0, le=1800)  # wall clock per call
-    # USD per million tokens; prices change often, so they are configuration
-    deepseek_price_input_cache_hit: float = Field(0.028, ge=0)
-    deepseek_price_input_cache_miss: float = Field(0.28, ge=0)
-    deepseek_price_output: float = Field(0.42, ge=0)
+    # every call's answer is capped (reasoning included): a runaway answer costs at most this many tokens
+    deepseek_max_tokens: int = Field(32768, ge=256, le=65536)
+    # what a call costs (include/radar/pricing.py): off-peak prices per million tokens as JSON
+    # {"cache_hit": .., "cache_miss": .., "output": ..} in deepseek_currency; unset = the published defaults
+    # of the configured model. Peak windows are Beijing time; peak = off-peak × deepseek_peak_multiplier.
+    deepseek_currency: str = Field("USD", pattern=r"^(USD|CNY)$")
+    deepseek_prices: str | None = None
+    deepseek_peak_hours: str = pricing.DEFAULT_PEAK_HOURS
+    deepseek_peak_multiplier: float = Field(2.0, ge=1, le=10)
+    deepseek_peak_since: datetime = datetime.fromisoformat(pricing.DEFAULT_PEAK_SINCE)
+    deepseek_peak_weekdays_only: bool = False
+    # the day's LLM spend (Shanghai day, deepseek_currency) at which analyses stop until the next day; 0 = off
+    daily_budget: float = Field(0, ge=0)
+    # rate limits: waits honouring Retry-After, which cost no attempt, up to this long per article
+    deepseek_rate_limit_wait_seconds: float = Field(300, ge=0, le=3600)
 
     # operations
     # the daily report is pushed at most this long after the daily slot's time, whatever else is happening
     daily_push_deadline_minutes: float = Field(10, ge=0.25, le=120)
+    # a Deadline Alert on the daily run (the triggerer alerts the operator when the report is not out by the
+    # deadline). Read at parse time. Off under `airflow dags test`, which Airflow 3.3.2 cannot finish with one.
+    daily_deadline_alert: bool = True
     # every radar database session: a statement or a lock wait longer than this fails instead of hanging
     db_statement_timeout_seconds: float = Field(60, gt=0, le=3600)
     db_lock_timeout_seconds: float = Field(10, gt=0, le=600)
@@ -102,6 +119,8 @@ class Settings(BaseModel):
     werss_conn_id: str = "werss_default"
     deepseek_conn_id: str = "deepseek_default"
     push_conn_id: str = "radar_push"
+    # the operator's alerts; without this connection they go to the reader's channels, prefixed 运维
+    ops_push_conn_id: str = "radar_ops_push"
     db_conn_id: str = "radar_db"
 
     @field_validator("schedule_slots", mode="before")
@@ -152,6 +171,39 @@ class Settings(BaseModel):
             raise ValueError("must be an absolute http(s) URL")
         return value.rstrip("/")
 
+    @field_validator("deepseek_prices", mode="before")
+    @classmethod
+    def _empty_prices_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("deepseek_prices")
+    @classmethod
+    def _check_prices(cls, value: str | None) -> str | None:
+        if value is not None:
+            pricing.parse_rates(value)
+        return value
+
+    @field_validator("deepseek_peak_hours")
+    @classmethod
+    def _check_peak_hours(cls, value: str) -> str:
+        pricing.parse_windows(value)
+        return value
+
+    @field_validator("deepseek_peak_since")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("needs a time zone, e.g. 2026-08-16T16:00:00+00:00")
+        return value
+
+    def price_table(self) -> pricing.PriceTable:
+        """What a call of the configured model costs, at any moment (peak or off-peak)."""
+        return pricing.table_for(
+            self.deepseek_model, self.deepseek_currency, self.deepseek_prices,
+            peak_multiplier=self.deepseek_peak_multiplier, peak_windows=pricing.parse_windows(self.deepseek_peak_hours),
+            peak_since=self.deepseek_peak_since, peak_weekdays_only=self.deepseek_peak_weekdays_only,
+        )
+
     @property
     def daily_slot(self) -> str:
         """The last slot of the day builds and always pushes the daily report (22:00 by default)."""
@@ -169,6 +221,14 @@ class Settings(BaseModel):
 
 SETTING_NAMES: tuple[str, ...] = tuple(Settings.model_fields)
 SECRET_SETTINGS = frozenset(n for n, f in Settings.model_fields.items() if "SecretStr" in str(f.annotation))
+
+
+# settings that were replaced: a leftover is refused rather than silently ignored
+RENAMED = {
+    "deepseek_price_input_cache_hit": "deepseek_prices (JSON, off-peak, with deepseek_currency)",
+    "deepseek_price_input_cache_miss": "deepseek_prices (JSON, off-peak, with deepseek_currency)",
+    "deepseek_price_output": "deepseek_prices (JSON, off-peak, with deepseek_currency)",
+}
 
 
 def env_name(name: str) -> str:
@@ -205,14 +265,17 @@ def load_settings(lookup: Lookup | None = None, *, use_airflow: bool = True, **o
         if value is not None:
             raw[name] = value
     raw.update(overrides)
+    for old, new in RENAMED.items():
+        if (lookup(old) if lookup else os.environ.get(env_name(old))) is not None:
+            raise SettingsError(f"the setting {old} ({env_name(old)}) is gone: use {new} instead")
     try:
         settings = Settings(**raw)
     except ValidationError as exc:
         first = exc.errors()[0]
+        message = str(first["msg"]).removeprefix("Value error, ")
         name = str(first["loc"][0]) if first["loc"] else "?"
         value = raw.get(name, first.get("input"))
         shown = "<secret>" if name in SECRET_SETTINGS else repr(value)
-        message = str(first["msg"]).removeprefix("Value error, ")
         raise SettingsError(
             f"invalid setting {name}={shown} ({env_name(name)} or Airflow Variable radar_{name}): {message}"
         ) from None

@@ -82,3 +82,13 @@ def epoch_seconds(value: int | float | str) -> int:
     if number > 10**10:
         number //= 1000
     return number
+
+
+def slots_between(start: datetime, end: datetime, slots: tuple[str, ...], tz: ZoneInfo = SHANGHAI) -> list[SlotKey]:
+    """The planned slots with ``start < scheduled_at <= end``, oldest first."""
+    keys = []
+    day = start.astimezone(tz).date()
+    while day <= end.astimezone(tz).date():
+        keys += [k for k in (slot_at(day, s, tz) for s in slots) if start < k.scheduled_at <= end]
+        day += timedelta(days=1)
+    return keys

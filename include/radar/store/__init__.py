@@ -9,6 +9,7 @@ Every function takes an open psycopg connection (``db.connect()``) and leaves co
 - ``analyses``: claiming an article for analysis, the attempt log, results, and reading analyses;
 - ``pushes``: the notification log (exactly-once per message and channel);
 - ``reports``: the daily report and the report pages' read-only queries;
+- ``operations``: the LLM spend ledger, budget deferrals, operator alerts, shared service status;
 - ``state``: small service state (the WeRSS token).
 """
 
@@ -46,6 +47,7 @@ from include.radar.store.articles import (  # noqa: F401
     record_account_check,
     record_account_skips,
     record_body_missing,
+    silent_accounts,
     upsert_account,
 )
 from include.radar.store.common import (  # noqa: F401
@@ -68,6 +70,21 @@ from include.radar.store.common import (  # noqa: F401
     SUCCESS,
     Row,
     dumps,
+)
+from include.radar.store.operations import (  # noqa: F401
+    alerts_between,
+    day_budget_deferred,
+    day_spend,
+    defer_for_budget,
+    finish_alert,
+    item_spend,
+    missed_slots,
+    record_alert,
+    record_spend,
+    slot_spend,
+    spend_by_day,
+    status,
+    update_status,
 )
 from include.radar.store.pushes import (  # noqa: F401
     claim_notification,

@@ -78,6 +78,32 @@ def accounts(conn: psycopg.Connection) -> list[Row]:
     return conn.execute("SELECT * FROM wechat_account ORDER BY name, mp_id").fetchall()
 
 
+def silent_accounts(conn: psycopg.Connection, at: datetime, factor: float, *, history_days: int = 90,
+                    min_articles: int = 4, min_silence: str = "24 hours") -> list[Row]:
+    """Accounts whose last article is older than ``factor`` × their usual interval between articles (over
+    the ``history_days`` before ``at``, from at least ``min_articles`` articles) and than ``min_silence``, as
+    of ``at``; each with ``cadence`` (interval) and ``last_article_at``."""
+    return conn.execute(
+        """
+        WITH history AS (
+            SELECT account_id, count(*) AS n, min(published_at) AS first, max(published_at) AS last
+            FROM content_item
+            WHERE account_id IS NOT NULL AND published_at <= %(at)s
+              AND published_at > %(at)s - make_interval(days => %(days)s)
+            GROUP BY account_id
+        ), cadence AS (
+            SELECT account_id, last, (last - first) / (n - 1) AS cadence FROM history WHERE n >= %(min_n)s
+        )
+        SELECT a.id, a.mp_id, a.name, c.last AS last_article_at, c.cadence
+        FROM cadence c JOIN wechat_account a ON a.id = c.account_id
+        WHERE c.cadence > interval '0' AND %(at)s - c.last > c.cadence * %(factor)s
+          AND %(at)s - c.last > %(min_silence)s::interval
+        ORDER BY c.last
+        """,
+        {"at": at, "days": history_days, "min_n": min_articles, "factor": factor, "min_silence": min_silence},
+    ).fetchall()
+
+
 
 # ----------------------------------------------------------------------------------------- content items
 

@@ -25,6 +25,7 @@ from markdown_it.token import Token
 from markupsafe import Markup
 
 from include.radar import redact
+from include.radar.pricing import format_money
 from include.radar.slots import slot_at
 
 Row = Mapping[str, Any]
@@ -131,12 +132,12 @@ def error_text(text: str | None, limit: int) -> str:
     return short(redact.scrub(text), limit)
 
 
-def money(value: Any) -> str:
+def money(value: Any, currency: str = "USD") -> str:
     try:
         amount = Decimal(str(value or 0))
     except ArithmeticError:
         return "—"
-    return f"${amount:.4f}"
+    return format_money(amount, currency)
 
 
 def duration(ms: int | None) -> str:
@@ -964,7 +965,7 @@ def analysis_page(
             ("缓存命中", f"{row.get('cache_hit_tokens') or 0:,}"),
             ("缓存未命中", f"{row.get('cache_miss_tokens') or 0:,}"),
         ],
-        cost=money(row.get("cost_usd")),
+        cost=money(row.get("cost"), row.get("currency") or "USD"),
         latency=duration(row.get("latency_ms")),
         llm_calls=row.get("llm_calls") or 0,
         analysed_at=local_time(row.get("created_at"), tz),

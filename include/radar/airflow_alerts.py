@@ -1,0 +1,87 @@
+"""The operator alerts that Airflow itself raises: a notifier on every task's ``on_failure_callback``
+(runs in the worker when a task has failed for good, its retries spent) and the callback of the daily
+run's Deadline Alert (runs in the triggerer when the 22:00 run has not finished by its deadline).
+
+Both end in ``alerts.raise_alert``: one alert per cause and day, whatever else raised the same cause. This
+module is imported by the DAG file, so it imports nothing heavy at module level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import date, datetime
+from typing import Any
+
+from airflow.sdk import BaseNotifier
+
+log = logging.getLogger(__name__)
+
+# a task failure's cause, from the task and the exception the radar raised
+CAUSE_BY_ERROR = (("WeRSSAuthError", "werss_auth"), ("LLMConfigError", "deepseek"))
+
+
+def cause_for(task_id: str, error: str) -> str:
+    if task_id == "push_daily_report":
+        return "daily_undelivered"
+    for marker, cause in CAUSE_BY_ERROR:
+        if marker in error:
+            return cause
+    return "task_failed"
+
+
+class AlertNotifier(BaseNotifier):
+    """``on_failure_callback`` of every radar task: tells the operator, once per cause and day."""
+
+    def notify(self, context: Any) -> None:
+        try:
+            self._notify(context)
+        except Exception:  # noqa: BLE001 - a callback must never mask the task's own failure
+            log.exception("the operator alert for a failed task could not be raised")
+
+    def _notify(self, context: Any) -> None:
+        from include.radar.pipeline import Runtime
+
+        ti = context["ti"]
+        exc = context.get("exception")
+        error = f"{exc.__class__.__name__}: {exc}" if exc is not None else "failed"
+        task_id = ti.task_id
+        slot = None
+        try:
+            slot = ti.xcom_pull(task_ids="open_slot")
+        except Exception:  # noqa: BLE001 - open_slot itself may be what failed
+            log.debug("no slot for the alert", exc_info=True)
+        where = f"{ti.dag_id} · {ti.run_id} · {task_id}" + (f"[{ti.map_index}]" if getattr(ti, "map_index", -1) >= 0 else "")
+        log_url = getattr(ti, "log_url", None)
+        detail = f"{where} 失败：{error}" + (f"（日志：{log_url}）" if log_url else "")
+        Runtime.load().alert(cause_for(task_id, error), detail, slot if isinstance(slot, dict) else None)
+
+
+async def daily_deadline_missed(context: dict[str, Any] | None = None, **_: Any) -> None:
+    """Deadline Alert callback (triggerer): the run of the daily slot is still going at its deadline. When
+    the day's report has not reached any channel, the operator is told (once a day)."""
+    await asyncio.to_thread(_daily_deadline_missed, context or {})
+
+
+def _daily_deadline_missed(context: dict[str, Any]) -> str | None:
+    from include.radar import store
+    from include.radar.pipeline import Runtime
+    from include.radar.slots import SHANGHAI
+
+    run = context.get("dag_run") or {}
+    logical = run.get("logical_date")
+    if not logical:
+        return None
+    at = datetime.fromisoformat(str(logical).replace("Z", "+00:00")).astimezone(SHANGHAI)
+    rt = Runtime.load()
+    if at.strftime("%H:%M") != rt.settings.daily_slot:
+        return None  # a daytime slot running long: its own deadlines bound it
+    day: date = at.date()
+    with rt.connect() as conn:
+        if store.daily_push_sent(conn, day):
+            return None
+    return rt.alert(
+        "daily_undelivered",
+        f"{day} 的日报在截止时间（{rt.settings.daily_slot} 后 {rt.settings.daily_push_deadline_minutes:g} 分钟）仍未送达，"
+        f"运行 {run.get('dag_run_id') or run.get('run_id') or '?'} 尚未结束",
+    )

@@ -1,0 +1,113 @@
+"""Operator alerts: what is wrong with the radar, told once per cause and day, never with a secret.
+
+Readers' pushes and operator alerts are different messages to (usually) different people. Alerts go to
+the ``radar_ops_push`` connection's channels; without it, to the reader's channels, titled 「运维」.
+Each cause is recorded in ``operator_alert`` (unique per Shanghai day and cause) and delivered through
+the notification log like every push (``push_type='alert'``, identified by the cause), so a rerun, a
+retry or a second worker raising the same cause sends nothing more; a failed delivery is retried by the
+next occurrence. Raising an alert never fails the step that raised it.
+
+Causes are raised where they are seen: in the steps (a WeRSS login refused, a 429 streak, half a slot's
+analyses failed, the budget reached, a slot that never ran) and through Airflow's own mechanisms: the
+``AlertNotifier`` on every task's ``on_failure_callback`` and a Deadline Alert on the daily run
+(``daily_deadline_missed``, run by the triggerer).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any
+
+from include.radar import push, redact, store
+from include.radar.slots import SHANGHAI
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Cause:
+    title: str
+    action: str  # what the operator should do, one line
+
+
+CAUSES: dict[str, Cause] = {
+    "werss_auth": Cause(
+        "WeRSS 授权失效", "登录 WeRSS 检查账号密码或 AK/SK，必要时重新扫码授权公众号；修好后清除失败的 ingest 任务重跑"),
+    "werss_stale": Cause(
+        "公众号长时间没有新文章", "在 WeRSS 中检查这些公众号的抓取状态（授权、限流、被封），或确认它们确实停更"),
+    "deepseek": Cause(
+        "DeepSeek 调用异常", "查看 DeepSeek 控制台的余额、限流和模型名（deepseek_model）；失败的文章会在后续时段重试"),
+    "budget": Cause(
+        "今日 LLM 预算已用尽", "其余文章顺延到次日分析；如需今天完成，提高 daily_budget 后重跑本时段"),
+    "daily_undelivered": Cause(
+        "22:00 日报未按时送达", "查看 push_daily_report 的日志与推送通道；修好后清除该任务重推（不会重复发送）"),
+    "scheduler_silent": Cause(
+        "有时段没有运行", "检查 Airflow 调度器与 DAG 是否暂停；需要时用 run_date + slot 手动补跑"),
+    "task_failed": Cause(
+        "任务失败", "打开链接中的 Airflow 运行查看任务日志；修好原因后清除失败的任务"),
+}
+
+
+def operator_channels(ops: list[push.Channel], reader: list[push.Channel]) -> tuple[list[push.Channel], bool]:
+    """The channels alerts go to, and whether they are the reader's (then titles say 运维)."""
+    return (ops, False) if ops else (reader, True)
+
+
+def raise_alert(
+    connect: Callable[[], Any],
+    channels: Callable[[], tuple[list[push.Channel], bool]],
+    *,
+    cause: str,
+    detail: str,
+    link: str,
+    slot_run_id: int | None = None,
+    dag_run_id: str | None = None,
+    now: datetime | None = None,
+) -> str:
+    """Record ``cause`` for today and deliver it unless it already was. Returns what happened:
+    ``sent``, ``already`` (this cause was delivered today), ``failed`` (delivery failed: recorded, retried by
+    the next occurrence) or ``unrecorded`` (the database is unreachable: logged only). Never raises."""
+    info = CAUSES[cause]
+    day = (now or datetime.now(UTC)).astimezone(SHANGHAI).date()
+    detail = redact.scrub(" ".join(str(detail).split()))[:600]
+    try:
+        with connect() as conn:
+            alert = store.record_alert(conn, day=day, cause=cause, title=info.title, detail=detail,
+                                       slot_run_id=slot_run_id, dag_run_id=dag_run_id)
+    except Exception:  # noqa: BLE001 - alerting must not fail the step that raised it
+        log.exception("operator alert %s could not be recorded: %s", cause, detail)
+        return "unrecorded"
+    if alert["delivered"]:
+        log.info("operator alert %s already sent today (occurrence %d): %s", cause, alert["occurrences"], detail)
+        return "already"
+    try:
+        targets, shared = channels()
+        message = push.Message(
+            title=f"{'【运维】' if shared else ''}{info.title}",
+            lines=[alert["detail"] or detail, f"处理：{info.action}"],
+            link=link,
+        )
+        report = push.deliver(connect, targets, message, report_date=day, slot="ops", push_type="alert",
+                              target_url=link, slot_run_id=slot_run_id, identity=cause)
+        error = "; ".join(report.failed) or None
+        if not report.sent and not report.failed:  # every channel had it already (a concurrent raiser)
+            error = None
+    except Exception as exc:  # noqa: BLE001 - no channel, a broken channel URL: recorded, shown on the page
+        error = redact.scrub(f"{exc.__class__.__name__}: {exc}")
+    try:
+        with connect() as conn:
+            store.finish_alert(conn, alert["id"], error)
+    except Exception:  # noqa: BLE001
+        log.exception("operator alert %s: its delivery could not be recorded", cause)
+    if error:
+        log.warning("operator alert %s could not be delivered (%s): %s", cause, error, detail)
+        return "failed"
+    log.warning("operator alert %s sent: %s", cause, detail)
+    return "sent"
+
+
+def day_of(at: datetime) -> date:
+    return at.astimezone(SHANGHAI).date()
