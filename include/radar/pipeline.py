@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,11 +28,12 @@ from include.radar import (
     signing,
     spending,
     store,
+    watch,
 )
 from include.radar.deadlines import NONE, SlotDeadlines, daily_deadlines, retry_is_pointless
 from include.radar.llm import LLMClient, LLMConfigError, RateGate
 from include.radar.settings import ConnectionInfo, Settings, check_secret, get_connection, load_settings
-from include.radar.slots import SHANGHAI, SlotKey, is_late, slot_at, slot_for, slots_between
+from include.radar.slots import SHANGHAI, SlotKey, is_late, slot_at, slot_for
 from include.radar.werss import WeRSSAuthError, WeRSSClient, WeRSSError
 
 log = logging.getLogger(__name__)
@@ -240,7 +240,7 @@ def open_slot(
         phases = daily_deadlines(key.scheduled_at, opened_at, rt.settings.daily_push_deadline_minutes) if bound else NONE
         row = store.open_slot_run(conn, key, run_type=run_type, dag_id=dag_id, dag_run_id=dag_run_id,
                                   deadline_at=phases.push)
-        missed = _missed_slots(conn, rt.settings, key, opened_at) if run_type == "scheduled" and row["created"] else []
+        missed = watch.missed_slots(conn, rt.settings, key, opened_at) if run_type == "scheduled" and row["created"] else []
     log.info("slot %s %s: run record %s %s (%s run%s)%s", key.run_date, key.slot, row["id"],
              "opened" if row["created"] else f"reopened (attempt {row['attempts']})", run_type, ", late" if late else "",
              f"; the report is due by {phases.push.astimezone(SHANGHAI):%H:%M:%S}" if phases.push else "")
@@ -261,17 +261,6 @@ def open_slot(
         "dag_run_id": dag_run_id,
         "deadlines": phases.as_xcom(),
     }
-
-
-SILENCE_MINUTES = 30
-
-
-def _missed_slots(conn: Any, settings: Settings, key: SlotKey, now: datetime) -> list[str]:
-    """The planned slots of the last day, due more than 30 minutes ago, that never got a run record."""
-    expected = slots_between(key.scheduled_at - timedelta(days=1), now - timedelta(minutes=SILENCE_MINUTES),
-                             settings.schedule_slots)
-    pairs = [(k.run_date, k.slot) for k in expected if k.scheduled_at < key.scheduled_at]
-    return [f"{d:%m-%d} {s}" for d, s in store.missed_slots(conn, pairs)]
 
 
 def deadlines(slot: dict[str, Any]) -> SlotDeadlines:
@@ -302,62 +291,15 @@ def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
             page_size=rt.settings.werss_page_size, max_pages=rt.settings.werss_max_pages, summary=summary,
         )
     except WeRSSAuthError as exc:  # a refused login, or a 401 that a fresh login did not cure
-        _watch_werss(rt, slot, summary, failed=str(exc))
+        watch.werss_outcome(rt, slot, summary, failed=str(exc))
         rt.alert("werss_auth", f"WeRSS 拒绝登录或授权：{exc}", slot)
         raise
     except WeRSSError as exc:
-        _watch_werss(rt, slot, summary, failed=str(exc))
+        watch.werss_outcome(rt, slot, summary, failed=str(exc))
         raise
-    _watch_werss(rt, slot, summary, failed=None)
-    _watch_silent_accounts(rt, slot, _key(slot).scheduled_at)
+    watch.werss_outcome(rt, slot, summary, failed=None)
+    watch.silent_accounts(rt, slot, _key(slot).scheduled_at)
     return summary.as_xcom()
-
-
-AUTH_STALL_SLOTS = 2
-EXPIRED = re.compile(r"401|expired|过期|重新登录|重新扫码|session", re.IGNORECASE)
-
-
-def _watch_werss(rt: Runtime, slot: dict[str, Any], summary: ingest.IngestSummary, *, failed: str | None) -> None:
-    """Keep WeRSS's last outcome for the overview; two slots in a row that ingested nothing while WeRSS
-    spoke of an expired session (its own WeChat login, which only a new scan revives) are an auth stall."""
-    errors = [e for e in [failed, *summary.errors] if e]
-    stalled = summary.new == 0 and any(EXPIRED.search(e) for e in errors)
-
-    def change(state: dict[str, Any]) -> dict[str, Any]:
-        if state.get("last_slot_run_id") != slot["slot_run_id"]:  # a rerun of a slot counts once
-            state["auth_stalled_slots"] = int(state.get("auth_stalled_slots") or 0) + 1 if stalled else 0
-        state.update(last_slot_run_id=slot["slot_run_id"], last_ingest_at=datetime.now(UTC).isoformat(),
-                     last_status="failed" if failed else ("partial" if summary.errors else "ok"),
-                     last_new=summary.new, last_errors=[redact.scrub(e)[:200] for e in errors[:3]])
-        return state
-
-    try:
-        with rt.connect() as conn:
-            state = store.update_status(conn, "werss:status", change)
-    except Exception:  # noqa: BLE001 - a status for the pages; the step's own outcome matters more
-        log.warning("WeRSS status could not be recorded", exc_info=True)
-        return
-    if int(state.get("auth_stalled_slots") or 0) >= AUTH_STALL_SLOTS:
-        rt.alert("werss_auth", f"连续 {state['auth_stalled_slots']} 个时段没有抓到新文章，WeRSS 提示会话过期："
-                 f"{errors[0][:200]}", slot)
-
-
-SILENT_FACTOR = 3
-
-
-def _watch_silent_accounts(rt: Runtime, slot: dict[str, Any], at: datetime) -> None:
-    """Accounts quiet for more than three times their usual interval between articles: alert, listing them."""
-    with rt.connect() as conn:
-        silent = store.silent_accounts(conn, at, SILENT_FACTOR)
-    if silent:
-        names = "、".join(f"{a['name'] or a['mp_id']}（已 {_span(at - a['last_article_at'])}无新文，通常每 "
-                         f"{_span(a['cadence'])}一篇）" for a in silent[:8])
-        rt.alert("werss_stale", f"{len(silent)} 个公众号长时间没有新文章：{names}", slot)
-
-
-def _span(delta: timedelta) -> str:
-    hours = delta.total_seconds() / 3600
-    return f"{hours / 24:.1f} 天" if hours >= 48 else f"{hours:.0f} 小时"
 
 
 @step("select_articles")
