@@ -24,13 +24,15 @@ def article(n: int, published: datetime, *, mp: str = "MP_WXS_1", title: str | N
                        url=f"https://mp.weixin.qq.com/s/{n}")
 
 
-def answer(score: int, summary: str = "储能订单回暖，龙头受益。建议关注。", **extra: Any) -> str:
+def answer(score: int, summary: str = "储能订单回暖，龙头受益。建议关注。", *,
+           evidence: tuple[str, ...] = ("订单同比增长",), **extra: Any) -> str:
+    """An analysis answer; its evidence quotes the default article body (see ``article``)."""
     return json.dumps({
         "score": score, "has_opportunity": score >= 60, "top_type": "sector" if score >= 60 else "none",
         "summary": summary,
         "opportunities": [{"name": "储能龙头", "type": "sector", "targets": ["储能"], "direction": "bullish",
                            "horizon": "1-3个月", "catalyst": "集采放量", "risks": ["价格战"],
-                           "evidence": ["订单同比增长"], "confidence": 0.7}] if score >= 60 else [],
+                           "evidence": list(evidence), "confidence": 0.7}] if score >= 60 else [],
         **extra,
     }, ensure_ascii=False)
 

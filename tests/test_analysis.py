@@ -122,7 +122,7 @@ def test_same_text_under_two_external_ids_costs_one_call(fakes):
     body = "<p>同一篇稿件：铜矿供给收缩，冶炼厂加工费下滑，铜价中枢上移。</p>"
     _one_article(fakes, 1, body=body)
     _one_article(fakes, 2, body=body, mp="MP_WXS_2")
-    fakes.deepseek.responder = lambda b: answer(70)
+    fakes.deepseek.responder = lambda b: answer(70, evidence=("铜矿供给收缩",))
     run_slot(SLOT)  # one of the twins per slot, so parallel mapped tasks never both pay
     run_slot(shanghai(2026, 1, 8, 18))  # the other reuses its analysis
     assert len(fakes.deepseek.requests) == 1

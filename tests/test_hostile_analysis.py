@@ -194,7 +194,7 @@ def test_two_copies_of_one_text_claimed_at_the_same_moment_pay_for_one_call(fake
 
     def slow(body):
         time.sleep(1.0)
-        return answer(70)
+        return answer(70, evidence=("光伏龙头签下百亿订单",))
 
     fakes.deepseek.responder = slow
     outcomes: dict[int, str] = {}

@@ -166,7 +166,7 @@ def test_a_repost_of_an_already_pushed_article_is_not_pushed_again(fakes):
     fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}, {"id": "MP_WXS_2", "mp_name": "前哨站"}]
     fakes.werss.articles.append(article(1, shanghai(2026, 1, 8, 11), body=body, title="文章1"))
     fakes.at(shanghai(2026, 1, 8, 12))
-    fakes.deepseek.responder = lambda b: answer(80)
+    fakes.deepseek.responder = lambda b: answer(80, evidence=("铜矿供给收缩",))
     run_slot(shanghai(2026, 1, 8, 12))
     fakes.werss.articles.append(article(2, SLOT - timedelta(minutes=30), body=body, title="文章2", mp="MP_WXS_2"))
     fakes.at(SLOT)

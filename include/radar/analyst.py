@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from include.radar import spending, store
+from include.radar import evidence, spending, store
 from include.radar.llm import (
     MIN_CALL_SECONDS,
     LLMClient,
@@ -114,13 +114,15 @@ def analyse_item(
     assert item is not None and attempt_id is not None
     spend = Spend(settings, item_id=item_id, attempt_id=attempt_id, slot_run_id=slot_run_id, model=llm.model)
     try:
+        source = evidence.Article(item["clean_text"])
+        threshold = settings.push_score_threshold
         answer = llm.complete_json(
             ANALYSIS_PROMPT.system(), article_prompt(item, settings.deepseek_content_truncate_chars), ArticleAnalysis,
-            deadline=deadline,
+            deadline=deadline, check=lambda value: evidence.needs_repair(value, source, threshold),
         )
         spend.usage = answer.usage
-        result: ArticleAnalysis = answer.value  # type: ignore[assignment]
-        record = _record(item_id, slot_run_id, result, answer.usage, answer.model, settings)
+        result, verdict = evidence.settle(answer.value, source, threshold)  # type: ignore[arg-type]
+        record = _record(item_id, slot_run_id, result, answer.usage, answer.model, settings, verdict)
         with connect() as conn:
             spend.record(conn)
             analysis_id = store.insert_analysis(conn, record, [o.model_dump() for o in result.opportunities],
@@ -197,9 +199,12 @@ def _record_crash(connect: Callable[[], Any], attempt_id: int, exc: BaseExceptio
 
 
 def _record(
-    item_id: int, slot_run_id: int, result: ArticleAnalysis, usage: Usage, model: str, settings: Settings
+    item_id: int, slot_run_id: int, result: ArticleAnalysis, usage: Usage, model: str, settings: Settings,
+    verdict: evidence.Verdict,
 ) -> dict[str, Any]:
     return {
+        "evidence_verified": verdict.verified > 0,
+        "consistency_note": verdict.consistency,
         "content_item_id": item_id,
         "slot_run_id": slot_run_id,
         "reused_from_id": None,
@@ -207,7 +212,7 @@ def _record(
         "has_opportunity": result.has_opportunity,
         "top_type": result.top_type,
         "summary": result.summary,
-        "result_json": result.model_dump(mode="json"),
+        "result_json": {**result.model_dump(mode="json"), "checks": evidence.record(verdict)},
         "model": model,
         "prompt_version": ANALYSIS_PROMPT.label,
         "prompt_tokens": usage.prompt_tokens,
@@ -226,7 +231,7 @@ def _reuse(conn: Any, twin: dict[str, Any], item_id: int, slot_run_id: int) -> i
     """Copy an analysis of the same text onto this item: no LLM call, no tokens, a pointer to the source."""
     record = {
         **{k: twin[k] for k in ("score", "has_opportunity", "top_type", "summary", "result_json", "model",
-                                "prompt_version")},
+                                "prompt_version", "evidence_verified", "consistency_note")},
         "content_item_id": item_id,
         "slot_run_id": slot_run_id,
         "reused_from_id": twin["reused_from_id"] or twin["id"],

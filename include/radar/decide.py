@@ -25,6 +25,7 @@ class SlotSummary:
     top_analysis_id: int | None
     top_summary: str | None
     threshold: int
+    unverified: int = 0  # analyses at or above the threshold whose evidence is not in their article
 
     def as_xcom(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -42,18 +43,27 @@ def summarise(analyses: list[dict[str, Any]], failed: int, threshold: int) -> Sl
 
     A repost that reused an earlier analysis is counted as analysed but is not news: it neither counts
     as an opportunity nor becomes the pushed one, so the same text is never pushed twice.
+    An analysis whose evidence was not found in its article (``evidence_verified`` false) cannot trigger
+    the push: it ranks below every verified one and is counted as ``unverified``.
     """
-    fresh = [a for a in analyses if not a.get("reused_from_id")]
+    fresh = sorted((a for a in analyses if not a.get("reused_from_id")),
+                   key=lambda a: (not verified(a), -a["score"], a["id"]))
     top = fresh[0] if fresh else None
     return SlotSummary(
         analysed=len(analyses),
         failed=failed,
-        above_threshold=sum(1 for a in fresh if a["score"] >= threshold),
+        above_threshold=sum(1 for a in fresh if a["score"] >= threshold and verified(a)),
         max_score=top["score"] if top else None,
         top_analysis_id=top["id"] if top else None,
         top_summary=top["summary"] if top else None,
         threshold=threshold,
+        unverified=sum(1 for a in fresh if a["score"] >= threshold and not verified(a)),
     )
+
+
+def verified(analysis: dict[str, Any]) -> bool:
+    """Whether an analysis's evidence was found in its article (analyses from before the check count as found)."""
+    return analysis.get("evidence_verified") is not False
 
 
 def decide(

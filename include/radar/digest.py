@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from include.radar import store
+from include.radar import decide, store
 from include.radar.llm import (
     LLMClient,
     LLMConfigError,
@@ -55,7 +55,8 @@ class DayFacts:
     @property
     def stats(self) -> dict[str, Any]:
         # a repost reuses an earlier analysis: it is not a new opportunity (the same rule as the slot push)
-        opportunities = [a for a in self.analyses if a["score"] >= self.threshold and not a["reused_from_id"]]
+        opportunities = [a for a in self.analyses
+                         if a["score"] >= self.threshold and not a["reused_from_id"] and decide.verified(a)]
         return {
             "analysed": len(self.analyses),
             "opportunities": len(opportunities),
@@ -229,7 +230,8 @@ def build_report(
         digest_md = digest.digest_md
     else:
         tops = [{"analysis_id": a["id"], "title": a["title"], "reason": f"评分 {a['score']}"}
-                for a in facts.analyses if a["score"] >= settings.push_score_threshold and not a["reused_from_id"]][:3]
+                for a in facts.analyses
+                if a["score"] >= settings.push_score_threshold and not a["reused_from_id"] and decide.verified(a)][:3]
         digest_json = {"has_opportunity": bool(tops), "top_opportunities": tops, "watchlist": [],
                        "source": "fallback", "warnings": facts.slot_errors, "step_errors": list(upstream_errors or []),
                        "pending": _pending(facts)}

@@ -207,6 +207,7 @@ class JsonAnswer:
     usage: Usage
     model: str
     failures: list[str] = field(default_factory=list)
+    unsettled: str | None = None  # what check() still questions in the answer returned
 
 
 class LLMClient:
@@ -253,9 +254,15 @@ class LLMClient:
             body["reasoning_effort"] = self.reasoning_effort
         return body
 
-    def complete_json(self, system: str, user: str, schema: type[M], *, deadline: float | None = None) -> JsonAnswer:
+    def complete_json(
+        self, system: str, user: str, schema: type[M], *, deadline: float | None = None,
+        check: Callable[[Any], str | None] | None = None,
+    ) -> JsonAnswer:
         """Walk the ladder until an answer validates against ``schema``.
 
+        ``check`` looks at a valid answer: an instruction it returns (the evidence is not in the article, the
+        score contradicts the flag) spends the next rung asking again with it; when no rung is left, or the
+        later rungs fail, the last valid answer stands (``JsonAnswer.unsettled`` says why it was questioned).
         Raises LLMExhausted when every rung failed, LLMDeadline when ``deadline`` (``time.monotonic()``) came
         first, LLMConfigError / LLMRejected when retrying cannot help; each carries the usage so far.
         """
@@ -263,14 +270,19 @@ class LLMClient:
         failures: list[str] = []
         attempt = 0
         waited = 0.0  # seconds spent waiting out rate limits (no rung spent, capped by rate_limit_wait)
+        kept: BaseModel | None = None  # a valid answer that check() questioned
+        repair: str | None = None
         while attempt <= self.max_retries:
             self.gate.wait(self._left(deadline), self.sleep)  # a cool-down another call of the slot was told
             budget = self._budget(deadline)
             if budget is None:
+                if kept is not None:
+                    return JsonAnswer(value=kept, usage=usage, model=self.model, failures=failures, unsettled=repair)
                 raise LLMDeadline(f"deadline reached after {usage.calls} calls" +
                                   (f": {' | '.join(failures)}" if failures else ""), usage)
             rung = min(attempt, 3)
-            content = user if not RUNG_SUFFIX[rung] else f"{user}\n\n{RUNG_SUFFIX[rung]}"
+            suffix = repair or RUNG_SUFFIX[rung]
+            content = user if not suffix else f"{user}\n\n{suffix}"
             started = time.monotonic()
             try:
                 with self.gate.in_flight(self._left(deadline) or budget):
@@ -308,7 +320,16 @@ class LLMClient:
                 usage.calls += 1
                 usage.latency_ms += int((time.monotonic() - started) * 1000)
             self.gate.answered()
-            return JsonAnswer(value=value, usage=usage, model=self.model, failures=failures)
+            instruction = check(value) if check else None
+            if instruction is None or attempt >= self.max_retries:
+                return JsonAnswer(value=value, usage=usage, model=self.model, failures=failures, unsettled=instruction)
+            log.warning("LLM call %d/%d: a valid answer that needs another look: %s", attempt + 1,
+                        self.max_retries + 1, instruction[:80])
+            failures.append(f"call {attempt + 1}: questioned: {instruction[:60]}")
+            kept, repair = value, instruction
+            attempt += 1
+        if kept is not None:  # the rungs after a questioned answer failed: that answer stands
+            return JsonAnswer(value=kept, usage=usage, model=self.model, failures=failures, unsettled=repair)
         raise LLMExhausted(failures, usage)
 
     @staticmethod

@@ -375,6 +375,10 @@ def _slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
 @step("summarise")
 def summarise_slot(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     summary = _slot_summary(rt, slot)
+    if summary.unverified:
+        with rt.connect() as conn:
+            store.add_slot_warnings(conn, slot["slot_run_id"], "summarise", [
+                f"evidence: {summary.unverified} analyses had unverifiable evidence (not pushed)"])
     if summary.failed >= 2 and summary.failed * 2 > summary.failed + summary.analysed:
         rt.alert("deepseek", f"本时段 {summary.failed + summary.analysed} 篇分析中 {summary.failed} 篇失败", slot)
     log.info("slot %s: %d analysed, %d failed, %d ≥ %d, best %s (analysis %s)", slot["slot"], summary.analysed,

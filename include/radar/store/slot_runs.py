@@ -155,10 +155,10 @@ def close_slot_run(conn: psycopg.Connection, slot_run_id: int, threshold: int) -
             analysed_count = (SELECT count(*) FROM analysis_result a WHERE a.slot_run_id = s.id),
             opportunity_count = (SELECT count(*) FROM analysis_result a
                                   WHERE a.slot_run_id = s.id AND a.score >= %(threshold)s
-                                    AND a.reused_from_id IS NULL),
+                                    AND a.reused_from_id IS NULL AND a.evidence_verified IS NOT FALSE),
             failed_count = %(failed)s,
             pushed_count = (SELECT count(*) FROM notification_log n
-                             WHERE n.slot_run_id = s.id AND n.status = 1),
+                             WHERE n.slot_run_id = s.id AND n.status = 1 AND n.push_type <> 'alert'),
             status = CASE WHEN s.step_errors = '{}'::jsonb THEN 1 ELSE 2 END,
             error = CASE WHEN s.step_errors = '{}'::jsonb THEN NULL ELSE
                     (SELECT string_agg(key || ': ' || value, E'\\n' ORDER BY key) FROM jsonb_each_text(s.step_errors))

@@ -1,0 +1,188 @@
+"""Issue 14 §1–§2: evidence quotes are checked against the article, and a score that contradicts the
+model's own flag is repaired or resolved conservatively; hostile answers get the behaviour the reader needs."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from include.radar import db, evidence
+from include.radar.schemas import ArticleAnalysis
+from tests.slotrun import answer, article, run_slot, shanghai
+
+SLOT = shanghai(2026, 1, 8, 14)
+BODY = "<p>公司公告：11 月储能集采中标规模同比增长 120%，订单排产已至明年二季度。</p><p>风险：碳酸锂价格反弹。</p>"
+
+
+def _setup(fakes, *bodies: str) -> None:
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles = [article(n, SLOT - timedelta(hours=n), body=b, title=f"文章{n}")
+                            for n, b in enumerate(bodies, start=1)]
+    fakes.at(SLOT)
+
+
+def _analyses() -> list[dict]:
+    with db.connect() as conn:
+        return conn.execute("SELECT a.*, c.external_id FROM analysis_result a JOIN content_item c "
+                            "ON c.id = a.content_item_id ORDER BY a.id").fetchall()
+
+
+def _user(body: dict) -> str:
+    return body["messages"][1]["content"]
+
+
+def _article(text: str) -> evidence.Article:
+    return evidence.Article(text)
+
+
+# ------------------------------------------------------------------------------------------------ finding
+
+
+@pytest.mark.parametrize("quote", [
+    "11 月储能集采中标规模同比增长 120%",
+    "11月储能集采中标规模同比增长120％",  # full-width percent, no spaces
+    "“订单排产已至明年二季度”",  # quoted
+    "储能集采中标规模……订单排产已至明年二季度",  # an ellipsis between parts in order
+    "ORDER 排产",  # Latin letters compared without case (not in the text: must still be a miss)
+])
+def test_quotes_are_found_whatever_their_spacing_width_and_quote_marks(quote):
+    source = _article("公司公告：11 月储能集采中标规模同比增长 120%，订单排产已至明年二季度。风险：碳酸锂价格反弹。")
+    found = source.find(quote)
+    if quote.startswith("ORDER"):
+        assert found is None
+    else:
+        assert found is not None
+        start, end = found
+        assert "储能" in source.text[start:end] or "排产" in source.text[start:end]
+
+
+@pytest.mark.parametrize(("quote", "why"), [
+    ("中标规模同比增长 150%", "a changed number"),
+    ("订单排产已至明年三季度", "a changed word"),
+    ("二季度。风险：碳酸锂价格反弹订单", "parts out of order"),
+    ("同比", "too short to prove anything"),
+    ("光伏龙头签下百亿订单", "a quote from another article"),
+])
+def test_quotes_that_are_not_in_the_article_are_not_verified(quote, why):
+    source = _article("公司公告：11 月储能集采中标规模同比增长 120%，订单排产已至明年二季度。风险：碳酸锂价格反弹。")
+    assert source.find(quote) is None, why
+
+
+def test_a_found_quote_keeps_its_place_and_sentence():
+    text = "第一句话。公司公告：中标规模同比增长 120%，排产饱满。最后一句。"
+    value = ArticleAnalysis.model_validate(json.loads(answer(75, evidence=("中标规模同比增长120%", "编造的一句话"))))
+    verdict = evidence.check(value, _article(text), 60)
+    found, invented = verdict.quotes
+    assert found.verified and text[found.start:found.end] == "中标规模同比增长 120%"
+    assert found.context == "公司公告：中标规模同比增长 120%，排产饱满。"
+    assert not invented.verified and invented.start is None
+    assert (verdict.verified, verdict.unverified) == (1, 1)
+
+
+# ------------------------------------------------------------------------------------ through the slot
+
+
+def test_an_answer_whose_quote_verifies_costs_one_call(fakes):
+    _setup(fakes, BODY)
+    fakes.deepseek.responder = lambda b: answer(75, evidence=("中标规模同比增长 120%",))
+    run_slot(SLOT)
+    assert len(fakes.deepseek.requests) == 1
+    [row] = _analyses()
+    checks = row["result_json"]["checks"]
+    assert row["evidence_verified"] and checks["verified"] == 1 and checks["quotes"][0]["context"]
+    assert len(fakes.sink.received) == 1  # pushed
+
+
+def test_an_invented_quote_is_asked_again_and_a_verbatim_one_is_kept(fakes):
+    _setup(fakes, BODY)
+    fakes.deepseek.script = [answer(75, evidence=("公司获得千亿大单",))]
+    fakes.deepseek.responder = lambda b: answer(75, evidence=("订单排产已至明年二季度",))
+    run_slot(SLOT)
+    users = fakes.deepseek.user_messages()
+    assert len(users) == 2 and users[1].endswith(evidence.EVIDENCE_AGAIN)
+    [row] = _analyses()
+    assert row["evidence_verified"] and row["llm_calls"] == 2
+    assert len(fakes.sink.received) == 1
+
+
+@pytest.mark.parametrize("quote", ["公司获得千亿大单", "中标规模同比增长 150%", "光伏龙头签下百亿订单"],
+                         ids=["invented", "changed number", "another article's"])
+def test_evidence_that_never_verifies_is_stored_marked_and_never_pushed(fakes, monkeypatch, quote):
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_MAX_RETRIES", "1")
+    _setup(fakes, BODY, "<p>另一篇：某光伏龙头签下百亿订单，组件价格企稳。</p>")
+    fakes.deepseek.responder = lambda b: answer(90, evidence=(quote,)) if "储能集采" in _user(b) else answer(30)
+    result = run_slot(SLOT)
+    stored = {r["external_id"]: r for r in _analyses()}
+    hostile = stored["1-1"]
+    assert hostile["score"] == 90 and hostile["evidence_verified"] is False
+    assert hostile["result_json"]["checks"]["unverified"] == 1
+    assert result["summary"]["unverified"] == 1 and result["summary"]["above_threshold"] == 0
+    assert result["branch"] == "skip_push" and fakes.sink.received == []
+    with db.connect() as conn:
+        slot = conn.execute("SELECT opportunity_count, warnings FROM slot_run").fetchone()
+    assert slot["opportunity_count"] == 0
+    assert any("1 analyses had unverifiable evidence" in w["message"] for w in slot["warnings"])
+
+
+def test_a_verified_analysis_outranks_a_higher_scored_unverified_one(fakes, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_MAX_RETRIES", "0")
+    _setup(fakes, BODY, "<p>另一篇：某光伏龙头签下百亿订单，组件价格企稳。</p>")
+
+    def respond(body):
+        if "储能集采" in _user(body):
+            return answer(95, summary="编造的机会。", evidence=("千亿大单落地",))
+        return answer(70, summary="光伏订单落地。", evidence=("光伏龙头签下百亿订单",))
+
+    fakes.deepseek.responder = respond
+    result = run_slot(SLOT)
+    stored = {r["external_id"]: r for r in _analyses()}
+    assert result["summary"]["top_analysis_id"] == stored["1-2"]["id"]
+    [push] = fakes.sink.received
+    assert "光伏订单落地" in push["message"] and f"/analysis/{stored['1-2']['id']}" in push["message"]
+
+
+def test_no_opportunity_with_a_pushable_score_is_asked_again_then_kept_as_no(fakes, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_MAX_RETRIES", "1")
+    _setup(fakes, BODY)
+    contradiction = json.loads(answer(75, evidence=("订单排产已至明年二季度",)))
+    contradiction["has_opportunity"] = False
+    fakes.deepseek.responder = lambda b: json.dumps(contradiction, ensure_ascii=False)
+    result = run_slot(SLOT)
+    users = fakes.deepseek.user_messages()
+    assert len(users) == 2 and "相互矛盾" in users[1]
+    [row] = _analyses()
+    assert (row["score"], row["has_opportunity"]) == (59, False)
+    assert "按“没有机会”处理" in row["consistency_note"] and row["result_json"]["checks"]["consistency"]
+    assert result["branch"] == "skip_push"
+
+
+def test_an_opportunity_far_below_the_threshold_loses_its_flag(fakes, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_MAX_RETRIES", "0")
+    _setup(fakes, BODY)
+    claim = json.loads(answer(75, evidence=("订单排产已至明年二季度",)))
+    claim.update(score=20, has_opportunity=True)
+    fakes.deepseek.responder = lambda b: json.dumps(claim, ensure_ascii=False)
+    run_slot(SLOT)
+    [row] = _analyses()
+    assert (row["score"], row["has_opportunity"]) == (20, False) and "远低于阈值" in row["consistency_note"]
+
+
+def test_a_repaired_contradiction_costs_one_more_call_and_the_answer_stands(fakes):
+    _setup(fakes, BODY)
+    contradiction = json.loads(answer(75, evidence=("订单排产已至明年二季度",)))
+    contradiction["has_opportunity"] = False
+    fakes.deepseek.script = [json.dumps(contradiction, ensure_ascii=False)]
+    fakes.deepseek.responder = lambda b: answer(72, evidence=("订单排产已至明年二季度",))
+    run_slot(SLOT)
+    [row] = _analyses()
+    assert len(fakes.deepseek.requests) == 2 and (row["score"], row["has_opportunity"]) == (72, True)
+    assert row["consistency_note"] is None and len(fakes.sink.received) == 1
+
+
+def test_a_low_score_without_quotes_is_not_questioned(fakes):
+    _setup(fakes, BODY)
+    fakes.deepseek.responder = lambda b: answer(30)
+    run_slot(SLOT)
+    assert len(fakes.deepseek.requests) == 1
