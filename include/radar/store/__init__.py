@@ -98,6 +98,7 @@ from include.radar.store.reports import (  # noqa: F401
     get_daily_report,
     mark_report_failed,
     recent_days,
+    recent_slot_runs,
     upsert_daily_report,
 )
 from include.radar.store.slot_runs import (  # noqa: F401

@@ -129,3 +129,10 @@ def daily_notifications(conn: psycopg.Connection, day: date) -> list[Row]:
         """,
         (day,),
     ).fetchall()
+
+
+def recent_slot_runs(conn: psycopg.Connection, limit: int) -> list[Row]:
+    """The latest ``limit`` slot runs across days, the latest planned slot first (the health section)."""
+    return conn.execute(
+        "SELECT * FROM slot_run ORDER BY run_date DESC, slot DESC, id DESC LIMIT %s", (limit,)
+    ).fetchall()

@@ -2,9 +2,11 @@
 
 Routes (paths relative to the mount point):
 
-- ``/``                    overview: today's slots, the daily push, the last 14 days, WeRSS account health;
-- ``/daily/{YYYY-MM-DD}``  one day's report: digest, top opportunities, every analysis, failures;
-- ``/analysis/{id}``       one analysis: article, score, opportunities, model usage;
+- ``/``                    overview: health at a glance (last slots, next slot, today's alerts, WeRSS and
+                           DeepSeek, spend against the budget, 30 days of spend), today's slots, the daily
+                           push, the last 14 days, WeRSS account health;
+- ``/daily/{YYYY-MM-DD}``  one day's report: digest, top opportunities, every analysis, failures, cost;
+- ``/analysis/{id}``       one analysis: article, score, opportunities, model usage and cost;
 - ``/static/icon.svg``     the navigation icon (public).
 
 Access: an Airflow user whose role may read the radar DAG, or a signed link (``?exp=&sig=``) for exactly the
@@ -44,7 +46,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from include.radar import db, signing, store
 from include.radar.settings import Settings, SettingsError
 from include.radar.slots import SHANGHAI
-from include.radar.web import views
+from include.radar.web import health, views
 from include.radar.web.auth import (
     AIRFLOW_LOGIN_PATH,
     PageError,
@@ -397,12 +399,17 @@ def create_app(
         tz = _zone(settings)
         now = runtime.clock()
         today = now.astimezone(tz).date()
+        links = _links(request)
+        currency = settings.deepseek_currency
         with runtime.connect() as conn:
             runs = store.slot_runs_for_day(conn, today)
             notes = store.daily_notifications(conn, today)
             days = store.recent_days(conn, today, RECENT_DAYS, settings.push_score_threshold)
             accounts = store.accounts(conn)
-        links = _links(request)
+            by_day = store.spend_by_day(
+                conn, today - timedelta(days=max(RECENT_DAYS, health.SPEND_DAYS) - 1), today, currency)
+            run_spend = store.slot_spend(conn, [r["id"] for r in runs])
+            health_view = health.gather(conn, settings, now=now, tz=tz, links=links, spend_by_day=by_day)
         page = views.overview_page(
             today=today,
             now=now,
@@ -415,8 +422,13 @@ def create_app(
             days=days,
             accounts=accounts,
             links=links,
+            slot_spend=run_spend,
+            day_spend=by_day,
+            currency=currency,
         )
-        return pages.render(request, "overview.html", settings=settings, reader=reader, links=links, page=page)
+        return pages.render(
+            request, "overview.html", settings=settings, reader=reader, links=links, page=page, health=health_view
+        )
 
     @router.get("/daily/{day}", response_class=HTMLResponse)
     def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
@@ -431,6 +443,9 @@ def create_app(
             failures = store.day_failures(conn, report_day)
             runs = store.slot_runs_for_day(conn, report_day)
             notes = store.daily_notifications(conn, report_day)
+            spent = store.day_spend(conn, report_day, settings.deepseek_currency)
+            run_spend = store.slot_spend(conn, [r["id"] for r in runs])
+            budget_deferred = store.day_budget_deferred(conn, report_day)
         # a signed daily link opens that day's analyses too, and nothing else
         links = _links(request, _day_signer(reader, settings), frozenset(a["id"] for a in analyses))
         page = views.daily_page(
@@ -448,6 +463,10 @@ def create_app(
             runs=runs,
             notifications=notes,
             links=links,
+            cost=health.day_cost(spent, settings.deepseek_currency, report),
+            currency=settings.deepseek_currency,
+            slot_spend=run_spend,
+            budget_deferred=budget_deferred,
         )
         return pages.render(request, "daily.html", settings=settings, reader=reader, links=links, page=page)
 
@@ -462,6 +481,7 @@ def create_app(
                 raise PageError(404, "找不到这条分析", f"分析 #{wanted} 不存在，可能已被删除或链接有误。")
             opportunities = store.opportunities_of(conn, wanted)
             reused = store.analysis_brief(conn, row["reused_from_id"]) if row["reused_from_id"] else None
+            spend = store.item_spend(conn, row["content_item_id"])
         links = _links(request)
         page = views.analysis_page(
             row=row,
@@ -470,6 +490,7 @@ def create_app(
             threshold=settings.push_score_threshold,
             tz=_zone(settings),
             links=links,
+            total_cost=health.item_total(row, spend),
         )
         return pages.render(request, "analysis.html", settings=settings, reader=reader, links=links, page=page)
 

@@ -24,7 +24,7 @@ from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from markupsafe import Markup
 
-from include.radar import redact
+from include.radar import DAG_ID, redact
 from include.radar.pricing import format_money
 from include.radar.slots import slot_at
 
@@ -146,6 +146,21 @@ def duration(ms: int | None) -> str:
     return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
 
 
+def span(seconds: float) -> str:
+    """A wall-clock span as people say it: ``45 秒``, ``12 分钟``, ``1 小时 5 分``, ``2 天 3 小时``."""
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{max(seconds, 0)} 秒"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} 分钟"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} 小时 {minutes} 分" if minutes else f"{hours} 小时"
+    days, hours = divmod(hours, 24)
+    return f"{days} 天 {hours} 小时" if hours else f"{days} 天"
+
+
 # ------------------------------------------------------------------------------------------------- links
 
 
@@ -185,6 +200,15 @@ class Links:
         if not dag_id or not dag_run_id:
             return None
         return f"{self.airflow_root}/dags/{quote(dag_id, safe='')}/runs/{quote(dag_run_id, safe='')}"
+
+    def dag(self, dag_id: str = DAG_ID) -> str:
+        """The Airflow UI page of a DAG (its runs, and a slot that never ran)."""
+        return f"{self.airflow_root}/dags/{quote(dag_id, safe='')}"
+
+    def task_log(self, dag_id: str | None, dag_run_id: str | None, task_id: str) -> str | None:
+        """The Airflow 3 UI page of a task instance (its log); a mapped task's page lists its map indexes."""
+        run = self.dag_run(dag_id, dag_run_id)
+        return f"{run}/tasks/{quote(task_id, safe='')}" if run and task_id else None
 
 
 # ---------------------------------------------------------------------------------------------- markdown
@@ -285,6 +309,14 @@ def render_markdown(text: str, rewrite_href: LinkRule | None = None) -> Markup:
 
 
 @dataclass(frozen=True)
+class StepLink:
+    """A failed step of a slot (``ingest``, ``analyse:42``) and the Airflow log page of its task."""
+
+    step: str
+    url: str | None
+
+
+@dataclass(frozen=True)
 class SlotView:
     slot: str
     state: str
@@ -302,6 +334,12 @@ class SlotView:
     deferred_count: int = 0  # analyses left to later slots (a deadline came first)
     warnings: list[str] = field(default_factory=list)  # handled problems: skipped rows, failed accounts, deadlines
     error_log: list[str] = field(default_factory=list)  # every step error of every run, fixed since or not
+    run_date: date | None = None
+    budget_deferred: int = 0  # articles the daily budget held back to the next day
+    duration: str = ""  # first start to last finish ("已运行 …" while running)
+    cost: str | None = None  # what the slot's LLM calls cost (None: not looked up)
+    failed_steps: list[StepLink] = field(default_factory=list)  # outstanding step errors, linked to their logs
+    dag_url: str | None = None  # a slot that should have run and did not: the DAG's page in Airflow
 
     @property
     def has_run(self) -> bool:
@@ -317,11 +355,14 @@ def slot_views(
     late_after_minutes: int,
     tz: ZoneInfo,
     links: Links,
+    spend: Mapping[int, float] | None = None,
+    currency: str = "USD",
 ) -> list[SlotView]:
     """The configured slots of ``day`` (plus any other slot that ran), each with its state.
 
     A slot without a run row is ``late`` once ``now`` passes its scheduled time plus the grace period,
-    otherwise ``pending``; a row is running (0), done (1) or failed (2, with its error).
+    otherwise ``pending``; a row is running (0), done (1) or failed (2, with its error). ``spend`` is the
+    LLM cost per slot run id (store.slot_spend), in ``currency``.
     """
     by_slot = {r["slot"]: r for r in runs}
     views = []
@@ -330,30 +371,67 @@ def slot_views(
         if run is None:
             due = slot_at(day, slot, tz).scheduled_at + timedelta(minutes=late_after_minutes)
             state = SLOT_LATE if now > due else SLOT_PENDING
-            views.append(SlotView(slot=slot, state=state, label=SLOT_LABELS[state]))
+            views.append(missing_slot_view(day, slot, state, links))
             continue
-        state = _SLOT_STATUS.get(run["status"], SLOT_FAILED)
-        views.append(
-            SlotView(
-                slot=slot,
-                state=state,
-                label=SLOT_LABELS[state],
-                dag_run_url=links.dag_run(run.get("dag_id"), run.get("dag_run_id")),
-                new_count=run.get("new_count") or 0,
-                analysed_count=run.get("analysed_count") or 0,
-                failed_count=run.get("failed_count") or 0,
-                opportunity_count=run.get("opportunity_count") or 0,
-                attempts=run.get("attempts") or 0,
-                started=local_time(run.get("started_at"), tz, "%H:%M"),
-                finished=local_time(run.get("finished_at"), tz, "%H:%M"),
-                error=error_text(run.get("error"), 2000) if state == SLOT_FAILED else None,
-                skipped_count=run.get("skipped_count") or 0,
-                deferred_count=run.get("deferred_count") or 0,
-                warnings=_entries(run.get("warnings"), "message"),
-                error_log=_entries(run.get("error_log"), "error"),
-            )
-        )
+        views.append(slot_view(run, now=now, tz=tz, links=links, spend=spend, currency=currency))
     return views
+
+
+def missing_slot_view(day: date, slot: str, state: str, links: Links) -> SlotView:
+    """A planned slot without a run: pending, or late (then linked to the DAG in Airflow)."""
+    return SlotView(slot=slot, state=state, label=SLOT_LABELS[state], run_date=day,
+                    dag_url=links.dag() if state == SLOT_LATE else None)
+
+
+def failed_step_links(run: Row, links: Links) -> list[StepLink]:
+    """The outstanding step errors of a run, each linked to its task's page (``analyse:<id>`` → ``analyse``:
+    the map index of an article is not stored, and the task page lists them all)."""
+    errors = run.get("step_errors")
+    steps = sorted(str(k) for k in errors) if isinstance(errors, dict) else []
+    return [StepLink(step=error_text(s, 80),
+                     url=links.task_log(run.get("dag_id"), run.get("dag_run_id"), s.split(":", 1)[0].strip()))
+            for s in steps[:10]]
+
+
+def run_duration(run: Row, now: datetime) -> str:
+    started, finished = run.get("started_at"), run.get("finished_at")
+    if started is None:
+        return ""
+    if finished is not None:
+        return span((finished - started).total_seconds()) if finished >= started else ""
+    return f"已运行 {span((now - started).total_seconds())}" if now >= started else ""
+
+
+def slot_view(
+    run: Row, *, now: datetime, tz: ZoneInfo, links: Links, spend: Mapping[int, float] | None = None,
+    currency: str = "USD",
+) -> SlotView:
+    """One slot run row as a card."""
+    state = _SLOT_STATUS.get(run["status"], SLOT_FAILED)
+    cost = None if spend is None else spend.get(run["id"], 0.0)  # no ledger row: nothing was spent
+    return SlotView(
+        slot=run["slot"],
+        state=state,
+        label=SLOT_LABELS[state],
+        dag_run_url=links.dag_run(run.get("dag_id"), run.get("dag_run_id")),
+        new_count=run.get("new_count") or 0,
+        analysed_count=run.get("analysed_count") or 0,
+        failed_count=run.get("failed_count") or 0,
+        opportunity_count=run.get("opportunity_count") or 0,
+        attempts=run.get("attempts") or 0,
+        started=local_time(run.get("started_at"), tz, "%H:%M"),
+        finished=local_time(run.get("finished_at"), tz, "%H:%M"),
+        error=error_text(run.get("error"), 2000) if state == SLOT_FAILED else None,
+        skipped_count=run.get("skipped_count") or 0,
+        deferred_count=run.get("deferred_count") or 0,
+        warnings=_entries(run.get("warnings"), "message"),
+        error_log=_entries(run.get("error_log"), "error"),
+        run_date=run.get("run_date"),
+        budget_deferred=run.get("budget_deferred") or 0,
+        duration=run_duration(run, now),
+        cost=money(cost, currency) if cost is not None else None,
+        failed_steps=failed_step_links(run, links) if state == SLOT_FAILED else [],
+    )
 
 
 def _entries(value: Any, key: str, limit: int = 20) -> list[str]:
@@ -439,6 +517,7 @@ class DayRowView:
     push_state: str
     push_label: str
     is_today: bool
+    cost: str = "—"
 
 
 @dataclass(frozen=True)
@@ -475,7 +554,12 @@ class OverviewPage:
     accounts: list[AccountView]
 
 
-def day_rows(rows: Iterable[Row], *, today: date, slot_count: int, links: Links) -> list[DayRowView]:
+def day_rows(
+    rows: Iterable[Row], *, today: date, slot_count: int, links: Links, spend: Mapping[date, float] | None = None,
+    currency: str = "USD",
+) -> list[DayRowView]:
+    """``spend``: the LLM cost per day (store.spend_by_day); a day without ledger rows shows "—"."""
+    spend = spend or {}
     views = []
     for r in rows:
         report_state = (
@@ -501,6 +585,7 @@ def day_rows(rows: Iterable[Row], *, today: date, slot_count: int, links: Links)
                 push_state=state,
                 push_label=PUSH_LABELS[state],
                 is_today=r["day"] == today,
+                cost=money(spend[r["day"]], currency) if r["day"] in spend else "—",
             )
         )
     return views
@@ -544,8 +629,12 @@ def overview_page(
     days: Sequence[Row],
     accounts: Iterable[Row],
     links: Links,
+    slot_spend: Mapping[int, float] | None = None,
+    day_spend: Mapping[date, float] | None = None,
+    currency: str = "USD",
 ) -> OverviewPage:
-    slot_list = slot_views(today, slots, runs, now=now, late_after_minutes=late_after_minutes, tz=tz, links=links)
+    slot_list = slot_views(today, slots, runs, now=now, late_after_minutes=late_after_minutes, tz=tz, links=links,
+                           spend=slot_spend, currency=currency)
     today_row = next((r for r in days if r["day"] == today), None)
     return OverviewPage(
         today=today,
@@ -561,7 +650,7 @@ def overview_page(
         best_score=today_row["max_score"] if today_row else None,
         threshold=threshold,
         daily_slot=max(slots) if slots else "",
-        days=day_rows(days, today=today, slot_count=len(slots), links=links),
+        days=day_rows(days, today=today, slot_count=len(slots), links=links, spend=day_spend, currency=currency),
         accounts=account_views(accounts, now=now, tz=tz),
     )
 
@@ -611,6 +700,7 @@ class Stats:
     failed: int
     max_score: int | None
     pending: int = 0
+    budget_deferred: int = 0  # articles the daily budget left for the next day
 
 
 @dataclass(frozen=True)
@@ -644,6 +734,7 @@ class DailyPage:
     slots_done: list[str]
     push: PushView
     threshold: int
+    cost: str = "—"  # everything the day's LLM calls cost, failed ladders and the digest included
 
 
 def analysis_cards(rows: Iterable[Row], *, threshold: int, tz: ZoneInfo, links: Links) -> list[AnalysisCard]:
@@ -708,12 +799,15 @@ def watchlist(digest_json: Any) -> list[str]:
     return [str(i).strip() for i in items if isinstance(i, (str, int, float)) and str(i).strip()][:20]
 
 
-def _stats(report: Row | None, cards: Sequence[AnalysisCard], failures: Sequence[Row]) -> Stats:
+def _stats(
+    report: Row | None, cards: Sequence[AnalysisCard], failures: Sequence[Row], budget_deferred: int = 0
+) -> Stats:
     live = Stats(
         analysed=len(cards),
         opportunities=sum(c.hot and not c.reused for c in cards),  # a repost is not a second opportunity
         failed=len(failures),
         max_score=max((c.score for c in cards), default=None),
+        budget_deferred=budget_deferred,
     )
     stored = report.get("stats") if report else None
     if not isinstance(stored, dict):
@@ -729,7 +823,9 @@ def _stats(report: Row | None, cards: Sequence[AnalysisCard], failures: Sequence
         failed=pick("failed", live.failed),
         max_score=pick("max_score", live.max_score),
         pending=pick("pending", 0),
+        budget_deferred=pick("budget_deferred", live.budget_deferred),
     )
+
 
 
 def pending_views(digest_json: Any, tz: ZoneInfo) -> list[PendingView]:
@@ -779,7 +875,13 @@ def daily_page(
     runs: Sequence[Row],
     notifications: Iterable[Row],
     links: Links,
+    cost: str = "—",
+    currency: str = "USD",
+    slot_spend: Mapping[int, float] | None = None,
+    budget_deferred: int = 0,
 ) -> DailyPage:
+    """``cost``: the day's spend (health.day_cost); ``budget_deferred``: the articles the budget held back
+    that day, for a day whose report does not say (store.day_budget_deferred)."""
     cards = analysis_cards(analyses, threshold=threshold, tz=tz, links=links)
     failure_views = [
         FailureView(
@@ -812,7 +914,8 @@ def daily_page(
         notice = "这一天没有任何数据：没有运行记录、分析或日报。"
     digest_md = (report or {}).get("digest_md") or ""
     digest_json = (report or {}).get("digest_json") or {}
-    slot_list = slot_views(day, slots, runs, now=now, late_after_minutes=late_after_minutes, tz=tz, links=links)
+    slot_list = slot_views(day, slots, runs, now=now, late_after_minutes=late_after_minutes, tz=tz, links=links,
+                           spend=slot_spend, currency=currency)
     return DailyPage(
         day=day,
         day_label=day_label(day),
@@ -830,11 +933,12 @@ def daily_page(
         analyses=cards,
         failures=failure_views,
         pending=pending_views(digest_json, tz),
-        stats=_stats(report, cards, failures),
+        stats=_stats(report, cards, failures, budget_deferred),
         slots=slot_list,
         slots_done=[s.slot for s in slot_list if s.state == SLOT_DONE],  # live, not the report's snapshot
         push=push_view(notifications, tz),
         threshold=threshold,
+        cost=cost,
     )
 
 
@@ -881,6 +985,7 @@ class AnalysisPage:
     prompt_version: str
     tokens: list[tuple[str, str]]
     cost: str
+    total_cost: str | None  # the article's calls, failed attempts included, when that differs from ``cost``
     latency: str
     llm_calls: int
     analysed_at: str
@@ -939,7 +1044,9 @@ def analysis_page(
     threshold: int,
     tz: ZoneInfo,
     links: Links,
+    total_cost: str | None = None,
 ) -> AnalysisPage:
+    """``total_cost``: what every call for the article cost, failed attempts included (health.item_total)."""
     run_date = row.get("run_date")
     reused_id = row.get("reused_from_id")
     return AnalysisPage(
@@ -966,6 +1073,7 @@ def analysis_page(
             ("缓存未命中", f"{row.get('cache_miss_tokens') or 0:,}"),
         ],
         cost=money(row.get("cost"), row.get("currency") or "USD"),
+        total_cost=total_cost,
         latency=duration(row.get("latency_ms")),
         llm_calls=row.get("llm_calls") or 0,
         analysed_at=local_time(row.get("created_at"), tz),

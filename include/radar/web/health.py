@@ -1,0 +1,471 @@
+"""Health at a glance (issue 13 §2) and what the radar costs (§3): the view models of the overview's opening
+section, and the cost lines of the daily and analysis pages.
+
+:func:`gather` is the one function here that reads (the database, through read-only store queries); every
+other function is pure, like views.py. What came from outside — alert details, service errors, step names
+— is scrubbed through :func:`views.error_text` and left for Jinja to escape, never marked safe. The 30-day
+spend line is inline SVG drawn here: no script, no charting library (the page's CSP allows neither).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import psycopg
+
+from include.radar import DAG_ID, store
+from include.radar.pricing import format_money
+from include.radar.settings import Settings
+from include.radar.slots import slot_at, slots_between
+from include.radar.web import views
+from include.radar.web.views import Links, Row, SlotView
+
+RECENT_SLOTS = 5
+SPEND_DAYS = 30
+MISSED_LOOKBACK_DAYS = 7  # how far back a slot that never ran is looked for (the list shows five anyway)
+SILENT_FACTOR = 3  # pipeline.SILENT_FACTOR: quiet for three times an account's usual interval
+THROTTLE_AFTER = 2  # ratelimit.THROTTLE_AFTER (not imported: it loads the LLM client into the api-server)
+NO_RECORD = "暂无记录"
+
+# the drawing area of the spend line, in SVG user units (the SVG stretches to the card's width)
+CHART_W, CHART_H, CHART_PAD = 300.0, 64.0, 4.0
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _at(value: Any) -> datetime | None:
+    """An ISO timestamp out of a jsonb status (any other value: None)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def _when(moment: datetime | None, now: datetime, tz: ZoneInfo) -> str:
+    """``14:05`` today, ``昨天 22:01``, else ``01-06 22:01``."""
+    if moment is None:
+        return ""
+    local, today = moment.astimezone(tz), now.astimezone(tz).date()
+    if local.date() == today:
+        return local.strftime("%H:%M")
+    if local.date() == today - timedelta(days=1):
+        return local.strftime("昨天 %H:%M")
+    return local.strftime("%m-%d %H:%M")
+
+
+# ------------------------------------------------------------------------------------------------ slots
+
+
+@dataclass(frozen=True)
+class RecentSlot:
+    day: date
+    when: str  # "01-08 14:00"
+    daily_url: str
+    view: SlotView
+
+
+@dataclass(frozen=True)
+class NextSlot:
+    label: str  # "22:00" or "明天 07:00"
+    eta: str  # "1 小时 30 分后"
+
+
+def recent_slots(
+    runs: Iterable[Row],
+    missed: Iterable[tuple[date, str]],
+    *,
+    now: datetime,
+    tz: ZoneInfo,
+    schedule: Sequence[str],
+    late_after_minutes: int,
+    links: Links,
+    spend: Mapping[int, float],
+    currency: str,
+    limit: int = RECENT_SLOTS,
+) -> list[RecentSlot]:
+    """The last ``limit`` slots across days, newest first: the runs, slots that should have run and have no
+    run (late, linked to the DAG), and a slot whose time has come but is still within its grace period."""
+    entries: dict[tuple[date, str], SlotView] = {}
+    for run in runs:
+        entries[(run["run_date"], run["slot"])] = views.slot_view(
+            run, now=now, tz=tz, links=links, spend=spend, currency=currency)
+    for day, slot in missed:
+        entries.setdefault((day, slot), views.missing_slot_view(day, slot, views.SLOT_LATE, links))
+    grace = timedelta(minutes=late_after_minutes)
+    for key in slots_between(now - grace, now, tuple(schedule), tz):
+        if (key.run_date, key.slot) not in entries:
+            view = views.missing_slot_view(key.run_date, key.slot, views.SLOT_PENDING, links)
+            entries[(key.run_date, key.slot)] = SlotView(slot=view.slot, state=view.state, label="等待调度",
+                                                         run_date=view.run_date)
+    newest = sorted(entries, reverse=True)[:limit]
+    return [RecentSlot(day=d, when=f"{d:%m-%d} {s}", daily_url=f"{links.daily(d)}#slots", view=entries[(d, s)])
+            for d, s in newest]
+
+
+def next_slot(now: datetime, schedule: Sequence[str], tz: ZoneInfo) -> NextSlot | None:
+    """The next planned slot after ``now``, and how long until it."""
+    today = now.astimezone(tz).date()
+    for offset in (0, 1, 2):
+        day = today + timedelta(days=offset)
+        for slot in sorted(schedule):
+            at = slot_at(day, slot, tz).scheduled_at
+            if at > now:
+                seconds = (at - now).total_seconds()
+                minutes = -(-int(seconds) // 60)  # rounded up: "in 1 minute", never "in 0 minutes"
+                eta = "即将开始" if seconds < 60 else f"{views.span(minutes * 60)}后"
+                prefix = {0: "", 1: "明天 "}.get(offset, f"{day:%m-%d} ")
+                return NextSlot(label=f"{prefix}{slot}", eta=eta)
+    return None
+
+
+def expected_slots(now: datetime, schedule: Sequence[str], late_after_minutes: int, tz: ZoneInfo
+                   ) -> list[tuple[date, str]]:
+    """The planned slots of the last week that should have a run by now (their grace period is over)."""
+    end = now - timedelta(minutes=late_after_minutes)
+    keys = slots_between(end - timedelta(days=MISSED_LOOKBACK_DAYS), end, tuple(schedule), tz)
+    return [(k.run_date, k.slot) for k in keys]
+
+
+# ----------------------------------------------------------------------------------------------- alerts
+
+
+@dataclass(frozen=True)
+class AlertView:
+    title: str
+    detail: str
+    action: str
+    occurrences: int
+    delivered: bool
+    delivery: str  # "已送达", "发送失败：…", "未送达"
+    when: str
+    run_url: str | None
+
+
+def alert_views(rows: Iterable[Row], *, now: datetime, tz: ZoneInfo, links: Links) -> list[AlertView]:
+    """Operator alerts (store.alerts_between), newest first, with what to do about each."""
+    rows = list(rows)
+    actions: dict[str, str] = {}
+    if rows:  # alerts.py loads the push channels (apprise): only when there is something to explain
+        from include.radar.alerts import CAUSES
+
+        actions = {cause: info.action for cause, info in CAUSES.items()}
+    out = []
+    for r in rows:
+        occurrences = _int(r.get("occurrences")) or 1
+        first, last = r.get("first_at"), r.get("last_at")
+        when = _when(first, now, tz)
+        if occurrences > 1 and last is not None and _when(last, now, tz) != when:
+            when = f"{when}–{_when(last, now, tz)}"
+        if r.get("delivered"):
+            delivery = "已送达"
+        elif r.get("delivery_error"):
+            delivery = f"发送失败：{views.error_text(r['delivery_error'], 300)}"
+        else:
+            delivery = "未送达"
+        out.append(AlertView(
+            title=views.short(str(r.get("title") or r.get("cause") or "告警"), 80),
+            detail=views.error_text(r.get("detail"), 600),
+            action=actions.get(str(r.get("cause")), ""),
+            occurrences=occurrences,
+            delivered=bool(r.get("delivered")),
+            delivery=delivery,
+            when=when,
+            run_url=links.dag_run(DAG_ID, r.get("dag_run_id")),
+        ))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- services
+
+
+@dataclass(frozen=True)
+class ServiceView:
+    name: str
+    recorded: bool
+    state: str  # a badge class: done, late, failed, pending
+    label: str
+    when: str
+    facts: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.state in ("done", "pending") and not self.warnings
+
+
+_WERSS_STATES = {"ok": ("done", "正常"), "partial": ("late", "部分失败"), "failed": ("failed", "失败")}
+_DEEPSEEK_STATES = {"ok": ("done", "正常"), "rate_limited": ("late", "限流（429）"), "failed": ("failed", "调用失败")}
+
+
+def werss_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo) -> ServiceView:
+    """WeRSS from the last ingest (service_state ``werss:status``)."""
+    if not status:
+        return ServiceView("WeRSS", False, "pending", NO_RECORD, "")
+    state, label = _WERSS_STATES.get(str(status.get("last_status")), ("pending", "未知"))
+    facts, warnings = [], []
+    new = _int(status.get("last_new"))
+    if new is not None:
+        facts.append(f"上次抓到 {new} 篇新文章")
+    stalled = _int(status.get("auth_stalled_slots")) or 0
+    if stalled:
+        warnings.append(f"连续 {stalled} 个时段没有新文章且提示会话过期：可能需要重新扫码授权")
+    raw = status.get("last_errors")
+    errors = [views.error_text(e, 200) for e in (raw if isinstance(raw, list) else [raw]) if isinstance(e, str) and e]
+    return ServiceView("WeRSS", True, state, label, _when(_at(status.get("last_ingest_at")), now, tz),
+                       facts, warnings, errors[:3])
+
+
+def deepseek_view(
+    status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo, slot_names: Mapping[int, str] | None = None
+) -> ServiceView:
+    """DeepSeek from the last call (service_state ``deepseek:status``): its outcome, a 429 streak, the
+    cool-down every call waits out, and the slot throttled to one call at a time."""
+    if not status:
+        return ServiceView("DeepSeek", False, "pending", NO_RECORD, "")
+    last = str(status.get("last_status"))
+    state, label = _DEEPSEEK_STATES.get(last, ("pending", "未知"))
+    ok_at, error_at = _at(status.get("last_ok_at")), _at(status.get("last_error_at"))
+    when = ok_at if last == "ok" else error_at
+    facts, warnings, errors = [], [], []
+    if ok_at is not None and last != "ok":
+        facts.append(f"上次成功 {_when(ok_at, now, tz)}")
+    streak = _int(status.get("streak")) or 0
+    if streak:
+        warnings.append(f"连续 {streak} 次 429 限流")
+    until = _at(status.get("cool_down_until"))
+    if until is not None and until > now:
+        warnings.append(f"冷却中：{_when(until, now, tz)} 前暂停调用")
+    throttled = _int(status.get("throttled_slot_run_id"))
+    if throttled is not None and streak >= THROTTLE_AFTER:
+        name = (slot_names or {}).get(throttled, f"#{throttled}")
+        warnings.append(f"时段 {name} 已降为单并发")
+    if status.get("last_error"):
+        prefix = "" if last != "ok" else f"上次错误（{_when(error_at, now, tz)}）：" if error_at else "上次错误："
+        errors.append(prefix + views.error_text(str(status["last_error"]), 300))
+    return ServiceView("DeepSeek", True, state, label, _when(when, now, tz), facts, warnings, errors)
+
+
+# ------------------------------------------------------------------------------------------------ spend
+
+
+@dataclass(frozen=True)
+class SpendLine:
+    """30 days of spend as an SVG polyline in a ``CHART_W`` × ``CHART_H`` box, oldest day on the left."""
+
+    points: str  # the polyline's "x,y x,y …", one pair per day
+    area: str  # the same line closed along the bottom (the filled area under it)
+    days: list[tuple[float, float, str]]  # per day: x, width, tooltip ("01-08 $0.1234")
+    max_label: str
+    min_label: str
+    first_label: str
+    last_label: str
+    currency: str
+    budget_y: float | None  # the budget as a dashed line, when it falls inside the axis
+    width: float = CHART_W
+    height: float = CHART_H
+
+    @property
+    def count(self) -> int:
+        return len(self.days)
+
+
+def spend_line(
+    spend: Mapping[date, float], *, last_day: date, currency: str, budget: float = 0.0, days: int = SPEND_DAYS
+) -> SpendLine:
+    """The daily spend of the ``days`` days ending at ``last_day``; a day without spend is 0. The axis runs
+    from 0 to the highest day (so a flat line sits at the bottom)."""
+    first_day = last_day - timedelta(days=days - 1)
+    series = [(first_day + timedelta(days=i), max(float(spend.get(first_day + timedelta(days=i), 0.0)), 0.0))
+              for i in range(days)]
+    low, high = 0.0, max(v for _, v in series)
+    span_ = high - low
+    inner = CHART_H - 2 * CHART_PAD
+    step = CHART_W / (days - 1) if days > 1 else CHART_W
+
+    def y(value: float) -> float:
+        return CHART_H - CHART_PAD - ((value - low) / span_ * inner if span_ > 0 else 0.0)
+
+    coords = [(round(i * step, 1), round(y(v), 1)) for i, (_, v) in enumerate(series)]
+    points = " ".join(f"{x:g},{yy:g}" for x, yy in coords)
+    bottom = f"{CHART_H:g}"
+    area = f"{coords[0][0]:g},{bottom} {points} {coords[-1][0]:g},{bottom}"
+    cells = [(round(max(i * step - step / 2, 0), 1), round(step, 1), f"{d:%m-%d} {views.money(v, currency)}")
+             for i, (d, v) in enumerate(series)]
+    return SpendLine(
+        points=points,
+        area=area,
+        days=cells,
+        max_label=views.money(high, currency),
+        min_label=views.money(low, currency),
+        first_label=f"{first_day:%m-%d}",
+        last_label=f"{last_day:%m-%d}",
+        currency=currency,
+        budget_y=round(y(budget), 1) if 0 < budget <= high else None,
+    )
+
+
+@dataclass(frozen=True)
+class SpendView:
+    text: str  # "今日花费 $0.1234 / 预算 $5.00" or "今日花费 $0.1234 · 未设预算"
+    budget_set: bool
+    reached: bool
+    percent: int  # of the budget spent, 0–100
+    estimated: bool
+    line: SpendLine
+
+
+def spend_view(
+    spent_today: float, by_day: Mapping[date, float], *, today: date, budget: float, currency: str,
+    estimated: bool,
+) -> SpendView:
+    spent = views.money(spent_today, currency)
+    if budget > 0:
+        text = f"今日花费 {spent} / 预算 {format_money(budget, currency)}"
+    else:
+        text = f"今日花费 {spent} · 未设预算"
+    return SpendView(
+        text=text,
+        budget_set=budget > 0,
+        reached=budget > 0 and spent_today >= budget,
+        percent=min(100, round(spent_today / budget * 100)) if budget > 0 else 0,
+        estimated=estimated,
+        line=spend_line({**by_day, today: spent_today}, last_day=today, currency=currency, budget=budget),
+    )
+
+
+def day_cost(spent: float | None, currency: str, report: Row | None) -> str:
+    """A day's LLM cost: the spend ledger's total, or for a day before the ledger what its report stored
+    (``cost`` in its ``currency``; reports before issue 13 stored ``cost_usd``)."""
+    stats = (report or {}).get("stats")
+    stats = stats if isinstance(stats, dict) else {}
+    if not spent:
+        for key, unit in (("cost", stats.get("currency")), ("cost_usd", "USD")):
+            value = stats.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+                return views.money(value, unit if unit in ("USD", "CNY") else currency)
+    return views.money(spent or 0, currency)
+
+
+def item_total(row: Row, spend: Row | None) -> str | None:
+    """What every call for an article cost (store.item_spend: failed attempts included), when that is not
+    just the analysis's own call."""
+    if not spend or not spend.get("ladders"):
+        return None
+    total, own = Decimal(str(spend.get("cost") or 0)), Decimal(str(row.get("cost") or 0))
+    currency = spend.get("currency") or row.get("currency") or "USD"
+    if abs(total - own) < Decimal("0.0000005") and currency == (row.get("currency") or "USD"):
+        return None
+    return f"{views.money(total, currency)}（{spend.get('calls') or 0} 次调用，含失败的尝试）"
+
+
+# ----------------------------------------------------------------------------------------------- health
+
+
+@dataclass(frozen=True)
+class HealthView:
+    slots: list[RecentSlot]
+    next_slot: NextSlot | None
+    alerts: list[AlertView]
+    werss: ServiceView
+    deepseek: ServiceView
+    spend: SpendView
+    silent: dict[str, str]  # mp_id -> why the account counts as quiet
+    issues: list[str]  # one line per thing that needs a look, for the section's headline
+
+    @property
+    def services(self) -> list[ServiceView]:
+        return [self.werss, self.deepseek]
+
+
+def health_view(
+    *,
+    now: datetime,
+    tz: ZoneInfo,
+    schedule: Sequence[str],
+    late_after_minutes: int,
+    recent_runs: Sequence[Row],
+    missed: Iterable[tuple[date, str]],
+    run_spend: Mapping[int, float],
+    alerts: Iterable[Row],
+    werss: Mapping[str, Any],
+    deepseek: Mapping[str, Any],
+    spent_today: float,
+    spend_by_day: Mapping[date, float],
+    budget: float,
+    currency: str,
+    estimated: bool,
+    silent_accounts: Iterable[Row],
+    links: Links,
+) -> HealthView:
+    today = now.astimezone(tz).date()
+    slots = recent_slots(recent_runs, missed, now=now, tz=tz, schedule=schedule,
+                         late_after_minutes=late_after_minutes, links=links, spend=run_spend, currency=currency)
+    names = {r["id"]: f"{r['run_date']:%m-%d} {r['slot']}" for r in recent_runs}
+    werss_v = werss_view(werss, now=now, tz=tz)
+    deepseek_v = deepseek_view(deepseek, now=now, tz=tz, slot_names=names)
+    alert_list = alert_views(alerts, now=now, tz=tz, links=links)
+    spend = spend_view(spent_today, spend_by_day, today=today, budget=budget, currency=currency,
+                       estimated=estimated)
+    silent = {}
+    for a in silent_accounts:
+        quiet = (now - a["last_article_at"]).total_seconds() if a.get("last_article_at") else 0
+        cadence = a["cadence"].total_seconds() if isinstance(a.get("cadence"), timedelta) else 0
+        silent[str(a["mp_id"])] = f"已 {views.span(quiet)}没有新文章（通常每 {views.span(cadence)}一篇）"
+    issues = [f"{s.when} {s.view.label}" for s in slots if s.view.state in (views.SLOT_FAILED, views.SLOT_LATE)]
+    if alert_list:
+        issues.append(f"今日告警 {len(alert_list)} 条")
+    issues += [f"{v.name} {v.label}" for v in (werss_v, deepseek_v) if v.recorded and not v.ok]
+    if spend.reached:
+        issues.append("今日预算已用尽")
+    if silent:
+        issues.append(f"{len(silent)} 个公众号久未发文")
+    return HealthView(slots=slots, next_slot=next_slot(now, schedule, tz), alerts=alert_list, werss=werss_v,
+                      deepseek=deepseek_v, spend=spend, silent=silent, issues=issues)
+
+
+def gather(conn: psycopg.Connection, settings: Settings, *, now: datetime, tz: ZoneInfo, links: Links,
+           spend_by_day: Mapping[date, float]) -> HealthView:
+    """Read what the health section shows (read-only queries on the page's connection) and build it.
+    ``spend_by_day`` covers at least the last ``SPEND_DAYS`` days (the overview reads it once for both)."""
+    today = now.astimezone(tz).date()
+    currency = settings.deepseek_currency
+    runs = store.recent_slot_runs(conn, RECENT_SLOTS)
+    missed = store.missed_slots(conn, expected_slots(now, settings.schedule_slots, settings.late_after_minutes, tz))
+    return health_view(
+        now=now,
+        tz=tz,
+        schedule=settings.schedule_slots,
+        late_after_minutes=settings.late_after_minutes,
+        recent_runs=runs,
+        missed=missed,
+        run_spend=store.slot_spend(conn, [r["id"] for r in runs]),
+        alerts=store.alerts_between(conn, today, today),
+        werss=store.status(conn, "werss:status"),
+        deepseek=store.status(conn, "deepseek:status"),
+        spent_today=store.day_spend(conn, today, currency),
+        spend_by_day=spend_by_day,
+        budget=settings.daily_budget,
+        currency=currency,
+        estimated=settings.price_table().estimated,
+        silent_accounts=store.silent_accounts(conn, now, SILENT_FACTOR),
+        links=links,
+    )
