@@ -186,3 +186,48 @@ def test_a_low_score_without_quotes_is_not_questioned(fakes):
     fakes.deepseek.responder = lambda b: answer(30)
     run_slot(SLOT)
     assert len(fakes.deepseek.requests) == 1
+
+
+# ------------------------------------------------------------------------------------------------ pages
+
+
+def test_the_analysis_page_shows_verified_quotes_with_their_sentence_and_marks_the_rest(fakes):
+    from tests.slotrun import read_page
+
+    _setup(fakes, BODY + "<p>注意：<script>alert(1)</script>订单可能推迟。</p>")
+    fakes.deepseek.responder = lambda b: answer(75, evidence=("订单排产已至明年二季度", "公司获得千亿大单"))
+    run_slot(SLOT)
+    [row] = _analyses()
+    html = read_page(f"/analysis/{row['id']}", SLOT + timedelta(hours=1))
+    assert 'href="#evidence-1"' in html and 'id="evidence-1"' in html
+    assert "<mark>订单排产已至明年二季度</mark>" in html  # the sentence around it, the quote marked
+    assert "未核实：原文中找不到" in html and "1 条证据未能在原文中找到" in html
+    assert "<script>alert(1)</script>" not in html
+
+
+def test_the_analysis_page_says_when_no_quote_verifies_and_why_a_score_was_changed(fakes, monkeypatch):
+    from tests.slotrun import read_page
+
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_MAX_RETRIES", "0")
+    _setup(fakes, BODY)
+    contradiction = json.loads(answer(75, evidence=("公司获得千亿大单",)))
+    contradiction["has_opportunity"] = False
+    fakes.deepseek.responder = lambda b: json.dumps(contradiction, ensure_ascii=False)
+    run_slot(SLOT)
+    [row] = _analyses()
+    html = read_page(f"/analysis/{row['id']}", SLOT + timedelta(hours=1))
+    assert "证据未核实" in html and "不会触发推送" in html
+    assert "评分与判断不一致" in html and "评分降为 59" in html
+
+
+def test_a_forced_push_of_an_unverified_analysis_says_so_and_the_daily_page_marks_it(fakes, monkeypatch):
+    from tests.slotrun import read_page
+
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_MAX_RETRIES", "0")
+    _setup(fakes, BODY)
+    fakes.deepseek.responder = lambda b: answer(88, evidence=("公司获得千亿大单",))
+    run_slot(SLOT, run_type="manual", params={"push_mode": "force"})
+    [push] = fakes.sink.received
+    assert "（证据未核实）" in push["message"]
+    html = read_page("/daily/2026-01-08", SLOT + timedelta(hours=1))
+    assert "证据未核实" in html

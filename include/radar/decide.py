@@ -26,6 +26,7 @@ class SlotSummary:
     top_summary: str | None
     threshold: int
     unverified: int = 0  # analyses at or above the threshold whose evidence is not in their article
+    top_verified: bool = True  # the top analysis's evidence is in its article (false only when none is)
 
     def as_xcom(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -58,6 +59,7 @@ def summarise(analyses: list[dict[str, Any]], failed: int, threshold: int) -> Sl
         top_summary=top["summary"] if top else None,
         threshold=threshold,
         unverified=sum(1 for a in fresh if a["score"] >= threshold and not verified(a)),
+        top_verified=verified(top) if top else True,
     )
 
 

@@ -403,9 +403,10 @@ def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
         store.set_slot_decision(conn, slot["slot_run_id"], "push", {"reason": decision.reason, **decision.detail})
     count = summary["above_threshold"] or 1
     path = f"/analysis/{summary['top_analysis_id']}"
+    unverified = not summary.get("top_verified", True)  # only a forced push gets here
     message = push.Message(
         title=decide.opportunity_title(slot["slot"], count, summary["max_score"]),
-        lines=[decide.first_sentence(summary["top_summary"])],
+        lines=[decide.first_sentence(summary["top_summary"]) + ("（证据未核实）" if unverified else "")],
         link=rt.page_url(path),
     )
     forced = slot["push_mode"] == "force"

@@ -76,7 +76,8 @@ def recent_days(conn: psycopg.Connection, end_day: date, days: int, threshold: i
             GROUP BY run_date
         ), analysed AS (
             SELECT s.run_date, count(*) AS analysed,
-                   count(*) FILTER (WHERE a.score >= %(threshold)s AND a.reused_from_id IS NULL) AS opportunities,
+                   count(*) FILTER (WHERE a.score >= %(threshold)s AND a.reused_from_id IS NULL
+                                    AND a.evidence_verified IS NOT FALSE) AS opportunities,
                    max(a.score) AS max_score
             FROM slot_run s JOIN analysis_result a ON a.slot_run_id = s.id
             WHERE s.run_date BETWEEN %(start)s AND %(end)s

@@ -27,6 +27,7 @@ from markupsafe import Markup
 from include.radar import DAG_ID, redact
 from include.radar.pricing import format_money
 from include.radar.slots import slot_at
+from include.radar.web.trust import Quote, Trust, trust_view
 
 Row = Mapping[str, Any]
 
@@ -671,6 +672,7 @@ class AnalysisCard:
     summary: str
     top_type: str
     reused: bool = False  # a repost carrying another analysis: listed, not counted as a new opportunity
+    unverified: bool = False  # none of its evidence is in the article: listed, never pushed
 
 
 @dataclass(frozen=True)
@@ -738,8 +740,9 @@ class DailyPage:
 
 
 def analysis_cards(rows: Iterable[Row], *, threshold: int, tz: ZoneInfo, links: Links) -> list[AnalysisCard]:
-    """The day's analyses, best score first (ties: oldest analysis first), whatever order the rows came in."""
-    ordered = sorted(rows, key=lambda r: (-int(r["score"]), int(r["id"])))
+    """The day's analyses, verified evidence first, then best score (ties: oldest analysis first)."""
+    # verified first (an analysis whose evidence is not in its article ranks below), then by score
+    ordered = sorted(rows, key=lambda r: (r.get("evidence_verified") is False, -int(r["score"]), int(r["id"])))
     return [
         AnalysisCard(
             id=r["id"],
@@ -753,6 +756,7 @@ def analysis_cards(rows: Iterable[Row], *, threshold: int, tz: ZoneInfo, links: 
             summary=r.get("summary") or "",
             top_type=type_label(r.get("top_type")),
             reused=bool(r.get("reused_from_id")),
+            unverified=r.get("evidence_verified") is False,
         )
         for r in ordered
     ]
@@ -954,7 +958,7 @@ class OpportunityView:
     targets: list[str]
     horizon: str
     catalyst: str
-    evidence: list[str]
+    evidence: list[Quote]
     risks: list[str]
     confidence: str
 
@@ -994,6 +998,7 @@ class AnalysisPage:
     daily_url: str | None
     dag_run_url: str | None
     overview_url: str
+    trust: Trust
 
 
 def _texts(value: Any) -> list[str]:
@@ -1012,7 +1017,9 @@ def _texts(value: Any) -> list[str]:
     return out
 
 
-def opportunity_views(rows: Iterable[Row]) -> list[OpportunityView]:
+def opportunity_views(rows: Iterable[Row], quotes: Mapping[str, Quote] | None = None) -> list[OpportunityView]:
+    """``quotes``: each evidence quote's check by its text (analyses from before the checks have none)."""
+    quotes = quotes or {}
     views = []
     for r in rows:
         try:
@@ -1028,7 +1035,7 @@ def opportunity_views(rows: Iterable[Row]) -> list[OpportunityView]:
                 targets=_texts(r.get("targets")),
                 horizon=r.get("horizon") or "",
                 catalyst=r.get("catalyst") or "",
-                evidence=_texts(r.get("evidence")),
+                evidence=[quotes.get(t) or Quote(t, None) for t in _texts(r.get("evidence"))],
                 risks=_texts(r.get("risks")),
                 confidence=f"{confidence * 100:.0f}%" if 0 <= confidence <= 1 else f"{confidence:g}",
             )
@@ -1049,6 +1056,7 @@ def analysis_page(
     """``total_cost``: what every call for the article cost, failed attempts included (health.item_total)."""
     run_date = row.get("run_date")
     reused_id = row.get("reused_from_id")
+    trust, quotes = trust_view(row.get("result_json"), row.get("consistency_note"), row.get("clean_text"))
     return AnalysisPage(
         id=row["id"],
         title=row.get("title") or "（无标题）",
@@ -1062,7 +1070,7 @@ def analysis_page(
         has_opportunity=bool(row.get("has_opportunity")),
         top_type=type_label(row.get("top_type")),
         summary=row.get("summary") or "",
-        opportunities=opportunity_views(opportunities),
+        opportunities=opportunity_views(opportunities, quotes),
         model=row.get("model") or "",
         prompt_version=row.get("prompt_version") or "",
         tokens=[
@@ -1088,4 +1096,5 @@ def analysis_page(
         daily_url=links.daily(run_date) if run_date else None,
         dag_run_url=links.dag_run(row.get("dag_id"), row.get("dag_run_id")),
         overview_url=links.overview(),
+        trust=trust,
     )
