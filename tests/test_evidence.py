@@ -231,3 +231,17 @@ def test_a_forced_push_of_an_unverified_analysis_says_so_and_the_daily_page_mark
     assert "（证据未核实）" in push["message"]
     html = read_page("/daily/2026-01-08", SLOT + timedelta(hours=1))
     assert "证据未核实" in html
+
+
+def test_the_rubric_in_the_prompt_follows_the_configured_threshold(fakes, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_PUSH_SCORE_THRESHOLD", "70")
+    _setup(fakes, BODY)
+    fakes.deepseek.responder = lambda b: answer(30)
+    run_slot(SLOT)
+    system = fakes.deepseek.requests[0]["messages"][0]["content"]
+    assert "推送阈值是 70 分" in system and "   - 70–89：" in system and "   - 30–69：" in system
+    assert "<RUBRIC>" not in system and "<THRESHOLD>" not in system
+    assert system.count("90–100") == 1  # each band written once
+    from include.radar.analyst import rubric
+
+    assert rubric(95).splitlines()[0].startswith("   - 95–100") and rubric(20).splitlines()[-1].startswith("   - 0–19")
