@@ -389,3 +389,42 @@ def test_alerting_never_fails_the_step_that_raised_it(fakes, monkeypatch):
     assert rt.alert("budget", "no channel anywhere") == "failed"
     row = _row("SELECT delivered, delivery_error FROM operator_alert")
     assert not row["delivered"] and "no push channel" in row["delivery_error"]
+
+
+def test_a_throttled_slot_has_one_call_in_flight_at_a_time(db_url):
+    import threading
+    import time as clock
+
+    from include.radar.ratelimit import DatabaseGate
+
+    def connect():
+        return db.connect(db_url)
+
+    with db.connect(db_url) as conn:
+        store.update_status(conn, "deepseek:status", lambda s: {**s, "throttled_slot_run_id": 7})
+    inside, overlaps, lock = [0], [0], threading.Lock()
+
+    def call(slot_run_id: int) -> None:
+        gate = DatabaseGate(connect, slot_run_id)
+        gate.wait(30, clock.sleep)
+        with gate.in_flight(30):
+            with lock:
+                inside[0] += 1
+                overlaps[0] = max(overlaps[0], inside[0])
+            clock.sleep(0.3)
+            with lock:
+                inside[0] -= 1
+
+    threads = [threading.Thread(target=call, args=(7,)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps[0] == 1  # the throttled slot's calls went one at a time
+    overlaps[0] = 0
+    threads = [threading.Thread(target=call, args=(8,)) for _ in range(3)]  # another slot is not throttled
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps[0] == 3
