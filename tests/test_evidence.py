@@ -64,10 +64,26 @@ def test_quotes_are_found_whatever_their_spacing_width_and_quote_marks(quote):
     ("二季度。风险：碳酸锂价格反弹订单", "parts out of order"),
     ("同比", "too short to prove anything"),
     ("光伏龙头签下百亿订单", "a quote from another article"),
+    ("公司……中标", "ellipsis parts too short to prove anything"),
 ])
 def test_quotes_that_are_not_in_the_article_are_not_verified(quote, why):
     source = _article("公司公告：11 月储能集采中标规模同比增长 120%，订单排产已至明年二季度。风险：碳酸锂价格反弹。")
     assert source.find(quote) is None, why
+
+
+def test_ellipsis_parts_must_come_from_one_passage():
+    filler = "行业背景介绍。" * 20
+    source = _article(f"公司公告：储能订单同比增长。{filler}风险提示：碳酸锂价格反弹。")
+    assert source.find("储能订单同比增长……碳酸锂价格反弹") is None
+    assert _article("公司公告：储能订单同比增长，排产至明年，风险提示：碳酸锂价格反弹。").find(
+        "储能订单同比增长……碳酸锂价格反弹") is not None
+
+
+def test_a_quote_never_matches_inside_a_longer_number():
+    source = _article("公司去年净利润下降50%。今年收入增长30%，毛利率提升到 12.5%。")
+    assert source.find("今年收入增长3") is None
+    assert source.find("毛利率提升到12") is None
+    assert source.find("今年收入增长30%") is not None and source.find("毛利率提升到 12.5%") is not None
 
 
 def test_a_found_quote_keeps_its_place_and_sentence():
@@ -186,6 +202,20 @@ def test_a_low_score_without_quotes_is_not_questioned(fakes):
     fakes.deepseek.responder = lambda b: answer(30)
     run_slot(SLOT)
     assert len(fakes.deepseek.requests) == 1
+    [row] = _analyses()
+    assert row["evidence_verified"] is None  # nothing to check: neither verified nor unverified
+
+
+def test_a_refused_repair_call_keeps_the_valid_answer_already_paid_for(fakes):
+    from include.radar.fakes import api_error
+
+    _setup(fakes, BODY)
+    fakes.deepseek.script = [answer(80, evidence=("公司获得千亿大单",)),
+                             api_error(400, "Content Exists Risk", "invalid_request_error")]
+    result = run_slot(SLOT)
+    assert len(fakes.deepseek.requests) == 2 and result["outcomes"][0]["status"] == "analysed"
+    [row] = _analyses()
+    assert row["evidence_verified"] is False and row["llm_calls"] == 2 and fakes.sink.received == []
 
 
 # ------------------------------------------------------------------------------------------------ pages
@@ -245,3 +275,33 @@ def test_the_rubric_in_the_prompt_follows_the_configured_threshold(fakes, monkey
     from include.radar.analyst import rubric
 
     assert rubric(95).splitlines()[0].startswith("   - 95–100") and rubric(20).splitlines()[-1].startswith("   - 0–19")
+
+
+def test_the_daily_report_never_makes_an_unverified_analysis_a_top_pick(fakes, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_MAX_RETRIES", "0")
+    night = shanghai(2026, 1, 8, 22)
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles = [article(1, night - timedelta(hours=1), body=BODY, title="文章1"),
+                            article(2, night - timedelta(hours=2), body="<p>另一篇：某光伏龙头签下百亿订单，组件价格企稳。</p>",
+                                    title="文章2")]
+    fakes.at(night)
+    scores = {"储能集采": answer(95, summary="编造的机会。", evidence=("千亿大单落地公告",)),
+              "光伏龙头": answer(70, summary="光伏订单落地。", evidence=("光伏龙头签下百亿订单",))}
+
+    def respond(body):
+        user = _user(body)
+        if "<<<DATA_START>>>" in user:  # the digest: cites the unverified analysis first
+            ids = [a["analysis_id"] for a in json.loads(user.split("<<<DATA_START>>>")[1].split("<<<DATA_END>>>")[0])["analyses"]]
+            return json.dumps({"has_opportunity": True, "digest_md": "今日要点", "watchlist": [], "stats": {},
+                               "top_opportunities": [{"analysis_id": i, "title": "t", "reason": "r"} for i in ids]},
+                              ensure_ascii=False)
+        return next(v for k, v in scores.items() if k in user)
+
+    fakes.deepseek.responder = respond
+    run_slot(night)
+    stored = {r["external_id"]: r for r in _analyses()}
+    with db.connect() as conn:
+        report = conn.execute("SELECT digest_json, stats FROM daily_report").fetchone()
+    tops = [t["analysis_id"] for t in report["digest_json"]["top_opportunities"]]
+    assert tops == [stored["1-2"]["id"]] and stored["1-1"]["id"] in report["digest_json"]["dropped_analysis_ids"]
+    assert report["stats"]["opportunities"] == 1

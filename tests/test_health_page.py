@@ -201,12 +201,12 @@ def test_todays_alerts_are_listed_escaped_and_scrubbed_and_yesterdays_are_not(se
     budget = store.record_alert(conn, day=DAY, cause="budget", title="今日 LLM 预算已用尽",
                                 detail="今日花费 $5.01，其余 3 篇顺延", slot_run_id=noon["id"],
                                 dag_run_id=noon["dag_run_id"])
-    store.finish_alert(conn, budget["id"], None)
+    store.finish_alert(conn, budget["id"], None, delivered=True)
     hostile = store.record_alert(conn, day=DAY, cause="deepseek", title="DeepSeek 调用异常",
                                  detail=f"模型回答 {XSS}", slot_run_id=None, dag_run_id=None)
     store.record_alert(conn, day=DAY, cause="deepseek", title="DeepSeek 调用异常", detail="again",
                        slot_run_id=None, dag_run_id=None)
-    store.finish_alert(conn, hostile["id"], "HTTP 500 from push gateway")
+    store.finish_alert(conn, hostile["id"], "HTTP 500 from push gateway", delivered=False)
     # a row written before the store scrubbed (or by another tool): the page scrubs it
     conn.execute("UPDATE operator_alert SET delivery_error = 'gateway said: api_key=sk-live-abcdef123456' "
                  "WHERE id = %s", (hostile["id"],))

@@ -306,7 +306,9 @@ def test_slots_that_never_ran_are_alerted_at_the_next_run(fakes):
     assert alert["title"] == "有时段没有运行" and "01-08 12:00、01-08 14:00" in alert["message"]
     run_slot(shanghai(2026, 1, 8, 18), run_type="manual")
     run_slot(shanghai(2026, 1, 8, 22))
+    run_slot(shanghai(2026, 1, 9, 7))  # the next day's first slot does not report yesterday's miss again
     assert len(_alerts(fakes)) == 1
+    assert _row("SELECT count(*) AS n FROM operator_alert")["n"] == 1
 
 
 def test_the_daily_runs_deadline_alert_tells_the_operator_when_the_report_is_not_out(fakes):
@@ -315,6 +317,16 @@ def test_the_daily_runs_deadline_alert_tells_the_operator_when_the_report_is_not
     asyncio.run(airflow_alerts.daily_deadline_missed(context=context))
     assert airflow_alerts._daily_deadline_missed(context) == "already"
     [alert] = _alerts(fakes)
+    # a run working to a later deadline (daily_push_deadline_minutes set as a Variable) is not late yet
+    from include.radar import pipeline
+
+    rt = pipeline.Runtime.load()
+    slot = pipeline.open_slot(rt, run_after=shanghai(2026, 1, 9, 22), run_type="scheduled", dag_id="d",
+                              dag_run_id="r", params={}, now=shanghai(2026, 1, 9, 22, 1))
+    with db.connect() as conn:
+        conn.execute("UPDATE slot_run SET deadline_at = now() + interval '20 minutes' WHERE id = %s",
+                     (slot["slot_run_id"],))
+    assert airflow_alerts._daily_deadline_missed({"dag_run": {"logical_date": "2026-01-09T14:00:00Z"}}) is None
     assert alert["title"] == "22:00 日报未按时送达" and "仍未送达" in alert["message"]
 
 
@@ -427,4 +439,21 @@ def test_a_throttled_slot_has_one_call_in_flight_at_a_time(db_url):
         t.start()
     for t in threads:
         t.join()
-    assert overlaps[0] == 3
+    assert overlaps[0] >= 2  # not serialised (thread timing decides how many overlap)
+
+
+def test_the_rate_limit_wait_bounds_every_sleep_of_a_ladder_cool_downs_included(fakes, db_url):
+    from include.radar.llm import LLMClient, LLMExhausted
+    from include.radar.ratelimit import DatabaseGate
+    from include.radar.schemas import ArticleAnalysis
+
+    fakes.deepseek.responder = lambda body: (*api_error(429, "Rate limit reached", "rate_limit_error"),
+                                             {"Retry-After": "600"})
+    slept: list[float] = []
+    client = LLMClient(base_url=f"{fakes.base}/deepseek", api_key="sk-test", model="deepseek-v4-pro",
+                       max_retries=2, backoff_seconds=0, rate_limit_wait=5, sleep=slept.append,
+                       gate=DatabaseGate(lambda: db.connect(db_url), 1))
+    with pytest.raises(LLMExhausted):
+        client.complete_json("system json", "user", ArticleAnalysis)
+    assert sum(slept) <= 5  # DeepSeek asked for 600 s; the ladder waited no more than its allowance
+    assert len(fakes.deepseek.requests) == 3  # each 429 past the allowance spent a rung

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from airflow.sdk import BaseNotifier
@@ -80,8 +80,15 @@ def _daily_deadline_missed(context: dict[str, Any]) -> str | None:
     with rt.connect() as conn:
         if store.daily_push_sent(conn, day):
             return None
+        own = next((r for r in store.slot_runs_for_day(conn, day) if r["slot"] == rt.settings.daily_slot), None)
+    # the deadline the run itself works to (daily_push_deadline_minutes as the task read it, perhaps from a
+    # Variable) may be later than the one this alert was parsed with: not due yet, not late yet
+    due = own["deadline_at"] if own else None
+    if due is not None and datetime.now(UTC) < due:
+        return None
     return rt.alert(
         "daily_undelivered",
         f"{day} 的日报在截止时间（{rt.settings.daily_slot} 后 {rt.settings.daily_push_deadline_minutes:g} 分钟）仍未送达，"
         f"运行 {run.get('dag_run_id') or run.get('run_id') or '?'} 尚未结束",
+        day_of=at,
     )

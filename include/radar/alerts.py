@@ -68,8 +68,9 @@ def raise_alert(
     now: datetime | None = None,
 ) -> str:
     """Record ``cause`` for today and deliver it unless it already was. Returns what happened:
-    ``sent``, ``already`` (this cause was delivered today), ``failed`` (delivery failed: recorded, retried by
-    the next occurrence) or ``unrecorded`` (the database is unreachable: logged only). Never raises."""
+    ``sent``, ``already`` (this cause was delivered today), ``pending`` (another run is sending it right now),
+    ``failed`` (delivery failed: recorded, retried by the next occurrence) or ``unrecorded`` (the database is
+    unreachable: logged only). Never raises."""
     info = CAUSES[cause]
     day = (now or datetime.now(UTC)).astimezone(SHANGHAI).date()
     detail = redact.scrub(" ".join(str(detail).split()))[:600]
@@ -93,18 +94,21 @@ def raise_alert(
         report = push.deliver(connect, targets, message, report_date=day, slot="ops", push_type="alert",
                               target_url=link, slot_run_id=slot_run_id, identity=cause)
         error = "; ".join(report.failed) or None
-        if not report.sent and not report.failed:  # every channel had it already (a concurrent raiser)
-            error = None
+        # a channel another raiser is sending to right now is not delivered yet: its outcome decides
+        delivered = error is None and not report.pending
     except Exception as exc:  # noqa: BLE001 - no channel, a broken channel URL: recorded, shown on the page
-        error = redact.scrub(f"{exc.__class__.__name__}: {exc}")
+        error, delivered = redact.scrub(f"{exc.__class__.__name__}: {exc}"), False
     try:
         with connect() as conn:
-            store.finish_alert(conn, alert["id"], error)
+            store.finish_alert(conn, alert["id"], error, delivered=delivered)
     except Exception:  # noqa: BLE001
         log.exception("operator alert %s: its delivery could not be recorded", cause)
     if error:
         log.warning("operator alert %s could not be delivered (%s): %s", cause, error, detail)
         return "failed"
+    if not delivered:
+        log.info("operator alert %s is being sent by another run: %s", cause, detail)
+        return "pending"
     log.warning("operator alert %s sent: %s", cause, detail)
     return "sent"
 

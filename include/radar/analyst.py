@@ -137,15 +137,16 @@ def analyse_item(
         return early
     item, attempt_id = claim.item, claim.attempt_id
     assert item is not None and attempt_id is not None
-    spend = Spend(settings, item_id=item_id, attempt_id=attempt_id, slot_run_id=slot_run_id, model=llm.model)
+    # the ladder's usage is ours from the first call: whatever kills the task, what was paid is recorded
+    spend = Spend(settings, item_id=item_id, attempt_id=attempt_id, slot_run_id=slot_run_id, model=llm.model,
+                  usage=Usage())
     try:
         source = evidence.Article(item["clean_text"])
         threshold = settings.push_score_threshold
         answer = llm.complete_json(
             system_prompt(threshold), article_prompt(item, settings.deepseek_content_truncate_chars), ArticleAnalysis,
-            deadline=deadline, check=lambda value: evidence.needs_repair(value, source, threshold),
+            deadline=deadline, check=lambda value: evidence.needs_repair(value, source, threshold), usage=spend.usage,
         )
-        spend.usage = answer.usage
         result, verdict = evidence.settle(answer.value, source, threshold)  # type: ignore[arg-type]
         record = _record(item_id, slot_run_id, result, answer.usage, answer.model, settings, verdict)
         with connect() as conn:
@@ -228,7 +229,7 @@ def _record(
     verdict: evidence.Verdict,
 ) -> dict[str, Any]:
     return {
-        "evidence_verified": verdict.verified > 0,
+        "evidence_verified": evidence.verified_flag(result, verdict, settings.push_score_threshold),
         "consistency_note": verdict.consistency,
         "content_item_id": item_id,
         "slot_run_id": slot_run_id,

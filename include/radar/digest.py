@@ -107,6 +107,7 @@ def compact(facts: DayFacts, analysis_url: Callable[[int], str]) -> dict[str, An
             "score": a["score"],
             "has_opportunity": a["has_opportunity"],
             "top_type": a["top_type"],
+            "evidence_verified": decide.verified(a),  # false: its quotes are not in the article, never a top pick
             "summary": a["summary"],
             "analysis_url": analysis_url(a["id"]),
             "opportunities_brief": [
@@ -129,10 +130,12 @@ def fallback_markdown(facts: DayFacts) -> str:
         + (f"，最高分 {stats['max_score']}" if stats["max_score"] is not None else ""),
         f"- 已完成时段：{'、'.join(facts.slots_done) or '无'}",
     ]
-    best = facts.analyses[:5]
+    # verified evidence first: an analysis whose quotes are not in its article ranks below, marked
+    best = sorted(facts.analyses, key=lambda a: (not decide.verified(a), -a["score"], a["id"]))[:5]
     if best:
         lines += ["", "## 评分最高的文章"]
-        lines += [f"- {a['score']} 分 · {_md_text(a['title'])}：{_md_text(a['summary'])}" for a in best]
+        lines += [f"- {a['score']} 分 · {_md_text(a['title'])}：{_md_text(a['summary'])}"
+                  + ("（证据未核实）" if not decide.verified(a) else "") for a in best]
     if facts.failures:
         lines += ["", "## 分析失败"]
         lines += [f"- {_md_text(f['title'])}：{_md_text((f['last_error'] or '')[:80])}" for f in facts.failures[:10]]
@@ -216,7 +219,10 @@ def build_report(
         if dropped:
             log.warning("digest for %s cited unknown analysis ids %s; dropped", day, dropped)
         day_ids = {a["id"] for a in facts.analyses}
-        tops = [t.model_dump() for t in digest.top_opportunities if t.analysis_id in known and t.analysis_id in day_ids]
+        unverified = {a["id"] for a in facts.analyses if not decide.verified(a)}
+        tops = [t.model_dump() for t in digest.top_opportunities
+                if t.analysis_id in known and t.analysis_id in day_ids and t.analysis_id not in unverified]
+        dropped += [t.analysis_id for t in digest.top_opportunities if t.analysis_id in unverified]
         digest_json = {
             "has_opportunity": stats["opportunities"] > 0,
             "top_opportunities": tops,

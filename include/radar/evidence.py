@@ -3,8 +3,9 @@ cleaned text, and the score must agree with the model's own "has opportunity" fl
 
 Quotes are compared after normalising both sides: Unicode NFKC (full-width letters, digits and punctuation
 become half-width), every kind of quotation mark and bracket dropped, all whitespace dropped, Latin letters
-lower-cased. A quote with an ellipsis (``……`` / ``...``) is found when its parts appear in order. A number
-changed by one digit is not the same quote. A found quote keeps its place in the article (character offsets)
+lower-cased. A quote with an ellipsis (``……`` / ``...``) is found when its parts (each at least six
+characters) appear in order within one passage. A number changed by one digit, or cut short, is not the
+same quote. A found quote keeps its place in the article (character offsets)
 and the sentence around it, for the analysis page's anchor.
 
 A contradiction between score and flag is resolved conservatively: ``has_opportunity=false`` with a score
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +31,11 @@ _SENTENCE_END = "。！？!?；;\n"
 # "far below": a flag saying yes on a score this far under the threshold is a contradiction
 FAR_BELOW = 20
 CONTEXT_CHARS = 80
+# a quote (each part of one with an ellipsis) has at least this many comparable characters, and the parts of
+# one quote lie at most this far apart
+MIN_QUOTE = 6
+MAX_GAP = 60
+_NUMBER_GOES_ON = set("0123456789.")
 
 EVIDENCE_AGAIN = ("你给出的 evidence 在文章中找不到原文。evidence 必须是从 <<<ARTICLE_START>>> 与 <<<ARTICLE_END>>> "
                   "之间逐字复制的短句（不改数字、不改措辞、不加引号），找不到原文支持的机会请降低评分。")
@@ -84,17 +91,36 @@ class Article:
         self.norm, self.where = _normalise(self.text)
 
     def find(self, quote: str) -> tuple[int, int] | None:
+        """Where ``quote`` is in the article (offsets in the original text), or None.
+
+        One part must be at least ``MIN_QUOTE`` characters; with an ellipsis every part must, and the parts
+        must come in order within ``MAX_GAP`` characters of each other (one passage, not words picked from
+        across the article). A part never matches inside a longer number (``增长3`` is not ``增长30%``).
+        """
         parts = [p for p in (_normalise(part)[0] for part in _ELLIPSIS.split(quote)) if p]
-        if not parts or sum(len(p) for p in parts) < 4:  # too short to prove anything
+        if not parts or any(len(p) < MIN_QUOTE for p in parts):  # too short to prove anything
             return None
-        at, first = 0, None
-        for part in parts:
-            found = self.norm.find(part, at)
-            if found < 0:
-                return None
-            first = found if first is None else first
-            at = found + len(part)
-        return self.where[first], self.where[at - 1] + 1
+        for start in self._occurrences(parts[0], 0):
+            at = start + len(parts[0])
+            for part in parts[1:]:
+                found = next((f for f in self._occurrences(part, at) if f - at <= MAX_GAP), None)
+                if found is None:
+                    break
+                at = found + len(part)
+            else:
+                return self.where[start], self.where[at - 1] + 1
+        return None
+
+    def _occurrences(self, part: str, at: int) -> Iterator[int]:
+        """Each place ``part`` occurs from ``at`` on, where it does not cut a number in two."""
+        found = self.norm.find(part, at)
+        while found >= 0:
+            end = found + len(part)
+            cuts_before = part[0].isdigit() and found > 0 and self.norm[found - 1].isdigit()
+            cuts_after = part[-1].isdigit() and end < len(self.norm) and self.norm[end] in _NUMBER_GOES_ON
+            if not (cuts_before or cuts_after):
+                yield found
+            found = self.norm.find(part, found + 1)
 
     def context(self, start: int, end: int) -> str:
         left = max((self.text.rfind(ch, 0, start) for ch in _SENTENCE_END), default=-1) + 1
@@ -140,6 +166,17 @@ def settle(answer: ArticleAnalysis, article: Article, threshold: int) -> tuple[A
     elif verdict.consistency:
         answer = answer.model_copy(update={"has_opportunity": False})
     return answer, verdict
+
+
+def verified_flag(answer: ArticleAnalysis, verdict: Verdict, threshold: int) -> bool | None:
+    """``analysis_result.evidence_verified``: true when a quote was found; false when quotes were given and
+    none was found, or when a pushable score has no quote at all; None when there was nothing to check (no
+    quotes, a score that could not push anyway)."""
+    if verdict.verified:
+        return True
+    if verdict.quotes or answer.score >= threshold:
+        return False
+    return None
 
 
 def record(verdict: Verdict) -> dict[str, Any]:

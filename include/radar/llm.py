@@ -100,8 +100,9 @@ class RateGate:
     """How the calls of one slot share DeepSeek's rate limit. This one shares nothing (one process, tests);
     include/radar/ratelimit.py keeps the state in PostgreSQL, so every worker of the slot backs off."""
 
-    def wait(self, left: float | None, sleep: Callable[[float], None]) -> None:
-        """Sleep out a cool-down announced by another call (at most ``left`` seconds)."""
+    def wait(self, left: float | None, sleep: Callable[[float], None]) -> float:
+        """Sleep out a cool-down announced by another call, at most ``left`` seconds; return the seconds slept."""
+        return 0.0
 
     def in_flight(self, left: float) -> Any:
         """A context held while the call is in flight (limits how many run at once while throttled)."""
@@ -256,24 +257,29 @@ class LLMClient:
 
     def complete_json(
         self, system: str, user: str, schema: type[M], *, deadline: float | None = None,
-        check: Callable[[Any], str | None] | None = None,
+        check: Callable[[Any], str | None] | None = None, usage: Usage | None = None,
     ) -> JsonAnswer:
         """Walk the ladder until an answer validates against ``schema``.
 
         ``check`` looks at a valid answer: an instruction it returns (the evidence is not in the article, the
         score contradicts the flag) spends the next rung asking again with it; when no rung is left, or the
         later rungs fail, the last valid answer stands (``JsonAnswer.unsettled`` says why it was questioned).
-        Raises LLMExhausted when every rung failed, LLMDeadline when ``deadline`` (``time.monotonic()``) came
-        first, LLMConfigError / LLMRejected when retrying cannot help; each carries the usage so far.
+        ``usage`` (the caller's, so that what was paid is known even when the task dies mid-ladder) collects
+        every call. Raises LLMExhausted when every rung failed, LLMDeadline when ``deadline``
+        (``time.monotonic()``) came first, LLMConfigError / LLMRejected when retrying cannot help (unless a
+        questioned but valid answer is at hand: then it stands); each carries the usage so far.
         """
-        usage = Usage()
+        usage = usage if usage is not None else Usage()
         failures: list[str] = []
         attempt = 0
         waited = 0.0  # seconds spent waiting out rate limits (no rung spent, capped by rate_limit_wait)
         kept: BaseModel | None = None  # a valid answer that check() questioned
         repair: str | None = None
         while attempt <= self.max_retries:
-            self.gate.wait(self._left(deadline), self.sleep)  # a cool-down another call of the slot was told
+            # a cool-down another call of the slot was told, within what is left of this ladder's wait allowance
+            left = self._left(deadline)
+            allowance = self.rate_limit_wait - waited
+            waited += self.gate.wait(allowance if left is None else min(left, allowance), self.sleep)
             budget = self._budget(deadline)
             if budget is None:
                 if kept is not None:
@@ -315,6 +321,9 @@ class LLMClient:
             except LLMError as exc:
                 self.gate.failed(str(exc))
                 exc.usage = usage
+                if kept is not None:  # the repair call was refused: the valid answer already paid for stands
+                    log.warning("LLM repair call failed (%s); the earlier valid answer stands", exc)
+                    return JsonAnswer(value=kept, usage=usage, model=self.model, failures=failures, unsettled=repair)
                 raise
             finally:
                 usage.calls += 1

@@ -121,11 +121,11 @@ class Runtime:
     def operator_channels(self) -> tuple[list[push.Channel], bool]:
         return alerts.operator_channels(self.channels(self.settings.ops_push_conn_id), self.channels())
 
-    def alert(self, cause: str, detail: str, slot: dict[str, Any] | None = None) -> str:
-        """Tell the operator (once per cause and day; never raises)."""
+    def alert(self, cause: str, detail: str, slot: dict[str, Any] | None = None, *, day_of: datetime | None = None) -> str:
+        """Tell the operator (once per cause and day, the day of ``day_of``, default now; never raises)."""
         return alerts.raise_alert(
             self.connect, self.operator_channels, cause=cause, detail=detail, link=self.canonical_url("/"),
-            slot_run_id=(slot or {}).get("slot_run_id"), dag_run_id=(slot or {}).get("dag_run_id"),
+            slot_run_id=(slot or {}).get("slot_run_id"), dag_run_id=(slot or {}).get("dag_run_id"), now=day_of,
         )
 
     def page_url(self, path: str, now: datetime | None = None) -> str:
@@ -575,7 +575,8 @@ def close_slot(rt: Runtime, slot: dict[str, Any], failed_tasks: list[str]) -> di
     if undelivered:
         errors = (row["step_errors"] or {})
         why = errors.get("push_daily_report") or errors.get("build_daily_report") or "the push step did not run"
-        rt.alert("daily_undelivered", f"{slot['run_date']} 的日报没有送达：{why}", slot)
+        rt.alert("daily_undelivered", f"{slot['run_date']} 的日报没有送达：{why}", slot,
+                 day_of=datetime.fromisoformat(slot["scheduled_at"]))  # the report's day, even after midnight
     outcome = "success" if row["status"] == store.SUCCESS else "failed"
     log.info("slot %s %s closed as %s: %d new, %d analysed, %d failed, %d opportunities, %d pushed%s",
              slot["run_date"], slot["slot"], outcome, row["new_count"], row["analysed_count"], row["failed_count"],

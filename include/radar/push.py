@@ -65,6 +65,7 @@ class DeliveryReport:
     sent: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)  # of the skipped: another sender has it in hand
 
     def as_xcom(self) -> dict[str, Any]:
         return {"sent": self.sent, "failed": self.failed, "skipped": self.skipped}
@@ -202,6 +203,8 @@ def deliver(
             )
             log.info("%s to %s: %s, not sent again", push_type, channel.label, state)
             report.skipped.append(channel.label)
+            if existing and existing["status"] == store.NOTE_PENDING:
+                report.pending.append(channel.label)
             continue
         title, body = fit(message, channel)
         error = sender(channel, title, body)

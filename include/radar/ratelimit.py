@@ -61,17 +61,19 @@ class DatabaseGate(RateGate):
             log.warning("the shared DeepSeek rate-limit state could not be read", exc_info=True)
             return {}
 
-    def wait(self, left: float | None, sleep: Callable[[float], None]) -> None:
+    def wait(self, left: float | None, sleep: Callable[[float], None]) -> float:
         self._seen = self._read()
         until = _at(self._seen.get("cool_down_until"))
         if until is None:
-            return
+            return 0.0
         pause = (until - self.clock()).total_seconds()
         if left is not None:
-            pause = min(pause, left - 5.0)
-        if pause > 0:
-            log.info("DeepSeek asked for a pause: waiting %.1fs before the next call", pause)
-            sleep(pause)
+            pause = min(pause, left)
+        if pause <= 0:
+            return 0.0
+        log.info("DeepSeek asked for a pause: waiting %.1fs before the next call", pause)
+        sleep(pause)
+        return pause
 
     @contextlib.contextmanager
     def in_flight(self, left: float) -> Iterator[None]:

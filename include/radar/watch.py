@@ -51,8 +51,12 @@ SILENT_FACTOR = 3
 
 def silent_accounts(rt: Runtime, slot: dict[str, Any], at: datetime) -> None:
     """Accounts quiet for more than three times their usual interval between articles: alert, listing them."""
-    with rt.connect() as conn:
-        silent = store.silent_accounts(conn, at, SILENT_FACTOR)
+    try:
+        with rt.connect() as conn:
+            silent = store.silent_accounts(conn, at, SILENT_FACTOR)
+    except Exception:  # noqa: BLE001 - a watcher: its failure must not fail the ingest it follows
+        log.warning("quiet accounts could not be checked", exc_info=True)
+        return
     if silent:
         names = "、".join(f"{a['name'] or a['mp_id']}（已 {_span(at - a['last_article_at'])}无新文，通常每 "
                          f"{_span(a['cadence'])}一篇）" for a in silent[:8])
@@ -68,8 +72,9 @@ SILENCE_MINUTES = 30
 
 
 def missed_slots(conn: Any, settings: Settings, key: SlotKey, now: datetime) -> list[str]:
-    """The planned slots of the last day, due more than 30 minutes ago, that never got a run record."""
+    """The planned slots since the last slot that has a run record (within a day), due more than 30 minutes
+    ago, that never got one: each missed slot is reported by the first run after it, once."""
     expected = slots_between(key.scheduled_at - timedelta(days=1), now - timedelta(minutes=SILENCE_MINUTES),
                              settings.schedule_slots)
     pairs = [(k.run_date, k.slot) for k in expected if k.scheduled_at < key.scheduled_at]
-    return [f"{d:%m-%d} {s}" for d, s in store.missed_slots(conn, pairs)]
+    return [f"{d:%m-%d} {s}" for d, s in store.missed_since_last_run(conn, pairs, (key.run_date, key.slot))]

@@ -78,6 +78,7 @@ from include.radar.store.operations import (  # noqa: F401
     defer_for_budget,
     finish_alert,
     item_spend,
+    missed_since_last_run,
     missed_slots,
     record_alert,
     record_spend,

@@ -112,10 +112,11 @@ def record_alert(
     ).fetchone()
 
 
-def finish_alert(conn: psycopg.Connection, alert_id: int, error: str | None) -> None:
+def finish_alert(conn: psycopg.Connection, alert_id: int, error: str | None, *, delivered: bool) -> None:
+    """What one delivery attempt of the alert found: delivered to every channel, or the error."""
     conn.execute(
         "UPDATE operator_alert SET delivered = delivered OR %s, delivery_error = %s WHERE id = %s",
-        (error is None, redact.scrub(error)[:500] if error else None, alert_id),
+        (delivered, redact.scrub(error)[:500] if error else None, alert_id),
     )
 
 
@@ -160,3 +161,16 @@ def missed_slots(conn: psycopg.Connection, expected: list[tuple[date, str]]) -> 
     seen = {(r["run_date"], r["slot"]) for r in conn.execute(
         "SELECT run_date, slot FROM slot_run WHERE run_date = ANY(%s)", (days,)).fetchall()}
     return [(d, s) for d, s in expected if (d, s) > (first["run_date"], first["slot"]) and (d, s) not in seen]
+
+
+def missed_since_last_run(conn: psycopg.Connection, expected: list[tuple[date, str]], before: tuple[date, str]
+                          ) -> list[tuple[date, str]]:
+    """Of the ``expected`` (day, slot) pairs, those after the last slot run before ``before``: none of them
+    has a run, and each is reported by the first run after it, once (a fresh install missed nothing)."""
+    last = conn.execute(
+        "SELECT run_date, slot FROM slot_run WHERE (run_date, slot) < (%s, %s) ORDER BY run_date DESC, slot DESC LIMIT 1",
+        before,
+    ).fetchone()
+    if last is None or not expected:
+        return []
+    return [(d, s) for d, s in expected if (d, s) > (last["run_date"], last["slot"])]

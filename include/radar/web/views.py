@@ -808,7 +808,8 @@ def _stats(
 ) -> Stats:
     live = Stats(
         analysed=len(cards),
-        opportunities=sum(c.hot and not c.reused for c in cards),  # a repost is not a second opportunity
+        # a repost is not a second opportunity, and one without verified evidence is not one at all
+        opportunities=sum(c.hot and not c.reused and not c.unverified for c in cards),
         failed=len(failures),
         max_score=max((c.score for c in cards), default=None),
         budget_deferred=budget_deferred,
