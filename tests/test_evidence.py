@@ -272,7 +272,7 @@ def test_the_rubric_in_the_prompt_follows_the_configured_threshold(fakes, monkey
     assert "推送阈值是 70 分" in system and "   - 70–89：" in system and "   - 30–69：" in system
     assert "<RUBRIC>" not in system and "<THRESHOLD>" not in system
     assert system.count("90–100") == 1  # each band written once
-    from include.radar.analyst import rubric
+    from include.radar.rubric import rubric
 
     assert rubric(95).splitlines()[0].startswith("   - 95–100") and rubric(20).splitlines()[-1].startswith("   - 0–19")
 
@@ -305,3 +305,14 @@ def test_the_daily_report_never_makes_an_unverified_analysis_a_top_pick(fakes, m
     tops = [t["analysis_id"] for t in report["digest_json"]["top_opportunities"]]
     assert tops == [stored["1-2"]["id"]] and stored["1-1"]["id"] in report["digest_json"]["dropped_analysis_ids"]
     assert report["stats"]["opportunities"] == 1
+
+
+def test_the_analysis_page_names_the_rubric_band_of_its_score(fakes):
+    from tests.slotrun import read_page
+
+    _setup(fakes, BODY)
+    fakes.deepseek.responder = lambda b: answer(75, evidence=("订单排产已至明年二季度",))
+    run_slot(SLOT)
+    [row] = _analyses()
+    html = read_page(f"/analysis/{row['id']}", SLOT + timedelta(hours=1))
+    assert "评分标准 60–89 分档：值得读者今天关注的机会" in html and "推送阈值 60 分" in html

@@ -33,6 +33,7 @@ from include.radar.llm import (
     Usage,
     neutralise_delimiters,
 )
+from include.radar.rubric import rubric
 from include.radar.schemas import ArticleAnalysis
 from include.radar.settings import Settings
 from include.radar.slots import to_local
@@ -41,27 +42,6 @@ from include.radar.spending import Spend
 log = logging.getLogger(__name__)
 
 ANALYSIS_PROMPT = Prompt("analysis", "v2")
-
-# the score bands of the rubric, each with an example; the push threshold is where "worth pushing" starts
-BAND_TOP = "明确标的 + 已发生或确定将发生的催化剂 + 文中有具体数据支撑，例如“公司公告中标 30 亿元订单，占去年营收 40%”"
-BAND_PUSH = "值得读者今天关注的机会：有具体标的或板块、有催化剂、证据来自原文，例如“行业集采量同比翻倍，龙头份额第一”"
-BAND_WATCH = "有参考价值的资讯或观察，但标的、催化剂或证据不足，例如“行业景气有望回升，建议关注”"
-BAND_NONE = "与投资无关、纯情绪、广告或无法判断，例如“节日祝福”“课程推广”"
-
-
-def rubric(threshold: int) -> str:
-    """The score bands of the analysis prompt for this push threshold, written once for every article."""
-    bands = []
-    if threshold <= 89:
-        bands += [(90, 100, BAND_TOP), (threshold, 89, BAND_PUSH)]
-    else:
-        bands += [(threshold, 100, BAND_TOP)]
-    if threshold > 30:
-        bands += [(30, threshold - 1, BAND_WATCH), (0, 29, BAND_NONE)]
-    elif threshold > 0:
-        bands += [(0, threshold - 1, BAND_NONE)]
-    return "\n".join(f"   - {lo}–{hi}：{text}。" for lo, hi, text in bands)
-
 
 def system_prompt(threshold: int) -> str:
     return (ANALYSIS_PROMPT.system().replace("<RUBRIC>", rubric(threshold))

@@ -26,6 +26,7 @@ from markupsafe import Markup
 
 from include.radar import DAG_ID, redact
 from include.radar.pricing import format_money
+from include.radar.rubric import band_of
 from include.radar.slots import slot_at
 from include.radar.web.trust import Quote, Trust, trust_view
 
@@ -1000,6 +1001,7 @@ class AnalysisPage:
     dag_run_url: str | None
     overview_url: str
     trust: Trust
+    band: str  # the rubric band of the score, as the prompt defines it for the threshold
 
 
 def _texts(value: Any) -> list[str]:
@@ -1098,4 +1100,10 @@ def analysis_page(
         dag_run_url=links.dag_run(row.get("dag_id"), row.get("dag_run_id")),
         overview_url=links.overview(),
         trust=trust,
+        band=_band(row["score"], threshold),
     )
+
+
+def _band(score: int, threshold: int) -> str:
+    low, high, meaning = band_of(score, threshold)
+    return f"{low}–{high} 分档：{meaning.split('，例如')[0]}"
