@@ -29,8 +29,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -42,17 +40,6 @@ from tests.slotrun import answer  # noqa: E402
 
 BENCH_DB = "radar_bench_deadline"
 OUT = REPO / ".local" / "bench-deadline"
-
-
-def bench_database(server_url: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(server_url)
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{BENCH_DB}"')
-    info["dbname"] = BENCH_DB
-    url = psycopg.conninfo.make_conninfo(**info)
-    db.migrate(url)
-    return url
 
 
 def seed_pending(url: str, scheduled: datetime, count: int) -> None:
@@ -94,7 +81,7 @@ def main() -> int:
     now = datetime.now(SHANGHAI)
     day = now.date() if now.hour >= 22 else now.date() - timedelta(days=1)
     key = slot_at(day, "22:00")
-    url = bench_database(os.environ.get("RADAR_DATABASE_URL") or db.database_url())
+    url = db.fresh_database(os.environ.get("RADAR_DATABASE_URL") or db.database_url(), BENCH_DB)
     seed_pending(url, key.scheduled_at, args.pending)
     env = {
         **os.environ,

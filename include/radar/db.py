@@ -166,3 +166,16 @@ def migrate(url: str | None = None, directory: Path = MIGRATIONS_DIR) -> list[st
             conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
             conn.commit()
     return applied
+
+
+def fresh_database(server_url: str, name: str) -> str:
+    """Drop and recreate the database ``name`` on the server of ``server_url``, migrate it, return its URL
+    (the demo and the benchmarks start from an empty radar database of their own)."""
+    info = psycopg.conninfo.conninfo_to_dict(server_url)
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    info["dbname"] = name
+    url = psycopg.conninfo.make_conninfo(**info)
+    migrate(url)
+    return url

@@ -19,8 +19,6 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 from include.radar import db
 from include.radar.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
 from include.radar.slots import SHANGHAI, slot_at
@@ -82,17 +80,6 @@ def build_deepseek() -> FakeDeepSeek:
     return FakeDeepSeek(responder=respond, api_key="sk-demo")
 
 
-def demo_database(server_url: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(server_url)
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{DEMO_DB}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{DEMO_DB}"')
-    info["dbname"] = DEMO_DB
-    url = psycopg.conninfo.make_conninfo(**info)
-    db.migrate(url)
-    return url
-
-
 def link_secret() -> str:
     path = OUT / "link_secret"
     if not path.exists():
@@ -115,7 +102,7 @@ def main() -> int:
 
     sink = PushSink(on_message=record)
     werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(sink.handle)
-    url = demo_database(os.environ.get("RADAR_DATABASE_URL") or db.database_url())
+    url = db.fresh_database(os.environ.get("RADAR_DATABASE_URL") or db.database_url(), DEMO_DB)
     secret = link_secret()
     os.environ.update({
         "RADAR_DATABASE_URL": url,
