@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from include.radar import events
+
 PUSH_OPPORTUNITY = "push_opportunity"
 SKIP_PUSH = "skip_push"
 BUILD_DAILY = "build_daily_report"
@@ -16,17 +18,21 @@ PUSH_MODES = ("auto", "force", "suppress")
 
 @dataclass(frozen=True)
 class SlotSummary:
-    """What this slot run produced: its analyses (not earlier ones) against the threshold."""
+    """What this slot run produced: its analyses (not earlier ones) against the threshold, one candidate per
+    real-world event (events.py)."""
 
     analysed: int
     failed: int
-    above_threshold: int
+    above_threshold: int  # events, each counted once, whose lead has verified evidence and reaches the threshold
     max_score: int | None
     top_analysis_id: int | None
     top_summary: str | None
     threshold: int
-    unverified: int = 0  # analyses at or above the threshold whose evidence is not in their article
+    unverified: int = 0  # events at or above the threshold whose lead's evidence is not in its article
     top_verified: bool = True  # the top analysis's evidence is in its article (false only when none is)
+    grouped: int = 0  # analyses folded into another analysis's entry (the same event)
+    already_reported: int = 0  # events an earlier slot already counted as an opportunity (not pushed again)
+    top_sources: list[str] = field(default_factory=list)  # the accounts that wrote about the top event
 
     def as_xcom(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -39,27 +45,51 @@ class Decision:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def summarise(analyses: list[dict[str, Any]], failed: int, threshold: int) -> SlotSummary:
-    """``analyses`` are this slot run's analysis rows, best first (store.slot_analyses).
+def is_opportunity(analysis: dict[str, Any], threshold: int) -> bool:
+    """An analysis that counts as an opportunity: at or above the threshold, with verified evidence, not a repost."""
+    return analysis["score"] >= threshold and verified(analysis) and not analysis.get("reused_from_id")
+
+
+def summarise(analyses: list[dict[str, Any]], failed: int, threshold: int,
+              others: list[dict[str, Any]] | tuple[()] = ()) -> SlotSummary:
+    """``analyses`` are this slot run's analysis rows (store.slot_analyses); ``others`` the analyses of the same
+    events made by other slot runs (store.event_members).
 
     A repost that reused an earlier analysis is counted as analysed but is not news: it neither counts
-    as an opportunity nor becomes the pushed one, so the same text is never pushed twice.
-    An analysis whose evidence was not found in its article (``evidence_verified`` false) cannot trigger
-    the push: it ranks below every verified one and is counted as ``unverified``.
+    as an opportunity nor becomes the pushed one, so the same text is never pushed twice. Analyses of one
+    event are one candidate, led by the best-evidenced of them (events.lead_key), so five accounts writing up
+    one announcement make one push; an event that an earlier slot run already counted as an opportunity is
+    not news again either. An event whose lead's evidence was not found in its article (``evidence_verified``
+    false) cannot trigger the push: it ranks below every verified one and is counted as ``unverified``.
     """
-    fresh = sorted((a for a in analyses if not a.get("reused_from_id")),
-                   key=lambda a: (not verified(a), -a["score"], a["id"]))
-    top = fresh[0] if fresh else None
+    mine = {a["id"] for a in analyses}
+    first_here: dict[int, int] = {}
+    for a in analyses:
+        first_here[events.event_of(a)] = min(first_here.get(events.event_of(a), a["id"]), a["id"])
+    reported = {events.event_of(o) for o in others
+                if o["id"] not in mine and o["id"] < first_here.get(events.event_of(o), 0) and is_opportunity(o, threshold)}
+    fresh = [a for a in analyses if not a.get("reused_from_id")]
+    entries = events.entries(fresh)
+    candidates = [e for e in entries if e.event not in reported]
+    top_entry = candidates[0] if candidates else (entries[0] if entries else None)
+    top = top_entry.lead if top_entry else None
+    sources: list[str] = []
+    if top_entry is not None:
+        earlier = [o for o in others if events.event_of(o) == top_entry.event and o["id"] not in mine]
+        sources = list(dict.fromkeys([*top_entry.sources, *(o.get("mp_name") or "" for o in earlier)]))
     return SlotSummary(
         analysed=len(analyses),
         failed=failed,
-        above_threshold=sum(1 for a in fresh if a["score"] >= threshold and verified(a)),
+        above_threshold=sum(1 for e in candidates if is_opportunity(e.lead, threshold)),
         max_score=top["score"] if top else None,
         top_analysis_id=top["id"] if top else None,
         top_summary=top["summary"] if top else None,
         threshold=threshold,
-        unverified=sum(1 for a in fresh if a["score"] >= threshold and not verified(a)),
+        unverified=sum(1 for e in candidates if e.lead["score"] >= threshold and not verified(e.lead)),
         top_verified=verified(top) if top else True,
+        grouped=len(fresh) - len(entries),
+        already_reported=len(entries) - len(candidates),
+        top_sources=[s for s in sources if s],
     )
 
 
@@ -157,6 +187,28 @@ def daily_notes(*, built: bool, partial: bool, digest_json: Any) -> list[str]:
     if data.get("pending"):
         notes.append("未完成的分析由次日时段继续")
     return ["部分结果：" + "；".join(notes or ["详见日报页"])]
+
+
+def top_lines(digest_json: Any, limit: int = 3) -> list[str]:
+    """The daily push's lines for the report's top opportunities, one per event, with how many accounts
+    reported it (``digest_json`` is stored LLM output: every field is checked)."""
+    tops = digest_json.get("top_opportunities") if isinstance(digest_json, dict) else None
+    lines = []
+    for top in (tops if isinstance(tops, list) else [])[:limit]:
+        if not isinstance(top, dict) or not isinstance(top.get("title"), str) or not top["title"].strip():
+            continue
+        sources = [s for s in top.get("sources") or [] if isinstance(s, str) and s] \
+            if isinstance(top.get("sources"), list) else []
+        lines.append(f"· {first_sentence(top['title'], 40)}" + (f"（{len(sources)} 个公众号报道）" if len(sources) > 1 else ""))
+    return lines
+
+
+def sources_line(sources: list[str], limit: int = 4) -> list[str]:
+    """The push's line naming the accounts that wrote about one event, when more than one did."""
+    if len(sources) < 2:
+        return []
+    named = "、".join(sources[:limit]) + (f" 等 {len(sources)} 个" if len(sources) > limit else "")
+    return [f"{len(sources)} 个公众号报道：{named}"]
 
 
 def first_sentence(text: str | None, limit: int = 80) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from include.radar import decide, store
+from include.radar import decide, events, store
 from include.radar.llm import (
     LLMClient,
     LLMConfigError,
@@ -35,7 +35,7 @@ from include.radar.spending import Spend
 
 log = logging.getLogger(__name__)
 
-DIGEST_PROMPT = Prompt("digest", "v1")
+DIGEST_PROMPT = Prompt("digest", "v2")
 MAX_ITEMS_IN_PROMPT = 60
 MAX_PENDING_LISTED = 50
 
@@ -54,11 +54,12 @@ class DayFacts:
 
     @property
     def stats(self) -> dict[str, Any]:
-        # a repost reuses an earlier analysis: it is not a new opportunity (the same rule as the slot push)
-        opportunities = [a for a in self.analyses
-                         if a["score"] >= self.threshold and not a["reused_from_id"] and decide.verified(a)]
+        # a repost reuses an earlier analysis: it is not a new opportunity (the same rule as the slot push);
+        # analyses of one real-world event are one opportunity
+        opportunities = {events.event_of(a) for a in self.analyses if decide.is_opportunity(a, self.threshold)}
         return {
             "analysed": len(self.analyses),
+            "events": len(self.entries),
             "opportunities": len(opportunities),
             "failed": len(self.failures),
             "pending": len(self.pending),
@@ -67,6 +68,11 @@ class DayFacts:
             "currency": self.currency,
             "budget_deferred": self.budget_deferred,
         }
+
+    @property
+    def entries(self) -> list[events.Entry]:
+        """The day's analyses one entry per real-world event, best first (reposts fold into their original's)."""
+        return events.entries(self.analyses)
 
     @property
     def slots_done(self) -> list[str]:
@@ -96,7 +102,8 @@ def gather(conn: Any, day: date, threshold: int, currency: str = "USD") -> DayFa
 def compact(facts: DayFacts, analysis_url: Callable[[int], str]) -> dict[str, Any]:
     """Seed 9.1's compact structure: what the digest prompt sees of each analysis and failure."""
     items = []
-    for a in facts.analyses[:MAX_ITEMS_IN_PROMPT]:
+    for entry in facts.entries[:MAX_ITEMS_IN_PROMPT]:
+        a = entry.lead
         published = to_local(a["published_at"])
         opportunities = (a["result_json"] or {}).get("opportunities", []) if isinstance(a["result_json"], dict) else []
         items.append({
@@ -110,6 +117,8 @@ def compact(facts: DayFacts, analysis_url: Callable[[int], str]) -> dict[str, An
             "evidence_verified": decide.verified(a),  # false: its quotes are not in the article, never a top pick
             "summary": a["summary"],
             "analysis_url": analysis_url(a["id"]),
+            # one real-world event: the other accounts' articles about it (cite the lead's analysis_id)
+            "other_sources": [{"mp_name": m["mp_name"], "title": m["title"]} for m in entry.others[:5]],
             "opportunities_brief": [
                 {"name": o.get("name"), "type": o.get("type"), "direction": o.get("direction"),
                  "targets": (o.get("targets") or [])[:5]}
@@ -131,11 +140,13 @@ def fallback_markdown(facts: DayFacts) -> str:
         f"- 已完成时段：{'、'.join(facts.slots_done) or '无'}",
     ]
     # verified evidence first: an analysis whose quotes are not in its article ranks below, marked
-    best = sorted(facts.analyses, key=lambda a: (not decide.verified(a), -a["score"], a["id"]))[:5]
+    best = facts.entries[:5]  # one line per event, led by its best-evidenced analysis
     if best:
         lines += ["", "## 评分最高的文章"]
-        lines += [f"- {a['score']} 分 · {_md_text(a['title'])}：{_md_text(a['summary'])}"
-                  + ("（证据未核实）" if not decide.verified(a) else "") for a in best]
+        lines += [f"- {e.lead['score']} 分 · {_md_text(e.lead['title'])}：{_md_text(e.lead['summary'])}"
+                  + ("（证据未核实）" if not decide.verified(e.lead) else "")
+                  + (f"（{len(e.sources)} 个公众号报道：{_md_text('、'.join(e.sources))}）" if len(e.sources) > 1 else "")
+                  for e in best]
     if facts.failures:
         lines += ["", "## 分析失败"]
         lines += [f"- {_md_text(f['title'])}：{_md_text((f['last_error'] or '')[:80])}" for f in facts.failures[:10]]
@@ -173,12 +184,17 @@ def build_report(
 
     ``deadline`` (``time.monotonic()``) bounds the digest call: past it, the database summary stands in.
     """
-    with connect() as conn:
-        facts = gather(conn, day, settings.push_score_threshold, settings.deepseek_currency)
-    stats = facts.stats
     # the report fails for this slot's own failures (and a failed digest); an earlier slot's hiccup that
     # later slots made up for is a warning, listed in the report, not a failed day
     reasons = list(upstream_errors or [])
+    try:
+        events.group_new(connect)  # analyses no slot grouped yet (a slot failed before its summary)
+    except Exception as exc:  # noqa: BLE001 - the report goes out ungrouped rather than not at all
+        log.exception("grouping the day's analyses into events failed; the report lists them one by one")
+        reasons.append(f"grouping: {type(exc).__name__}: {str(exc)[:200]}")
+    with connect() as conn:
+        facts = gather(conn, day, settings.push_score_threshold, settings.deepseek_currency)
+    stats = facts.stats
     if facts.failures and not facts.analyses:  # a failed article never fails its slot, but a day of them fails the report
         first = (facts.failures[0]["last_error"] or "")[:200]
         reasons.append(f"analysis: all {len(facts.failures)} analyses of the day failed ({first})")
@@ -218,11 +234,18 @@ def build_report(
         dropped = [t.analysis_id for t in digest.top_opportunities if t.analysis_id not in known]
         if dropped:
             log.warning("digest for %s cited unknown analysis ids %s; dropped", day, dropped)
-        day_ids = {a["id"] for a in facts.analyses}
-        unverified = {a["id"] for a in facts.analyses if not decide.verified(a)}
-        tops = [t.model_dump() for t in digest.top_opportunities
-                if t.analysis_id in known and t.analysis_id in day_ids and t.analysis_id not in unverified]
-        dropped += [t.analysis_id for t in digest.top_opportunities if t.analysis_id in unverified]
+        # a pick of any analysis of an event stands for the event's lead, once
+        entry_of = {m["id"]: e for e in facts.entries for m in e.members}
+        tops, seen = [], set()
+        for t in digest.top_opportunities:
+            entry = entry_of.get(t.analysis_id)
+            if t.analysis_id not in known or entry is None or entry.lead["id"] in seen:
+                continue
+            if not decide.verified(entry.lead):
+                dropped.append(t.analysis_id)
+                continue
+            seen.add(entry.lead["id"])
+            tops.append({**t.model_dump(), "analysis_id": entry.lead["id"], "sources": entry.sources})
         digest_json = {
             "has_opportunity": stats["opportunities"] > 0,
             "top_opportunities": tops,
@@ -235,9 +258,9 @@ def build_report(
         }
         digest_md = digest.digest_md
     else:
-        tops = [{"analysis_id": a["id"], "title": a["title"], "reason": f"评分 {a['score']}"}
-                for a in facts.analyses
-                if a["score"] >= settings.push_score_threshold and not a["reused_from_id"] and decide.verified(a)][:3]
+        tops = [{"analysis_id": e.lead["id"], "title": e.lead["title"], "reason": f"评分 {e.lead['score']}",
+                 "sources": e.sources}
+                for e in facts.entries if decide.is_opportunity(e.lead, settings.push_score_threshold)][:3]
         digest_json = {"has_opportunity": bool(tops), "top_opportunities": tops, "watchlist": [],
                        "source": "fallback", "warnings": facts.slot_errors, "step_errors": list(upstream_errors or []),
                        "pending": _pending(facts)}

@@ -21,6 +21,7 @@ from include.radar import (
     db,
     decide,
     digest,
+    events,
     ingest,
     push,
     ratelimit,
@@ -369,12 +370,18 @@ def _slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
     with rt.connect() as conn:
         analyses = store.slot_analyses(conn, slot["slot_run_id"])
         failed = store.slot_failed_count(conn, slot["slot_run_id"])
-    return decide.summarise(analyses, failed, rt.settings.push_score_threshold)
+        others = store.event_members(conn, sorted({events.event_of(a) for a in analyses}))
+    return decide.summarise(analyses, failed, rt.settings.push_score_threshold,
+                            [o for o in others if o["slot_run_id"] != slot["slot_run_id"]])
 
 
 @step("summarise")
 def summarise_slot(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    grouped = events.group_new(rt.connect)  # one entry per real-world event, before the push decision
     summary = _slot_summary(rt, slot)
+    if grouped:
+        log.info("grouped %d new analyses into events; this slot: %d folded into another's entry, %d events "
+                 "already reported by an earlier slot", grouped, summary.grouped, summary.already_reported)
     if summary.unverified:
         with rt.connect() as conn:
             store.add_slot_warnings(conn, slot["slot_run_id"], "summarise", [
@@ -406,7 +413,8 @@ def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     unverified = not summary.get("top_verified", True)  # only a forced push gets here
     message = push.Message(
         title=decide.opportunity_title(slot["slot"], count, summary["max_score"]),
-        lines=[decide.first_sentence(summary["top_summary"]) + ("（证据未核实）" if unverified else "")],
+        lines=[decide.first_sentence(summary["top_summary"]) + ("（证据未核实）" if unverified else ""),
+               *decide.sources_line(summary.get("top_sources") or [])],
         link=rt.page_url(path),
     )
     forced = slot["push_mode"] == "force"
@@ -491,6 +499,7 @@ def _push_daily(rt: Runtime, day: date, slot: dict[str, Any], *, late: bool, non
              + (f"，待分析 {stats['pending']} 篇" if stats.get("pending") else "")]
     if stats.get("budget_deferred"):
         lines.append(f"今日 LLM 预算用尽，{stats['budget_deferred']} 篇顺延到次日分析")
+    lines += decide.top_lines(report["digest_json"])
     lines += decide.daily_notes(built=report["status"] != store.REPORT_FAILED,
                                 partial=report["status"] == store.REPORT_PARTIAL, digest_json=report["digest_json"])
     message = push.Message(

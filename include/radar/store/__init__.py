@@ -8,6 +8,7 @@ Every function takes an open psycopg connection (``db.connect()``) and leaves co
 - ``articles``: WeChat accounts and their articles as ingest stores them;
 - ``analyses``: claiming an article for analysis, the attempt log, results, and reading analyses;
 - ``pushes``: the notification log (exactly-once per message and channel);
+- ``events``: which analyses report one real-world event;
 - ``reports``: the daily report and the report pages' read-only queries;
 - ``operations``: the LLM spend ledger, budget deferrals, operator alerts, shared service status;
 - ``state``: small service state (the WeRSS token).
@@ -70,6 +71,13 @@ from include.radar.store.common import (  # noqa: F401
     SUCCESS,
     Row,
     dumps,
+)
+from include.radar.store.events import (  # noqa: F401
+    event_members,
+    grouped_near,
+    lock_grouping,
+    set_events,
+    ungrouped,
 )
 from include.radar.store.operations import (  # noqa: F401
     alerts_between,

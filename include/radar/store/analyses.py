@@ -324,6 +324,7 @@ _ANALYSIS_COLUMNS = """
     a.id, a.content_item_id, a.slot_run_id, a.reused_from_id, a.score, a.has_opportunity, a.top_type,
     a.summary, a.result_json, a.model, a.prompt_version, a.prompt_tokens, a.completion_tokens,
     a.reasoning_tokens, a.cache_hit_tokens, a.cache_miss_tokens, a.cost, a.currency, a.evidence_verified, a.consistency_note, a.latency_ms, a.llm_calls,
+    a.event_id, a.event_note,
     a.created_at, c.title, c.url, c.published_at, c.external_id, c.mp_id,
     coalesce(acc.name, c.mp_id) AS mp_name, s.run_date, s.slot
 """

@@ -145,7 +145,8 @@ def slot_failed_count(conn: psycopg.Connection, slot_run_id: int) -> int:
 def close_slot_run(conn: psycopg.Connection, slot_run_id: int, threshold: int) -> Row:
     """Set the counts (from the database, not from XCom) and the status from the outstanding step errors.
 
-    The counts are facts about everything the slot's runs did: analyses are never deleted, and failures
+    Opportunities are counted per real-world event (events.py), as the push decision counts them. The counts
+    are facts about everything the slot's runs did: analyses are never deleted, and failures
     come from the attempt log, so a later slot retrying an article does not change what this one was.
     """
     failed = slot_failed_count(conn, slot_run_id)
@@ -153,9 +154,16 @@ def close_slot_run(conn: psycopg.Connection, slot_run_id: int, threshold: int) -
         """
         UPDATE slot_run s SET
             analysed_count = (SELECT count(*) FROM analysis_result a WHERE a.slot_run_id = s.id),
-            opportunity_count = (SELECT count(*) FROM analysis_result a
+            -- one per real-world event, and not an event an earlier slot run already counted
+            opportunity_count = (SELECT count(DISTINCT coalesce(a.event_id, a.id)) FROM analysis_result a
                                   WHERE a.slot_run_id = s.id AND a.score >= %(threshold)s
-                                    AND a.reused_from_id IS NULL AND a.evidence_verified IS NOT FALSE),
+                                    AND a.reused_from_id IS NULL AND a.evidence_verified IS NOT FALSE
+                                    AND NOT EXISTS (
+                                        SELECT 1 FROM analysis_result e
+                                        WHERE a.event_id IS NOT NULL AND e.event_id = a.event_id
+                                          AND e.slot_run_id IS DISTINCT FROM s.id AND e.id < a.id
+                                          AND e.score >= %(threshold)s AND e.reused_from_id IS NULL
+                                          AND e.evidence_verified IS NOT FALSE)),
             failed_count = %(failed)s,
             pushed_count = (SELECT count(*) FROM notification_log n
                              WHERE n.slot_run_id = s.id AND n.status = 1 AND n.push_type <> 'alert'),

@@ -482,6 +482,7 @@ def create_app(
             opportunities = store.opportunities_of(conn, wanted)
             reused = store.analysis_brief(conn, row["reused_from_id"]) if row["reused_from_id"] else None
             spend = store.item_spend(conn, row["content_item_id"])
+            members = store.event_members(conn, [row["event_id"]]) if row["event_id"] else []
         links = _links(request)
         page = views.analysis_page(
             row=row,
@@ -491,6 +492,7 @@ def create_app(
             tz=_zone(settings),
             links=links,
             total_cost=health.item_total(row, spend),
+            event_members=members,
         )
         return pages.render(request, "analysis.html", settings=settings, reader=reader, links=links, page=page)
 

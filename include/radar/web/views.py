@@ -24,7 +24,7 @@ from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from markupsafe import Markup
 
-from include.radar import DAG_ID, redact
+from include.radar import DAG_ID, events, redact
 from include.radar.pricing import format_money
 from include.radar.rubric import band_of
 from include.radar.slots import slot_at
@@ -661,6 +661,19 @@ def overview_page(
 
 
 @dataclass(frozen=True)
+class SourceView:
+    """Another account's article about the same event, under the entry its best-evidenced analysis leads."""
+
+    id: int
+    url: str
+    title: str
+    mp_name: str
+    published: str
+    score: int
+    unverified: bool
+
+
+@dataclass(frozen=True)
 class AnalysisCard:
     id: int
     url: str
@@ -674,6 +687,11 @@ class AnalysisCard:
     top_type: str
     reused: bool = False  # a repost carrying another analysis: listed, not counted as a new opportunity
     unverified: bool = False  # none of its evidence is in the article: listed, never pushed
+    sources: list[SourceView] = field(default_factory=list)  # the other articles about the same event
+
+    @property
+    def accounts(self) -> list[str]:
+        return list(dict.fromkeys([self.mp_name, *(s.mp_name for s in self.sources)]))
 
 
 @dataclass(frozen=True)
@@ -694,6 +712,7 @@ class TopOpportunity:
     title: str
     reason: str
     score: int | None
+    sources: list[str] = field(default_factory=list)  # the accounts that reported the event, when several did
 
 
 @dataclass(frozen=True)
@@ -741,9 +760,8 @@ class DailyPage:
 
 
 def analysis_cards(rows: Iterable[Row], *, threshold: int, tz: ZoneInfo, links: Links) -> list[AnalysisCard]:
-    """The day's analyses, verified evidence first, then best score (ties: oldest analysis first)."""
-    # verified first (an analysis whose evidence is not in its article ranks below), then by score
-    ordered = sorted(rows, key=lambda r: (r.get("evidence_verified") is False, -int(r["score"]), int(r["id"])))
+    """The day's analyses, one card per real-world event led by its best-evidenced analysis, the other
+    accounts' articles listed under it; verified evidence first, then best score (ties: oldest first)."""
     return [
         AnalysisCard(
             id=r["id"],
@@ -758,9 +776,23 @@ def analysis_cards(rows: Iterable[Row], *, threshold: int, tz: ZoneInfo, links: 
             top_type=type_label(r.get("top_type")),
             reused=bool(r.get("reused_from_id")),
             unverified=r.get("evidence_verified") is False,
+            sources=[source_view(m, tz, links) for m in entry.others],
         )
-        for r in ordered
+        for entry in events.entries(rows)
+        for r in [entry.lead]
     ]
+
+
+def source_view(row: Row, tz: ZoneInfo, links: Links) -> SourceView:
+    return SourceView(
+        id=row["id"],
+        url=links.analysis(row["id"]),
+        title=row.get("title") or "（无标题）",
+        mp_name=row.get("mp_name") or "",
+        published=local_time(row.get("published_at"), tz, "%m-%d %H:%M"),
+        score=row["score"],
+        unverified=row.get("evidence_verified") is False,
+    )
 
 
 def _as_int(value: Any) -> int | None:
@@ -792,6 +824,7 @@ def top_opportunities(digest_json: Any, cards: Sequence[AnalysisCard], links: Li
                 title=title,
                 reason=str(item.get("reason") or ""),
                 score=card.score if card else None,
+                sources=card.accounts if card and card.sources else [],
             )
         )
     return tops
@@ -808,7 +841,7 @@ def _stats(
     report: Row | None, cards: Sequence[AnalysisCard], failures: Sequence[Row], budget_deferred: int = 0
 ) -> Stats:
     live = Stats(
-        analysed=len(cards),
+        analysed=sum(1 + len(c.sources) for c in cards),
         # a repost is not a second opportunity, and one without verified evidence is not one at all
         opportunities=sum(c.hot and not c.reused and not c.unverified for c in cards),
         failed=len(failures),
@@ -973,6 +1006,28 @@ class Reused:
 
 
 @dataclass(frozen=True)
+class EventView:
+    """The other accounts' articles about the same real-world event, and which analysis leads the event."""
+
+    others: list[SourceView]
+    lead: SourceView | None  # None when this analysis leads it
+    note: str | None  # why this analysis joined the event (similarity, shared entities)
+
+
+def event_view(row: Row, members: Iterable[Row], tz: ZoneInfo, links: Links) -> EventView | None:
+    """``members``: every analysis of the row's event (store.event_members); None when it stands alone."""
+    members = list(members)
+    if len(members) < 2:
+        return None
+    lead = events.entries(members)[0].lead
+    return EventView(
+        others=[source_view(m, tz, links) for m in sorted(members, key=events.lead_key) if m["id"] != row["id"]],
+        lead=None if lead["id"] == row["id"] else source_view(lead, tz, links),
+        note=row.get("event_note"),
+    )
+
+
+@dataclass(frozen=True)
 class AnalysisPage:
     id: int
     title: str
@@ -1002,6 +1057,7 @@ class AnalysisPage:
     overview_url: str
     trust: Trust
     band: str  # the rubric band of the score, as the prompt defines it for the threshold
+    event: EventView | None = None  # the same event's other articles, when other accounts wrote about it
 
 
 def _texts(value: Any) -> list[str]:
@@ -1055,8 +1111,10 @@ def analysis_page(
     tz: ZoneInfo,
     links: Links,
     total_cost: str | None = None,
+    event_members: Iterable[Row] = (),
 ) -> AnalysisPage:
-    """``total_cost``: what every call for the article cost, failed attempts included (health.item_total)."""
+    """``total_cost``: what every call for the article cost, failed attempts included (health.item_total);
+    ``event_members``: every analysis of its event (store.event_members)."""
     run_date = row.get("run_date")
     reused_id = row.get("reused_from_id")
     trust, quotes = trust_view(row.get("result_json"), row.get("consistency_note"), row.get("clean_text"))
@@ -1101,6 +1159,7 @@ def analysis_page(
         overview_url=links.overview(),
         trust=trust,
         band=_band(row["score"], threshold),
+        event=event_view(row, event_members, tz, links),
     )
 
 

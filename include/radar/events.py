@@ -1,0 +1,317 @@
+"""One entry per real-world event (issue 14 §3): analyses of one announcement, company action or data release
+written up by different accounts within 72 hours are grouped, so the reader gets one entry and one push.
+
+How two articles are compared (no LLM call): the title (twice, it names the event) and the first
+``TEXT_CHARS`` characters of the cleaned text, with the paragraphs an account repeats across its articles
+dropped (sign-offs, disclaimers), normalised (NFKC, lower case, whitespace and punctuation dropped), cut into
+character 2- and 3-grams and weighted by TF-IDF over the articles being compared, so a phrase every article
+uses counts for little. Two articles of different accounts published at most ``WINDOW`` apart are one
+event when the cosine of their vectors is at least ``SAME``, or at least ``RELATED`` and the model's
+extracted entities (opportunity names and targets, tickers split out) share one. The thresholds were chosen
+on the labelled Chinese articles in tests/data/event_articles.json; ``make bench-grouping`` prints precision
+and recall there, against character-shingle Jaccard (what MinHash estimates), and the time for 500 articles.
+
+Deterministic and stable: articles already grouped keep their event; the others are taken in (published_at,
+id) order and each joins the event of its most similar match (already grouped, or taken before it), else
+starts its own. An event is named by the id of its first analysis (its anchor) for good. A repost (same text,
+the analysis reused) joins the event of the analysis it reuses.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+SAME = 0.40  # cosine at or above which two articles are one event
+FIGURES_SIM = 0.10  # ... or at or above which two shared figures make them one
+FIGURE_ENTITY_SIM = 0.05  # ... or one shared figure and one shared entity
+RELATED = 0.25  # ... or one shared entity alone
+WINDOW = timedelta(hours=72)
+TEXT_CHARS = 1200
+MIN_BOILERPLATE = 8  # a paragraph this long repeated by one account is its boilerplate
+
+_KEEP = re.compile(r"[\w%]")  # letters (CJK included), digits and percent signs carry the facts
+_TICKER = re.compile(r"(?<![0-9])(\d{6}|\d{4,5}(?=\.?hk))(?![0-9])")
+_BRACKETS = re.compile(r"[()（）\[\]【】]")
+# a figure: a number with its unit; a bare number counts when it has a decimal point or three digits or more
+_FIGURE = re.compile(r"(\d+(?:\.\d+)?)\s*(%|万亿|亿|万|千|元|gwh|mwh|kwh|gw|mw|倍|bp|基点|个百分点|吨|辆|台|家|股|nm)?(?=(.?))")
+_DATE_UNIT = "年月日号时点分周季"
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One analysed article as grouping sees it."""
+
+    key: int  # the analysis id
+    account: str
+    published_at: datetime
+    title: str
+    text: str
+    entities: frozenset[str] = frozenset()
+    event: int | None = None  # set when already grouped
+    reuses: int | None = None  # the analysis a repost reuses
+
+    @property
+    def figures(self) -> frozenset[str]:
+        return figures_of(f"{self.title}\n{self.text[:TEXT_CHARS]}")
+
+
+@dataclass(frozen=True)
+class Match:
+    event: int
+    similarity: float | None = None  # to ``partner``; None for an event's first article
+    partner: int | None = None
+    shared: tuple[str, ...] = field(default_factory=tuple)  # entities both name
+    figures: tuple[str, ...] = field(default_factory=tuple)  # figures both state
+
+    def note(self, partner_title: str = "") -> str | None:
+        """Why the article is in its event, for the analysis page."""
+        if self.partner is None:
+            return None
+        if self.similarity is None:
+            return "转载：与所复用的分析为同一篇文章"
+        why = f"与《{partner_title}》内容相似度 {self.similarity:.2f}" if partner_title else \
+            f"与分析 #{self.partner} 内容相似度 {self.similarity:.2f}"
+        return (why + (f"，共同数字：{'、'.join(self.figures)}" if self.figures else "")
+                + (f"，共同标的：{'、'.join(self.shared)}" if self.shared else ""))
+
+
+def entities_of(result_json: Any) -> list[str]:
+    """The entities the model extracted: each opportunity's name and targets."""
+    found: list[str] = []
+    opportunities = result_json.get("opportunities") if isinstance(result_json, dict) else None
+    for o in opportunities if isinstance(opportunities, list) else []:
+        if not isinstance(o, dict):
+            continue
+        targets = o.get("targets") if isinstance(o.get("targets"), list) else []
+        found += [str(t) for t in [o.get("name"), *targets] if isinstance(t, str) and t.strip()]
+    return found
+
+
+def entity_keys(entities: Iterable[str]) -> frozenset[str]:
+    """Comparable forms of entity names: ``宁德时代(300750.SZ)`` gives ``宁德时代`` and ``300750``."""
+    keys: set[str] = set()
+    for entity in entities:
+        text = unicodedata.normalize("NFKC", str(entity)).lower()
+        keys.update(_TICKER.findall(text))
+        for part in _BRACKETS.split(text):
+            part = _TICKER.sub("", part)
+            part = re.sub(r"\.(sz|sh|hk|bj)\b", "", part)
+            part = "".join(_KEEP.findall(part))
+            if len(part) >= 2 and not part.isdigit():
+                keys.add(part)
+    return frozenset(keys)
+
+
+def figures_of(text: str) -> frozenset[str]:
+    """The specific figures an article states (``80亿``, ``3.45%``, ``50gwh``, ``300750``), not dates or years:
+    articles about one event repeat its figures whatever their wording."""
+    found = set()
+    for m in _FIGURE.finditer(unicodedata.normalize("NFKC", text).lower().replace(",", "")):
+        number, unit, after = m.group(1), m.group(2) or "", m.group(3)
+        if not unit and (after in _DATE_UNIT or ("." not in number and len(number) < 3)
+                         or re.fullmatch(r"(19|20)\d\d", number)):
+            continue
+        found.add(number + unit)
+    return frozenset(found)
+
+
+def _normalise(text: str) -> str:
+    return "".join(_KEEP.findall(unicodedata.normalize("NFKC", text).lower()))
+
+
+def _paragraphs(text: str) -> list[str]:
+    return [p.strip() for p in text.splitlines() if p.strip()]
+
+
+def comparable_texts(docs: Sequence[Doc]) -> list[str]:
+    """What is compared of each article: its title twice and the start of its text, without the paragraphs
+    its account repeats in other articles here."""
+    seen = Counter((d.account, _normalise(p)) for d in docs for p in set(_paragraphs(d.text)))
+    texts = []
+    for d in docs:
+        body = "\n".join(p for p in _paragraphs(d.text)
+                         if len(p) < MIN_BOILERPLATE or seen[(d.account, _normalise(p))] < 2)
+        texts.append(_normalise(f"{d.title}\n{d.title}\n{body[:TEXT_CHARS]}"))
+    return texts
+
+
+def similarities(docs: Sequence[Doc], rows: Sequence[int] | None = None) -> Any:
+    """The cosine matrix (numpy) of the TF-IDF character 2/3-gram vectors of the docs at ``rows`` (all by
+    default) against every doc: len(rows) × len(docs), so a pass over a few new articles stays small."""
+    import numpy  # noqa: PLC0415 - heavy, only where grouping runs
+    from sklearn.feature_extraction.text import TfidfVectorizer  # noqa: PLC0415
+
+    texts = comparable_texts(docs)
+    rows = list(range(len(docs))) if rows is None else list(rows)
+    if not any(texts):
+        return numpy.zeros((len(rows), len(docs)))
+    vectors = TfidfVectorizer(analyzer="char", ngram_range=(2, 3), sublinear_tf=True, lowercase=False,
+                              dtype=numpy.float64).fit_transform(texts)
+    return (vectors[rows] @ vectors.T).toarray()
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When two articles of different accounts, at most ``WINDOW`` apart, are one event."""
+
+    same: float = SAME
+    figures_sim: float = FIGURES_SIM
+    figure_entity_sim: float = FIGURE_ENTITY_SIM
+    related: float = RELATED
+    use_figures: bool = True
+    use_entities: bool = True
+
+    @property
+    def floor(self) -> float:
+        """No pair below this similarity can hold."""
+        return min([self.same, *([self.figures_sim, self.figure_entity_sim] if self.use_figures else []),
+                    *([self.related] if self.use_entities else [])])
+
+    def holds(self, similarity: float, entities: int, figures: int) -> bool:
+        entities = entities if self.use_entities else 0
+        figures = figures if self.use_figures else 0
+        return (similarity >= self.same or (figures >= 2 and similarity >= self.figures_sim)
+                or (figures >= 1 and entities >= 1 and similarity >= self.figure_entity_sim)
+                or (entities >= 1 and similarity >= self.related))
+
+
+def group(docs: Sequence[Doc], sims: Any = None, rule: Rule = Rule()) -> dict[int, Match]:
+    """The event of every doc not yet grouped (see the module's docstring); grouped docs are left out.
+
+    ``sims`` (docs × docs) and ``rule`` are for the benchmark, which compares other measures and thresholds."""
+    new = [i for i, d in enumerate(docs) if d.event is None]
+    if not new:
+        return {}
+    if sims is None:  # only the new docs' rows: len(new) × len(docs)
+        sims, index = similarities(docs, new), {docs[i].key: row for row, i in enumerate(new)}
+    else:
+        index = {d.key: i for i, d in enumerate(docs)}
+    position = {d.key: i for i, d in enumerate(docs)}
+    figures = [d.figures for d in docs]
+    event: dict[int, int] = {d.key: d.event for d in docs if d.event is not None}
+    out: dict[int, Match] = {}
+    for d in sorted((d for d in docs if d.event is None), key=lambda d: (d.published_at, d.key)):
+        if d.reuses is not None and d.reuses in event:
+            match = Match(event[d.reuses], None, d.reuses)
+        else:
+            match = _best(position[d.key], docs, sims[index[d.key]], figures, event, rule) or Match(d.key)
+        event[d.key] = match.event
+        out[d.key] = match
+    return out
+
+
+def _best(i: int, docs: Sequence[Doc], row: Any, figures: list[frozenset[str]], event: dict[int, int],
+          rule: Rule) -> Match | None:
+    doc, best = docs[i], None
+    for j in (row >= rule.floor).nonzero()[0]:  # the few candidates, not every pair
+        other, similarity = docs[j], float(row[j])
+        if (other.key == doc.key or other.key not in event or other.account == doc.account
+                or abs(other.published_at - doc.published_at) > WINDOW):
+            continue
+        shared = tuple(sorted(doc.entities & other.entities))
+        same_figures = tuple(sorted(figures[i] & figures[j]))
+        if not rule.holds(similarity, len(shared), len(same_figures)):
+            continue
+        if best is None or similarity > (best.similarity or 0):
+            best = Match(event[other.key], round(similarity, 3), other.key, shared[:5], same_figures[:5])
+    return best
+
+
+def clusters(matches: dict[int, Match], docs: Sequence[Doc]) -> dict[int, list[int]]:
+    """Event → its docs' keys, for docs already grouped and those just matched."""
+    out: dict[int, list[int]] = {}
+    for d in docs:
+        e = d.event if d.event is not None else matches[d.key].event
+        out.setdefault(e, []).append(d.key)
+    return out
+
+
+# --------------------------------------------------------------------------------- entries of one event
+
+
+def verified_quotes(analysis: dict[str, Any]) -> int:
+    checks = analysis.get("result_json", {}).get("checks") if isinstance(analysis.get("result_json"), dict) else None
+    value = checks.get("verified") if isinstance(checks, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def lead_key(analysis: dict[str, Any]) -> tuple[Any, ...]:
+    """The order in which an event's analyses lead it: verified evidence first, then the score, then the
+    number of verified quotes, then the oldest analysis."""
+    return (analysis.get("evidence_verified") is False, -int(analysis["score"]), -verified_quotes(analysis),
+            int(analysis["id"]))
+
+
+def event_of(analysis: dict[str, Any]) -> int:
+    """An analysis's event (its own id until grouping has seen it)."""
+    return analysis.get("event_id") or analysis["id"]
+
+
+@dataclass
+class Entry:
+    """One real-world event as the reader sees it: the lead analysis and every analysis of the event."""
+
+    lead: dict[str, Any]
+    members: list[dict[str, Any]]  # the lead first
+
+    @property
+    def event(self) -> int:
+        return event_of(self.lead)
+
+    @property
+    def others(self) -> list[dict[str, Any]]:
+        return self.members[1:]
+
+    @property
+    def sources(self) -> list[str]:
+        """The accounts that wrote about it, the lead's first, each once."""
+        return list(dict.fromkeys(m.get("mp_name") or "" for m in self.members))
+
+
+def entries(analyses: Iterable[dict[str, Any]]) -> list[Entry]:
+    """The analyses folded by event, each event led by its best-evidenced analysis; best entries first."""
+    by_event: dict[int, list[dict[str, Any]]] = {}
+    for a in analyses:
+        by_event.setdefault(event_of(a), []).append(a)
+    folded = [Entry(members[0], members) for members in (sorted(m, key=lead_key) for m in by_event.values())]
+    return sorted(folded, key=lambda e: lead_key(e.lead))
+
+
+# ------------------------------------------------------------------------------------ grouping the new ones
+
+MAX_PER_PASS = 500  # new analyses per pass: with their 72 h neighbours, a few MB of similarities
+
+
+def group_new(connect: Any) -> int:
+    """Group every analysis grouping has not seen (under an advisory lock, so two slots never race);
+    returns how many were grouped. ``connect``: db.connect-like."""
+    from include.radar import store  # noqa: PLC0415 - the pure part above needs no database
+
+    total = 0
+    while True:
+        with connect() as conn:
+            store.lock_grouping(conn)
+            new = store.ungrouped(conn, MAX_PER_PASS)
+            if not new:
+                return total
+            rows = store.grouped_near(conn, new, WINDOW) + new
+            docs = [_doc(r) for r in rows]
+            matches = group(docs)
+            titles = {r["id"]: r["title"] for r in rows}
+            total += store.set_events(conn, ((key, m.event, m.note(titles.get(m.partner, "")))
+                                             for key, m in matches.items()))
+        if len(new) < MAX_PER_PASS:
+            return total
+
+
+def _doc(row: dict[str, Any]) -> Doc:
+    return Doc(key=row["id"], account=row["account"] or "", published_at=row["published_at"],
+               title=row["title"] or "", text=row["clean_text"] or "",
+               entities=entity_keys(entities_of(row["result_json"])), event=row["event_id"],
+               reuses=row["reused_from_id"])
