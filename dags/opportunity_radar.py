@@ -84,12 +84,13 @@ def opportunity_radar_slots():
           execution_timeout=timedelta(minutes=2))
     def open_slot() -> dict:
         # scheduled and backfill runs: logical_date == run_after == the tick; a manual run may name a
-        # logical date (that slot) or none (the latest slot before it was triggered)
+        # logical date (that slot: a past one is a manual backfill, a future one is refused) or none (the
+        # latest slot before it was triggered; its run_after is the trigger time)
         ctx = get_current_context()
         run = ctx["dag_run"]
         return run_step(
             pipeline.open_slot, run_after=run.logical_date or run.run_after, run_type=str(run.run_type).split(".")[-1].lower(),
-            dag_id=run.dag_id, dag_run_id=run.run_id, params=dict(ctx["params"]),
+            dag_id=run.dag_id, dag_run_id=run.run_id, params=dict(ctx["params"]), triggered_at=run.run_after,
         )
 
     @task(execution_timeout=timedelta(minutes=30))

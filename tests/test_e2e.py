@@ -32,7 +32,7 @@ def test_daytime_slot_maps_one_task_per_article_and_pushes_the_best(dag, fakes):
     fakes.werss.articles = [article(i, when - timedelta(hours=i + 1), title=f"文章{i}") for i in range(3)]
     scores = {"文章0": 40, "文章1": 77, "文章2": 64}
     fakes.deepseek.responder = lambda b: answer(next(s for t, s in scores.items() if f"{t}\n" in b["messages"][1]["content"]))
-    run = dag.test(logical_date=when)
+    run = dag.test(logical_date=when, run_after=when)
     states = _states(run)
     assert str(run.state) == "success"
     assert states["analyse"] == ["success"] * 3  # one mapped task instance per new article
@@ -53,7 +53,7 @@ def test_slot_with_nothing_new_skips_the_mapped_task_and_closes_green(dag, fakes
     when = shanghai(2026, 1, 8, 12)
     fakes.at(when)
     fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
-    run = dag.test(logical_date=when)
+    run = dag.test(logical_date=when, run_after=when)
     states = _states(run)
     assert str(run.state) == "success"
     assert states["analyse"] == ["skipped"] and states["skip_push"] == ["success"]
@@ -66,7 +66,7 @@ def test_daily_slot_with_werss_and_deepseek_down_still_pushes_the_report_once(da
     fakes.at(when)
     fakes.werss.down = True
     fakes.deepseek.responder = lambda b: (500, {"error": {"message": "down"}})
-    run = dag.test(logical_date=when)
+    run = dag.test(logical_date=when, run_after=when)
     states = _states(run)
     assert states["ingest"] == ["failed"]
     assert states["build_daily_report"] == ["success"] and states["push_daily_report"] == ["success"]
@@ -76,3 +76,50 @@ def test_daily_slot_with_werss_and_deepseek_down_still_pushes_the_report_once(da
     assert [m["title"] for m in fakes.sink.received] == ["【日报】2026-01-08：今日无投资机会"]
     assert _rows("SELECT status, error FROM slot_run")[0]["status"] == 2
     json.dumps(report["stats"])
+
+
+# ------------------------------------------------------------------- manual triggers with a logical date
+
+
+def test_a_manual_trigger_dated_in_the_past_is_a_backfill_of_that_slot_and_pushes_nothing(dag, fakes, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES", "30")
+    when = shanghai(2026, 1, 8, 14)
+    fakes.at(when)
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles = [article(1, when - timedelta(hours=1), title="文章1")]
+    fakes.deepseek.responder = lambda b: answer(90)
+    run = dag.test(logical_date=when)  # triggered now (run_after), for a slot of January: a past date
+    states = _states(run)
+    assert str(run.state) == "success" and states["analyse"] == ["success"]
+    assert states["push_opportunity"] == ["skipped"] and states["skip_push"] == ["success"]
+    [slot] = _rows("SELECT * FROM slot_run")
+    assert (str(slot["run_date"]), slot["slot"], slot["run_type"]) == ("2026-01-08", "14:00", "manual")
+    [decision] = _rows("SELECT * FROM push_decision")
+    assert slot["decision"] == "silent" and "manual run dated in the past" in decision["detail"]["reason"]
+    assert fakes.sink.received == []
+    # "force publish" on the same past slot does push
+    run = dag.test(logical_date=when + timedelta(seconds=1), run_conf={"push_mode": "force"})
+    assert str(run.state) == "success" and len(fakes.sink.received) == 1
+
+
+def test_a_manual_trigger_dated_in_the_past_rebuilds_that_days_report_without_pushing(dag, fakes, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES", "30")
+    when = shanghai(2026, 1, 8, 22)
+    fakes.at(when)
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.deepseek.responder = lambda b: answer(30)
+    run = dag.test(logical_date=when, run_conf={"push_mode": "auto"})  # dag.test keeps an earlier run's conf
+    assert str(run.state) == "success" and _states(run)["build_daily_report"] == ["success"]
+    assert len(_rows("SELECT * FROM daily_report")) == 1 and fakes.sink.received == []
+
+
+def test_a_manual_trigger_dated_in_the_future_fails_at_once_with_the_reason(dag, fakes):
+    from datetime import UTC, datetime
+
+    future = datetime.now(UTC) + timedelta(days=2)
+    run = dag.test(logical_date=future)
+    states = _states(run)
+    assert str(run.state) == "failed" and states["open_slot"] == ["failed"]
+    assert states["ingest"] == ["upstream_failed"] and states["push_daily_report"] == ["upstream_failed"]
+    assert _rows("SELECT * FROM slot_run") == []  # nothing was opened, nothing ran
+    assert fakes.deepseek.requests == [] and fakes.sink.received == []

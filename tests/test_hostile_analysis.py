@@ -269,7 +269,7 @@ def test_a_crash_fails_its_mapped_task_and_the_run_and_the_slot_counts_it(dag, f
         return real_insert(conn, record, *args, **kwargs)
 
     monkeypatch.setattr(store, "insert_analysis", crash_on_the_second)
-    run = dag.test(logical_date=SLOT)
+    run = dag.test(logical_date=SLOT, run_after=SLOT)
     states = task_states(run)
     assert sorted(states["analyse"]) == ["failed", "success", "success"]
     assert str(run.state) == "failed"

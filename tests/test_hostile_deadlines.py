@@ -204,7 +204,7 @@ def test_a_failed_open_slot_fails_the_run_at_once_and_nothing_else_runs(dag, fak
     else:
         monkeypatch.setenv("RADAR_DATABASE_URL", "postgresql://postgres@127.0.0.1:1/none?connect_timeout=1")
     started = time.monotonic()
-    run = dag.test(logical_date=shanghai(2026, 1, 8, 14), run_conf=params)
+    run = dag.test(logical_date=shanghai(2026, 1, 8, 14), run_after=shanghai(2026, 1, 8, 14), run_conf=params)
     states = task_states(run)
     assert run.state == DagRunState.FAILED and states.pop("open_slot") == ["failed"]
     assert set(sum(states.values(), [])) == {"upstream_failed"}, states  # no task ran, none retried

@@ -384,7 +384,7 @@ def test_a_task_that_fails_for_good_alerts_through_airflows_failure_callback(dag
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
     monkeypatch.setattr(store, "insert_analysis", crash)
-    run = dag.test(logical_date=SLOT)
+    run = dag.test(logical_date=SLOT, run_after=SLOT)
     assert str(run.state) == "failed"
     titles = [m["title"] for m in _alerts(fakes)]
     assert titles == ["任务失败"]  # analyse (after its retry) and close_slot failed: one cause, one alert

@@ -140,7 +140,8 @@ def decide(
             detail,
         )
     if explicit:
-        return Decision(SKIP_PUSH, "slot named by the operator (a redo): pushed only with push_mode=force",
+        return Decision(SKIP_PUSH, "slot named by the operator (a redo, or a manual run dated in the past): "
+                        "pushed only with push_mode=force",
                         {**detail, "would_push": True})
     if late:
         return Decision(SKIP_PUSH, "slot started late: a stale alert is not sent", {**detail, "would_push": True})

@@ -222,14 +222,40 @@ def resolve_slot(run_after: datetime, settings: Settings, params: dict[str, Any]
     return slot_for(run_after, settings.schedule_slots), False
 
 
+# a manual run's logical date may be this far ahead of its trigger (clocks, a form filled in slowly)
+FUTURE_TOLERANCE = timedelta(minutes=1)
+
+
+def dated_in_the_past(run_type: str, run_after: datetime, triggered_at: datetime | None, settings: Settings) -> bool:
+    """Whether a manual run names a past slot by its logical date: a manual backfill of that slot.
+
+    A manual run whose logical date is more than ``late_after_minutes`` before its trigger is the operator
+    redoing that slot, not the slot happening now: like a backfill it pushes nothing unless "force publish"
+    is chosen. A logical date in the future is refused at once: a slot cannot run before its time (Airflow
+    would keep the run queued until then).
+    """
+    if run_type != "manual" or triggered_at is None:
+        return False
+    if run_after > triggered_at + FUTURE_TOLERANCE:
+        raise ConfigurationError(
+            f"the run's logical date {run_after.astimezone(SHANGHAI):%Y-%m-%d %H:%M} (Asia/Shanghai) is in the "
+            f"future (triggered at {triggered_at.astimezone(SHANGHAI):%Y-%m-%d %H:%M}): a slot cannot run before its "
+            "time; trigger without a logical date to run the latest slot, or pick a past date to redo that slot")
+    return triggered_at - run_after > timedelta(minutes=settings.late_after_minutes)
+
+
 def open_slot(
     rt: Runtime, *, run_after: datetime, run_type: str, dag_id: str | None, dag_run_id: str | None,
-    params: dict[str, Any], now: datetime | None = None,
+    params: dict[str, Any], now: datetime | None = None, triggered_at: datetime | None = None,
 ) -> dict[str, Any]:
+    """``run_after``: the moment the run stands for (its logical date, else when it may run);
+    ``triggered_at``: when a manual run was triggered (Airflow's ``run_after``), to tell a past-dated one."""
     push_mode = params.get("push_mode") or "auto"
     if push_mode not in decide.PUSH_MODES:
         raise ConfigurationError(f"param push_mode={push_mode!r} is not one of {list(decide.PUSH_MODES)}")
+    past_dated = dated_in_the_past(run_type, run_after, triggered_at, rt.settings)
     key, explicit = resolve_slot(run_after, rt.settings, params)
+    explicit = explicit or past_dated
     opened_at = datetime.now(UTC)
     is_daily = key.slot == rt.settings.daily_slot
     with rt.connect() as conn:
@@ -258,6 +284,7 @@ def open_slot(
         "late": late,
         "push_mode": push_mode,
         "explicit": explicit,
+        "past_dated": past_dated,
         "retry_failed": bool(params.get("retry_failed")),
         "dag_run_id": dag_run_id,
         "deadlines": phases.as_xcom(),

@@ -15,7 +15,7 @@ import re
 import secrets
 import sys
 import time
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +132,11 @@ def main() -> int:
         clock[0] = int(key.scheduled_at.timestamp())
         before = len(sink.received)
         t0 = time.monotonic()
-        run = dag.test(logical_date=key.scheduled_at)
+        # a second past the tick: the demo's runs are its own, so a scheduler started later (`make ui`) still
+        # creates the real run of the same tick instead of finding its logical date taken; run_after says the
+        # run is replayed at its time (not a past-dated manual run, which would push nothing)
+        at = key.scheduled_at + timedelta(seconds=1)
+        run = dag.test(logical_date=at, run_after=at)
         sent = sink.received[before:]
         say(f"[demo] slot {slot}: DAG run {run.state}, {len(deepseek.requests)} LLM calls so far, "
               f"{len(sent)} pushed ({time.monotonic() - t0:.0f}s)" + "".join(f"\n         → {m['title']}" for m in sent))
