@@ -31,7 +31,7 @@ class SlotSummary:
     unverified: int = 0  # events at or above the threshold whose lead's evidence is not in its article
     top_verified: bool = True  # the top analysis's evidence is in its article (false only when none is)
     grouped: int = 0  # analyses folded into another analysis's entry (the same event)
-    already_reported: int = 0  # events an earlier slot already counted as an opportunity (not pushed again)
+    already_reported: int = 0  # events another slot's push already linked to (not pushed again)
     top_sources: list[str] = field(default_factory=list)  # the accounts that wrote about the top event
 
     def as_xcom(self) -> dict[str, Any]:
@@ -51,23 +51,21 @@ def is_opportunity(analysis: dict[str, Any], threshold: int) -> bool:
 
 
 def summarise(analyses: list[dict[str, Any]], failed: int, threshold: int,
-              others: list[dict[str, Any]] | tuple[()] = ()) -> SlotSummary:
+              others: list[dict[str, Any]] | tuple[()] = (), reported: set[int] | frozenset[int] = frozenset()
+              ) -> SlotSummary:
     """``analyses`` are this slot run's analysis rows (store.slot_analyses); ``others`` the analyses of the same
-    events made by other slot runs (store.event_members).
+    events made by other slot runs (store.event_members); ``reported`` the events another slot run's push
+    already linked to (store.pushed_events).
 
     A repost that reused an earlier analysis is counted as analysed but is not news: it neither counts
     as an opportunity nor becomes the pushed one, so the same text is never pushed twice. Analyses of one
     event are one candidate, led by the best-evidenced of them (events.lead_key), so five accounts writing up
-    one announcement make one push; an event that an earlier slot run already counted as an opportunity is
-    not news again either. An event whose lead's evidence was not found in its article (``evidence_verified``
-    false) cannot trigger the push: it ranks below every verified one and is counted as ``unverified``.
+    one announcement make one push; an event another slot's push already linked to is not news again either
+    (one that was only counted — a late slot, a backfill, a failed push — can still be pushed). An event whose
+    lead's evidence was not found in its article (``evidence_verified`` false) cannot trigger the push: it
+    ranks below every verified one and is counted as ``unverified``.
     """
     mine = {a["id"] for a in analyses}
-    first_here: dict[int, int] = {}
-    for a in analyses:
-        first_here[events.event_of(a)] = min(first_here.get(events.event_of(a), a["id"]), a["id"])
-    reported = {events.event_of(o) for o in others
-                if o["id"] not in mine and o["id"] < first_here.get(events.event_of(o), 0) and is_opportunity(o, threshold)}
     fresh = [a for a in analyses if not a.get("reused_from_id")]
     entries = events.entries(fresh)
     candidates = [e for e in entries if e.event not in reported]
@@ -132,6 +130,9 @@ def decide(
         if summary.top_analysis_id is None:
             return Decision(SKIP_PUSH, "force requested but this slot produced no analysis", detail)
         return Decision(PUSH_OPPORTUNITY, "push forced by the trigger's push_mode=force", detail)
+    if not would_push and summary.already_reported:
+        return Decision(SKIP_PUSH, f"{summary.already_reported} events of this slot were already pushed by an earlier "
+                        "slot; nothing new at or above the threshold", {**detail, "already_reported": summary.already_reported})
     if not would_push:
         best = "no analyses" if summary.max_score is None else f"best score {summary.max_score}"
         return Decision(

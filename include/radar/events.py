@@ -5,9 +5,13 @@ How two articles are compared (no LLM call): the title (twice, it names the even
 ``TEXT_CHARS`` characters of the cleaned text, with the paragraphs an account repeats across its articles
 dropped (sign-offs, disclaimers), normalised (NFKC, lower case, whitespace and punctuation dropped), cut into
 character 2- and 3-grams and weighted by TF-IDF over the articles being compared, so a phrase every article
-uses counts for little. Two articles of different accounts published at most ``WINDOW`` apart are one
-event when the cosine of their vectors is at least ``SAME``, or at least ``RELATED`` and the model's
-extracted entities (opportunity names and targets, tickers split out) share one. The thresholds were chosen
+uses counts for little. Two articles of different accounts published at most ``WINDOW`` apart (and within
+``WINDOW`` of their event's first article, so events cannot chain on for days) are one event when the cosine
+of their vectors is at least ``SAME``; or at least ``FIGURES_SIM`` and they state two figures in common
+(``80亿``, ``3.45%``: the facts of an event survive any rewording); or at least ``FIGURE_ENTITY_SIM`` with one
+figure and one of the model's extracted entities (opportunity names and targets, tickers split out) in
+common; or at least ``RELATED`` with a shared entity. Never when both name tickers and none is shared: two
+companies' announcements are two events however alike their wording and figures. The thresholds were chosen
 on the labelled Chinese articles in tests/data/event_articles.json; ``make bench-grouping`` prints precision
 and recall there, against character-shingle Jaccard (what MinHash estimates), and the time for 500 articles.
 
@@ -29,7 +33,7 @@ from typing import Any
 
 SAME = 0.40  # cosine at or above which two articles are one event
 FIGURES_SIM = 0.10  # ... or at or above which two shared figures make them one
-FIGURE_ENTITY_SIM = 0.05  # ... or one shared figure and one shared entity
+FIGURE_ENTITY_SIM = 0.08  # ... or one shared figure and one shared entity
 RELATED = 0.25  # ... or one shared entity alone
 WINDOW = timedelta(hours=72)
 TEXT_CHARS = 1200
@@ -55,6 +59,7 @@ class Doc:
     entities: frozenset[str] = frozenset()
     event: int | None = None  # set when already grouped
     reuses: int | None = None  # the analysis a repost reuses
+    event_started: datetime | None = None  # when the first article of its event was published (grouped docs)
 
     @property
     def figures(self) -> frozenset[str]:
@@ -151,8 +156,11 @@ def similarities(docs: Sequence[Doc], rows: Sequence[int] | None = None) -> Any:
     rows = list(range(len(docs))) if rows is None else list(rows)
     if not any(texts):
         return numpy.zeros((len(rows), len(docs)))
-    vectors = TfidfVectorizer(analyzer="char", ngram_range=(2, 3), sublinear_tf=True, lowercase=False,
-                              dtype=numpy.float64).fit_transform(texts)
+    try:
+        vectors = TfidfVectorizer(analyzer="char", ngram_range=(2, 3), sublinear_tf=True, lowercase=False,
+                                  dtype=numpy.float64).fit_transform(texts)
+    except ValueError:  # no text has two characters to compare: nothing is similar
+        return numpy.zeros((len(rows), len(docs)))
     return (vectors[rows] @ vectors.T).toarray()
 
 
@@ -166,6 +174,7 @@ class Rule:
     related: float = RELATED
     use_figures: bool = True
     use_entities: bool = True
+    ticker_conflict: bool = True  # both name tickers, none in common: never one event
 
     @property
     def floor(self) -> float:
@@ -188,6 +197,11 @@ def group(docs: Sequence[Doc], sims: Any = None, rule: Rule = Rule()) -> dict[in
     new = [i for i, d in enumerate(docs) if d.event is None]
     if not new:
         return {}
+    started: dict[int, datetime] = {}  # event -> when its first article was published
+    for d in docs:
+        if d.event is not None:
+            first = min(d.published_at, d.event_started or d.published_at)
+            started[d.event] = min(started.get(d.event, first), first)
     if sims is None:  # only the new docs' rows: len(new) × len(docs)
         sims, index = similarities(docs, new), {docs[i].key: row for row, i in enumerate(new)}
     else:
@@ -200,19 +214,25 @@ def group(docs: Sequence[Doc], sims: Any = None, rule: Rule = Rule()) -> dict[in
         if d.reuses is not None and d.reuses in event:
             match = Match(event[d.reuses], None, d.reuses)
         else:
-            match = _best(position[d.key], docs, sims[index[d.key]], figures, event, rule) or Match(d.key)
+            match = _best(position[d.key], docs, sims[index[d.key]], figures, event, started, rule) or Match(d.key)
         event[d.key] = match.event
+        started[match.event] = min(started.get(match.event, d.published_at), d.published_at)
         out[d.key] = match
     return out
 
 
 def _best(i: int, docs: Sequence[Doc], row: Any, figures: list[frozenset[str]], event: dict[int, int],
-          rule: Rule) -> Match | None:
+          started: dict[int, datetime], rule: Rule) -> Match | None:
     doc, best = docs[i], None
+    tickers = {e for e in doc.entities if e.isdigit()}
     for j in (row >= rule.floor).nonzero()[0]:  # the few candidates, not every pair
         other, similarity = docs[j], float(row[j])
-        if (other.key == doc.key or other.key not in event or other.account == doc.account
-                or abs(other.published_at - doc.published_at) > WINDOW):
+        if (other.key == doc.key or other.key not in event or (doc.account and other.account == doc.account)
+                or abs(other.published_at - doc.published_at) > WINDOW
+                or abs(doc.published_at - started.get(event[other.key], other.published_at)) > WINDOW):
+            continue
+        others_tickers = {e for e in other.entities if e.isdigit()}
+        if rule.ticker_conflict and tickers and others_tickers and not tickers & others_tickers:
             continue
         shared = tuple(sorted(doc.entities & other.entities))
         same_figures = tuple(sorted(figures[i] & figures[j]))
@@ -242,10 +262,10 @@ def verified_quotes(analysis: dict[str, Any]) -> int:
 
 
 def lead_key(analysis: dict[str, Any]) -> tuple[Any, ...]:
-    """The order in which an event's analyses lead it: verified evidence first, then the score, then the
-    number of verified quotes, then the oldest analysis."""
-    return (analysis.get("evidence_verified") is False, -int(analysis["score"]), -verified_quotes(analysis),
-            int(analysis["id"]))
+    """The order in which an event's analyses lead it: verified evidence first, then fresh analyses before
+    reposts (a repost is never news), then the score, then the number of verified quotes, then the oldest."""
+    return (analysis.get("evidence_verified") is False, bool(analysis.get("reused_from_id")), -int(analysis["score"]),
+            -verified_quotes(analysis), int(analysis["id"]))
 
 
 def event_of(analysis: dict[str, Any]) -> int:
@@ -286,6 +306,7 @@ def entries(analyses: Iterable[dict[str, Any]]) -> list[Entry]:
 # ------------------------------------------------------------------------------------ grouping the new ones
 
 MAX_PER_PASS = 500  # new analyses per pass: with their 72 h neighbours, a few MB of similarities
+PASS_SPAN = timedelta(days=1)
 
 
 def group_new(connect: Any) -> int:
@@ -297,16 +318,19 @@ def group_new(connect: Any) -> int:
     while True:
         with connect() as conn:
             store.lock_grouping(conn)
-            new = store.ungrouped(conn, MAX_PER_PASS)
-            if not new:
+            batch = store.ungrouped(conn, MAX_PER_PASS)
+            if not batch:
                 return total
+            # a day of publications per pass: the neighbours fetched stay those of a few days, even when an
+            # old article comes back (retry_failed) among new ones
+            new = [r for r in batch if r["published_at"] <= batch[0]["published_at"] + PASS_SPAN]
             rows = store.grouped_near(conn, new, WINDOW) + new
             docs = [_doc(r) for r in rows]
             matches = group(docs)
             titles = {r["id"]: r["title"] for r in rows}
             total += store.set_events(conn, ((key, m.event, m.note(titles.get(m.partner, "")))
                                              for key, m in matches.items()))
-        if len(new) < MAX_PER_PASS:
+        if len(batch) < MAX_PER_PASS and len(new) == len(batch):
             return total
 
 
@@ -314,4 +338,4 @@ def _doc(row: dict[str, Any]) -> Doc:
     return Doc(key=row["id"], account=row["account"] or "", published_at=row["published_at"],
                title=row["title"] or "", text=row["clean_text"] or "",
                entities=entity_keys(entities_of(row["result_json"])), event=row["event_id"],
-               reuses=row["reused_from_id"])
+               reuses=row["reused_from_id"], event_started=row.get("event_started"))

@@ -149,7 +149,9 @@ def send_one(channel: Channel, title: str, body: str) -> str | None:
             if instance is None:
                 return f"{channel.label}: not a valid apprise URL"
             try:
-                ok = instance.notify(body=body, title=title)
+                # plain text in: channels that speak HTML or Markdown get it escaped by apprise, so a title or
+                # an account name from an article cannot format (or inject into) the message
+                ok = instance.notify(body=body, title=title, body_format=apprise.NotifyFormat.TEXT)
             except Exception as exc:  # noqa: BLE001 - a plugin bug must not stop the other channels
                 ok = False
                 captured.write(f"{exc.__class__.__name__}: {exc}\n")

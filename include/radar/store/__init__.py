@@ -76,6 +76,7 @@ from include.radar.store.events import (  # noqa: F401
     event_members,
     grouped_near,
     lock_grouping,
+    pushed_events,
     set_events,
     ungrouped,
 )
@@ -108,6 +109,7 @@ from include.radar.store.reports import (  # noqa: F401
     mark_report_failed,
     recent_days,
     recent_slot_runs,
+    report_predates_slot,
     upsert_daily_report,
 )
 from include.radar.store.slot_runs import (  # noqa: F401

@@ -20,7 +20,9 @@ def lock_grouping(conn: psycopg.Connection) -> None:
 
 _DOC_COLUMNS = """
     a.id, a.event_id, a.reused_from_id, a.result_json, c.published_at, c.title,
-    left(c.clean_text, 4000) AS clean_text, coalesce(acc.mp_id, c.mp_id) AS account
+    left(c.clean_text, 4000) AS clean_text, coalesce(acc.mp_id, c.mp_id) AS account,
+    (SELECT ec.published_at FROM analysis_result ea JOIN content_item ec ON ec.id = ea.content_item_id
+      WHERE ea.id = a.event_id) AS event_started
 """
 
 
@@ -68,6 +70,22 @@ def set_events(conn: psycopg.Connection, assigned: Iterable[tuple[int, int, str 
         )
         count += 1
     return count
+
+
+def pushed_events(conn: psycopg.Connection, event_ids: list[int], other_than_slot_run: int) -> set[int]:
+    """Of these events, those another slot run's opportunity push linked to (delivered to a channel)."""
+    if not event_ids:
+        return set()
+    rows = conn.execute(
+        """
+        SELECT DISTINCT a.event_id FROM notification_log n
+        JOIN analysis_result a ON a.id = substring(n.target_url FROM '/analysis/([0-9]+)$')::bigint
+        WHERE n.push_type = 'opportunity' AND n.status = 1 AND a.event_id = ANY(%s)
+          AND n.slot_run_id IS DISTINCT FROM %s
+        """,
+        (event_ids, other_than_slot_run),
+    ).fetchall()
+    return {r["event_id"] for r in rows}
 
 
 def event_members(conn: psycopg.Connection, event_ids: list[int]) -> list[Row]:

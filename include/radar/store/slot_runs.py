@@ -154,16 +154,17 @@ def close_slot_run(conn: psycopg.Connection, slot_run_id: int, threshold: int) -
         """
         UPDATE slot_run s SET
             analysed_count = (SELECT count(*) FROM analysis_result a WHERE a.slot_run_id = s.id),
-            -- one per real-world event, and not an event an earlier slot run already counted
+            -- one per real-world event, and not an event another slot run's push already linked to
             opportunity_count = (SELECT count(DISTINCT coalesce(a.event_id, a.id)) FROM analysis_result a
                                   WHERE a.slot_run_id = s.id AND a.score >= %(threshold)s
                                     AND a.reused_from_id IS NULL AND a.evidence_verified IS NOT FALSE
                                     AND NOT EXISTS (
-                                        SELECT 1 FROM analysis_result e
+                                        SELECT 1 FROM notification_log n
+                                        JOIN analysis_result e
+                                          ON e.id = substring(n.target_url FROM '/analysis/([0-9]+)$')::bigint
                                         WHERE a.event_id IS NOT NULL AND e.event_id = a.event_id
-                                          AND e.slot_run_id IS DISTINCT FROM s.id AND e.id < a.id
-                                          AND e.score >= %(threshold)s AND e.reused_from_id IS NULL
-                                          AND e.evidence_verified IS NOT FALSE)),
+                                          AND n.push_type = 'opportunity' AND n.status = 1
+                                          AND n.slot_run_id IS DISTINCT FROM s.id)),
             failed_count = %(failed)s,
             pushed_count = (SELECT count(*) FROM notification_log n
                              WHERE n.slot_run_id = s.id AND n.status = 1 AND n.push_type <> 'alert'),
