@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set-up shared by `make run`, `make test` and `make ui`. Source it: it exports the environment.
 # Creates what is missing and reuses what exists: the virtual environment (from requirements.lock),
-# a project-local AIRFLOW_HOME with a migrated SQLite metadata DB, and the radar's PostgreSQL
+# a project-local AIRFLOW_HOME with a migrated metadata DB (SQLite, or PostgreSQL for `make ui`), and the radar's PostgreSQL
 # (RADAR_DATABASE_URL when set, else an embedded one from PyPI in .local/pgdata) with its schema.
 set -euo pipefail
 
@@ -37,15 +37,6 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$REPO/.local/run}"
 mkdir -p "$XDG_RUNTIME_DIR"
 mkdir -p "$AIRFLOW_HOME"
 
-# the stamp covers the lock and the LLM pool size, so a change of either is applied on the next command
-stamp="$lock_sum llm=${AIRFLOW_VAR_RADAR_LLM_CONCURRENCY:-2}"
-if [ ! -f "$AIRFLOW_HOME/.migrated" ] || [ "$(cat "$AIRFLOW_HOME/.migrated")" != "$stamp" ]; then
-  echo "==> migrating Airflow's metadata database (SQLite in $AIRFLOW_HOME)"
-  airflow db migrate >"$AIRFLOW_HOME/migrate.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/migrate.log" >&2; exit 1; }
-  airflow pools set radar_llm "${AIRFLOW_VAR_RADAR_LLM_CONCURRENCY:-2}" "DeepSeek calls at once" >>"$AIRFLOW_HOME/migrate.log" 2>&1
-  echo "$stamp" > "$AIRFLOW_HOME/.migrated"
-fi
-
 if [ -n "${RADAR_DATABASE_URL:-}" ]; then
   export RADAR_DATABASE_URL_FROM_USER=1
 else
@@ -55,3 +46,21 @@ else
   export RADAR_DATABASE_URL
 fi
 python -m include.radar.cli migrate
+
+# Airflow's metadata: SQLite in AIRFLOW_HOME (the demo day and the tests run `dag.test()` alone), or, with
+# RADAR_AIRFLOW_ON_POSTGRES=1 (`make ui`), a second database "airflow" on the radar's PostgreSQL server with
+# the LocalExecutor, so the scheduler, the api-server and backfills run side by side.
+metadata="sqlite"
+if [ "${RADAR_AIRFLOW_ON_POSTGRES:-}" = "1" ]; then
+  AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$(python -m include.radar.cli airflow-db-url | tail -n 1)"
+  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN AIRFLOW__CORE__EXECUTOR=LocalExecutor
+  metadata="postgres"
+fi
+# the stamp covers the lock, the metadata database and the LLM pool size: a change of any is applied
+stamp="$lock_sum $metadata llm=${AIRFLOW_VAR_RADAR_LLM_CONCURRENCY:-2}"
+if [ ! -f "$AIRFLOW_HOME/.migrated" ] || [ "$(cat "$AIRFLOW_HOME/.migrated")" != "$stamp" ]; then
+  echo "==> migrating Airflow's metadata database ($metadata)"
+  airflow db migrate >"$AIRFLOW_HOME/migrate.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/migrate.log" >&2; exit 1; }
+  airflow pools set radar_llm "${AIRFLOW_VAR_RADAR_LLM_CONCURRENCY:-2}" "DeepSeek calls at once" >>"$AIRFLOW_HOME/migrate.log" 2>&1
+  echo "$stamp" > "$AIRFLOW_HOME/.migrated"
+fi

@@ -1,4 +1,4 @@
-"""Command line for set-up and operations: ``python -m include.radar.cli {db-url,migrate}``."""
+"""Command line for set-up and operations: ``python -m include.radar.cli {db-url,migrate,airflow-db-url}``."""
 
 from __future__ import annotations
 
@@ -14,11 +14,15 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("db-url", help="print the radar database URL, starting the embedded PostgreSQL if needed")
     sub.add_parser("migrate", help="apply the schema migrations not applied yet")
+    sub.add_parser("airflow-db-url", help="create (if missing) a database for Airflow's metadata on the radar's "
+                   "PostgreSQL server and print its SQLAlchemy URL")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         if args.command == "db-url":
             print(db.database_url())
+        elif args.command == "airflow-db-url":
+            print(db.airflow_metadata_url(db.database_url()))
         elif args.command == "migrate":
             url = db.database_url()
             applied = db.migrate(url)

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 from psycopg.rows import dict_row
@@ -179,3 +180,19 @@ def fresh_database(server_url: str, name: str) -> str:
     url = psycopg.conninfo.make_conninfo(**info)
     migrate(url)
     return url
+
+
+def airflow_metadata_url(server_url: str, name: str = "airflow") -> str:
+    """A database for Airflow's own metadata on the radar's PostgreSQL server (created when missing), as the
+    SQLAlchemy URL Airflow takes: `make ui` runs the scheduler, the api-server and backfills on PostgreSQL
+    with the LocalExecutor, not on SQLite."""
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        if admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            admin.execute(f'CREATE DATABASE "{name}"')
+    info = psycopg.conninfo.conninfo_to_dict(server_url)
+    login = quote(info.get("user") or "postgres", safe="") + (
+        f":{quote(info['password'], safe='')}" if info.get("password") else "")
+    host = str(info.get("host") or "localhost")
+    if host.startswith("/"):  # a Unix socket directory (the embedded server)
+        return f"postgresql+psycopg2://{login}@/{name}?host={host}"
+    return f"postgresql+psycopg2://{login}@{host}:{info.get('port') or 5432}/{name}"

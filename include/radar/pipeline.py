@@ -330,6 +330,14 @@ def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     return summary.as_xcom()
 
 
+def own_articles(key: SlotKey, settings: Settings) -> tuple[datetime, datetime]:
+    """(start, end] of the publication times a backfill or a redo of ``key`` analyses: after the planned
+    slot before it, up to its own time. Each article has exactly one such slot, so backfill runs going at
+    once, or out of order, never take each other's articles; older ones wait for the next live slot."""
+    previous = slot_for(key.scheduled_at - timedelta(seconds=1), settings.schedule_slots)
+    return previous.scheduled_at, key.scheduled_at
+
+
 @step("select_articles")
 def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
     """Pending articles and earlier failures under the attempt limit, oldest first, within the slot's cap."""
@@ -340,10 +348,11 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
         if slot.get("retry_failed"):
             log.info("slot %s: retry_failed requested: %d failed articles get fresh attempts",
                      slot["slot"], store.reset_failed(conn))
-        own_only = slot["run_type"] == "backfill" or slot["explicit"]  # never another day's pending work
+        # a backfill or a redo takes only its own slot's articles, whatever order its runs go in
+        own_only = slot["run_type"] == "backfill" or slot["explicit"]
         rows = store.items_to_analyse(
             conn, max_attempts=rt.settings.max_analysis_attempts, limit=rt.settings.max_articles_per_slot,
-            first_slot_run_id=slot["slot_run_id"] if own_only else None,
+            published_between=own_articles(_key(slot), rt.settings) if own_only else None,
         )
         spent = spending.budget_reached(conn, rt.settings)
         budget_note = None
@@ -397,14 +406,23 @@ def _slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
     with rt.connect() as conn:
         analyses = store.slot_analyses(conn, slot["slot_run_id"])
         failed = store.slot_failed_count(conn, slot["slot_run_id"])
-        others = store.event_members(conn, sorted({events.event_of(a) for a in analyses}))
+        event_ids = sorted({events.event_of(a) for a in analyses})
+        others = store.event_members(conn, event_ids)
+        reported = store.pushed_events(conn, event_ids, slot["slot_run_id"])
     return decide.summarise(analyses, failed, rt.settings.push_score_threshold,
-                            [o for o in others if o["slot_run_id"] != slot["slot_run_id"]])
+                            [o for o in others if o["slot_run_id"] != slot["slot_run_id"]], reported)
 
 
 @step("summarise")
 def summarise_slot(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
-    grouped = events.group_new(rt.connect)  # one entry per real-world event, before the push decision
+    try:
+        grouped = events.group_new(rt.connect)  # one entry per real-world event, before the push decision
+    except Exception as exc:  # noqa: BLE001 - recorded (the slot fails, visibly); the push goes on ungrouped
+        log.exception("grouping the new analyses into events failed; this slot decides on them one by one")
+        grouped = 0
+        with rt.connect() as conn:
+            store.record_step(conn, slot["slot_run_id"], "group_events", f"{type(exc).__name__}: {exc}",
+                              dag_run_id=slot.get("dag_run_id"))
     summary = _slot_summary(rt, slot)
     if grouped:
         log.info("grouped %d new analyses into events; this slot: %d folded into another's entry, %d events "
@@ -591,8 +609,35 @@ def catch_up_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     return _push_daily(rt, yesterday, slot, late=True)
 
 
+# a report rebuilt by a late-closing backfill slot gets this long for its digest call (else the database summary)
+REBUILD_DIGEST_SECONDS = 120
+
+
+def _account_for_late_slot(rt: Runtime, slot: dict[str, Any]) -> None:
+    """A backfill or redo of a daytime slot that analysed something after its day's report was built (backfill
+    runs going at once, or out of order) rebuilds that report, without a push, so it accounts for the slot."""
+    if slot["is_daily"] or not (slot["run_type"] == "backfill" or slot["explicit"]):
+        return
+    day = date.fromisoformat(slot["run_date"])
+    with rt.connect() as conn:
+        stale = store.report_predates_slot(conn, day, slot["slot_run_id"])
+    if not stale:
+        return
+    log.info("the %s report was built before this %s slot finished: rebuilding it (no push)", day, slot["slot"])
+    try:
+        digest.build_report(rt.connect, rt.llm, day=day, slot_run_id=slot["slot_run_id"], settings=rt.settings,
+                            analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"),
+                            deadline=time.monotonic() + REBUILD_DIGEST_SECONDS)
+    except Exception as exc:  # noqa: BLE001 - recorded on the slot (it fails), the close goes on
+        log.exception("rebuilding the %s report failed", day)
+        with rt.connect() as conn:
+            store.record_step(conn, slot["slot_run_id"], "rebuild_daily_report", f"{type(exc).__name__}: {exc}",
+                              dag_run_id=slot.get("dag_run_id"))
+
+
 def close_slot(rt: Runtime, slot: dict[str, Any], failed_tasks: list[str]) -> dict[str, Any]:
     """Write the slot's outcome. Task failures Airflow saw but no step recorded count too."""
+    _account_for_late_slot(rt, slot)
     with rt.connect() as conn:
         # every analyse task of this run has ended: a claim it still holds was killed mid-call
         reaped = store.reap_claims(conn, claimer(slot))

@@ -193,13 +193,14 @@ def reap_claims(conn: psycopg.Connection, claimer: str) -> int:
 
 
 def items_to_analyse(
-    conn: psycopg.Connection, *, max_attempts: int, limit: int, first_slot_run_id: int | None = None
+    conn: psycopg.Connection, *, max_attempts: int, limit: int,
+    published_between: tuple[datetime, datetime] | None = None,
 ) -> list[Row]:
     """Pending articles, then failed ones still under the attempt limit, oldest first (seed 10.3).
 
     One article per clean-text hash: a repost waits for its twin's analysis and then reuses it, so two
-    parallel mapped tasks never pay for the same text. ``first_slot_run_id`` limits a backfill or a
-    redo to the articles its own ingest stored. Articles being analysed are not offered (their lease
+    parallel mapped tasks never pay for the same text. ``published_between`` (start, end] limits a backfill
+    or a redo to the articles of its own slot: published after the slot before it, up to its own time. Articles being analysed are not offered (their lease
     decides: see :func:`expire_leases`).
     """
     return conn.execute(
@@ -208,13 +209,14 @@ def items_to_analyse(
             SELECT DISTINCT ON (coalesce(content_hash, 'id:' || id)) id, title, analyzed_status, attempts, published_at
             FROM content_item
             WHERE body_status = 1 AND analyzed_status IN (0, 3) AND attempts < %(max_attempts)s
-              AND (%(only)s::bigint IS NULL OR first_slot_run_id = %(only)s)
+              AND (%(after)s::timestamptz IS NULL OR (published_at > %(after)s AND published_at <= %(until)s))
             ORDER BY coalesce(content_hash, 'id:' || id), (analyzed_status = 3), published_at, id
         ) candidates
         ORDER BY (analyzed_status = 3), published_at, id
         LIMIT %(limit)s
         """,
-        {"max_attempts": max_attempts, "limit": limit, "only": first_slot_run_id},
+        {"max_attempts": max_attempts, "limit": limit, "after": published_between[0] if published_between else None,
+         "until": published_between[1] if published_between else None},
     ).fetchall()
 
 

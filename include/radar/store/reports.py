@@ -32,6 +32,20 @@ def upsert_daily_report(conn: psycopg.Connection, report: dict[str, Any]) -> Row
     ).fetchone()
 
 
+def report_predates_slot(conn: psycopg.Connection, day: date, slot_run_id: int) -> bool:
+    """Whether ``day``'s report exists and was built before this slot run analysed (or failed) something."""
+    row = conn.execute(
+        """
+        SELECT r.updated_at < greatest(
+                   (SELECT max(created_at) FROM analysis_result WHERE slot_run_id = %(slot)s),
+                   (SELECT max(finished_at) FROM analysis_attempt WHERE slot_run_id = %(slot)s)) AS stale
+        FROM daily_report r WHERE r.report_date = %(day)s
+        """,
+        {"day": day, "slot": slot_run_id},
+    ).fetchone()
+    return bool(row and row["stale"])
+
+
 def mark_report_failed(conn: psycopg.Connection, day: date, error: str, slot_run_id: int | None) -> Row:
     """The day's report could not be built: say so (seed 10.2), keeping any digest an earlier build left."""
     return conn.execute(

@@ -1,0 +1,92 @@
+"""Issue 16 §1: backfills hold whatever order or concurrency their runs go in: each slot analyses only the
+articles of its own slot, each day's report accounts for all of that day's slots, nothing is pushed."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import date
+
+import pytest
+
+from include.radar import db, store
+from include.radar.slots import slot_at
+from tests.slotrun import answer, article, run_slot, shanghai
+
+DAYS = (date(2026, 1, 5), date(2026, 1, 6))
+SLOTS = ("07:00", "12:00", "14:00", "18:00", "22:00")
+# published (Shanghai) -> the slot that owns it: the first planned slot at or after it (None: before the range)
+PUBLISHED = [
+    (shanghai(2026, 1, 4, 20), None),
+    (shanghai(2026, 1, 5, 6, 30), (date(2026, 1, 5), "07:00")),
+    (shanghai(2026, 1, 5, 11), (date(2026, 1, 5), "12:00")),
+    (shanghai(2026, 1, 5, 13), (date(2026, 1, 5), "14:00")),
+    (shanghai(2026, 1, 5, 16), (date(2026, 1, 5), "18:00")),
+    (shanghai(2026, 1, 5, 21), (date(2026, 1, 5), "22:00")),
+    (shanghai(2026, 1, 6, 1), (date(2026, 1, 6), "07:00")),
+    (shanghai(2026, 1, 6, 12), (date(2026, 1, 6), "12:00")),  # exactly at a slot: that slot's
+    (shanghai(2026, 1, 6, 17, 59), (date(2026, 1, 6), "18:00")),
+    (shanghai(2026, 1, 6, 18, 1), (date(2026, 1, 6), "22:00")),
+]
+
+
+def _respond(body: dict) -> str:
+    user = body["messages"][1]["content"]
+    if "<<<DATA_START>>>" in user:
+        return json.dumps({"has_opportunity": False, "top_opportunities": [], "digest_md": "## 今日要点\n- 无"},
+                          ensure_ascii=False)
+    return answer(80)
+
+
+def _slots() -> list:
+    return [slot_at(day, s) for day in DAYS for s in SLOTS]
+
+
+@pytest.mark.parametrize("order", ["in order", "reversed", "shuffled"])
+def test_a_two_day_backfill_in_any_order_analyses_each_article_in_its_own_slot_and_pushes_nothing(fakes, order):
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles = [article(n, at, title=f"文章{n}") for n, (at, _) in enumerate(PUBLISHED, start=1)]
+    fakes.deepseek.responder = _respond
+    fakes.at(shanghai(2026, 1, 7, 10))  # a backfill runs later: WeRSS has everything
+    keys = _slots()
+    if order == "reversed":
+        keys.reverse()
+    elif order == "shuffled":
+        random.Random(5).shuffle(keys)
+    results = [run_slot(k.scheduled_at, run_type="backfill", now=shanghai(2026, 1, 7, 10)) for k in keys]
+    assert all(r["errors"] == {} for r in results), [r["errors"] for r in results]
+
+    with db.connect() as conn:
+        analysed_in = {r["title"]: (r["run_date"], r["slot"]) if r["slot"] else None for r in conn.execute(
+            "SELECT c.title, s.run_date, s.slot FROM content_item c LEFT JOIN analysis_result a "
+            "ON a.content_item_id = c.id LEFT JOIN slot_run s ON s.id = a.slot_run_id").fetchall()}
+        reports = {r["report_date"]: r for r in conn.execute("SELECT * FROM daily_report").fetchall()}
+        runs = conn.execute("SELECT status FROM slot_run").fetchall()
+    assert len(runs) == 10 and all(r["status"] == store.SUCCESS for r in runs)
+    # the evening before the range belongs to a slot that was not backfilled: left for the next live slot
+    assert analysed_in == {f"文章{n}": owner for n, (_, owner) in enumerate(PUBLISHED, start=1)}
+    assert set(reports) == set(DAYS)
+    assert reports[DAYS[0]]["stats"]["analysed"] == 5 and reports[DAYS[1]]["stats"]["analysed"] == 4
+    assert all(sorted(r["slots_done"]) == list(SLOTS) for r in reports.values())
+    assert fakes.sink.received == [] and fakes.sink2.received == []
+
+
+@pytest.mark.e2e
+def test_the_readmes_backfill_command_makes_ten_runs_for_two_shanghai_days():
+    """The README's command, run as written with --dry-run: the runs it would create, counted."""
+    import os
+    import re
+    import shlex
+    import subprocess
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    command = re.search(r"```\n\s*(airflow backfill create [^`]+?)\n\s*```", readme).group(1).replace("\\\n", " ")
+    env = {**os.environ, "AIRFLOW__LOGGING__LOGGING_LEVEL": "ERROR"}
+    subprocess.run(["airflow", "dags", "reserialize"], env=env, check=True, capture_output=True, timeout=300)
+    out = subprocess.run([*shlex.split(command), "--dry-run"], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    runs = re.findall(r"^\| (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\+00:00) ", out.stdout, re.MULTILINE)
+    # 07:00 Shanghai is 23:00 UTC the day before: the first run is 2026-01-04 23:00 UTC, the last 2026-01-06 14:00
+    assert len(runs) == 10 and runs[0] == "2026-01-04 23:00:00+00:00" and runs[-1] == "2026-01-06 14:00:00+00:00"
+    assert runs == sorted(runs)
