@@ -47,6 +47,8 @@ ENV_ALLOWLIST = {
     # scripts/bootstrap.sh when the user gave RADAR_DATABASE_URL; the deployment never runs ui.py
     "RADAR_UI_PORT",
     "RADAR_DATABASE_URL_FROM_USER",
+    # `make run` / `make ui` only: the demo push sink's port (include/radar/demo/run.py)
+    "RADAR_DEMO_PUSH_PORT",
 }
 # The radar database is given either as the connection radar_db or as RADAR_DATABASE_URL (db.py reads
 # RADAR_DATABASE_URL first); .env.example documents the connection in a comment and sets the URL.

@@ -314,6 +314,10 @@ def test_slots_that_never_ran_are_alerted_at_the_next_run(fakes):
 def test_the_daily_runs_deadline_alert_tells_the_operator_when_the_report_is_not_out(fakes):
     context = {"dag_run": {"logical_date": "2026-01-08T14:00:00Z", "dag_run_id": "scheduled__2026-01-08T14:00:00+00:00"}}
     assert airflow_alerts._daily_deadline_missed({"dag_run": {"logical_date": "2026-01-08T06:00:00Z"}}) is None
+    # a backfill of a past day's 22:00 pushes nothing: its deadline (long past) is not a missed report
+    backfill = {"dag_run": {"logical_date": "2026-01-08T14:00:00Z", "run_type": "backfill",
+                            "dag_run_id": "backfill__2026-01-08T14:00:00+00:00"}}
+    assert airflow_alerts._daily_deadline_missed(backfill) is None and _alerts(fakes) == []
     asyncio.run(airflow_alerts.daily_deadline_missed(context=context))
     assert airflow_alerts._daily_deadline_missed(context) == "already"
     [alert] = _alerts(fakes)

@@ -72,6 +72,9 @@ def _daily_deadline_missed(context: dict[str, Any]) -> str | None:
     logical = run.get("logical_date")
     if not logical:
         return None
+    if str(run.get("run_type") or "").split(".")[-1].lower() == "backfill" or str(
+            run.get("dag_run_id") or run.get("run_id") or "").startswith("backfill__"):
+        return None  # a backfill builds a past day's report and pushes nothing: no deadline to miss
     at = datetime.fromisoformat(str(logical).replace("Z", "+00:00")).astimezone(SHANGHAI)
     rt = Runtime.load()
     if at.strftime("%H:%M") != rt.settings.daily_slot:
@@ -86,6 +89,8 @@ def _daily_deadline_missed(context: dict[str, Any]) -> str | None:
     due = own["deadline_at"] if own else None
     if due is not None and datetime.now(UTC) < due:
         return None
+    if own is not None and due is None and own["run_type"] != "scheduled":
+        return None  # opened by a run that does not deliver the report on time (a redo, a past-dated trigger)
     return rt.alert(
         "daily_undelivered",
         f"{day} 的日报在截止时间（{rt.settings.daily_slot} 后 {rt.settings.daily_push_deadline_minutes:g} 分钟）仍未送达，"

@@ -30,13 +30,17 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(json.dumps(body), status=status, content_type="application/json")
 
 
-def serve(handler: Callable[[Request], Response]) -> str:
-    """Serve ``handler`` on a loopback port in background threads (one per request); returns ``host:port``.
+def serve(handler: Callable[[Request], Response], port: int = 0) -> str:
+    """Serve ``handler`` on a loopback port (``port``, else any free one) in background threads (one per
+    request); returns ``host:port``.
 
     Threaded, unlike pytest-httpserver's default: a stand-in that stalls one request (a slow LLM) must not
     stall every other request with it.
     """
-    server = make_server("127.0.0.1", 0, Request.application(handler), threaded=True)
+    try:
+        server = make_server("127.0.0.1", port, Request.application(handler), threaded=True)
+    except OSError:  # the port is taken (another demo running): any free one
+        server = make_server("127.0.0.1", 0, Request.application(handler), threaded=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"127.0.0.1:{server.server_port}"
 

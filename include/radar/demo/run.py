@@ -25,6 +25,14 @@ from include.radar.slots import SHANGHAI, slot_at
 
 log = logging.getLogger("radar.demo")
 DATA = Path(__file__).with_name("data")
+# the demo's push channel has one address for `make run` and `make ui`: exactly-once is per channel, so a
+# scheduled run in `make ui` sees the demo day's messages as already sent to it, not to a new channel
+PUSH_PORT = int(os.environ.get("RADAR_DEMO_PUSH_PORT", "18765"))
+
+
+def push_url(at: str) -> str:
+    return f"json://{at}/demo"
+
 OUT = db.REPO_ROOT / ".local" / "demo"
 DEMO_DB = "radar_demo"
 UI_BASE = "http://localhost:8080/radar"
@@ -101,7 +109,7 @@ def main() -> int:
             f.write(json.dumps(message, ensure_ascii=False) + "\n")
 
     sink = PushSink(on_message=record)
-    werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(sink.handle)
+    werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(sink.handle, PUSH_PORT)
     url = db.fresh_database(os.environ.get("RADAR_DATABASE_URL") or db.database_url(), DEMO_DB)
     secret = link_secret()
     os.environ.update({
@@ -110,7 +118,7 @@ def main() -> int:
                                                   "login": "demo", "password": "demo-password"}),
         "AIRFLOW_CONN_DEEPSEEK_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{deepseek_at}",
                                                      "password": "sk-demo", "extra": {"backoff_seconds": 0}}),
-        "AIRFLOW_CONN_RADAR_PUSH": json.dumps({"conn_type": "generic", "extra": {"urls": [f"json://{sink_at}/demo"]}}),
+        "AIRFLOW_CONN_RADAR_PUSH": json.dumps({"conn_type": "generic", "extra": {"urls": [push_url(sink_at)]}}),
         "AIRFLOW_VAR_RADAR_DEMO_MODE": "true",
         "AIRFLOW_VAR_RADAR_DAILY_DEADLINE_ALERT": "false",  # `dags test` cannot finish a run with one
         "AIRFLOW_VAR_RADAR_LINK_SECRET": secret,

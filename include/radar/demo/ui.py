@@ -50,8 +50,8 @@ def _standins() -> list[str]:
             with pushes.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(message, ensure_ascii=False) + "\n")
 
-        at = demo.serve(PushSink(on_message=record).handle)
-        os.environ["AIRFLOW_CONN_RADAR_PUSH"] = json.dumps({"conn_type": "generic", "extra": {"urls": [f"json://{at}/ui"]}})
+        at = demo.serve(PushSink(on_message=record).handle, demo.PUSH_PORT)
+        os.environ["AIRFLOW_CONN_RADAR_PUSH"] = json.dumps({"conn_type": "generic", "extra": {"urls": [demo.push_url(at)]}})
         started.append(f"push sink on http://{at} → {pushes}")
     return started
 
