@@ -32,9 +32,9 @@ from airflow.sdk import (
     task,
 )
 
-from include.radar import DAG_ID, pipeline
+from include.radar import DAG_ID
 from include.radar.airflow_alerts import AlertNotifier
-from include.radar.airflow_support import failed_tasks, opened_slot, run_step
+from include.radar.airflow_support import branch, failed_tasks, opened_slot, run_step
 from include.radar.decide import BUILD_DAILY, PUSH_MODES, PUSH_OPPORTUNITY, SKIP_PUSH
 from include.radar.settings import env_name, load_settings
 from include.radar.slots import SHANGHAI
@@ -89,13 +89,13 @@ def opportunity_radar_slots():
         ctx = get_current_context()
         run = ctx["dag_run"]
         return run_step(
-            pipeline.open_slot, run_after=run.logical_date or run.run_after, run_type=str(run.run_type).split(".")[-1].lower(),
+            "open_slot", run_after=run.logical_date or run.run_after, run_type=str(run.run_type).split(".")[-1].lower(),
             dag_id=run.dag_id, dag_run_id=run.run_id, params=dict(ctx["params"]), triggered_at=run.run_after,
         )
 
     @task(execution_timeout=timedelta(minutes=30))
     def ingest(slot: dict) -> dict:
-        return run_step(pipeline.ingest_articles, slot)
+        return run_step("ingest_articles", slot)
 
     # select_articles, summarise, choose_path and push_daily_report run after a failed upstream too (the
     # report is pushed every day). They read the slot themselves instead of taking it as an argument: a
@@ -103,48 +103,48 @@ def opportunity_radar_slots():
     # stopped at once when open_slot fails.
     @task(trigger_rule=TriggerRule.ALL_DONE, execution_timeout=timedelta(minutes=5))
     def select_articles() -> list[dict]:
-        return run_step(pipeline.articles_to_analyse, opened_slot())
+        return run_step("articles_to_analyse", opened_slot())
 
     # each call is capped by deepseek_timeout_seconds; this bounds the whole ladder of one article (and is
     # shorter than a claim's one-hour lease, so a live task never loses its article)
     @task(map_index_template="{{ article_title }}", pool="radar_llm", retries=1, execution_timeout=timedelta(minutes=45))
     def analyse(slot: dict, article: dict) -> dict:
         get_current_context()["article_title"] = article["title"]
-        return run_step(pipeline.analyse_article, slot, article)
+        return run_step("analyse_article", slot, article)
 
     @task(trigger_rule=TriggerRule.ALL_DONE, execution_timeout=timedelta(minutes=5))
     def summarise() -> dict:
-        return run_step(pipeline.summarise_slot, opened_slot())
+        return run_step("summarise_slot", opened_slot())
 
     @task.branch(trigger_rule=TriggerRule.ALL_DONE, retries=0, execution_timeout=timedelta(minutes=2))
     def choose_path() -> str:
         summary = get_current_context()["ti"].xcom_pull(task_ids="summarise")
-        return pipeline.choose_path(opened_slot(), summary).branch
+        return branch(opened_slot(), summary)
 
     @task(task_id=PUSH_OPPORTUNITY, execution_timeout=timedelta(minutes=10))
     def push_opportunity(slot: dict) -> dict:
-        return run_step(pipeline.push_opportunity, slot)
+        return run_step("push_opportunity", slot)
 
     @task(task_id=SKIP_PUSH, execution_timeout=timedelta(minutes=5))
     def skip_push(slot: dict) -> dict:
-        return run_step(pipeline.record_skip, slot)
+        return run_step("record_skip", slot)
 
     @task(task_id=BUILD_DAILY, execution_timeout=timedelta(minutes=15))
     def build_daily_report(slot: dict) -> dict:
-        return run_step(pipeline.build_daily_report, slot)
+        return run_step("build_daily_report", slot)
 
     # runs after the report step whether it succeeded or failed
     @task(trigger_rule=TriggerRule.NONE_SKIPPED, retries=3, execution_timeout=timedelta(minutes=10))
     def push_daily_report() -> dict:
-        return run_step(pipeline.push_daily_report, opened_slot())
+        return run_step("push_daily_report", opened_slot())
 
     @task(retries=3, execution_timeout=timedelta(minutes=20))
     def catch_up_daily_report(slot: dict) -> dict:
-        return run_step(pipeline.catch_up_daily_report, slot)
+        return run_step("catch_up_daily_report", slot)
 
     @task(retries=0, execution_timeout=timedelta(minutes=5))
     def close_slot(slot: dict) -> dict:
-        outcome = run_step(pipeline.close_slot, slot, failed_tasks(get_current_context()))
+        outcome = run_step("close_slot", slot, failed_tasks(get_current_context()))
         if outcome["status"] != "success":
             raise RuntimeError(f"slot closed as failed:\n{outcome['error']}")
         return outcome

@@ -208,3 +208,18 @@ def test_radar_db_connection_with_special_characters_in_the_password(monkeypatch
         "db.internal", "6432", "radar", "p@ss/w#rd:1", "radar")
     assert "p@ss" not in db.redact(db.database_url())
     assert db.redact("postgresql://radar:secret@h/db") == "postgresql://radar:***@h/db"
+
+
+def test_parsing_the_dag_and_starting_a_task_import_nothing_heavy():
+    """Every task process and the scheduler's parse loop import the DAG file: the openai SDK, apprise, bs4 and
+    scikit-learn are imported only by the steps that use them (issue 16 §2)."""
+    import subprocess
+    import sys
+
+    heavy = ("openai", "apprise", "bs4", "sklearn", "numpy")
+    probe = ("import sys, {module}; print(','.join(m for m in {heavy!r} if m in sys.modules))")
+    for module, allowed in (("dags.opportunity_radar", set()), ("include.radar.pipeline", {"bs4"})):
+        out = subprocess.run([sys.executable, "-c", probe.format(module=module, heavy=heavy)], capture_output=True,
+                             text=True, timeout=300, check=True)
+        loaded = set(filter(None, out.stdout.strip().split(",")))
+        assert loaded <= allowed, f"importing {module} loads {sorted(loaded - allowed)}"

@@ -30,14 +30,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import openai
 from pydantic import BaseModel, ValidationError
 
 from include.radar import http
 from include.radar.pricing import PriceTable
 from include.radar.text import storable_json
+
+if TYPE_CHECKING:
+    import openai
+
+
+def _sdk() -> Any:
+    """The openai SDK, imported when a client is made: over a second of imports that only the tasks calling
+    DeepSeek pay, not every task process parsing the DAG."""
+    import openai  # noqa: PLC0415
+
+    return openai
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +253,7 @@ class LLMClient:
         self.rate_limit_wait = rate_limit_wait
         self.gate = gate or RateGate()
         # one client (one connection pool) for every call of this task; its requests honour http.limits
-        self._client = openai.OpenAI(
+        self._client = _sdk().OpenAI(
             base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0, http_client=http.client(timeout)
         )
 
@@ -353,6 +363,7 @@ class LLMClient:
         return None if left < MIN_CALL_SECONDS else min(self.timeout, left)
 
     def _call_once(self, system: str, user: str, schema: type[M], usage: Usage, budget: float) -> M:
+        openai = _sdk()
         try:
             with http.limits(budget, MAX_ANSWER_BYTES):
                 response = self._client.chat.completions.create(

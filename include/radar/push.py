@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-import apprise
-
 from include.radar import redact, store
 from include.radar.decide import msg_uuid
 
@@ -141,6 +139,8 @@ def send_one(channel: Channel, title: str, body: str) -> str | None:
     posts), and the HTTP library below it logs request paths that hold webhook tokens: while it sends, its
     lines go to a private capture only, and a scrubbing filter guards both loggers for good.
     """
+    import apprise  # noqa: PLC0415 - half a second of imports, paid only by the tasks that push
+
     apprise_log = logging.getLogger("apprise")
     propagate, apprise_log.propagate = apprise_log.propagate, False
     try:
