@@ -90,3 +90,14 @@ def test_the_readmes_backfill_command_makes_ten_runs_for_two_shanghai_days():
     # 07:00 Shanghai is 23:00 UTC the day before: the first run is 2026-01-04 23:00 UTC, the last 2026-01-06 14:00
     assert len(runs) == 10 and runs[0] == "2026-01-04 23:00:00+00:00" and runs[-1] == "2026-01-06 14:00:00+00:00"
     assert runs == sorted(runs)
+
+
+def test_a_backfilled_days_report_page_says_why_nothing_was_pushed(fakes):
+    from tests.slotrun import read_page
+
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.deepseek.responder = _respond
+    fakes.at(shanghai(2026, 1, 7, 10))
+    run_slot(shanghai(2026, 1, 6, 22), run_type="backfill", now=shanghai(2026, 1, 7, 10))
+    page = read_page("/daily/2026-01-06", shanghai(2026, 1, 7, 10))
+    assert "补跑不推送" in page and fakes.sink.received == []

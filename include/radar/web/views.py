@@ -476,8 +476,16 @@ def push_state(total: int, sent: int, failed: int) -> str:
     return PUSH_PENDING
 
 
-def push_view(rows: Iterable[Row], tz: ZoneInfo) -> PushView:
-    """The daily push of a date from its ``notification_log`` rows (one per channel)."""
+def silent_label(daily_run: Row | None) -> str | None:
+    """Why a day's report was not pushed, when its daily slot chose not to: a backfill, or an operator's redo."""
+    if not daily_run or daily_run.get("decision") != "silent":
+        return None
+    return "补跑不推送" if daily_run.get("run_type") == "backfill" else "重建不推送"
+
+
+def push_view(rows: Iterable[Row], tz: ZoneInfo, daily_run: Row | None = None) -> PushView:
+    """The daily push of a date from its ``notification_log`` rows (one per channel); ``daily_run``: the
+    day's daily slot run, to say why nothing was pushed."""
     channels = []
     for r in rows:
         state = _NOTE_STATUS.get(r["status"], PUSH_FAILED)
@@ -496,7 +504,8 @@ def push_view(rows: Iterable[Row], tz: ZoneInfo) -> PushView:
         sum(c.state == PUSH_SENT for c in channels),
         sum(c.state == PUSH_FAILED for c in channels),
     )
-    return PushView(state=state, label=PUSH_LABELS[state], channels=channels)
+    label = (silent_label(daily_run) if state == PUSH_NONE else None) or PUSH_LABELS[state]
+    return PushView(state=state, label=label, channels=channels)
 
 
 # ------------------------------------------------------------------------------------------------ overview
@@ -645,7 +654,7 @@ def overview_page(
         now_label=local_time(now, tz, "%H:%M"),
         slots=slot_list,
         slots_done=sum(s.state == SLOT_DONE for s in slot_list),
-        push=push_view(notifications, tz),
+        push=push_view(notifications, tz, next((r for r in runs if slots and r.get("slot") == max(slots)), None)),
         analysed=today_row["analysed"] if today_row else 0,
         opportunities=today_row["opportunities"] if today_row else 0,
         failed=today_row["failed"] if today_row else 0,
@@ -975,7 +984,7 @@ def daily_page(
         stats=_stats(report, cards, failures, budget_deferred),
         slots=slot_list,
         slots_done=[s.slot for s in slot_list if s.state == SLOT_DONE],  # live, not the report's snapshot
-        push=push_view(notifications, tz),
+        push=push_view(notifications, tz, next((r for r in runs if slots and r.get("slot") == max(slots)), None)),
         threshold=threshold,
         cost=cost,
     )
