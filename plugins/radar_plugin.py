@@ -23,7 +23,7 @@ except ImportError:
 
 from airflow.plugins_manager import AirflowPlugin  # noqa: E402
 
-from include.radar.web.app import URL_PREFIX, app  # noqa: E402
+from include.radar.web.app import URL_PREFIX, AddTrailingSlash, app  # noqa: E402
 
 
 class OpportunityRadarPlugin(AirflowPlugin):
@@ -31,6 +31,9 @@ class OpportunityRadarPlugin(AirflowPlugin):
 
     name = "opportunity_radar"
     fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "Opportunity Radar"}]
+    # /radar (no slash) would fall through to Airflow's own catch-all page: redirect it to /radar/
+    fastapi_root_middlewares = [{"middleware": AddTrailingSlash, "args": [], "kwargs": {},
+                                 "name": "Opportunity Radar: /radar → /radar/"}]
     external_views = [
         {
             "name": "机会雷达",

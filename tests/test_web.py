@@ -737,9 +737,15 @@ from airflow.api_fastapi.app import init_plugins
 info = plugins_manager.get_plugin_info()
 apps, _ = plugins_manager.get_fastapi_plugins()
 views, _ = plugins_manager._get_ui_plugins()
+from fastapi.testclient import TestClient
 root = FastAPI()
 init_plugins(root)
+@root.get("/{rest_of_path:path}")  # Airflow's catch-all UI route, added after the plugins
+def catch_all(rest_of_path: str):
+    return {"airflow": rest_of_path}
+bare = TestClient(root).get("/radar?exp=1&sig=ab", follow_redirects=False)
 print(json.dumps({
+    "bare": [bare.status_code, bare.headers.get("location")],
     "plugins": info,
     "errors": plugins_manager.get_import_errors(),
     "apps": [{"url_prefix": a["url_prefix"], "name": a["name"], "type": type(a["app"]).__name__} for a in apps],
@@ -765,6 +771,8 @@ print(json.dumps({
     [view] = [v for v in data["views"] if v["name"] == "机会雷达"]
     assert view["url_route"] == "radar" and view["href"] == "/radar/" and view["destination"] == "nav"
     assert "/radar" in data["mounts"]
+    # /radar without its slash reaches the radar (signature kept), not Airflow's catch-all page
+    assert data["bare"] == [307, "/radar/?exp=1&sig=ab"]
 
 
 # ----------------------------------------------------------------------------------------------- browser

@@ -61,6 +61,24 @@ from include.radar.web.server import install_access_log_filter, redact_scope_que
 log = logging.getLogger(__name__)
 
 URL_PREFIX = "/radar"
+
+
+class AddTrailingSlash:
+    """A root middleware (the plugin's ``fastapi_root_middlewares``): ``/radar`` without its slash would reach
+    Airflow's catch-all route and show an empty Airflow page; it is redirected to ``/radar/``, query kept."""
+
+    def __init__(self, app: ASGIApp, prefix: str = URL_PREFIX) -> None:
+        self.app = app
+        self.prefix = prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        root = scope.get("root_path", "") if scope["type"] == "http" else ""
+        if scope["type"] == "http" and scope.get("path") in (self.prefix, f"{root}{self.prefix}"):
+            query = scope.get("query_string", b"").decode("latin-1")
+            location = f"{root}{self.prefix}/" + (f"?{query}" if query else "")
+            await Response(status_code=307, headers={"location": location})(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 TEMPLATES_DIR = Path(__file__).with_name("templates")
 RECENT_DAYS = 14
 # Settings come from Airflow Variables (a metadata-DB read each) or the environment: cache them briefly.
