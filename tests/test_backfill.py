@@ -101,3 +101,16 @@ def test_a_backfilled_days_report_page_says_why_nothing_was_pushed(fakes):
     run_slot(shanghai(2026, 1, 6, 22), run_type="backfill", now=shanghai(2026, 1, 7, 10))
     page = read_page("/daily/2026-01-06", shanghai(2026, 1, 7, 10))
     assert "补跑不推送" in page and fakes.sink.received == []
+
+
+def test_a_slot_that_ran_on_another_day_shows_the_date_it_ran():
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from include.radar.web import views
+
+    tz = ZoneInfo("Asia/Shanghai")
+    day = date(2026, 1, 5)
+    same = datetime(2026, 1, 5, 7, 0, 5, tzinfo=tz)
+    later = datetime(2026, 11, 23, 23, 58, tzinfo=tz)
+    assert views._clock(same, day, tz) == "07:00" and views._clock(later, day, tz) == "11-23 23:58"

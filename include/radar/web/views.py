@@ -421,8 +421,8 @@ def slot_view(
         failed_count=run.get("failed_count") or 0,
         opportunity_count=run.get("opportunity_count") or 0,
         attempts=run.get("attempts") or 0,
-        started=local_time(run.get("started_at"), tz, "%H:%M"),
-        finished=local_time(run.get("finished_at"), tz, "%H:%M"),
+        started=_clock(run.get("started_at"), run.get("run_date"), tz),
+        finished=_clock(run.get("finished_at"), run.get("run_date"), tz),
         error=error_text(run.get("error"), 2000) if state == SLOT_FAILED else None,
         skipped_count=run.get("skipped_count") or 0,
         deferred_count=run.get("deferred_count") or 0,
@@ -434,6 +434,15 @@ def slot_view(
         cost=money(cost, currency) if cost is not None else None,
         failed_steps=failed_step_links(run, links) if state == SLOT_FAILED else [],
     )
+
+
+def _clock(moment: datetime | None, day: date | None, tz: ZoneInfo) -> str:
+    """A slot's start or end as a time of its own day, with the date when it ran on another (a backfill, a
+    redo, a run past midnight)."""
+    if moment is None:
+        return ""
+    same_day = day is not None and moment.astimezone(tz).date() == day
+    return local_time(moment, tz, "%H:%M" if same_day else "%m-%d %H:%M")
 
 
 def _entries(value: Any, key: str, limit: int = 20) -> list[str]:
