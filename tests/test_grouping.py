@@ -327,3 +327,20 @@ def test_a_crash_in_grouping_during_a_daytime_slot_still_pushes_and_fails_the_sl
     result = run_slot(shanghai(2026, 1, 8, 14))
     assert result["branch"] == "push_opportunity" and len(fakes.sink.received) == 1
     assert result["closed"]["status"] == "failed" and "group_events: MemoryError" in result["closed"]["error"]
+
+
+def test_a_rerun_that_groups_cleanly_clears_the_grouping_error(fakes, monkeypatch):
+    fakes.werss.accounts = []
+    fakes.deepseek.responder = _respond
+    _publish(fakes, "MP_WXS_1", at=shanghai(2026, 1, 8, 12, 30))
+    real = events.similarities
+
+    def broken(docs, rows=None):
+        raise MemoryError("no room for the matrix")
+
+    monkeypatch.setattr(events, "similarities", broken)
+    fakes.at(shanghai(2026, 1, 8, 14))
+    assert run_slot(shanghai(2026, 1, 8, 14))["closed"]["status"] == "failed"
+    monkeypatch.setattr(events, "similarities", real)
+    again = run_slot(shanghai(2026, 1, 8, 14))
+    assert again["closed"]["status"] == "success" and len(fakes.sink.received) == 1

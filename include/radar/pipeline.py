@@ -415,14 +415,14 @@ def _slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
 
 @step("summarise")
 def summarise_slot(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    error = None
     try:
         grouped = events.group_new(rt.connect)  # one entry per real-world event, before the push decision
     except Exception as exc:  # noqa: BLE001 - recorded (the slot fails, visibly); the push goes on ungrouped
         log.exception("grouping the new analyses into events failed; this slot decides on them one by one")
-        grouped = 0
-        with rt.connect() as conn:
-            store.record_step(conn, slot["slot_run_id"], "group_events", f"{type(exc).__name__}: {exc}",
-                              dag_run_id=slot.get("dag_run_id"))
+        grouped, error = 0, f"{type(exc).__name__}: {exc}"
+    with rt.connect() as conn:  # a rerun that groups cleanly clears an earlier run's error
+        store.record_step(conn, slot["slot_run_id"], "group_events", error, dag_run_id=slot.get("dag_run_id"))
     summary = _slot_summary(rt, slot)
     if grouped:
         log.info("grouped %d new analyses into events; this slot: %d folded into another's entry, %d events "
@@ -624,15 +624,16 @@ def _account_for_late_slot(rt: Runtime, slot: dict[str, Any]) -> None:
     if not stale:
         return
     log.info("the %s report was built before this %s slot finished: rebuilding it (no push)", day, slot["slot"])
+    error = None
     try:
         digest.build_report(rt.connect, rt.llm, day=day, slot_run_id=slot["slot_run_id"], settings=rt.settings,
                             analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"),
                             deadline=time.monotonic() + REBUILD_DIGEST_SECONDS)
     except Exception as exc:  # noqa: BLE001 - recorded on the slot (it fails), the close goes on
         log.exception("rebuilding the %s report failed", day)
-        with rt.connect() as conn:
-            store.record_step(conn, slot["slot_run_id"], "rebuild_daily_report", f"{type(exc).__name__}: {exc}",
-                              dag_run_id=slot.get("dag_run_id"))
+        error = f"{type(exc).__name__}: {exc}"
+    with rt.connect() as conn:  # a clean rebuild clears an earlier run's error
+        store.record_step(conn, slot["slot_run_id"], "rebuild_daily_report", error, dag_run_id=slot.get("dag_run_id"))
 
 
 def close_slot(rt: Runtime, slot: dict[str, Any], failed_tasks: list[str]) -> dict[str, Any]:
