@@ -20,5 +20,9 @@ NOTE_PENDING, NOTE_SENT, NOTE_FAILED = 0, 1, 2
 REPORT_BUILDING, REPORT_OK, REPORT_FAILED, REPORT_PARTIAL = 0, 1, 2, 3
 
 
+# the analysis an opportunity push linked to, from its notification_log row ``n`` (its target is the page)
+PUSHED_ANALYSIS_ID = "substring(n.target_url FROM '/analysis/([0-9]+)$')::bigint"
+
+
 def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)

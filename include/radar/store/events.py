@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import psycopg
 
-from include.radar.store.common import Row
+from include.radar.store.common import PUSHED_ANALYSIS_ID, Row
 
 # one advisory lock id for "grouping analyses into events": two slots never group at once
 _GROUPING_LOCK = 0x72616461_0005
@@ -77,9 +77,9 @@ def pushed_events(conn: psycopg.Connection, event_ids: list[int], other_than_slo
     if not event_ids:
         return set()
     rows = conn.execute(
-        """
+        f"""
         SELECT DISTINCT a.event_id FROM notification_log n
-        JOIN analysis_result a ON a.id = substring(n.target_url FROM '/analysis/([0-9]+)$')::bigint
+        JOIN analysis_result a ON a.id = {PUSHED_ANALYSIS_ID}
         WHERE n.push_type = 'opportunity' AND n.status = 1 AND a.event_id = ANY(%s)
           AND n.slot_run_id IS DISTINCT FROM %s
         """,

@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 
 from include.radar import redact
 from include.radar.slots import SlotKey
-from include.radar.store.common import Row
+from include.radar.store.common import PUSHED_ANALYSIS_ID, Row
 
 MAX_SLOT_WARNINGS = 100
 MAX_ERROR_LOG = 200
@@ -151,7 +151,7 @@ def close_slot_run(conn: psycopg.Connection, slot_run_id: int, threshold: int) -
     """
     failed = slot_failed_count(conn, slot_run_id)
     return conn.execute(
-        """
+        f"""
         UPDATE slot_run s SET
             analysed_count = (SELECT count(*) FROM analysis_result a WHERE a.slot_run_id = s.id),
             -- one per real-world event, and not an event another slot run's push already linked to
@@ -161,15 +161,15 @@ def close_slot_run(conn: psycopg.Connection, slot_run_id: int, threshold: int) -
                                     AND NOT EXISTS (
                                         SELECT 1 FROM notification_log n
                                         JOIN analysis_result e
-                                          ON e.id = substring(n.target_url FROM '/analysis/([0-9]+)$')::bigint
+                                          ON e.id = {PUSHED_ANALYSIS_ID}
                                         WHERE a.event_id IS NOT NULL AND e.event_id = a.event_id
                                           AND n.push_type = 'opportunity' AND n.status = 1
                                           AND n.slot_run_id IS DISTINCT FROM s.id)),
             failed_count = %(failed)s,
             pushed_count = (SELECT count(*) FROM notification_log n
                              WHERE n.slot_run_id = s.id AND n.status = 1 AND n.push_type <> 'alert'),
-            status = CASE WHEN s.step_errors = '{}'::jsonb THEN 1 ELSE 2 END,
-            error = CASE WHEN s.step_errors = '{}'::jsonb THEN NULL ELSE
+            status = CASE WHEN s.step_errors = '{{}}'::jsonb THEN 1 ELSE 2 END,
+            error = CASE WHEN s.step_errors = '{{}}'::jsonb THEN NULL ELSE
                     (SELECT string_agg(key || ': ' || value, E'\\n' ORDER BY key) FROM jsonb_each_text(s.step_errors))
                     END,
             finished_at = now()
