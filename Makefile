@@ -1,6 +1,6 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`.
 SHELL := /bin/bash
-.PHONY: run test ui lint lock bench bench-deadline bench-grouping
+.PHONY: run test ui lint lock bench bench-deadline bench-grouping bench-slot
 
 run:  ## run the five slots of a demo day through the real DAG, offline (Airflow's metadata on the embedded PostgreSQL)
 	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar.demo.run
@@ -19,6 +19,9 @@ bench:  ## seed a year of data and time the report pages
 
 bench-deadline:  ## the 22:00 slot with a 10-minute LLM and a trickling WeRSS: when does the report go out?
 	export AIRFLOW_HOME="$$PWD/.local/airflow-bench" && source scripts/bootstrap.sh && python scripts/bench_deadline.py $(ARGS)
+
+bench-slot:  ## a slot under airflow standalone (LocalExecutor) for N articles, L s of LLM latency, C calls at once: wall vs ideal
+	export AIRFLOW_HOME="$$PWD/.local/airflow-bench-slot" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_bench_slot && source scripts/bootstrap.sh && python scripts/bench_slot.py $(ARGS)
 
 bench-grouping:  ## precision/recall of event grouping on the labelled articles, and its time for a day of 500
 	source scripts/bootstrap.sh && python scripts/bench_grouping.py $(ARGS)

@@ -5,7 +5,8 @@ At 07:00, 12:00, 14:00, 18:00 and 22:00 (Asia/Shanghai) one run of this DAG:
 
 1. **open_slot** – gets or creates the slot's run record, unique on (run_date, slot);
 2. **ingest** – pulls the last 72 h of articles from WeRSS, stores only new ones, cleaned to text;
-3. **select_articles → analyse[]** – one mapped task per article to analyse (DeepSeek, JSON, retry ladder);
+3. **select_articles → analyse[]** – the articles to analyse, in batches: one mapped task per batch, its
+   articles analysed in threads (DeepSeek, JSON, retry ladder), each with its own status and attempts;
 4. **choose_path** – daytime: push the slot's best analysis if it scored ≥ threshold, else stay silent;
    22:00: build the daily report and always push its link, even when earlier steps failed;
 5. **catch_up_daily_report** – if yesterday's 22:00 never ran (scheduler down), builds and pushes it late;
@@ -43,6 +44,8 @@ from include.radar.slots import SHANGHAI
 # environment (no Variable.get).
 PARSE_TIME = ("schedule_slots", "daily_push_deadline_minutes", "daily_deadline_alert")
 SLOTS = load_settings(lambda n: os.environ.get(env_name(n)) if n in PARSE_TIME else None)
+ANALYSE_TIMEOUT = timedelta(minutes=45)
+BATCH_MARGIN = timedelta(minutes=1)
 
 
 @dag(
@@ -103,14 +106,17 @@ def opportunity_radar_slots():
     # stopped at once when open_slot fails.
     @task(trigger_rule=TriggerRule.ALL_DONE, execution_timeout=timedelta(minutes=5))
     def select_articles() -> list[dict]:
-        return run_step("articles_to_analyse", opened_slot())
+        return run_step("analysis_batches", opened_slot())
 
-    # each call is capped by deepseek_timeout_seconds; this bounds the whole ladder of one article (and is
-    # shorter than a claim's one-hour lease, so a live task never loses its article)
-    @task(map_index_template="{{ article_title }}", pool="radar_llm", retries=1, execution_timeout=timedelta(minutes=45))
-    def analyse(slot: dict, article: dict) -> dict:
-        get_current_context()["article_title"] = article["title"]
-        return run_step("analyse_article", slot, article)
+    # one mapped task per batch of articles (include/radar/batches.py): a task process per article cost
+    # seconds of start-up each. A batch runs its articles in threads, each with its own claim, attempts and
+    # step record; a retry (or a clear) analyses only what is unfinished. The batch ends its calls a minute
+    # before this timeout (their articles left for a later slot), and the timeout is shorter than a claim's
+    # one-hour lease: a live task never loses its article
+    @task(map_index_template="{{ batch_label }}", pool="radar_llm", retries=1, execution_timeout=ANALYSE_TIMEOUT)
+    def analyse(slot: dict, batch: dict) -> dict:
+        get_current_context()["batch_label"] = batch["label"]
+        return run_step("analyse_batch", slot, batch, seconds=(ANALYSE_TIMEOUT - BATCH_MARGIN).total_seconds())
 
     @task(trigger_rule=TriggerRule.ALL_DONE, execution_timeout=timedelta(minutes=5))
     def summarise() -> dict:
@@ -153,7 +159,7 @@ def opportunity_radar_slots():
     articles = select_articles()
     ingest(slot) >> articles
     summary = summarise()
-    analyse.partial(slot=slot).expand(article=articles) >> summary
+    analyse.partial(slot=slot).expand(batch=articles) >> summary
     path = choose_path()
     summary >> path
     report = build_daily_report(slot)

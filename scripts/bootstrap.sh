@@ -56,11 +56,11 @@ if [ "${RADAR_AIRFLOW_ON_POSTGRES:-}" = "1" ]; then
   export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN AIRFLOW__CORE__EXECUTOR=LocalExecutor
   metadata="postgres"
 fi
-# the stamp covers the lock, the metadata database and the LLM pool size: a change of any is applied
-stamp="$lock_sum $metadata llm=${AIRFLOW_VAR_RADAR_LLM_CONCURRENCY:-2}"
+# the stamp covers the lock, the metadata database and the analysis pool size: a change of any is applied
+stamp="$lock_sum $metadata analysis_tasks=${AIRFLOW_VAR_RADAR_ANALYSIS_TASKS:-2}"
 if [ ! -f "$AIRFLOW_HOME/.migrated" ] || [ "$(cat "$AIRFLOW_HOME/.migrated")" != "$stamp" ]; then
   echo "==> migrating Airflow's metadata database ($metadata)"
   airflow db migrate >"$AIRFLOW_HOME/migrate.log" 2>&1 || { tail -30 "$AIRFLOW_HOME/migrate.log" >&2; exit 1; }
-  airflow pools set radar_llm "${AIRFLOW_VAR_RADAR_LLM_CONCURRENCY:-2}" "DeepSeek calls at once" >>"$AIRFLOW_HOME/migrate.log" 2>&1
+  airflow pools set radar_llm "${AIRFLOW_VAR_RADAR_ANALYSIS_TASKS:-2}" "Opportunity Radar: analysis tasks at once" >>"$AIRFLOW_HOME/migrate.log" 2>&1
   echo "$stamp" > "$AIRFLOW_HOME/.migrated"
 fi

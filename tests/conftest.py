@@ -102,6 +102,20 @@ class Fakes:
         self.clock[0] = int(moment.timestamp())
 
 
+@pytest.fixture(scope="session")
+def make_httpserver():
+    """pytest-httpserver's server, but threaded: a slot's analysis batch calls the LLM stand-in several at a
+    time, as it calls DeepSeek (a server answering one request at a time would hide that)."""
+    from pytest_httpserver import HTTPServer
+
+    server = HTTPServer(host="localhost", port=0, threaded=True)
+    server.start()
+    yield server
+    server.clear()
+    if server.is_running():
+        server.stop()
+
+
 @pytest.fixture
 def fakes(httpserver, monkeypatch, db_url) -> Fakes:
     """WeRSS, DeepSeek and two push endpoints on one real local HTTP server, wired in as connections."""

@@ -354,7 +354,7 @@ def test_airflow_services_are_built_from_the_dockerfile_and_mount_the_bundle(com
 
 def test_init_creates_the_pool_and_migrates_the_radar(compose: dict) -> None:
     script = "\n".join(compose["services"]["airflow-init"]["command"])
-    assert re.search(r"airflow pools set radar_llm \"\$\$\{AIRFLOW_VAR_RADAR_LLM_CONCURRENCY:-2\}\"", script)
+    assert re.search(r"airflow pools set radar_llm \"\$\$\{AIRFLOW_VAR_RADAR_ANALYSIS_TASKS:-2\}\"", script)
     assert "python -m include.radar.cli migrate" in script
     assert "/entrypoint airflow version" in script  # migrates the metadata database, creates the admin
     env = compose["services"]["airflow-init"]["environment"]

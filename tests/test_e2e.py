@@ -35,7 +35,10 @@ def test_daytime_slot_maps_one_task_per_article_and_pushes_the_best(dag, fakes):
     run = dag.test(logical_date=when, run_after=when)
     states = _states(run)
     assert str(run.state) == "success"
-    assert states["analyse"] == ["success"] * 3  # one mapped task instance per new article
+    # one mapped task per batch: the three articles in analysis_tasks (2) batches, labelled for the grid
+    assert states["analyse"] == ["success"] * 2
+    labels = sorted(ti.rendered_map_index for ti in run.get_task_instances() if ti.task_id == "analyse")
+    assert labels == ["1/2 · 文章2", "2/2 · 文章1 等 2 篇"]  # oldest first
     assert states["push_opportunity"] == ["success"] and states["skip_push"] == ["skipped"]
     assert states["build_daily_report"] == ["skipped"] and states["push_daily_report"] == ["skipped"]
     [slot] = _rows("SELECT * FROM slot_run")

@@ -271,7 +271,8 @@ def test_a_crash_fails_its_mapped_task_and_the_run_and_the_slot_counts_it(dag, f
     monkeypatch.setattr(store, "insert_analysis", crash_on_the_second)
     run = dag.test(logical_date=SLOT, run_after=SLOT)
     states = task_states(run)
-    assert sorted(states["analyse"]) == ["failed", "success", "success"]
+    # two batches ([3], [2, 1], oldest first): the crashed article's batch fails, the other one is green
+    assert sorted(states["analyse"]) == ["failed", "success"]
     assert str(run.state) == "failed"
     with db.connect() as conn:
         slot = conn.execute("SELECT status, failed_count, analysed_count, error FROM slot_run").fetchone()
@@ -279,3 +280,6 @@ def test_a_crash_fails_its_mapped_task_and_the_run_and_the_slot_counts_it(dag, f
     assert "OperationalError" in slot["error"]
     # the mapped task was retried by Airflow (retries=1): two attempts, both counted, both crashed
     assert _attempts("1-2") == ["crashed", "crashed"] and _item("1-2")["attempts"] == 2
+    # the batch's retry analysed only its unfinished article: its neighbour was called once
+    assert _attempts("1-1") == ["analysed"] and _attempts("1-3") == ["analysed"]
+    assert len(fakes.deepseek.requests) == 4

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from include.radar import db
@@ -22,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "db-url":
             print(db.database_url())
         elif args.command == "airflow-db-url":
-            print(db.airflow_metadata_url(db.database_url()))
+            print(db.airflow_metadata_url(db.database_url(), os.environ.get("RADAR_AIRFLOW_DB_NAME", "airflow")))
         elif args.command == "migrate":
             url = db.database_url()
             applied = db.migrate(url)

@@ -280,13 +280,16 @@ class FakeDeepSeek:
             if body.get("model") not in self.models:
                 status, payload = api_error(400, f"Model Not Exist: {body.get('model')}")
                 return _json(payload, status)
-            answer = self.script.pop(0) if self.script else self.responder(body)
-            if isinstance(answer, tuple):  # (status, body) or (status, body, headers)
-                response = _json(answer[1], answer[0])
-                response.headers.update(answer[2] if len(answer) > 2 else {})
-                return response
-            if isinstance(answer, str):
-                answer = completion(answer, model=body["model"])
+            scripted = self.script.pop(0) if self.script else None
+        # the responder runs outside the lock: a slow one (a stand-in for DeepSeek's latency) answers
+        # concurrent requests concurrently, as DeepSeek does
+        answer = scripted if scripted is not None else self.responder(body)
+        if isinstance(answer, tuple):  # (status, body) or (status, body, headers)
+            response = _json(answer[1], answer[0])
+            response.headers.update(answer[2] if len(answer) > 2 else {})
+            return response
+        if isinstance(answer, str):
+            answer = completion(answer, model=body["model"])
         if self.delay_seconds:
             return _kept_alive(json.dumps(answer).encode(), self.delay_seconds)
         return _json(answer)

@@ -22,6 +22,7 @@ crash after the call was paid for.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 import re
@@ -256,6 +257,12 @@ class LLMClient:
         self._client = _sdk().OpenAI(
             base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0, http_client=http.client(timeout)
         )
+
+    def with_gate(self, gate: RateGate) -> LLMClient:
+        """The same client (its connection pool shared, which is thread-safe) behind another rate gate."""
+        twin = copy.copy(self)
+        twin.gate = gate
+        return twin
 
     def _extra_body(self) -> dict[str, Any]:
         if not self.thinking:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from include.radar import (
     alerts,
     analyst,
+    batches,
     db,
     decide,
     digest,
@@ -379,16 +380,42 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
     return [{"item_id": r["id"], "title": r["title"][:80]} for r in rows]
 
 
-@step(lambda article: f"analyse:{article['item_id']}")
-def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any]) -> dict[str, Any]:
+def analysis_batches(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
+    """The articles to analyse, split into the batches the mapped analyse task runs (include/radar/batches.py)."""
+    return batches.plan(articles_to_analyse(rt, slot), rt.settings.analysis_tasks)
+
+
+def analyse_batch(rt: Runtime, slot: dict[str, Any], batch: dict[str, Any], *,
+                  seconds: float | None = None) -> dict[str, Any]:
+    """One mapped task: its batch's articles, ``ceil(llm_concurrency / analysis_tasks)`` at a time, each with
+    its own claim, attempts and step record. ``seconds``: the batch's time (within its task's timeout); a
+    call still running then is interrupted and its article, like those not started, left for a later slot."""
+    from include.radar.airflow_support import not_retryable  # noqa: PLC0415 - Airflow's exception types
+
+    until = None if seconds is None else time.monotonic() + seconds
+    try:  # one SDK client (one connection pool) for the batch; a bad key surfaces in each article instead
+        shared: LLMClient | None = rt.llm()
+    except Exception:  # noqa: BLE001
+        shared = None
+    return batches.run(
+        batch["articles"], lambda article: analyse_article(rt, slot, article, llm=shared, until=until),
+        threads=batches.width(rt.settings.llm_concurrency, rt.settings.analysis_tasks), stop_on=not_retryable(),
+    )
+
+
+@step(lambda article, **_: f"analyse:{article['item_id']}")
+def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any], *,
+                    llm: LLMClient | None = None, until: float | None = None) -> dict[str, Any]:
     def streak(count: int, error: str) -> None:
         rt.alert("deepseek", f"DeepSeek 连续 {count} 次限流（429）：{error}；本时段改为逐篇调用", slot)
 
     gate = ratelimit.DatabaseGate(rt.connect, slot["slot_run_id"], on_streak=streak)
     try:
         outcome = analyst.analyse_item(
-            rt.connect, lambda: rt.llm(gate), item_id=article["item_id"], slot_run_id=slot["slot_run_id"],
-            claimer=claimer(slot), settings=rt.settings, deadline=step_deadline(slot, "analyse"),
+            rt.connect, (lambda: llm.with_gate(gate)) if llm else (lambda: rt.llm(gate)),
+            item_id=article["item_id"], slot_run_id=slot["slot_run_id"],
+            claimer=claimer(slot), settings=rt.settings,
+            deadline=min((d for d in (step_deadline(slot, "analyse"), until) if d is not None), default=None),
             on_budget=lambda reason: rt.alert("budget", reason, slot),
         )
     except LLMConfigError as exc:

@@ -71,7 +71,12 @@ class Settings(BaseModel):
     max_articles_per_slot: int = Field(50, ge=1, le=1000)
     deepseek_max_retries: int = Field(3, ge=0, le=10)
     deepseek_content_truncate_chars: int = Field(16000, ge=500, le=200000)
-    llm_concurrency: int = Field(2, ge=1, le=32)
+    # DeepSeek calls in flight for a slot, shared by its analysis tasks (DeepSeek's own limit is in the
+    # hundreds; the calls wait on the network, so threads, not cores, carry them)
+    llm_concurrency: int = Field(16, ge=1, le=128)
+    # analysis tasks of a slot that run at once (the Airflow pool radar_llm's slots); each runs
+    # ceil(llm_concurrency / analysis_tasks) calls at once in threads
+    analysis_tasks: int = Field(2, ge=1, le=16)
     remember_me_days: int = Field(30, ge=1, le=366)
 
     # the model and how it is called (DeepSeek retired deepseek-reasoner; the model is configuration)

@@ -1,0 +1,252 @@
+"""What does a slot cost under a real scheduler: its LLM calls, or Airflow's task start-up?
+
+Starts ``airflow standalone`` (LocalExecutor, metadata on PostgreSQL, its own AIRFLOW_HOME and database)
+with the radar's DAG against stand-ins on loopback: a WeRSS holding N new articles and a DeepSeek that answers
+every call after L seconds, concurrently. For each N, L and LLM concurrency C it empties the radar database,
+triggers one slot (push suppressed) and prints:
+
+- wall: the DAG run from its start to its end (and the analysis phase alone: first analyse task start to last
+  analyse task end);
+- ideal: ceil(N / C) × L, the time the LLM calls need at that concurrency; ratio = wall / ideal;
+- orchestration per article at L = 0: wall / N (everything there is Airflow, the database and the radar);
+- peak RSS of Airflow's whole process tree (scheduler, api-server, dag-processor, triggerer, task processes)
+  and of the largest single process;
+- WeRSS detail calls and LLM calls, both of which must equal N.
+
+    make bench-slot                                        # N = 10, 50, 200; L = 0, 5 s; C = default, 8
+    make bench-slot ARGS="--sizes 50 --latencies 5 --concurrency 8"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psutil
+import psycopg
+from psycopg.rows import dict_row
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from include.radar import DAG_ID, db  # noqa: E402
+from include.radar.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
+from include.radar.settings import Settings  # noqa: E402
+from include.radar.slots import SHANGHAI  # noqa: E402
+from tests.slotrun import answer  # noqa: E402
+
+BENCH_DB = "radar_bench_slot"
+OUT = REPO / ".local" / "bench-slot"
+PORT = int(os.environ.get("RADAR_BENCH_PORT", "18794"))
+
+
+def airflow(*args: str, env: dict[str, str]) -> str:
+    done = subprocess.run(["airflow", *args], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"airflow {' '.join(args)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def metadata() -> psycopg.Connection:
+    url = os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].replace("postgresql+psycopg2://", "postgresql://", 1)
+    return psycopg.connect(url, autocommit=True, row_factory=dict_row)
+
+
+def slots_now() -> tuple[str, str]:
+    """A schedule whose latest tick is a daytime slot a few minutes ago and whose daily slot is an hour later:
+    no scheduled tick fires during the bench, and every triggered run is that daytime slot."""
+    now = datetime.now(SHANGHAI) - timedelta(minutes=3)
+    if now.hour == 23:  # keep both slots within the day
+        now = now.replace(hour=22)
+    return f"{now:%H:%M}", f"{now.hour + 1:02d}:{now:%M}"
+
+
+class Sampler(threading.Thread):
+    """Peak RSS of a process tree, sampled every 0.2 s."""
+
+    def __init__(self, root: int) -> None:
+        super().__init__(daemon=True)
+        self.root = psutil.Process(root)
+        self.tree = self.single = 0
+        self.running = True
+
+    def run(self) -> None:
+        while self.running:
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+                sizes = []
+                for p in procs:
+                    try:
+                        sizes.append(p.memory_info().rss)
+                    except psutil.Error:
+                        pass
+                self.tree = max(self.tree, sum(sizes))
+                self.single = max(self.single, max(sizes, default=0))
+            except psutil.Error:
+                pass
+            time.sleep(0.2)
+
+    def reset(self) -> None:
+        self.tree = self.single = 0
+
+
+def wait_for(check: Any, what: str, seconds: float, proc: subprocess.Popen) -> Any:
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        if proc.poll() is not None:
+            raise RuntimeError(f"airflow standalone exited while waiting for {what}; see {OUT / 'standalone.log'}")
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def one_run(n: int, latency: float, concurrency: int | None, index: int, *, werss: FakeWeRSS,
+            deepseek: FakeDeepSeek, env: dict[str, str], server_url: str, sampler: Sampler,
+            proc: subprocess.Popen) -> dict[str, Any]:
+    db.fresh_database(server_url, BENCH_DB)
+    now = int(time.time())
+    werss.articles = [
+        FakeArticle(id=f"b{index}-{i}", mp_id="MP_WXS_1", title=f"第{index}轮第{i}篇", publish_time=now - 600 - 60 * i,
+                    content_html=f'<div id="js_content"><p>第{index}轮第{i}篇：某储能龙头订单同比增长{i}%，'
+                                 f'行业景气回升，编号 {index}-{i}。</p></div>',
+                    url=f"https://mp.weixin.qq.com/s/b{index}-{i}")
+        for i in range(n)
+    ]
+    werss.detail_calls.clear()
+    deepseek.requests.clear()
+    delay = [latency]
+
+    def respond(body: dict[str, Any]) -> str:
+        time.sleep(delay[0])
+        return answer(50)
+
+    deepseek.responder = respond
+    if concurrency is None:
+        subprocess.run(["airflow", "variables", "delete", "radar_llm_concurrency"], env=env, capture_output=True)
+    else:
+        airflow("variables", "set", "radar_llm_concurrency", str(concurrency), env=env)
+    run_id = f"bench_{index}_{int(time.time())}"
+    sampler.reset()
+    airflow("dags", "trigger", DAG_ID, "--run-id", run_id, "--conf", json.dumps({"push_mode": "suppress"}), env=env)
+    with metadata() as meta:
+        def finished() -> dict[str, Any] | None:
+            row = meta.execute("SELECT state, queued_at, start_date, end_date FROM dag_run WHERE run_id = %s",
+                               (run_id,)).fetchone()
+            return row if row and row["state"] in ("success", "failed") else None
+
+        run = wait_for(finished, f"run {run_id}", 1800, proc)
+        tis = meta.execute("SELECT task_id, map_index, state, start_date, end_date FROM task_instance "
+                           "WHERE run_id = %s", (run_id,)).fetchall()
+    analyses = [t for t in tis if t["task_id"] == "analyse" and t["start_date"] and t["end_date"]]
+    phase = ((max(t["end_date"] for t in analyses) - min(t["start_date"] for t in analyses)).total_seconds()
+             if analyses else 0.0)
+    return {
+        "state": run["state"], "wall": (run["end_date"] - run["start_date"]).total_seconds(),
+        "queued": (run["start_date"] - run["queued_at"]).total_seconds(), "phase": phase,
+        "batches": len([t for t in tis if t["task_id"] == "analyse"]),
+        "failed_tasks": sorted({t["task_id"] for t in tis if t["state"] == "failed"}),
+        "details": sum(werss.detail_calls.values()), "llm": len(deepseek.requests),
+        "rss_tree": sampler.tree, "rss_single": sampler.single,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10,50,200", help="articles per slot (N), comma-separated")
+    parser.add_argument("--latencies", default="0,5", help="seconds DeepSeek takes per call (L), comma-separated")
+    parser.add_argument("--concurrency", default="default,8", help="llm_concurrency values (C); 'default' = the code's")
+    args = parser.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    latencies = [float(x) for x in args.latencies.split(",")]
+    levels = [None if x == "default" else int(x) for x in args.concurrency.split(",")]
+    default_c = Settings().llm_concurrency
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    werss = FakeWeRSS(accounts=[{"id": "MP_WXS_1", "mp_name": "研究所"}])
+    deepseek = FakeDeepSeek(api_key="sk-bench")
+    werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(PushSink().handle)
+    server_url = os.environ.get("RADAR_DATABASE_URL") or db.database_url()
+    bench_url = db.fresh_database(server_url, BENCH_DB)
+    daytime, daily = slots_now()
+    env = {
+        **os.environ,
+        "RADAR_DATABASE_URL": bench_url,
+        "AIRFLOW_CONN_WERSS_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{werss_at}",
+                                                  "login": "admin", "password": "secret"}),
+        "AIRFLOW_CONN_DEEPSEEK_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{deepseek_at}",
+                                                     "password": "sk-bench", "extra": {"backoff_seconds": 0}}),
+        "AIRFLOW_CONN_RADAR_PUSH": json.dumps({"conn_type": "generic", "extra": {"urls": [f"json://{sink_at}/bench"]}}),
+        "AIRFLOW_VAR_RADAR_SCHEDULE_SLOTS": json.dumps([daytime, daily]),
+        "AIRFLOW_VAR_RADAR_REPORT_BASE_URL": f"http://localhost:{PORT}/radar",
+        "AIRFLOW_VAR_RADAR_MAX_ARTICLES_PER_SLOT": str(max(sizes)),
+        "AIRFLOW__API__PORT": str(PORT),
+        "AIRFLOW__API__BASE_URL": f"http://localhost:{PORT}",
+    }
+    env.pop("AIRFLOW_VAR_RADAR_LLM_CONCURRENCY", None)  # set per run as an Airflow Variable
+    log_file = OUT / "standalone.log"
+    print(f"[bench-slot] airflow standalone (LocalExecutor, {psutil.cpu_count()} cores); slot {daytime} "
+          f"(Asia/Shanghai); logs in {log_file}", flush=True)
+    with log_file.open("w") as out:
+        proc = subprocess.Popen(["airflow", "standalone"], stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    rows: list[str] = []
+    try:
+        with metadata() as meta:
+            wait_for(lambda: meta.execute("SELECT 1 FROM dag WHERE dag_id = %s", (DAG_ID,)).fetchone(),
+                     "the DAG to be parsed", 300, proc)
+        airflow("dags", "unpause", DAG_ID, env=env)
+        sampler = Sampler(proc.pid)
+        sampler.start()
+        header = (f"{'N':>4} {'L s':>4} {'C':>4} {'batches':>7} {'wall s':>7} {'phase s':>7} {'ideal s':>7} "
+                  f"{'ratio':>6} {'phase':>6} {'s/art':>6} {'tree MB':>7} {'proc MB':>7} {'detail':>6} {'LLM':>5} state")
+        print(header, flush=True)
+        index = 0
+        for latency in latencies:
+            for n in sizes:
+                for level in levels:
+                    index += 1
+                    c = level or default_c
+                    r = one_run(n, latency, level, index, werss=werss, deepseek=deepseek, env=env,
+                                server_url=server_url, sampler=sampler, proc=proc)
+                    ideal = math.ceil(n / c) * latency
+                    ratio = f"{r['wall'] / ideal:6.2f}" if ideal else f"{'-':>6}"
+                    phase_ratio = f"{r['phase'] / ideal:6.2f}" if ideal else f"{'-':>6}"
+                    per_article = f"{r['wall'] / n:6.2f}" if latency == 0 else f"{'-':>6}"
+                    ok = "ok" if r["details"] == n and r["llm"] == n and r["state"] == "success" else "MISMATCH"
+                    line = (f"{n:>4} {latency:>4g} {c:>4} {r['batches']:>7} {r['wall']:>7.1f} {r['phase']:>7.1f} "
+                            f"{ideal:>7.1f} {ratio} {phase_ratio} {per_article} {r['rss_tree'] / 2**20:>7.0f} "
+                            f"{r['rss_single'] / 2**20:>7.0f} {r['details']:>6} {r['llm']:>5} {r['state']} {ok}"
+                            + (f" failed: {','.join(r['failed_tasks'])}" if r["failed_tasks"] else ""))
+                    rows.append(line)
+                    print(line, flush=True)
+        sampler.running = False
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    (OUT / "results.txt").write_text("\n".join([header, *rows]) + "\n")
+    print(f"[bench-slot] wall = the DAG run's start to end; phase = the analyse tasks' first start to last end; "
+          f"ideal = ceil(N/C) × L; s/art = wall / N at L = 0. Results in {OUT / 'results.txt'}")
+    return 0 if all("MISMATCH" not in r for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""Analysis batches: how a slot's articles are split over mapped tasks, and what one batch task guarantees."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+from include.radar import batches, db, pipeline, store
+from include.radar.llm import LLMConfigError
+from tests.slotrun import answer, article, shanghai
+
+SLOT = shanghai(2026, 1, 8, 14)
+
+
+def _articles(n: int) -> list[dict]:
+    return [{"item_id": i, "title": f"文章{i}"} for i in range(1, n + 1)]
+
+
+@pytest.mark.parametrize(("n", "tasks", "expected"), [
+    (1, 2, [1]), (3, 2, [1, 2]), (50, 2, [25, 25]), (51, 2, [25, 26]), (101, 2, [25, 25, 25, 26]),
+    (200, 2, [50, 50, 50, 50]), (200, 3, [33, 33, 34, 33, 33, 34]), (7, 4, [1, 2, 2, 2]), (1000, 1, [50] * 20),
+])
+def test_the_plan_covers_every_article_once_in_full_waves_of_at_most_max_batch(n, tasks, expected):
+    plan = batches.plan(_articles(n), tasks)
+    assert [len(b["articles"]) for b in plan] == expected
+    assert [a["item_id"] for b in plan for a in b["articles"]] == list(range(1, n + 1))  # contiguous, in order
+    assert all(b["of"] == len(plan) and len(b["articles"]) <= batches.MAX_BATCH for b in plan)
+    assert len(plan) % tasks == 0 or len(plan) == n  # full waves, unless there are fewer articles than tasks
+
+
+def test_an_empty_slot_maps_nothing_and_labels_name_the_first_article():
+    assert batches.plan([], 2) == []
+    plan = batches.plan(_articles(3), 2)
+    assert [b["label"] for b in plan] == ["1/2 · 文章1", "2/2 · 文章2 等 2 篇"]
+
+
+def test_width_shares_the_slot_concurrency_between_the_tasks():
+    assert [batches.width(c, t) for c, t in [(16, 2), (15, 2), (8, 2), (1, 2), (128, 1), (3, 4)]] == [8, 8, 4, 1, 128, 1]
+
+
+def test_a_batch_runs_threads_at_a_time_and_one_crash_costs_only_its_article():
+    active, peak, seen = [0], [0], []
+    lock = threading.Lock()
+
+    def analyse(a: dict) -> dict:
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+            seen.append(a["item_id"])
+        time.sleep(0.05)
+        with lock:
+            active[0] -= 1
+        if a["item_id"] == 4:
+            raise RuntimeError("validated, then crashed")
+        return {"content_item_id": a["item_id"], "status": "analysed"}
+
+    with pytest.raises(batches.BatchFailed, match=r"1 of 12 articles crashed: 4 《文章4》: RuntimeError: validated"):
+        batches.run(_articles(12), analyse, threads=3, stop_on=(LLMConfigError,))
+    assert peak[0] == 3 and sorted(seen) == list(range(1, 13))  # the crash stopped no neighbour
+
+
+def test_a_configuration_error_stops_the_batch_and_leaves_the_rest_unclaimed():
+    called = []
+
+    def analyse(a: dict) -> dict:
+        called.append(a["item_id"])
+        raise LLMConfigError("401: wrong key")
+
+    with pytest.raises(LLMConfigError, match="401"):
+        batches.run(_articles(10), analyse, threads=1, stop_on=(LLMConfigError,))
+    assert called == [1]
+
+
+def test_a_slot_batch_keeps_the_calls_in_flight_at_its_width_and_calls_once_per_article(fakes, monkeypatch):
+    """Through pipeline.analyse_batch: llm_concurrency 6 over analysis_tasks 2 = 3 calls in flight per batch;
+    every article analysed once with its own attempt; a rerun of the batch (a clear) calls nothing."""
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_LLM_CONCURRENCY", "6")
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_ANALYSIS_TASKS", "2")
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles = [article(i, SLOT - timedelta(minutes=10 * i)) for i in range(1, 13)]
+    fakes.at(SLOT)
+    active, peak = [0], [0]
+    lock = threading.Lock()
+
+    def slow(body: dict) -> str:
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(0.2)
+        with lock:
+            active[0] -= 1
+        return answer(70)
+
+    fakes.deepseek.responder = slow
+    rt = pipeline.Runtime.load()
+    slot = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="scheduled__x",
+                              params={}, now=SLOT + timedelta(minutes=1))
+    pipeline.ingest_articles(rt, slot)
+    plan = pipeline.analysis_batches(rt, slot)
+    assert [len(b["articles"]) for b in plan] == [6, 6]
+    result = pipeline.analyse_batch(rt, slot, plan[0], seconds=600)
+    assert result["counts"] == {"analysed": 6} and peak[0] == 3  # three at a time, not one by one
+    assert len(fakes.deepseek.requests) == 6
+    again = pipeline.analyse_batch(rt, slot, plan[0], seconds=600)  # Airflow's retry or an operator's clear
+    assert again["counts"] == {"skipped": 6} and len(fakes.deepseek.requests) == 6
+    with db.connect() as conn:
+        rows = conn.execute("SELECT content_item_id, count(*) AS n FROM analysis_attempt GROUP BY 1").fetchall()
+    assert sorted(r["content_item_id"] for r in rows) == sorted(a["item_id"] for a in plan[0]["articles"])
+    assert {r["n"] for r in rows} == {1}
+
+
+def test_a_batch_whose_time_runs_out_leaves_its_articles_for_a_later_slot(fakes):
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles = [article(i, SLOT - timedelta(minutes=10 * i)) for i in range(1, 4)]
+    fakes.at(SLOT)
+    fakes.deepseek.responder = lambda body: answer(70)
+    rt = pipeline.Runtime.load()
+    slot = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="scheduled__y",
+                              params={}, now=SLOT + timedelta(minutes=1))
+    pipeline.ingest_articles(rt, slot)
+    [first, _] = pipeline.analysis_batches(rt, slot)
+    result = pipeline.analyse_batch(rt, slot, first, seconds=0)
+    assert result["counts"] == {"deferred": 1} and fakes.deepseek.requests == []
+    with db.connect() as conn:
+        row = conn.execute("SELECT deferred_count FROM slot_run").fetchone()
+        pending = conn.execute("SELECT analyzed_status FROM content_item WHERE id = %s",
+                               (first["articles"][0]["item_id"],)).fetchone()
+    assert row["deferred_count"] == 1 and pending["analyzed_status"] == store.PENDING
