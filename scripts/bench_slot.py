@@ -9,8 +9,8 @@ triggers one slot (push suppressed) and prints:
   analyse task end);
 - ideal: ceil(N / C) × L, the time the LLM calls need at that concurrency; ratio = wall / ideal;
 - orchestration per article at L = 0: wall / N (everything there is Airflow, the database and the radar);
-- peak RSS of Airflow's whole process tree (scheduler, api-server, dag-processor, triggerer, task processes)
-  and of the largest single process;
+- peak memory: of Airflow's whole process tree (scheduler, api-server, dag-processor, triggerer, task
+  processes; proportional set size, shared pages counted once) and the largest RSS of a single process;
 - WeRSS detail calls and LLM calls, both of which must equal N.
 
     make bench-slot                                        # N = 10, 50, 200; L = 0, 5 s; C = default, 8
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import signal
@@ -73,7 +74,8 @@ def slots_now() -> tuple[str, str]:
 
 
 class Sampler(threading.Thread):
-    """Peak RSS of a process tree, sampled every 0.2 s."""
+    """Peak memory of a process tree, sampled every second: the tree's proportional set size (shared pages
+    counted once, which a sum of RSS of forked processes would not) and the largest single RSS."""
 
     def __init__(self, root: int) -> None:
         super().__init__(daemon=True)
@@ -85,17 +87,19 @@ class Sampler(threading.Thread):
         while self.running:
             try:
                 procs = [self.root, *self.root.children(recursive=True)]
-                sizes = []
+                pss, rss = [], []
                 for p in procs:
                     try:
-                        sizes.append(p.memory_info().rss)
+                        info = p.memory_full_info()
+                        pss.append(info.pss)
+                        rss.append(info.rss)
                     except psutil.Error:
                         pass
-                self.tree = max(self.tree, sum(sizes))
-                self.single = max(self.single, max(sizes, default=0))
+                self.tree = max(self.tree, sum(pss))
+                self.single = max(self.single, max(rss, default=0))
             except psutil.Error:
                 pass
-            time.sleep(0.2)
+            time.sleep(1.0)
 
     def reset(self) -> None:
         self.tree = self.single = 0
@@ -175,6 +179,7 @@ def main() -> int:
     default_c = Settings().llm_concurrency
 
     OUT.mkdir(parents=True, exist_ok=True)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the stand-ins' request lines
     werss = FakeWeRSS(accounts=[{"id": "MP_WXS_1", "mp_name": "研究所"}])
     deepseek = FakeDeepSeek(api_key="sk-bench")
     werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(PushSink().handle)
@@ -199,6 +204,7 @@ def main() -> int:
     log_file = OUT / "standalone.log"
     print(f"[bench-slot] airflow standalone (LocalExecutor, {psutil.cpu_count()} cores); slot {daytime} "
           f"(Asia/Shanghai); logs in {log_file}", flush=True)
+    subprocess.run(["airflow", "dags", "delete", "-y", DAG_ID], env=env, capture_output=True)  # earlier benches' runs
     with log_file.open("w") as out:
         proc = subprocess.Popen(["airflow", "standalone"], stdout=out, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
@@ -208,10 +214,16 @@ def main() -> int:
             wait_for(lambda: meta.execute("SELECT 1 FROM dag WHERE dag_id = %s", (DAG_ID,)).fetchone(),
                      "the DAG to be parsed", 300, proc)
         airflow("dags", "unpause", DAG_ID, env=env)
+        # unpausing starts a run for the schedule's latest tick (the daytime slot): let it end first (WeRSS
+        # has no articles yet); the next tick is an hour away
+        with metadata() as meta:
+            wait_for(lambda: meta.execute(
+                "SELECT 1 FROM dag_run WHERE dag_id = %s AND run_type = 'scheduled' AND state IN ('success', 'failed')",
+                (DAG_ID,)).fetchone(), "the run of the schedule's latest tick", 300, proc)
         sampler = Sampler(proc.pid)
         sampler.start()
         header = (f"{'N':>4} {'L s':>4} {'C':>4} {'batches':>7} {'wall s':>7} {'phase s':>7} {'ideal s':>7} "
-                  f"{'ratio':>6} {'phase':>6} {'s/art':>6} {'tree MB':>7} {'proc MB':>7} {'detail':>6} {'LLM':>5} state")
+                  f"{'ratio':>6} {'phase':>6} {'s/art':>6} {'PSS MB':>7} {'RSS MB':>7} {'detail':>6} {'LLM':>5} state")
         print(header, flush=True)
         index = 0
         for latency in latencies:
@@ -244,7 +256,8 @@ def main() -> int:
                 pass
     (OUT / "results.txt").write_text("\n".join([header, *rows]) + "\n")
     print(f"[bench-slot] wall = the DAG run's start to end; phase = the analyse tasks' first start to last end; "
-          f"ideal = ceil(N/C) × L; s/art = wall / N at L = 0. Results in {OUT / 'results.txt'}")
+          f"ideal = ceil(N/C) × L; s/art = wall / N at L = 0; PSS = the Airflow tree's peak, RSS = the largest "
+          f"process's. Results in {OUT / 'results.txt'}")
     return 0 if all("MISMATCH" not in r for r in rows) else 1
 
 

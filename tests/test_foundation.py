@@ -212,11 +212,11 @@ def test_radar_db_connection_with_special_characters_in_the_password(monkeypatch
 
 def test_parsing_the_dag_and_starting_a_task_import_nothing_heavy():
     """Every task process and the scheduler's parse loop import the DAG file: the openai SDK, apprise, bs4 and
-    scikit-learn are imported only by the steps that use them (issue 16 §2)."""
+    scipy are imported only by the steps that use them (issue 16 §2)."""
     import subprocess
     import sys
 
-    heavy = ("openai", "apprise", "bs4", "sklearn", "numpy")
+    heavy = ("openai", "apprise", "bs4", "sklearn", "numpy", "scipy")
     probe = ("import sys, {module}; print(','.join(m for m in {heavy!r} if m in sys.modules))")
     for module, allowed in (("dags.opportunity_radar", set()), ("include.radar.pipeline", {"bs4"})):
         out = subprocess.run([sys.executable, "-c", probe.format(module=module, heavy=heavy)], capture_output=True,

@@ -344,3 +344,20 @@ def test_a_rerun_that_groups_cleanly_clears_the_grouping_error(fakes, monkeypatc
     monkeypatch.setattr(events, "similarities", real)
     again = run_slot(shanghai(2026, 1, 8, 14))
     assert again["closed"]["status"] == "success" and len(fakes.sink.received) == 1
+
+
+def test_the_tfidf_vectors_are_scikit_learns():
+    """events.tfidf computes what TfidfVectorizer(char 2/3-grams, sublinear tf) does, without its import."""
+    import numpy
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    articles = json.loads(DATA.read_text(encoding="utf-8"))["articles"][:40]
+    texts = [a["title"] + "\n" + a["text"][:800] for a in articles] + ["a  b\n\n c", "", "xy"]
+    ours = events.tfidf(texts)
+    theirs = TfidfVectorizer(analyzer="char", ngram_range=(2, 3), sublinear_tf=True, lowercase=False).fit_transform(texts)
+    assert ours.shape == theirs.shape
+    # the same vectors up to the order of the columns: the same cosines and the same sorted weights per row
+    assert numpy.allclose((ours @ ours.T).toarray(), (theirs @ theirs.T).toarray())
+    for row in range(len(texts)):
+        assert numpy.allclose(numpy.sort(ours[row].toarray()), numpy.sort(theirs[row].toarray()))
+    assert events.tfidf(["", "a"]) is None

@@ -149,19 +149,46 @@ def comparable_texts(docs: Sequence[Doc]) -> list[str]:
 def similarities(docs: Sequence[Doc], rows: Sequence[int] | None = None) -> Any:
     """The cosine matrix (numpy) of the TF-IDF character 2/3-gram vectors of the docs at ``rows`` (all by
     default) against every doc: len(rows) × len(docs), so a pass over a few new articles stays small."""
-    import numpy  # noqa: PLC0415 - heavy, only where grouping runs
-    from sklearn.feature_extraction.text import TfidfVectorizer  # noqa: PLC0415
+    import numpy  # noqa: PLC0415 - only where grouping runs
 
     texts = comparable_texts(docs)
     rows = list(range(len(docs))) if rows is None else list(rows)
-    if not any(texts):
-        return numpy.zeros((len(rows), len(docs)))
-    try:
-        vectors = TfidfVectorizer(analyzer="char", ngram_range=(2, 3), sublinear_tf=True, lowercase=False,
-                                  dtype=numpy.float64).fit_transform(texts)
-    except ValueError:  # no text has two characters to compare: nothing is similar
+    vectors = tfidf(texts)
+    if vectors is None:  # no text has two characters to compare: nothing is similar
         return numpy.zeros((len(rows), len(docs)))
     return (vectors[rows] @ vectors.T).toarray()
+
+
+_SPACES = re.compile(r"\s\s+")
+
+
+def tfidf(texts: Sequence[str]) -> Any:
+    """L2-normalised TF-IDF vectors (a scipy CSR matrix, one row per text) of character 2- and 3-grams with
+    sublinear term frequency and smoothed idf: what scikit-learn's ``TfidfVectorizer(analyzer="char",
+    ngram_range=(2, 3), sublinear_tf=True, lowercase=False)`` computes (a test holds them equal), without
+    its import (2.8 s cold, against 0.7 s for scipy.sparse) in the task that groups. None without any n-gram."""
+    import numpy  # noqa: PLC0415
+    import scipy.sparse  # noqa: PLC0415
+
+    vocabulary: dict[str, int] = {}
+    indptr, indices, counts = [0], [], []
+    for text in texts:
+        text = _SPACES.sub(" ", text)
+        grams = Counter(text[i : i + n] for n in (2, 3) for i in range(len(text) - n + 1))
+        for gram, count in grams.items():
+            indices.append(vocabulary.setdefault(gram, len(vocabulary)))
+            counts.append(count)
+        indptr.append(len(indices))
+    if not vocabulary:
+        return None
+    matrix = scipy.sparse.csr_matrix((numpy.array(counts, dtype=numpy.float64), indices, indptr),
+                                     shape=(len(texts), len(vocabulary)))
+    matrix.data = 1.0 + numpy.log(matrix.data)
+    frequency = numpy.bincount(matrix.indices, minlength=len(vocabulary))
+    matrix = matrix @ scipy.sparse.diags(numpy.log((1.0 + len(texts)) / (1.0 + frequency)) + 1.0)
+    norms = numpy.sqrt(numpy.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
+    norms[norms == 0] = 1.0
+    return scipy.sparse.csr_matrix(scipy.sparse.diags(1.0 / norms) @ matrix)
 
 
 @dataclass(frozen=True)
