@@ -64,13 +64,13 @@ def metadata() -> psycopg.Connection:
     return psycopg.connect(url, autocommit=True, row_factory=dict_row)
 
 
-def slots_now() -> tuple[str, str]:
+def slots_now() -> tuple[str, str, int]:
     """A schedule whose latest tick is a daytime slot a few minutes ago and whose daily slot is an hour later:
-    no scheduled tick fires during the bench, and every triggered run is that daytime slot."""
-    now = datetime.now(SHANGHAI) - timedelta(minutes=3)
+    no scheduled tick fires during the bench, and every triggered run is that daytime slot (and its time)."""
+    now = (datetime.now(SHANGHAI) - timedelta(minutes=3)).replace(second=0, microsecond=0)
     if now.hour == 23:  # keep both slots within the day
         now = now.replace(hour=22)
-    return f"{now:%H:%M}", f"{now.hour + 1:02d}:{now:%M}"
+    return f"{now:%H:%M}", f"{now.hour + 1:02d}:{now:%M}", int(now.timestamp())
 
 
 class Sampler(threading.Thread):
@@ -117,13 +117,12 @@ def wait_for(check: Any, what: str, seconds: float, proc: subprocess.Popen) -> A
     raise RuntimeError(f"timed out waiting for {what}")
 
 
-def one_run(n: int, latency: float, concurrency: int | None, index: int, *, werss: FakeWeRSS,
+def one_run(n: int, latency: float, concurrency: int | None, index: int, slot_epoch: int, *, werss: FakeWeRSS,
             deepseek: FakeDeepSeek, env: dict[str, str], server_url: str, sampler: Sampler,
             proc: subprocess.Popen) -> dict[str, Any]:
     db.fresh_database(server_url, BENCH_DB)
-    now = int(time.time())
-    werss.articles = [
-        FakeArticle(id=f"b{index}-{i}", mp_id="MP_WXS_1", title=f"第{index}轮第{i}篇", publish_time=now - 600 - 60 * i,
+    werss.articles = [  # published before the slot's time (later ones belong to the next slot's window)
+        FakeArticle(id=f"b{index}-{i}", mp_id="MP_WXS_1", title=f"第{index}轮第{i}篇", publish_time=slot_epoch - 60 - 60 * i,
                     content_html=f'<div id="js_content"><p>第{index}轮第{i}篇：某储能龙头订单同比增长{i}%，'
                                  f'行业景气回升，编号 {index}-{i}。</p></div>',
                     url=f"https://mp.weixin.qq.com/s/b{index}-{i}")
@@ -185,7 +184,7 @@ def main() -> int:
     werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(PushSink().handle)
     server_url = os.environ.get("RADAR_DATABASE_URL") or db.database_url()
     bench_url = db.fresh_database(server_url, BENCH_DB)
-    daytime, daily = slots_now()
+    daytime, daily, slot_epoch = slots_now()
     env = {
         **os.environ,
         "RADAR_DATABASE_URL": bench_url,
@@ -231,7 +230,7 @@ def main() -> int:
                 for level in levels:
                     index += 1
                     c = level or default_c
-                    r = one_run(n, latency, level, index, werss=werss, deepseek=deepseek, env=env,
+                    r = one_run(n, latency, level, index, slot_epoch, werss=werss, deepseek=deepseek, env=env,
                                 server_url=server_url, sampler=sampler, proc=proc)
                     ideal = math.ceil(n / c) * latency
                     ratio = f"{r['wall'] / ideal:6.2f}" if ideal else f"{'-':>6}"
