@@ -1,6 +1,6 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`.
 SHELL := /bin/bash
-.PHONY: run test ui lint lock bench bench-deadline bench-grouping bench-slot
+.PHONY: run test ui lint lock bench bench-deadline bench-grouping bench-slot celery
 
 run:  ## run the five slots of a demo day through the real DAG, offline (Airflow's metadata on the embedded PostgreSQL)
 	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar.demo.run
@@ -22,6 +22,9 @@ bench-deadline:  ## the 22:00 slot with a 10-minute LLM and a trickling WeRSS: w
 
 bench-slot:  ## a slot under airflow standalone (LocalExecutor) for N articles, L s of LLM latency, C calls at once: wall vs ideal
 	export AIRFLOW_HOME="$$PWD/.local/airflow-bench-slot" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_bench_slot && source scripts/bootstrap.sh && python scripts/bench_slot.py $(ARGS)
+
+celery:  ## the CeleryExecutor on this machine: Redis, scheduler, api-server and two workers run a slot of 20 articles
+	export AIRFLOW_HOME="$$PWD/.local/airflow-celery" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_celery && source scripts/bootstrap.sh && python scripts/celery_two_workers.py
 
 bench-grouping:  ## precision/recall of event grouping on the labelled articles, and its time for a day of 500
 	source scripts/bootstrap.sh && python scripts/bench_grouping.py $(ARGS)

@@ -352,6 +352,17 @@ def test_airflow_services_are_built_from_the_dockerfile_and_mount_the_bundle(com
     assert any(str(p).endswith(":8080") for p in compose["services"]["airflow-apiserver"]["ports"])
 
 
+def test_compose_runs_the_workers_as_make_celery_proved(compose: dict) -> None:
+    """The executor settings `make celery` (scripts/celery_two_workers.py) ran two workers with."""
+    from scripts import celery_two_workers
+
+    env = compose["services"]["airflow-worker"]["environment"]
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+    assert int(env["AIRFLOW__CELERY__WORKER_CONCURRENCY"]) == celery_two_workers.WORKER_CONCURRENCY
+    assert env["AIRFLOW__CELERY__BROKER_URL"].startswith("redis://")
+    assert env["AIRFLOW__CELERY__RESULT_BACKEND"].startswith("db+postgresql://")
+
+
 def test_init_creates_the_pool_and_migrates_the_radar(compose: dict) -> None:
     script = "\n".join(compose["services"]["airflow-init"]["command"])
     assert re.search(r"airflow pools set radar_llm \"\$\$\{AIRFLOW_VAR_RADAR_ANALYSIS_TASKS:-2\}\"", script)
