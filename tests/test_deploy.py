@@ -49,6 +49,11 @@ ENV_ALLOWLIST = {
     "RADAR_DATABASE_URL_FROM_USER",
     # `make run` / `make ui` only: the demo push sink's port (include/radar/demo/run.py)
     "RADAR_DEMO_PUSH_PORT",
+    # `make bench-slot` / `make celery` only: the name of Airflow's metadata database on the embedded server
+    # (include/radar/cli.py, default "airflow"), and which of the two local Celery workers ran a task
+    # (include/radar/demo/hostname.py); the deployment runs Airflow on its own database and machines
+    "RADAR_AIRFLOW_DB_NAME",
+    "RADAR_WORKER_NAME",
 }
 # The radar database is given either as the connection radar_db or as RADAR_DATABASE_URL (db.py reads
 # RADAR_DATABASE_URL first); .env.example documents the connection in a comment and sets the URL.
