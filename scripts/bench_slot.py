@@ -105,6 +105,24 @@ class Sampler(threading.Thread):
         self.tree = self.single = 0
 
 
+def idle_cpu(root: int, seconds: float) -> float:
+    """CPU time the process tree spends while no run is going on, as a share of one core."""
+    def used() -> float:
+        total = 0.0
+        parent = psutil.Process(root)
+        for p in [parent, *parent.children(recursive=True)]:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+        return total
+
+    before = used()
+    time.sleep(seconds)
+    return (used() - before) / seconds
+
+
 def wait_for(check: Any, what: str, seconds: float, proc: subprocess.Popen) -> Any:
     until = time.monotonic() + seconds
     while time.monotonic() < until:
@@ -219,6 +237,10 @@ def main() -> int:
             wait_for(lambda: meta.execute(
                 "SELECT 1 FROM dag_run WHERE dag_id = %s AND run_type = 'scheduled' AND state IN ('success', 'failed')",
                 (DAG_ID,)).fetchone(), "the run of the schedule's latest tick", 300, proc)
+        idle = idle_cpu(proc.pid, 20)
+        print(f"[bench-slot] idle: Airflow's processes use {idle:.0%} of a core between runs "
+              f"(scheduler_idle_sleep_time {os.environ.get('AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME', 'default')})",
+              flush=True)
         sampler = Sampler(proc.pid)
         sampler.start()
         header = (f"{'N':>4} {'L s':>4} {'C':>4} {'batches':>7} {'wall s':>7} {'phase s':>7} {'ideal s':>7} "

@@ -20,9 +20,13 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.lock-sha256" 2>/dev/null)" !=
   echo "==> installing the pinned environment into .venv (requirements.lock)"
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
-  "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" -r "$REPO/requirements.lock"
+  # compiled once here: every Airflow task is a fresh process, and where PYTHONDONTWRITEBYTECODE is set
+  # (CI machines, containers) nothing compiled at import time is kept, so each task would compile again
+  "$VENV/bin/uv" pip install --quiet --compile-bytecode --python "$VENV/bin/python" -r "$REPO/requirements.lock"
   echo "$lock_sum" > "$VENV/.lock-sha256"
 fi
+# the bundle's own modules too (only what changed since the last run is compiled again)
+"$VENV/bin/python" -m compileall -q -j 0 "$REPO/include" "$REPO/dags" "$REPO/plugins" >/dev/null
 
 export PATH="$VENV/bin:$PATH"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
@@ -30,6 +34,9 @@ export AIRFLOW_HOME="${AIRFLOW_HOME:-$REPO/.local/airflow}"
 export AIRFLOW__CORE__DAGS_FOLDER="$REPO/dags"
 export AIRFLOW__CORE__PLUGINS_FOLDER="$REPO/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
+# the scheduler looks for the next task every 0.5 s instead of every second when idle: a slot is eight tasks
+# in sequence, and this takes 4 s off each (make bench-slot) for 1 % more of a core while idle
+export AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME="${AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME:-0.5}"
 export AIRFLOW__CORE__UNIT_TEST_MODE="${AIRFLOW__CORE__UNIT_TEST_MODE:-False}"
 export AIRFLOW__LOGGING__LOGGING_LEVEL="${AIRFLOW__LOGGING__LOGGING_LEVEL:-INFO}"
 export NO_PROXY="*" no_proxy="*"

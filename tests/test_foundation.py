@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from include.radar import db, store
-from include.radar.settings import SettingsError, load_settings
+from include.radar.settings import SettingsError, env_name, load_settings
 from include.radar.slots import SHANGHAI, slot_at, slot_for, window
 
 REPO = Path(__file__).resolve().parents[1]
@@ -223,3 +223,36 @@ def test_parsing_the_dag_and_starting_a_task_import_nothing_heavy():
                              text=True, timeout=300, check=True)
         loaded = set(filter(None, out.stdout.strip().split(",")))
         assert loaded <= allowed, f"importing {module} loads {sorted(loaded - allowed)}"
+
+
+def test_inside_a_task_settings_read_only_the_radar_variables_that_exist(monkeypatch):
+    """One listing call, then one call per stored radar_ Variable (not one per setting: about 0.25 s a task);
+    with a secrets backend of one's own, which the listing cannot see, every setting is asked for."""
+    import airflow.sdk
+
+    from include.radar import settings as settings_module
+
+    for name in settings_module.SETTING_NAMES:
+        monkeypatch.delenv(env_name(name), raising=False)
+    asked: list[str] = []
+
+    class FakeVariable:
+        @staticmethod
+        def keys(prefix=None):
+            assert prefix == "radar_"
+            return ["radar_push_score_threshold", "radar_unrelated"]
+
+        @staticmethod
+        def get(key, default=None):
+            asked.append(key)
+            return "72" if key == "radar_push_score_threshold" else default
+
+    monkeypatch.setattr(airflow.sdk, "Variable", FakeVariable)
+    monkeypatch.setattr(airflow.sdk, "get_current_context", lambda: {})
+    assert load_settings().push_score_threshold == 72
+    assert asked == ["radar_push_score_threshold"]
+
+    asked.clear()
+    monkeypatch.setattr(settings_module, "_custom_secrets_backend", lambda: True)
+    assert load_settings().push_score_threshold == 72
+    assert len(asked) == len(settings_module.SETTING_NAMES)
