@@ -1,6 +1,6 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`.
 SHELL := /bin/bash
-.PHONY: run test ui lint lock bench bench-deadline bench-grouping bench-slot celery
+.PHONY: run test ui lint lock bench bench-deadline bench-grouping bench-slot celery backfill-check
 
 run:  ## run the five slots of a demo day through the real DAG, offline (Airflow's metadata on the embedded PostgreSQL)
 	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar.demo.run
@@ -25,6 +25,9 @@ bench-slot:  ## a slot under airflow standalone (LocalExecutor) for N articles, 
 
 celery:  ## the CeleryExecutor on this machine: Redis, scheduler, api-server and two workers run a slot of 20 articles
 	export AIRFLOW_HOME="$$PWD/.local/airflow-celery" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_celery && source scripts/bootstrap.sh && python scripts/celery_two_workers.py
+
+backfill-check:  ## the README's two-day backfill under airflow standalone (LocalExecutor, PostgreSQL), checked: 10 runs in order, 2 reports, no push
+	export AIRFLOW_HOME="$$PWD/.local/airflow-backfill" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_backfill && source scripts/bootstrap.sh && python scripts/backfill_check.py
 
 bench-grouping:  ## precision/recall of event grouping on the labelled articles, and its time for a day of 500
 	source scripts/bootstrap.sh && python scripts/bench_grouping.py $(ARGS)

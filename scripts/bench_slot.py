@@ -24,18 +24,14 @@ import json
 import logging
 import math
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psutil
-import psycopg
-from psycopg.rows import dict_row
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -44,33 +40,12 @@ if str(REPO) not in sys.path:
 from include.radar import DAG_ID, db  # noqa: E402
 from include.radar.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
 from include.radar.settings import Settings  # noqa: E402
-from include.radar.slots import SHANGHAI  # noqa: E402
+from scripts.local_airflow import airflow, metadata, slots_now, start, stop, wait_for  # noqa: E402
 from tests.slotrun import answer  # noqa: E402
 
 BENCH_DB = "radar_bench_slot"
 OUT = REPO / ".local" / "bench-slot"
 PORT = int(os.environ.get("RADAR_BENCH_PORT", "18794"))
-
-
-def airflow(*args: str, env: dict[str, str]) -> str:
-    done = subprocess.run(["airflow", *args], env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"airflow {' '.join(args)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    return done.stdout
-
-
-def metadata() -> psycopg.Connection:
-    url = os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].replace("postgresql+psycopg2://", "postgresql://", 1)
-    return psycopg.connect(url, autocommit=True, row_factory=dict_row)
-
-
-def slots_now() -> tuple[str, str, int]:
-    """A schedule whose latest tick is a daytime slot a few minutes ago and whose daily slot is an hour later:
-    no scheduled tick fires during the bench, and every triggered run is that daytime slot (and its time)."""
-    now = (datetime.now(SHANGHAI) - timedelta(minutes=3)).replace(second=0, microsecond=0)
-    if now.hour == 23:  # keep both slots within the day
-        now = now.replace(hour=22)
-    return f"{now:%H:%M}", f"{now.hour + 1:02d}:{now:%M}", int(now.timestamp())
 
 
 class Sampler(threading.Thread):
@@ -123,18 +98,6 @@ def idle_cpu(root: int, seconds: float) -> float:
     return (used() - before) / seconds
 
 
-def wait_for(check: Any, what: str, seconds: float, proc: subprocess.Popen) -> Any:
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        if proc.poll() is not None:
-            raise RuntimeError(f"airflow standalone exited while waiting for {what}; see {OUT / 'standalone.log'}")
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise RuntimeError(f"timed out waiting for {what}")
-
-
 def one_run(n: int, latency: float, concurrency: int | None, index: int, slot_epoch: int, *, werss: FakeWeRSS,
             deepseek: FakeDeepSeek, env: dict[str, str], server_url: str, sampler: Sampler,
             proc: subprocess.Popen) -> dict[str, Any]:
@@ -168,7 +131,7 @@ def one_run(n: int, latency: float, concurrency: int | None, index: int, slot_ep
                                (run_id,)).fetchone()
             return row if row and row["state"] in ("success", "failed") else None
 
-        run = wait_for(finished, f"run {run_id}", 1800, proc)
+        run = wait_for(finished, f"run {run_id}", 1800, [proc])
         tis = meta.execute("SELECT task_id, map_index, state, start_date, end_date FROM task_instance "
                            "WHERE run_id = %s", (run_id,)).fetchall()
     analyses = [t for t in tis if t["task_id"] == "analyse" and t["start_date"] and t["end_date"]]
@@ -222,21 +185,19 @@ def main() -> int:
     print(f"[bench-slot] airflow standalone (LocalExecutor, {psutil.cpu_count()} cores); slot {daytime} "
           f"(Asia/Shanghai); logs in {log_file}", flush=True)
     subprocess.run(["airflow", "dags", "delete", "-y", DAG_ID], env=env, capture_output=True)  # earlier benches' runs
-    with log_file.open("w") as out:
-        proc = subprocess.Popen(["airflow", "standalone"], stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+    proc = start(log_file, ["airflow", "standalone"], env)
     rows: list[str] = []
     try:
         with metadata() as meta:
             wait_for(lambda: meta.execute("SELECT 1 FROM dag WHERE dag_id = %s", (DAG_ID,)).fetchone(),
-                     "the DAG to be parsed", 300, proc)
+                     "the DAG to be parsed", 300, [proc])
         airflow("dags", "unpause", DAG_ID, env=env)
         # unpausing starts a run for the schedule's latest tick (the daytime slot): let it end first (WeRSS
         # has no articles yet); the next tick is an hour away
         with metadata() as meta:
             wait_for(lambda: meta.execute(
                 "SELECT 1 FROM dag_run WHERE dag_id = %s AND run_type = 'scheduled' AND state IN ('success', 'failed')",
-                (DAG_ID,)).fetchone(), "the run of the schedule's latest tick", 300, proc)
+                (DAG_ID,)).fetchone(), "the run of the schedule's latest tick", 300, [proc])
         idle = idle_cpu(proc.pid, 20)
         print(f"[bench-slot] idle: Airflow's processes use {idle:.0%} of a core between runs "
               f"(scheduler_idle_sleep_time {os.environ.get('AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME', 'default')})",
@@ -267,14 +228,7 @@ def main() -> int:
                     print(line, flush=True)
         sampler.running = False
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        stop([proc])
     (OUT / "results.txt").write_text("\n".join([header, *rows]) + "\n")
     print(f"[bench-slot] wall = the DAG run's start to end; phase = the analyse tasks' first start to last end; "
           f"ideal = ceil(N/C) × L; s/art = wall / N at L = 0; PSS = the Airflow tree's peak, RSS = the largest "

@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -38,7 +37,7 @@ if str(REPO) not in sys.path:
 
 from include.radar import DAG_ID, db  # noqa: E402
 from include.radar.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
-from scripts.bench_slot import airflow, metadata, slots_now  # noqa: E402
+from scripts.local_airflow import airflow, metadata, slots_now, start, stop, wait_for  # noqa: E402
 from tests.slotrun import answer  # noqa: E402
 
 RADAR_DB = "radar_celery"
@@ -54,41 +53,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def start(name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    log = (OUT / f"{name}.log").open("w")
-    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-
-
-def stop(procs: list[subprocess.Popen]) -> None:
-    for p in procs:
-        try:
-            os.killpg(p.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + 30
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
-def wait_for(check: Any, what: str, seconds: float, procs: list[subprocess.Popen]) -> Any:
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        dead = [p.args[1:4] for p in procs if p.poll() is not None]
-        if dead:
-            raise RuntimeError(f"{dead} exited while waiting for {what}; see the logs in {OUT}")
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise RuntimeError(f"timed out waiting for {what}; see the logs in {OUT}")
 
 
 def main() -> int:
@@ -142,14 +106,14 @@ def main() -> int:
     print(f"[celery] redis on {redis_port}; scheduler, dag-processor, api-server on {PORT}, workers "
           f"{', '.join(WORKERS)} (concurrency {WORKER_CONCURRENCY} each); slot {daytime} (Asia/Shanghai) with "
           f"{ARTICLES} articles; logs in {OUT}", flush=True)
-    procs = [start("redis", [redis, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+    procs = [start(OUT / "redis.log", [redis, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no"], env)]
     try:
-        procs += [start("api-server", ["airflow", "api-server", "--port", str(PORT)], env),
-                  start("scheduler", ["airflow", "scheduler"], env),
-                  start("dag-processor", ["airflow", "dag-processor"], env)]
+        procs += [start(OUT / "api-server.log", ["airflow", "api-server", "--port", str(PORT)], env),
+                  start(OUT / "scheduler.log", ["airflow", "scheduler"], env),
+                  start(OUT / "dag-processor.log", ["airflow", "dag-processor"], env)]
         for name in WORKERS:
-            procs.append(start(name, ["airflow", "celery", "worker", "--celery-hostname", f"{name}@%h",
+            procs.append(start(OUT / f"{name}.log", ["airflow", "celery", "worker", "--celery-hostname", f"{name}@%h",
                                       "--skip-serve-logs"], {**env, "RADAR_WORKER_NAME": name}))
         with metadata() as meta:
             wait_for(lambda: meta.execute("SELECT 1 FROM dag WHERE dag_id = %s", (DAG_ID,)).fetchone(),

@@ -1,0 +1,135 @@
+"""The README's two-day backfill, run for real under `airflow standalone` (LocalExecutor, metadata on
+PostgreSQL: the `make ui` set-up) against stand-ins, and checked.
+
+WeRSS holds the articles of tests/test_backfill.py (one before the range, the others spread over the ten slots
+of 5-6 January 2026, one exactly at a slot's time); DeepSeek answers every article with a score of 80 (so a
+live slot would push) and the digest with a quiet day. The script unpauses the DAG (a backfill runs only on an
+unpaused DAG; the live run that unpausing starts is left out of the checks), runs the README's
+`airflow backfill create` command as written, and checks (the exit status is 0 only when all hold):
+
+- 10 backfill runs, in date and slot order, one at a time, all successful;
+- every article analysed by the slot that owns it (the first planned slot at or after its publication);
+  the one before the range by no backfilled slot (the live run may take it);
+- 2 daily reports, each counting its five slots;
+- nothing pushed for either day.
+
+    make backfill-check        # about three minutes
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from include.radar import DAG_ID, db  # noqa: E402
+from include.radar.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
+from scripts.local_airflow import airflow, metadata, start, stop, wait_for  # noqa: E402
+from tests.slotrun import article  # noqa: E402
+from tests.test_backfill import DAYS, PUBLISHED, SLOTS, _respond  # noqa: E402
+
+RADAR_DB = "radar_backfill_check"
+OUT = REPO / ".local" / "backfill-check"
+PORT = int(os.environ.get("RADAR_BACKFILL_PORT", "18796"))
+
+
+def readme_command() -> list[str]:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    command = re.search(r"```\n\s*(airflow backfill create [^`]+?)\n\s*```", readme).group(1).replace("\\\n", " ")
+    return shlex.split(command)
+
+
+def main() -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    werss = FakeWeRSS(accounts=[{"id": "MP_WXS_1", "mp_name": "研究所"}],
+                      articles=[article(n, at, title=f"文章{n}") for n, (at, _) in enumerate(PUBLISHED, start=1)])
+    deepseek = FakeDeepSeek(responder=_respond, api_key="sk-backfill")
+    pushes: list[dict[str, Any]] = []
+    werss_at, deepseek_at = serve(werss.handle), serve(deepseek.handle)
+    sink_at = serve(PushSink(on_message=pushes.append).handle)
+    server_url = os.environ.get("RADAR_DATABASE_URL") or db.database_url()
+    radar_url = db.fresh_database(server_url, RADAR_DB)
+    env = {
+        **os.environ,
+        "RADAR_DATABASE_URL": radar_url,
+        "AIRFLOW__API__PORT": str(PORT),
+        "AIRFLOW__API__BASE_URL": f"http://localhost:{PORT}",
+        "AIRFLOW_CONN_WERSS_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{werss_at}",
+                                                  "login": "admin", "password": "secret"}),
+        "AIRFLOW_CONN_DEEPSEEK_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{deepseek_at}",
+                                                     "password": "sk-backfill", "extra": {"backoff_seconds": 0}}),
+        "AIRFLOW_CONN_RADAR_PUSH": json.dumps({"conn_type": "generic", "extra": {"urls": [f"json://{sink_at}/push"]}}),
+        "AIRFLOW_VAR_RADAR_REPORT_BASE_URL": f"http://localhost:{PORT}/radar",
+        "AIRFLOW_VAR_RADAR_LINK_SECRET": "backfill-check-link-secret-0123456789",
+    }
+    subprocess.run(["airflow", "dags", "delete", "-y", DAG_ID], env=env, capture_output=True)  # earlier runs
+    command = readme_command()
+    print(f"[backfill] airflow standalone on {PORT}; the README's command: {' '.join(command)}; logs in {OUT}",
+          flush=True)
+    procs = [start(OUT / "standalone.log", ["airflow", "standalone"], env)]
+    try:
+        with metadata() as meta:
+            wait_for(lambda: meta.execute("SELECT 1 FROM dag WHERE dag_id = %s", (DAG_ID,)).fetchone(),
+                     "the DAG to be parsed", 300, procs)
+            airflow("dags", "unpause", DAG_ID, env=env)
+            created = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+            if created.returncode != 0:
+                raise RuntimeError(f"the backfill was refused:\n{created.stdout[-2000:]}{created.stderr[-2000:]}")
+
+            def done() -> list[dict[str, Any]] | None:
+                runs = meta.execute("SELECT run_id, logical_date, state, start_date, end_date FROM dag_run "
+                                    "WHERE dag_id = %s AND run_type = 'backfill' ORDER BY logical_date",
+                                    (DAG_ID,)).fetchall()
+                return runs if len(runs) >= 10 and all(r["state"] in ("success", "failed") for r in runs) else None
+
+            runs = wait_for(done, "the backfill's runs", 900, procs)
+    finally:
+        stop(procs)
+    with psycopg.connect(radar_url, row_factory=dict_row) as conn:
+        analysed_in = {r["title"]: (r["run_date"], r["slot"]) if r["slot"] else None for r in conn.execute(
+            "SELECT c.title, s.run_date, s.slot FROM content_item c LEFT JOIN analysis_result a "
+            "ON a.content_item_id = c.id LEFT JOIN slot_run s ON s.id = a.slot_run_id").fetchall()}
+        reports = {r["report_date"]: r for r in conn.execute("SELECT * FROM daily_report").fetchall()}
+    for r in runs:
+        print(f"         {r['run_id']:<44} {r['state']:<8} {r['start_date']:%H:%M:%S} → {r['end_date']:%H:%M:%S}")
+    by_start = sorted(runs, key=lambda r: r["start_date"])
+    one_at_a_time = all(a["end_date"] <= b["start_date"] for a, b in zip(by_start, by_start[1:], strict=False))
+    expected = {f"文章{n}": owner for n, (_, owner) in enumerate(PUBLISHED, start=1)}
+    # the article before the range is no backfilled slot's: the live run that unpausing started may take it
+    own = {t: o for t, o in analysed_in.items() if expected.get(t) is not None or (o and o[0] in DAYS)}
+    ours = [m for m in pushes if any(str(day) in json.dumps(m, ensure_ascii=False) for day in DAYS)]
+    print(f"[backfill] {len(runs)} runs; articles analysed in their own slot: "
+          f"{sum(analysed_in.get(t) == o for t, o in expected.items() if o)} of {sum(map(bool, expected.values()))}"
+          f"; reports: "
+          + ", ".join(f"{d} ({len(r['slots_done'] or [])} slots)" for d, r in sorted(reports.items()))
+          + f"; pushes for those days: {len(ours)} (all pushes: {len(pushes)})")
+    checks = {
+        "10 runs, all successful": len(runs) == 10 and all(r["state"] == "success" for r in runs),
+        "in date and slot order, one at a time": [r["run_id"] for r in by_start] == [r["run_id"] for r in runs]
+        and one_at_a_time,
+        "every article analysed by its own slot": own == {t: o for t, o in expected.items() if o},
+        "2 reports, each with its five slots": set(DAYS) <= set(reports) and all(
+            sorted(reports[day]["slots_done"]) == list(SLOTS) for day in DAYS),
+        "nothing pushed for the backfilled days": ours == [],
+    }
+    for what, ok in checks.items():
+        print(f"[backfill] {'ok  ' if ok else 'FAIL'} {what}")
+    return 0 if all(checks.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""What the scripts that run a real Airflow on this machine share (`make bench-slot`, `make celery`,
+`make backfill-check`): the CLI, the metadata database, starting and stopping process groups, waiting."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from include.radar.slots import SHANGHAI
+
+
+def airflow(*args: str, env: dict[str, str]) -> str:
+    done = subprocess.run(["airflow", *args], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"airflow {' '.join(args)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def metadata() -> psycopg.Connection:
+    """Airflow's metadata database (scripts/bootstrap.sh put it on the radar's PostgreSQL server)."""
+    url = os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].replace("postgresql+psycopg2://", "postgresql://", 1)
+    return psycopg.connect(url, autocommit=True, row_factory=dict_row)
+
+
+def slots_now() -> tuple[str, str, int]:
+    """A schedule whose latest tick is a daytime slot a few minutes ago and whose daily slot is an hour later:
+    no scheduled tick fires during the script, and every triggered run is that daytime slot (and its time)."""
+    now = (datetime.now(SHANGHAI) - timedelta(minutes=3)).replace(second=0, microsecond=0)
+    if now.hour == 23:  # keep both slots within the day
+        now = now.replace(hour=22)
+    return f"{now:%H:%M}", f"{now.hour + 1:02d}:{now:%M}", int(now.timestamp())
+
+
+def start(log: Path, args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """A process in its own group (stopping it stops what it forks), its output in ``log``."""
+    with log.open("w") as out:
+        return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    """TERM every group, KILL what is left after 30 s."""
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 30
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def wait_for(check: Any, what: str, seconds: float, procs: list[subprocess.Popen]) -> Any:
+    """Poll ``check`` until it returns something true; fail when a process exits or time runs out."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        dead = [p.args for p in procs if p.poll() is not None]
+        if dead:
+            raise RuntimeError(f"{dead} exited while waiting for {what}")
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise RuntimeError(f"timed out waiting for {what}")
