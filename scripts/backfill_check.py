@@ -37,7 +37,7 @@ if str(REPO) not in sys.path:
 
 from include.radar import DAG_ID, db  # noqa: E402
 from include.radar.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
-from scripts.local_airflow import airflow, metadata, start, stop, wait_for  # noqa: E402
+from scripts.local_airflow import airflow, metadata, standin_env, start, stop, wait_for  # noqa: E402
 from tests.slotrun import article  # noqa: E402
 from tests.test_backfill import DAYS, PUBLISHED, SLOTS, _respond  # noqa: E402
 
@@ -65,15 +65,8 @@ def main() -> int:
     radar_url = db.fresh_database(server_url, RADAR_DB)
     env = {
         **os.environ,
+        **standin_env(PORT, werss_at, deepseek_at, sink_at, "sk-backfill"),
         "RADAR_DATABASE_URL": radar_url,
-        "AIRFLOW__API__PORT": str(PORT),
-        "AIRFLOW__API__BASE_URL": f"http://localhost:{PORT}",
-        "AIRFLOW_CONN_WERSS_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{werss_at}",
-                                                  "login": "admin", "password": "secret"}),
-        "AIRFLOW_CONN_DEEPSEEK_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{deepseek_at}",
-                                                     "password": "sk-backfill", "extra": {"backoff_seconds": 0}}),
-        "AIRFLOW_CONN_RADAR_PUSH": json.dumps({"conn_type": "generic", "extra": {"urls": [f"json://{sink_at}/push"]}}),
-        "AIRFLOW_VAR_RADAR_REPORT_BASE_URL": f"http://localhost:{PORT}/radar",
         "AIRFLOW_VAR_RADAR_LINK_SECRET": "backfill-check-link-secret-0123456789",
     }
     subprocess.run(["airflow", "dags", "delete", "-y", DAG_ID], env=env, capture_output=True)  # earlier runs

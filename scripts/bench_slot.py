@@ -40,7 +40,7 @@ if str(REPO) not in sys.path:
 from include.radar import DAG_ID, db  # noqa: E402
 from include.radar.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
 from include.radar.settings import Settings  # noqa: E402
-from scripts.local_airflow import airflow, metadata, slots_now, start, stop, wait_for  # noqa: E402
+from scripts.local_airflow import airflow, metadata, slots_now, standin_env, start, stop, wait_for  # noqa: E402
 from tests.slotrun import answer  # noqa: E402
 
 BENCH_DB = "radar_bench_slot"
@@ -168,17 +168,10 @@ def main() -> int:
     daytime, daily, slot_epoch = slots_now()
     env = {
         **os.environ,
+        **standin_env(PORT, werss_at, deepseek_at, sink_at, "sk-bench"),
         "RADAR_DATABASE_URL": bench_url,
-        "AIRFLOW_CONN_WERSS_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{werss_at}",
-                                                  "login": "admin", "password": "secret"}),
-        "AIRFLOW_CONN_DEEPSEEK_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{deepseek_at}",
-                                                     "password": "sk-bench", "extra": {"backoff_seconds": 0}}),
-        "AIRFLOW_CONN_RADAR_PUSH": json.dumps({"conn_type": "generic", "extra": {"urls": [f"json://{sink_at}/bench"]}}),
         "AIRFLOW_VAR_RADAR_SCHEDULE_SLOTS": json.dumps([daytime, daily]),
-        "AIRFLOW_VAR_RADAR_REPORT_BASE_URL": f"http://localhost:{PORT}/radar",
         "AIRFLOW_VAR_RADAR_MAX_ARTICLES_PER_SLOT": str(max(sizes)),
-        "AIRFLOW__API__PORT": str(PORT),
-        "AIRFLOW__API__BASE_URL": f"http://localhost:{PORT}",
     }
     env.pop("AIRFLOW_VAR_RADAR_LLM_CONCURRENCY", None)  # set per run as an Airflow Variable
     log_file = OUT / "standalone.log"

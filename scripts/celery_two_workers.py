@@ -37,7 +37,7 @@ if str(REPO) not in sys.path:
 
 from include.radar import DAG_ID, db  # noqa: E402
 from include.radar.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
-from scripts.local_airflow import airflow, metadata, slots_now, start, stop, wait_for  # noqa: E402
+from scripts.local_airflow import airflow, metadata, slots_now, standin_env, start, stop, wait_for  # noqa: E402
 from tests.slotrun import answer  # noqa: E402
 
 RADAR_DB = "radar_celery"
@@ -84,6 +84,7 @@ def main() -> int:
     redis_port = free_port()
     env = {
         **os.environ,
+        **standin_env(PORT, werss_at, deepseek_at, sink_at, "sk-celery"),
         "RADAR_DATABASE_URL": radar_url,
         "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
         "AIRFLOW__CELERY__BROKER_URL": f"redis://127.0.0.1:{redis_port}/0",
@@ -91,15 +92,7 @@ def main() -> int:
         "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(WORKER_CONCURRENCY),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{PORT}/execution/",
         "AIRFLOW__CORE__HOSTNAME_CALLABLE": "include.radar.demo.hostname.worker_hostname",
-        "AIRFLOW__API__PORT": str(PORT),
-        "AIRFLOW__API__BASE_URL": f"http://localhost:{PORT}",
-        "AIRFLOW_CONN_WERSS_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{werss_at}",
-                                                  "login": "admin", "password": "secret"}),
-        "AIRFLOW_CONN_DEEPSEEK_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{deepseek_at}",
-                                                     "password": "sk-celery", "extra": {"backoff_seconds": 0}}),
-        "AIRFLOW_CONN_RADAR_PUSH": json.dumps({"conn_type": "generic", "extra": {"urls": [f"json://{sink_at}/push"]}}),
         "AIRFLOW_VAR_RADAR_SCHEDULE_SLOTS": json.dumps([daytime, daily]),
-        "AIRFLOW_VAR_RADAR_REPORT_BASE_URL": f"http://localhost:{PORT}/radar",
         "AIRFLOW_VAR_RADAR_LINK_SECRET": "celery-check-link-secret-0123456789",
     }
     subprocess.run(["airflow", "dags", "delete", "-y", DAG_ID], env=env, capture_output=True)  # earlier runs

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +16,20 @@ import psycopg
 from psycopg.rows import dict_row
 
 from include.radar.slots import SHANGHAI
+
+
+def standin_env(port: int, werss_at: str, deepseek_at: str, sink_at: str, api_key: str) -> dict[str, str]:
+    """The environment of an Airflow on ``port`` whose connections point at the stand-ins (include/radar/fakes.py)."""
+    return {
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
+        "AIRFLOW_VAR_RADAR_REPORT_BASE_URL": f"http://localhost:{port}/radar",
+        "AIRFLOW_CONN_WERSS_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{werss_at}",
+                                                  "login": "admin", "password": "secret"}),
+        "AIRFLOW_CONN_DEEPSEEK_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{deepseek_at}",
+                                                     "password": api_key, "extra": {"backoff_seconds": 0}}),
+        "AIRFLOW_CONN_RADAR_PUSH": json.dumps({"conn_type": "generic", "extra": {"urls": [f"json://{sink_at}/push"]}}),
+    }
 
 
 def airflow(*args: str, env: dict[str, str]) -> str:
