@@ -3,13 +3,13 @@ SHELL := /bin/bash
 .PHONY: run test ui lint lock bench bench-deadline bench-grouping bench-slot celery backfill-check
 
 run:  ## run the five slots of a demo day through the real DAG, offline (Airflow's metadata on the embedded PostgreSQL)
-	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar.demo.run
+	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar_demo.run
 
 test:  ## the whole test suite, in its own AIRFLOW_HOME (RADAR_TEST_DATABASE_URL's server, else an embedded PostgreSQL)
 	export AIRFLOW_HOME="$$PWD/.local/airflow-test" && source scripts/bootstrap.sh && python -m pytest $(PYTEST_ARGS)
 
 ui:  ## airflow standalone (LocalExecutor, metadata on the embedded PostgreSQL) with this bundle and the report view
-	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar.demo.ui
+	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar_demo.ui
 
 lint:
 	source scripts/bootstrap.sh && ruff check .

@@ -36,7 +36,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from include.radar import DAG_ID, db  # noqa: E402
-from include.radar.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
+from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
 from scripts.local_airflow import airflow, metadata, standin_env, start, stop, wait_for  # noqa: E402
 from tests.slotrun import article  # noqa: E402
 from tests.test_backfill import DAYS, PUBLISHED, SLOTS, _respond  # noqa: E402

@@ -34,8 +34,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from include.radar import DAG_ID, db, store  # noqa: E402
-from include.radar.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
 from include.radar.slots import SHANGHAI, slot_at  # noqa: E402
+from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
 from tests.slotrun import answer  # noqa: E402
 
 BENCH_DB = "radar_bench_deadline"

@@ -36,7 +36,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from include.radar import DAG_ID, db  # noqa: E402
-from include.radar.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
+from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
 from scripts.local_airflow import airflow, metadata, slots_now, standin_env, start, stop, wait_for  # noqa: E402
 from tests.slotrun import answer  # noqa: E402
 
@@ -91,7 +91,7 @@ def main() -> int:
         "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + meta_url.replace("postgresql+psycopg2://", "postgresql://", 1),
         "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(WORKER_CONCURRENCY),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{PORT}/execution/",
-        "AIRFLOW__CORE__HOSTNAME_CALLABLE": "include.radar.demo.hostname.worker_hostname",
+        "AIRFLOW__CORE__HOSTNAME_CALLABLE": "include.radar_demo.hostname.worker_hostname",
         "AIRFLOW_VAR_RADAR_SCHEDULE_SLOTS": json.dumps([daytime, daily]),
         "AIRFLOW_VAR_RADAR_LINK_SECRET": "celery-check-link-secret-0123456789",
     }

@@ -19,7 +19,7 @@ from include.radar.slots import SHANGHAI
 
 
 def standin_env(port: int, werss_at: str, deepseek_at: str, sink_at: str, api_key: str) -> dict[str, str]:
-    """The environment of an Airflow on ``port`` whose connections point at the stand-ins (include/radar/fakes.py)."""
+    """The environment of an Airflow on ``port`` whose connections point at the stand-ins (include/radar_demo/fakes.py)."""
     return {
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",

@@ -84,7 +84,7 @@ import re  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from datetime import UTC, datetime  # noqa: E402
 
-from include.radar.fakes import FakeDeepSeek, FakeWeRSS, PushSink  # noqa: E402
+from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink  # noqa: E402
 
 
 @dataclass

@@ -8,8 +8,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from include.radar import decide, pipeline
-from include.radar.fakes import FakeArticle
 from include.radar.slots import SHANGHAI
+from include.radar_demo.fakes import FakeArticle
 
 
 def shanghai(y: int, m: int, d: int, hh: int, mm: int = 0) -> datetime:

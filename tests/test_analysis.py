@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from include.radar import db, pipeline, store
 from include.radar.analyst import TRUNCATION_NOTICE, article_prompt
-from include.radar.fakes import api_error, completion
 from include.radar.llm import FIELD_ORDER, JSON_ONLY, LLMConfigError
 from include.radar.schemas import ArticleAnalysis
+from include.radar_demo.fakes import api_error, completion
 from tests.slotrun import answer, article, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)

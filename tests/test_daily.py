@@ -6,7 +6,7 @@ import json
 from datetime import date, timedelta
 
 from include.radar import db, store
-from include.radar.fakes import api_error
+from include.radar_demo.fakes import api_error
 from tests.slotrun import answer, article, run_slot, shanghai
 
 DAY = date(2026, 1, 8)

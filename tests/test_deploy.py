@@ -43,15 +43,15 @@ ENV_ALLOWLIST = {
     "RADAR_TEST_DATABASE_URL",
     # set by the Airflow image itself (/opt/airflow)
     "AIRFLOW_HOME",
-    # `make ui` only (include/radar/demo/ui.py): the local UI's port, and a marker set by
+    # `make ui` only (include/radar_demo/ui.py): the local UI's port, and a marker set by
     # scripts/bootstrap.sh when the user gave RADAR_DATABASE_URL; the deployment never runs ui.py
     "RADAR_UI_PORT",
     "RADAR_DATABASE_URL_FROM_USER",
-    # `make run` / `make ui` only: the demo push sink's port (include/radar/demo/run.py)
+    # `make run` / `make ui` only: the demo push sink's port (include/radar_demo/run.py)
     "RADAR_DEMO_PUSH_PORT",
     # `make bench-slot` / `make celery` only: the name of Airflow's metadata database on the embedded server
     # (include/radar/cli.py, default "airflow"), and which of the two local Celery workers ran a task
-    # (include/radar/demo/hostname.py); the deployment runs Airflow on its own database and machines
+    # (include/radar_demo/hostname.py); the deployment runs Airflow on its own database and machines
     "RADAR_AIRFLOW_DB_NAME",
     "RADAR_WORKER_NAME",
 }

@@ -207,7 +207,7 @@ def test_a_low_score_without_quotes_is_not_questioned(fakes):
 
 
 def test_a_refused_repair_call_keeps_the_valid_answer_already_paid_for(fakes):
-    from include.radar.fakes import api_error
+    from include.radar_demo.fakes import api_error
 
     _setup(fakes, BODY)
     fakes.deepseek.script = [answer(80, evidence=("公司获得千亿大单",)),

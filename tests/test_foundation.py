@@ -256,3 +256,13 @@ def test_inside_a_task_settings_read_only_the_radar_variables_that_exist(monkeyp
     monkeypatch.setattr(settings_module, "_custom_secrets_backend", lambda: True)
     assert load_settings().push_score_threshold == 72
     assert len(asked) == len(settings_module.SETTING_NAMES)
+
+
+def test_the_product_package_imports_no_test_double():
+    """The stand-ins (include/radar_demo: fakes, the demo) sit beside the product, never inside it."""
+    from pathlib import Path
+
+    product = Path(__file__).parents[1] / "include" / "radar"
+    importers = [str(p) for p in product.rglob("*.py") if "radar_demo" in p.read_text(encoding="utf-8")]
+    assert importers == []
+    assert not (product / "fakes.py").exists() and not (product / "demo").exists()

@@ -16,11 +16,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from include.radar import DAG_ID, db, spending, store
-from include.radar.fakes import completion
 from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI
 from include.radar.web import health, views
 from include.radar.web.app import create_app
+from include.radar_demo.fakes import completion
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 from tests.test_web import DAY, NOW, XSS, XSS_ESCAPED, FakeUser, Seeder, airflow_get_user, allow_reading, make_settings
 

@@ -12,9 +12,9 @@ import psycopg
 import pytest
 
 from include.radar import analyst, db, pipeline, store
-from include.radar.fakes import completion
 from include.radar.llm import neutralise_delimiters
 from include.radar.schemas import ArticleAnalysis
+from include.radar_demo.fakes import completion
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile

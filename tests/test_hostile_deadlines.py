@@ -13,10 +13,10 @@ import pytest
 
 from include.radar import db, pipeline, store
 from include.radar.deadlines import daily_deadlines, retry_is_pointless
-from include.radar.fakes import FakeDeepSeek, FakeWeRSS, serve
 from include.radar.llm import LLMClient, LLMDeadline, LLMExhausted
 from include.radar.schemas import ArticleAnalysis
 from include.radar.werss import WeRSSClient, WeRSSDeadline, WeRSSError
+from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, serve
 from tests.slotrun import answer, run_slot, shanghai, task_states
 
 pytestmark = pytest.mark.hostile

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from include.radar import db, pipeline, store
-from include.radar.fakes import completion
+from include.radar_demo.fakes import completion
 from tests.slotrun import answer, article, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile

@@ -15,8 +15,8 @@ import psycopg
 import pytest
 
 from include.radar import db, push, redact, store
-from include.radar.fakes import api_error
 from include.radar.settings import SettingsError, load_settings
+from include.radar_demo.fakes import api_error
 from tests.slotrun import article, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile

@@ -12,9 +12,9 @@ import psycopg
 import pytest
 
 from include.radar import airflow_alerts, db, pricing, spending, store
-from include.radar.fakes import api_error, completion
 from include.radar.llm import FIELD_ORDER, JSON_ONLY, Usage
 from include.radar.settings import load_settings
+from include.radar_demo.fakes import api_error, completion
 from tests.slotrun import answer, article, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)

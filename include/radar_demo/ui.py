@@ -17,8 +17,8 @@ import urllib.request
 from pathlib import Path
 
 from include.radar import db
-from include.radar.demo import run as demo
-from include.radar.fakes import PushSink
+from include.radar_demo import run as demo
+from include.radar_demo.fakes import PushSink
 
 PORT = int(os.environ.get("RADAR_UI_PORT", "8080"))
 

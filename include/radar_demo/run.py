@@ -1,6 +1,6 @@
 """The offline demo day (``make run``): the five slots of one day through the real DAG, no network.
 
-A local WeRSS stand-in serves the sample articles (include/radar/demo/data) through the real API, a local
+A local WeRSS stand-in serves the sample articles (include/radar_demo/data) through the real API, a local
 OpenAI-compatible stand-in answers with recorded sample answers, and pushes land in a local JSON webhook
 that writes ``.local/demo/pushes.jsonl``. The demo uses its own database (``radar_demo``) on the radar's
 PostgreSQL server and recreates it on every run. Everything it stores is labelled as demo data.
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from include.radar import db
-from include.radar.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
 from include.radar.slots import SHANGHAI, slot_at
+from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
 
 log = logging.getLogger("radar.demo")
 DATA = Path(__file__).with_name("data")
