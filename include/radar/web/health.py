@@ -2,7 +2,7 @@
 section, and the cost lines of the daily and analysis pages.
 
 :func:`gather` is the one function here that reads (the database, through read-only store queries); every
-other function is pure, like views.py. What came from outside — alert details, service errors, step names
+other function is pure, like the views. What came from outside — alert details, service errors, step names
 — is scrubbed through :func:`views.error_text` and left for Jinja to escape, never marked safe. The 30-day
 spend line is inline SVG drawn here: no script, no charting library (the page's CSP allows neither).
 """

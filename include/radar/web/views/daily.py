@@ -1,0 +1,359 @@
+"""View model of the daily report page."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from markupsafe import Markup
+
+from include.radar import events
+from include.radar.web.views.common import (
+    _REPORT_STATUS,
+    REPORT_BUILDING,
+    REPORT_EMPTY,
+    REPORT_FAILED,
+    REPORT_FAILED_NOTICE,
+    REPORT_LABELS,
+    REPORT_MISSING,
+    REPORT_PARTIAL,
+    REPORT_PARTIAL_NOTICE,
+    SLOT_DONE,
+    Links,
+    Row,
+    day_label,
+    digest_link_rewriter,
+    error_text,
+    local_time,
+    render_markdown,
+    safe_http_url,
+    type_label,
+)
+from include.radar.web.views.slots import PushView, SlotView, push_view, slot_views
+
+
+@dataclass(frozen=True)
+class SourceView:
+    """Another account's article about the same event, under the entry its best-evidenced analysis leads."""
+
+    id: int
+    url: str
+    title: str
+    mp_name: str
+    published: str
+    score: int
+    unverified: bool
+
+
+@dataclass(frozen=True)
+class AnalysisCard:
+    id: int
+    url: str
+    score: int
+    hot: bool
+    title: str
+    mp_name: str
+    slot: str
+    published: str
+    summary: str
+    top_type: str
+    reused: bool = False  # a repost carrying another analysis: listed, not counted as a new opportunity
+    unverified: bool = False  # none of its evidence is in the article: listed, never pushed
+    sources: list[SourceView] = field(default_factory=list)  # the other articles about the same event
+
+    @property
+    def accounts(self) -> list[str]:
+        return list(dict.fromkeys([self.mp_name, *(s.mp_name for s in self.sources)]))
+
+
+@dataclass(frozen=True)
+class FailureView:
+    title: str
+    mp_name: str
+    slot: str
+    published: str
+    attempts: int
+    error: str
+    source_url: str | None
+
+
+@dataclass(frozen=True)
+class TopOpportunity:
+    analysis_id: int
+    url: str
+    title: str
+    reason: str
+    score: int | None
+    sources: list[str] = field(default_factory=list)  # the accounts that reported the event, when several did
+
+
+@dataclass(frozen=True)
+class Stats:
+    analysed: int
+    opportunities: int
+    failed: int
+    max_score: int | None
+    pending: int = 0
+    budget_deferred: int = 0  # articles the daily budget left for the next day
+
+
+@dataclass(frozen=True)
+class PendingView:
+    title: str
+    mp_name: str
+    published: str
+    source_url: str | None
+
+
+@dataclass(frozen=True)
+class DailyPage:
+    day: date
+    day_label: str
+    prev_url: str
+    next_url: str | None
+    overview_url: str
+    report_state: str
+    report_label: str
+    notice: str | None
+    reasons: list[str]
+    warnings: list[str]
+    digest_html: Markup | None
+    top: list[TopOpportunity]
+    watchlist: list[str]
+    analyses: list[AnalysisCard]
+    failures: list[FailureView]
+    pending: list[PendingView]
+    stats: Stats
+    slots: list[SlotView]
+    slots_done: list[str]
+    push: PushView
+    threshold: int
+    cost: str = "—"  # everything the day's LLM calls cost, failed ladders and the digest included
+
+
+def analysis_cards(rows: Iterable[Row], *, threshold: int, tz: ZoneInfo, links: Links) -> list[AnalysisCard]:
+    """The day's analyses, one card per real-world event led by its best-evidenced analysis, the other
+    accounts' articles listed under it; verified evidence first, then best score (ties: oldest first)."""
+    return [
+        AnalysisCard(
+            id=r["id"],
+            url=links.analysis(r["id"]),
+            score=r["score"],
+            hot=r["score"] >= threshold,
+            title=r.get("title") or "（无标题）",
+            mp_name=r.get("mp_name") or "",
+            slot=r.get("slot") or "",
+            published=local_time(r.get("published_at"), tz, "%m-%d %H:%M"),
+            summary=r.get("summary") or "",
+            top_type=type_label(r.get("top_type")),
+            reused=bool(r.get("reused_from_id")),
+            unverified=r.get("evidence_verified") is False,
+            sources=[source_view(m, tz, links) for m in entry.others],
+        )
+        for entry in events.entries(rows)
+        for r in [entry.lead]
+    ]
+
+
+def source_view(row: Row, tz: ZoneInfo, links: Links) -> SourceView:
+    return SourceView(
+        id=row["id"],
+        url=links.analysis(row["id"]),
+        title=row.get("title") or "（无标题）",
+        mp_name=row.get("mp_name") or "",
+        published=local_time(row.get("published_at"), tz, "%m-%d %H:%M"),
+        score=row["score"],
+        unverified=row.get("evidence_verified") is False,
+    )
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def top_opportunities(digest_json: Any, cards: Sequence[AnalysisCard], links: Links) -> list[TopOpportunity]:
+    """``digest_json["top_opportunities"]`` (LLM output, so validated item by item) as links to analyses."""
+    items = digest_json.get("top_opportunities") if isinstance(digest_json, dict) else None
+    by_id = {c.id: c for c in cards}
+    tops = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        analysis_id = _as_int(item.get("analysis_id"))
+        if analysis_id is None or analysis_id <= 0:
+            continue
+        card = by_id.get(analysis_id)
+        title = str(item.get("title") or (card.title if card else f"分析 #{analysis_id}"))
+        tops.append(
+            TopOpportunity(
+                analysis_id=analysis_id,
+                url=links.analysis(analysis_id),
+                title=title,
+                reason=str(item.get("reason") or ""),
+                score=card.score if card else None,
+                sources=card.accounts if card and card.sources else [],
+            )
+        )
+    return tops
+
+
+def watchlist(digest_json: Any) -> list[str]:
+    items = digest_json.get("watchlist") if isinstance(digest_json, dict) else None
+    if not isinstance(items, list):
+        return []
+    return [str(i).strip() for i in items if isinstance(i, (str, int, float)) and str(i).strip()][:20]
+
+
+def _stats(
+    report: Row | None, cards: Sequence[AnalysisCard], failures: Sequence[Row], budget_deferred: int = 0
+) -> Stats:
+    live = Stats(
+        analysed=sum(1 + len(c.sources) for c in cards),
+        # a repost is not a second opportunity, and one without verified evidence is not one at all
+        opportunities=sum(c.hot and not c.reused and not c.unverified for c in cards),
+        failed=len(failures),
+        max_score=max((c.score for c in cards), default=None),
+        budget_deferred=budget_deferred,
+    )
+    stored = report.get("stats") if report else None
+    if not isinstance(stored, dict):
+        return live
+
+    def pick(key: str, fallback: Any) -> Any:
+        value = _as_int(stored.get(key))
+        return fallback if value is None else value
+
+    return Stats(
+        analysed=pick("analysed", live.analysed),
+        opportunities=pick("opportunities", live.opportunities),
+        failed=pick("failed", live.failed),
+        max_score=pick("max_score", live.max_score),
+        pending=pick("pending", 0),
+        budget_deferred=pick("budget_deferred", live.budget_deferred),
+    )
+
+
+
+def pending_views(digest_json: Any, tz: ZoneInfo) -> list[PendingView]:
+    """The articles the report listed as still waiting for an analysis (a snapshot taken when it was built)."""
+    items = digest_json.get("pending") if isinstance(digest_json, dict) else None
+    views = []
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        try:
+            published = datetime.fromisoformat(str(item.get("published_at")))
+        except ValueError:
+            published = None
+        views.append(PendingView(
+            title=str(item.get("title") or "（无标题）"),
+            mp_name=str(item.get("mp_name") or ""),
+            published=local_time(published, tz, "%m-%d %H:%M") if published and published.tzinfo else "",
+            source_url=safe_http_url(item.get("url") if isinstance(item.get("url"), str) else None),
+        ))
+    return views
+
+
+def failure_reasons(report: Row | None, runs: Iterable[Row]) -> list[str]:
+    """Why the report failed: its own error lines, then the errors of the day's failed slots (seed 10.2)."""
+    reasons: list[str] = []
+    if report and report.get("error"):
+        reasons += [line.strip() for line in str(report["error"]).splitlines() if line.strip()]
+    for r in runs:
+        if r.get("status") == 2 and r.get("error"):
+            reasons += [f"{r['slot']} {line.strip()}" for line in str(r["error"]).splitlines() if line.strip()]
+    return list(dict.fromkeys(error_text(reason, 500) for reason in reasons))
+
+
+def daily_page(
+    *,
+    day: date,
+    today: date,
+    now: datetime,
+    tz: ZoneInfo,
+    slots: Sequence[str],
+    late_after_minutes: int,
+    threshold: int,
+    report_base_url: str,
+    report: Row | None,
+    analyses: Iterable[Row],
+    failures: Sequence[Row],
+    runs: Sequence[Row],
+    notifications: Iterable[Row],
+    links: Links,
+    cost: str = "—",
+    currency: str = "USD",
+    slot_spend: Mapping[int, float] | None = None,
+    budget_deferred: int = 0,
+) -> DailyPage:
+    """``cost``: the day's spend (health.day_cost); ``budget_deferred``: the articles the budget held back
+    that day, for a day whose report does not say (store.day_budget_deferred)."""
+    cards = analysis_cards(analyses, threshold=threshold, tz=tz, links=links)
+    failure_views = [
+        FailureView(
+            title=f.get("title") or "（无标题）",
+            mp_name=f.get("mp_name") or "",
+            slot=f.get("slot") or "",
+            published=local_time(f.get("published_at"), tz, "%m-%d %H:%M"),
+            attempts=f.get("attempts") or 0,
+            error=error_text(f.get("last_error"), 500) or "未知原因",
+            source_url=safe_http_url(f.get("url")),
+        )
+        for f in failures
+    ]
+    has_data = bool(cards or failures or runs)
+    notice: str | None = None
+    reasons: list[str] = []
+    if report is not None:
+        state = _REPORT_STATUS.get(report["status"], REPORT_FAILED)
+        if state == REPORT_FAILED:
+            notice, reasons = REPORT_FAILED_NOTICE, failure_reasons(report, runs)
+        elif state == REPORT_PARTIAL:
+            notice, reasons = REPORT_PARTIAL_NOTICE, failure_reasons(report, runs)
+        elif state == REPORT_BUILDING:
+            notice = "日报正在生成，请稍后刷新。"
+    elif has_data:
+        state = REPORT_MISSING
+        notice = f"当日日报尚未生成（{max(slots) if slots else '22:00'} 生成），以下是已完成的分析。"
+    else:
+        state = REPORT_EMPTY
+        notice = "这一天没有任何数据：没有运行记录、分析或日报。"
+    digest_md = (report or {}).get("digest_md") or ""
+    digest_json = (report or {}).get("digest_json") or {}
+    slot_list = slot_views(day, slots, runs, now=now, late_after_minutes=late_after_minutes, tz=tz, links=links,
+                           spend=slot_spend, currency=currency)
+    return DailyPage(
+        day=day,
+        day_label=day_label(day),
+        prev_url=links.daily(day - timedelta(days=1)),
+        next_url=links.daily(day + timedelta(days=1)) if day < today else None,
+        overview_url=links.overview(),
+        report_state=state,
+        report_label=REPORT_LABELS[state],
+        notice=notice,
+        reasons=reasons,
+        warnings=[error_text(str(w), 300) for w in (digest_json.get("warnings") or []) if w][:10],
+        digest_html=render_markdown(digest_md, digest_link_rewriter(report_base_url, links)) if digest_md else None,
+        top=top_opportunities(digest_json, cards, links),
+        watchlist=watchlist(digest_json),
+        analyses=cards,
+        failures=failure_views,
+        pending=pending_views(digest_json, tz),
+        stats=_stats(report, cards, failures, budget_deferred),
+        slots=slot_list,
+        slots_done=[s.slot for s in slot_list if s.state == SLOT_DONE],  # live, not the report's snapshot
+        push=push_view(notifications, tz, next((r for r in runs if slots and r.get("slot") == max(slots)), None)),
+        threshold=threshold,
+        cost=cost,
+    )
+
+
+# ------------------------------------------------------------------------------------------ analysis page

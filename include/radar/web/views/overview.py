@@ -1,0 +1,183 @@
+"""View model of the overview page: the days, the accounts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from zoneinfo import ZoneInfo
+
+from include.radar.web.views.common import (
+    _REPORT_STATUS,
+    _WEEKDAYS,
+    PUSH_LABELS,
+    REPORT_EMPTY,
+    REPORT_LABELS,
+    REPORT_MISSING,
+    SLOT_DONE,
+    Links,
+    Row,
+    day_label,
+    error_text,
+    local_time,
+    money,
+)
+from include.radar.web.views.slots import PushView, SlotView, push_state, push_view, slot_views
+
+
+@dataclass(frozen=True)
+class DayRowView:
+    day: date
+    label: str
+    weekday: str
+    url: str
+    analysed: int
+    opportunities: int
+    failed: int
+    max_score: int | None
+    slots_done: int
+    slots_total: int
+    report_state: str
+    report_label: str
+    push_state: str
+    push_label: str
+    is_today: bool
+    cost: str = "—"
+
+
+@dataclass(frozen=True)
+class AccountView:
+    name: str
+    mp_id: str
+    last_article: str
+    last_checked: str
+    consecutive_failures: int
+    backoff_until: str
+    last_error: str
+    healthy: bool
+    rows_skipped: int = 0
+    bodies_missing: int = 0
+    last_skip_reason: str = ""
+
+
+@dataclass(frozen=True)
+class OverviewPage:
+    today: date
+    today_label: str
+    today_url: str
+    now_label: str
+    slots: list[SlotView]
+    slots_done: int
+    push: PushView
+    analysed: int
+    opportunities: int
+    failed: int
+    best_score: int | None
+    threshold: int
+    daily_slot: str
+    days: list[DayRowView]
+    accounts: list[AccountView]
+
+
+def day_rows(
+    rows: Iterable[Row], *, today: date, slot_count: int, links: Links, spend: Mapping[date, float] | None = None,
+    currency: str = "USD",
+) -> list[DayRowView]:
+    """``spend``: the LLM cost per day (store.spend_by_day); a day without ledger rows shows "—"."""
+    spend = spend or {}
+    views = []
+    for r in rows:
+        report_state = (
+            _REPORT_STATUS.get(r["report_status"], REPORT_MISSING)
+            if r["report_status"] is not None
+            else (REPORT_MISSING if r["analysed"] or r["failed"] or r["slots_run"] else REPORT_EMPTY)
+        )
+        state = push_state(r["push_total"], r["push_sent"], r["push_failed"])
+        views.append(
+            DayRowView(
+                day=r["day"],
+                label=f"{r['day'].month}月{r['day'].day}日",
+                weekday=_WEEKDAYS[r["day"].weekday()],
+                url=links.daily(r["day"]),
+                analysed=r["analysed"],
+                opportunities=r["opportunities"],
+                failed=r["failed"],
+                max_score=r["max_score"],
+                slots_done=r["slots_done"],
+                slots_total=max(slot_count, r["slots_run"]),
+                report_state=report_state,
+                report_label=REPORT_LABELS[report_state],
+                push_state=state,
+                push_label=PUSH_LABELS[state],
+                is_today=r["day"] == today,
+                cost=money(spend[r["day"]], currency) if r["day"] in spend else "—",
+            )
+        )
+    return views
+
+
+def account_views(rows: Iterable[Row], *, now: datetime, tz: ZoneInfo) -> list[AccountView]:
+    """WeRSS accounts, the ones in trouble first (failing or backing off), then by name."""
+    views = []
+    for r in rows:
+        backoff = r.get("backoff_until")
+        backing_off = backoff is not None and backoff > now
+        failures = r.get("consecutive_failures") or 0
+        views.append(
+            AccountView(
+                name=r.get("name") or r.get("mp_id") or "",
+                mp_id=r.get("mp_id") or "",
+                last_article=local_time(r.get("last_article_at"), tz, "%m-%d %H:%M") or "—",
+                last_checked=local_time(r.get("last_checked_at"), tz, "%m-%d %H:%M") or "—",
+                consecutive_failures=failures,
+                backoff_until=local_time(backoff, tz, "%m-%d %H:%M") if backing_off else "",
+                last_error=error_text(r.get("last_error"), 160),
+                healthy=failures == 0 and not backing_off,
+                rows_skipped=r.get("rows_skipped") or 0,
+                bodies_missing=r.get("bodies_missing") or 0,
+                last_skip_reason=error_text(r.get("last_skip_reason"), 160),
+            )
+        )
+    return sorted(views, key=lambda a: (a.healthy, a.name))
+
+
+def overview_page(
+    *,
+    today: date,
+    now: datetime,
+    tz: ZoneInfo,
+    slots: Sequence[str],
+    late_after_minutes: int,
+    threshold: int,
+    runs: Iterable[Row],
+    notifications: Iterable[Row],
+    days: Sequence[Row],
+    accounts: Iterable[Row],
+    links: Links,
+    slot_spend: Mapping[int, float] | None = None,
+    day_spend: Mapping[date, float] | None = None,
+    currency: str = "USD",
+) -> OverviewPage:
+    slot_list = slot_views(today, slots, runs, now=now, late_after_minutes=late_after_minutes, tz=tz, links=links,
+                           spend=slot_spend, currency=currency)
+    today_row = next((r for r in days if r["day"] == today), None)
+    return OverviewPage(
+        today=today,
+        today_label=day_label(today),
+        today_url=links.daily(today),
+        now_label=local_time(now, tz, "%H:%M"),
+        slots=slot_list,
+        slots_done=sum(s.state == SLOT_DONE for s in slot_list),
+        push=push_view(notifications, tz, next((r for r in runs if slots and r.get("slot") == max(slots)), None)),
+        analysed=today_row["analysed"] if today_row else 0,
+        opportunities=today_row["opportunities"] if today_row else 0,
+        failed=today_row["failed"] if today_row else 0,
+        best_score=today_row["max_score"] if today_row else None,
+        threshold=threshold,
+        daily_slot=max(slots) if slots else "",
+        days=day_rows(days, today=today, slot_count=len(slots), links=links, spend=day_spend, currency=currency),
+        accounts=account_views(accounts, now=now, tz=tz),
+    )
+
+
+# --------------------------------------------------------------------------------------------- daily page
