@@ -71,11 +71,26 @@ BATCH_MARGIN = timedelta(minutes=1)
         interval=timedelta(minutes=SLOTS.daily_push_deadline_minutes + 1),
         callback=AsyncCallback("include.radar.airflow_alerts.daily_deadline_missed"),
     ) if SLOTS.daily_deadline_alert else None,
+    # the trigger form (Trigger in the UI): a title, a description and labelled choices for every param
     params={
-        "push_mode": Param("auto", enum=list(PUSH_MODES), description="force: push even below the threshold or late; suppress: never push"),
-        "run_date": Param(None, type=["null", "string"], format="date", description="YYYY-MM-DD: run the slot of that day (rebuild a report)"),
-        "retry_failed": Param(False, type="boolean", description="give every failed analysis a fresh set of attempts in this run"),
-        "slot": Param(None, type=["null", "string"], enum=[None, *SLOTS.schedule_slots], description="the slot to run; defaults to the latest slot before now, or the daily slot with run_date"),
+        "push_mode": Param(
+            "auto", enum=list(PUSH_MODES), title="推送 / Push",
+            description="自动：按阈值推送（补跑不推送）；强制：低于阈值、迟到或补跑也推送；不推送：只记录",
+            values_display={"auto": "自动 (auto)", "force": "强制推送 (force)", "suppress": "不推送 (suppress)"},
+        ),
+        "run_date": Param(
+            None, type=["null", "string"], format="date", title="日期 / Date",
+            description="留空：触发时刻之前的最近一个时段；填写 YYYY-MM-DD：重跑那一天的时段（默认 22:00，即重建日报，不推送，除非强制推送）",
+        ),
+        "slot": Param(
+            None, type=["null", "string"], enum=[None, *SLOTS.schedule_slots], title="时段 / Slot",
+            description="要运行的时段；不选：触发时刻之前的最近一个时段，或给定日期的 22:00",
+            values_display={None: "默认（最近的时段）", **{s: s for s in SLOTS.schedule_slots}},
+        ),
+        "retry_failed": Param(
+            False, type="boolean", title="重试失败的分析 / Retry failed analyses",
+            description="给所有分析失败的文章一组新的尝试次数（例如 DeepSeek 故障之后）",
+        ),
     },
     doc_md=__doc__,
     tags=["opportunity-radar", "wechat", "deepseek"],

@@ -266,3 +266,17 @@ def test_the_product_package_imports_no_test_double():
     importers = [str(p) for p in product.rglob("*.py") if "radar_demo" in p.read_text(encoding="utf-8")]
     assert importers == []
     assert not (product / "fakes.py").exists() and not (product / "demo").exists()
+
+
+def test_the_trigger_form_labels_every_param_and_every_choice():
+    """Issue 15 §4: titles and descriptions for every param, no bare "null" among the slot's choices."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder="dags/").get_dag("opportunity_radar_slots")
+    assert set(dag.params) == {"push_mode", "run_date", "slot", "retry_failed"}
+    for name in dag.params:
+        param = dag.params.get_param(name)
+        assert param.schema.get("title") and param.description, name
+        if "enum" in param.schema:
+            assert set(param.schema["values_display"]) == set(param.schema["enum"]), name
+    assert dag.params.get_param("slot").schema["values_display"][None].startswith("默认")
