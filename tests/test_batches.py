@@ -74,6 +74,42 @@ def test_a_configuration_error_stops_the_batch_and_leaves_the_rest_unclaimed():
     assert called == [1]
 
 
+def _slow_fake(fakes, count: int, seconds: float) -> list[int]:
+    """``count`` articles for SLOT, and a DeepSeek stand-in taking ``seconds`` per call; returns [peak in flight]."""
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles = [article(i, SLOT - timedelta(minutes=i)) for i in range(1, count + 1)]
+    fakes.at(SLOT)
+    active, peak = [0], [0]
+    lock = threading.Lock()
+
+    def slow(body: dict) -> str:
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        time.sleep(seconds)
+        with lock:
+            active[0] -= 1
+        return answer(70)
+
+    fakes.deepseek.responder = slow
+    return peak
+
+
+def test_a_wide_batch_has_a_connection_per_thread(fakes, monkeypatch):
+    """30 threads share one SDK client: every call is in flight at once, none waits for a pooled connection
+    (the HTTP client's default pool holds 20, and the wait would eat the call's own deadline)."""
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_LLM_CONCURRENCY", "30")
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_ANALYSIS_TASKS", "1")
+    peak = _slow_fake(fakes, 30, 1.0)
+    rt = pipeline.Runtime.load()
+    slot = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="scheduled__w",
+                              params={}, now=SLOT + timedelta(minutes=1))
+    pipeline.ingest_articles(rt, slot)
+    [batch] = pipeline.analysis_batches(rt, slot)
+    result = pipeline.analyse_batch(rt, slot, batch, seconds=600)
+    assert result["counts"] == {"analysed": 30} and peak[0] == 30
+
+
 def test_a_slot_batch_keeps_the_calls_in_flight_at_its_width_and_calls_once_per_article(fakes, monkeypatch):
     """Through pipeline.analyse_batch: llm_concurrency 6 over analysis_tasks 2 = 3 calls in flight per batch;
     every article analysed once with its own attempt; a rerun of the batch (a clear) calls nothing."""

@@ -127,6 +127,8 @@ class BoundedTransport(httpx2.HTTPTransport):
         )
 
 
-def client(timeout: float, **kwargs: Any) -> httpx2.Client:
-    """An httpx2 client whose requests honour :func:`limits` (the environment's proxies are not used)."""
-    return httpx2.Client(transport=BoundedTransport(), timeout=timeout, trust_env=False, **kwargs)
+def client(timeout: float, *, max_connections: int = 20, **kwargs: Any) -> httpx2.Client:
+    """An httpx2 client whose requests honour :func:`limits` (the environment's proxies are not used);
+    ``max_connections``: requests in flight at once (more wait for a connection, on their own deadline)."""
+    return httpx2.Client(transport=BoundedTransport(max_connections=max_connections), timeout=timeout,
+                         trust_env=False, **kwargs)

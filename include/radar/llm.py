@@ -240,6 +240,7 @@ class LLMClient:
         rate_limit_wait: float = 300.0,
         gate: RateGate | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        max_connections: int = 20,
     ) -> None:
         if not api_key:
             raise LLMConfigError("no DeepSeek API key: set the password of the deepseek_default connection")
@@ -253,9 +254,12 @@ class LLMClient:
         self.max_tokens = max_tokens
         self.rate_limit_wait = rate_limit_wait
         self.gate = gate or RateGate()
-        # one client (one connection pool) for every call of this task; its requests honour http.limits
+        # one client (one connection pool) for every call of this task, shared by a batch's threads (so as
+        # many connections as threads: a call must not spend its deadline waiting for one); its requests
+        # honour http.limits
         self._client = _sdk().OpenAI(
-            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0, http_client=http.client(timeout)
+            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0,
+            http_client=http.client(timeout, max_connections=max_connections),
         )
 
     def with_gate(self, gate: RateGate) -> LLMClient:

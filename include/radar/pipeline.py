@@ -88,7 +88,7 @@ class Runtime:
             token_cache=ingest.db_token_cache(self.connect, f"werss:token:{_base_url(conn)}:{conn.login}"),
         )
 
-    def llm(self, gate: RateGate | None = None) -> LLMClient:
+    def llm(self, gate: RateGate | None = None, *, connections: int = 20) -> LLMClient:
         conn = get_connection(self.settings.deepseek_conn_id)
         if conn is None:
             raise ConfigurationError(f"the DeepSeek connection {self.settings.deepseek_conn_id!r} is missing")
@@ -108,6 +108,7 @@ class Runtime:
             max_tokens=s.deepseek_max_tokens,
             rate_limit_wait=s.deepseek_rate_limit_wait_seconds,
             gate=gate,
+            max_connections=connections,
         )
 
     def channels(self, conn_id: str | None = None) -> list[push.Channel]:
@@ -393,13 +394,14 @@ def analyse_batch(rt: Runtime, slot: dict[str, Any], batch: dict[str, Any], *,
     from include.radar.airflow_support import not_retryable  # noqa: PLC0415 - Airflow's exception types
 
     until = None if seconds is None else time.monotonic() + seconds
-    try:  # one SDK client (one connection pool) for the batch; a bad key surfaces in each article instead
-        shared: LLMClient | None = rt.llm()
+    threads = batches.width(rt.settings.llm_concurrency, rt.settings.analysis_tasks)
+    try:  # one SDK client (one connection per thread) for the batch; a bad key surfaces in each article instead
+        shared: LLMClient | None = rt.llm(connections=threads)
     except Exception:  # noqa: BLE001
         shared = None
     return batches.run(
         batch["articles"], lambda article: analyse_article(rt, slot, article, llm=shared, until=until),
-        threads=batches.width(rt.settings.llm_concurrency, rt.settings.analysis_tasks), stop_on=not_retryable(),
+        threads=threads, stop_on=not_retryable(),
     )
 
 
