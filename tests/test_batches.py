@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from include.radar import batches, db, pipeline, store
-from include.radar.llm import LLMConfigError
+from include.radar.llm import MIN_CALL_SECONDS, LLMConfigError
 from tests.slotrun import answer, article, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)
@@ -95,16 +95,28 @@ def _slow_fake(fakes, count: int, seconds: float) -> list[int]:
     return peak
 
 
+def _ingested(run_id: str) -> tuple[pipeline.Runtime, dict]:
+    """The slot at SLOT opened and its articles ingested, as open_slot and ingest leave them."""
+    rt = pipeline.Runtime.load()
+    slot = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id=run_id,
+                              params={}, now=SLOT + timedelta(minutes=1))
+    pipeline.ingest_articles(rt, slot)
+    return rt, slot
+
+
+def _pending(item_id: int) -> bool:
+    with db.connect() as conn:
+        row = conn.execute("SELECT analyzed_status FROM content_item WHERE id = %s", (item_id,)).fetchone()
+    return row["analyzed_status"] == store.PENDING
+
+
 def test_a_wide_batch_has_a_connection_per_thread(fakes, monkeypatch):
     """30 threads share one SDK client: every call is in flight at once, none waits for a pooled connection
     (the HTTP client's default pool holds 20, and the wait would eat the call's own deadline)."""
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_LLM_CONCURRENCY", "30")
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_ANALYSIS_TASKS", "1")
     peak = _slow_fake(fakes, 30, 1.0)
-    rt = pipeline.Runtime.load()
-    slot = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="scheduled__w",
-                              params={}, now=SLOT + timedelta(minutes=1))
-    pipeline.ingest_articles(rt, slot)
+    rt, slot = _ingested("scheduled__w")
     [batch] = pipeline.analysis_batches(rt, slot)
     result = pipeline.analyse_batch(rt, slot, batch, seconds=600)
     assert result["counts"] == {"analysed": 30} and peak[0] == 30
@@ -115,26 +127,8 @@ def test_a_slot_batch_keeps_the_calls_in_flight_at_its_width_and_calls_once_per_
     every article analysed once with its own attempt; a rerun of the batch (a clear) calls nothing."""
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_LLM_CONCURRENCY", "6")
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_ANALYSIS_TASKS", "2")
-    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
-    fakes.werss.articles = [article(i, SLOT - timedelta(minutes=10 * i)) for i in range(1, 13)]
-    fakes.at(SLOT)
-    active, peak = [0], [0]
-    lock = threading.Lock()
-
-    def slow(body: dict) -> str:
-        with lock:
-            active[0] += 1
-            peak[0] = max(peak[0], active[0])
-        time.sleep(0.2)
-        with lock:
-            active[0] -= 1
-        return answer(70)
-
-    fakes.deepseek.responder = slow
-    rt = pipeline.Runtime.load()
-    slot = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="scheduled__x",
-                              params={}, now=SLOT + timedelta(minutes=1))
-    pipeline.ingest_articles(rt, slot)
+    peak = _slow_fake(fakes, 12, 0.2)
+    rt, slot = _ingested("scheduled__x")
     plan = pipeline.analysis_batches(rt, slot)
     assert [len(b["articles"]) for b in plan] == [6, 6]
     result = pipeline.analyse_batch(rt, slot, plan[0], seconds=600)
@@ -149,19 +143,26 @@ def test_a_slot_batch_keeps_the_calls_in_flight_at_its_width_and_calls_once_per_
 
 
 def test_a_batch_whose_time_runs_out_leaves_its_articles_for_a_later_slot(fakes):
-    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
-    fakes.werss.articles = [article(i, SLOT - timedelta(minutes=10 * i)) for i in range(1, 4)]
-    fakes.at(SLOT)
-    fakes.deepseek.responder = lambda body: answer(70)
-    rt = pipeline.Runtime.load()
-    slot = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="scheduled__y",
-                              params={}, now=SLOT + timedelta(minutes=1))
-    pipeline.ingest_articles(rt, slot)
+    _slow_fake(fakes, 3, 0)
+    rt, slot = _ingested("scheduled__y")
     [first, _] = pipeline.analysis_batches(rt, slot)
     result = pipeline.analyse_batch(rt, slot, first, seconds=0)
     assert result["counts"] == {"deferred": 1} and fakes.deepseek.requests == []
     with db.connect() as conn:
-        row = conn.execute("SELECT deferred_count FROM slot_run").fetchone()
-        pending = conn.execute("SELECT analyzed_status FROM content_item WHERE id = %s",
-                               (first["articles"][0]["item_id"],)).fetchone()
-    assert row["deferred_count"] == 1 and pending["analyzed_status"] == store.PENDING
+        assert conn.execute("SELECT deferred_count FROM slot_run").fetchone()["deferred_count"] == 1
+    assert _pending(first["articles"][0]["item_id"])
+
+
+def test_a_call_still_running_when_the_batch_time_ends_is_cut_and_its_article_waits(fakes):
+    """The hanging case: DeepSeek holds the call far past the batch's time; the batch ends at its time
+    (not at the call's own 180 s cap), the attempt is closed as interrupted and the article is pending."""
+    _slow_fake(fakes, 1, 30.0)
+    rt, slot = _ingested("scheduled__z")
+    [batch] = pipeline.analysis_batches(rt, slot)
+    started = time.monotonic()
+    result = pipeline.analyse_batch(rt, slot, batch, seconds=MIN_CALL_SECONDS + 1)
+    assert result["counts"] == {"interrupted": 1}
+    assert time.monotonic() - started < 20  # cut at the batch's time, long before the stand-in answers
+    assert _pending(batch["articles"][0]["item_id"])
+    with db.connect() as conn:
+        assert [r["outcome"] for r in conn.execute("SELECT outcome FROM analysis_attempt")] == ["interrupted"]
