@@ -909,3 +909,18 @@ def test_daily_page_renders_in_chromium(seed: Seeder, db_url: str, tmp_path: Pat
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@pytest.mark.browser
+def test_the_browser_harness_opens_a_signed_page_on_a_phone(seed: Seeder, db_url: str) -> None:
+    from tests.browser import PHONE, chromium, serve
+
+    seed_showcase_day(seed)
+    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: NOW)
+    with serve(app) as base, chromium() as browser:
+        page = browser.new_page(viewport=PHONE)
+        response = page.goto(base + signed("/daily/2026-01-08"))
+        assert response is not None and response.status == 200
+        assert page.title() == "日报 2026-01-08 · 机会雷达"
+        # nothing overflows the phone's width
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
