@@ -87,7 +87,7 @@ SETTINGS_TTL_SECONDS = 60.0
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'self'; "
-        "base-uri 'none'; form-action 'none'"
+        "base-uri 'none'; form-action 'self'"
     ),
     "X-Content-Type-Options": "nosniff",
     # pushed links carry their signature in the query string: never leak it to another site
