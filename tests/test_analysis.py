@@ -44,7 +44,7 @@ def test_valid_answer_is_stored_once_with_usage_and_a_rerun_makes_zero_calls(fak
         opportunities = conn.execute("SELECT count(*) AS n FROM opportunity").fetchone()["n"]
     assert row["score"] == 72 and row["prompt_tokens"] == 1200 and row["cache_hit_tokens"] == 256
     assert row["cache_miss_tokens"] == 944 and row["reasoning_tokens"] == 200 and row["llm_calls"] == 1
-    assert row["prompt_version"] == "analysis-v2" and float(row["cost"]) > 0
+    assert row["prompt_version"] == "analysis-v3" and float(row["cost"]) > 0
     assert opportunities == 1 and _item("1-1")["analyzed_status"] == store.DONE
     run_slot(SLOT)
     assert len(fakes.deepseek.requests) == 1

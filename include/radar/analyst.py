@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from include.radar import evidence, spending, store
+from include.radar import evidence, focus, spending, store
 from include.radar.llm import (
     MIN_CALL_SECONDS,
     LLMClient,
@@ -41,11 +41,15 @@ from include.radar.spending import Spend
 
 log = logging.getLogger(__name__)
 
-ANALYSIS_PROMPT = Prompt("analysis", "v2")
+ANALYSIS_PROMPT = Prompt("analysis", "v3")
 
-def system_prompt(threshold: int) -> str:
+
+def system_prompt(threshold: int, profile: focus.Profile | None = None) -> str:
+    """The system part: rubric, threshold and the reader's watchlist (their own words, delimited, with any
+    delimiter run in them cut, so a profile line can never close its block)."""
+    block = neutralise_delimiters((profile or focus.Profile()).prompt_block())
     return (ANALYSIS_PROMPT.system().replace("<RUBRIC>", rubric(threshold))
-            .replace("<THRESHOLD>", str(threshold)))
+            .replace("<THRESHOLD>", str(threshold)).replace("<READER_PROFILE>", block))
 TRUNCATION_NOTICE = "（正文过长已截断，可能缺失关键信息，需核验原文）"
 
 
@@ -113,6 +117,7 @@ def analyse_item(
         claim = store.claim_item(conn, item_id, slot_run_id=slot_run_id, claimer=claimer,
                                  max_attempts=settings.max_analysis_attempts)
         early = _without_call(conn, claim, item_id, slot_run_id)
+        profile = focus.from_row(store.get_profile(conn)) if early is None else focus.Profile()
     if early is not None:
         return early
     item, attempt_id = claim.item, claim.attempt_id
@@ -124,11 +129,13 @@ def analyse_item(
         source = evidence.Article(item["clean_text"])
         threshold = settings.push_score_threshold
         answer = llm.complete_json(
-            system_prompt(threshold), article_prompt(item, settings.deepseek_content_truncate_chars), ArticleAnalysis,
+            system_prompt(threshold, profile), article_prompt(item, settings.deepseek_content_truncate_chars),
+            ArticleAnalysis,
             deadline=deadline, check=lambda value: evidence.needs_repair(value, source, threshold), usage=spend.usage,
         )
         result, verdict = evidence.settle(answer.value, source, threshold)  # type: ignore[arg-type]
         record = _record(item_id, slot_run_id, result, answer.usage, answer.model, settings, verdict)
+        record["watch_hits"] = profile.watch_hits(item["title"], item["clean_text"])
         with connect() as conn:
             spend.record(conn)
             analysis_id = store.insert_analysis(conn, record, [o.model_dump() for o in result.opportunities],
@@ -238,6 +245,7 @@ def _reuse(conn: Any, twin: dict[str, Any], item_id: int, slot_run_id: int) -> i
     record = {
         **{k: twin[k] for k in ("score", "has_opportunity", "top_type", "summary", "result_json", "model",
                                 "prompt_version", "evidence_verified", "consistency_note")},
+        "watch_hits": twin.get("watch_hits") or [],
         "content_item_id": item_id,
         "slot_run_id": slot_run_id,
         "reused_from_id": twin["reused_from_id"] or twin["id"],

@@ -290,8 +290,10 @@ def verified_quotes(analysis: dict[str, Any]) -> int:
 
 def lead_key(analysis: dict[str, Any]) -> tuple[Any, ...]:
     """The order in which an event's analyses lead it: verified evidence first, then fresh analyses before
-    reposts (a repost is never news), then the score, then the number of verified quotes, then the oldest."""
-    return (analysis.get("evidence_verified") is False, bool(analysis.get("reused_from_id")), -int(analysis["score"]),
+    reposts (a repost is never news), then the rank (the score boosted by the reader's focus and feedback,
+    ranking.py; the score where none was computed), then the score, the number of verified quotes, the oldest."""
+    return (analysis.get("evidence_verified") is False, bool(analysis.get("reused_from_id")),
+            -int(analysis.get("rank_score", analysis["score"])), -int(analysis["score"]),
             -verified_quotes(analysis), int(analysis["id"]))
 
 

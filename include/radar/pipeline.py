@@ -23,8 +23,10 @@ from include.radar import (
     decide,
     digest,
     events,
+    focus,
     ingest,
     push,
+    ranking,
     ratelimit,
     redact,
     signing,
@@ -356,6 +358,7 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
             conn, max_attempts=rt.settings.max_analysis_attempts, limit=rt.settings.max_articles_per_slot,
             published_between=own_articles(_key(slot), rt.settings) if own_only else None,
         )
+        rows = _without_excluded(conn, slot, rows)
         spent = spending.budget_reached(conn, rt.settings)
         budget_note = None
         if rows and spent is not None:
@@ -379,6 +382,25 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
     retries = sum(1 for r in rows if r["analyzed_status"] == store.FAILED)
     log.info("slot %s: %d articles to analyse (%d retries of earlier failures)", slot["slot"], len(rows), retries)
     return [{"item_id": r["id"], "title": r["title"][:80]} for r in rows]
+
+
+def _without_excluded(conn: Any, slot: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows the reader's rules (focus.py) let through; the others are marked excluded and counted on the
+    slot, before anything is paid for them."""
+    profile = focus.from_row(store.get_profile(conn))
+    if not rows or not profile.rules:
+        return rows
+    texts = store.texts_of(conn, [r["id"] for r in rows], focus.MATCH_CHARS)
+    reasons = {}
+    for r in rows:
+        text = texts.get(r["id"])
+        reason = profile.exclusion(text["title"], text["text"]) if text else None
+        if reason:
+            reasons[r["id"]] = reason
+    if reasons:
+        marked = store.exclude_items(conn, slot["slot_run_id"], reasons)
+        log.info("slot %s: %d articles excluded by the reader's rules, not sent to the LLM", slot["slot"], marked)
+    return [r for r in rows if r["id"] not in reasons]
 
 
 def analysis_batches(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
@@ -438,6 +460,8 @@ def _slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
         event_ids = sorted({events.event_of(a) for a in analyses})
         others = store.event_members(conn, event_ids)
         reported = store.pushed_events(conn, event_ids, slot["slot_run_id"])
+        weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)))
+    analyses = ranking.annotate(analyses, weights)  # the reader's watchlist and feedback order the candidates
     return decide.summarise(analyses, failed, rt.settings.push_score_threshold,
                             [o for o in others if o["slot_run_id"] != slot["slot_run_id"]], reported)
 

@@ -37,12 +37,20 @@ class Opportunity(_Answer):
         return [i.strip()[:500] for i in items if i.strip()]
 
 
+class WatchlistNote(_Answer):
+    """Whether the article touches the reader's watchlist (prompt v3): the model's word, shown as such."""
+
+    touches: bool = False
+    how: str = Field("", max_length=300)
+
+
 class ArticleAnalysis(_Answer):
     score: int = Field(ge=0, le=100)
     has_opportunity: bool
     top_type: TopType
     summary: str = Field(min_length=1, max_length=2000)
     opportunities: list[Opportunity] = Field(default_factory=list, max_length=10)
+    watchlist: WatchlistNote | None = None  # optional: an answer without it is still a valid analysis
 
 
 class TopOpportunity(_Answer):

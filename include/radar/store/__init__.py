@@ -9,6 +9,7 @@ Every function takes an open psycopg connection (``db.connect()``) and leaves co
 - ``analyses``: claiming an article for analysis, the attempt log, results, and reading analyses;
 - ``pushes``: the notification log (exactly-once per message and channel);
 - ``events``: which analyses report one real-world event;
+- ``focus``: the reader's profile, the articles its rules exclude, the reader's feedback;
 - ``reports``: the daily report and the report pages' read-only queries;
 - ``operations``: the LLM spend ledger, budget deferrals, operator alerts, shared service status;
 - ``state``: small service state (the WeRSS token).
@@ -79,6 +80,17 @@ from include.radar.store.events import (  # noqa: F401
     pushed_events,
     set_events,
     ungrouped,
+)
+from include.radar.store.focus import (  # noqa: F401
+    EXCLUDED,
+    exclude_items,
+    excluded_items,
+    feedback_for_ranking,
+    feedback_of,
+    get_profile,
+    save_profile,
+    set_feedback,
+    texts_of,
 )
 from include.radar.store.operations import (  # noqa: F401
     alerts_between,

@@ -259,15 +259,15 @@ def insert_analysis(
         """
         INSERT INTO analysis_result (content_item_id, slot_run_id, reused_from_id, score, has_opportunity,
                top_type, summary, result_json, model, prompt_version, prompt_tokens, completion_tokens,
-               reasoning_tokens, cache_hit_tokens, cache_miss_tokens, cost, currency, latency_ms, llm_calls, evidence_verified, consistency_note)
+               reasoning_tokens, cache_hit_tokens, cache_miss_tokens, cost, currency, latency_ms, llm_calls, evidence_verified, consistency_note, watch_hits)
         VALUES (%(content_item_id)s, %(slot_run_id)s, %(reused_from_id)s, %(score)s, %(has_opportunity)s,
                %(top_type)s, %(summary)s, %(result_json)s, %(model)s, %(prompt_version)s, %(prompt_tokens)s,
                %(completion_tokens)s, %(reasoning_tokens)s, %(cache_hit_tokens)s, %(cache_miss_tokens)s,
-               %(cost)s, %(currency)s, %(latency_ms)s, %(llm_calls)s, %(evidence_verified)s, %(consistency_note)s)
+               %(cost)s, %(currency)s, %(latency_ms)s, %(llm_calls)s, %(evidence_verified)s, %(consistency_note)s, %(watch_hits)s)
         ON CONFLICT ON CONSTRAINT analysis_result_content_item_id_key DO NOTHING
         RETURNING id
         """,
-        {"evidence_verified": None, "consistency_note": None, **record, "result_json": Jsonb(record["result_json"])},
+        {"evidence_verified": None, "consistency_note": None, "watch_hits": [], **record, "result_json": Jsonb(record["result_json"])},
     ).fetchone()
     if row is None:
         return None
@@ -326,7 +326,7 @@ _ANALYSIS_COLUMNS = """
     a.id, a.content_item_id, a.slot_run_id, a.reused_from_id, a.score, a.has_opportunity, a.top_type,
     a.summary, a.result_json, a.model, a.prompt_version, a.prompt_tokens, a.completion_tokens,
     a.reasoning_tokens, a.cache_hit_tokens, a.cache_miss_tokens, a.cost, a.currency, a.evidence_verified, a.consistency_note, a.latency_ms, a.llm_calls,
-    a.event_id, a.event_note,
+    a.event_id, a.event_note, a.watch_hits,
     a.created_at, c.title, c.url, c.published_at, c.external_id, c.mp_id,
     coalesce(acc.name, c.mp_id) AS mp_name, s.run_date, s.slot
 """

@@ -1,0 +1,208 @@
+"""The reader's focus: a watchlist the ranking boosts and filter rules that keep articles from the LLM. Pure.
+
+The profile (one row, reader_profile; edited on the /profile page) has five lists:
+
+- companies, tickers, sectors: names the radar looks for itself in an article's title and text. A hit is
+  stored with the analysis (``watch_hits``) and boosts its rank (include/radar/ranking.py);
+- interests: free text only the model reads ("储能产业链的价格拐点"); its answer says whether the article
+  touches the watchlist and how (``watchlist`` in the analysis JSON);
+- rules, one per line, TrendRadar-style, each a word or a ``/regex/``:
+    ``word``   any-of: when there are such lines, an article must contain at least one of them;
+    ``+word``  must: an article must contain every one of them;
+    ``!word``  never: an article that contains one is excluded.
+  An excluded article is never sent to the LLM (nothing is paid), and is counted on the slot that excluded it.
+
+Matching is case-insensitive over the title and the text; a ticker also matches with its exchange suffix or
+prefix stripped (``600519`` finds ``600519.SH`` and ``SH600519``). Regexes are the reader's own, checked when
+saved (length, compiles) and run over at most ``MATCH_CHARS`` of text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_ITEMS = 50  # per list
+MAX_ITEM_CHARS = 60
+MAX_RULES = 100
+MAX_RULE_CHARS = 200
+MATCH_CHARS = 30_000  # rules and watchlist look at the title and this much of the text
+_SPLIT = re.compile(r"[\n,，、;；]+")
+_TICKER_AFFIX = re.compile(r"^(?:SH|SZ|BJ|HK)(?=\d)|\.(?:SH|SZ|BJ|HK|SS|US|O|N)$", re.IGNORECASE)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+class ProfileError(ValueError):
+    """What the reader typed cannot be saved; ``errors`` says which line and why, in the page's language."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str  # any | must | never
+    text: str  # as the reader wrote it, without the +/! mark
+    pattern: re.Pattern[str]
+
+    @property
+    def label(self) -> str:
+        return {"any": "", "must": "+", "never": "!"}[self.kind] + self.text
+
+    def hits(self, haystack: str) -> bool:
+        return self.pattern.search(haystack) is not None
+
+
+def parse_rule(line: str) -> Rule:
+    """One rule line; raises ValueError (with a Chinese message) when it cannot be used."""
+    text = line.strip()
+    kind = "any"
+    if text[:1] in ("+", "!", "！"):
+        kind = "must" if text[0] == "+" else "never"
+        text = text[1:].strip()
+    if not text:
+        raise ValueError(f"「{line.strip()}」缺少要匹配的词")
+    if len(text) > MAX_RULE_CHARS:
+        raise ValueError(f"「{text[:20]}…」超过 {MAX_RULE_CHARS} 个字符")
+    if len(text) >= 2 and text.startswith("/") and text.endswith("/"):
+        try:
+            pattern = re.compile(text[1:-1], re.IGNORECASE)
+        except re.error as exc:
+            raise ValueError(f"正则「{text}」无效：{exc}") from None
+        if pattern.search("") is not None:
+            raise ValueError(f"正则「{text}」能匹配空文本，会命中所有文章")
+    else:
+        pattern = re.compile(re.escape(text), re.IGNORECASE)
+    return Rule(kind, text, pattern)
+
+
+def clean_items(values: Iterable[str], what: str) -> tuple[list[str], list[str]]:
+    """A list as typed (lines, or separated by commas/、/;): trimmed, de-duplicated, bounded; with errors."""
+    items: list[str] = []
+    errors: list[str] = []
+    for value in values:
+        for part in _SPLIT.split(_CONTROL.sub("", value or "")):
+            item = " ".join(part.split())
+            if not item or item.casefold() in (i.casefold() for i in items):
+                continue
+            if len(item) > MAX_ITEM_CHARS:
+                errors.append(f"{what}「{item[:20]}…」超过 {MAX_ITEM_CHARS} 个字符")
+                continue
+            items.append(item)
+    if len(items) > MAX_ITEMS:
+        errors.append(f"{what}最多 {MAX_ITEMS} 项（现有 {len(items)} 项）")
+    return items[:MAX_ITEMS], errors
+
+
+def ticker_key(ticker: str) -> str:
+    """``600519.SH``, ``SH600519`` and ``600519`` are one ticker; letters are compared case-insensitively."""
+    return _TICKER_AFFIX.sub("", ticker.strip()).casefold()
+
+
+@dataclass(frozen=True)
+class Profile:
+    companies: tuple[str, ...] = ()
+    tickers: tuple[str, ...] = ()
+    sectors: tuple[str, ...] = ()
+    interests: tuple[str, ...] = ()
+    rules: tuple[Rule, ...] = ()
+    updated_at: Any = None
+    updated_by: str | None = None
+    _watch: tuple[tuple[str, re.Pattern[str]], ...] = field(default=(), compare=False, repr=False)
+
+    @classmethod
+    def build(cls, *, companies: Iterable[str] = (), tickers: Iterable[str] = (), sectors: Iterable[str] = (),
+              interests: Iterable[str] = (), rules: Iterable[str] = (), updated_at: Any = None,
+              updated_by: str | None = None) -> Profile:
+        """A profile from stored or typed lists; raises ProfileError listing every line it cannot use."""
+        errors: list[str] = []
+        lists = {}
+        for name, values, what in (("companies", companies, "公司"), ("tickers", tickers, "股票代码"),
+                                   ("sectors", sectors, "行业"), ("interests", interests, "兴趣")):
+            lists[name], problems = clean_items(values, what)
+            errors += problems
+        parsed: list[Rule] = []
+        lines = [line for value in rules for line in (value or "").splitlines() if line.strip()]
+        for line in lines[:MAX_RULES]:
+            try:
+                parsed.append(parse_rule(_CONTROL.sub("", line)))
+            except ValueError as exc:
+                errors.append(str(exc))
+        if len(lines) > MAX_RULES:
+            errors.append(f"过滤规则最多 {MAX_RULES} 行（现有 {len(lines)} 行）")
+        if errors:
+            raise ProfileError(errors)
+        watch = [(name, re.compile(re.escape(name), re.IGNORECASE)) for name in (*lists["companies"], *lists["sectors"])]
+        watch += [(t, re.compile(r"(?<![0-9A-Za-z])" + re.escape(ticker_key(t)) + r"(?![0-9A-Za-z])", re.IGNORECASE))
+                  for t in lists["tickers"] if ticker_key(t)]
+        return cls(tuple(lists["companies"]), tuple(lists["tickers"]), tuple(lists["sectors"]),
+                   tuple(lists["interests"]), tuple(parsed), updated_at, updated_by, tuple(watch))
+
+    @property
+    def empty(self) -> bool:
+        return not (self.companies or self.tickers or self.sectors or self.interests or self.rules)
+
+    @property
+    def has_watchlist(self) -> bool:
+        return bool(self.companies or self.tickers or self.sectors or self.interests)
+
+    def rule_lines(self) -> list[str]:
+        return [r.label for r in self.rules]
+
+    def exclusion(self, title: str, text: str) -> str | None:
+        """Why the rules keep this article from the LLM (the rule, as the reader wrote it), or None."""
+        haystack = _haystack(title, text)
+        for rule in self.rules:
+            if rule.kind == "never" and rule.hits(haystack):
+                return f"命中排除词 {rule.label}"
+        for rule in self.rules:
+            if rule.kind == "must" and not rule.hits(haystack):
+                return f"缺少必含词 {rule.label}"
+        wanted = [r for r in self.rules if r.kind == "any"]
+        if wanted and not any(r.hits(haystack) for r in wanted):
+            return "不含任何关注词（" + " ".join(r.label for r in wanted[:5]) + (" 等" if len(wanted) > 5 else "") + "）"
+        return None
+
+    def watch_hits(self, title: str, text: str) -> list[str]:
+        """The watchlist entries (companies, sectors, tickers) named in the title or the text."""
+        haystack = _haystack(title, text)
+        return [name for name, pattern in self._watch if pattern.search(haystack)]
+
+    def prompt_block(self) -> str:
+        """The profile as the analysis prompt's system part carries it: compact, one line per list."""
+        if not self.has_watchlist:
+            return "（读者未设置关注列表：watchlist.touches 填 false，how 留空。）"
+        lines = []
+        for label, items in (("公司", self.companies), ("股票代码", self.tickers), ("行业", self.sectors),
+                             ("兴趣", self.interests)):
+            if items:
+                lines.append(f"- {label}：" + "；".join(items))
+        return "\n".join(lines)
+
+
+def _haystack(title: str, text: str) -> str:
+    return f"{title or ''}\n{(text or '')[:MATCH_CHARS]}"
+
+
+def from_row(row: dict[str, Any] | None) -> Profile:
+    """The stored profile; a row saved by an older version that no longer parses keeps what still does."""
+    if row is None:
+        return Profile()
+    try:
+        return Profile.build(companies=row["companies"], tickers=row["tickers"], sectors=row["sectors"],
+                             interests=row["interests"], rules=row["rules"], updated_at=row["updated_at"],
+                             updated_by=row["updated_by"])
+    except ProfileError:
+        good = []
+        for line in row["rules"]:
+            try:
+                parse_rule(line)
+            except ValueError:
+                continue
+            good.append(line)
+        return Profile.build(companies=row["companies"][:MAX_ITEMS], tickers=row["tickers"][:MAX_ITEMS],
+                             sectors=row["sectors"][:MAX_ITEMS], interests=row["interests"][:MAX_ITEMS],
+                             rules=good[:MAX_RULES], updated_at=row["updated_at"], updated_by=row["updated_by"])

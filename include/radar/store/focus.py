@@ -1,0 +1,119 @@
+"""The reader's profile (one row), the articles its rules exclude, and the reader's feedback on analyses."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import psycopg
+
+from include.radar.store.common import Row
+
+EXCLUDED = 4  # content_item.analyzed_status: the reader's rules keep it from the LLM
+FEEDBACK_DAYS = 180  # what the ranking learns from: the verdicts of the last half year
+
+
+def get_profile(conn: psycopg.Connection) -> Row | None:
+    return conn.execute("SELECT * FROM reader_profile WHERE id = 1").fetchone()
+
+
+def save_profile(conn: psycopg.Connection, lists: dict[str, list[str]], updated_by: str | None) -> None:
+    conn.execute(
+        """
+        INSERT INTO reader_profile (id, companies, tickers, sectors, interests, rules, updated_by, updated_at)
+        VALUES (1, %(companies)s, %(tickers)s, %(sectors)s, %(interests)s, %(rules)s, %(by)s, now())
+        ON CONFLICT (id) DO UPDATE SET companies = EXCLUDED.companies, tickers = EXCLUDED.tickers,
+               sectors = EXCLUDED.sectors, interests = EXCLUDED.interests, rules = EXCLUDED.rules,
+               updated_by = EXCLUDED.updated_by, updated_at = now()
+        """,
+        {**lists, "by": updated_by},
+    )
+
+
+def texts_of(conn: psycopg.Connection, item_ids: list[int], chars: int) -> dict[int, Row]:
+    """Title and the first ``chars`` of the clean text of each article, for the reader's rules."""
+    rows = conn.execute(
+        "SELECT id, title, left(clean_text, %s) AS text FROM content_item WHERE id = ANY(%s)", (chars, item_ids)
+    ).fetchall()
+    return {r["id"]: r for r in rows}
+
+
+def exclude_items(conn: psycopg.Connection, slot_run_id: int, reasons: dict[int, str]) -> int:
+    """Mark the articles the reader's rules exclude (only those still waiting: a claimed or analysed one is
+    not taken back) and count them on the slot run; returns how many were marked."""
+    marked = 0
+    for item_id, reason in reasons.items():
+        marked += conn.execute(
+            """
+            UPDATE content_item SET analyzed_status = 4, last_error = %s, last_slot_run_id = %s, updated_at = now()
+            WHERE id = %s AND analyzed_status IN (0, 3)
+            """,
+            (reason, slot_run_id, item_id),
+        ).rowcount
+    if marked:
+        conn.execute("UPDATE slot_run SET excluded_count = excluded_count + %s WHERE id = %s", (marked, slot_run_id))
+    return marked
+
+
+def excluded_items(conn: psycopg.Connection, slot_run_ids: list[int], limit: int = 50) -> list[Row]:
+    """The articles these slot runs excluded, newest first (the pages list them with the rule)."""
+    return conn.execute(
+        """
+        SELECT c.id, c.title, c.url, c.published_at, c.last_error AS reason, c.last_slot_run_id,
+               coalesce(acc.name, c.mp_id) AS mp_name
+        FROM content_item c LEFT JOIN wechat_account acc ON acc.id = c.account_id
+        WHERE c.analyzed_status = 4 AND c.last_slot_run_id = ANY(%s)
+        ORDER BY c.published_at DESC, c.id DESC LIMIT %s
+        """,
+        (slot_run_ids, limit),
+    ).fetchall()
+
+
+def set_feedback(conn: psycopg.Connection, analysis_id: int, verdict: str, via: str) -> str:
+    """Record the reader's verdict; 'recorded', 'unchanged' (the same verdict again: idempotent),
+    'changed' or 'missing' (no such analysis)."""
+    row = conn.execute(
+        """
+        WITH target AS (SELECT id FROM analysis_result WHERE id = %(id)s),
+        previous AS (SELECT verdict FROM feedback WHERE analysis_id = %(id)s),
+        written AS (
+            INSERT INTO feedback (analysis_id, verdict, via)
+            SELECT id, %(verdict)s, %(via)s FROM target
+            ON CONFLICT (analysis_id) DO UPDATE SET verdict = EXCLUDED.verdict, via = EXCLUDED.via, updated_at = now()
+            WHERE feedback.verdict IS DISTINCT FROM EXCLUDED.verdict
+            RETURNING analysis_id
+        )
+        SELECT (SELECT count(*) FROM target) AS found, (SELECT verdict FROM previous) AS previous,
+               (SELECT count(*) FROM written) AS written
+        """,
+        {"id": analysis_id, "verdict": verdict, "via": via},
+    ).fetchone()
+    if not row["found"]:
+        return "missing"
+    if not row["written"]:
+        return "unchanged"
+    return "changed" if row["previous"] else "recorded"
+
+
+def feedback_of(conn: psycopg.Connection, analysis_ids: list[int]) -> dict[int, str]:
+    rows = conn.execute(
+        "SELECT analysis_id, verdict FROM feedback WHERE analysis_id = ANY(%s)", (analysis_ids,)
+    ).fetchall()
+    return {r["analysis_id"]: r["verdict"] for r in rows}
+
+
+def feedback_for_ranking(conn: psycopg.Connection, now: datetime, days: int = FEEDBACK_DAYS) -> list[Row]:
+    """The verdicts of the last ``days`` with what the ranking learns from: the account, the topic and the
+    opportunities (result_json) of each analysis."""
+    return conn.execute(
+        """
+        SELECT f.verdict, a.top_type, a.result_json, coalesce(acc.name, c.mp_id) AS mp_name
+        FROM feedback f
+        JOIN analysis_result a ON a.id = f.analysis_id
+        JOIN content_item c ON c.id = a.content_item_id
+        LEFT JOIN wechat_account acc ON acc.id = c.account_id
+        WHERE f.updated_at > %s - make_interval(days => %s)
+        ORDER BY f.updated_at DESC LIMIT 2000
+        """,
+        (now, days),
+    ).fetchall()
+
