@@ -27,7 +27,7 @@ os.environ.setdefault("AIRFLOW_VAR_RADAR_DAILY_DEADLINE_ALERT", "false")
 
 TABLES = (
     "push_decision, notification_log, daily_report, opportunity, analysis_result, content_item, "
-    "slot_run, wechat_account, service_state, operator_alert, llm_spend"
+    "slot_run, wechat_account, service_state, operator_alert, llm_spend, feedback, reader_profile"
 )
 
 

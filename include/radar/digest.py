@@ -15,10 +15,10 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
-from include.radar import decide, events, store
+from include.radar import decide, events, ranking, store
 from include.radar.llm import (
     LLMClient,
     LLMConfigError,
@@ -86,9 +86,11 @@ class DayFacts:
 def gather(conn: Any, day: date, threshold: int, currency: str = "USD") -> DayFacts:
     """The day's analyses, failures and slot runs, the articles published by the day's end that still
     wait for an analysis, and what the day's calls cost."""
+    weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)))
     return DayFacts(
         day=day,
-        analyses=store.day_analyses(conn, day),
+        # ordered by rank: the reader's watchlist and feedback decide which of equal scores comes first
+        analyses=ranking.order(ranking.annotate(store.day_analyses(conn, day), weights)),
         failures=store.day_failures(conn, day),
         slot_runs=store.slot_runs_for_day(conn, day),
         threshold=threshold,

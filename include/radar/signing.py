@@ -37,6 +37,12 @@ def sign(path: str, secret: str, now: datetime, valid_days: int) -> dict[str, st
     return {"exp": str(expires), "sig": _mac(secret, path, expires)}
 
 
+def sign_until(path: str, secret: str, expires: int) -> dict[str, str]:
+    """Query parameters (``exp``, ``sig``) that grant ``path`` until the Unix time ``expires`` (an action
+    that must expire with the page that rendered it)."""
+    return {"exp": str(int(expires)), "sig": _mac(secret, path, int(expires))}
+
+
 def parse_exp(exp: str | None, now: datetime) -> int | None:
     """``exp`` as a Unix time when it is written as the signer writes it and lies in the valid window."""
     if exp is None or not _EXP_RE.fullmatch(exp):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,32 +32,35 @@ from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 from zoneinfo import ZoneInfo
 
 import psycopg
 from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from include.radar import db, signing, store
+from include.radar import db, focus, ranking, signing, store
 from include.radar.settings import Settings, SettingsError
 from include.radar.slots import SHANGHAI
-from include.radar.web import health, views
+from include.radar.web import feedback, health, views
 from include.radar.web.auth import (
     AIRFLOW_LOGIN_PATH,
     PageError,
     Reader,
     ReaderDep,
+    airflow_user,
     app_path,
     local_path,
     require_reader,
 )
 from include.radar.web.server import install_access_log_filter, redact_scope_query, server_settings
+from include.radar.web.views import profile as profile_views
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +169,16 @@ class Runtime:
         assert self._resolved_url is not None
         with db.connect(self._resolved_url) as conn:
             conn.execute("SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = '5s'")
+            yield conn
+
+
+    @contextmanager
+    def connect_write(self) -> Iterator[psycopg.Connection]:
+        """A connection that may write: the reader's own data only (their profile, their feedback)."""
+        self._refresh()
+        assert self._resolved_url is not None
+        with db.connect(self._resolved_url) as conn:
+            conn.execute("SET LOCAL statement_timeout = '5s'")
             yield conn
 
 
@@ -351,6 +365,44 @@ def _day_signer(reader: Reader, settings: Settings) -> Callable[[str], str] | No
     return lambda path: urlencode(signing.sign(path, secret, expires, 0))
 
 
+CSRF_COOKIE = "radar_csrf"
+_CSRF_RE = re.compile(r"[A-Za-z0-9_-]{43}")
+MAX_PROFILE_BODY = 64 * 1024
+
+
+def _here(request: Request, links: views.Links) -> str:
+    """This page's own path and query (a signed page's signature included): where a form comes back to."""
+    query = request.url.query
+    return local_path(links.root + app_path(request)) + (f"?{query}" if query else "")
+
+
+def _feedback_forms(request: Request, reader: Reader, settings: Settings, links: views.Links) -> feedback.Forms:
+    secret = settings.link_secret.get_secret_value() if settings.link_secret else None
+    return feedback.Forms(secret, _runtime(request).clock(), links.root, _here(request, links),
+                          reader.signed_exp if reader.signed else None)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused past ``limit`` bytes without reading the rest."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise PageError(400, "请求无效", "提交的内容过大。")
+    return body
+
+
+def _user_name(user: Any) -> str:
+    for attr in ("get_name", "get_id"):
+        method = getattr(user, attr, None)
+        if callable(method):
+            try:
+                return str(method())[:100]
+            except Exception:  # noqa: BLE001 - a name is for the record only
+                continue
+    return str(getattr(user, "username", "") or "airflow user")[:100]
+
+
 def create_app(
     settings_loader: Callable[[], Settings] = server_settings,
     db_url: str | None = None,
@@ -428,6 +480,7 @@ def create_app(
                 conn, today - timedelta(days=max(RECENT_DAYS, health.SPEND_DAYS) - 1), today, currency)
             run_spend = store.slot_spend(conn, [r["id"] for r in runs])
             health_view = health.gather(conn, settings, now=now, tz=tz, links=links, spend_by_day=by_day)
+            learned_more, learned_less = ranking.learn(store.feedback_for_ranking(conn, now)).learned()
         page = views.overview_page(
             today=today,
             now=now,
@@ -445,7 +498,8 @@ def create_app(
             currency=currency,
         )
         return pages.render(
-            request, "overview.html", settings=settings, reader=reader, links=links, page=page, health=health_view
+            request, "overview.html", settings=settings, reader=reader, links=links, page=page, health=health_view,
+            learned_more=learned_more, learned_less=learned_less,
         )
 
     @router.get("/daily/{day}", response_class=HTMLResponse)
@@ -464,6 +518,9 @@ def create_app(
             spent = store.day_spend(conn, report_day, settings.deepseek_currency)
             run_spend = store.slot_spend(conn, [r["id"] for r in runs])
             budget_deferred = store.day_budget_deferred(conn, report_day)
+            weights = ranking.learn(store.feedback_for_ranking(conn, now))
+            verdicts = store.feedback_of(conn, [a["id"] for a in analyses])
+        analyses = ranking.order(ranking.annotate(analyses, weights))  # the reader's order, as the report's
         # a signed daily link opens that day's analyses too, and nothing else
         links = _links(request, _day_signer(reader, settings), frozenset(a["id"] for a in analyses))
         page = views.daily_page(
@@ -486,7 +543,10 @@ def create_app(
             slot_spend=run_spend,
             budget_deferred=budget_deferred,
         )
-        return pages.render(request, "daily.html", settings=settings, reader=reader, links=links, page=page)
+        forms = _feedback_forms(request, reader, settings, links)
+        buttons = {a["id"]: forms.buttons(a["id"], verdicts.get(a["id"])) for a in analyses}
+        return pages.render(request, "daily.html", settings=settings, reader=reader, links=links, page=page,
+                            feedback_forms=buttons)
 
     @router.get("/analysis/{analysis_id}", response_class=HTMLResponse)
     def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLResponse:
@@ -501,6 +561,8 @@ def create_app(
             reused = store.analysis_brief(conn, row["reused_from_id"]) if row["reused_from_id"] else None
             spend = store.item_spend(conn, row["content_item_id"])
             members = store.event_members(conn, [row["event_id"]]) if row["event_id"] else []
+            weights = ranking.learn(store.feedback_for_ranking(conn, runtime.clock()))
+            verdict = store.feedback_of(conn, [wanted]).get(wanted)
         links = _links(request)
         page = views.analysis_page(
             row=row,
@@ -512,7 +574,86 @@ def create_app(
             total_cost=health.item_total(row, spend),
             event_members=members,
         )
-        return pages.render(request, "analysis.html", settings=settings, reader=reader, links=links, page=page)
+        return pages.render(
+            request, "analysis.html", settings=settings, reader=reader, links=links, page=page,
+            rank=profile_views.rank_view(row, weights),
+            boosts={"watch": ranking.WATCH_BOOST, "interest": ranking.INTEREST_BOOST, "cap": ranking.FEEDBACK_CAP},
+            feedback_buttons=_feedback_forms(request, reader, settings, links).buttons(wanted, verdict),
+        )
+
+    @router.get("/profile", response_class=HTMLResponse)
+    def profile(request: Request, reader: ReaderDep) -> HTMLResponse:
+        return _profile_response(request, reader, saved=request.query_params.get("saved") == "1")
+
+    @router.post("/profile", response_class=HTMLResponse)
+    async def save_profile(request: Request, reader: ReaderDep) -> Response:
+        """Save the profile: an Airflow user only (a signed push link reads, never writes), with the form's
+        CSRF token equal to its cookie (a form on another site can send the cookie, never read it)."""
+        if reader.signed:
+            raise PageError(403, "请登录后修改", "通过推送链接访问时只能查看关注设置，登录 Airflow 后才能修改。", login=True)
+        body = await _read_body(request, MAX_PROFILE_BODY)
+        try:
+            fields = parse_qs(body.decode("utf-8"), max_num_fields=20)
+        except (UnicodeDecodeError, ValueError):
+            raise PageError(400, "请求无效", "提交的内容格式不正确。") from None
+        form = {k: v[0] for k, v in fields.items() if v}
+        cookie = request.cookies.get(CSRF_COOKIE, "")
+        if not (_CSRF_RE.fullmatch(cookie) and secrets.compare_digest(form.get("csrf", ""), cookie)):
+            raise PageError(403, "表单已过期", "请重新打开关注设置页面后再保存（表单校验失败）。")
+        typed = {name: form.get(name, "") for name in profile_views.FIELDS}
+        try:
+            profile = focus.Profile.build(**{k: [v] for k, v in typed.items()})
+        except focus.ProfileError as exc:
+            return await run_in_threadpool(
+                _profile_response, request, reader, errors=exc.errors, typed=typed, status=400)
+        lists = {"companies": list(profile.companies), "tickers": list(profile.tickers),
+                 "sectors": list(profile.sectors), "interests": list(profile.interests), "rules": profile.rule_lines()}
+
+        def write() -> None:
+            with _runtime(request).connect_write() as conn:
+                store.save_profile(conn, lists, _user_name(reader.user))
+
+        await run_in_threadpool(write)
+        return RedirectResponse(_links(request).profile() + "?saved=1", status_code=303)
+
+    def _profile_response(request: Request, reader: Reader, *, saved: bool = False, errors: list[str] | None = None,
+                          typed: dict[str, str] | None = None, status: int = 200) -> HTMLResponse:
+        runtime = _runtime(request)
+        settings = runtime.settings()
+        links = _links(request)
+        with runtime.connect() as conn:
+            current = focus.from_row(store.get_profile(conn))
+            weights = ranking.learn(store.feedback_for_ranking(conn, runtime.clock()))
+        cookie = request.cookies.get(CSRF_COOKIE, "")
+        token = cookie if _CSRF_RE.fullmatch(cookie) else secrets.token_urlsafe(32)
+        page = profile_views.profile_page(
+            profile=current, weights=weights, action=links.profile(), csrf=token, read_only=reader.signed,
+            tz=_zone(settings), saved=saved, errors=errors, typed=typed)
+        response = pages.render(request, "profile.html", status=status, settings=settings, reader=reader,
+                                links=links, page=page)
+        response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path=links.root or "/",
+                            secure=request.url.scheme == "https")
+        return response
+
+    @app.post("/analysis/{analysis_id}/feedback", include_in_schema=False)
+    async def vote(request: Request, analysis_id: str) -> Response:
+        """A 👍 / 👎 / 🤷 from a page: its signed action is the authority (web/feedback.py), no login needed."""
+        wanted = parse_id(analysis_id)
+        runtime = _runtime(request)
+        settings = await run_in_threadpool(runtime.settings)
+        secret = settings.link_secret.get_secret_value() if settings.link_secret else None
+        body = await _read_body(request, feedback.MAX_BODY)
+        cast = feedback.parse_vote(body, wanted, secret, runtime.clock(), _links(request).root)
+        user = await airflow_user(request)
+        via = f"user:{_user_name(user)}" if user is not None else "link"
+
+        def write() -> str:
+            with runtime.connect_write() as conn:
+                return store.set_feedback(conn, wanted, cast.verdict, via)
+
+        if await run_in_threadpool(write) == "missing":
+            raise PageError(404, "找不到这条分析", f"分析 #{wanted} 不存在，可能已被删除或链接有误。")
+        return RedirectResponse(f"{cast.back}#fb-{wanted}", status_code=303)
 
     app.include_router(router)
     return app

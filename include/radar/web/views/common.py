@@ -177,6 +177,9 @@ class Links:
     def daily(self, day: date) -> str:
         return f"{self.root}/daily/{day.isoformat()}"
 
+    def profile(self) -> str:
+        return f"{self.root}/profile"
+
     def analysis(self, analysis_id: int) -> str:
         path = f"/analysis/{int(analysis_id)}"
         if self.signer is not None and analysis_id in self.signable:

@@ -1,0 +1,110 @@
+"""👍 / 👎 / 已知道: the reader's verdict on an analysis, from any page that shows it, with or without a login.
+
+Each button is a small POST form carrying a **signed action**: an HMAC (signing.py) over
+``feedback:/analysis/<id>`` and an expiry, made when the page is rendered. The token is the whole authority:
+
+- scoped: it names one analysis; it cannot vote on another, and it is no link signature (page paths start
+  with ``/``, this one with ``feedback:``), so it never opens a page either;
+- CSRF-safe: a form on another site cannot know it (it is only in the rendered page), and a page opened
+  from a signed push link hands out tokens that expire with that link;
+- idempotent: the verdict is stored per analysis (store.set_feedback), a second click changes nothing, a
+  different button replaces the verdict.
+
+After the vote the reader is sent back (303) to the page they were on (``back``: a path of this app only),
+at the entry they voted on. Without a link secret no token can be made: the pages then say so instead of
+showing buttons that cannot work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import parse_qs
+
+from include.radar import signing
+from include.radar.ranking import VERDICTS
+from include.radar.web.auth import PageError, local_path
+
+MAX_BODY = 4096
+USER_TOKEN_DAYS = 1  # a logged-in reader's buttons work for a day after the page was rendered
+
+
+def action_path(analysis_id: int) -> str:
+    return f"feedback:/analysis/{int(analysis_id)}"
+
+
+@dataclass(frozen=True)
+class Buttons:
+    """One analysis's feedback form: where it posts, its token, the page to come back to, the verdict so far."""
+
+    analysis_id: int
+    url: str
+    exp: str
+    token: str
+    back: str
+    current: str | None
+
+    @property
+    def choices(self) -> list[tuple[str, str, bool]]:
+        return [(value, label, value == self.current) for value, label in VERDICTS.items()]
+
+    @property
+    def anchor(self) -> str:
+        return f"fb-{self.analysis_id}"
+
+
+class Forms:
+    """Makes the buttons of one page render; None for every analysis when there is no link secret."""
+
+    def __init__(self, secret: str | None, now: datetime, root: str, back: str, expires: int | None) -> None:
+        self.secret = secret
+        self.now = now
+        self.root = root
+        self.back = back
+        # a signed page's buttons expire with its link; a logged-in reader's after USER_TOKEN_DAYS
+        self.expires = int(expires or (now + timedelta(days=USER_TOKEN_DAYS)).timestamp())
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.secret)
+
+    def buttons(self, analysis_id: int, current: str | None) -> Buttons | None:
+        if not self.secret:
+            return None
+        token = signing.sign_until(action_path(analysis_id), self.secret, self.expires)
+        return Buttons(analysis_id, f"{self.root}/analysis/{int(analysis_id)}/feedback", token["exp"], token["sig"],
+                       self.back, current)
+
+
+@dataclass(frozen=True)
+class Vote:
+    verdict: str
+    back: str
+
+
+def parse_vote(body: bytes, analysis_id: int, secret: str | None, now: datetime, root: str) -> Vote:
+    """The vote a form posted, verified; a PageError (400 or 403) for anything else."""
+    if len(body) > MAX_BODY:
+        raise PageError(400, "请求无效", "反馈请求过大。")
+    try:
+        fields = parse_qs(body.decode("ascii"), strict_parsing=False, max_num_fields=10)
+    except (UnicodeDecodeError, ValueError):
+        raise PageError(400, "请求无效", "反馈请求的格式不正确。") from None
+    one = {k: v[0] for k, v in fields.items() if len(v) == 1}
+    verdict = one.get("verdict", "")
+    if verdict not in VERDICTS:
+        raise PageError(400, "请求无效", "反馈只能是 有用、没用 或 早知道了。")
+    if not signing.verify(action_path(analysis_id), one.get("exp"), one.get("tok"), secret, now):
+        raise PageError(403, "反馈链接无效或已过期", "这个反馈按钮已过期或不属于这条分析。请刷新页面（或打开最新推送的链接）后再点。")
+    return Vote(verdict, safe_back(one.get("back", ""), root, analysis_id))
+
+
+def safe_back(back: str, root: str, analysis_id: int) -> str:
+    """Where to return after voting: a path of this app (never another host), else the analysis page."""
+    fallback = f"{root}/analysis/{int(analysis_id)}"
+    if not back or not back.startswith("/") or back.startswith(("//", "/\\")):
+        return fallback
+    path = local_path(back)
+    if root and not (path == root or path.startswith(root + "/")):
+        return fallback
+    return path.split("#", 1)[0]

@@ -1,0 +1,67 @@
+"""The profile page (the reader's focus: watchlist and filter rules) and the rank explained on analysis pages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from include.radar import focus, ranking
+from include.radar.web.views.common import local_time
+
+FIELDS = ("companies", "tickers", "sectors", "interests", "rules")
+
+
+@dataclass(frozen=True)
+class ProfilePage:
+    action: str
+    csrf: str
+    values: dict[str, str]
+    read_only: bool
+    saved: bool = False
+    errors: list[str] = field(default_factory=list)
+    updated: str | None = None
+    updated_by: str | None = None
+    learned_more: list[tuple[str, int]] = field(default_factory=list)
+    learned_less: list[tuple[str, int]] = field(default_factory=list)
+    watch_boost: int = ranking.WATCH_BOOST
+    interest_boost: int = ranking.INTEREST_BOOST
+    key_cap: int = ranking.KEY_CAP
+    feedback_cap: int = ranking.FEEDBACK_CAP
+
+
+def profile_values(profile: focus.Profile) -> dict[str, str]:
+    """The stored profile as the form shows it: one item per line."""
+    return {"companies": "\n".join(profile.companies), "tickers": "\n".join(profile.tickers),
+            "sectors": "\n".join(profile.sectors), "interests": "\n".join(profile.interests),
+            "rules": "\n".join(profile.rule_lines())}
+
+
+def profile_page(*, profile: focus.Profile, weights: ranking.Weights, action: str, csrf: str, read_only: bool,
+                 tz: ZoneInfo, saved: bool = False, errors: list[str] | None = None,
+                 typed: dict[str, str] | None = None) -> ProfilePage:
+    """``typed``: what the reader sent when it could not be saved (shown again, with ``errors``)."""
+    more, less = weights.learned()
+    return ProfilePage(
+        action=action, csrf=csrf, values=typed if typed is not None else profile_values(profile), read_only=read_only,
+        saved=saved, errors=errors or [], updated=local_time(profile.updated_at, tz) if profile.updated_at else None,
+        updated_by=profile.updated_by, learned_more=more, learned_less=less,
+    )
+
+
+@dataclass(frozen=True)
+class RankView:
+    """Why an analysis ranks where it does: every part of the formula, and what the model said."""
+
+    score: int
+    total: int
+    parts: list[tuple[str, int]]
+    model_touches: bool
+    model_how: str
+    watch_hits: list[str]
+
+
+def rank_view(row: dict[str, Any], weights: ranking.Weights) -> RankView:
+    r = ranking.rank(row, weights)
+    touches, how = ranking.model_touches(row)
+    return RankView(r.score, r.total, r.parts, touches, how, [h for h in row.get("watch_hits") or [] if h])
