@@ -221,3 +221,20 @@ def test_feedback_from_a_pushed_link_on_a_phone(day, db_url, conn) -> None:
         page.evaluate("window.scrollTo(0, 0)")
         screenshot(page, "feedback-phone.png")
     assert store.feedback_of(conn, [day["top"], day["other"]]) == {day["top"]: "knew", day["other"]: "up"}
+
+
+def test_excluded_articles_are_counted_on_their_slot_and_listed_on_the_day(seed: Seeder, make_client, conn) -> None:
+    morning = seed.slot(DAY, "07:00", new=2)
+    seed.article(morning, "储能集采放量", 81)
+    item = store.insert_content_item(conn, {
+        "external_id": "x-1", "account_id": seed.account("直播号"), "mp_id": "mp-live", "title": "今晚直播" + XSS,
+        "url": "https://mp.weixin.qq.com/s/live", "published_at": morning["scheduled_at"], "raw_html_size": 10,
+        "clean_text": "直播预告", "content_hash": "h-live", "body_status": 1, "last_error": None,
+        "slot_run_id": morning["id"]})
+    assert store.exclude_items(conn, morning["id"], {item: "命中排除词 !直播"}) == 1
+    assert store.exclude_items(conn, morning["id"], {item: "命中排除词 !直播"}) == 0  # counted once
+    seed.close(morning)
+    commit(seed)
+    html = make_client().get(f"/daily/{DAY.isoformat()}").text
+    assert "按关注设置排除 <b>1</b> 篇" in html  # the slot card
+    assert "命中排除词 !直播" in html and "今晚直播" + XSS_ESCAPED in html and XSS not in html

@@ -520,6 +520,7 @@ def create_app(
             budget_deferred = store.day_budget_deferred(conn, report_day)
             weights = ranking.learn(store.feedback_for_ranking(conn, now))
             verdicts = store.feedback_of(conn, [a["id"] for a in analyses])
+            excluded = store.excluded_items(conn, [r["id"] for r in runs])
         analyses = ranking.order(ranking.annotate(analyses, weights))  # the reader's order, as the report's
         # a signed daily link opens that day's analyses too, and nothing else
         links = _links(request, _day_signer(reader, settings), frozenset(a["id"] for a in analyses))
@@ -546,7 +547,7 @@ def create_app(
         forms = _feedback_forms(request, reader, settings, links)
         buttons = {a["id"]: forms.buttons(a["id"], verdicts.get(a["id"])) for a in analyses}
         return pages.render(request, "daily.html", settings=settings, reader=reader, links=links, page=page,
-                            feedback_forms=buttons)
+                            feedback_forms=buttons, excluded=profile_views.excluded_views(excluded, tz))
 
     @router.get("/analysis/{analysis_id}", response_class=HTMLResponse)
     def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLResponse:

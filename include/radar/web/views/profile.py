@@ -7,7 +7,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from include.radar import focus, ranking
-from include.radar.web.views.common import local_time
+from include.radar.web.views.common import local_time, safe_http_url
 
 FIELDS = ("companies", "tickers", "sectors", "interests", "rules")
 
@@ -65,3 +65,19 @@ def rank_view(row: dict[str, Any], weights: ranking.Weights) -> RankView:
     r = ranking.rank(row, weights)
     touches, how = ranking.model_touches(row)
     return RankView(r.score, r.total, r.parts, touches, how, [h for h in row.get("watch_hits") or [] if h])
+
+
+@dataclass(frozen=True)
+class ExcludedView:
+    title: str
+    mp_name: str
+    published: str
+    reason: str
+    source_url: str | None
+
+
+def excluded_views(rows: list[dict[str, Any]], tz: ZoneInfo) -> list[ExcludedView]:
+    """The articles the reader's rules kept from the LLM: listed, so nothing leaves the radar unseen."""
+    return [ExcludedView(r.get("title") or "（无标题）", r.get("mp_name") or "", local_time(r.get("published_at"), tz,
+                                                                                    "%m-%d %H:%M"),
+                         r.get("reason") or "", safe_http_url(r.get("url"))) for r in rows]

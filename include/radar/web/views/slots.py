@@ -55,6 +55,7 @@ class SlotView:
     error: str | None = None
     skipped_count: int = 0  # malformed WeRSS rows skipped
     deferred_count: int = 0  # analyses left to later slots (a deadline came first)
+    excluded_count: int = 0  # articles the reader's rules kept from the LLM (focus.py)
     warnings: list[str] = field(default_factory=list)  # handled problems: skipped rows, failed accounts, deadlines
     error_log: list[str] = field(default_factory=list)  # every step error of every run, fixed since or not
     run_date: date | None = None
@@ -147,6 +148,7 @@ def slot_view(
         error=error_text(run.get("error"), 2000) if state == SLOT_FAILED else None,
         skipped_count=run.get("skipped_count") or 0,
         deferred_count=run.get("deferred_count") or 0,
+        excluded_count=run.get("excluded_count") or 0,
         warnings=_entries(run.get("warnings"), "message"),
         error_log=_entries(run.get("error_log"), "error"),
         run_date=run.get("run_date"),
