@@ -124,6 +124,7 @@ def test_a_watchlist_match_outranks_an_equal_score_and_leads_the_push(fakes) -> 
     assert rows["光伏订单回暖"]["watch_hits"] == ["光伏"] and rows["储能订单回暖"]["watch_hits"] == []
     [pushed] = fakes.sink.received
     assert f"/analysis/{rows['光伏订单回暖']['id']}" in json.dumps(pushed, ensure_ascii=False)
+    assert "关注命中：光伏" in json.dumps(pushed, ensure_ascii=False)  # the push says why it is the reader's
 
 
 def test_feedback_moves_a_later_articles_rank(fakes) -> None:

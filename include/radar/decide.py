@@ -33,6 +33,7 @@ class SlotSummary:
     grouped: int = 0  # analyses folded into another analysis's entry (the same event)
     already_reported: int = 0  # events another slot's push already linked to (not pushed again)
     top_sources: list[str] = field(default_factory=list)  # the accounts that wrote about the top event
+    top_watch: list[str] = field(default_factory=list)  # the reader's watchlist entries the top article names
 
     def as_xcom(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -88,6 +89,7 @@ def summarise(analyses: list[dict[str, Any]], failed: int, threshold: int,
         grouped=len(fresh) - len(entries),
         already_reported=len(entries) - len(candidates),
         top_sources=[s for s in sources if s],
+        top_watch=[h for h in (top.get("watch_hits") or []) if isinstance(h, str)] if top else [],
     )
 
 
@@ -211,6 +213,13 @@ def sources_line(sources: list[str], limit: int = 4) -> list[str]:
         return []
     named = "、".join(sources[:limit]) + (f" 等 {len(sources)} 个" if len(sources) > limit else "")
     return [f"{len(sources)} 个公众号报道：{named}"]
+
+
+def watch_line(hits: list[str], limit: int = 3) -> list[str]:
+    """The push's line saying which of the reader's watchlist the article names, when it names any."""
+    if not hits:
+        return []
+    return ["关注命中：" + "、".join(hits[:limit]) + (f" 等 {len(hits)} 项" if len(hits) > limit else "")]
 
 
 def first_sentence(text: str | None, limit: int = 80) -> str:

@@ -512,6 +512,7 @@ def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     message = push.Message(
         title=decide.opportunity_title(slot["slot"], count, summary["max_score"]),
         lines=[decide.first_sentence(summary["top_summary"]) + ("（证据未核实）" if unverified else ""),
+               *decide.watch_line(summary.get("top_watch") or []),
                *decide.sources_line(summary.get("top_sources") or [])],
         link=rt.page_url(path),
     )
