@@ -1,4 +1,4 @@
-"""Time the report pages on a year of data: is every page well under 100 ms?
+"""Time the report pages on a year of data: is every page under 50 ms (p95)?
 
 Creates a throw-away database on the server named by ``RADAR_TEST_DATABASE_URL`` (or the embedded
 PostgreSQL in ``.local/pgdata-bench``), migrates it, bulk-loads a year of radar data with COPY
@@ -400,11 +400,16 @@ def main() -> int:
         print(
             f"seeded in {time.perf_counter() - t0:.1f} s: " + ", ".join(f"{k} {v}" for k, v in seeded["counts"].items())
         )
+        with psycopg.connect(url, autocommit=True) as conn:  # a reader who votes on one analysis in ten
+            conn.execute("INSERT INTO feedback (analysis_id, verdict, via, updated_at) "
+                         "SELECT id, (ARRAY['up', 'down', 'knew'])[1 + id % 3], 'bench', created_at "
+                         "FROM analysis_result WHERE id % 10 = 0")
         day = today - timedelta(days=1)
         pages = {
             "overview /": "/",
             f"daily /daily/{day}": f"/daily/{day}",
             f"analysis /analysis/{seeded['analysis_id']}": f"/analysis/{seeded['analysis_id']}",
+            "profile /profile": "/profile",
         }
         timings = time_pages(url, pages, args.runs)
         print(f"\n{'page':<34} {'median':>8} {'p95':>8} {'max':>8}   ({args.runs} requests each, ms)")
@@ -418,9 +423,9 @@ def main() -> int:
             explain(url, day, seeded["analysis_id"])
     print(
         f"\ntotal {time.perf_counter() - started:.1f} s; worst p95 {worst:.1f} ms "
-        f"({'OK' if worst < 100 else 'TOO SLOW'}: budget 100 ms)"
+        f"({'OK' if worst < 50 else 'TOO SLOW'}: budget 50 ms)"
     )
-    return 0 if worst < 100 else 1
+    return 0 if worst < 50 else 1
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from include.radar import db
+from include.radar import db, store
 from include.radar.slots import SHANGHAI, slot_at
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
 
@@ -40,6 +40,11 @@ UI_BASE = "http://localhost:8080/radar"
 
 def load(name: str) -> Any:
     return json.loads((DATA / name).read_text(encoding="utf-8"))
+
+
+# the demo reader follows chip equipment and robots, and never wants award announcements (喜报) analysed
+DEMO_PROFILE = {"companies": [], "tickers": [], "sectors": ["半导体设备", "人形机器人"],
+                "interests": ["国产替代的订单拐点"], "rules": ["!喜报"]}
 
 
 def demo_day() -> date:
@@ -127,6 +132,8 @@ def main() -> int:
         "AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES": str(366 * 24 * 60),
     })
     (OUT / "database_url").write_text(url)
+    with db.connect(url) as conn:  # a reader's focus, as the profile page saves it (focus.py)
+        store.save_profile(conn, DEMO_PROFILE, "demo")
 
     say = _quiet_airflow(OUT / "airflow.log")
     from airflow.dag_processing.dagbag import DagBag
@@ -152,10 +159,12 @@ def main() -> int:
     with db.connect(url) as conn:
         counts = conn.execute(
             "SELECT (SELECT count(*) FROM content_item) AS articles, (SELECT count(*) FROM analysis_result) AS analyses,"
-            " (SELECT count(*) FROM slot_run WHERE status = 1) AS slots_ok"
+            " (SELECT count(*) FROM slot_run WHERE status = 1) AS slots_ok,"
+            " (SELECT coalesce(sum(excluded_count), 0) FROM slot_run) AS excluded"
         ).fetchone()
     say(f"\n[demo] done in {time.monotonic() - started:.0f}s: {counts['articles']} articles stored, "
-        f"{counts['analyses']} analyses, {counts['slots_ok']}/5 slots succeeded. Where to look:")
+        f"{counts['analyses']} analyses, {counts['excluded']} excluded by the reader's rules (no LLM call), "
+        f"{counts['slots_ok']}/5 slots succeeded. Where to look:")
     say(f"  report (saved HTML copy):  {html}")
     say(f"  what was pushed:           {pushes}  ({len(sink.received)} messages)")
     say(f"  report pages, live:        `make ui`, log in, open {UI_BASE}/daily/{day.isoformat()}")
