@@ -238,3 +238,25 @@ def test_excluded_articles_are_counted_on_their_slot_and_listed_on_the_day(seed:
     html = make_client().get(f"/daily/{DAY.isoformat()}").text
     assert "按关注设置排除 <b>1</b> 篇" in html  # the slot card
     assert "命中排除词 !直播" in html and "今晚直播" + XSS_ESCAPED in html and XSS not in html
+
+
+def test_a_rule_removed_gives_back_what_it_excluded(seed: Seeder, make_client, conn) -> None:
+    morning = seed.slot(DAY, "07:00")
+    item = store.insert_content_item(conn, {
+        "external_id": "x-2", "account_id": seed.account("直播号"), "mp_id": "mp-live", "title": "今晚直播",
+        "url": "https://mp.weixin.qq.com/s/live", "published_at": NOW, "raw_html_size": 10,
+        "clean_text": "直播预告", "content_hash": "h-live2", "body_status": 1, "last_error": None,
+        "slot_run_id": morning["id"]})
+    store.exclude_items(conn, morning["id"], {item: "命中排除词 !直播"})
+    commit(seed)
+    client = make_client()
+    token = _csrf(client.get("/profile").text)
+    kept = client.post("/profile", data={"csrf": token, "rules": "!直播\n!抽奖"}, follow_redirects=False)
+    assert kept.headers["location"] == "/profile?saved=1&reopened=0"
+    assert conn.execute("SELECT analyzed_status FROM content_item WHERE id = %s", (item,)).fetchone()[
+        "analyzed_status"] == store.EXCLUDED
+    conn.commit()
+    freed = client.post("/profile", data={"csrf": token, "rules": "!抽奖"}, follow_redirects=True)
+    assert "新规则不再排除的 1 篇" in freed.text
+    row = conn.execute("SELECT analyzed_status, last_error FROM content_item WHERE id = %s", (item,)).fetchone()
+    assert row["analyzed_status"] == store.PENDING and row["last_error"] is None

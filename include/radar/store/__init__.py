@@ -88,6 +88,7 @@ from include.radar.store.focus import (  # noqa: F401
     feedback_for_ranking,
     feedback_of,
     get_profile,
+    reopen_excluded,
     save_profile,
     set_feedback,
     texts_of,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 import psycopg
@@ -117,3 +118,19 @@ def feedback_for_ranking(conn: psycopg.Connection, now: datetime, days: int = FE
         (now, days),
     ).fetchall()
 
+
+
+def reopen_excluded(conn: psycopg.Connection, since: datetime, still_excluded: Callable[[str, str], bool],
+                    chars: int) -> int:
+    """After the reader changed their rules: articles published since ``since`` that the new rules no longer
+    exclude wait for analysis again (the next slot takes them); returns how many."""
+    rows = conn.execute(
+        "SELECT id, title, left(clean_text, %s) AS text FROM content_item WHERE analyzed_status = 4 AND published_at > %s",
+        (chars, since),
+    ).fetchall()
+    back = [r["id"] for r in rows if not still_excluded(r["title"], r["text"])]
+    if back:
+        conn.execute(
+            "UPDATE content_item SET analyzed_status = 0, last_error = NULL, updated_at = now() "
+            "WHERE id = ANY(%s) AND analyzed_status = 4", (back,))
+    return len(back)

@@ -368,6 +368,7 @@ def _day_signer(reader: Reader, settings: Settings) -> Callable[[str], str] | No
 CSRF_COOKIE = "radar_csrf"
 _CSRF_RE = re.compile(r"[A-Za-z0-9_-]{43}")
 MAX_PROFILE_BODY = 64 * 1024
+REOPEN_HOURS = 72  # a changed rule gives back what it excluded from the articles a slot still looks at
 
 
 def _here(request: Request, links: views.Links) -> str:
@@ -584,7 +585,9 @@ def create_app(
 
     @router.get("/profile", response_class=HTMLResponse)
     def profile(request: Request, reader: ReaderDep) -> HTMLResponse:
-        return _profile_response(request, reader, saved=request.query_params.get("saved") == "1")
+        reopened = request.query_params.get("reopened", "")
+        return _profile_response(request, reader, saved=request.query_params.get("saved") == "1",
+                                 reopened=int(reopened) if reopened.isdigit() and len(reopened) < 6 else 0)
 
     @router.post("/profile", response_class=HTMLResponse)
     async def save_profile(request: Request, reader: ReaderDep) -> Response:
@@ -610,15 +613,20 @@ def create_app(
         lists = {"companies": list(profile.companies), "tickers": list(profile.tickers),
                  "sectors": list(profile.sectors), "interests": list(profile.interests), "rules": profile.rule_lines()}
 
-        def write() -> None:
-            with _runtime(request).connect_write() as conn:
+        def write() -> int:
+            runtime = _runtime(request)
+            with runtime.connect_write() as conn:
                 store.save_profile(conn, lists, _user_name(reader.user))
+                # what the old rules excluded and the new ones let through is analysed by the next slot
+                return store.reopen_excluded(conn, runtime.clock() - timedelta(hours=REOPEN_HOURS),
+                                             lambda title, text: profile.exclusion(title, text) is not None,
+                                             focus.MATCH_CHARS)
 
-        await run_in_threadpool(write)
-        return RedirectResponse(_links(request).profile() + "?saved=1", status_code=303)
+        reopened = await run_in_threadpool(write)
+        return RedirectResponse(_links(request).profile() + f"?saved=1&reopened={reopened}", status_code=303)
 
     def _profile_response(request: Request, reader: Reader, *, saved: bool = False, errors: list[str] | None = None,
-                          typed: dict[str, str] | None = None, status: int = 200) -> HTMLResponse:
+                          typed: dict[str, str] | None = None, status: int = 200, reopened: int = 0) -> HTMLResponse:
         runtime = _runtime(request)
         settings = runtime.settings()
         links = _links(request)
@@ -629,7 +637,7 @@ def create_app(
         token = cookie if _CSRF_RE.fullmatch(cookie) else secrets.token_urlsafe(32)
         page = profile_views.profile_page(
             profile=current, weights=weights, action=links.profile(), csrf=token, read_only=reader.signed,
-            tz=_zone(settings), saved=saved, errors=errors, typed=typed)
+            tz=_zone(settings), saved=saved, errors=errors, typed=typed, reopened=reopened)
         response = pages.render(request, "profile.html", status=status, settings=settings, reader=reader,
                                 links=links, page=page)
         response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path=links.root or "/",
