@@ -260,3 +260,35 @@ def test_a_rule_removed_gives_back_what_it_excluded(seed: Seeder, make_client, c
     assert "新规则不再排除的 1 篇" in freed.text
     row = conn.execute("SELECT analyzed_status, last_error FROM content_item WHERE id = %s", (item,)).fetchone()
     assert row["analyzed_status"] == store.PENDING and row["last_error"] is None
+
+
+@pytest.mark.browser
+def test_the_focus_pages_render_on_a_phone(seed: Seeder, db_url, conn) -> None:
+    """The profile page, an analysis whose rank has a watchlist boost and feedback, and the overview's 你更看重,
+    on a phone (screenshots for docs/screenshots)."""
+    from tests.browser import PHONE, chromium, screenshot, serve
+
+    morning = seed.slot(DAY, "07:00", new=2)
+    top = seed.article(morning, "储能集采放量，电芯价格见底回升", 81, account="储能前沿", opportunities=[OPPORTUNITY])
+    earlier = seed.article(morning, "宁德时代海外储能大单落地", 66, account="储能前沿", opportunities=[OPPORTUNITY])
+    seed.close(morning)
+    store.save_profile(conn, {"companies": ["宁德时代", "阳光电源"], "tickers": ["300750"], "sectors": ["储能"],
+                              "interests": ["储能产业链的价格拐点"], "rules": ["!直播", "!/抽奖|福利/"]}, "analyst")
+    conn.execute("UPDATE analysis_result SET watch_hits = %s, result_json = result_json || %s::jsonb WHERE id = %s",
+                 (["储能"], '{"watchlist": {"touches": true, "how": "储能集采放量直接关系关注行业「储能」"}}', top))
+    store.set_feedback(conn, earlier, "up", "test")
+    commit(seed)
+    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: NOW)
+    from tests.test_web import FakeUser, airflow_get_user, allow_reading
+
+    app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
+    allow_reading(app)
+    with serve(app) as base, chromium() as browser:
+        page = browser.new_page(viewport=PHONE, is_mobile=True)
+        for path, name, must in (("/profile", "profile.png", "排序怎么算"),
+                                 (f"/analysis/{top}", "analysis-rank.png", "关注列表命中：储能"),
+                                 ("/", "overview-learned.png", "你更看重")):
+            assert page.goto(base + path).status == 200
+            assert must in page.content()
+            assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], path
+            screenshot(page, name)
