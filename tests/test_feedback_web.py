@@ -150,7 +150,7 @@ def test_the_profile_is_saved_by_a_logged_in_reader_with_the_forms_token(make_cl
     form = {"csrf": token, "companies": "宁德时代、比亚迪", "tickers": "300750", "sectors": "储能\n光伏",
             "interests": "储能产业链的价格拐点", "rules": "!直播\n+订单"}
     saved = client.post("/profile", data=form, follow_redirects=False)
-    assert saved.status_code == 303 and saved.headers["location"] == "/profile?saved=1"
+    assert saved.status_code == 303 and saved.headers["location"] == "/profile?saved=1&reopened=0"
     row = store.get_profile(conn)
     assert row["companies"] == ["宁德时代", "比亚迪"] and row["rules"] == ["!直播", "+订单"]
     assert row["updated_by"] == "analyst"

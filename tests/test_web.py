@@ -569,7 +569,9 @@ def test_signed_link_opens_its_page_and_its_analyses(seed: Seeder, make_client) 
         assert query["exp"] == [signing.sign("/", SECRET, NOW, 30)["exp"]]  # same expiry as the daily link
         assert client.get(href).status_code == 200
     assert links[other_day] == f"/analysis/{other_day}"  # another day's analysis gets no signature
-    assert client.get(f"/analysis/{first}").status_code == 401  # the signature is the access, not a session
+    # the signature opens its own page; the other pages only through the read session it opened (a cookie)
+    assert make_client(user=False).get(f"/analysis/{first}").status_code == 401
+    assert client.get(f"/analysis/{first}").status_code == 200
 
 
 def test_bad_signatures_are_forbidden(seed: Seeder, make_client) -> None:
@@ -610,7 +612,8 @@ def test_mounted_under_radar_links_and_signatures_work(seed: Seeder, db_url: str
     assert f'href="/radar/analysis/{analysis_id}?exp=' in response.text
     assert 'href="/radar/daily/2026-01-07"' in response.text
     assert "/dags/opportunity_radar/runs/" in response.text and "/radar/dags/" not in response.text
-    assert client.get("/radar/daily/2026-01-08").status_code == 401
+    assert "Path=/radar;" in response.headers["set-cookie"]  # the read session is the app's own, under /radar
+    assert TestClient(root).get("/radar/daily/2026-01-08").status_code == 401
 
 
 # ------------------------------------------------------------------------------------------------ errors

@@ -51,6 +51,7 @@ from include.radar.slots import SHANGHAI
 from include.radar.web import feedback, health, views
 from include.radar.web.auth import (
     AIRFLOW_LOGIN_PATH,
+    READ_COOKIE,
     PageError,
     Reader,
     ReaderDep,
@@ -243,6 +244,7 @@ class Pages:
             demo=bool(settings and settings.demo_mode),
             tz_label=_tz_label(settings),
             signed_until=signed_until,
+            read_session=bool(reader is not None and reader.session),
             **context,
         )
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
@@ -284,6 +286,13 @@ class Pages:
 # ------------------------------------------------------------------------------------------- middleware
 
 
+def _read_cookie(scope: Scope, value: str, max_age: int) -> str:
+    """The read session's Set-Cookie (auth.py): this app's path only, script-proof, sent on top-level visits."""
+    path = scope.get("root_path", "") or "/"
+    secure = "; Secure" if scope.get("scheme") == "https" else ""
+    return f"{READ_COOKIE}={value}; Max-Age={max_age}; Path={path}; HttpOnly; SameSite=Lax{secure}"
+
+
 class SecurityHeadersMiddleware:
     """Adds the security headers to every response, and turns an unexpected exception into a 500 page.
 
@@ -309,6 +318,9 @@ class SecurityHeadersMiddleware:
                 headers = MutableHeaders(scope=message)
                 for name, value in SECURITY_HEADERS.items():
                     headers[name] = value
+                session = scope.get("state", {}).get("radar_read_session")
+                if session is not None and message["status"] < 400:
+                    headers.append("set-cookie", _read_cookie(scope, *session))
                 if "cache-control" not in headers:
                     headers["Cache-Control"] = "no-store"
             await send(message)
@@ -357,8 +369,9 @@ def parse_id(text: str) -> int:
 
 
 def _day_signer(reader: Reader, settings: Settings) -> Callable[[str], str] | None:
-    """On a signed daily page: sign links with the same expiry as the page's own link (never longer)."""
-    if not reader.signed or not reader.signed_exp or settings.link_secret is None:
+    """On a signed daily page: sign links with the same expiry as the page's own link (never longer), so a
+    phone that keeps no cookie still opens them. In a read session the cookie carries the reader instead."""
+    if not reader.signed or reader.session or not reader.signed_exp or settings.link_secret is None:
         return None
     secret = settings.link_secret.get_secret_value()
     expires = datetime.fromtimestamp(reader.signed_exp, UTC)

@@ -53,15 +53,46 @@ class PageError(Exception):
 
 @dataclass(frozen=True)
 class Reader:
-    """Who is reading: an Airflow user, or the holder of a signed link valid for ``signed_path`` only."""
+    """Who is reading: an Airflow user, the holder of a signed link valid for ``signed_path`` only, or a
+    reader in the short read session a signed link opened (``session``: any page, reading only)."""
 
     user: Any = None
     signed_path: str | None = None
     signed_exp: int | None = None
+    session: bool = False
 
     @property
     def signed(self) -> bool:
-        return self.signed_path is not None
+        return self.signed_path is not None or self.session
+
+
+# ------------------------------------------------------------------------------------------ the read session
+
+# A valid signed link opens a short read session: an HttpOnly cookie scoped to the app's path, holding an expiry
+# and its HMAC. Its message is ``read-session:`` (page paths start with "/"), so a cookie value is never a
+# link signature or a feedback token, nor the reverse. It lets a reader who came from a push walk to the
+# overview, other days and analyses; it never lets anyone write (the profile needs an Airflow login).
+READ_COOKIE = "radar_read"
+READ_SESSION_SECONDS = 30 * 60
+_READ_PURPOSE = "read-session:"
+_READ_RE = re.compile(r"([0-9]{1,12})\.([0-9a-f]{64})")
+
+
+def read_session_value(secret: str, link_exp: int, now_ts: float) -> tuple[str, int]:
+    """The cookie value and its lifetime in seconds: until the link expires, at most READ_SESSION_SECONDS."""
+    expires = int(min(link_exp, now_ts + READ_SESSION_SECONDS))
+    query = signing.sign_until(_READ_PURPOSE, secret, expires)
+    return f"{query['exp']}.{query['sig']}", max(0, expires - int(now_ts))
+
+
+def session_reader(request: Request, secret: str | None) -> Reader | None:
+    """The reader a valid read-session cookie stands for; a tampered, expired or foreign one is no cookie."""
+    match = _READ_RE.fullmatch(request.cookies.get(READ_COOKIE, ""))
+    if match is None or not secret:
+        return None
+    if not signing.verify(_READ_PURPOSE, match.group(1), match.group(2), secret, request.app.state.radar.clock()):
+        return None
+    return Reader(signed_exp=int(match.group(1)), session=True)
 
 
 def app_path(request: Request) -> str:
@@ -176,7 +207,8 @@ async def require_reader(request: Request) -> Reader:
     - ``exp`` or ``sig`` in the query: the link must verify for exactly this page, else 403 (a tampered,
       expired, malformed or other-page link is refused outright, whoever clicks it; the page offers the
       unsigned URL);
-    - otherwise an authenticated Airflow user, else 401 with a page that says to log in to Airflow;
+    - otherwise an authenticated Airflow user; else, for reading (GET), a valid read session that a signed link
+      opened; else 401 with a page that says to log in to Airflow;
     - whose role may read the radar DAG, else 403.
     """
     params = request.query_params
@@ -186,6 +218,9 @@ async def require_reader(request: Request) -> Reader:
         secret = settings.link_secret.get_secret_value() if settings.link_secret else None
         reader = _signed_reader(request, path, secret)
         if reader is not None:
+            if secret and reader.signed_exp:  # the middleware sets the cookie on the page's response
+                request.scope.setdefault("state", {})["radar_read_session"] = read_session_value(
+                    secret, reader.signed_exp, request.app.state.radar.clock().timestamp())
             return reader
         raise PageError(
             403,
@@ -194,6 +229,11 @@ async def require_reader(request: Request) -> Reader:
             login=True,
         )
     user = await airflow_user(request)
+    if user is None and request.method in ("GET", "HEAD") and READ_COOKIE in request.cookies:
+        settings = await run_in_threadpool(request.app.state.radar.settings)
+        session = session_reader(request, settings.link_secret.get_secret_value() if settings.link_secret else None)
+        if session is not None:
+            return session
     if user is None:
         raise PageError(
             401, "请先登录 Airflow", "机会雷达的页面需要登录 Airflow 后查看（或使用推送消息中的签名链接）。", login=True

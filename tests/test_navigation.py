@@ -1,0 +1,107 @@
+"""Issue 15 §4: pages that never dead-end — a signed push link opens a short read session for the other pages;
+the login button comes back to the page the reader was on."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from fastapi.testclient import TestClient
+
+from include.radar.web.app import create_app
+from include.radar.web.auth import READ_COOKIE, READ_SESSION_SECONDS
+from tests.test_web import DAY, NOW, OPPORTUNITY, Seeder, commit, make_settings, seed, signed  # noqa: F401
+
+
+@pytest.fixture
+def day(seed: Seeder) -> dict[str, int]:
+    morning = seed.slot(DAY, "07:00", new=1)
+    top = seed.article(morning, "储能集采放量", 81, opportunities=[OPPORTUNITY])
+    seed.close(morning)
+    earlier = seed.slot(DAY - timedelta(days=1), "07:00", new=1)
+    old = seed.article(earlier, "昨日的分析", 50)
+    seed.close(earlier)
+    commit(seed)
+    return {"top": top, "old": old}
+
+
+def _client(db_url: str, clock: list) -> TestClient:
+    return TestClient(create_app(lambda: make_settings(), db_url, clock=lambda: clock[0]))
+
+
+def test_a_signed_link_opens_a_read_session_for_the_other_pages(day, db_url) -> None:
+    clock = [NOW]
+    client = _client(db_url, clock)  # no Airflow user
+    assert client.get("/").status_code == 401
+    page = client.get(signed(f"/daily/{DAY.isoformat()}"))
+    assert page.status_code == 200
+    cookie = page.headers["set-cookie"]
+    assert cookie.startswith(f"{READ_COOKIE}=") and "HttpOnly" in cookie and "SameSite=Lax" in cookie
+    assert f"Max-Age={READ_SESSION_SECONDS}" in cookie and "Path=/" in cookie
+    # the reader walks on: the overview, the day before, an analysis of that day — all without a signature
+    for path in ("/", f"/daily/{(DAY - timedelta(days=1)).isoformat()}", f"/analysis/{day['old']}", "/profile"):
+        answer = client.get(path)
+        assert answer.status_code == 200, path
+        assert "可浏览至" in answer.text
+    assert "只能查看" in client.get("/profile").text  # reading only: the profile stays read-only
+    # ... but writing is not reading: the session never saves a profile
+    assert client.post("/profile", data={"companies": "x"}).status_code == 401
+    # half an hour later the session is over: the page offers the login, coming back to this very page
+    clock[0] = NOW + timedelta(seconds=READ_SESSION_SECONDS + 1)
+    expired = client.get(f"/analysis/{day['old']}")
+    assert expired.status_code == 401 and "请先登录 Airflow" in expired.text
+    login = re.search(r'href="([^"]*/api/v2/auth/login\?[^"]*)"', expired.text)
+    assert login is not None
+    assert parse_qs(urlsplit(login.group(1).replace("&amp;", "&")).query)["next"] == [f"/analysis/{day['old']}"]
+
+
+def test_a_session_never_outlives_its_link(day, db_url) -> None:
+    clock = [NOW]
+    client = _client(db_url, clock)
+    page = client.get(signed(f"/daily/{DAY.isoformat()}", days=0))  # a link that expires now-ish
+    assert page.status_code == 200
+    max_age = int(re.search(r"Max-Age=(\d+)", page.headers["set-cookie"]).group(1))
+    assert max_age == 0  # the link's own expiry caps the session
+
+
+@pytest.mark.parametrize("value", ["", "1.2", "9999999999." + "0" * 64, "garbage", "1770467400.zz"])
+def test_a_forged_or_foreign_read_cookie_is_no_cookie(day, db_url, value: str) -> None:
+    client = _client(db_url, [NOW])
+    client.cookies.set(READ_COOKIE, value)
+    assert client.get("/").status_code == 401
+
+
+def test_a_link_signature_is_no_session_cookie_and_the_reverse(day, db_url) -> None:
+    client = _client(db_url, [NOW])
+    query = parse_qs(urlsplit(signed("/")).query)
+    client.cookies.set(READ_COOKIE, f"{query['exp'][0]}.{query['sig'][0]}")
+    assert client.get("/").status_code == 401  # a signature for "/" is not a session
+    session = client.get(signed(f"/daily/{DAY.isoformat()}")).headers["set-cookie"].split(";")[0].split("=", 1)[1]
+    exp, sig = session.split(".")
+    fresh = _client(db_url, [NOW])
+    assert fresh.get(f"/daily/{DAY.isoformat()}?exp={exp}&sig={sig}").status_code == 403
+
+
+@pytest.mark.browser
+def test_from_a_pushed_link_a_phone_walks_to_other_pages(day, db_url) -> None:
+    from tests.browser import PHONE, chromium, serve
+
+    clock = [NOW]
+    app = create_app(lambda: make_settings(), db_url, clock=lambda: clock[0])
+    with serve(app) as base, chromium() as browser:
+        page = browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
+        assert page.goto(base + signed(f"/daily/{DAY.isoformat()}")).status == 200
+        with page.expect_navigation():
+            page.get_by_role("link", name="总览", exact=True).first.tap()
+        assert urlsplit(page.url).path == "/" and "最近" in page.content()
+        with page.expect_navigation():
+            page.locator(f'a[href="/daily/{(DAY - timedelta(days=1)).isoformat()}"]').first.tap()
+        assert "昨日的分析" in page.content()
+        with page.expect_navigation():
+            page.get_by_role("link", name="昨日的分析").first.tap()
+        assert urlsplit(page.url).path == f"/analysis/{day['old']}" and "对你有用吗" in page.content()
+        clock[0] = NOW + timedelta(seconds=READ_SESSION_SECONDS + 1)
+        answer = page.reload()
+        assert answer is not None and answer.status == 401 and "登录" in page.content()
