@@ -105,3 +105,40 @@ def test_from_a_pushed_link_a_phone_walks_to_other_pages(day, db_url) -> None:
         clock[0] = NOW + timedelta(seconds=READ_SESSION_SECONDS + 1)
         answer = page.reload()
         assert answer is not None and answer.status == 401 and "登录" in page.content()
+
+
+def test_the_overview_opens_with_todays_top_and_what_is_new_since_the_last_visit(seed: Seeder, db_url, conn) -> None:
+    from tests.test_web import FakeUser, airflow_get_user, allow_reading
+
+    morning = seed.slot(DAY, "07:00", new=3)
+    seed.article(morning, "低分资讯", 30)
+    top = seed.article(morning, "储能集采放量", 81, opportunities=[OPPORTUNITY])
+    seed.close(morning)
+    commit(seed)
+    clock = [NOW]
+    app = create_app(lambda: make_settings(), db_url, clock=lambda: clock[0])
+    app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
+    allow_reading(app)
+    client = TestClient(app)
+    first = client.get("/")
+    html = first.text
+    assert html.index("今日重点") < html.index("储能集采放量") < html.index("低分资讯")  # best first, at the top
+    assert "自上次访问以来新增" not in html  # a first visit has no "since"
+    assert "radar_seen=" in first.headers["set-cookie"]
+    # an hour later two analyses have arrived
+    conn.execute("UPDATE analysis_result SET created_at = %s", (NOW - timedelta(hours=2),))
+    conn.commit()
+    noon = seed.slot(DAY, "12:00", new=2)
+    seed.article(noon, "券商成交放大", 70)
+    seed.article(noon, "光伏排产回升", 64)
+    conn.execute("UPDATE analysis_result SET created_at = %s WHERE id > %s", (NOW + timedelta(minutes=30), top))
+    commit(seed)
+    clock[0] = NOW + timedelta(hours=1)
+    later = client.get("/").text
+    assert "自上次访问以来新增 2 条" in later
+    block = later[later.index("自上次访问以来新增"):]
+    assert "券商成交放大" in block and "光伏排产回升" in block and "储能集采放量" not in block.split("</section>")[0]
+    assert "自上次访问以来新增 0 条" in client.get("/").text  # seen now
+    client.cookies.clear()
+    client.cookies.set("radar_seen", "not-a-time")
+    assert "自上次访问以来新增" not in client.get("/").text  # a garbage cookie is no visit

@@ -83,6 +83,7 @@ from include.radar.store.events import (  # noqa: F401
 )
 from include.radar.store.focus import (  # noqa: F401
     EXCLUDED,
+    analyses_since,
     exclude_items,
     excluded_items,
     feedback_for_ranking,

@@ -134,3 +134,21 @@ def reopen_excluded(conn: psycopg.Connection, since: datetime, still_excluded: C
             "UPDATE content_item SET analyzed_status = 0, last_error = NULL, updated_at = now() "
             "WHERE id = ANY(%s) AND analyzed_status = 4", (back,))
     return len(back)
+
+
+def analyses_since(conn: psycopg.Connection, since: datetime, limit: int) -> tuple[list[Row], int]:
+    """The analyses stored after ``since`` (the reader's last visit), newest first, and how many there are."""
+    from include.radar.store.analyses import _ANALYSIS_COLUMNS  # noqa: PLC0415 - the one column list
+
+    rows = conn.execute(
+        f"""
+        SELECT {_ANALYSIS_COLUMNS}, count(*) OVER () AS total FROM analysis_result a
+        JOIN content_item c ON c.id = a.content_item_id
+        LEFT JOIN wechat_account acc ON acc.id = c.account_id
+        JOIN slot_run s ON s.id = a.slot_run_id
+        WHERE a.created_at > %s AND a.reused_from_id IS NULL
+        ORDER BY a.created_at DESC, a.id DESC LIMIT %s
+        """,
+        (since, limit),
+    ).fetchall()
+    return rows, (rows[0]["total"] if rows else 0)

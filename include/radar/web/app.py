@@ -379,6 +379,18 @@ def _day_signer(reader: Reader, settings: Settings) -> Callable[[str], str] | No
 
 
 CSRF_COOKIE = "radar_csrf"
+SEEN_COOKIE = "radar_seen"  # when this browser last opened the overview: what is new since then
+TOP_LISTED = 5
+NEW_LISTED = 10
+
+
+def _last_seen(request: Request, now: datetime) -> datetime | None:
+    """The previous overview visit of this browser; a cookie that is no plausible time is no visit."""
+    value = request.cookies.get(SEEN_COOKIE, "")
+    if not (value.isascii() and value.isdigit() and len(value) <= 12):
+        return None
+    seen = datetime.fromtimestamp(int(value), UTC)
+    return seen if now - timedelta(days=400) <= seen <= now else None
 _CSRF_RE = re.compile(r"[A-Za-z0-9_-]{43}")
 MAX_PROFILE_BODY = 64 * 1024
 REOPEN_HOURS = 72  # a changed rule gives back what it excluded from the articles a slot still looks at
@@ -494,7 +506,11 @@ def create_app(
                 conn, today - timedelta(days=max(RECENT_DAYS, health.SPEND_DAYS) - 1), today, currency)
             run_spend = store.slot_spend(conn, [r["id"] for r in runs])
             health_view = health.gather(conn, settings, now=now, tz=tz, links=links, spend_by_day=by_day)
-            learned_more, learned_less = ranking.learn(store.feedback_for_ranking(conn, now)).learned()
+            weights = ranking.learn(store.feedback_for_ranking(conn, now))
+            learned_more, learned_less = weights.learned()
+            today_rows = ranking.annotate(store.day_analyses(conn, today), weights)
+            last_seen = _last_seen(request, now)
+            new_rows, new_total = store.analyses_since(conn, last_seen, NEW_LISTED) if last_seen else ([], 0)
         page = views.overview_page(
             today=today,
             now=now,
@@ -511,10 +527,19 @@ def create_app(
             day_spend=by_day,
             currency=currency,
         )
-        return pages.render(
+        top = [c for c in views.analysis_cards(today_rows, threshold=settings.push_score_threshold, tz=tz, links=links)
+               if not c.reused][:TOP_LISTED]
+        fresh = views.analysis_cards(ranking.annotate(new_rows, weights), threshold=settings.push_score_threshold,
+                                     tz=tz, links=links)
+        response = pages.render(
             request, "overview.html", settings=settings, reader=reader, links=links, page=page, health=health_view,
-            learned_more=learned_more, learned_less=learned_less,
+            learned_more=learned_more, learned_less=learned_less, top_today=top,
+            since=views.local_time(last_seen, tz) if last_seen else None, new_cards=fresh, new_total=new_total,
+            new_limit=NEW_LISTED,
         )
+        response.set_cookie(SEEN_COOKIE, str(int(now.timestamp())), max_age=366 * 86400, httponly=True,
+                            samesite="lax", path=links.root or "/", secure=request.url.scheme == "https")
+        return response
 
     @router.get("/daily/{day}", response_class=HTMLResponse)
     def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
