@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from include.radar import db
+from include.radar import db, store
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
             url = db.database_url()
             applied = db.migrate(url)
             print(f"radar schema at {db.redact(url)}: " + (f"applied {', '.join(applied)}" if applied else "up to date"))
+            with db.connect(url) as conn:  # articles stored before search existed get their lexemes once
+                indexed = store.index_missing(conn)
+            if indexed:
+                print(f"search: indexed {indexed} articles stored before search existed")
     except db.DatabaseUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ Every function takes an open psycopg connection (``db.connect()``) and leaves co
 - ``pushes``: the notification log (exactly-once per message and channel);
 - ``events``: which analyses report one real-world event;
 - ``focus``: the reader's profile, the articles its rules exclude, the reader's feedback;
+- ``searching``: search over articles and analyses (lexemes from search.py), indexing what predates it;
 - ``reports``: the daily report and the report pages' read-only queries;
 - ``operations``: the LLM spend ledger, budget deferrals, operator alerts, shared service status;
 - ``state``: small service state (the WeRSS token).
@@ -125,6 +126,13 @@ from include.radar.store.reports import (  # noqa: F401
     recent_slot_runs,
     report_predates_slot,
     upsert_daily_report,
+)
+from include.radar.store.searching import (  # noqa: F401
+    BANDS,
+    Filters,
+    account_names,
+    index_missing,
+    search_articles,
 )
 from include.radar.store.slot_runs import (  # noqa: F401
     FAILED_OUTCOMES,

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from include.radar import redact
+from include.radar import redact, search
 from include.radar.store.common import ANALYSING, DONE, Row
 from include.radar.store.slot_runs import FAILED_OUTCOMES
 
@@ -296,10 +296,10 @@ def insert_analysis(
     conn.execute(
         """
         UPDATE content_item SET analyzed_status = 2, last_error = NULL, claimed_by = NULL, lease_until = NULL,
-               updated_at = now()
+               updated_at = now(), search_tsv = coalesce(search_tsv, ''::tsvector) || array_to_tsvector(%s::text[])
         WHERE id = %s
         """,
-        (record["content_item_id"],),
+        (search.lexemes("", "", analysis_words(record, opportunities)), record["content_item_id"]),
     )
     if attempt_id is not None:
         conn.execute(
@@ -310,6 +310,15 @@ def insert_analysis(
             (record.get("llm_calls") or 0, attempt_id),
         )
     return analysis_id
+
+
+def analysis_words(record: dict[str, Any], opportunities: list[dict[str, Any]]) -> list[str]:
+    """What an analysis adds to its article's search lexemes: its summary, opportunity names and targets."""
+    found = [str(record.get("summary") or "")]
+    for opp in opportunities:
+        found.append(str(opp.get("name") or ""))
+        found += [str(t) for t in opp.get("targets") or [] if isinstance(t, str)]
+    return found
 
 
 def mark_item_done(conn: psycopg.Connection, item_id: int) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from include.radar import redact
+from include.radar import redact, search
 from include.radar.store.common import BODY_WAITING, Row
 
 
@@ -125,14 +125,15 @@ def insert_content_item(conn: psycopg.Connection, item: dict[str, Any]) -> int |
         """
         INSERT INTO content_item (external_id, account_id, mp_id, title, url, published_at, raw_html_size,
                                   clean_text, content_hash, body_status, last_error, first_slot_run_id,
-                                  body_checks, next_body_check_at)
+                                  body_checks, next_body_check_at, search_tsv)
         VALUES (%(external_id)s, %(account_id)s, %(mp_id)s, %(title)s, %(url)s, %(published_at)s,
                 %(raw_html_size)s, %(clean_text)s, %(content_hash)s, %(body_status)s, %(last_error)s,
-                %(slot_run_id)s, %(body_checks)s, %(next_body_check_at)s)
+                %(slot_run_id)s, %(body_checks)s, %(next_body_check_at)s, array_to_tsvector(%(lexemes)s::text[]))
         ON CONFLICT ON CONSTRAINT content_item_external_id_key DO NOTHING
         RETURNING id
         """,
-        {"body_checks": 0, "next_body_check_at": None, **item},
+        {"body_checks": 0, "next_body_check_at": None, **item,
+         "lexemes": search.lexemes(item.get("title") or "", item.get("clean_text") or "")},
     ).fetchone()
     return None if row is None else row["id"]
 
@@ -150,11 +151,13 @@ def fill_waiting_body(
         """
         UPDATE content_item SET raw_html_size = %(raw_html_size)s, clean_text = %(clean_text)s,
                content_hash = %(content_hash)s, body_status = %(body_status)s, last_error = %(last_error)s,
-               title = %(title)s, body_checks = body_checks + 1, updated_at = now()
+               title = %(title)s, body_checks = body_checks + 1, updated_at = now(),
+               search_tsv = array_to_tsvector(%(lexemes)s::text[])
         WHERE external_id = %(external_id)s AND body_status = 0
         RETURNING id, body_status, body_checks
         """,
-        {**item, "external_id": external_id},
+        {**item, "external_id": external_id,
+         "lexemes": search.lexemes(item.get("title") or "", item.get("clean_text") or "")},
     ).fetchone()
     if row is None:
         return None

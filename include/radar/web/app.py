@@ -45,7 +45,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from include.radar import db, focus, ranking, signing, store
+from include.radar import db, focus, ranking, search, signing, store
 from include.radar.settings import Settings, SettingsError
 from include.radar.slots import SHANGHAI
 from include.radar.web import feedback, health, views
@@ -62,6 +62,7 @@ from include.radar.web.auth import (
 )
 from include.radar.web.server import install_access_log_filter, redact_scope_query, server_settings
 from include.radar.web.views import profile as profile_views
+from include.radar.web.views import search as search_views
 
 log = logging.getLogger(__name__)
 
@@ -619,6 +620,31 @@ def create_app(
             rank=profile_views.rank_view(row, weights),
             boosts={"watch": ranking.WATCH_BOOST, "interest": ranking.INTEREST_BOOST, "cap": ranking.FEEDBACK_CAP},
             feedback_buttons=_feedback_forms(request, reader, settings, links).buttons(wanted, verdict),
+        )
+
+    @router.get("/search", response_class=HTMLResponse)
+    def search_page(request: Request, reader: ReaderDep) -> HTMLResponse:
+        runtime = _runtime(request)
+        settings = runtime.settings()
+        tz = _zone(settings)
+        form = search_views.parse_form(request.query_params)
+        links = _links(request)
+        tsquery, terms = search.query(form.q) if form.q else ("", [])
+        rows, total = [], 0
+        with runtime.connect() as conn:
+            accounts = store.account_names(conn)
+            if tsquery:
+                rows, total = store.search_articles(conn, tsquery, form.filters(tz), search_views.PAGE_SIZE,
+                                                    (form.page - 1) * search_views.PAGE_SIZE, terms[0] if terms else "")
+        pages_total = min(search_views.MAX_PAGE, -(-total // search_views.PAGE_SIZE))
+        return pages.render(
+            request, "search.html", settings=settings, reader=reader, links=links, form=form,
+            searched=bool(form.q), unsearchable=bool(form.q) and not tsquery, total=total,
+            hits=search_views.hits(rows, terms, tz, links), accounts=accounts, bands=search_views.BAND_LABELS,
+            threshold=settings.push_score_threshold,
+            prev_url=form.url(links, form.page - 1) if form.page > 1 else None,
+            next_url=form.url(links, form.page + 1) if form.page < pages_total else None,
+            page_label=f"第 {form.page} / {max(pages_total, 1)} 页",
         )
 
     @router.get("/profile", response_class=HTMLResponse)

@@ -180,6 +180,9 @@ class Links:
     def profile(self) -> str:
         return f"{self.root}/profile"
 
+    def search(self) -> str:
+        return f"{self.root}/search"
+
     def analysis(self, analysis_id: int) -> str:
         path = f"/analysis/{int(analysis_id)}"
         if self.signer is not None and analysis_id in self.signable:
