@@ -34,11 +34,13 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from include.radar import db  # noqa: E402
+from include.radar import db, store  # noqa: E402
 from include.radar.settings import load_settings  # noqa: E402
 from include.radar.slots import SHANGHAI, slot_at  # noqa: E402
 
 SLOTS = ("07:00", "12:00", "14:00", "18:00", "22:00")
+# a common word, a rare pair, two words, a word with filters, the second page of a common word
+SEARCHES = ("q=储能", "q=国产替代", "q=创新药+出海", "q=半导体&band=60&from=2025-12-01", "q=算力&page=2")
 ACCOUNTS = 20
 ARTICLES_PER_SLOT = 2  # ~10 a day
 TYPES = ("stock", "sector", "fund", "commodity", "macro", "bond")
@@ -402,6 +404,10 @@ def main() -> int:
         print(
             f"seeded in {time.perf_counter() - t0:.1f} s: " + ", ".join(f"{k} {v}" for k, v in seeded["counts"].items())
         )
+        t0 = time.perf_counter()
+        with db.connect(url) as conn:  # the search lexemes, as `cli migrate` writes them for older rows
+            indexed = store.index_missing(conn, batch=1000)
+        print(f"search: {indexed} articles indexed in {time.perf_counter() - t0:.1f} s (jieba + character pairs)")
         with psycopg.connect(url, autocommit=True) as conn:  # a reader who votes on one analysis in ten
             conn.execute("INSERT INTO feedback (analysis_id, verdict, via, updated_at) "
                          "SELECT id, (ARRAY['up', 'down', 'knew'])[1 + id % 3], 'bench', created_at "
@@ -413,21 +419,27 @@ def main() -> int:
             f"analysis /analysis/{seeded['analysis_id']}": f"/analysis/{seeded['analysis_id']}",
             "profile /profile": "/profile",
         }
-        timings = time_pages(url, pages, args.runs)
+        searches = {f"search {q}": f"/search?{q}" for q in SEARCHES}
+        timings = time_pages(url, {**pages, **searches}, args.runs)
         print(f"\n{'page':<34} {'median':>8} {'p95':>8} {'max':>8}   ({args.runs} requests each, ms)")
-        worst = 0.0
+        worst = worst_search = 0.0
         for name, samples in timings.items():
             ordered = sorted(samples)
             p95 = ordered[max(0, int(round(0.95 * len(ordered))) - 1)]
-            worst = max(worst, p95)
+            if name.startswith("search "):
+                worst_search = max(worst_search, p95)
+            else:
+                worst = max(worst, p95)
             print(f"{name:<34} {statistics.median(ordered):>8.1f} {p95:>8.1f} {ordered[-1]:>8.1f}")
+        print(f"\nsearch over a year ({seeded['counts']['content_item']} articles): worst p95 {worst_search:.1f} ms "
+              f"({'OK' if worst_search < 200 else 'TOO SLOW'}: goal 200 ms)")
         if args.explain:
             explain(url, day, seeded["analysis_id"])
     print(
         f"\ntotal {time.perf_counter() - started:.1f} s; worst p95 {worst:.1f} ms "
         f"({'OK' if worst < 50 else 'TOO SLOW'}: budget 50 ms)"
     )
-    return 0 if worst < 50 else 1
+    return 0 if worst < 50 and worst_search < 200 else 1
 
 
 if __name__ == "__main__":
