@@ -11,6 +11,7 @@ Every function takes an open psycopg connection (``db.connect()``) and leaves co
 - ``events``: which analyses report one real-world event;
 - ``focus``: the reader's profile, the articles its rules exclude, the reader's feedback;
 - ``searching``: search over articles and analyses (lexemes from search.py), indexing what predates it;
+- ``trends``: analyses per entity (the opportunities' targets), per-day counts and scores for the charts;
 - ``reports``: the daily report and the report pages' read-only queries;
 - ``operations``: the LLM spend ledger, budget deferrals, operator alerts, shared service status;
 - ``state``: small service state (the WeRSS token).
@@ -155,4 +156,11 @@ from include.radar.store.state import (  # noqa: F401
     delete_state,
     get_state,
     set_state,
+)
+from include.radar.store.trends import (  # noqa: F401
+    day_scores,
+    entity_analyses,
+    entity_daily,
+    top_entities,
+    topic_daily,
 )

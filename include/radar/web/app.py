@@ -63,6 +63,7 @@ from include.radar.web.auth import (
 from include.radar.web.server import install_access_log_filter, redact_scope_query, server_settings
 from include.radar.web.views import profile as profile_views
 from include.radar.web.views import search as search_views
+from include.radar.web.views import trends as trend_views
 
 log = logging.getLogger(__name__)
 
@@ -382,6 +383,7 @@ def _day_signer(reader: Reader, settings: Settings) -> Callable[[str], str] | No
 CSRF_COOKIE = "radar_csrf"
 SEEN_COOKIE = "radar_seen"  # when this browser last opened the overview: what is new since then
 TOP_LISTED = 5
+ENTITY_LISTED = 100
 NEW_LISTED = 10
 
 
@@ -561,6 +563,8 @@ def create_app(
             weights = ranking.learn(store.feedback_for_ranking(conn, now))
             verdicts = store.feedback_of(conn, [a["id"] for a in analyses])
             excluded = store.excluded_items(conn, [r["id"] for r in runs])
+        histogram, histogram_text = trend_views.score_histogram(
+            [a["score"] for a in analyses if not a.get("reused_from_id")], settings.push_score_threshold)
         analyses = ranking.order(ranking.annotate(analyses, weights))  # the reader's order, as the report's
         # a signed daily link opens that day's analyses too, and nothing else
         links = _links(request, _day_signer(reader, settings), frozenset(a["id"] for a in analyses))
@@ -587,7 +591,8 @@ def create_app(
         forms = _feedback_forms(request, reader, settings, links)
         buttons = {a["id"]: forms.buttons(a["id"], verdicts.get(a["id"])) for a in analyses}
         return pages.render(request, "daily.html", settings=settings, reader=reader, links=links, page=page,
-                            feedback_forms=buttons, excluded=profile_views.excluded_views(excluded, tz))
+                            feedback_forms=buttons, excluded=profile_views.excluded_views(excluded, tz),
+                            histogram=histogram if analyses else None, histogram_text=histogram_text)
 
     @router.get("/analysis/{analysis_id}", response_class=HTMLResponse)
     def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLResponse:
@@ -621,6 +626,39 @@ def create_app(
             boosts={"watch": ranking.WATCH_BOOST, "interest": ranking.INTEREST_BOOST, "cap": ranking.FEEDBACK_CAP},
             feedback_buttons=_feedback_forms(request, reader, settings, links).buttons(wanted, verdict),
         )
+
+    @router.get("/entity/{name:path}", response_class=HTMLResponse)  # a name may hold "/" (A/H 股)
+    def entity(request: Request, name: str, reader: ReaderDep) -> HTMLResponse:
+        wanted = trend_views.parse_entity(name)
+        runtime = _runtime(request)
+        settings = runtime.settings()
+        tz = _zone(settings)
+        today = runtime.clock().astimezone(tz).date()
+        with runtime.connect() as conn:
+            rows, total = store.entity_analyses(conn, wanted, ENTITY_LISTED)
+            if not rows:
+                raise PageError(404, "没有这个标的", f"没有分析提到「{wanted}」。标的名称来自分析页“投资机会”下列出的标的。")
+            daily = store.entity_daily(conn, wanted, today - timedelta(days=trend_views.DAYS - 1), today)
+        links = _links(request)
+        page = trend_views.entity_page(wanted, rows, total, daily, today, links, tz)
+        return pages.render(request, "entity.html", settings=settings, reader=reader, links=links, page=page,
+                            threshold=settings.push_score_threshold)
+
+    @router.get("/trends", response_class=HTMLResponse)
+    def trends(request: Request, reader: ReaderDep) -> HTMLResponse:
+        runtime = _runtime(request)
+        settings = runtime.settings()
+        today = runtime.clock().astimezone(_zone(settings)).date()
+        first = today - timedelta(days=trend_views.DAYS - 1)
+        with runtime.connect() as conn:
+            topics = store.topic_daily(conn, first, today)
+            entities = store.top_entities(conn, first, today, 20)
+            scores = store.day_scores(conn, today)
+        links = _links(request)
+        histogram, histogram_text = trend_views.score_histogram(scores, settings.push_score_threshold)
+        return pages.render(request, "trends.html", settings=settings, reader=reader, links=links,
+                            page=trend_views.trends_page(topics, entities, today, links), histogram=histogram,
+                            histogram_text=histogram_text, today=today)
 
     @router.get("/search", response_class=HTMLResponse)
     def search_page(request: Request, reader: ReaderDep) -> HTMLResponse:

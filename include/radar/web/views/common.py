@@ -183,6 +183,12 @@ class Links:
     def search(self) -> str:
         return f"{self.root}/search"
 
+    def entity(self, name: str) -> str:
+        return f"{self.root}/entity/{quote(name, safe='')}"
+
+    def trends(self) -> str:
+        return f"{self.root}/trends"
+
     def analysis(self, analysis_id: int) -> str:
         path = f"/analysis/{int(analysis_id)}"
         if self.signer is not None and analysis_id in self.signable:

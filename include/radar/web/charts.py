@@ -1,0 +1,111 @@
+"""Charts drawn on the server as inline SVG: no JavaScript, nothing the strict CSP has to allow.
+
+Every chart is a ``viewBox`` drawing that scales to the width of its container (a phone's too), carries a
+``<title>`` and ``<desc>`` for screen readers, and is built from numbers and labels only: every label is
+escaped here, and the result is marked safe for the templates. A day without data is a gap in a line (the
+line is broken there, not drawn through a zero it does not know) and an empty bar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from html import escape
+
+from markupsafe import Markup
+
+WIDTH, HEIGHT = 320, 150
+LEFT, RIGHT, TOP, BOTTOM = 28, 8, 10, 22
+COLORS = ("#d97706", "#2563eb", "#059669", "#dc2626", "#7c3aed", "#0891b2", "#65a30d", "#db2777")
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    values: Sequence[float | None]  # one per day; None: no data that day
+    color: str = COLORS[0]
+
+
+def _x(i: int, n: int) -> float:
+    return LEFT + (WIDTH - LEFT - RIGHT) * (i / max(1, n - 1))
+
+
+def _y(value: float, top: float) -> float:
+    return TOP + (HEIGHT - TOP - BOTTOM) * (1 - value / top) if top else HEIGHT - BOTTOM
+
+
+def nice_top(values: Sequence[float | None], floor: float = 1) -> float:
+    """The axis top: the largest value rounded up to 1, 2 or 5 times a power of ten."""
+    peak = max([v for v in values if v is not None] + [floor])
+    step = 1.0
+    while True:
+        for m in (1, 2, 5):
+            if m * step >= peak:
+                return m * step
+        step *= 10
+
+
+def paths(values: Sequence[float | None], top: float) -> list[str]:
+    """SVG path data for one series: one sub-path per run of days with data (a missing day breaks the line)."""
+    runs: list[list[tuple[float, float]]] = [[]]
+    for i, v in enumerate(values):
+        if v is None:
+            if runs[-1]:
+                runs.append([])
+            continue
+        runs[-1].append((_x(i, len(values)), _y(v, top)))
+    return ["M" + " L".join(f"{x:.1f},{y:.1f}" for x, y in run) for run in runs if run]
+
+
+def line_chart(days: Sequence[date], series: Sequence[Series], *, title: str, desc: str, top: float | None = None,
+               unit: str = "") -> Markup:
+    top = top or nice_top([v for s in series for v in s.values])
+    parts = [f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" role="img" '
+             f'preserveAspectRatio="xMidYMid meet" xmlns="http://www.w3.org/2000/svg">',
+             f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>"]
+    for frac in (0, 0.5, 1):
+        y = _y(top * frac, top)
+        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}" stroke="#cbd5e1" '
+                     f'stroke-width="0.5"/><text x="{LEFT - 3}" y="{y + 3:.1f}" font-size="8" text-anchor="end" '
+                     f'fill="#64748b">{escape(_num(top * frac))}{escape(unit)}</text>')
+    if days:
+        for i in (0, len(days) // 2, len(days) - 1):
+            parts.append(f'<text x="{_x(i, len(days)):.1f}" y="{HEIGHT - 6}" font-size="8" text-anchor="middle" '
+                         f'fill="#64748b">{days[i].month}/{days[i].day}</text>')
+    for s in series:
+        for d in paths(s.values, top):
+            parts.append(f'<path d="{d}" fill="none" stroke="{escape(s.color)}" stroke-width="1.6" '
+                         f'stroke-linejoin="round"/>')
+        for i, v in enumerate(s.values):
+            single = v is not None and (i == 0 or s.values[i - 1] is None) and (
+                i == len(s.values) - 1 or s.values[i + 1] is None)
+            if single:  # a day with data between two without: a dot, or it would not show
+                parts.append(f'<circle cx="{_x(i, len(s.values)):.1f}" cy="{_y(v, top):.1f}" r="1.8" '
+                             f'fill="{escape(s.color)}"/>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def bar_chart(labels: Sequence[str], values: Sequence[int], *, title: str, desc: str,
+              marked: int | None = None) -> Markup:
+    """Bars with their counts above; ``marked`` highlights one bar (the threshold's band)."""
+    top = nice_top(values)
+    n = max(1, len(values))
+    slot = (WIDTH - LEFT - RIGHT) / n
+    parts = [f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" role="img" '
+             f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title><desc>{escape(desc)}</desc>']
+    for i, (label, value) in enumerate(zip(labels, values, strict=True)):
+        x = LEFT + i * slot + slot * 0.15
+        y = _y(value, top)
+        color = "#dc2626" if marked is not None and i >= marked else "#94a3b8"
+        parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{slot * 0.7:.1f}" height="{HEIGHT - BOTTOM - y:.1f}" '
+                     f'fill="{color}"/><text x="{x + slot * 0.35:.1f}" y="{y - 2:.1f}" font-size="9" '
+                     f'text-anchor="middle" fill="#334155">{value}</text><text x="{x + slot * 0.35:.1f}" '
+                     f'y="{HEIGHT - 6}" font-size="8" text-anchor="middle" fill="#64748b">{escape(label)}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
