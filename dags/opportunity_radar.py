@@ -9,7 +9,8 @@ At 07:00, 12:00, 14:00, 18:00 and 22:00 (Asia/Shanghai) one run of this DAG:
    articles analysed in threads (DeepSeek, JSON, retry ladder), each with its own status and attempts;
 4. **choose_path** – daytime: push the slot's best analysis if it scored ≥ threshold, else stay silent;
    22:00: build the daily report and always push its link, even when earlier steps failed;
-5. **catch_up_daily_report** – if yesterday's 22:00 never ran (scheduler down), builds and pushes it late;
+5. **weekly_summary** – Sunday's 22:00 only, after the daily push: the week's summary, pushed once;
+   **catch_up_daily_report** – if yesterday's 22:00 never ran (scheduler down), builds and pushes it late;
 6. **close_slot** – writes the slot's outcome and counts; the run fails when a step failed.
 
 Manual runs take params: `push_mode` (auto / force / suppress), `run_date` + `slot` to (re)run a given
@@ -159,6 +160,12 @@ def opportunity_radar_slots():
     def push_daily_report() -> dict:
         return run_step("push_daily_report", opened_slot())
 
+    # after the daily push, whatever became of it (the week's summary never holds the day's report back);
+    # any slot but Sunday's 22:00 returns at once
+    @task(trigger_rule=TriggerRule.ALL_DONE, retries=2, execution_timeout=timedelta(minutes=10))
+    def weekly_summary() -> dict:
+        return run_step("weekly_summary", opened_slot())
+
     @task(retries=3, execution_timeout=timedelta(minutes=20))
     def catch_up_daily_report(slot: dict) -> dict:
         return run_step("catch_up_daily_report", slot)
@@ -180,7 +187,9 @@ def opportunity_radar_slots():
     report = build_daily_report(slot)
     daily = push_daily_report()
     report >> daily
-    outcomes = [push_opportunity(slot), skip_push(slot), daily, catch_up_daily_report(slot)]
+    week = weekly_summary()
+    daily >> week
+    outcomes = [push_opportunity(slot), skip_push(slot), daily, week, catch_up_daily_report(slot)]
     path >> [outcomes[0], outcomes[1], report]
     # the teardown: waits for every task of the run, and is cleared with any of them, so a cleared task
     # always reopens and recloses the slot; its failure (a step failed) fails the run

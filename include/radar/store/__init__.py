@@ -14,6 +14,7 @@ Every function takes an open psycopg connection (``db.connect()``) and leaves co
 - ``trends``: analyses per entity (the opportunities' targets), per-day counts and scores for the charts;
 - ``reports``: the daily report and the report pages' read-only queries;
 - ``operations``: the LLM spend ledger, budget deferrals, operator alerts, shared service status;
+- ``weekly``: the weekly summary and the week's analyses;
 - ``state``: small service state (the WeRSS token).
 """
 
@@ -163,4 +164,10 @@ from include.radar.store.trends import (  # noqa: F401
     entity_daily,
     top_entities,
     topic_daily,
+)
+from include.radar.store.weekly import (  # noqa: F401
+    get_weekly_report,
+    upsert_weekly_report,
+    week_analyses,
+    week_failed,
 )

@@ -45,7 +45,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from include.radar import db, focus, ranking, search, signing, store
+from include.radar import db, focus, ranking, search, signing, store, weekly
 from include.radar.settings import Settings, SettingsError
 from include.radar.slots import SHANGHAI
 from include.radar.web import feedback, health, views
@@ -592,7 +592,8 @@ def create_app(
         buttons = {a["id"]: forms.buttons(a["id"], verdicts.get(a["id"])) for a in analyses}
         return pages.render(request, "daily.html", settings=settings, reader=reader, links=links, page=page,
                             feedback_forms=buttons, excluded=profile_views.excluded_views(excluded, tz),
-                            histogram=histogram if analyses else None, histogram_text=histogram_text)
+                            histogram=histogram if analyses else None, histogram_text=histogram_text,
+                            week_url=links.weekly(weekly.week_of(report_day)[0]))
 
     @router.get("/analysis/{analysis_id}", response_class=HTMLResponse)
     def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLResponse:
@@ -625,6 +626,48 @@ def create_app(
             rank=profile_views.rank_view(row, weights),
             boosts={"watch": ranking.WATCH_BOOST, "interest": ranking.INTEREST_BOOST, "cap": ranking.FEEDBACK_CAP},
             feedback_buttons=_feedback_forms(request, reader, settings, links).buttons(wanted, verdict),
+        )
+
+    @router.get("/weekly", include_in_schema=False)
+    def this_week(request: Request, reader: ReaderDep) -> Response:
+        runtime = _runtime(request)
+        today = runtime.clock().astimezone(_zone(runtime.settings())).date()
+        monday, _ = weekly.week_of(today)
+        target = _links(request).weekly(monday)
+        query = request.url.query
+        return RedirectResponse(target + (f"?{query}" if query else ""), status_code=307)
+
+    @router.get("/weekly/{monday}", response_class=HTMLResponse)
+    def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLResponse:
+        runtime = _runtime(request)
+        settings = runtime.settings()
+        today = runtime.clock().astimezone(_zone(settings)).date()
+        week = parse_day(monday, today)
+        if week.weekday() != 0:
+            raise PageError(404, "没有这一周的周报", f"周报地址应为 /weekly/ 加当周星期一的日期，例如 /weekly/{weekly.week_of(week)[0]}。")
+        with runtime.connect() as conn:
+            report = store.get_weekly_report(conn, week)
+        links = _links(request)
+        data = (report or {}).get("digest_json") or {}
+        tops = []
+        for t in data.get("top_opportunities") or []:
+            if isinstance(t, dict) and isinstance(t.get("analysis_id"), int) and t["analysis_id"] > 0:
+                tops.append({"url": links.analysis(t["analysis_id"]), "title": str(t.get("title") or ""),
+                             "reason": str(t.get("reason") or ""),
+                             "sources": [x for x in t.get("sources") or [] if isinstance(x, str)]})
+        end = week + timedelta(days=6)
+        return pages.render(
+            request, "weekly.html", settings=settings, reader=reader, links=links, monday=week, report=report,
+            span=f"{week.isoformat()} 至 {end.month}月{end.day}日", tops=tops,
+            fallback=bool(report) and data.get("source") == "fallback", report_error=(report or {}).get("error") or "",
+            digest_html=views.render_markdown(report["digest_md"], views.digest_link_rewriter(
+                settings.report_base_url, links)) if report and report["digest_md"] else None,
+            watchlist=[w for w in data.get("watchlist") or [] if isinstance(w, str)][:8],
+            days=[(f"{d.month}/{d.day} 周{'一二三四五六日'[d.weekday()]}", links.daily(d))
+                  for d in (week + timedelta(days=i) for i in range(7)) if d <= today],
+            prev_url=links.weekly(week - timedelta(days=7)),
+            next_url=links.weekly(week + timedelta(days=7)) if end < today else None,
+            past=end < today, daily_slot=settings.daily_slot,
         )
 
     @router.get("/entity/{name:path}", response_class=HTMLResponse)  # a name may hold "/" (A/H 股)

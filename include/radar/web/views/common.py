@@ -189,6 +189,9 @@ class Links:
     def trends(self) -> str:
         return f"{self.root}/trends"
 
+    def weekly(self, monday: date | None = None) -> str:
+        return f"{self.root}/weekly" + (f"/{monday.isoformat()}" if monday else "")
+
     def analysis(self, analysis_id: int) -> str:
         path = f"/analysis/{int(analysis_id)}"
         if self.signer is not None and analysis_id in self.signable:
