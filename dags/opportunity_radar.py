@@ -13,8 +13,9 @@ At 07:00, 12:00, 14:00, 18:00 and 22:00 (Asia/Shanghai) one run of this DAG:
    **catch_up_daily_report** – if yesterday's 22:00 never ran (scheduler down), builds and pushes it late;
 6. **close_slot** – writes the slot's outcome and counts; the run fails when a step failed.
 
-Manual runs take params: `push_mode` (auto / force / suppress), `run_date` + `slot` to (re)run a given
-slot (e.g. rebuild a past day's report), and `retry_failed` to give failed analyses fresh attempts. Logic lives in `include/radar/`; see README.md.
+Manual runs take one `action` (run / redo the slot / rebuild the day's report / force publish / silent), with an
+optional `run_date` + `slot` to name the slot, and `retry_failed` to give failed analyses fresh attempts
+(API callers may still send `push_mode`: auto / force / suppress). Logic lives in `include/radar/`; see README.md.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from airflow.sdk import (
 from include.radar import DAG_ID
 from include.radar.airflow_alerts import AlertNotifier
 from include.radar.airflow_support import branch, failed_tasks, opened_slot, run_step
-from include.radar.decide import BUILD_DAILY, PUSH_MODES, PUSH_OPPORTUNITY, SKIP_PUSH
+from include.radar.decide import ACTIONS, BUILD_DAILY, PUSH_OPPORTUNITY, SKIP_PUSH
 from include.radar.settings import env_name, load_settings
 from include.radar.slots import SHANGHAI
 
@@ -74,23 +75,25 @@ BATCH_MARGIN = timedelta(minutes=1)
     ) if SLOTS.daily_deadline_alert else None,
     # the trigger form (Trigger in the UI): a title, a description and labelled choices for every param
     params={
-        "push_mode": Param(
-            "auto", enum=list(PUSH_MODES), title="推送 / Push",
-            description="自动：按阈值推送（补跑不推送）；强制：低于阈值、迟到或补跑也推送；不推送：只记录",
-            values_display={"auto": "自动 (auto)", "force": "强制推送 (force)", "suppress": "不推送 (suppress)"},
+        "action": Param(
+            "run", enum=list(ACTIONS), title="操作 / Action",
+            description="正常运行：按阈值推送（补跑不推送）；重做该时段：重新分析所选时段，不推送；"
+                        "重建日报：重建所选日期（默认最近一天）的日报，不推送；强制推送：低于阈值、迟到或补跑也推送；"
+                        "运行但不推送：只记录",
+            values_display=ACTIONS,
         ),
         "run_date": Param(
             None, type=["null", "string"], format="date", title="日期 / Date",
-            description="留空：触发时刻之前的最近一个时段；填写 YYYY-MM-DD：重跑那一天的时段（默认 22:00，即重建日报，不推送，除非强制推送）",
+            description="可不填。留空：触发时刻之前的最近一个时段；填写 YYYY-MM-DD：那一天的时段（默认 22:00）",
         ),
         "slot": Param(
             None, type=["null", "string"], enum=[None, *SLOTS.schedule_slots], title="时段 / Slot",
-            description="要运行的时段；不选：触发时刻之前的最近一个时段，或给定日期的 22:00",
+            description="可不选。要运行或重做的时段；不选：触发时刻之前的最近一个时段，或给定日期的 22:00",
             values_display={None: "默认（最近的时段）", **{s: s for s in SLOTS.schedule_slots}},
         ),
         "retry_failed": Param(
             False, type="boolean", title="重试失败的分析 / Retry failed analyses",
-            description="给所有分析失败的文章一组新的尝试次数（例如 DeepSeek 故障之后）",
+            description="可不勾选。给所有分析失败的文章一组新的尝试次数（例如 DeepSeek 故障之后）",
         ),
     },
     doc_md=__doc__,

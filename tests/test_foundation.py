@@ -44,11 +44,14 @@ def test_dag_reads_like_the_slot_flow(dag):
     ids = {t.task_id for t in dag.tasks}
     assert ids == {"open_slot", "ingest", "select_articles", "analyse", "summarise", "choose_path",
                    "push_opportunity", "skip_push", "build_daily_report", "push_daily_report",
-                   "catch_up_daily_report", "close_slot"}
+                   "weekly_summary", "catch_up_daily_report", "close_slot"}
     assert dag.get_task("open_slot").is_setup and dag.get_task("close_slot").is_teardown
     assert dag.get_task("close_slot").trigger_rule == "all_done_setup_success"
     assert dag.get_task("push_daily_report").trigger_rule == "none_skipped"
     assert dag.get_task("summarise").trigger_rule == "all_done"
+    # the week's summary comes after the daily push, whatever became of it
+    assert dag.get_task("weekly_summary").upstream_task_ids == {"push_daily_report"}
+    assert dag.get_task("weekly_summary").trigger_rule == "all_done"
 
 
 def test_dag_serialises(dag):
@@ -273,10 +276,37 @@ def test_the_trigger_form_labels_every_param_and_every_choice():
     from airflow.dag_processing.dagbag import DagBag
 
     dag = DagBag(dag_folder="dags/").get_dag("opportunity_radar_slots")
-    assert set(dag.params) == {"push_mode", "run_date", "slot", "retry_failed"}
+    assert set(dag.params) == {"action", "run_date", "slot", "retry_failed"}  # one choice, no raw flags
     for name in dag.params:
         param = dag.params.get_param(name)
         assert param.schema.get("title") and param.description, name
         if "enum" in param.schema:
             assert set(param.schema["values_display"]) == set(param.schema["enum"]), name
     assert dag.params.get_param("slot").schema["values_display"][None].startswith("默认")
+    assert dag.params.get_param("action").value == "run"
+    for name in ("run_date", "slot", "retry_failed"):  # optional: the form submits without them
+        assert dag.params.get_param(name).description.startswith("可不"), name
+
+
+@pytest.mark.parametrize("params, expected", [
+    ({}, {"push_mode": None, "slot": None}),
+    ({"action": "force"}, {"push_mode": "force", "slot": None}),
+    ({"action": "silent"}, {"push_mode": "suppress", "slot": None}),
+    ({"action": "rebuild", "run_date": "2026-01-05"}, {"push_mode": "auto", "slot": "22:00"}),
+    ({"action": "redo", "slot": "12:00"}, {"push_mode": "auto", "slot": "12:00"}),
+    ({"push_mode": "force"}, {"push_mode": "force", "slot": None}),  # an API caller's raw flag still works
+])
+def test_the_forms_action_becomes_the_raw_params(params, expected):
+    from include.radar.decide import apply_action
+
+    out = apply_action(params, "22:00")
+    assert {k: out.get(k) for k in expected} == expected
+
+
+def test_an_action_that_cannot_be_carried_out_says_why():
+    from include.radar.decide import ActionError, apply_action
+
+    with pytest.raises(ActionError, match="redo needs the slot"):
+        apply_action({"action": "redo"}, "22:00")
+    with pytest.raises(ActionError, match="not one of"):
+        apply_action({"action": "delete"}, "22:00")

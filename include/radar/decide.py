@@ -15,6 +15,44 @@ BUILD_DAILY = "build_daily_report"
 
 PUSH_MODES = ("auto", "force", "suppress")
 
+# The trigger form's one choice (dags/opportunity_radar.py), and what each means in the raw params the
+# pipeline reads: the slot to run (named or not), and the push mode. API callers may still send push_mode.
+ACTIONS = {
+    "run": "按时段正常运行",
+    "redo": "重做该时段（不推送）",
+    "rebuild": "重建日报（不推送）",
+    "force": "强制推送",
+    "silent": "运行但不推送",
+}
+
+
+class ActionError(ValueError):
+    """The trigger's action cannot be carried out as asked (said in the run's log and on the failed task)."""
+
+
+def apply_action(params: dict[str, Any], daily_slot: str) -> dict[str, Any]:
+    """The params with the form's ``action`` turned into what the steps read (``slot``, ``push_mode``).
+
+    - run: the slot the trigger stands for (or the date/slot filled in), pushed by the usual rules;
+    - redo: the slot named (a date and/or a slot is required), analysed again, never pushed;
+    - rebuild: the daily report of the date given (else the latest one), rebuilt, never pushed;
+    - force: as run, and pushed whatever the score, lateness or run type (a force re-push is new);
+    - silent: as run, pushed to nobody.
+    """
+    action = params.get("action") or "run"
+    if action not in ACTIONS:
+        raise ActionError(f"param action={action!r} is not one of {list(ACTIONS)}")
+    out = dict(params)
+    if action == "redo" and not (params.get("slot") or params.get("run_date")):
+        raise ActionError("action=redo needs the slot (and/or the date) to redo: fill in 时段 or 日期")
+    if action == "rebuild":
+        out["slot"] = daily_slot
+    if action in ("force", "silent"):
+        out["push_mode"] = "force" if action == "force" else "suppress"
+    elif action in ("redo", "rebuild"):
+        out["push_mode"] = "auto"  # a named slot pushes nothing under auto (decide.decide, daily_push_plan)
+    return out
+
 
 @dataclass(frozen=True)
 class SlotSummary:

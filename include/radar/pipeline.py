@@ -255,6 +255,10 @@ def open_slot(
 ) -> dict[str, Any]:
     """``run_after``: the moment the run stands for (its logical date, else when it may run);
     ``triggered_at``: when a manual run was triggered (Airflow's ``run_after``), to tell a past-dated one."""
+    try:
+        params = decide.apply_action(params, rt.settings.daily_slot)  # the form's one choice, as raw params
+    except decide.ActionError as exc:
+        raise ConfigurationError(str(exc)) from None
     push_mode = params.get("push_mode") or "auto"
     if push_mode not in decide.PUSH_MODES:
         raise ConfigurationError(f"param push_mode={push_mode!r} is not one of {list(decide.PUSH_MODES)}")
