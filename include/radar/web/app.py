@@ -87,13 +87,15 @@ class AddTrailingSlash:
             return
         await self.app(scope, receive, send)
 TEMPLATES_DIR = Path(__file__).with_name("templates")
+FRAME_JS = (Path(__file__).with_name("static") / "frame.js").read_text(encoding="utf-8")
 RECENT_DAYS = 14
 # Settings come from Airflow Variables (a metadata-DB read each) or the environment: cache them briefly.
 SETTINGS_TTL_SECONDS = 60.0
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
-        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'self'; "
+        "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; img-src 'self' data:; "
+        "frame-ancestors 'self'; "
         "base-uri 'none'; form-action 'self'"
     ),
     "X-Content-Type-Options": "nosniff",
@@ -484,6 +486,11 @@ def create_app(
     async def bad_settings(request: Request, exc: SettingsError) -> Response:
         log.error("radar settings are invalid: %s", exc)  # the message may quote a value: log only
         return pages.error(request, 500, "雷达配置无效", "机会雷达的配置有误，详情见 Airflow api-server 日志。")
+
+    @app.get("/static/frame.js", include_in_schema=False)
+    def frame_script() -> Response:
+        """The pages' one script: links that work inside Airflow's sandboxed iframe (static/frame.js)."""
+        return Response(FRAME_JS, media_type="text/javascript", headers={"Cache-Control": "public, max-age=3600"})
 
     @app.get("/static/icon.svg", include_in_schema=False)
     def icon() -> Response:
