@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from datetime import date, timedelta
 
+import pytest
+
 from include.radar import db, store, weekly
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
@@ -124,3 +126,25 @@ def test_the_week_of_a_day_is_monday_to_sunday() -> None:
     assert weekly.week_of(MONDAY) == (MONDAY, date(2026, 1, 11))
     assert weekly.is_weekly_slot(date(2026, 1, 11), True) and not weekly.is_weekly_slot(date(2026, 1, 10), True)
     assert not weekly.is_weekly_slot(date(2026, 1, 11), False)
+
+
+@pytest.mark.browser
+def test_the_weekly_page_on_a_phone(fakes, db_url: str) -> None:
+    from include.radar.web.app import create_app
+    from tests.browser import PHONE, chromium, screenshot, serve
+    from tests.test_web import FakeUser, airflow_get_user, allow_reading, make_settings
+
+    _setup(fakes)
+    fakes.at(THURSDAY)
+    run_slot(THURSDAY)
+    fakes.at(SUNDAY)
+    run_slot(SUNDAY)
+    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: SUNDAY + timedelta(hours=1))
+    app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
+    allow_reading(app)
+    with serve(app) as base, chromium() as browser:
+        page = browser.new_page(viewport=PHONE, is_mobile=True)
+        assert page.goto(base + "/weekly").status == 200
+        assert page.url.endswith("/weekly/2026-01-05") and "本周重点机会" in page.content()
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        screenshot(page, "weekly.png")
