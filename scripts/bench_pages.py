@@ -418,6 +418,9 @@ def main() -> int:
             f"daily /daily/{day}": f"/daily/{day}",
             f"analysis /analysis/{seeded['analysis_id']}": f"/analysis/{seeded['analysis_id']}",
             "profile /profile": "/profile",
+            "entity /entity/储能": "/entity/储能",  # one of 20 targets: ~150 analyses name it
+            "trends /trends": "/trends",
+            "weekly /weekly/<monday>": f"/weekly/{day - timedelta(days=day.weekday())}",
         }
         searches = {f"search {q}": f"/search?{q}" for q in SEARCHES}
         timings = time_pages(url, {**pages, **searches}, args.runs)

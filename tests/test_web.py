@@ -11,12 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
-import threading
-import time
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -840,12 +836,6 @@ def seed_showcase_day(seed: Seeder) -> None:
     commit(seed)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
@@ -870,23 +860,14 @@ def _chromium(*args: str, profile: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.browser
 def test_daily_page_renders_in_chromium(seed: Seeder, db_url: str, tmp_path: Path) -> None:
-    if not Path(CHROMIUM).exists() or shutil.which(CHROMIUM) is None:
-        pytest.skip("Chromium not installed: apt-get install -y chromium (Debian) to run the browser test")
-    import uvicorn
+    from tests.browser import require_chromium, serve
 
+    require_chromium()
     seed_showcase_day(seed)
     app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: NOW)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 15
-        while not server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.05)
+    with serve(app) as base:
         # signed like a pushed link (the server checks it against its own, pinned, clock)
-        url = f"http://127.0.0.1:{port}" + signed("/daily/2026-01-08")
+        url = base + signed("/daily/2026-01-08")
 
         dom = _chromium("--dump-dom", url, profile=tmp_path / "profile-dom")
         assert dom.returncode == 0, dom.stderr[-2000:]
@@ -899,8 +880,8 @@ def test_daily_page_renders_in_chromium(seed: Seeder, db_url: str, tmp_path: Pat
         analysis_id = int(top_analysis.group(1))
         pages = {
             "daily-report.png": url,
-            "overview.png": f"http://127.0.0.1:{port}" + signed("/"),
-            "analysis.png": f"http://127.0.0.1:{port}" + signed(f"/analysis/{analysis_id}"),
+            "overview.png": base + signed("/"),
+            "analysis.png": base + signed(f"/analysis/{analysis_id}"),
         }
         for name, page_url in pages.items():
             shot = REPO / "artifacts" / "screenshots" / name
@@ -910,9 +891,6 @@ def test_daily_page_renders_in_chromium(seed: Seeder, db_url: str, tmp_path: Pat
             assert result.returncode == 0, result.stderr[-2000:]
             assert shot.exists() and shot.stat().st_size > 20_000, name
             assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.mark.browser

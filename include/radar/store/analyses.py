@@ -358,16 +358,21 @@ def slot_analyses(conn: psycopg.Connection, slot_run_id: int) -> list[Row]:
 
 def day_analyses(conn: psycopg.Connection, day: date) -> list[Row]:
     """Every analysis produced by a slot run of that (Asia/Shanghai) day, best first."""
+    return analyses_between(conn, day, day)
+
+
+def analyses_between(conn: psycopg.Connection, first: date, last: date) -> list[Row]:
+    """Every analysis produced by a slot run of the (Asia/Shanghai) days ``first`` to ``last``, best first."""
     return conn.execute(
         f"""
         SELECT {_ANALYSIS_COLUMNS} FROM slot_run s
         JOIN analysis_result a ON a.slot_run_id = s.id
         JOIN content_item c ON c.id = a.content_item_id
         LEFT JOIN wechat_account acc ON acc.id = c.account_id
-        WHERE s.run_date = %s
+        WHERE s.run_date BETWEEN %s AND %s
         ORDER BY a.score DESC, a.id
         """,
-        (day,),
+        (first, last),
     ).fetchall()
 
 

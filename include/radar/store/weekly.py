@@ -9,23 +9,13 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from include.radar import redact
-from include.radar.store.analyses import _ANALYSIS_COLUMNS
+from include.radar.store.analyses import analyses_between
 from include.radar.store.common import Row
 
 
 def week_analyses(conn: psycopg.Connection, first: date, last: date) -> list[Row]:
     """Every analysis of the slot runs from ``first`` to ``last`` (Shanghai days), best first."""
-    return conn.execute(
-        f"""
-        SELECT {_ANALYSIS_COLUMNS} FROM slot_run s
-        JOIN analysis_result a ON a.slot_run_id = s.id
-        JOIN content_item c ON c.id = a.content_item_id
-        LEFT JOIN wechat_account acc ON acc.id = c.account_id
-        WHERE s.run_date BETWEEN %s AND %s
-        ORDER BY a.score DESC, a.id
-        """,
-        (first, last),
-    ).fetchall()
+    return analyses_between(conn, first, last)
 
 
 def week_failed(conn: psycopg.Connection, first: date, last: date) -> int:
