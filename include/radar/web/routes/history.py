@@ -1,0 +1,128 @@
+"""The history pages: the weekly summary (``/weekly``, ``/weekly/{monday}``), one entity's analyses and
+scores (``/entity/{name}``), 30-day trends (``/trends``) and search over every analysis (``/search``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from include.radar import focus, search, store, weekly
+from include.radar.web import views
+from include.radar.web.auth import PageError, ReaderDep, require_reader
+from include.radar.web.runtime import get_pages, get_runtime, page_links, parse_day, today, zone
+from include.radar.web.views import search as search_views
+from include.radar.web.views import trends as trend_views
+
+ENTITY_LISTED = 100
+WEEKDAYS = "一二三四五六日"
+
+router = APIRouter(dependencies=[Depends(require_reader)])
+
+
+@router.get("/weekly", include_in_schema=False)
+def this_week(request: Request, reader: ReaderDep) -> Response:
+    runtime = get_runtime(request)
+    monday, _ = weekly.week_of(today(runtime, runtime.settings()))
+    target = page_links(request).weekly(monday)
+    query = request.url.query
+    return RedirectResponse(target + (f"?{query}" if query else ""), status_code=307)
+
+
+@router.get("/weekly/{monday}", response_class=HTMLResponse)
+def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLResponse:
+    runtime = get_runtime(request)
+    settings = runtime.settings()
+    current = today(runtime, settings)
+    week = parse_day(monday, current)
+    if week.weekday() != 0:
+        raise PageError(404, "没有这一周的周报",
+                        f"周报地址应为 /weekly/ 加当周星期一的日期，例如 /weekly/{weekly.week_of(week)[0]}。")
+    with runtime.connect() as conn:
+        report = store.get_weekly_report(conn, week)
+    links = page_links(request)
+    data = (report or {}).get("digest_json") or {}
+    tops = []
+    for t in data.get("top_opportunities") or []:
+        if isinstance(t, dict) and isinstance(t.get("analysis_id"), int) and t["analysis_id"] > 0:
+            tops.append({"url": links.analysis(t["analysis_id"]), "title": str(t.get("title") or ""),
+                         "reason": str(t.get("reason") or ""),
+                         "sources": [x for x in t.get("sources") or [] if isinstance(x, str)]})
+    end = week + timedelta(days=6)
+    return get_pages(request).render(
+        request, "weekly.html", settings=settings, reader=reader, links=links, monday=week, report=report,
+        span=f"{week.isoformat()} 至 {end.month}月{end.day}日", tops=tops,
+        fallback=bool(report) and data.get("source") == "fallback", report_error=(report or {}).get("error") or "",
+        digest_html=views.render_markdown(report["digest_md"], views.digest_link_rewriter(
+            settings.report_base_url, links)) if report and report["digest_md"] else None,
+        watchlist=[w for w in data.get("watchlist") or [] if isinstance(w, str)][:8],
+        days=[(f"{d.month}/{d.day} 周{WEEKDAYS[d.weekday()]}", links.daily(d))
+              for d in (week + timedelta(days=i) for i in range(7)) if d <= current],
+        prev_url=links.weekly(week - timedelta(days=7)),
+        next_url=links.weekly(week + timedelta(days=7)) if end < current else None,
+        past=end < current, daily_slot=settings.daily_slot,
+    )
+
+
+@router.get("/entity/{name:path}", response_class=HTMLResponse)  # a name may hold "/" (A/H 股)
+def entity(request: Request, name: str, reader: ReaderDep) -> HTMLResponse:
+    wanted = trend_views.parse_entity(name)
+    runtime = get_runtime(request)
+    settings = runtime.settings()
+    tz = zone(settings)
+    day = today(runtime, settings)
+    spellings = focus.ticker_spellings(wanted)  # 600519, 600519.SH and SH600519 are one page
+    with runtime.connect() as conn:
+        rows, total = store.entity_analyses(conn, spellings, ENTITY_LISTED)
+        if not rows:
+            raise PageError(404, "没有这个标的", f"没有分析提到「{wanted}」。标的名称来自分析页“投资机会”下列出的标的。")
+        daily = store.entity_daily(conn, spellings, day - timedelta(days=trend_views.DAYS - 1), day)
+    links = page_links(request)
+    page = trend_views.entity_page(wanted, rows, total, daily, day, links, tz, spellings)
+    return get_pages(request).render(request, "entity.html", settings=settings, reader=reader, links=links,
+                                     page=page, threshold=settings.push_score_threshold)
+
+
+@router.get("/trends", response_class=HTMLResponse)
+def trends(request: Request, reader: ReaderDep) -> HTMLResponse:
+    runtime = get_runtime(request)
+    settings = runtime.settings()
+    day = today(runtime, settings)
+    first = day - timedelta(days=trend_views.DAYS - 1)
+    with runtime.connect() as conn:
+        topics = store.topic_daily(conn, first, day)
+        entities = store.top_entities(conn, first, day, 20)
+        scores = store.day_scores(conn, day)
+    links = page_links(request)
+    histogram, histogram_text = trend_views.score_histogram(scores, settings.push_score_threshold)
+    return get_pages(request).render(
+        request, "trends.html", settings=settings, reader=reader, links=links,
+        page=trend_views.trends_page(topics, entities, day, links), histogram=histogram,
+        histogram_text=histogram_text, today=day)
+
+
+@router.get("/search", response_class=HTMLResponse)
+def search_page(request: Request, reader: ReaderDep) -> HTMLResponse:
+    runtime = get_runtime(request)
+    settings = runtime.settings()
+    tz = zone(settings)
+    form = search_views.parse_form(request.query_params)
+    links = page_links(request)
+    tsquery, terms = search.query(form.q) if form.q else ("", [])
+    rows, total = [], 0
+    with runtime.connect() as conn:
+        accounts = store.account_names(conn)
+        if tsquery:
+            rows, total = store.search_articles(conn, tsquery, form.filters(tz), search_views.PAGE_SIZE,
+                                                (form.page - 1) * search_views.PAGE_SIZE, terms[0] if terms else "")
+    pages_total = min(search_views.MAX_PAGE, -(-total // search_views.PAGE_SIZE))
+    return get_pages(request).render(
+        request, "search.html", settings=settings, reader=reader, links=links, form=form,
+        searched=bool(form.q), unsearchable=bool(form.q) and not tsquery, total=total,
+        hits=search_views.hits(rows, terms, tz, links), accounts=accounts, bands=search_views.BAND_LABELS,
+        threshold=settings.push_score_threshold,
+        prev_url=form.url(links, form.page - 1) if form.page > 1 else None,
+        next_url=form.url(links, form.page + 1) if form.page < pages_total else None,
+        page_label=f"第 {form.page} / {max(pages_total, 1)} 页",
+    )

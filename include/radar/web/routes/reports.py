@@ -1,0 +1,208 @@
+"""The report pages: the overview (``/``), a day's report (``/daily/{day}``), one analysis
+(``/analysis/{id}``), and the 👍/👎/🤷 a reader casts on them (``POST /analysis/{id}/feedback``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from include.radar import ranking, store, weekly
+from include.radar.web import feedback, health, views
+from include.radar.web.auth import PageError, ReaderDep, airflow_user, require_reader
+from include.radar.web.runtime import (
+    day_signer,
+    feedback_forms,
+    get_pages,
+    get_runtime,
+    page_links,
+    parse_day,
+    parse_id,
+    read_body,
+    user_name,
+    zone,
+)
+from include.radar.web.views import profile as profile_views
+from include.radar.web.views import trends as trend_views
+
+RECENT_DAYS = 14
+SEEN_COOKIE = "radar_seen"  # when this browser last opened the overview: what is new since then
+TOP_LISTED = 5
+NEW_LISTED = 10
+
+router = APIRouter(dependencies=[Depends(require_reader)])
+# a vote's signed action is its own authority (web/feedback.py): no reader dependency
+votes = APIRouter()
+
+
+def _last_seen(request: Request, now: datetime) -> datetime | None:
+    """The previous overview visit of this browser; a cookie that is no plausible time is no visit."""
+    value = request.cookies.get(SEEN_COOKIE, "")
+    if not (value.isascii() and value.isdigit() and len(value) <= 12):
+        return None
+    seen = datetime.fromtimestamp(int(value), UTC)
+    return seen if now - timedelta(days=400) <= seen <= now else None
+
+
+@router.get("/", response_class=HTMLResponse)
+def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
+    runtime = get_runtime(request)
+    settings = runtime.settings()
+    tz = zone(settings)
+    now = runtime.clock()
+    today = now.astimezone(tz).date()
+    links = page_links(request)
+    currency = settings.deepseek_currency
+    with runtime.connect() as conn:
+        runs = store.slot_runs_for_day(conn, today)
+        notes = store.daily_notifications(conn, today)
+        days = store.recent_days(conn, today, RECENT_DAYS, settings.push_score_threshold)
+        accounts = store.accounts(conn)
+        by_day = store.spend_by_day(
+            conn, today - timedelta(days=max(RECENT_DAYS, health.SPEND_DAYS) - 1), today, currency)
+        run_spend = store.slot_spend(conn, [r["id"] for r in runs])
+        health_view = health.gather(conn, settings, now=now, tz=tz, links=links, spend_by_day=by_day)
+        weights = ranking.learn(store.feedback_for_ranking(conn, now))
+        learned_more, learned_less = weights.learned()
+        today_rows = ranking.annotate(store.day_analyses(conn, today), weights)
+        last_seen = _last_seen(request, now)
+        new_rows, new_total = store.analyses_since(conn, last_seen, NEW_LISTED) if last_seen else ([], 0)
+    page = views.overview_page(
+        today=today,
+        now=now,
+        tz=tz,
+        slots=settings.schedule_slots,
+        late_after_minutes=settings.late_after_minutes,
+        threshold=settings.push_score_threshold,
+        runs=runs,
+        notifications=notes,
+        days=days,
+        accounts=accounts,
+        links=links,
+        slot_spend=run_spend,
+        day_spend=by_day,
+        currency=currency,
+    )
+    top = [c for c in views.analysis_cards(today_rows, threshold=settings.push_score_threshold, tz=tz, links=links)
+           if not c.reused][:TOP_LISTED]
+    fresh = views.analysis_cards(ranking.annotate(new_rows, weights), threshold=settings.push_score_threshold,
+                                 tz=tz, links=links)
+    response = get_pages(request).render(
+        request, "overview.html", settings=settings, reader=reader, links=links, page=page, health=health_view,
+        learned_more=learned_more, learned_less=learned_less, top_today=top,
+        since=views.local_time(last_seen, tz) if last_seen else None, new_cards=fresh, new_total=new_total,
+        new_limit=NEW_LISTED,
+    )
+    response.set_cookie(SEEN_COOKIE, str(int(now.timestamp())), max_age=366 * 86400, httponly=True,
+                        samesite="lax", path=links.root or "/", secure=request.url.scheme == "https")
+    return response
+
+
+@router.get("/daily/{day}", response_class=HTMLResponse)
+def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
+    runtime = get_runtime(request)
+    settings = runtime.settings()
+    tz = zone(settings)
+    now = runtime.clock()
+    report_day = parse_day(day, now.astimezone(tz).date())
+    with runtime.connect() as conn:
+        report = store.get_daily_report(conn, report_day)
+        analyses = store.day_analyses(conn, report_day)
+        failures = store.day_failures(conn, report_day)
+        runs = store.slot_runs_for_day(conn, report_day)
+        notes = store.daily_notifications(conn, report_day)
+        spent = store.day_spend(conn, report_day, settings.deepseek_currency)
+        run_spend = store.slot_spend(conn, [r["id"] for r in runs])
+        budget_deferred = store.day_budget_deferred(conn, report_day)
+        weights = ranking.learn(store.feedback_for_ranking(conn, now))
+        verdicts = store.feedback_of(conn, [a["id"] for a in analyses])
+        excluded = store.excluded_items(conn, [r["id"] for r in runs])
+    histogram, histogram_text = trend_views.score_histogram(
+        [a["score"] for a in analyses if not a.get("reused_from_id")], settings.push_score_threshold)
+    analyses = ranking.order(ranking.annotate(analyses, weights))  # the reader's order, as the report's
+    # a signed daily link opens that day's analyses too, and nothing else
+    links = page_links(request, day_signer(reader, settings), frozenset(a["id"] for a in analyses))
+    page = views.daily_page(
+        day=report_day,
+        today=now.astimezone(tz).date(),
+        now=now,
+        tz=tz,
+        slots=settings.schedule_slots,
+        late_after_minutes=settings.late_after_minutes,
+        threshold=settings.push_score_threshold,
+        report_base_url=settings.report_base_url,
+        report=report,
+        analyses=analyses,
+        failures=failures,
+        runs=runs,
+        notifications=notes,
+        links=links,
+        cost=health.day_cost(spent, settings.deepseek_currency, report),
+        currency=settings.deepseek_currency,
+        slot_spend=run_spend,
+        budget_deferred=budget_deferred,
+    )
+    forms = feedback_forms(request, reader, settings, links)
+    buttons = {a["id"]: forms.buttons(a["id"], verdicts.get(a["id"])) for a in analyses}
+    return get_pages(request).render(
+        request, "daily.html", settings=settings, reader=reader, links=links, page=page,
+        feedback_forms=buttons, excluded=profile_views.excluded_views(excluded, tz),
+        histogram=histogram if analyses else None, histogram_text=histogram_text,
+        week_url=links.weekly(weekly.week_of(report_day)[0]))
+
+
+@router.get("/analysis/{analysis_id}", response_class=HTMLResponse)
+def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLResponse:
+    wanted = parse_id(analysis_id)
+    runtime = get_runtime(request)
+    settings = runtime.settings()
+    with runtime.connect() as conn:
+        row = store.get_analysis(conn, wanted)
+        if row is None:
+            raise PageError(404, "找不到这条分析", f"分析 #{wanted} 不存在，可能已被删除或链接有误。")
+        opportunities = store.opportunities_of(conn, wanted)
+        reused = store.analysis_brief(conn, row["reused_from_id"]) if row["reused_from_id"] else None
+        spend = store.item_spend(conn, row["content_item_id"])
+        members = store.event_members(conn, [row["event_id"]]) if row["event_id"] else []
+        weights = ranking.learn(store.feedback_for_ranking(conn, runtime.clock()))
+        verdict = store.feedback_of(conn, [wanted]).get(wanted)
+    links = page_links(request)
+    page = views.analysis_page(
+        row=row,
+        opportunities=opportunities,
+        reused=reused,
+        threshold=settings.push_score_threshold,
+        tz=zone(settings),
+        links=links,
+        total_cost=health.item_total(row, spend),
+        event_members=members,
+    )
+    return get_pages(request).render(
+        request, "analysis.html", settings=settings, reader=reader, links=links, page=page,
+        rank=profile_views.rank_view(row, weights),
+        boosts={"watch": ranking.WATCH_BOOST, "interest": ranking.INTEREST_BOOST, "cap": ranking.FEEDBACK_CAP},
+        feedback_buttons=feedback_forms(request, reader, settings, links).buttons(wanted, verdict),
+    )
+
+
+@votes.post("/analysis/{analysis_id}/feedback", include_in_schema=False)
+async def vote(request: Request, analysis_id: str) -> Response:
+    """A 👍 / 👎 / 🤷 from a page: its signed action is the authority (web/feedback.py), no login needed."""
+    wanted = parse_id(analysis_id)
+    runtime = get_runtime(request)
+    settings = await run_in_threadpool(runtime.settings)
+    secret = settings.link_secret.get_secret_value() if settings.link_secret else None
+    body = await read_body(request, feedback.MAX_BODY)
+    cast = feedback.parse_vote(body, wanted, secret, runtime.clock(), page_links(request).root)
+    user = await airflow_user(request)
+    via = f"user:{user_name(user)}" if user is not None else "link"
+
+    def write() -> str:
+        with runtime.connect_write() as conn:
+            return store.set_feedback(conn, wanted, cast.verdict, via)
+
+    if await run_in_threadpool(write) == "missing":
+        raise PageError(404, "找不到这条分析", f"分析 #{wanted} 不存在，可能已被删除或链接有误。")
+    return RedirectResponse(f"{cast.back}#fb-{wanted}", status_code=303)

@@ -1,0 +1,279 @@
+"""What every page route shares: the app's lazily resolved runtime, the page renderer, path parsing.
+
+A route reaches them through the request (``get_runtime(request)``, ``get_pages(request)``), so the route
+modules (web/routes/) hold no state of their own and ``create_app`` (app.py) decides everything per app.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
+
+import psycopg
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from include.radar import db, signing
+from include.radar.settings import Settings
+from include.radar.slots import SHANGHAI
+from include.radar.web import feedback, views
+from include.radar.web.auth import AIRFLOW_LOGIN_PATH, PageError, Reader, app_path, local_path
+
+URL_PREFIX = "/radar"
+TEMPLATES_DIR = Path(__file__).with_name("templates")
+# Settings come from Airflow Variables (a metadata-DB read each) or the environment: cache them briefly.
+SETTINGS_TTL_SECONDS = 60.0
+
+_DAY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_ID_RE = re.compile(r"[0-9]{1,19}")
+_MAX_BIGINT = 2**63 - 1
+# Report pages exist from the radar's era to a year ahead; any other date is "no such page", not an error.
+FIRST_DAY = date(2000, 1, 1)
+DAYS_AHEAD = 366
+
+
+# ------------------------------------------------------------------------------------------------ runtime
+
+
+class Runtime:
+    """Per-app state resolved lazily: settings (briefly cached), the database URL, the clock.
+
+    Lazy because the plugin module is imported by every Airflow component at start-up, where reaching the
+    database or reading Variables would be wrong; cached because a page must not pay for either each time.
+    """
+
+    def __init__(
+        self, settings_loader: Callable[[], Settings], db_url: str | None, clock: Callable[[], datetime]
+    ) -> None:
+        self._settings_loader = settings_loader
+        self._db_url = db_url
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._settings: Settings | None = None
+        self._resolved_url: str | None = None
+        self._loaded_at = 0.0
+
+    def _refresh(self) -> None:
+        with self._lock:
+            if self._settings is not None and time.monotonic() - self._loaded_at < SETTINGS_TTL_SECONDS:
+                return
+            settings = self._settings_loader()
+            url = self._db_url
+            if url is None:
+                try:
+                    url = db.database_url(settings.db_conn_id)
+                except Exception as exc:  # noqa: BLE001 - any failure to locate it is "unreachable"
+                    raise db.DatabaseUnavailable(f"cannot locate the radar database: {type(exc).__name__}") from exc
+            self._settings, self._resolved_url, self._loaded_at = settings, url, time.monotonic()
+
+    def settings(self) -> Settings:
+        self._refresh()
+        assert self._settings is not None
+        return self._settings
+
+    @contextmanager
+    def connect(self) -> Iterator[psycopg.Connection]:
+        """One read-only connection for the whole request, with a statement timeout as a backstop."""
+        self._refresh()
+        assert self._resolved_url is not None
+        with db.connect(self._resolved_url) as conn:
+            conn.execute("SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = '5s'")
+            yield conn
+
+    @contextmanager
+    def connect_write(self) -> Iterator[psycopg.Connection]:
+        """A connection that may write: the reader's own data only (their profile, their feedback)."""
+        self._refresh()
+        assert self._resolved_url is not None
+        with db.connect(self._resolved_url) as conn:
+            conn.execute("SET LOCAL statement_timeout = '5s'")
+            yield conn
+
+
+def get_runtime(request: Request) -> Runtime:
+    return request.app.state.radar
+
+
+def zone(settings: Settings) -> ZoneInfo:
+    """Slots, report days and pages all live in Asia/Shanghai (the seed's fixed business timezone)."""
+    return SHANGHAI
+
+
+def today(runtime: Runtime, settings: Settings) -> date:
+    return runtime.clock().astimezone(zone(settings)).date()
+
+
+# ------------------------------------------------------------------------------------------- rendering
+
+
+def _environment() -> Environment:
+    """Templates compiled once per app; StrictUndefined turns a template typo into an error, not a blank."""
+    return Environment(
+        loader=FileSystemLoader(TEMPLATES_DIR),
+        autoescape=True,  # every template is HTML; article and LLM text must never become markup
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        auto_reload=False,
+    )
+
+
+def page_links(
+    request: Request, signer: Callable[[str], str] | None = None, signable: frozenset[int] = frozenset()
+) -> views.Links:
+    root = request.scope.get("root_path", "").rstrip("/")
+    airflow_root = root[: -len(URL_PREFIX)] if root.endswith(URL_PREFIX) else ""
+    return views.Links(root=root, airflow_root=airflow_root, signer=signer, signable=signable)
+
+
+class Pages:
+    """Renders templates into responses with the context every page shares (links, demo badge, signature)."""
+
+    def __init__(self) -> None:
+        self.env = _environment()
+
+    def render(
+        self,
+        request: Request,
+        template: str,
+        *,
+        status: int = 200,
+        settings: Settings | None = None,
+        reader: Reader | None = None,
+        links: views.Links | None = None,
+        **context: Any,
+    ) -> HTMLResponse:
+        signed_until = None
+        if reader is not None and reader.signed and reader.signed_exp and settings is not None:
+            signed_until = views.local_time(datetime.fromtimestamp(reader.signed_exp, UTC), zone(settings))
+        html = self.env.get_template(template).render(
+            links=links or page_links(request),
+            demo=bool(settings and settings.demo_mode),
+            tz_label="北京时间",
+            signed_until=signed_until,
+            read_session=bool(reader is not None and reader.session),
+            **context,
+        )
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return HTMLResponse(html, status_code=status, headers=headers)
+
+    def error(
+        self,
+        request: Request,
+        status: int,
+        title: str,
+        message: str,
+        *,
+        login: bool = False,
+        airflow_home: bool = False,
+    ) -> HTMLResponse:
+        """The error page. With ``login``: Airflow's login, coming back to this page (unsigned) afterwards.
+
+        The way back is a path on this host built from the mount point and the request path only, never from
+        the Host header or an absolute URL: Airflow's login accepts any ``next`` on the host the request
+        named, so a forged Host would otherwise send the reader elsewhere after logging in.
+        """
+        links = page_links(request)
+        here = local_path(links.root + app_path(request))
+        return self.render(
+            request,
+            "error.html",
+            status=status,
+            links=links,
+            title=title,
+            message=message,
+            login=login,
+            airflow_home=airflow_home,
+            login_url=f"{local_path(links.airflow_root + AIRFLOW_LOGIN_PATH)}?{urlencode({'next': here})}",
+            unsigned_url=here if login and request.query_params else None,
+            status_code=status,
+        )
+
+
+def get_pages(request: Request) -> Pages:
+    return request.app.state.pages
+
+
+# ------------------------------------------------------------------------------------------------ parsing
+
+
+def parse_day(text: str, today: date) -> date:
+    """The report date a ``/daily/`` path names; anything else (not a date, 2026-02-30, year 1) is a 404.
+
+    The range also keeps the page's own date arithmetic (previous and next day) far from ``date``'s limits.
+    """
+    if _DAY_RE.fullmatch(text):
+        try:
+            day = date.fromisoformat(text)
+        except ValueError:
+            pass
+        else:
+            if FIRST_DAY <= day <= today + timedelta(days=DAYS_AHEAD):
+                return day
+    raise PageError(
+        404, "没有这一天的日报", f"日报地址应为 /daily/YYYY-MM-DD，日期在 {FIRST_DAY.isoformat()} 到明年之间，例如 /daily/2026-01-08。"
+    )
+
+
+def parse_id(text: str) -> int:
+    """The analysis id an ``/analysis/`` path names (a positive bigint); anything else is a 404."""
+    if _ID_RE.fullmatch(text) and 0 < int(text) <= _MAX_BIGINT:
+        return int(text)
+    raise PageError(404, "找不到这条分析", "分析地址应为 /analysis/ 加正整数编号，例如 /analysis/12。")
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused past ``limit`` bytes without reading the rest."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise PageError(400, "请求无效", "提交的内容过大。")
+    return body
+
+
+def user_name(user: Any) -> str:
+    """An Airflow user's name for the record (who saved the profile, who voted)."""
+    for attr in ("get_name", "get_id"):
+        method = getattr(user, attr, None)
+        if callable(method):
+            try:
+                return str(method())[:100]
+            except Exception:  # noqa: BLE001 - a name is for the record only
+                continue
+    return str(getattr(user, "username", "") or "airflow user")[:100]
+
+
+# ------------------------------------------------------------------------------------------------ signing
+
+
+def day_signer(reader: Reader, settings: Settings) -> Callable[[str], str] | None:
+    """On a signed daily page: sign links with the same expiry as the page's own link (never longer), so a
+    phone that keeps no cookie still opens them. In a read session the cookie carries the reader instead."""
+    if not reader.signed or reader.session or not reader.signed_exp or settings.link_secret is None:
+        return None
+    secret = settings.link_secret.get_secret_value()
+    expires = datetime.fromtimestamp(reader.signed_exp, UTC)
+    return lambda path: urlencode(signing.sign(path, secret, expires, 0))
+
+
+def _here(request: Request, links: views.Links) -> str:
+    """This page's own path and query (a signed page's signature included): where a form comes back to."""
+    query = request.url.query
+    return local_path(links.root + app_path(request)) + (f"?{query}" if query else "")
+
+
+def feedback_forms(request: Request, reader: Reader, settings: Settings, links: views.Links) -> feedback.Forms:
+    """The 👍/👎/🤷 forms of this page: signed actions that come back here (web/feedback.py)."""
+    secret = settings.link_secret.get_secret_value() if settings.link_secret else None
+    return feedback.Forms(secret, get_runtime(request).clock(), links.root, _here(request, links),
+                          reader.signed_exp if reader.signed else None)
