@@ -73,6 +73,32 @@ def test_an_entity_page_lists_exactly_the_analyses_naming_it_with_its_scores(men
     assert 'href="/entity/%E5%AE%81%E5%BE%B7%E6%97%B6%E4%BB%A3"' in analysis  # targets link to their page
 
 
+def test_one_stock_code_is_one_page_however_an_analysis_spells_it(mentions, seed: Seeder, client) -> None:
+    slot = seed.slot(DAY - timedelta(days=5), "07:00")
+    plain = seed.article(slot, "茅台提价", 75, opportunities=[_opp("600519")])
+    marked = seed.article(slot, "茅台渠道", 65, opportunities=[_opp("600519.SH")])
+    prefixed = seed.article(slot, "茅台分红", 55, opportunities=[_opp("sh600519")])
+    seed.article(slot, "别的股票", 90, opportunities=[_opp("600518.SH", "1600519")])
+    commit(seed)
+    for spelling in ("600519", "600519.SH", "SH600519"):
+        html = client.get("/entity/" + spelling).text
+        ids = sorted(int(i) for i in re.findall(r'href="/analysis/(\d+)"', html))
+        assert ids == sorted([plain, marked, prefixed]), spelling
+        assert "共 3 篇" in html and "代码 600519 的各种写法" in html
+    assert "各种写法" not in client.get("/entity/" + quote("宁德时代")).text  # a name is only itself
+    trends = client.get("/trends").text
+    assert '<a href="/entity/600519">600519</a> <span class="muted small">3 篇' in trends  # one chip, not three
+    assert ">600519.SH<" not in trends and ">sh600519<" not in trends
+
+
+def test_stock_code_spellings() -> None:
+    from include.radar.focus import ticker_spellings
+
+    assert {"600519", "600519.SH", "600519.sh", "SH600519", "sh600519", "600519.SZ"} <= set(ticker_spellings("600519.SH"))
+    assert ticker_spellings("00700.HK") == ticker_spellings("HK00700") == ticker_spellings("00700")
+    assert ticker_spellings("宁德时代") == ["宁德时代"] and ticker_spellings("AAPL.O") == ["AAPL.O"]
+
+
 @pytest.mark.parametrize("name", ["没提到过", "x" * 61, "%0A储能", "%20"])
 def test_an_unknown_or_impossible_entity_is_a_404_page(mentions, client, name: str) -> None:
     answer = client.get(f"/entity/{name}")

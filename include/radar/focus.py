@@ -102,6 +102,26 @@ def ticker_key(ticker: str) -> str:
     return _TICKER_AFFIX.sub("", ticker.strip()).casefold()
 
 
+_CODE = re.compile(r"[0-9]{4,6}")
+_PREFIXES = ("SH", "SZ", "BJ", "HK")
+_SUFFIXES = ("SH", "SZ", "BJ", "HK", "SS")
+
+
+def ticker_spellings(name: str) -> list[str]:
+    """Every way an analysis may write the stock code ``name`` names (``600519``, ``600519.SH``,
+    ``SH600519``, ``sh600519``…), for an exact lookup in ``opportunity.targets``; a name that is no numeric
+    code (a company, a sector, ``AAPL.O``) is only itself."""
+    key = ticker_key(name)
+    if not _CODE.fullmatch(key):
+        return [name]
+    spellings = {name.strip(), key}
+    for mark in _PREFIXES:
+        spellings |= {mark + key, mark.lower() + key}
+    for mark in _SUFFIXES:
+        spellings |= {f"{key}.{mark}", f"{key}.{mark.lower()}"}
+    return sorted(spellings)
+
+
 @dataclass(frozen=True)
 class Profile:
     companies: tuple[str, ...] = ()

@@ -50,10 +50,11 @@ class EntityPage:
     chart: Markup
     summary: str  # the chart in words: the text fallback
     shown: int = 0
+    code: str = ""  # a stock code: its spellings (600519.SH, SH600519…) are counted as one
 
 
 def entity_page(name: str, rows: list[dict[str, Any]], total: int, daily: list[dict[str, Any]], today: date,
-                links: Links, tz: Any) -> EntityPage:
+                links: Links, tz: Any, spellings: list[str] | None = None) -> EntityPage:
     days = window(today)
     by_day = {r["day"]: r for r in daily}
     counts = [float(by_day[d]["n"]) if d in by_day else 0.0 for d in days]
@@ -67,6 +68,7 @@ def entity_page(name: str, rows: list[dict[str, Any]], total: int, daily: list[d
                f"最高 {max(by_day[d]['max_score'] for d in by_day)}" if scored else f"近 {DAYS} 天没有分析提到「{name}」")
     return EntityPage(
         name=name, total=total, shown=len(rows), chart=chart, summary=summary,
+        code=min(spellings, key=len) if spellings and len(spellings) > 1 else "",
         rows=[EntityRow(links.analysis(r["id"]), r["title"] or "（无标题）", r["mp_name"] or "",
                         local_time(r["published_at"], tz, "%Y-%m-%d"), r["score"], r["summary"] or "") for r in rows],
     )
