@@ -32,24 +32,35 @@ def search_articles(conn: psycopg.Connection, tsquery: str, filters: Filters, li
     there is one; and how many match in all. ``text`` is the stretch of the article around ``near`` (the
     query's first term), wherever in the article it is."""
     low, high = BANDS.get(filters.band or "", (None, None))
+    # Two steps: rank every match on narrow rows, then read the text, the snippet and the analysis of the
+    # page's rows only (reading them for every match cost a common word ~200 ms over a year of articles).
     rows = conn.execute(
         """
+        WITH hits AS (
+            SELECT c.id, a.id AS analysis_id, c.published_at, ts_rank(c.search_tsv, q) AS rank,
+                   count(*) OVER () AS total
+            FROM content_item c
+            CROSS JOIN LATERAL (SELECT %(q)s::tsquery AS q) query
+            LEFT JOIN analysis_result a ON a.content_item_id = c.id
+            LEFT JOIN wechat_account acc ON acc.id = c.account_id
+            WHERE c.search_tsv @@ q
+              AND (%(after)s::timestamptz IS NULL OR c.published_at >= %(after)s)
+              AND (%(before)s::timestamptz IS NULL OR c.published_at < %(before)s)
+              AND (%(account)s::text IS NULL OR coalesce(acc.name, c.mp_id) = %(account)s)
+              AND (%(low)s::int IS NULL OR a.score BETWEEN %(low)s AND %(high)s)
+              AND (NOT %(watch)s OR cardinality(a.watch_hits) > 0)
+            ORDER BY rank DESC, c.published_at DESC, c.id DESC
+            LIMIT %(limit)s OFFSET %(offset)s
+        )
         SELECT c.id AS item_id, c.title, c.url, c.published_at,
                substring(c.clean_text FROM greatest(1, strpos(lower(c.clean_text), %(near)s) - 40) FOR 200) AS text,
                coalesce(acc.name, c.mp_id) AS mp_name, c.analyzed_status, a.id AS analysis_id, a.score, a.summary,
-               a.watch_hits, ts_rank(c.search_tsv, q) AS rank, count(*) OVER () AS total
-        FROM content_item c
-        CROSS JOIN LATERAL (SELECT %(q)s::tsquery AS q) query
-        LEFT JOIN analysis_result a ON a.content_item_id = c.id
+               a.watch_hits, h.rank, h.total
+        FROM hits h
+        JOIN content_item c ON c.id = h.id
+        LEFT JOIN analysis_result a ON a.id = h.analysis_id
         LEFT JOIN wechat_account acc ON acc.id = c.account_id
-        WHERE c.search_tsv @@ q
-          AND (%(after)s::timestamptz IS NULL OR c.published_at >= %(after)s)
-          AND (%(before)s::timestamptz IS NULL OR c.published_at < %(before)s)
-          AND (%(account)s::text IS NULL OR coalesce(acc.name, c.mp_id) = %(account)s)
-          AND (%(low)s::int IS NULL OR a.score BETWEEN %(low)s AND %(high)s)
-          AND (NOT %(watch)s OR cardinality(a.watch_hits) > 0)
-        ORDER BY rank DESC, c.published_at DESC, c.id DESC
-        LIMIT %(limit)s OFFSET %(offset)s
+        ORDER BY h.rank DESC, h.published_at DESC, h.id DESC
         """,
         {"q": tsquery, "after": filters.after, "before": filters.before, "account": filters.account,
          "low": low, "high": high, "watch": filters.watch, "limit": limit, "offset": offset,
