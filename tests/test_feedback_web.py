@@ -124,6 +124,11 @@ def test_the_daily_page_has_buttons_beside_each_entry_and_shows_the_rank(day, ma
     assert "你更看重" in overview and "公众号「储能前沿」 +3" in overview
     analysis = client.get(f"/analysis/{day['top']}").text
     assert "排序分 = 评分 81 + 3（公众号「储能前沿」的反馈）" in analysis
+    # the pages reuse what they learned until a verdict changes: a changed mind shows at once
+    store.set_feedback(conn, day["top"], "down", "test")
+    conn.commit()
+    overview = client.get("/").text
+    assert "较少关注：公众号「储能前沿」（-3）" in overview and "公众号「储能前沿」 +3" not in overview
 
 
 def test_without_a_link_secret_there_are_no_buttons_but_a_reason(day, make_client) -> None:

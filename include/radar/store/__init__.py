@@ -91,6 +91,7 @@ from include.radar.store.focus import (  # noqa: F401
     excluded_items,
     feedback_for_ranking,
     feedback_of,
+    feedback_version,
     get_profile,
     reopen_excluded,
     save_profile,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 import psycopg
 
@@ -100,6 +101,20 @@ def feedback_of(conn: psycopg.Connection, analysis_ids: list[int]) -> dict[int, 
         "SELECT analysis_id, verdict FROM feedback WHERE analysis_id = ANY(%s)", (analysis_ids,)
     ).fetchall()
     return {r["analysis_id"]: r["verdict"] for r in rows}
+
+
+def feedback_version(conn: psycopg.Connection, now: datetime, days: int = FEEDBACK_DAYS) -> tuple[Any, ...]:
+    """What :func:`feedback_for_ranking` would read, summed up in one cheap row (how many verdicts, the
+    latest change, a checksum of who said what): the pages reuse the weights learned while it is unchanged."""
+    row = conn.execute(
+        """
+        SELECT count(*) AS n, max(updated_at) AS latest,
+               coalesce(sum(hashtext(analysis_id::text || ':' || verdict)), 0) AS mix
+        FROM feedback WHERE updated_at > %s - make_interval(days => %s)
+        """,
+        (now, days),
+    ).fetchone()
+    return (row["n"], row["latest"], row["mix"])
 
 
 def feedback_for_ranking(conn: psycopg.Connection, now: datetime, days: int = FEEDBACK_DAYS) -> list[Row]:

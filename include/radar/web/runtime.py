@@ -22,7 +22,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from include.radar import db, signing
+from include.radar import db, ranking, signing, store
 from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI
 from include.radar.web import feedback, views
@@ -61,6 +61,7 @@ class Runtime:
         self._settings: Settings | None = None
         self._resolved_url: str | None = None
         self._loaded_at = 0.0
+        self._weights: tuple[tuple[Any, ...], float, ranking.Weights] | None = None
 
     def _refresh(self) -> None:
         with self._lock:
@@ -88,6 +89,21 @@ class Runtime:
         with db.connect(self._resolved_url) as conn:
             conn.execute("SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = '5s'")
             yield conn
+
+    def ranking_weights(self, conn: psycopg.Connection) -> ranking.Weights:
+        """What the reader's feedback taught the ranking (ranking.learn), learned again only when a verdict
+        changed (store.feedback_version) or after SETTINGS_TTL_SECONDS (an account renamed): most pages
+        read it, few requests change it."""
+        now = self.clock()
+        version = store.feedback_version(conn, now)
+        with self._lock:
+            cached = self._weights
+        if cached is not None and cached[0] == version and time.monotonic() - cached[1] < SETTINGS_TTL_SECONDS:
+            return cached[2]
+        weights = ranking.learn(store.feedback_for_ranking(conn, now))
+        with self._lock:
+            self._weights = (version, time.monotonic(), weights)
+        return weights
 
     @contextmanager
     def connect_write(self) -> Iterator[psycopg.Connection]:

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from include.radar import focus, ranking, store
+from include.radar import focus, store
 from include.radar.web.auth import PageError, Reader, ReaderDep, require_reader
 from include.radar.web.runtime import get_pages, get_runtime, page_links, read_body, user_name, zone
 from include.radar.web.views import profile as profile_views
@@ -76,7 +76,7 @@ def _profile_response(request: Request, reader: Reader, *, saved: bool = False, 
     links = page_links(request)
     with runtime.connect() as conn:
         current = focus.from_row(store.get_profile(conn))
-        weights = ranking.learn(store.feedback_for_ranking(conn, runtime.clock()))
+        weights = runtime.ranking_weights(conn)
     cookie = request.cookies.get(CSRF_COOKIE, "")
     token = cookie if _CSRF_RE.fullmatch(cookie) else secrets.token_urlsafe(32)
     page = profile_views.profile_page(

@@ -64,7 +64,7 @@ def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
             conn, today - timedelta(days=max(RECENT_DAYS, health.SPEND_DAYS) - 1), today, currency)
         run_spend = store.slot_spend(conn, [r["id"] for r in runs])
         health_view = health.gather(conn, settings, now=now, tz=tz, links=links, spend_by_day=by_day)
-        weights = ranking.learn(store.feedback_for_ranking(conn, now))
+        weights = runtime.ranking_weights(conn)
         learned_more, learned_less = weights.learned()
         today_rows = ranking.annotate(store.day_analyses(conn, today), weights)
         last_seen = _last_seen(request, now)
@@ -116,7 +116,7 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
         spent = store.day_spend(conn, report_day, settings.deepseek_currency)
         run_spend = store.slot_spend(conn, [r["id"] for r in runs])
         budget_deferred = store.day_budget_deferred(conn, report_day)
-        weights = ranking.learn(store.feedback_for_ranking(conn, now))
+        weights = runtime.ranking_weights(conn)
         verdicts = store.feedback_of(conn, [a["id"] for a in analyses])
         excluded = store.excluded_items(conn, [r["id"] for r in runs])
     histogram, histogram_text = trend_views.score_histogram(
@@ -166,7 +166,7 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
         reused = store.analysis_brief(conn, row["reused_from_id"]) if row["reused_from_id"] else None
         spend = store.item_spend(conn, row["content_item_id"])
         members = store.event_members(conn, [row["event_id"]]) if row["event_id"] else []
-        weights = ranking.learn(store.feedback_for_ranking(conn, runtime.clock()))
+        weights = runtime.ranking_weights(conn)
         verdict = store.feedback_of(conn, [wanted]).get(wanted)
     links = page_links(request)
     page = views.analysis_page(
