@@ -45,7 +45,7 @@ DAYS_AHEAD = 366
 
 
 class Runtime:
-    """Per-app state resolved lazily: settings (briefly cached), the database URL, the clock.
+    """Per-app state resolved lazily: settings (briefly cached), the database URL, the clock, the ranking weights.
 
     Lazy because the plugin module is imported by every Airflow component at start-up, where reaching the
     database or reading Variables would be wrong; cached because a page must not pay for either each time.
