@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import date, timedelta
 
 import pytest
@@ -91,6 +92,27 @@ def test_an_invalid_weekly_answer_falls_back_and_is_still_pushed_once(fakes) -> 
     assert len(_weekly_pushes(fakes)) == 1
     page = read_page("/weekly/2026-01-05", SUNDAY + timedelta(hours=1))
     assert "部分结果" in page and "光伏排产回升" in page
+
+
+def test_a_weekly_digest_call_that_hangs_is_cut_at_its_deadline_and_the_fallback_is_pushed(fakes, monkeypatch) -> None:
+    from include.radar import pipeline
+
+    monkeypatch.setattr(pipeline, "WEEKLY_DIGEST_SECONDS", 7)  # 5 minutes in production
+
+    def hang(ids):
+        time.sleep(40)  # a DeepSeek that never answers the week's call in time
+        return "{}"
+
+    _setup(fakes, weekly_answer=hang)
+    fakes.at(SUNDAY)
+    started = time.monotonic()
+    result = run_slot(SUNDAY)
+    assert time.monotonic() - started < 30  # the slot did not wait for the hanging call
+    assert "weekly" not in result["errors"]
+    with db.connect() as conn:
+        row = store.get_weekly_report(conn, MONDAY)
+    assert row["digest_json"]["source"] == "fallback" and "deadline" in row["error"]
+    assert len(_weekly_pushes(fakes)) == 1
 
 
 def test_the_weekly_page_escapes_hostile_llm_text_and_refuses_other_days(fakes) -> None:
