@@ -13,22 +13,26 @@ The profile (one row, reader_profile; edited on the /profile page) has five list
   An excluded article is never sent to the LLM (nothing is paid), and is counted on the slot that excluded it.
 
 Matching is case-insensitive over the title and the text; a ticker also matches with its exchange suffix or
-prefix stripped (``600519`` finds ``600519.SH`` and ``SH600519``). Regexes are the reader's own, checked when
-saved (length, compiles) and run over at most ``MATCH_CHARS`` of text.
+prefix stripped (``600519`` finds ``600519.SH`` and ``SH600519``). Regexes are the reader's own: run by RE2 in
+linear time over at most ``MATCH_CHARS`` of text, refused when RE2 cannot take them and, when saved from the
+form, when they are too costly on long text (include/radar/regex_rules.py).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from include.radar import regex_rules
 
 MAX_ITEMS = 50  # per list
 MAX_ITEM_CHARS = 60
 MAX_RULES = 100
 MAX_RULE_CHARS = 200
 MATCH_CHARS = 30_000  # rules and watchlist look at the title and this much of the text
+RECHECK_HOURS = 72  # changed rules are applied again to what they excluded of the articles a slot still looks at
 _SPLIT = re.compile(r"[\n,，、;；]+")
 _TICKER_AFFIX = re.compile(r"^(?:SH|SZ|BJ|HK)(?=\d)|\.(?:SH|SZ|BJ|HK|SS|US|O|N)$", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -43,17 +47,45 @@ class ProfileError(ValueError):
 
 
 @dataclass(frozen=True)
+class Haystack:
+    """What the rules look at: the title and the first MATCH_CHARS of the text, and its UTF-8 bytes (what RE2
+    reads; encoded once per article, whatever the number of regex rules)."""
+
+    text: str
+
+    @classmethod
+    def of(cls, title: str | None, text: str | None) -> Haystack:
+        return cls(f"{title or ''}\n{(text or '')[:MATCH_CHARS]}")
+
+    @property
+    def utf8(self) -> bytes:
+        encoded = self.__dict__.get("_utf8")
+        if encoded is None:
+            encoded = self.text.encode("utf-8", "replace")
+            object.__setattr__(self, "_utf8", encoded)
+        return encoded
+
+
+@dataclass(frozen=True)
 class Rule:
     kind: str  # any | must | never
     text: str  # as the reader wrote it, without the +/! mark
-    pattern: re.Pattern[str]
+    word: re.Pattern[str] | None = None  # a plain word (escaped: a literal search)
+    regex: Any = None  # a /regex/: RE2's matcher of UTF-8 bytes (regex_rules.compile_rule)
 
     @property
     def label(self) -> str:
         return {"any": "", "must": "+", "never": "!"}[self.kind] + self.text
 
-    def hits(self, haystack: str) -> bool:
-        return self.pattern.search(haystack) is not None
+    @property
+    def is_regex(self) -> bool:
+        return self.regex is not None
+
+    def hits(self, haystack: Haystack) -> bool:
+        if self.regex is not None:
+            return self.regex(haystack.utf8)
+        assert self.word is not None
+        return self.word.search(haystack.text) is not None
 
 
 def parse_rule(line: str) -> Rule:
@@ -69,14 +101,13 @@ def parse_rule(line: str) -> Rule:
         raise ValueError(f"「{text[:20]}…」超过 {MAX_RULE_CHARS} 个字符")
     if len(text) >= 2 and text.startswith("/") and text.endswith("/"):
         try:
-            pattern = re.compile(text[1:-1], re.IGNORECASE)
-        except re.error as exc:
-            raise ValueError(f"正则「{text}」无效：{exc}") from None
-        if pattern.search("") is not None:
+            regex = regex_rules.compile_rule(text[1:-1])
+        except regex_rules.RuleRefused as exc:
+            raise ValueError(str(exc)) from None
+        if regex(b""):
             raise ValueError(f"正则「{text}」能匹配空文本，会命中所有文章")
-    else:
-        pattern = re.compile(re.escape(text), re.IGNORECASE)
-    return Rule(kind, text, pattern)
+        return Rule(kind, text, regex=regex)
+    return Rule(kind, text, word=re.compile(re.escape(text), re.IGNORECASE))
 
 
 def clean_items(values: Iterable[str], what: str) -> tuple[list[str], list[str]]:
@@ -131,13 +162,18 @@ class Profile:
     rules: tuple[Rule, ...] = ()
     updated_at: Any = None
     updated_by: str | None = None
+    disabled: tuple[str, ...] = ()  # stored rules this version cannot run, with the reason (from_row)
     _watch: tuple[tuple[str, re.Pattern[str]], ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def build(cls, *, companies: Iterable[str] = (), tickers: Iterable[str] = (), sectors: Iterable[str] = (),
               interests: Iterable[str] = (), rules: Iterable[str] = (), updated_at: Any = None,
-              updated_by: str | None = None) -> Profile:
-        """A profile from stored or typed lists; raises ProfileError listing every line it cannot use."""
+              updated_by: str | None = None, measure: bool = False) -> Profile:
+        """A profile from stored or typed lists; raises ProfileError listing every line it cannot use.
+
+        ``measure`` (a profile typed on the form): also refuse regex rules too costly to run on every article
+        (regex_rules.cost_errors). A stored profile is not measured again: it passed when it was saved, and a
+        slot must not drop a rule because the machine was busy when it loaded it."""
         errors: list[str] = []
         lists = {}
         for name, values, what in (("companies", companies, "公司"), ("tickers", tickers, "股票代码"),
@@ -153,13 +189,15 @@ class Profile:
                 errors.append(str(exc))
         if len(lines) > MAX_RULES:
             errors.append(f"过滤规则最多 {MAX_RULES} 行（现有 {len(lines)} 行）")
+        if measure and not errors:
+            errors += regex_rules.cost_errors(r.text[1:-1] for r in parsed if r.is_regex)
         if errors:
             raise ProfileError(errors)
         watch = [(name, re.compile(re.escape(name), re.IGNORECASE)) for name in (*lists["companies"], *lists["sectors"])]
         watch += [(t, re.compile(r"(?<![0-9A-Za-z])" + re.escape(ticker_key(t)) + r"(?![0-9A-Za-z])", re.IGNORECASE))
                   for t in lists["tickers"] if ticker_key(t)]
         return cls(tuple(lists["companies"]), tuple(lists["tickers"]), tuple(lists["sectors"]),
-                   tuple(lists["interests"]), tuple(parsed), updated_at, updated_by, tuple(watch))
+                   tuple(lists["interests"]), tuple(parsed), updated_at, updated_by, _watch=tuple(watch))
 
     @property
     def empty(self) -> bool:
@@ -174,7 +212,7 @@ class Profile:
 
     def exclusion(self, title: str, text: str) -> str | None:
         """Why the rules keep this article from the LLM (the rule, as the reader wrote it), or None."""
-        haystack = _haystack(title, text)
+        haystack = Haystack.of(title, text)
         for rule in self.rules:
             if rule.kind == "never" and rule.hits(haystack):
                 return f"命中排除词 {rule.label}"
@@ -188,7 +226,7 @@ class Profile:
 
     def watch_hits(self, title: str, text: str) -> list[str]:
         """The watchlist entries (companies, sectors, tickers) named in the title or the text."""
-        haystack = _haystack(title, text)
+        haystack = Haystack.of(title, text).text
         return [name for name, pattern in self._watch if pattern.search(haystack)]
 
     def prompt_block(self) -> str:
@@ -203,12 +241,10 @@ class Profile:
         return "\n".join(lines)
 
 
-def _haystack(title: str, text: str) -> str:
-    return f"{title or ''}\n{(text or '')[:MATCH_CHARS]}"
-
-
 def from_row(row: dict[str, Any] | None) -> Profile:
-    """The stored profile; a row saved by an older version that no longer parses keeps what still does."""
+    """The stored profile. A row saved by an older version that no longer parses keeps what still does; the
+    rules it drops (a Python-only regex: a lookaround, a backreference) are listed in ``disabled`` with the
+    reason, for the profile page to show."""
     if row is None:
         return Profile()
     try:
@@ -216,13 +252,15 @@ def from_row(row: dict[str, Any] | None) -> Profile:
                              interests=row["interests"], rules=row["rules"], updated_at=row["updated_at"],
                              updated_by=row["updated_by"])
     except ProfileError:
-        good = []
+        good, disabled = [], []
         for line in row["rules"]:
             try:
-                parse_rule(line)
-            except ValueError:
+                parse_rule(_CONTROL.sub("", line))
+            except ValueError as exc:
+                disabled.append(str(exc))
                 continue
             good.append(line)
-        return Profile.build(companies=row["companies"][:MAX_ITEMS], tickers=row["tickers"][:MAX_ITEMS],
-                             sectors=row["sectors"][:MAX_ITEMS], interests=row["interests"][:MAX_ITEMS],
-                             rules=good[:MAX_RULES], updated_at=row["updated_at"], updated_by=row["updated_by"])
+        profile = Profile.build(companies=row["companies"][:MAX_ITEMS], tickers=row["tickers"][:MAX_ITEMS],
+                                sectors=row["sectors"][:MAX_ITEMS], interests=row["interests"][:MAX_ITEMS],
+                                rules=good[:MAX_RULES], updated_at=row["updated_at"], updated_by=row["updated_by"])
+        return replace(profile, disabled=tuple(disabled))

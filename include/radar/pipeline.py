@@ -357,13 +357,18 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
         if slot.get("retry_failed"):
             log.info("slot %s: retry_failed requested: %d failed articles get fresh attempts",
                      slot["slot"], store.reset_failed(conn))
+        profile = focus.from_row(store.get_profile(conn))
+        reopened = store.recheck_excluded(conn, _key(slot).scheduled_at - timedelta(hours=focus.RECHECK_HOURS),
+                                          profile.exclusion, focus.MATCH_CHARS)
+        if reopened:
+            log.info("slot %s: the reader's changed rules give back %d excluded articles", slot["slot"], reopened)
         # a backfill or a redo takes only its own slot's articles, whatever order its runs go in
         own_only = slot["run_type"] == "backfill" or slot["explicit"]
         rows = store.items_to_analyse(
             conn, max_attempts=rt.settings.max_analysis_attempts, limit=rt.settings.max_articles_per_slot,
             published_between=own_articles(_key(slot), rt.settings) if own_only else None,
         )
-        rows = _without_excluded(conn, slot, rows)
+        rows = _without_excluded(conn, slot, profile, rows)
         spent = spending.budget_reached(conn, rt.settings)
         budget_note = None
         if rows and spent is not None:
@@ -389,10 +394,10 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
     return [{"item_id": r["id"], "title": r["title"][:80]} for r in rows]
 
 
-def _without_excluded(conn: Any, slot: dict[str, Any], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _without_excluded(conn: Any, slot: dict[str, Any], profile: focus.Profile,
+                      rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows the reader's rules (focus.py) let through; the others are marked excluded and counted on the
     slot, before anything is paid for them."""
-    profile = focus.from_row(store.get_profile(conn))
     if not rows or not profile.rules:
         return rows
     texts = store.texts_of(conn, [r["id"] for r in rows], focus.MATCH_CHARS)

@@ -135,20 +135,39 @@ def feedback_for_ranking(conn: psycopg.Connection, now: datetime, days: int = FE
 
 
 
-def reopen_excluded(conn: psycopg.Connection, since: datetime, still_excluded: Callable[[str, str], bool],
-                    chars: int) -> int:
-    """After the reader changed their rules: articles published since ``since`` that the new rules no longer
-    exclude wait for analysis again (the next slot takes them); returns how many."""
+def recheck_excluded(conn: psycopg.Connection, since: datetime, exclusion: Callable[[str, str], str | None],
+                     chars: int) -> int:
+    """After the reader changed their rules (run by the next slot, never by the page that saved them):
+    articles published since ``since`` that an older profile excluded are checked against the current one.
+    Those it lets through wait for analysis again; the others keep their exclusion with the reason the current
+    rules give. Each is checked once per profile change; returns how many were given back."""
     rows = conn.execute(
-        "SELECT id, title, left(clean_text, %s) AS text FROM content_item WHERE analyzed_status = 4 AND published_at > %s",
+        """
+        SELECT c.id, c.title, left(c.clean_text, %s) AS text FROM content_item c, reader_profile p
+        WHERE p.id = 1 AND c.analyzed_status = 4 AND c.published_at > %s AND c.updated_at < p.updated_at
+        """,
         (chars, since),
     ).fetchall()
-    back = [r["id"] for r in rows if not still_excluded(r["title"], r["text"])]
+    back = []
+    for r in rows:
+        reason = exclusion(r["title"], r["text"])
+        if reason is None:
+            back.append(r["id"])
+        else:
+            conn.execute("UPDATE content_item SET last_error = %s, updated_at = now() WHERE id = %s AND analyzed_status = 4",
+                         (reason, r["id"]))
     if back:
         conn.execute(
             "UPDATE content_item SET analyzed_status = 0, last_error = NULL, updated_at = now() "
             "WHERE id = ANY(%s) AND analyzed_status = 4", (back,))
     return len(back)
+
+
+def excluded_count(conn: psycopg.Connection, since: datetime) -> int:
+    """How many articles published since ``since`` the rules keep excluded (what the next slot re-checks)."""
+    return conn.execute(
+        "SELECT count(*) AS n FROM content_item WHERE analyzed_status = 4 AND published_at > %s", (since,)
+    ).fetchone()["n"]
 
 
 def analyses_since(conn: psycopg.Connection, since: datetime, limit: int) -> tuple[list[Row], int]:

@@ -19,7 +19,8 @@ class ProfilePage:
     values: dict[str, str]
     read_only: bool
     saved: bool = False
-    reopened: int = 0  # excluded articles the saved rules let through again
+    recheck: int = 0  # excluded articles of the last 72 h the next slot checks against the saved rules
+    disabled: list[str] = field(default_factory=list)  # stored rules this version cannot run, and why
     errors: list[str] = field(default_factory=list)
     updated: str | None = None
     updated_by: str | None = None
@@ -40,12 +41,12 @@ def profile_values(profile: focus.Profile) -> dict[str, str]:
 
 def profile_page(*, profile: focus.Profile, weights: ranking.Weights, action: str, csrf: str, read_only: bool,
                  tz: ZoneInfo, saved: bool = False, errors: list[str] | None = None,
-                 typed: dict[str, str] | None = None, reopened: int = 0) -> ProfilePage:
+                 typed: dict[str, str] | None = None, recheck: int = 0) -> ProfilePage:
     """``typed``: what the reader sent when it could not be saved (shown again, with ``errors``)."""
     more, less = weights.learned()
     return ProfilePage(
         action=action, csrf=csrf, values=typed if typed is not None else profile_values(profile), read_only=read_only,
-        saved=saved, reopened=reopened, errors=errors or [], updated=local_time(profile.updated_at, tz) if profile.updated_at else None,
+        saved=saved, recheck=recheck, disabled=list(profile.disabled), errors=errors or [], updated=local_time(profile.updated_at, tz) if profile.updated_at else None,
         updated_by=profile.updated_by, learned_more=more, learned_less=less,
     )
 

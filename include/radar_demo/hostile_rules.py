@@ -1,0 +1,66 @@
+"""Filter rules a careless or hostile reader can type, and the texts that make a backtracking engine pay for
+them (issue 24 §1). Used by tests/test_rules_redos.py and scripts/bench_rules.py; nothing in the product
+imports it."""
+
+from __future__ import annotations
+
+import random
+
+TEXT_CHARS = 30_000
+
+
+RULE_CHARS = 198  # with its slashes, a rule of 200 characters: the longest the form takes
+
+
+def _two_hundred(unit: str, tail: str) -> str:
+    """A rule body that makes a 200-character rule: ``unit`` repeated, then ``tail``."""
+    body = unit * ((RULE_CHARS - len(tail)) // len(unit))
+    return (body + "a" * (RULE_CHARS - len(tail) - len(body)) + tail)[:RULE_CHARS]
+
+
+# (family, rule body without the slashes)
+CATASTROPHIC_RULES: list[tuple[str, str]] = [
+    ("nested quantifier", r"(a+)+$"),  # the issue's repro
+    ("nested quantifier", r"(a*)*b"),
+    ("nested quantifier", r"((a+)+)+!Z"),
+    ("nested quantifier", r"(x+x+)+y"),
+    ("nested quantifier", r"(.+)+Z"),
+    ("nested quantifier", r"(\w+\s?)*$"),
+    ("nested quantifier", r"((((((((((a*)*)*)*)*)*)*)*)*)*)*#"),
+    ("nested quantifier", r"(.*a){20}#"),
+    ("nested quantifier", r"(.*){30}#"),
+    ("alternation under a star", r"(a|aa)*b"),
+    ("alternation under a star", r"(a|a?)+$"),
+    ("alternation under a star", r"(a|b|ab|ba)*c"),
+    ("alternation under a star", r"(储能|储|能)*!Z"),
+    ("alternation under a star", r"(.|\s)*Z"),
+    ("backreference", r"(a+)\1+$"),
+    ("backreference", r"(.)\1{10}Z"),
+    ("lookaround", r"(?=(a+))a*b\1"),
+    ("lookaround", r"(?!x)(a+)+$"),
+    ("lookaround", r"(?<=a)(a+)+$"),
+    ("lookaround", r"^(?:(?!Z).)*$"),
+    ("state explosion", r"[ab]*a[ab]{100}c"),
+    ("state explosion", r"(a|b)*a(a|b){60}"),
+    ("state explosion", r"[^x]*a[^x]{150}z"),
+    ("state explosion", r"[储能]*储[储能]{100}Z"),
+    ("state explosion", r"(.*){1000}#"),
+    ("state explosion", r"(.*a){1000}"),
+    ("200 characters", _two_hundred("(a+)+", "$")),
+    ("200 characters", _two_hundred("(a|aa)*", "b")),
+    ("200 characters", ("(" + "|".join(f"w{i}x?" for i in range(60)))[:RULE_CHARS - 3] + ")*q"),
+    ("200 characters", _two_hundred("(.*){9}", "#")),
+    ("200 characters", _two_hundred("a?", "a" * 10)),
+]
+
+
+def texts() -> dict[str, str]:
+    """Article texts of 30,000 characters that drive the rules above into their worst cases."""
+    rng = random.Random(24)
+    return {
+        "the issue's repro": "a" * 40 + "!",
+        "one letter": "a" * (TEXT_CHARS - 1) + "!",
+        "two letters": "".join(rng.choice("ab") for _ in range(TEXT_CHARS)),
+        "two characters": "".join(rng.choice("储能") for _ in range(TEXT_CHARS)),
+        "mixed": "".join(rng.choice("abcxyz 01\n储能光伏，。") for _ in range(TEXT_CHARS)),
+    }
