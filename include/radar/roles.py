@@ -25,8 +25,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from include.radar.store.common import PENDING
-from include.radar.store.focus import EXCLUDED
+from include.radar.store import EXCLUDED, PENDING
 
 # what init refuses as a password: empty, Airflow's and PostgreSQL's well-known defaults
 KNOWN_DEFAULTS = frozenset({"airflow", "postgres", "password", "radar"})
