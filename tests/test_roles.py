@@ -189,6 +189,11 @@ def test_init_is_idempotent_and_applies_a_changed_password(deployment):
                               (list(d.users),)).fetchall()
     assert before and after and before != after
     assert flags and all(not any(row) for row in flags)
+    # of the deployment's two databases, each login connects to its own only
+    owner, pages, meta = d.users
+    for user, dbname in ((pages, d.metadata_db), (owner, d.metadata_db), (meta, d.radar_db)):
+        with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+            psycopg.connect(_url(_server_url(), user, "x", dbname)).close()
 
 
 def test_an_old_volume_is_handed_over_from_the_superuser_to_its_owners(deployment, tmp_path):
