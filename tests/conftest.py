@@ -21,10 +21,6 @@ if str(REPO) not in sys.path:
 
 from include.radar import db  # noqa: E402
 
-# the tests run the DAG with `dag.test()`, which Airflow 3.3.2 cannot finish for a DAG with a deadline alert;
-# test_operations checks the alert's wiring on a DAG parsed with it
-os.environ.setdefault("AIRFLOW_VAR_RADAR_DAILY_DEADLINE_ALERT", "false")
-
 TABLES = (
     "push_decision, notification_log, daily_report, opportunity, analysis_result, content_item, "
     "slot_run, wechat_account, service_state, operator_alert, llm_spend, feedback, reader_profile"

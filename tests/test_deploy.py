@@ -1,6 +1,6 @@
 """The deployment files (Dockerfile, docker-compose.yaml, .env.example) agree with the code.
 
-Nothing here needs the radar database. The checks read the settings and connection ids from
+Nothing here needs the radar database but the check of the pages' cookies behind a TLS proxy. The checks read the settings and connection ids from
 ``include.radar.settings`` at run time and scan the code for the environment variables it reads, so a
 setting, connection or variable added later without a line in ``.env.example`` fails here.
 """
@@ -31,7 +31,7 @@ COMPOSE_WERSS = REPO / "docker-compose.werss.yaml"
 # pinned images) hold for each, including files added later.
 COMPOSE_FILES = sorted(REPO.glob("docker-compose*.yaml"))
 DOCKERFILE = REPO / "Dockerfile"
-POSTGRES_INIT = REPO / "deploy" / "postgres-init"
+POSTGRES_ENTRYPOINT = REPO / "deploy" / "postgres-entrypoint.sh"
 CODE_DIRS = ("include", "dags", "plugins")
 
 # Environment variables the code reads that deliberately have no line in .env.example:
@@ -54,13 +54,16 @@ ENV_ALLOWLIST = {
     # (include/radar_demo/hostname.py); the deployment runs Airflow on its own database and machines
     "RADAR_AIRFLOW_DB_NAME",
     "RADAR_WORKER_NAME",
+    # Airflow's metadata login, which docker-compose.yaml builds from AIRFLOW_DB_USER/PASSWORD (roles.py
+    # provisions it); read by `python -m include.radar.cli provision`
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
 }
 # The radar database is given either as the connection radar_db or as RADAR_DATABASE_URL (db.py reads
 # RADAR_DATABASE_URL first); .env.example documents the connection in a comment and sets the URL.
 ENV_ALTERNATIVES = {"AIRFLOW_CONN_RADAR_DB": "RADAR_DATABASE_URL"}
 
 AIRFLOW_SERVICES = {
-    "airflow-apiserver": "api-server",
+    "airflow-apiserver": "api-server --proxy-headers",
     "airflow-scheduler": "scheduler",
     "airflow-dag-processor": "dag-processor",
     "airflow-triggerer": "triggerer",
@@ -68,6 +71,32 @@ AIRFLOW_SERVICES = {
     "airflow-init": None,  # runs its own bash script
 }
 SERVICES = {*AIRFLOW_SERVICES, "postgres", "redis"}
+# where the radar's own code runs (tasks, callbacks, the schema's migration), as the radar's owner
+RADAR_CODE_SERVICES = ("airflow-worker", "airflow-triggerer", "airflow-dag-processor", "airflow-init", "airflow-cli")
+
+# Issue 24 §6: each container gets the secrets it needs and no other. What .env holds that a container could
+# receive, and who receives it (a password inside a URL counts: it is the login).
+AIRFLOW_SHARED = {"AIRFLOW_DB_PASSWORD", "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY",
+                  "AIRFLOW__CORE__FERNET_KEY"}
+RADAR_CALLBACKS = {"RADAR_DB_PASSWORD", "AIRFLOW_CONN_RADAR_PUSH", "AIRFLOW_CONN_RADAR_OPS_PUSH"}
+TASKS = AIRFLOW_SHARED | RADAR_CALLBACKS | {"AIRFLOW_CONN_WERSS_DEFAULT", "AIRFLOW_CONN_DEEPSEEK_DEFAULT",
+                                            "AIRFLOW_VAR_RADAR_LINK_SECRET"}
+SECRETS_RECEIVED = {
+    "postgres": {"POSTGRES_PASSWORD"},
+    "redis": set(),
+    "airflow-apiserver": AIRFLOW_SHARED | {"RADAR_PAGES_DB_PASSWORD", "AIRFLOW_VAR_RADAR_LINK_SECRET"},
+    "airflow-scheduler": AIRFLOW_SHARED,
+    "airflow-dag-processor": AIRFLOW_SHARED | RADAR_CALLBACKS,
+    "airflow-triggerer": AIRFLOW_SHARED | RADAR_CALLBACKS,
+    "airflow-worker": TASKS,
+    "airflow-cli": TASKS,
+    "airflow-init": AIRFLOW_SHARED | {"POSTGRES_PASSWORD", "RADAR_DB_PASSWORD", "RADAR_PAGES_DB_PASSWORD",
+                                      "_AIRFLOW_WWW_USER_PASSWORD"},
+    "flower": {"AIRFLOW_DB_PASSWORD", "FLOWER_BASIC_AUTH"},
+    "werss": {"WERSS_PASSWORD", "WERSS_SECRET_KEY"},
+}
+# the services that read the radar's settings (the schedule at parse time, the rest in tasks and pages)
+SETTINGS_SERVICES = ("airflow-apiserver", "airflow-worker", "airflow-triggerer", "airflow-dag-processor", "airflow-cli")
 # What the WeRSS image reads (github.com/rachelos/we-mp-rss): init_sys.py creates the admin account from
 # USERNAME/PASSWORD (os.getenv, defaults admin / admin@123) on first start; config.example.yaml signs the
 # login tokens with `secret: ${SECRET_KEY:-we-mp-rss}`, a public default, and an empty value is taken as is.
@@ -81,9 +110,7 @@ TWO_PART_IMAGES = {"postgres"}
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
-SECRET_KEY = re.compile(r"(PASSWORD|SECRET|SECRET_KEY|FERNET_KEY)$")
-# official defaults of the bundled, local PostgreSQL (not reachable from outside the compose network)
-SECRET_DEFAULTS = {"POSTGRES_PASSWORD": "airflow"}
+SECRET_KEY = re.compile(r"(PASSWORD|SECRET|SECRET_KEY|FERNET_KEY|BASIC_AUTH)$")
 ENV_READ = re.compile(
     r"""(?:\bos\.getenv\(\s*|\benviron\.get\(\s*|\benviron\[\s*)["']([A-Za-z_][A-Za-z0-9_]*)["']"""
 )
@@ -313,10 +340,12 @@ def test_no_secret_values_in_env_example(env_example: dict[str, str]) -> None:
     secrets = sorted(
         key
         for key, value in env_example.items()
-        if SECRET_KEY.search(key) and value and value != SECRET_DEFAULTS.get(key)
+        if SECRET_KEY.search(key) and value
     )
     assert not secrets, f".env.example must leave these empty: {secrets}"
-    for key in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY", "_AIRFLOW_WWW_USER_PASSWORD"):
+    for key in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY", "_AIRFLOW_WWW_USER_PASSWORD",
+                "POSTGRES_PASSWORD", "AIRFLOW_DB_PASSWORD", "RADAR_DB_PASSWORD", "RADAR_PAGES_DB_PASSWORD",
+                "FLOWER_BASIC_AUTH"):
         assert key in env_example, f"{key} placeholder missing from .env.example"
 
 
@@ -350,8 +379,8 @@ def test_airflow_services_are_built_from_the_dockerfile_and_mount_the_bundle(com
         for folder in ("dags", "plugins", "include", "logs", "config"):
             assert f"/opt/airflow/{folder}" in targets, f"{name} does not mount {folder}/"
             assert targets[f"/opt/airflow/{folder}"].endswith(f"/{folder}")
-        assert ".env" in service.get("env_file", []), f"{name} does not read .env"
-        assert service["environment"]["RADAR_DATABASE_URL"], f"{name} has no RADAR_DATABASE_URL"
+        if name in RADAR_CODE_SERVICES:  # without it the radar would start an embedded PostgreSQL there
+            assert service["environment"]["RADAR_DATABASE_URL"], f"{name} has no RADAR_DATABASE_URL"
         if command:
             assert service["command"] == command
     assert any(str(p).endswith(":8080") for p in compose["services"]["airflow-apiserver"]["ports"])
@@ -375,33 +404,216 @@ def test_compose_runs_the_workers_as_make_celery_proved(compose: dict) -> None:
 def test_init_creates_the_pool_and_migrates_the_radar(compose: dict) -> None:
     script = "\n".join(compose["services"]["airflow-init"]["command"])
     assert re.search(r"airflow pools set radar_llm \"\$\$\{AIRFLOW_VAR_RADAR_ANALYSIS_TASKS:-2\}\"", script)
-    assert "python -m include.radar.cli migrate" in script
     assert "/entrypoint airflow version" in script  # migrates the metadata database, creates the admin
+    # the logins first (Airflow's own migrates the metadata database), then the schema as its owner, then
+    # what the pages may do with it
+    order = [script.index(step) for step in (
+        "python -m include.radar.cli provision", "/entrypoint airflow version",
+        "python -m include.radar.cli migrate", "python -m include.radar.cli grant-pages")]
+    assert order == sorted(order), order
     env = compose["services"]["airflow-init"]["environment"]
     assert env["_AIRFLOW_DB_MIGRATE"] == "true" and env["_AIRFLOW_WWW_USER_CREATE"] == "true"
+    admin = _interpolate(env["RADAR_ADMIN_DATABASE_URL"], {"POSTGRES_USER": "su", "POSTGRES_PASSWORD": "pw"})
+    assert admin == "postgresql://su:pw@postgres:5432/postgres"
 
 
-def test_postgres_creates_the_radar_database(compose: dict) -> None:
+def _run_guard(env: dict[str, str], tmp_path: Path, *, initialised: bool) -> subprocess.CompletedProcess[str]:
+    """deploy/postgres-entrypoint.sh with a stand-in for the image's docker-entrypoint.sh."""
+    data = tmp_path / ("old" if initialised else "new")
+    data.mkdir(exist_ok=True)
+    if initialised:
+        (data / "PG_VERSION").write_text("16\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "docker-entrypoint.sh").write_text('#!/bin/sh\necho "official entrypoint: $*"\n')
+    (bin_dir / "docker-entrypoint.sh").chmod(0o755)
+    return subprocess.run(["bash", str(POSTGRES_ENTRYPOINT), "postgres"], capture_output=True, text=True, timeout=30,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "PGDATA": str(data), **env})
+
+
+@pytest.mark.hostile
+def test_postgres_never_initialises_a_new_volume_with_a_default_password(compose: dict, tmp_path: Path) -> None:
     postgres = compose["services"]["postgres"]
-    source = _mounts(postgres).get("/docker-entrypoint-initdb.d")
-    assert source and (REPO / source).resolve() == POSTGRES_INIT
-    scripts = [p for p in POSTGRES_INIT.iterdir() if p.suffix in (".sql", ".sh")]
-    assert scripts and any("CREATE DATABASE" in p.read_text(encoding="utf-8") for p in scripts)
     assert postgres["environment"]["POSTGRES_DB"] == "airflow"
+    assert postgres["environment"]["POSTGRES_PASSWORD"] == "${POSTGRES_PASSWORD:-}", "no working default"
+    target = _mounts(postgres)["/usr/local/bin/radar-postgres-entrypoint.sh"]
+    assert (REPO / target).resolve() == POSTGRES_ENTRYPOINT
+    assert postgres["entrypoint"] == ["bash", "/usr/local/bin/radar-postgres-entrypoint.sh"]
+    assert postgres["command"] == ["postgres"]
+    for refused in ("", "airflow", "Airflow", "postgres", "password"):
+        done = _run_guard({"POSTGRES_PASSWORD": refused} if refused else {}, tmp_path, initialised=False)
+        assert done.returncode == 1 and "POSTGRES_PASSWORD" in done.stderr and "token_urlsafe" in done.stderr, done
+        assert "official entrypoint" not in done.stdout
+    started = _run_guard({"POSTGRES_PASSWORD": "a-long-random-string"}, tmp_path, initialised=False)
+    assert started.returncode == 0 and started.stdout.strip() == "official entrypoint: postgres"
+    # an existing volume keeps its password: it starts, and airflow-init is what refuses a default one
+    old = _run_guard({"POSTGRES_PASSWORD": "airflow"}, tmp_path, initialised=True)
+    assert old.returncode == 0 and "official entrypoint" in old.stdout
+
+
+def _received(service: dict, env: Mapping[str, str]) -> dict[str, str]:
+    """The environment compose gives the container: ${...} interpolated, and a key without a value taken from
+    .env (left out when .env has no such line)."""
+    resolved = {}
+    for key, value in (service.get("environment") or {}).items():
+        if value is None:
+            if key in env:
+                resolved[key] = env[key]
+        else:
+            resolved[key] = _interpolate(str(value), env, key)
+    return resolved
+
+
+def _all_services() -> dict[str, dict]:
+    return {name: service for path in COMPOSE_FILES for name, service in _load(path)["services"].items()}
+
+
+@pytest.mark.hostile
+def test_each_container_receives_only_the_secrets_it_needs(env_example: dict[str, str]) -> None:
+    """Every secret .env can hold gets a value of its own; which of them reach which container, through
+    `environment` (passed on or inside a URL), is exactly the table above. In particular the api-server never
+    receives the WeRSS password or the DeepSeek key, and the workers never the admin or superuser password."""
+    services = _all_services()
+    assert set(SECRETS_RECEIVED) == set(services), sorted(set(services) ^ set(SECRETS_RECEIVED))
+    tracked = set().union(*SECRETS_RECEIVED.values())
+    marks = {name: f"secret-{index:02d}-{name.lower()}" for index, name in enumerate(sorted(tracked))}
+    env = {**env_example, **marks}
+    for name, service in services.items():
+        assert "env_file" not in service, f"{name}: env_file hands every line of .env to the container"
+        text = json.dumps(_received(service, env))
+        got = {secret for secret, mark in marks.items() if mark in text}
+        assert got == SECRETS_RECEIVED[name], (
+            f"{name}: receives {sorted(got - SECRETS_RECEIVED[name])} it should not, "
+            f"lacks {sorted(SECRETS_RECEIVED[name] - got)}")
+    api = _received(services["airflow-apiserver"], env)
+    assert not {"AIRFLOW_CONN_WERSS_DEFAULT", "AIRFLOW_CONN_DEEPSEEK_DEFAULT", "RADAR_DATABASE_URL"} & set(api)
+    assert "_AIRFLOW_WWW_USER_PASSWORD" not in _received(services["airflow-worker"], env)
+
+
+def test_the_radars_settings_reach_the_services_that_read_them(compose: dict, env_example: dict[str, str]) -> None:
+    """Each setting of settings.py (but the link secret, a secret) reaches the api-server, the workers, the
+    triggerer and the dag-processor from .env; a setting deleted from .env is unset there (its Airflow
+    Variable or default applies), never an empty string."""
+    names = {env_name(name) for name in SETTING_NAMES if name != "link_secret"}
+    anchor = {key: value for key, value in compose["x-radar-settings"].items() if key.startswith("AIRFLOW_VAR_RADAR_")}
+    assert set(anchor) == names, f"x-radar-settings differs from settings.py: {sorted(set(anchor) ^ names)}"
+    assert all(value is None for value in anchor.values()), "settings are passed on from .env, not set here"
+    for service in SETTINGS_SERVICES:
+        received = _received(compose["services"][service], env_example)
+        assert names <= set(received), f"{service} lacks {sorted(names - set(received))}"
+        assert received[env_name("schedule_slots")] == env_example[env_name("schedule_slots")]
+    without = {k: v for k, v in env_example.items() if k != env_name("window_days")}
+    assert env_name("window_days") not in _received(compose["services"]["airflow-worker"], without)
+    assert not any(key.startswith("AIRFLOW_VAR_RADAR_") for key in _received(compose["services"]["airflow-scheduler"],
+                                                                             env_example))
+    init = _received(compose["services"]["airflow-init"], env_example)
+    assert init[env_name("analysis_tasks")] == env_example[env_name("analysis_tasks")]
+
+
+def _published_by_default(service: dict, variable: str, env_example: dict[str, str], port: str) -> None:
+    """A port published on 127.0.0.1 with compose's default and .env.example's value; ``variable`` opens it."""
+    assert service["ports"]
+    for raw in service["ports"]:
+        match = re.match(r"\$\{([A-Za-z_][A-Za-z0-9_]*):-127\.0\.0\.1\}:", str(raw))
+        assert match and match.group(1) == variable, f"the port must start with ${{{variable}:-127.0.0.1}}: {raw!r}"
+        assert variable in env_example, f"{variable} must be documented in .env.example"
+        for env in ({}, env_example):
+            assert _published(_interpolated(raw, env))[0] == "127.0.0.1", (raw, env.get(variable))
+        opened = _published(_interpolated(raw, {**env_example, variable: "0.0.0.0"}))
+        assert opened[0] == "0.0.0.0" and opened[2] == port
+
+
+@pytest.mark.hostile
+def test_the_api_server_is_published_on_localhost_and_trusts_only_its_proxy(compose: dict, env_example: dict[str, str]) -> None:
+    """The UI, the API and the pages answer on 127.0.0.1 unless AIRFLOW_API_BIND_ADDRESS opens them; uvicorn
+    takes X-Forwarded-Proto (https: Secure cookies) only from FORWARDED_ALLOW_IPS, 127.0.0.1 by default."""
+    api = compose["services"]["airflow-apiserver"]
+    _published_by_default(api, "AIRFLOW_API_BIND_ADDRESS", env_example, "8080")
+    assert "--proxy-headers" in api["command"].split()
+    for env in ({}, env_example):
+        assert _received(api, env)["FORWARDED_ALLOW_IPS"] == "127.0.0.1"
+    behind = {**env_example, "AIRFLOW_API_FORWARDED_ALLOW_IPS": "172.18.0.1"}
+    assert _received(api, behind)["FORWARDED_ALLOW_IPS"] == "172.18.0.1"
+
+
+def test_behind_the_tls_proxy_the_pages_cookies_are_secure(compose: dict, db_url: str, monkeypatch) -> None:
+    """What the README's TLS set-up rests on: Airflow's api-server takes --proxy-headers, uvicorn then trusts
+    the addresses in FORWARDED_ALLOW_IPS (the variable docker-compose.yaml sets), and a request a trusted
+    proxy forwarded as https gets Secure cookies from the pages; the same headers from anyone else change
+    nothing. (Needs the radar database: the page that sets the cookie reads it.)"""
+    import uvicorn
+    from airflow.api_fastapi.core_api.security import get_user
+    from airflow.cli.cli_parser import get_parser
+    from fastapi.testclient import TestClient
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+    from include.radar.web.app import create_app
+    from include.radar.web.auth import may_read_radar
+
+    command = compose["services"]["airflow-apiserver"]["command"].split()
+    assert get_parser().parse_args(command).proxy_headers is True
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "172.18.0.1")
+    assert uvicorn.Config("airflow.api_fastapi.main:app", proxy_headers=True).forwarded_allow_ips == "172.18.0.1"
+
+    app = create_app(lambda: load_settings(use_airflow=False), db_url)
+    app.dependency_overrides[get_user] = lambda: object()
+    app.dependency_overrides[may_read_radar] = lambda user: True
+
+    def cookies(trusted: str) -> list[str]:
+        client = TestClient(ProxyHeadersMiddleware(app, trusted_hosts=trusted))  # TestClient's peer: "testclient"
+        response = client.get("/", headers={"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9"})
+        assert response.status_code == 200, response.text[:300]
+        found = response.headers.get_list("set-cookie")
+        assert found, "the overview sets its last-visit cookie"
+        return found
+
+    assert all("Secure" in cookie for cookie in cookies("testclient"))
+    assert not any("Secure" in cookie for cookie in cookies("172.18.0.1"))
+
+
+def _flower_script(compose: dict) -> str:
+    command = compose["services"]["flower"]["command"]
+    assert command[:2] == ["bash", "-c"]
+    return _interpolate(command[2], {})  # what the container's bash runs ($$ is $)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("auth", ["", "admin", "admin:", "admin:short", ":a-long-enough-password", "a:b:c,admin:"])
+def test_flower_refuses_to_start_without_a_login(compose: dict, tmp_path: Path, auth: str) -> None:
+    (tmp_path / "airflow").write_text('#!/bin/sh\necho "airflow $*"\n')
+    (tmp_path / "airflow").chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "AIRFLOW__CELERY__FLOWER_BASIC_AUTH": auth}
+    done = subprocess.run(["bash", "-c", _flower_script(compose)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1 and "FLOWER_BASIC_AUTH" in done.stderr and "airflow celery" not in done.stdout
+    assert len(auth) < 6 or auth not in done.stderr
+
+
+def test_flower_starts_with_a_login_on_localhost(compose: dict, tmp_path: Path, env_example: dict[str, str]) -> None:
+    (tmp_path / "airflow").write_text('#!/bin/sh\necho "airflow $*"\n')
+    (tmp_path / "airflow").chmod(0o755)
+    flower = compose["services"]["flower"]
+    auth = "ops:" + "x" * 24 + ",second:" + "y" * 16
+    received = _received(flower, {**env_example, "FLOWER_BASIC_AUTH": auth})
+    assert received["AIRFLOW__CELERY__FLOWER_BASIC_AUTH"] == auth
+    done = subprocess.run(["bash", "-c", _flower_script(compose)], capture_output=True, text=True, timeout=30,
+                          env={"PATH": f"{tmp_path}:/usr/bin:/bin", **received})
+    assert done.returncode == 0 and done.stdout.strip() == "airflow celery flower", done
+    _published_by_default(flower, "FLOWER_BIND_ADDRESS", env_example, "5555")
+    assert flower["healthcheck"]["test"][-1].endswith("/healthcheck")  # the one page without the login
+    assert flower["profiles"] == ["flower"]
 
 
 @pytest.mark.hostile
 def test_compose_has_no_literal_secrets(compose: dict) -> None:
-    common_env = compose["x-airflow-common"]["environment"]
+    shared = compose["x-airflow-secrets"]
     for key in ("AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY", "AIRFLOW__CORE__FERNET_KEY"):
-        # a key under `environment` would override the value from .env
-        assert key not in common_env, f"{key} must come from .env only"
+        assert key in shared and shared[key] is None, f"{key} must be passed on from .env, never set here"
     assert COMPOSE_WERSS in COMPOSE_FILES
     for path in COMPOSE_FILES:
         for name, service in _load(path)["services"].items():
             for key, value in (service.get("environment") or {}).items():
-                if SECRET_KEY.search(key):
-                    assert str(value).startswith("${"), f"{path.name}: {name}: {key} must come from .env"
+                if SECRET_KEY.search(key) or key.startswith("AIRFLOW_CONN_"):
+                    assert value is None or str(value).startswith("${"), f"{path.name}: {name}: {key} must come from .env"
         text = path.read_text(encoding="utf-8")
         while True:  # drop every ${...}, innermost first: what is left of a URL is literal
             stripped = re.sub(r"\$\{[^${}]*\}", "", text)
@@ -414,7 +626,8 @@ def test_compose_has_no_literal_secrets(compose: dict) -> None:
 
 @pytest.mark.hostile
 def test_compose_variables_without_default_are_documented(env_example: dict[str, str]) -> None:
-    """A variable without a default, or a required one (${NAME:?...}), has a line in .env.example."""
+    """A variable without a default, or a required one (${NAME:?...}), has a line in .env.example; so has every
+    line a service takes from .env unchanged (a key without a value)."""
     assert COMPOSE_WERSS in COMPOSE_FILES
     for path in COMPOSE_FILES:
         undocumented = sorted(
@@ -425,6 +638,10 @@ def test_compose_variables_without_default_are_documented(env_example: dict[str,
             }
         )
         assert not undocumented, f"{path.name} uses these without default or .env.example line: {undocumented}"
+        passed_on = sorted({key for service in _load(path)["services"].values()
+                            for key, value in (service.get("environment") or {}).items()
+                            if value is None and key not in env_example})
+        assert not passed_on, f"{path.name} passes these on from .env, which has no line for them: {passed_on}"
 
 
 def test_compose_files_interpolate_with_env_example(env_example: dict[str, str]) -> None:
@@ -578,10 +795,10 @@ def _compose_command() -> list[str] | None:
 def test_docker_compose_config(tmp_path: Path) -> None:
     """`docker compose config` accepts the files with .env.example as the project's .env.
 
-    Runs in a copy of the deployment files: `env_file: .env` needs a .env beside the compose file, and a
-    developer's real .env must not be read. The copy serves as both --env-file and the env_file. Checks what
-    the tests above read offline: docker-compose.yaml alone needs no WeRSS secret; with
-    docker-compose.werss.yaml, compose refuses to start without them and publishes WeRSS on 127.0.0.1.
+    Runs in a copy of the deployment files: a developer's real .env must not be read. Checks what the tests
+    above read offline: docker-compose.yaml alone needs no WeRSS secret; with docker-compose.werss.yaml,
+    compose refuses to start without them and publishes WeRSS on 127.0.0.1; the api-server on 127.0.0.1; the
+    lines a service takes from .env unchanged are resolved from it, and only those reach it.
     """
     command = _compose_command()
     if command is None:
@@ -589,7 +806,8 @@ def test_docker_compose_config(tmp_path: Path) -> None:
     for path in COMPOSE_FILES:
         shutil.copy(path, tmp_path / path.name)
     shutil.copy(DOCKERFILE, tmp_path / "Dockerfile")
-    shutil.copytree(POSTGRES_INIT, tmp_path / "deploy" / "postgres-init")
+    (tmp_path / "deploy").mkdir()
+    shutil.copy(POSTGRES_ENTRYPOINT, tmp_path / "deploy" / POSTGRES_ENTRYPOINT.name)
     shutil.copy(ENV_EXAMPLE, tmp_path / ".env")
     # the shell environment wins over --env-file: keep the caller's WeRSS settings out
     clean = {name: value for name, value in os.environ.items() if not name.startswith(("WERSS_", "COMPOSE_"))}
@@ -615,7 +833,14 @@ def test_docker_compose_config(tmp_path: Path) -> None:
     resolved = yaml.safe_load(result.stdout)
     assert SERVICES | {"werss"} <= set(resolved["services"])
     assert {port.get("host_ip") for port in resolved["services"]["werss"]["ports"]} == {"127.0.0.1"}
+    assert {port.get("host_ip") for port in resolved["services"]["airflow-apiserver"]["ports"]} == {"127.0.0.1"}
     worker = resolved["services"]["airflow-worker"]["environment"]
-    assert worker["RADAR_DATABASE_URL"] == "postgresql://airflow:airflow@postgres:5432/radar"
+    assert worker["RADAR_DATABASE_URL"] == "postgresql://radar:@postgres:5432/radar"  # .env.example: no password
     assert json.loads(worker["AIRFLOW_CONN_WERSS_DEFAULT"])["host"] == "http://werss:8001"
     assert worker["AIRFLOW_VAR_RADAR_SCHEDULE_SLOTS"] == "07:00,12:00,14:00,18:00,22:00"
+    api = resolved["services"]["airflow-apiserver"]["environment"]
+    assert api["RADAR_PAGES_DATABASE_URL"] == "postgresql://radar_pages:@postgres:5432/radar"
+    assert "AIRFLOW_CONN_DEEPSEEK_DEFAULT" not in api and "AIRFLOW_CONN_WERSS_DEFAULT" not in api
+    # WeRSS's own secrets (set-by-the-user here) reach WeRSS alone
+    assert [name for name, service in resolved["services"].items()
+            if "set-by-the-user" in json.dumps(service.get("environment") or {})] == ["werss"]

@@ -4,12 +4,18 @@ run's Deadline Alert (runs in the triggerer when the 22:00 run has not finished 
 
 Both end in ``alerts.raise_alert``: one alert per cause and day, whatever else raised the same cause. This
 module is imported by the DAG file, so it imports nothing heavy at module level.
+
+``mend_dag_test`` keeps ``airflow dags test`` working on the DAG that carries the Deadline Alert (Airflow 3.3.2,
+apache/airflow#73428).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -97,3 +103,53 @@ def _daily_deadline_missed(context: dict[str, Any]) -> str | None:
         f"运行 {run.get('dag_run_id') or run.get('run_id') or '?'} 尚未结束",
         day_of=at,
     )
+
+
+# ------------------------------------------------------------------------- `airflow dags test` and the alert
+
+# Airflow 3.3.2 cannot end a successful `airflow dags test` (or `dag.test()`) run of a DAG with a Deadline Alert:
+# DAG.test() runs on an in-memory serialised copy of the DAG whose `deadline` holds the encoded alerts, where
+# the scheduler's copy holds the ids of their `deadline_alert` rows, and DagRun.update_state() passes each to
+# DeadlineAlertModel.get_by_id(), which fails with "'dict' object has no attribute 'hex'" (the run itself
+# succeeded). Reported upstream as https://github.com/apache/airflow/issues/73428; the fix proposed there
+# (https://github.com/apache/airflow/pull/73430) decodes such entries instead of looking them up, which is
+# what get_by_id does below, only while this DAG's test() runs. The scheduler never calls test(), so it keeps
+# the alert as it is. Remove this once the pinned Airflow carries the fix
+# (tests/test_operations.py::test_airflow_still_needs_the_dags_test_mend fails then).
+
+
+def mend_dag_test(dag: Any) -> Any:
+    """Make ``dag.test()`` (what ``airflow dags test`` calls) survive apache/airflow#73428; returns ``dag``.
+
+    A partial, not a closure: ``copy.deepcopy(dag)`` copies it with the DAG it belongs to."""
+    dag.test = functools.partial(_test_reading_encoded_alerts, dag)
+    return dag
+
+
+def _test_reading_encoded_alerts(dag: Any, *args: Any, **kwargs: Any) -> Any:
+    with encoded_deadline_alerts_readable():
+        return type(dag).test(dag, *args, **kwargs)
+
+
+@contextmanager
+def encoded_deadline_alerts_readable() -> Iterator[None]:
+    """While it lasts, ``DeadlineAlertModel.get_by_id`` takes an encoded alert (a dict) too, as an unsaved row
+    built from it; an id goes to Airflow's own lookup unchanged."""
+    from airflow.models.deadline_alert import DeadlineAlert as DeadlineAlertModel
+    from airflow.serialization.definitions.deadline import DeadlineAlertFields
+    from airflow.serialization.enums import Encoding
+
+    original = DeadlineAlertModel.__dict__["get_by_id"]
+
+    def get_by_id(cls: type[DeadlineAlertModel], deadline_alert_id: Any, **kwargs: Any) -> DeadlineAlertModel:
+        if isinstance(deadline_alert_id, dict):
+            data = deadline_alert_id.get(Encoding.VAR, deadline_alert_id)
+            return cls(reference=data[DeadlineAlertFields.REFERENCE], interval=data[DeadlineAlertFields.INTERVAL],
+                       callback_def=data[DeadlineAlertFields.CALLBACK])
+        return original.__func__(cls, deadline_alert_id, **kwargs)
+
+    DeadlineAlertModel.get_by_id = classmethod(get_by_id)
+    try:
+        yield
+    finally:
+        DeadlineAlertModel.get_by_id = original

@@ -1,4 +1,5 @@
-"""Command line for set-up and operations: ``python -m include.radar.cli {db-url,migrate,airflow-db-url}``."""
+"""Command line for set-up and operations:
+``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages}``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import logging
 import os
 import sys
 
-from include.radar import db, store
+import psycopg
+
+from include.radar import db, roles, store
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,6 +20,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("migrate", help="apply the schema migrations not applied yet")
     sub.add_parser("airflow-db-url", help="create (if missing) a database for Airflow's metadata on the radar's "
                    "PostgreSQL server and print its SQLAlchemy URL")
+    sub.add_parser("provision", help="as the PostgreSQL superuser (RADAR_ADMIN_DATABASE_URL): create or repair the "
+                   "logins and databases of RADAR_DATABASE_URL, RADAR_PAGES_DATABASE_URL and Airflow's metadata "
+                   "(docker compose's airflow-init)")
+    sub.add_parser("grant-pages", help="as the radar's owner, after migrate: what the pages' login "
+                   "(RADAR_PAGES_DATABASE_URL) may read and write")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
@@ -32,10 +40,32 @@ def main(argv: list[str] | None = None) -> int:
                 indexed = store.index_missing(conn)
             if indexed:
                 print(f"search: indexed {indexed} articles stored before search existed")
-    except db.DatabaseUnavailable as exc:
+        elif args.command == "provision":
+            for line in roles.provision(_required("RADAR_ADMIN_DATABASE_URL"), _required("RADAR_DATABASE_URL"),
+                                        os.environ.get("RADAR_PAGES_DATABASE_URL") or None,
+                                        os.environ.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN") or None):
+                print(line)
+        elif args.command == "grant-pages":
+            pages = os.environ.get("RADAR_PAGES_DATABASE_URL")
+            if not pages:
+                print("RADAR_PAGES_DATABASE_URL is not set: the pages use the radar's own login")
+                return 0
+            for line in roles.grant_pages(db.database_url(), pages):
+                print(line)
+    except (db.DatabaseUnavailable, roles.ProvisionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except psycopg.Error as exc:  # provisioning connects by itself; a URL's password is never printed
+        print(f"error: {type(exc).__name__}: {db.redact(str(exc))}", file=sys.stderr)
+        return 2
     return 0
+
+
+def _required(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise roles.ProvisionError(f"{name} is not set")
+    return value
 
 
 if __name__ == "__main__":

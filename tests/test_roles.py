@@ -1,0 +1,312 @@
+"""The database roles of a docker compose deployment (include/radar/roles.py), on the real local PostgreSQL.
+
+Each test makes its own logins and databases (names with a random suffix: roles belong to the whole server,
+which other sessions share) and drops them at the end. The boundary under test: the pages' login reads every
+radar table and writes only the reader's own data, where ``SET TRANSACTION READ ONLY`` on the owner's login
+is undone by the first ``COMMIT`` an injected statement sends.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+import psycopg
+import pytest
+from psycopg import errors, sql
+
+from include.radar import db, roles, store
+from include.radar.settings import load_settings
+from tests.conftest import _server_url, _with_database
+from tests.slotrun import answer, article, read_page, run_slot, shanghai
+
+SLOT = shanghai(2026, 1, 8, 14)
+
+
+@dataclass
+class Deployment:
+    admin: str  # the superuser, on the maintenance database
+    owner: str
+    pages: str
+    metadata: str
+    radar_db: str
+    metadata_db: str
+    users: tuple[str, ...]
+
+
+def _url(server: str, user: str, password: str, dbname: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(server)
+    info.update(user=user, password=password, dbname=dbname)
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+def _sqlalchemy(url: str) -> str:
+    """What docker compose gives Airflow: a SQLAlchemy URL of the same login."""
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    host = info.get("host") or "localhost"
+    if str(host).startswith("/"):
+        return f"postgresql+psycopg2://{info['user']}:{info['password']}@/{info['dbname']}?host={host}"
+    return f"postgresql+psycopg2://{info['user']}:{info['password']}@{host}:{info.get('port') or 5432}/{info['dbname']}"
+
+
+@pytest.fixture
+def deployment() -> Iterator[Deployment]:
+    server = _server_url()
+    tag = uuid.uuid4().hex[:8]
+    owner, pages, meta = f"radar_owner_{tag}", f"radar_pages_{tag}", f"airflow_meta_{tag}"
+    radar_db, metadata_db = f"radar_roles_{tag}", f"airflow_roles_{tag}"
+    found = Deployment(
+        # a password for the form's sake: init refuses a superuser without one (the local server trusts)
+        admin=_url(server, psycopg.conninfo.conninfo_to_dict(server).get("user") or "postgres",
+                   secrets.token_urlsafe(16), "postgres"),
+        owner=_url(server, owner, secrets.token_urlsafe(16), radar_db),
+        pages=_url(server, pages, secrets.token_urlsafe(16), radar_db),
+        metadata=_sqlalchemy(_url(server, meta, secrets.token_urlsafe(16), metadata_db)),
+        radar_db=radar_db, metadata_db=metadata_db, users=(owner, pages, meta),
+    )
+    try:
+        yield found
+    finally:
+        with psycopg.connect(found.admin, autocommit=True) as admin:
+            for name in (radar_db, metadata_db):
+                admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            for user in found.users:
+                admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(user)))
+
+
+def _set_up(d: Deployment) -> None:
+    """What airflow-init runs: provision (superuser), migrate (owner), grant-pages (owner)."""
+    roles.provision(d.admin, d.owner, d.pages, d.metadata)
+    db.migrate(d.owner)
+    roles.grant_pages(d.owner, d.pages)
+
+
+def _refused(url: str, statement: str, *args: object) -> None:
+    """``statement`` fails on a fresh transaction of ``url`` for lack of privilege (or row security)."""
+    with pytest.raises((errors.InsufficientPrivilege, errors.CheckViolation)), db.connect(url) as conn:
+        conn.execute(statement, args or None)
+
+
+def _pages_runtime():
+    from datetime import UTC, datetime
+
+    from include.radar.web.runtime import Runtime
+
+    return Runtime(lambda: load_settings(use_airflow=False), None, lambda: datetime.now(UTC))
+
+
+# ------------------------------------------------------------------------------------------- the boundary
+
+
+def test_the_pages_login_reads_everything_and_writes_only_the_readers_own_data(deployment, fakes, monkeypatch):
+    d = deployment
+    _set_up(d)
+    # the tasks run as the owner, no superuser: a whole slot, analyses and a push included
+    monkeypatch.setenv("RADAR_DATABASE_URL", d.owner)
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles = [article(n, SLOT - timedelta(hours=n)) for n in (1, 2)]
+    fakes.at(SLOT)
+    fakes.deepseek.responder = lambda body: answer(70)
+    ran = run_slot(SLOT)
+    assert ran["errors"] == {} and ran["closed"]["status"] == "success"
+    with db.connect(d.owner) as conn:
+        [analysis] = conn.execute("SELECT id FROM analysis_result ORDER BY id LIMIT 1").fetchall()
+        excluded = conn.execute("UPDATE content_item SET analyzed_status = %s WHERE title = '文章2' RETURNING id",
+                                (store.EXCLUDED,)).fetchone()["id"]
+
+    # the api-server's pages resolve their own login
+    monkeypatch.setenv("RADAR_PAGES_DATABASE_URL", d.pages)
+    runtime = _pages_runtime()
+    with runtime.connect() as conn:
+        assert conn.execute("SELECT current_user AS u").fetchone()["u"] == d.users[1]
+        tables = [r["relname"] for r in conn.execute(
+            "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'").fetchall()]
+        for table in tables:  # every radar table is readable
+            conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table)))
+    assert {"slot_run", "content_item", "analysis_result", "feedback", "reader_profile"} <= set(tables)
+
+    # READ ONLY is undone by the first COMMIT of an injected statement: on the owner's login the write lands,
+    # on the pages' login the privileges refuse it
+    injected = "COMMIT; UPDATE slot_run SET status = 2"
+    with db.connect(d.owner) as conn:
+        conn.execute("SET TRANSACTION READ ONLY")
+        conn.execute(injected)
+    with db.connect(d.owner) as conn:
+        assert conn.execute("SELECT status FROM slot_run").fetchone()["status"] == 2
+        conn.execute("UPDATE slot_run SET status = 1")
+    with pytest.raises(errors.InsufficientPrivilege), runtime.connect() as conn:
+        conn.execute(injected)
+    with runtime.connect_write() as conn:
+        for refused in ("UPDATE analysis_result SET score = 100", "DELETE FROM feedback",
+                        "TRUNCATE notification_log", "UPDATE content_item SET title = 'x'"):
+            with pytest.raises(errors.InsufficientPrivilege), conn.transaction():
+                conn.execute(refused)
+
+    # what the pages do write: a vote, the profile, and excluded articles back in line
+    with runtime.connect_write() as conn:
+        assert store.set_feedback(conn, analysis["id"], "up", "link") == "recorded"
+        store.save_profile(conn, {"companies": ["宁德时代"], "tickers": [], "sectors": [], "interests": [],
+                                  "rules": []}, "reader")
+        assert store.reopen_excluded(conn, SLOT - timedelta(days=3), lambda title, text: False, 200) == 1
+    with db.connect(d.owner) as conn:
+        assert conn.execute("SELECT verdict FROM feedback").fetchone()["verdict"] == "up"
+        assert conn.execute("SELECT companies FROM reader_profile").fetchone()["companies"] == ["宁德时代"]
+        assert conn.execute("SELECT analyzed_status FROM content_item WHERE id = %s",
+                            (excluded,)).fetchone()["analyzed_status"] == store.PENDING
+        done = conn.execute("SELECT id FROM content_item WHERE analyzed_status = %s", (store.DONE,)).fetchone()["id"]
+        again = conn.execute("UPDATE content_item SET analyzed_status = %s WHERE id = %s RETURNING id",
+                             (store.EXCLUDED, excluded)).fetchone()["id"]
+    # ... and only that: an analysed article stays as it is, an excluded one can only become pending
+    with runtime.connect_write() as conn:
+        moved = conn.execute("UPDATE content_item SET analyzed_status = 0 WHERE id = %s", (done,)).rowcount
+    assert moved == 0
+    _refused(d.pages, "UPDATE content_item SET analyzed_status = %s WHERE id = %s", store.DONE, again)
+    _refused(d.pages, "CREATE TABLE pages_own (id int)")
+
+    # the pages themselves, read through the web app with the pages' login
+    monkeypatch.setenv("RADAR_DATABASE_URL", d.pages)  # read_page builds its app on db.database_url()
+    day = SLOT.date().isoformat()
+    for path in ("/", f"/daily/{day}", f"/analysis/{analysis['id']}", "/search?q=储能", "/profile"):
+        assert "<html" in read_page(path, SLOT + timedelta(hours=1))
+
+
+def test_init_is_idempotent_and_applies_a_changed_password(deployment):
+    d = deployment
+    _set_up(d)
+    again = roles.provision(d.admin, d.owner, d.pages, d.metadata)
+    assert not any("handed over" in line or "created" in line for line in again), again
+    roles.grant_pages(d.owner, d.pages)  # a second time: the same privileges, no error
+    changed = _url(_server_url(), d.users[1], secrets.token_urlsafe(16), d.radar_db)
+    with psycopg.connect(d.admin) as admin:
+        before = admin.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", (d.users[1],)).fetchone()[0]
+    roles.provision(d.admin, d.owner, changed, d.metadata)
+    with psycopg.connect(d.admin) as admin:
+        after = admin.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", (d.users[1],)).fetchone()[0]
+        flags = admin.execute("SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = ANY(%s)",
+                              (list(d.users),)).fetchall()
+    assert before and after and before != after
+    assert flags and all(not any(row) for row in flags)
+    # of the deployment's two databases, each login connects to its own only
+    owner, pages, meta = d.users
+    for user, dbname in ((pages, d.metadata_db), (owner, d.metadata_db), (meta, d.radar_db)):
+        with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+            psycopg.connect(_url(_server_url(), user, "x", dbname)).close()
+
+
+def test_an_old_volume_is_handed_over_from_the_superuser_to_its_owners(deployment, tmp_path):
+    """Before the roles, the superuser owned both databases and everything in them: init hands them over,
+    and the owner can then change its schema (what a later migration does)."""
+    d = deployment
+    with psycopg.connect(d.admin, autocommit=True) as admin:
+        for name in (d.radar_db, d.metadata_db):
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    as_superuser = _with_database(_server_url(), d.radar_db)
+    db.migrate(as_superuser)
+    with psycopg.connect(_with_database(_server_url(), d.metadata_db), autocommit=True) as meta:
+        meta.execute("CREATE TYPE run_state AS ENUM ('queued', 'running')")
+        meta.execute("CREATE DOMAIN positive AS integer CHECK (VALUE > 0)")
+        meta.execute("CREATE TYPE pair AS (a integer, b integer)")
+        meta.execute("CREATE SEQUENCE loose_seq")
+        meta.execute("CREATE TABLE dag_run (id serial PRIMARY KEY, state run_state, tries positive)")
+        meta.execute("CREATE TABLE task (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, run int REFERENCES dag_run)")
+        meta.execute("CREATE VIEW running AS SELECT id FROM dag_run WHERE state = 'running'")
+        meta.execute("CREATE MATERIALIZED VIEW run_count AS SELECT count(*) FROM dag_run")
+        meta.execute("CREATE FUNCTION next_try(integer) RETURNS integer LANGUAGE sql AS 'SELECT $1 + 1'")
+
+    done = roles.provision(d.admin, d.owner, d.pages, d.metadata)
+    assert any(f"database {d.radar_db}: " in line and "handed over" in line for line in done), done
+    owner, _, meta_user = d.users
+    for dbname, user in ((d.radar_db, owner), (d.metadata_db, meta_user)):
+        with psycopg.connect(_with_database(_server_url(), dbname)) as conn:
+            left = conn.execute(
+                "SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace"
+                " AND pg_get_userbyid(c.relowner) <> %s UNION ALL"
+                " SELECT t.typname FROM pg_type t WHERE t.typnamespace = 'public'::regnamespace AND t.typarray <> 0"
+                " AND pg_get_userbyid(t.typowner) <> %s UNION ALL"
+                " SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace"
+                " AND pg_get_userbyid(p.proowner) <> %s UNION ALL"
+                " SELECT datname FROM pg_database WHERE datname = current_database()"
+                " AND pg_get_userbyid(datdba) <> %s", (user, user, user, user)).fetchall()
+            assert left == [], f"{dbname}: still owned by another role: {left}"
+    # the owner evolves its schema, and the pages get what they need of the new table
+    later = tmp_path / "migrations"
+    later.mkdir()
+    for path in db.migration_files():
+        (later / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    (later / "9999_later.sql").write_text("ALTER TABLE slot_run ADD COLUMN later text;\n"
+                                          "CREATE TABLE later_table (id bigserial PRIMARY KEY);\n", encoding="utf-8")
+    assert db.migrate(d.owner, later) == ["9999_later.sql"]
+    roles.grant_pages(d.owner, d.pages)
+    with db.connect(d.pages) as conn:
+        assert conn.execute("SELECT count(*) AS n FROM later_table").fetchone()["n"] == 0
+    _refused(d.pages, "INSERT INTO later_table DEFAULT VALUES")
+
+
+# ---------------------------------------------------------------------------------------------- refusals
+
+
+def _login(user: str, password: str, dbname: str = "radar") -> str:
+    return f"postgresql://{user}:{password}@127.0.0.1:1/{dbname}"
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("password", ["", "airflow", "AIRFLOW", "postgres", "radar"])
+def test_init_refuses_an_empty_or_default_password_before_it_connects(password):
+    """Port 1 has no server: a refusal that came after a connection attempt would be an OperationalError."""
+    strong = secrets.token_urlsafe(16)
+    cases = {
+        "POSTGRES_PASSWORD": (_login("airflow", password, "postgres"), _login("radar", strong), None),
+        "RADAR_DB_PASSWORD": (_login("airflow", strong, "postgres"), _login("radar", password), None),
+        "RADAR_PAGES_DB_PASSWORD": (_login("airflow", strong, "postgres"), _login("radar", strong),
+                                    _login("radar_pages", password)),
+    }
+    for variable, (admin, owner, pages) in cases.items():
+        with pytest.raises(roles.ProvisionError) as refused:
+            roles.provision(admin, owner, pages)
+        message = str(refused.value)
+        assert variable in message and ".env" in message and "secrets.token_urlsafe" in message, message
+
+
+@pytest.mark.hostile
+def test_init_refuses_logins_that_would_undo_the_boundary(deployment):
+    strong = secrets.token_urlsafe(16)
+    admin, owner = _login("airflow", strong, "postgres"), _login("radar", strong)
+    for pages, says in ((_login("radar", strong), "role of their own"),
+                        (_login("radar_pages", strong, "other"), "another database"),
+                        ("postgresql://radar_pages:" + strong + "@elsewhere:5432/radar", "another database")):
+        with pytest.raises(roles.ProvisionError, match=says):
+            roles.provision(admin, owner, pages)
+    with pytest.raises(roles.ProvisionError, match="must differ"):
+        roles.provision(admin, owner, None, f"postgresql+psycopg2://airflow_meta:{strong}@127.0.0.1:1/radar")
+    # a role of the deployment may not be the superuser itself (init would strip its own rights)
+    superuser = psycopg.conninfo.conninfo_to_dict(deployment.admin).get("user") or "postgres"
+    d = deployment
+    with pytest.raises(roles.ProvisionError, match="superuser"):
+        roles.provision(d.admin, _url(_server_url(), superuser, strong, d.radar_db))
+
+
+def test_the_cli_says_what_to_set_and_never_prints_a_password(monkeypatch, capsys):
+    from include.radar import cli
+
+    strong = secrets.token_urlsafe(16)
+    monkeypatch.setenv("RADAR_ADMIN_DATABASE_URL", _login("airflow", "airflow", "postgres"))
+    monkeypatch.setenv("RADAR_DATABASE_URL", _login("radar", strong))
+    monkeypatch.delenv("RADAR_PAGES_DATABASE_URL", raising=False)
+    monkeypatch.delenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", raising=False)
+    assert cli.main(["provision"]) == 2
+    assert "POSTGRES_PASSWORD" in capsys.readouterr().err
+    monkeypatch.setenv("RADAR_ADMIN_DATABASE_URL", _login("airflow", strong, "postgres"))
+    assert cli.main(["provision"]) == 2  # nothing listens on port 1
+    out = capsys.readouterr()
+    assert "error:" in out.err and strong not in out.err + out.out
+
+
+def test_the_pages_fall_back_to_the_radars_login_without_a_url_of_their_own(monkeypatch):
+    monkeypatch.setenv("RADAR_DATABASE_URL", "postgresql://radar@db.example:5432/radar")
+    monkeypatch.delenv("RADAR_PAGES_DATABASE_URL", raising=False)
+    assert db.pages_database_url() == "postgresql://radar@db.example:5432/radar"
+    monkeypatch.setenv("RADAR_PAGES_DATABASE_URL", "postgresql://radar_pages@db.example:5432/radar")
+    assert db.pages_database_url() == "postgresql://radar_pages@db.example:5432/radar"
