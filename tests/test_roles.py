@@ -114,8 +114,6 @@ def test_the_pages_login_reads_everything_and_writes_only_the_readers_own_data(d
     assert ran["errors"] == {} and ran["closed"]["status"] == "success"
     with db.connect(d.owner) as conn:
         [analysis] = conn.execute("SELECT id FROM analysis_result ORDER BY id LIMIT 1").fetchall()
-        excluded = conn.execute("UPDATE content_item SET analyzed_status = %s WHERE title = '文章2' RETURNING id",
-                                (store.EXCLUDED,)).fetchone()["id"]
 
     # the api-server's pages resolve their own login
     monkeypatch.setenv("RADAR_PAGES_DATABASE_URL", d.pages)
@@ -141,29 +139,19 @@ def test_the_pages_login_reads_everything_and_writes_only_the_readers_own_data(d
         conn.execute(injected)
     with runtime.connect_write() as conn:
         for refused in ("UPDATE analysis_result SET score = 100", "DELETE FROM feedback",
-                        "TRUNCATE notification_log", "UPDATE content_item SET title = 'x'"):
+                        "TRUNCATE notification_log", "UPDATE content_item SET title = 'x'",
+                        "UPDATE content_item SET analyzed_status = 0"):
             with pytest.raises(errors.InsufficientPrivilege), conn.transaction():
                 conn.execute(refused)
 
-    # what the pages do write: a vote, the profile, and excluded articles back in line
+    # what the pages do write: a vote and the profile
     with runtime.connect_write() as conn:
         assert store.set_feedback(conn, analysis["id"], "up", "link") == "recorded"
         store.save_profile(conn, {"companies": ["宁德时代"], "tickers": [], "sectors": [], "interests": [],
                                   "rules": []}, "reader")
-        assert store.reopen_excluded(conn, SLOT - timedelta(days=3), lambda title, text: False, 200) == 1
     with db.connect(d.owner) as conn:
         assert conn.execute("SELECT verdict FROM feedback").fetchone()["verdict"] == "up"
         assert conn.execute("SELECT companies FROM reader_profile").fetchone()["companies"] == ["宁德时代"]
-        assert conn.execute("SELECT analyzed_status FROM content_item WHERE id = %s",
-                            (excluded,)).fetchone()["analyzed_status"] == store.PENDING
-        done = conn.execute("SELECT id FROM content_item WHERE analyzed_status = %s", (store.DONE,)).fetchone()["id"]
-        again = conn.execute("UPDATE content_item SET analyzed_status = %s WHERE id = %s RETURNING id",
-                             (store.EXCLUDED, excluded)).fetchone()["id"]
-    # ... and only that: an analysed article stays as it is, an excluded one can only become pending
-    with runtime.connect_write() as conn:
-        moved = conn.execute("UPDATE content_item SET analyzed_status = 0 WHERE id = %s", (done,)).rowcount
-    assert moved == 0
-    _refused(d.pages, "UPDATE content_item SET analyzed_status = %s WHERE id = %s", store.DONE, again)
     _refused(d.pages, "CREATE TABLE pages_own (id int)")
 
     # the pages themselves, read through the web app with the pages' login

@@ -6,8 +6,8 @@ docker-compose.yaml runs one PostgreSQL for Airflow's metadata and the radar's d
 * the radar's owner (``RADAR_DATABASE_URL``): owns the radar database and its schema, runs the migrations,
   and is what the tasks, the triggerer and the dag-processor connect as;
 * the pages' login (``RADAR_PAGES_DATABASE_URL``, the api-server): reads every radar table and writes only the
-  reader's own data (their profile and feedback, and putting an article their old rules excluded back in line,
-  nothing else of ``content_item``). ``SET TRANSACTION READ ONLY`` on an owner's session is no boundary
+  reader's own data: their profile and their feedback (the articles a changed profile lets through are put
+  back in line by the next slot, as the owner). ``SET TRANSACTION READ ONLY`` on an owner's session is no boundary
   (``COMMIT; BEGIN READ WRITE`` undoes it); privileges are;
 * Airflow's login (``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN``): owns the metadata database.
 
@@ -25,14 +25,11 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from include.radar.store import EXCLUDED, PENDING
-
 # what init refuses as a password: empty, Airflow's and PostgreSQL's well-known defaults
 KNOWN_DEFAULTS = frozenset({"airflow", "postgres", "password", "radar"})
 GENERATE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
-# the pages write the reader's own tables; of content_item only these columns, and only excluded -> pending
+# the pages write the reader's own tables, nothing else
 PAGES_WRITE_TABLES = ("reader_profile", "feedback")
-PAGES_REOPEN_COLUMNS = ("analyzed_status", "last_error", "updated_at")
 _RELATION_KIND = {"r": "TABLE", "p": "TABLE", "v": "VIEW", "m": "MATERIALIZED VIEW", "f": "FOREIGN TABLE",
                   "c": "TYPE", "S": "SEQUENCE"}
 
@@ -213,26 +210,24 @@ def grant_pages(owner_url: str, pages_url: str) -> list[str]:
     pages = Login.of(pages_url, "RADAR_PAGES_DATABASE_URL")
     if pages.user == owner.user:
         return [f"the pages log in as the owner {owner.user!r}: nothing to grant"]
-    # DDL on content_item waits for the tasks' transactions on it, never for ever
+    # a GRANT waits for the tasks' transactions on its tables, never for ever
     with psycopg.connect(owner_url, autocommit=False, connect_timeout=10, options="-c lock_timeout=60000") as conn:
         tables = [r[0] for r in conn.execute(
             "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') ORDER BY 1").fetchall()]
-        missing = sorted({*PAGES_WRITE_TABLES, "content_item"} - set(tables))
+        missing = sorted(set(PAGES_WRITE_TABLES) - set(tables))
         if missing:
             raise ProvisionError(f"the radar schema lacks {missing}: run `python -m include.radar.cli migrate` first")
         for statement in _pages_grants(pages.user, pages.dbname, tables):
             conn.execute(statement)
         conn.commit()
-    return [f"role {pages.user}: reads {len(tables)} tables, writes {', '.join(PAGES_WRITE_TABLES)} and reopens "
-            "excluded articles"]
+    return [f"role {pages.user}: reads {len(tables)} tables, writes {', '.join(PAGES_WRITE_TABLES)}"]
 
 
 def _pages_grants(user: str, dbname: str, tables: Iterable[str]) -> list[sql.Composable]:
     who = sql.Identifier(user)
     every = sql.SQL(", ").join(sql.Identifier(t) for t in tables)
     writes = sql.SQL(", ").join(sql.Identifier(t) for t in PAGES_WRITE_TABLES)
-    columns = sql.SQL(", ").join(sql.Identifier(c) for c in PAGES_REOPEN_COLUMNS)
     return [
         sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(sql.Identifier(dbname), who),
         sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(who),
@@ -241,15 +236,6 @@ def _pages_grants(user: str, dbname: str, tables: Iterable[str]) -> list[sql.Com
         sql.SQL("GRANT SELECT ON {} TO {}").format(every, who),
         sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO {}").format(who),
         sql.SQL("GRANT INSERT, UPDATE ON {} TO {}").format(writes, who),
-        # a profile saved with looser rules puts the articles the old ones excluded back in line for the next
-        # slot (store.reopen_excluded): these columns, and (row security) only from excluded to pending
-        sql.SQL("GRANT UPDATE ({}) ON content_item TO {}").format(columns, who),
-        sql.SQL("ALTER TABLE content_item ENABLE ROW LEVEL SECURITY"),
-        sql.SQL("DROP POLICY IF EXISTS radar_pages_read ON content_item"),
-        sql.SQL("CREATE POLICY radar_pages_read ON content_item FOR SELECT TO {} USING (true)").format(who),
-        sql.SQL("DROP POLICY IF EXISTS radar_pages_reopen ON content_item"),
-        sql.SQL("CREATE POLICY radar_pages_reopen ON content_item FOR UPDATE TO {} USING (analyzed_status = {})"
-                " WITH CHECK (analyzed_status = {})").format(who, sql.Literal(EXCLUDED), sql.Literal(PENDING)),
     ]
 
 
