@@ -18,7 +18,7 @@ from datetime import date
 from typing import Any
 
 from include.radar import redact, store
-from include.radar.decide import msg_uuid
+from include.radar.decide import defang, msg_uuid
 
 log = logging.getLogger(__name__)
 # apprise and urllib3 (under apprise's requests) log channel URLs and request paths with their tokens
@@ -98,9 +98,11 @@ def _label(url: str) -> str:
 
 
 def fit(message: Message, channel: Channel) -> tuple[str, str]:
-    """Title and body within the channel's limits; the link always survives whole."""
+    """Title and body within the channel's limits; the link always survives whole, and is the message's only
+    link: every URL or host name in the title and the lines (what an article or the LLM wrote) is defanged
+    (decide.defang), since the channels link bare URLs themselves."""
     title_limit = TITLE_LIMITS.get(channel.scheme)
-    title = message.title
+    title = defang(message.title)
     if title_limit and len(title) > title_limit:
         title = title[: title_limit - 1] + "…"
     byte_limit = BYTE_LIMITS.get(channel.scheme)
@@ -111,7 +113,7 @@ def fit(message: Message, channel: Channel) -> tuple[str, str]:
         return len(text.encode("utf-8")) if byte_limit else len(text)
 
     limit = (byte_limit or char_limit) - size(tail) - size(title) - 2
-    body = "\n".join(message.lines)
+    body = "\n".join(defang(line) for line in message.lines)
     if size(body) > limit:
         while body and size(body + "…") > limit:
             body = body[: max(len(body) - max(1, (size(body) - limit) // 3), 0)]
