@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
+import time
 import tracemalloc
 import zlib
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 from werkzeug.wrappers import Request, Response
 
-from include.radar import http
+from include.radar import analyst, batches, db, http, pipeline, store
 from include.radar.llm import MAX_ANSWER_BYTES, LLMClient, LLMExhausted
 from include.radar.schemas import ArticleAnalysis
 from include.radar.werss import MAX_RESPONSE_BYTES, WeRSSClient, WeRSSError
 from include.radar_demo.fakes import completion, serve
-from tests.slotrun import answer
+from tests.slotrun import answer, article, shanghai
 
 pytestmark = pytest.mark.hostile
 
@@ -115,3 +118,121 @@ def test_the_decoded_cap_holds_outside_a_bound_too():
     body = _zeros_bomb("gzip")
     with http.client(20.0) as client, pytest.raises(Exception, match="once decoded"):
         client.get(_server(body, {"Content-Encoding": "gzip"}) + "/x")
+
+
+# -------------------------------------------------------------- §5: claims belong to a task try
+
+
+SLOT = shanghai(2026, 1, 8, 14)
+
+
+def _batch(fakes, n: int, run: str = "scheduled__run-1"):
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    for i in range(1, n + 1):
+        fakes.werss.articles.append(article(i, SLOT - timedelta(minutes=10 + i), title=f"文章{i}"))
+    fakes.at(SLOT)
+    rt = pipeline.Runtime.load()
+    slot = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id=run, params={})
+    pipeline.ingest_articles(rt, slot)
+    [batch] = batches.plan(pipeline.articles_to_analyse(rt, slot), 1)
+    return rt, slot, batch
+
+
+def _attempts() -> dict[int, list[str]]:
+    with db.connect() as conn:
+        rows = conn.execute("SELECT content_item_id, outcome FROM analysis_attempt ORDER BY id").fetchall()
+    out: dict[int, list[str]] = {}
+    for r in rows:
+        out.setdefault(r["content_item_id"], []).append(r["outcome"])
+    return out
+
+
+def test_two_tries_of_one_batch_running_at_once_call_deepseek_once_per_article(fakes, monkeypatch):
+    """A retry started while the earlier try still lives (a zombie whose worker lost its heartbeat): each
+    article is analysed by one try, the other waits for it and reuses the analysis."""
+    monkeypatch.setattr(analyst, "BUSY_POLL_SECONDS", 0.1)
+    rt, slot, batch = _batch(fakes, 4)
+
+    def slow(body):
+        time.sleep(0.5)
+        return answer(70)
+
+    fakes.deepseek.responder = slow
+    barrier = threading.Barrier(2)
+    results: dict[int, dict] = {}
+
+    def run(try_number: int) -> None:
+        barrier.wait()
+        results[try_number] = pipeline.analyse_batch(rt, slot, batch, seconds=120, attempt=("analyse", 0, try_number))
+
+    tries = [threading.Thread(target=run, args=(n,)) for n in (1, 2)]
+    for t in tries:
+        t.start()
+    for t in tries:
+        t.join()
+    assert len(fakes.deepseek.requests) == 4
+    assert all(outcomes == ["analysed"] for outcomes in _attempts().values()) and len(_attempts()) == 4
+    counts = [results[n]["counts"] for n in (1, 2)]
+    assert sum(c.get("analysed", 0) for c in counts) == 4 and sum(c.get("skipped", 0) for c in counts) == 4
+
+
+def test_a_retry_takes_over_a_dead_tries_claim_once_its_lease_ran_out(fakes, monkeypatch):
+    monkeypatch.setattr(analyst, "BUSY_POLL_SECONDS", 0.1)
+    rt, slot, batch = _batch(fakes, 1)
+    item_id = batch["articles"][0]["item_id"]
+    with db.connect() as conn:  # try 1 claimed it and died: nothing renews its lease
+        claim = store.claim_item(conn, item_id, slot_run_id=slot["slot_run_id"], max_attempts=3,
+                                 claimer=pipeline.claimer(slot, ("analyse", 0, 1)), lease=timedelta(seconds=1))
+    assert claim.state == "claimed"
+    fakes.deepseek.responder = lambda body: answer(70)
+    result = pipeline.analyse_batch(rt, slot, batch, seconds=120, attempt=("analyse", 0, 2))
+    assert result["counts"] == {"analysed": 1} and len(fakes.deepseek.requests) == 1
+    with db.connect() as conn:
+        dead, retry = conn.execute("SELECT * FROM analysis_attempt ORDER BY id").fetchall()
+    assert (dead["outcome"], retry["outcome"]) == ("crashed", "analysed")
+    assert dead["finished_at"] >= dead["lease_until"]  # taken over only after its lease ran out
+    assert retry["claimed_by"] == f"{slot['dag_run_id']}|analyse|0|2"
+
+
+def test_a_live_try_keeps_its_claim_and_another_try_does_not_take_it(fakes, monkeypatch):
+    monkeypatch.setattr(analyst, "BUSY_POLL_SECONDS", 0.1)
+    rt, slot, batch = _batch(fakes, 1)
+    item_id = batch["articles"][0]["item_id"]
+    zombie = pipeline.claimer(slot, ("analyse", 0, 1))
+    with db.connect() as conn:
+        store.claim_item(conn, item_id, slot_run_id=slot["slot_run_id"], max_attempts=3, claimer=zombie,
+                         lease=timedelta(seconds=1))
+        first = conn.execute("SELECT lease_until FROM content_item WHERE id = %s", (item_id,)).fetchone()
+    fakes.deepseek.responder = lambda body: answer(70)
+    with analyst.ClaimKeeper(rt.connect, zombie, every=0.2) as keeper:
+        # the retry waits as long as its own time allows (here about 3 s), then leaves the article to the zombie
+        result = pipeline.analyse_batch(rt, slot, batch, seconds=analyst.MIN_CALL_SECONDS + 3,
+                                        attempt=("analyse", 0, 2))
+        renewed = keeper.renewals
+    assert result["counts"] == {"skipped": 1} and fakes.deepseek.requests == []
+    assert renewed >= 5
+    with db.connect() as conn:
+        item = conn.execute("SELECT * FROM content_item WHERE id = %s", (item_id,)).fetchone()
+    assert item["claimed_by"] == zombie and item["analyzed_status"] == store.ANALYSING
+    assert item["lease_until"] > first["lease_until"] + timedelta(minutes=4)  # renewed to a full lease
+
+
+def test_the_claim_keeper_stops_renewing_past_the_tries_time_limit(fakes):
+    rt, slot, batch = _batch(fakes, 1)
+    owner = pipeline.claimer(slot, ("analyse", 0, 1))
+    with analyst.ClaimKeeper(rt.connect, owner, every=0.1, until=time.monotonic() + 0.35) as keeper:
+        time.sleep(1.0)
+        assert keeper.renewals <= 3  # a hung try does not hold its claims for ever
+
+
+def test_close_slot_fails_the_claims_of_every_try_of_its_run_and_no_other_runs(fakes):
+    rt, slot, batch = _batch(fakes, 2, run="manual__run-1")
+    first, second = (a["item_id"] for a in batch["articles"])
+    with db.connect() as conn:  # a try of this run killed mid-call; a run whose id starts with this one's
+        store.claim_item(conn, first, slot_run_id=slot["slot_run_id"], max_attempts=3,
+                         claimer=pipeline.claimer(slot, ("analyse", 0, 3)))
+        store.claim_item(conn, second, slot_run_id=slot["slot_run_id"], max_attempts=3,
+                         claimer=store.claim_owner("manual__run-10", "analyse", 0, 1))
+    pipeline.close_slot(rt, slot, [])
+    assert _attempts() == {first: ["crashed"], second: ["running"]}
+

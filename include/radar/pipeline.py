@@ -413,28 +413,37 @@ def analysis_batches(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
     return batches.plan(articles_to_analyse(rt, slot), rt.settings.analysis_tasks)
 
 
+# how long past the batch's own time its claims stay renewed (storing the last answers)
+CLAIM_GRACE_SECONDS = 120
+
+
 def analyse_batch(rt: Runtime, slot: dict[str, Any], batch: dict[str, Any], *,
-                  seconds: float | None = None) -> dict[str, Any]:
+                  seconds: float | None = None, attempt: tuple[str, int, int] | None = None) -> dict[str, Any]:
     """One mapped task: its batch's articles, ``ceil(llm_concurrency / analysis_tasks)`` at a time, each with
     its own claim, attempts and step record. ``seconds``: the batch's time (within its task's timeout); a
-    call still running then is interrupted and its article, like those not started, left for a later slot."""
-    from include.radar.airflow_support import not_retryable  # noqa: PLC0415 - Airflow's exception types
+    call still running then is interrupted and its article, like those not started, left for a later slot.
+    ``attempt``: (task id, map index, try number) of this task try, which owns the claims (by default the
+    running task instance's); their leases are renewed while the batch runs."""
+    from include.radar.airflow_support import not_retryable, task_try  # noqa: PLC0415 - Airflow's types
 
     until = None if seconds is None else time.monotonic() + seconds
+    owner = claimer(slot, attempt or task_try())
     threads = batches.width(rt.settings.llm_concurrency, rt.settings.analysis_tasks)
     try:  # one SDK client (one connection per thread) for the batch; a bad key surfaces in each article instead
         shared: LLMClient | None = rt.llm(connections=threads)
     except Exception:  # noqa: BLE001
         shared = None
-    return batches.run(
-        batch["articles"], lambda article: analyse_article(rt, slot, article, llm=shared, until=until),
-        threads=threads, stop_on=not_retryable(),
-    )
+    with analyst.ClaimKeeper(rt.connect, owner, until=None if until is None else until + CLAIM_GRACE_SECONDS):
+        return batches.run(
+            batch["articles"],
+            lambda article: analyse_article(rt, slot, article, llm=shared, until=until, owner=owner),
+            threads=threads, stop_on=not_retryable(),
+        )
 
 
 @step(lambda article, **_: f"analyse:{article['item_id']}")
-def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any], *,
-                    llm: LLMClient | None = None, until: float | None = None) -> dict[str, Any]:
+def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any], *, llm: LLMClient | None = None,
+                    until: float | None = None, owner: str | None = None) -> dict[str, Any]:
     def streak(count: int, error: str) -> None:
         rt.alert("deepseek", f"DeepSeek 连续 {count} 次限流（429）：{error}；本时段改为逐篇调用", slot)
 
@@ -443,7 +452,7 @@ def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any], 
         outcome = analyst.analyse_item(
             rt.connect, (lambda: llm.with_gate(gate)) if llm else (lambda: rt.llm(gate)),
             item_id=article["item_id"], slot_run_id=slot["slot_run_id"],
-            claimer=claimer(slot), settings=rt.settings,
+            claimer=owner or claimer(slot), settings=rt.settings,
             deadline=min((d for d in (step_deadline(slot, "analyse"), until) if d is not None), default=None),
             on_budget=lambda reason: rt.alert("budget", reason, slot),
         )
@@ -453,9 +462,11 @@ def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any], 
     return outcome.as_xcom()
 
 
-def claimer(slot: dict[str, Any]) -> str:
-    """Who holds an article's claim: the DAG run (its retries take over their own crashed claims)."""
-    return slot.get("dag_run_id") or f"slot_run:{slot['slot_run_id']}"
+def claimer(slot: dict[str, Any], attempt: tuple[str, int, int] | None = None) -> str:
+    """Who holds an article's claim: the task try ``attempt`` (task id, map index, try number) of the DAG run,
+    so a retry never takes over the claim of a try that still lives; the DAG run alone outside a task."""
+    run = slot.get("dag_run_id") or f"slot_run:{slot['slot_run_id']}"
+    return store.claim_owner(run, *attempt) if attempt else run
 
 
 def _slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
@@ -732,7 +743,7 @@ def close_slot(rt: Runtime, slot: dict[str, Any], failed_tasks: list[str]) -> di
     """Write the slot's outcome. Task failures Airflow saw but no step recorded count too."""
     _account_for_late_slot(rt, slot)
     with rt.connect() as conn:
-        # every analyse task of this run has ended: a claim it still holds was killed mid-call
+        # every analyse task of this run has ended: a claim any of its tries still holds was killed mid-call
         reaped = store.reap_claims(conn, claimer(slot))
         if reaped:
             log.warning("%d analyses of this run ended without finishing (killed or timed out): failed, counted",

@@ -21,6 +21,7 @@ Every function takes an open psycopg connection (``db.connect()``) and leaves co
 from __future__ import annotations
 
 from include.radar.store.analyses import (  # noqa: F401
+    HEARTBEAT,
     LEASE,
     Claim,
     analysis_brief,
@@ -28,6 +29,7 @@ from include.radar.store.analyses import (  # noqa: F401
     analysis_for_item,
     attempts_of,
     claim_item,
+    claim_owner,
     day_analyses,
     day_failures,
     existing_analysis_ids,
@@ -40,7 +42,9 @@ from include.radar.store.analyses import (  # noqa: F401
     opportunities_of,
     pending_items,
     reap_claims,
+    renew_claims,
     reset_failed,
+    same_task,
     slot_analyses,
 )
 from include.radar.store.articles import (  # noqa: F401
