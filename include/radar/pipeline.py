@@ -516,8 +516,32 @@ def choose_path(slot: dict[str, Any], summary: dict[str, Any] | None) -> decide.
     )
 
 
+def sweep_pushes(rt: Runtime, slot: dict[str, Any]) -> push.SweepReport | None:
+    """Account for the pushes whose sender died (push.sweep): delivered, failed, or delivery unknown — then
+    tell the operator, once per cause and day, of any that could not be delivered or whose delivery is unknown.
+    Run by every slot's push step and by close_slot; never raises (it must not cost the slot its push)."""
+    try:
+        channels = [*rt.channels(), *rt.channels(rt.settings.ops_push_conn_id)]
+        report = push.sweep(rt.connect, channels, stale_after=timedelta(minutes=rt.settings.late_after_minutes))
+    except Exception:  # noqa: BLE001 - the next push step or close tries again
+        log.exception("sweeping the pending pushes failed")
+        return None
+
+    def listed(rows: list[dict[str, Any]]) -> str:
+        return "；".join(f"{r['report_date']} {r['slot']} {r['push_type']}「{r['title']}」→ {r['channel']}"
+                        + (f"（{r['error']}）" if r.get("error") and r["status"] != store.NOTE_UNKNOWN else "")
+                        for r in rows[:5]) + (f" 等 {len(rows)} 条" if len(rows) > 5 else "")
+
+    if report.unknown:
+        rt.alert("push_unknown", f"发送已开始、结果未记录的推送：{listed(report.unknown)}", slot)
+    if report.failed:
+        rt.alert("push_undelivered", f"发送进程中断后未能送达的推送：{listed(report.failed)}", slot)
+    return report
+
+
 @step("push_opportunity")
 def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    sweep_pushes(rt, slot)
     summary = _slot_summary(rt, slot).as_xcom()
     decision = choose_path(slot, summary)
     with rt.connect() as conn:
@@ -545,6 +569,7 @@ def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
 
 @step("skip_push")
 def record_skip(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    sweep_pushes(rt, slot)
     decision = choose_path(slot, _slot_summary(rt, slot).as_xcom())
     with rt.connect() as conn:
         store.set_slot_decision(conn, slot["slot_run_id"], "silent", {"reason": decision.reason, **decision.detail})
@@ -593,6 +618,7 @@ def push_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     """Push the /daily/{date} link whatever happened before; the stats come from the database."""
     if not slot["is_daily"]:  # reached only when the branch itself failed in a daytime slot
         return {"reason": "not the daily slot"}
+    sweep_pushes(rt, slot)
     should_push, reason = daily_push_plan(slot)
     with rt.connect() as conn:
         report = store.get_daily_report(conn, date.fromisoformat(slot["run_date"]))
@@ -740,7 +766,9 @@ def _account_for_late_slot(rt: Runtime, slot: dict[str, Any]) -> None:
 
 
 def close_slot(rt: Runtime, slot: dict[str, Any], failed_tasks: list[str]) -> dict[str, Any]:
-    """Write the slot's outcome. Task failures Airflow saw but no step recorded count too."""
+    """Write the slot's outcome. Task failures Airflow saw but no step recorded count too. Pushes whose sender
+    died are accounted for first (sweep_pushes)."""
+    sweep_pushes(rt, slot)
     _account_for_late_slot(rt, slot)
     with rt.connect() as conn:
         # every analyse task of this run has ended: a claim any of its tries still holds was killed mid-call

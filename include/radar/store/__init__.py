@@ -69,6 +69,7 @@ from include.radar.store.common import (  # noqa: F401
     NOTE_FAILED,
     NOTE_PENDING,
     NOTE_SENT,
+    NOTE_UNKNOWN,
     PENDING,
     REPORT_BUILDING,
     REPORT_FAILED,
@@ -122,8 +123,11 @@ from include.radar.store.pushes import (  # noqa: F401
     claim_notification,
     daily_push_sent,
     finish_notification,
+    mark_unknown,
     notification,
     notifications_for_day,
+    stale_notifications,
+    start_send,
 )
 from include.radar.store.reports import (  # noqa: F401
     daily_notifications,

@@ -37,6 +37,8 @@ from include.radar.web.views.common import (  # noqa: F401
     PUSH_PARTIAL,
     PUSH_PENDING,
     PUSH_SENT,
+    PUSH_UNKNOWN,
+    PUSH_UNKNOWN_NOTICE,
     REPORT_BUILDING,
     REPORT_EMPTY,
     REPORT_FAILED,

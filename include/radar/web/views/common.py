@@ -34,14 +34,17 @@ SLOT_LABELS = {
 _SLOT_STATUS = {0: SLOT_RUNNING, 1: SLOT_DONE, 2: SLOT_FAILED}
 
 PUSH_SENT, PUSH_PENDING, PUSH_FAILED, PUSH_PARTIAL, PUSH_NONE = "sent", "pending", "failed", "partial", "none"
+PUSH_UNKNOWN = "unknown"  # the send started and its sender never recorded an answer: never resent by itself
 PUSH_LABELS = {
     PUSH_SENT: "已送达",
     PUSH_PENDING: "发送中",
     PUSH_FAILED: "发送失败",
     PUSH_PARTIAL: "部分失败",
+    PUSH_UNKNOWN: "结果未知",
     PUSH_NONE: "未推送",
 }
-_NOTE_STATUS = {0: PUSH_PENDING, 1: PUSH_SENT, 2: PUSH_FAILED}
+_NOTE_STATUS = {0: PUSH_PENDING, 1: PUSH_SENT, 2: PUSH_FAILED, 3: PUSH_UNKNOWN}
+PUSH_UNKNOWN_NOTICE = "发送已开始但没有记录结果，系统不会自动重发：请在该通道确认；没收到可用「强制推送」重推"
 
 REPORT_OK, REPORT_BUILDING, REPORT_FAILED, REPORT_MISSING, REPORT_EMPTY = "ok", "building", "failed", "missing", "empty"
 REPORT_PARTIAL = "partial"
