@@ -200,6 +200,8 @@ class Seeder:
                 "channel": channel,
                 "slot_run_id": None,
                 "title": f"【日报】{day}",
+                "channel_key": f"key-{channel}",
+                "body": f"【日报】{day}",
             },
         )
         if sent or error:

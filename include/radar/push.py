@@ -76,7 +76,6 @@ class DeliveryReport:
     failed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)  # of the skipped: another sender has it in hand
-    unknown: list[str] = field(default_factory=list)  # of the skipped: an earlier send whose outcome is unknown
 
     def as_xcom(self) -> dict[str, Any]:
         return {"sent": self.sent, "failed": self.failed, "skipped": self.skipped}
@@ -229,8 +228,6 @@ def deliver(
             report.skipped.append(channel.label)
             if existing and existing["status"] == store.NOTE_PENDING:
                 report.pending.append(channel.label)
-            if existing and existing["status"] == store.NOTE_UNKNOWN:
-                report.unknown.append(channel.label)
             continue
         _send_claimed(connect, channel, claimed, sender, report)
     return report
