@@ -112,7 +112,7 @@ def test_a_crash_after_the_answer_counts_the_attempt_fails_the_step_and_a_later_
     assert _item("1-1")["analyzed_status"] == store.DONE and len(fakes.deepseek.requests) == 2
 
 
-def _claimed_run(fakes, monkeypatch, when=SLOT, dag_run_id="run-a"):
+def _claimed_run(fakes, monkeypatch, when=SLOT, dag_run_id="run-a", owner=None):
     """A slot run whose analyse task dies with the database gone: nothing can be recorded."""
     rt = pipeline.Runtime.load()
     slot = pipeline.open_slot(rt, run_after=when, run_type="scheduled", dag_id="d", dag_run_id=dag_run_id, params={})
@@ -133,17 +133,21 @@ def _claimed_run(fakes, monkeypatch, when=SLOT, dag_run_id="run-a"):
     fakes.deepseek.responder = respond
     monkeypatch.setattr(db, "connect", flaky)
     with pytest.raises(db.DatabaseUnavailable):
-        pipeline.analyse_article(rt, slot, target)
+        pipeline.analyse_article(rt, slot, target, owner=pipeline.claimer(slot, owner))
     monkeypatch.setattr(db, "connect", real_connect)
     return rt, slot, target
 
 
-def test_a_database_that_drops_during_the_call_leaves_a_claim_the_same_runs_retry_takes_over(fakes, monkeypatch):
+def test_a_database_that_drops_during_the_call_leaves_a_claim_the_tasks_retry_takes_over_once_its_lease_ran_out(
+        fakes, monkeypatch):
     _articles(fakes, 1)
-    rt, slot, target = _claimed_run(fakes, monkeypatch)
+    rt, slot, target = _claimed_run(fakes, monkeypatch, owner=("analyse", 0, 1))
     assert _item("1-1")["analyzed_status"] == store.ANALYSING  # nothing could be written: the lease holds it
     fakes.deepseek.responder = lambda b: answer(70)
-    outcome = pipeline.analyse_article(rt, slot, target)  # Airflow's retry of the same mapped task
+    with db.connect() as conn:  # the dead try renews nothing: its lease runs out
+        conn.execute("UPDATE content_item SET lease_until = now() - interval '1 second'")
+    retry = store.claim_owner(slot["dag_run_id"], "analyse", 0, 2)
+    outcome = pipeline.analyse_article(rt, slot, target, owner=retry)  # Airflow's retry of the same mapped task
     assert outcome["status"] == "analysed"
     assert _attempts("1-1") == ["crashed", "analysed"] and _item("1-1")["attempts"] == 2
 
@@ -280,6 +284,12 @@ def test_a_crash_fails_its_mapped_task_and_the_run_and_the_slot_counts_it(dag, f
     assert "OperationalError" in slot["error"]
     # the mapped task was retried by Airflow (retries=1): two attempts, both counted, both crashed
     assert _attempts("1-2") == ["crashed", "crashed"] and _item("1-2")["attempts"] == 2
+    with db.connect() as conn:  # each try owned its own claim: <run id>|analyse|<map index>|<try number>
+        owners = [r["claimed_by"].split("|") for r in conn.execute(
+            "SELECT a.claimed_by FROM analysis_attempt a JOIN content_item c ON c.id = a.content_item_id "
+            "WHERE c.external_id = '1-2' ORDER BY a.id")]
+    assert [o[1:] for o in owners] == [["analyse", owners[0][2], "1"], ["analyse", owners[0][2], "2"]]
+    assert owners[0][0] == run.run_id
     # the batch's retry analysed only its unfinished article: its neighbour was called once
     assert _attempts("1-1") == ["analysed"] and _attempts("1-3") == ["analysed"]
     assert len(fakes.deepseek.requests) == 4

@@ -39,6 +39,18 @@ def run_step(step: str, *args: Any, **kwargs: Any) -> Any:
         raise AirflowFailException(f"{exc.__class__.__name__}: {exc}") from exc
 
 
+def task_try() -> tuple[str, int, int] | None:
+    """(task id, map index, try number) of the running task instance, which owns the claims its analyses
+    take; None outside a task (tests, scripts)."""
+    from airflow.sdk import get_current_context
+
+    try:
+        ti = get_current_context()["ti"]
+        return str(ti.task_id), int(ti.map_index if ti.map_index is not None else -1), int(ti.try_number)
+    except Exception:  # noqa: BLE001 - no task running here
+        return None
+
+
 def branch(slot: dict[str, Any], summary: dict[str, Any] | None) -> str:
     """The task id the slot's branch follows (pure: needs no database)."""
     from include.radar import pipeline  # noqa: PLC0415

@@ -11,14 +11,21 @@ the slot); interrupted (the slot's deadline came first: pending again, for a lat
 configuration error before any paid call: not counted); crashed (anything unexpected, including a database
 that drops during the call: counted, and re-raised so the task and the run fail visibly). If even the crash
 cannot be recorded, the claim's lease runs out and the article is failed then, the attempt counted.
+
+Claims belong to a task try and are held by a short lease that a :class:`ClaimKeeper` renews while the try
+runs. A retry that finds an article still claimed by another try of its task waits for it (a live try
+finishes the article and the retry reuses its analysis; a dead try's lease runs out within
+``store.LEASE`` and the retry takes the article over): DeepSeek is called once per article either way.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 from include.radar import evidence, focus, spending, store
@@ -42,6 +49,47 @@ from include.radar.spending import Spend
 log = logging.getLogger(__name__)
 
 ANALYSIS_PROMPT = Prompt("analysis", "v3")
+# how often a try waiting for another try's claim looks again
+BUSY_POLL_SECONDS = 5.0
+
+
+class ClaimKeeper:
+    """Renews, every ``store.HEARTBEAT``, the lease of every claim ``owner`` holds, from a daemon thread, for
+    as long as the block runs (and never past ``until``, a ``time.monotonic()`` value: a try hung beyond its
+    own time limit must not hold its claims for ever). A live try — even a zombie Airflow gave up on — keeps
+    its claims; a dead one's leases run out within ``store.LEASE``. A renewal that fails (the database
+    away for a moment) is logged and tried again at the next beat."""
+
+    def __init__(self, connect: Callable[[], Any], owner: str, *, until: float | None = None,
+                 every: float | None = None) -> None:
+        self.connect = connect
+        self.owner = owner
+        self.until = until
+        self.every = store.HEARTBEAT.total_seconds() if every is None else every
+        self.renewals = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"claims:{owner}", daemon=True)
+
+    def __enter__(self) -> ClaimKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            if self.until is not None and time.monotonic() > self.until:
+                log.warning("claims of %s: past the try's time limit; their leases are no longer renewed", self.owner)
+                return
+            try:
+                with self.connect() as conn:
+                    store.renew_claims(conn, self.owner)
+                self.renewals += 1
+            except Exception:  # noqa: BLE001 - the next beat tries again; the lease has room for a few misses
+                log.warning("claims of %s: renewing their leases failed; trying again in %.0fs", self.owner,
+                            self.every, exc_info=True)
 
 
 def system_prompt(threshold: int, profile: focus.Profile | None = None) -> str:
@@ -92,8 +140,9 @@ def analyse_item(
 ) -> Outcome:
     """Analyse one content item for this slot run (see the module docstring for every way out).
 
-    ``claimer`` names the run (its DAG run id); ``deadline`` (``time.monotonic()``) is when the slot needs
-    its analyses done. Raises LLMConfigError (the item is put back) and whatever crashed (recorded first).
+    ``claimer`` names the task try (store.claim_owner; the DAG run id outside Airflow); ``deadline``
+    (``time.monotonic()``) is when the slot needs its analyses done, and bounds the wait for another try of
+    the same task. Raises LLMConfigError (the item is put back) and whatever crashed (recorded first).
     """
     if deadline is not None and deadline - time.monotonic() < MIN_CALL_SECONDS:
         with connect() as conn:
@@ -113,11 +162,23 @@ def analyse_item(
             if on_budget:
                 on_budget(reason)
             return Outcome(item_id, "deferred", error=reason)
-    with connect() as conn:
-        claim = store.claim_item(conn, item_id, slot_run_id=slot_run_id, claimer=claimer,
-                                 max_attempts=settings.max_analysis_attempts)
-        early = _without_call(conn, claim, item_id, slot_run_id)
-        profile = focus.from_row(store.get_profile(conn)) if early is None else focus.Profile()
+    # another try of this task holds it: wait for that try to finish it, or for its lease to run out (it died)
+    patience = time.monotonic() + store.LEASE.total_seconds() + BUSY_POLL_SECONDS
+    if deadline is not None:
+        patience = min(patience, deadline - MIN_CALL_SECONDS)
+    while True:
+        with connect() as conn:
+            claim = store.claim_item(conn, item_id, slot_run_id=slot_run_id, claimer=claimer,
+                                     max_attempts=settings.max_analysis_attempts)
+            waiting = (claim.state == "busy" and claim.item is not None
+                       and store.same_task(claimer, claim.item["claimed_by"]) and time.monotonic() < patience)
+            if not waiting:
+                early = _without_call(conn, claim, item_id, slot_run_id)
+                profile = focus.from_row(store.get_profile(conn)) if early is None else focus.Profile()
+        if not waiting:
+            break
+        log.info("item %s: another try of this task holds it (%s); waiting for it", item_id, claim.item["claimed_by"])
+        time.sleep(max(min(BUSY_POLL_SECONDS, patience - time.monotonic()), 0.05))
     if early is not None:
         return early
     item, attempt_id = claim.item, claim.attempt_id
@@ -191,7 +252,7 @@ def _without_call(conn: Any, claim: store.Claim, item_id: int, slot_run_id: int)
         return Outcome(item_id, "reused", analysis_id, claim.analysis["score"])
     reasons = {
         "twin_busy": ("deferred", "the same text is being analysed right now; a later slot reuses that analysis"),
-        "busy": ("skipped", "another run is analysing it"),
+        "busy": ("skipped", "another run (or another try of this task) is analysing it"),
         "exhausted": ("skipped", "no attempts left: failed for good"),
         "missing": ("skipped", "no such article"),
     }

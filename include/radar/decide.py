@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -270,3 +271,36 @@ def first_sentence(text: str | None, limit: int = 80) -> str:
             line = line.split(mark, 1)[0] + mark
             break
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# ------------------------------------------------------------------------------------ links as text
+
+# ``scheme://`` (any scheme; http and https become hxxp and hxxps, the defanging people recognise)
+_SCHEME = re.compile(r"(?i)(?<![A-Za-z0-9+.-])(?!hxxps?:)([a-z][a-z0-9+.-]{0,31}):(?=\s*/\s*/)")
+# schemes that act without ``//``
+_BARE_SCHEME = re.compile(r"(?i)(?<![A-Za-z0-9+.-])(javascript|vbscript|data|file|mailto|tg|weixin|intent)(\s*):")
+# a dot a linkifier would read as a host name's (a word before it, two letters of a TLD after it: evil.example,
+# www.x.cn, 163.com, 例子.中国), and the dots of an IPv4 address
+_HOST_DOT = re.compile(r"(?<=[\w-])\.(?=[^\W\d_]{2})")
+_IDEOGRAPHIC_DOT = re.compile(r"(?<=[A-Za-z0-9-])[。．｡](?=[A-Za-z]{2})")  # read as a dot in host names
+_HXXP = {"http": "hxxp", "https": "hxxps"}
+_IPV4 = re.compile(r"(?<!\d)\d{1,3}(?:\.\d{1,3}){3}(?!\d)")
+
+
+def defang(text: str) -> str:
+    """``text`` with every URL, host name and e-mail domain turned into text no channel makes a link of:
+    ``https://evil.example/x`` → ``hxxps://evil[.]example/x``, ``www.evil.example`` → ``www[.]evil[.]example``,
+    ``javascript:`` → ``javascript[:]``.
+
+    A push's lines carry what an article and the LLM wrote (summaries, titles, reasons); WeCom, Telegram and
+    e-mail clients link bare URLs and host names by themselves, so plain text is not enough: an article could
+    make the model write a phishing URL into the push. The push's own link (``Message.link``) is added after,
+    untouched. Idempotent. Tickers with an exchange suffix (``600519.SH``) read as host names too and are
+    defanged with them: ``.sh`` is a real TLD.
+    """
+    text = _IPV4.sub(lambda m: m.group(0).replace(".", "[.]"), text)
+    text = _SCHEME.sub(lambda m: _HXXP[m.group(1).lower()] + ":" if m.group(1).lower() in _HXXP else m.group(1) + "[:]",
+                       text)
+    text = _BARE_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}[:]", text)
+    text = _IDEOGRAPHIC_DOT.sub("[.]", text)
+    return _HOST_DOT.sub("[.]", text)

@@ -9,6 +9,15 @@ time and memory, and the call fails with a timeout the callers already handle.
 The bound lives in the network backend (one level below HTTP), so it holds for the status line, the headers
 and the body alike, in the calling thread (no helper thread that could outlive the task). A request opens
 its bound with :func:`limits`; requests made outside one keep the client's own timeouts.
+
+The size cap is also a cap on what a body *decodes* to. httpx decodes ``Content-Encoding`` itself, after the
+bytes were counted: 61 kB of gzip made a 63 MB body against a 20 MB cap, and a hostile server (or anything
+between) could make a worker allocate gigabytes. So the transport asks only for what it decodes itself
+(``Accept-Encoding: gzip, deflate``), decodes every encoded body in bounded pieces while counting what it
+produces (each stage of stacked encodings too, and on the request's deadline), and hands httpx an identity
+body: a body that passes ``max_bytes`` once decoded fails like one too large on the wire, after at most that
+many bytes were kept. An encoding it does not decode (br, zstd, an unknown one, more than two stacked) is
+refused. The cap holds for every body, inside :func:`limits` or not (outside, :data:`DEFAULT_MAX_BYTES`).
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import contextvars
 import logging
 import ssl
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +36,13 @@ import httpcore2
 import httpx2
 
 DEFAULT_MAX_BYTES = 20_000_000
+# what the transport decodes itself, and asks servers for (an answer in any other encoding is refused)
+ACCEPT_ENCODING = "gzip, deflate"
+_ZLIB_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+# encodings one answer may stack (a real server sends one; each stage is bounded anyway)
+MAX_CODINGS = 2
+# the most one decompression step produces: memory stays bounded whatever the ratio
+DECODE_CHUNK = 64 * 1024
 # httpx2 logs every request at INFO; the radar's own log lines say what each call was for
 logging.getLogger("httpx2").setLevel(logging.WARNING)
 
@@ -112,8 +129,83 @@ class _Backend(httpcore2.NetworkBackend):
         self._inner.sleep(seconds)
 
 
+class _Decoded(httpx2.SyncByteStream):
+    """A response body as it decodes, never more than ``max_bytes`` at any stage (see the module docstring)."""
+
+    def __init__(self, raw: httpx2.SyncByteStream, codings: list[str], max_bytes: int,
+                 budget: _Budget | None) -> None:
+        self._raw = raw
+        self._codings = codings
+        self._max_bytes = max_bytes
+        self._budget = budget
+
+    def __iter__(self) -> Iterator[bytes]:
+        chunks: Iterator[bytes] = iter(self._raw)
+        for coding in reversed(self._codings):  # the last encoding applied is undone first
+            chunks = self._inflate(chunks, coding)
+        yield from self._counted(chunks, "")
+
+    def _counted(self, chunks: Iterable[bytes], stage: str) -> Iterator[bytes]:
+        produced = 0
+        for chunk in chunks:
+            produced += len(chunk)
+            if produced > self._max_bytes:
+                raise httpx2.ReadError(f"answer larger than {self._max_bytes} bytes{stage}")
+            if self._budget is not None:  # decoding spends the request's time too
+                self._budget.remaining(None, httpx2.ReadTimeout)
+            yield chunk
+
+    def _inflate(self, chunks: Iterator[bytes], coding: str) -> Iterator[bytes]:
+        return self._counted(_inflated(chunks, coding), f" once decoded ({coding})")
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def _inflated(chunks: Iterator[bytes], coding: str) -> Iterator[bytes]:
+    """``chunks`` decompressed, at most :data:`DECODE_CHUNK` bytes per step (``max_length``), so one input
+    chunk of a 1000:1 bomb never becomes one large allocation. Bytes after the end of the stream are ignored
+    (as httpx does); a ``deflate`` body without its zlib header (some servers send raw deflate) is read as
+    raw deflate."""
+    decompressor = zlib.decompressobj(_ZLIB_WBITS[coding])
+    started = False
+    for chunk in chunks:
+        data, out = chunk, b"x"
+        # until the input is used up and a step brings nothing more (zlib may hold output back for a full step)
+        while (data or out) and not decompressor.eof:
+            try:
+                out = decompressor.decompress(data, DECODE_CHUNK)
+            except zlib.error as exc:
+                if coding == "deflate" and not started:
+                    decompressor, started = zlib.decompressobj(-zlib.MAX_WBITS), True
+                    continue
+                raise httpx2.ReadError(f"answer's {coding} encoding is corrupt ({exc})") from None
+            started = True
+            data = decompressor.unconsumed_tail
+            if out:
+                yield out
+    if not decompressor.eof:
+        try:
+            tail = decompressor.flush()
+        except zlib.error as exc:
+            raise httpx2.ReadError(f"answer's {coding} encoding is corrupt ({exc})") from None
+        if tail:
+            yield tail
+
+
+def _codings(headers: httpx2.Headers) -> list[str]:
+    """The content codings applied to a body, in the order they were applied (identity dropped)."""
+    codings = []
+    for value in headers.get_list("content-encoding", split_commas=True):
+        coding = value.strip().lower()
+        if coding and coding != "identity":
+            codings.append(coding)
+    return codings
+
+
 class BoundedTransport(httpx2.HTTPTransport):
-    """httpx2's transport on the bounded network backend (same pool settings, no proxy support)."""
+    """httpx2's transport on the bounded network backend (same pool settings, no proxy support), whose
+    bodies are decoded here and capped by their decoded size (see the module docstring)."""
 
     def __init__(self, *, max_connections: int = 20) -> None:
         super().__init__(trust_env=False)
@@ -124,6 +216,23 @@ class BoundedTransport(httpx2.HTTPTransport):
             max_keepalive_connections=max_connections,
             keepalive_expiry=5.0,
             network_backend=_Backend(),
+        )
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        request.headers["Accept-Encoding"] = ACCEPT_ENCODING
+        budget = _budget.get()
+        response = super().handle_request(request)
+        codings = _codings(response.headers)
+        refused = [c for c in codings if c not in _ZLIB_WBITS]
+        if refused or len(codings) > MAX_CODINGS:
+            response.close()
+            raise httpx2.ReadError(f"answer in a content encoding the radar does not decode ({', '.join(codings)})")
+        assert isinstance(response.stream, httpx2.SyncByteStream)
+        headers = [(k, v) for k, v in response.headers.raw
+                   if k.lower() not in (b"content-encoding", b"content-length")] if codings else response.headers.raw
+        return httpx2.Response(
+            status_code=response.status_code, headers=headers, extensions=response.extensions,
+            stream=_Decoded(response.stream, codings, budget.max_bytes if budget else DEFAULT_MAX_BYTES, budget),
         )
 
 

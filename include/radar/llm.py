@@ -14,9 +14,10 @@ off (``max_retries=0``) so that its retries, this ladder and Airflow's task retr
 
 Every call has a total deadline (``timeout``, and at most what is left before the caller's ``deadline``),
 enforced below HTTP (include/radar/http.py): a server holding the connection open with keep-alive lines
-cannot stretch it. An answer is read defensively: no choices, a null message, JSON nested past the parser's
-limit, strings with NUL characters or lone surrogates are rungs that failed or text made storable, never a
-crash after the call was paid for.
+cannot stretch it; and its answer is capped by what it decodes to (``MAX_ANSWER_BYTES``), whatever
+``Content-Encoding`` the server claims. An answer is read defensively: no choices, a null message, JSON
+nested past the parser's limit, strings with NUL characters or lone surrogates are rungs that failed or text
+made storable, never a crash after the call was paid for.
 """
 
 from __future__ import annotations
@@ -389,8 +390,11 @@ class LLMClient:
             raise _classify(exc, self.model) from None
         except openai.APITimeoutError:
             raise _Retryable(f"no complete answer within {budget:.3g}s") from None
-        except openai.APIConnectionError as exc:
-            raise _Retryable(f"connection failed: {exc.__class__.__name__}") from None
+        except openai.APIConnectionError as exc:  # the SDK's message says nothing: name what httpx raised
+            cause = exc.__cause__
+            detail = f"{cause.__class__.__name__}: {str(cause)[:200]}" if cause is not None and str(cause) else (
+                exc.__class__.__name__)
+            raise _Retryable(f"connection failed: {detail}") from None
         except openai.APIError as exc:  # an answer the SDK could not read
             raise _Retryable(f"unreadable answer: {exc.__class__.__name__}") from None
         usage.answered += 1

@@ -418,28 +418,37 @@ def analysis_batches(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
     return batches.plan(articles_to_analyse(rt, slot), rt.settings.analysis_tasks)
 
 
+# how long past the batch's own time its claims stay renewed (storing the last answers)
+CLAIM_GRACE_SECONDS = 120
+
+
 def analyse_batch(rt: Runtime, slot: dict[str, Any], batch: dict[str, Any], *,
-                  seconds: float | None = None) -> dict[str, Any]:
+                  seconds: float | None = None, attempt: tuple[str, int, int] | None = None) -> dict[str, Any]:
     """One mapped task: its batch's articles, ``ceil(llm_concurrency / analysis_tasks)`` at a time, each with
     its own claim, attempts and step record. ``seconds``: the batch's time (within its task's timeout); a
-    call still running then is interrupted and its article, like those not started, left for a later slot."""
-    from include.radar.airflow_support import not_retryable  # noqa: PLC0415 - Airflow's exception types
+    call still running then is interrupted and its article, like those not started, left for a later slot.
+    ``attempt``: (task id, map index, try number) of this task try, which owns the claims (by default the
+    running task instance's); their leases are renewed while the batch runs."""
+    from include.radar.airflow_support import not_retryable, task_try  # noqa: PLC0415 - Airflow's types
 
     until = None if seconds is None else time.monotonic() + seconds
+    owner = claimer(slot, attempt or task_try())
     threads = batches.width(rt.settings.llm_concurrency, rt.settings.analysis_tasks)
     try:  # one SDK client (one connection per thread) for the batch; a bad key surfaces in each article instead
         shared: LLMClient | None = rt.llm(connections=threads)
     except Exception:  # noqa: BLE001
         shared = None
-    return batches.run(
-        batch["articles"], lambda article: analyse_article(rt, slot, article, llm=shared, until=until),
-        threads=threads, stop_on=not_retryable(),
-    )
+    with analyst.ClaimKeeper(rt.connect, owner, until=None if until is None else until + CLAIM_GRACE_SECONDS):
+        return batches.run(
+            batch["articles"],
+            lambda article: analyse_article(rt, slot, article, llm=shared, until=until, owner=owner),
+            threads=threads, stop_on=not_retryable(),
+        )
 
 
 @step(lambda article, **_: f"analyse:{article['item_id']}")
-def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any], *,
-                    llm: LLMClient | None = None, until: float | None = None) -> dict[str, Any]:
+def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any], *, llm: LLMClient | None = None,
+                    until: float | None = None, owner: str | None = None) -> dict[str, Any]:
     def streak(count: int, error: str) -> None:
         rt.alert("deepseek", f"DeepSeek 连续 {count} 次限流（429）：{error}；本时段改为逐篇调用", slot)
 
@@ -448,7 +457,7 @@ def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any], 
         outcome = analyst.analyse_item(
             rt.connect, (lambda: llm.with_gate(gate)) if llm else (lambda: rt.llm(gate)),
             item_id=article["item_id"], slot_run_id=slot["slot_run_id"],
-            claimer=claimer(slot), settings=rt.settings,
+            claimer=owner or claimer(slot), settings=rt.settings,
             deadline=min((d for d in (step_deadline(slot, "analyse"), until) if d is not None), default=None),
             on_budget=lambda reason: rt.alert("budget", reason, slot),
         )
@@ -458,9 +467,11 @@ def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any], 
     return outcome.as_xcom()
 
 
-def claimer(slot: dict[str, Any]) -> str:
-    """Who holds an article's claim: the DAG run (its retries take over their own crashed claims)."""
-    return slot.get("dag_run_id") or f"slot_run:{slot['slot_run_id']}"
+def claimer(slot: dict[str, Any], attempt: tuple[str, int, int] | None = None) -> str:
+    """Who holds an article's claim: the task try ``attempt`` (task id, map index, try number) of the DAG run,
+    so a retry never takes over the claim of a try that still lives; the DAG run alone outside a task."""
+    run = slot.get("dag_run_id") or f"slot_run:{slot['slot_run_id']}"
+    return store.claim_owner(run, *attempt) if attempt else run
 
 
 def _slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
@@ -510,8 +521,32 @@ def choose_path(slot: dict[str, Any], summary: dict[str, Any] | None) -> decide.
     )
 
 
+def sweep_pushes(rt: Runtime, slot: dict[str, Any]) -> push.SweepReport | None:
+    """Account for the pushes whose sender died (push.sweep): delivered, failed, or delivery unknown — then
+    tell the operator, once per cause and day, of any that could not be delivered or whose delivery is unknown.
+    Run by every slot's push step and by close_slot; never raises (it must not cost the slot its push)."""
+    try:
+        channels = [*rt.channels(), *rt.channels(rt.settings.ops_push_conn_id)]
+        report = push.sweep(rt.connect, channels, stale_after=timedelta(minutes=rt.settings.late_after_minutes))
+    except Exception:  # noqa: BLE001 - the next push step or close tries again
+        log.exception("sweeping the pending pushes failed")
+        return None
+
+    def listed(rows: list[dict[str, Any]]) -> str:
+        return "；".join(f"{r['report_date']} {r['slot']} {r['push_type']}「{r['title']}」→ {r['channel']}"
+                        + (f"（{r['error']}）" if r.get("error") and r["status"] != store.NOTE_UNKNOWN else "")
+                        for r in rows[:5]) + (f" 等 {len(rows)} 条" if len(rows) > 5 else "")
+
+    if report.unknown:
+        rt.alert("push_unknown", f"发送已开始、结果未记录的推送：{listed(report.unknown)}", slot)
+    if report.failed:
+        rt.alert("push_undelivered", f"发送进程中断后未能送达的推送：{listed(report.failed)}", slot)
+    return report
+
+
 @step("push_opportunity")
 def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    sweep_pushes(rt, slot)
     summary = _slot_summary(rt, slot).as_xcom()
     decision = choose_path(slot, summary)
     with rt.connect() as conn:
@@ -539,6 +574,7 @@ def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
 
 @step("skip_push")
 def record_skip(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    sweep_pushes(rt, slot)
     decision = choose_path(slot, _slot_summary(rt, slot).as_xcom())
     with rt.connect() as conn:
         store.set_slot_decision(conn, slot["slot_run_id"], "silent", {"reason": decision.reason, **decision.detail})
@@ -587,6 +623,7 @@ def push_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     """Push the /daily/{date} link whatever happened before; the stats come from the database."""
     if not slot["is_daily"]:  # reached only when the branch itself failed in a daytime slot
         return {"reason": "not the daily slot"}
+    sweep_pushes(rt, slot)
     should_push, reason = daily_push_plan(slot)
     with rt.connect() as conn:
         report = store.get_daily_report(conn, date.fromisoformat(slot["run_date"]))
@@ -734,10 +771,12 @@ def _account_for_late_slot(rt: Runtime, slot: dict[str, Any]) -> None:
 
 
 def close_slot(rt: Runtime, slot: dict[str, Any], failed_tasks: list[str]) -> dict[str, Any]:
-    """Write the slot's outcome. Task failures Airflow saw but no step recorded count too."""
+    """Write the slot's outcome. Task failures Airflow saw but no step recorded count too. Pushes whose sender
+    died are accounted for first (sweep_pushes)."""
+    sweep_pushes(rt, slot)
     _account_for_late_slot(rt, slot)
     with rt.connect() as conn:
-        # every analyse task of this run has ended: a claim it still holds was killed mid-call
+        # every analyse task of this run has ended: a claim any of its tries still holds was killed mid-call
         reaped = store.reap_claims(conn, claimer(slot))
         if reaped:
             log.warning("%d analyses of this run ended without finishing (killed or timed out): failed, counted",

@@ -1,10 +1,18 @@
 """Deliver a message to every configured channel through apprise, exactly once per channel.
 
 Each (message, channel) pair has a msg_uuid (decide.msg_uuid). Before sending, a pending row is inserted
-under that unique key; a conflict means the pair is already handled. Success marks it sent, failure records
-the error, and a retry reuses the uuid, so a retry resends only to the channels that have not succeeded.
-apprise's result is checked (the Airflow apprise hook discards it), and its log lines are captured and
-redacted so that no channel secret reaches a task log or the database.
+under that unique key with the text as fitted for the channel; a conflict means the pair is already handled.
+Just before the channel is called its ``send_started_at`` is committed; success marks it sent, failure
+records the error, and a retry reuses the uuid, so a retry resends only to the channels that have not
+succeeded. apprise's result is checked (the Airflow apprise hook discards it), and its log lines are captured
+and redacted so that no channel secret reaches a task log or the database.
+
+A sender that dies leaves a pending row, and :func:`sweep` accounts for it once it is older than
+:data:`SWEEP_AFTER`: a row whose send never started is delivered now (by whichever sender wins
+``start_send``, so still once) or, for an opportunity alert gone stale, marked failed; a row whose send started
+without an answer is marked *unknown* and never resent automatically — a duplicate is worse than a miss for
+this reader — and the operator is told (pipeline.sweep_pushes). A sender that finds a row another sender
+claimed and never started (the retry of a killed push task) delivers it at once, by the same rule.
 """
 
 from __future__ import annotations
@@ -14,11 +22,12 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from include.radar import redact, store
-from include.radar.decide import msg_uuid
+from include.radar.decide import defang, msg_uuid
+from include.radar.slots import SHANGHAI
 
 log = logging.getLogger(__name__)
 # apprise and urllib3 (under apprise's requests) log channel URLs and request paths with their tokens
@@ -30,6 +39,9 @@ BYTE_LIMITS = {"wecombot": 4096, "wxteams": 4096, "feishu": 20000, "lark": 20000
 CHAR_LIMITS = {"tgram": 4096, "schan": 30000, "pushplus": 20000, "bark": 2000}
 TITLE_LIMITS = {"schan": 32, "bark": 100}
 DEFAULT_CHAR_LIMIT = 4000
+# a pending row this old was left by a sender that never came back (a send takes seconds: apprise's own
+# timeouts are well under a minute)
+SWEEP_AFTER = timedelta(minutes=5)
 
 
 class PushConfigError(RuntimeError):
@@ -98,9 +110,11 @@ def _label(url: str) -> str:
 
 
 def fit(message: Message, channel: Channel) -> tuple[str, str]:
-    """Title and body within the channel's limits; the link always survives whole."""
+    """Title and body within the channel's limits; the link always survives whole, and is the message's only
+    link: every URL or host name in the title and the lines (what an article or the LLM wrote) is defanged
+    (decide.defang), since the channels link bare URLs themselves."""
     title_limit = TITLE_LIMITS.get(channel.scheme)
-    title = message.title
+    title = defang(message.title)
     if title_limit and len(title) > title_limit:
         title = title[: title_limit - 1] + "…"
     byte_limit = BYTE_LIMITS.get(channel.scheme)
@@ -111,7 +125,7 @@ def fit(message: Message, channel: Channel) -> tuple[str, str]:
         return len(text.encode("utf-8")) if byte_limit else len(text)
 
     limit = (byte_limit or char_limit) - size(tail) - size(title) - 2
-    body = "\n".join(message.lines)
+    body = "\n".join(defang(line) for line in message.lines)
     if size(body) > limit:
         while body and size(body + "…") > limit:
             body = body[: max(len(body) - max(1, (size(body) - limit) // 3), 0)]
@@ -188,34 +202,128 @@ def deliver(
     report = DeliveryReport()
     for channel in channels:
         uuid = msg_uuid(report_date, slot, push_type, target_url if identity is None else identity, channel.key, nonce)
+        title, body = fit(message, channel)
         with connect() as conn:
             claimed = store.claim_notification(
                 conn,
                 {
                     "msg_uuid": uuid, "report_date": report_date, "slot": slot, "push_type": push_type,
                     "target_url": target_url, "channel": channel.label, "slot_run_id": slot_run_id,
-                    "title": message.title,
+                    "title": title, "channel_key": channel.key, "body": body,
                 },
             )
         if claimed is None:
             with connect() as conn:
                 existing = store.notification(conn, uuid)
-            state = {store.NOTE_SENT: "already sent", store.NOTE_PENDING: "pending from an earlier attempt"}.get(
-                existing["status"] if existing else -1, "handled"
-            )
+            if (existing and existing["status"] == store.NOTE_PENDING and existing["send_started_at"] is None
+                    and existing["channel_key"] is not None):
+                # its sender died between its claim and its send (this is its task's retry, say): deliver it
+                log.info("%s to %s: claimed earlier and never sent; sending it now", push_type, channel.label)
+                _send_claimed(connect, channel, existing, sender, report)
+                continue
+            state = {store.NOTE_SENT: "already sent", store.NOTE_PENDING: "being sent by another sender",
+                     store.NOTE_UNKNOWN: "sent earlier with its outcome unknown"}.get(
+                existing["status"] if existing else -1, "handled")
             log.info("%s to %s: %s, not sent again", push_type, channel.label, state)
             report.skipped.append(channel.label)
             if existing and existing["status"] == store.NOTE_PENDING:
                 report.pending.append(channel.label)
             continue
-        title, body = fit(message, channel)
-        error = sender(channel, title, body)
-        with connect() as conn:
-            store.finish_notification(conn, uuid, error)
-        if error is None:
-            log.info("pushed %r to %s", title, channel.label)
-            report.sent.append(channel.label)
-        else:
-            log.warning("push %r to %s failed: %s", title, channel.label, error)
-            report.failed.append(channel.label)
+        _send_claimed(connect, channel, claimed, sender, report)
+    return report
+
+
+def _send_claimed(connect: Callable[[], Any], channel: Channel, row: dict[str, Any],
+                  sender: Callable[[Channel, str, str], str | None], report: DeliveryReport) -> None:
+    """Send a claimed row's text to its channel: its send start committed first (only one sender wins it),
+    then the channel's answer recorded."""
+    with connect() as conn:
+        mine = store.start_send(conn, row["msg_uuid"])
+    if not mine:
+        log.info("%s to %s: another sender started it first", row["push_type"], channel.label)
+        report.skipped.append(channel.label)
+        report.pending.append(channel.label)
+        return
+    error = sender(channel, row["title"], row["body"]) if row.get("body") is not None else (
+        f"{channel.label}: no text was recorded with this message")
+    with connect() as conn:
+        store.finish_notification(conn, row["msg_uuid"], error)
+    if error is None:
+        log.info("pushed %r to %s", row["title"], channel.label)
+        report.sent.append(channel.label)
+    else:
+        log.warning("push %r to %s failed: %s", row["title"], channel.label, error)
+        report.failed.append(channel.label)
+
+
+@dataclass
+class SweepReport:
+    """What a sweep did with the pending rows senders left behind."""
+
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)  # could not be delivered (recorded as failed)
+    unknown: list[dict[str, Any]] = field(default_factory=list)  # marked unknown by this sweep
+
+    def __bool__(self) -> bool:
+        return bool(self.sent or self.failed or self.unknown)
+
+
+def sweep(
+    connect: Callable[[], Any],
+    channels: list[Channel],
+    *,
+    stale_after: timedelta,
+    older_than: timedelta = SWEEP_AFTER,
+    sender: Callable[[Channel, str, str], str | None] = send_one,
+    now: datetime | None = None,
+) -> SweepReport:
+    """Account for every pending row older than ``older_than`` (see the module docstring).
+
+    ``channels``: every channel a message may have gone to (the reader's and the operator's), found again by
+    their key; ``stale_after``: how late a daytime opportunity alert may still go out (late_after_minutes),
+    counted from its claim — later, it is marked failed instead. Rows whose channel is gone, or that carry no
+    text, are marked failed. Raises nothing for channel failures.
+    """
+    by_key = {c.key: c for c in channels}
+    now = now or datetime.now(UTC)
+    report = SweepReport()
+    with connect() as conn:
+        rows = store.stale_notifications(conn, older_than)
+    for row in rows:
+        label = f"{row['push_type']} 「{row['title']}」 to {row['channel']}"
+        if row["send_started_at"] is not None or row["channel_key"] is None:  # (no key: claimed before issue 24)
+            started = row["send_started_at"] or row["updated_at"]
+            error = (f"the send started at {started.astimezone(SHANGHAI):%Y-%m-%d %H:%M:%S} (Asia/Shanghai) and its "
+                     "sender never recorded an answer: delivery unknown, not resent automatically")
+            with connect() as conn:
+                marked = store.mark_unknown(conn, row["msg_uuid"], older_than, error)
+            if marked is not None:
+                log.warning("%s: its send started and no answer was recorded: delivery unknown, not resent", label)
+                report.unknown.append(marked)
+            continue
+        channel = by_key.get(row["channel_key"])
+        late = now - row["updated_at"]
+        why = None
+        if channel is None:
+            why = "its channel is no longer configured"
+        elif row["body"] is None:
+            why = "no text was recorded with it"
+        elif row["push_type"] == "opportunity" and late > stale_after:
+            why = f"an opportunity alert {int(late.total_seconds() // 60)} minutes late is stale"
+        if why is not None:
+            with connect() as conn:
+                if store.start_send(conn, row["msg_uuid"]):  # this sweep settles it, nobody else
+                    store.finish_notification(conn, row["msg_uuid"], f"not delivered after its sender was lost: {why}")
+                    report.failed.append({**row, "error": why})
+                    log.warning("%s: claimed, never sent, and %s: marked failed", label, why)
+            continue
+        assert channel is not None
+        log.warning("%s: claimed %s ago and never sent (its sender was lost): sending it now", label, late)
+        delivery = DeliveryReport()
+        _send_claimed(connect, channel, row, sender, delivery)
+        if delivery.sent:
+            report.sent.append(row)
+        elif delivery.failed:
+            with connect() as conn:
+                report.failed.append(store.notification(conn, row["msg_uuid"]) or row)
     return report

@@ -6,8 +6,9 @@ is form-encoded and locks the account after 5 failures, so a failed login is tri
 AK/SK keys go in ``Authorization: AK-SK <ak>:<sk>``; ``limit`` defaults to 5 (we always send it); never send
 ``has_content``.
 
-Every request has a total deadline (``timeout``, and at most the caller's ``deadline``) and a size cap, so a
-WeRSS that trickles or floods costs a bounded time (include/radar/http.py). Bodies are decoded leniently
+Every request has a total deadline (``timeout``, and at most the caller's ``deadline``) and a size cap on
+what its answer decodes to, so a WeRSS that trickles, floods or sends a compression bomb costs a bounded time
+and memory (include/radar/http.py). Bodies are decoded leniently
 (invalid UTF-8 becomes U+FFFD) and every page is checked for its shape before it is used.
 """
 
@@ -309,7 +310,8 @@ def _decode(content: bytes) -> Any:
 def _transport_error(exc: httpx2.TransportError, budget: float) -> str:
     if isinstance(exc, httpx2.TimeoutException):
         return f"no complete answer within {budget:.3g}s"
-    return exc.__class__.__name__
+    detail = str(exc)[:200]  # e.g. the answer's size or an encoding refused (include/radar/http.py)
+    return f"{exc.__class__.__name__}: {detail}" if detail else exc.__class__.__name__
 
 
 def _detail_code(response: Reply) -> int | None:

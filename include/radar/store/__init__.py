@@ -21,6 +21,7 @@ Every function takes an open psycopg connection (``db.connect()``) and leaves co
 from __future__ import annotations
 
 from include.radar.store.analyses import (  # noqa: F401
+    HEARTBEAT,
     LEASE,
     Claim,
     analysis_brief,
@@ -28,6 +29,7 @@ from include.radar.store.analyses import (  # noqa: F401
     analysis_for_item,
     attempts_of,
     claim_item,
+    claim_owner,
     day_analyses,
     day_failures,
     existing_analysis_ids,
@@ -40,7 +42,9 @@ from include.radar.store.analyses import (  # noqa: F401
     opportunities_of,
     pending_items,
     reap_claims,
+    renew_claims,
     reset_failed,
+    same_task,
     slot_analyses,
 )
 from include.radar.store.articles import (  # noqa: F401
@@ -65,6 +69,7 @@ from include.radar.store.common import (  # noqa: F401
     NOTE_FAILED,
     NOTE_PENDING,
     NOTE_SENT,
+    NOTE_UNKNOWN,
     PENDING,
     REPORT_BUILDING,
     REPORT_FAILED,
@@ -119,8 +124,11 @@ from include.radar.store.pushes import (  # noqa: F401
     claim_notification,
     daily_push_sent,
     finish_notification,
+    mark_unknown,
     notification,
     notifications_for_day,
+    stale_notifications,
+    start_send,
 )
 from include.radar.store.reports import (  # noqa: F401
     daily_notifications,

@@ -6,6 +6,13 @@ records how that attempt ended. Whatever happens to the worker, the article ends
 handles: done, failed (retried while attempts remain), pending (a deadline cut the call), or still leased
 until the lease runs out, when it is failed with the attempt counted. Two claims of the same text at the
 same moment pay for one call: the second sees the first holding it and waits for its analysis to reuse.
+
+A claim is owned by one *task try* (:func:`claim_owner`: DAG run, task, map index and try number), and no
+one takes over a claim whose lease is running, not even a retry of the same task: a retry started while
+the earlier try's process still lives (a zombie whose worker lost its heartbeat) would otherwise call
+DeepSeek a second time. The lease is short (:data:`LEASE`) and renewed by the holder every
+:data:`HEARTBEAT` while its attempts run (analyst.ClaimKeeper): a live try keeps its claims, a dead one's
+run out within minutes.
 """
 
 from __future__ import annotations
@@ -21,9 +28,24 @@ from include.radar import redact, search
 from include.radar.store.common import ANALYSING, DONE, Row
 from include.radar.store.slot_runs import FAILED_OUTCOMES
 
-# A claim's lease: longer than the analyse task's execution_timeout (45 min), so a live worker never loses
-# its claim; a lost worker's claim is taken back after it.
-LEASE = timedelta(hours=1)
+# A claim's lease, renewed by its holder every HEARTBEAT while the attempt runs: a live try never loses its
+# claim, a dead one's is free within LEASE (a retry waits that long at most)
+LEASE = timedelta(minutes=5)
+HEARTBEAT = timedelta(seconds=30)
+_OWNER_SEP = "|"  # never in an Airflow run id (its allowed pattern is [A-Za-z0-9_.~:+-])
+
+
+def claim_owner(run: str, task_id: str, map_index: int, try_number: int) -> str:
+    """The owner of the claims one task try takes: ``<dag run id>|<task id>|<map index>|<try number>``."""
+    return _OWNER_SEP.join((run, task_id, str(map_index), str(try_number)))
+
+
+def same_task(owner: str | None, other: str | None) -> bool:
+    """Whether two owners are two tries of one task instance (same run, task and map index)."""
+    if not owner or not other or owner == other:
+        return False
+    a, b = owner.split(_OWNER_SEP), other.split(_OWNER_SEP)
+    return len(a) == len(b) == 4 and a[:3] == b[:3]
 
 
 @dataclass(frozen=True)
@@ -43,14 +65,17 @@ class Claim:
 
 def claim_item(
     conn: psycopg.Connection, item_id: int, *, slot_run_id: int, claimer: str, max_attempts: int,
-    lease: timedelta = LEASE,
+    lease: timedelta | None = None,
 ) -> Claim:
     """Take an article for one analysis attempt, or say why not (see :class:`Claim`).
 
-    ``claimer`` names the run (its DAG run id): a retry of the same run takes over its own earlier claim
-    (that attempt crashed), anyone else waits for the lease. Serialised per clean-text hash with a
+    ``claimer`` names the task try (:func:`claim_owner`; the DAG run id outside Airflow). A claim whose lease
+    is running is busy for everyone else, a retry of the same task included (it may wait for the lease, see
+    analyst.analyse_item); one whose lease ran out is taken over, that attempt closed (``crashed`` when it was
+    an earlier try of the same task, else ``expired``). Serialised per clean-text hash with a
     transaction-level advisory lock, so of two claims of the same text exactly one goes on to the LLM.
     """
+    lease = LEASE if lease is None else lease
     head = conn.execute("SELECT content_hash FROM content_item WHERE id = %s", (item_id,)).fetchone()
     if head is None:
         return Claim("missing")
@@ -66,7 +91,7 @@ def claim_item(
     existing = analysis_for_item(conn, item_id)
     if existing is not None or item["analyzed_status"] == DONE:
         return Claim("done", item, analysis=existing)
-    if item["analyzed_status"] == ANALYSING and item["leased"] and item["claimed_by"] != claimer:
+    if item["analyzed_status"] == ANALYSING and item["leased"]:
         return Claim("busy", item)
     if item["content_hash"]:
         twin = analysis_for_hash(conn, item["content_hash"], item_id)
@@ -81,10 +106,11 @@ def claim_item(
         ).fetchone()
         if busy is not None:
             return Claim("twin_busy", item)
-    if item["analyzed_status"] == ANALYSING:  # our own earlier try died, or a lost worker's lease ran out
-        own = item["claimed_by"] == claimer
+    if item["analyzed_status"] == ANALYSING:  # its holder's lease ran out: an earlier try of ours, or a lost worker
+        own = same_task(claimer, item["claimed_by"])
         _end_running(conn, item_id, "crashed" if own else "expired",
-                     "its task ended without finishing (a retry took over)" if own else "lease expired: worker lost")
+                     "its task try ended without finishing (a retry took over after its lease ran out)" if own
+                     else "lease expired: worker lost")
     if item["attempts"] >= max_attempts:
         conn.execute(
             """
@@ -161,6 +187,25 @@ def finish_attempt(
     return True
 
 
+def renew_claims(conn: psycopg.Connection, owner: str, lease: timedelta | None = None) -> int:
+    """Extend the lease of every claim ``owner`` still holds (its heartbeat); how many it holds."""
+    rows = conn.execute(
+        """
+        UPDATE content_item SET lease_until = now() + %s
+        WHERE analyzed_status = 1 AND claimed_by = %s
+        RETURNING id, lease_until
+        """,
+        (LEASE if lease is None else lease, owner),
+    ).fetchall()
+    if rows:
+        conn.execute(
+            "UPDATE analysis_attempt SET lease_until = %s WHERE content_item_id = ANY(%s) AND outcome = 'running' "
+            "AND claimed_by = %s",
+            (rows[0]["lease_until"], [r["id"] for r in rows], owner),
+        )
+    return len(rows)
+
+
 def expire_leases(conn: psycopg.Connection) -> int:
     """Articles whose claim outlived its lease (the worker was lost): failed, the attempt already counted."""
     rows = conn.execute(
@@ -176,16 +221,18 @@ def expire_leases(conn: psycopg.Connection) -> int:
     return len(rows)
 
 
-def reap_claims(conn: psycopg.Connection, claimer: str) -> int:
-    """Claims a finished run still holds (its analyse task was killed or timed out): failed, counted."""
+def reap_claims(conn: psycopg.Connection, run: str) -> int:
+    """Claims a finished run still holds (an analyse task try was killed or timed out): failed, counted.
+    ``run`` is the DAG run id: every try of every task of the run (see :func:`claim_owner`)."""
     rows = conn.execute(
         """
         UPDATE content_item SET analyzed_status = 3, claimed_by = NULL, lease_until = NULL, updated_at = now(),
                last_error = 'analysis interrupted: its task ended without finishing (killed or timed out)'
-        WHERE analyzed_status = 1 AND claimed_by = %s
+        WHERE analyzed_status = 1
+          AND (claimed_by = %(run)s OR left(claimed_by, length(%(run)s) + 1) = %(run)s || %(sep)s)
         RETURNING id
         """,
-        (claimer,),
+        {"run": run, "sep": _OWNER_SEP},
     ).fetchall()
     for r in rows:
         _end_running(conn, r["id"], "crashed", "its task ended without finishing (killed or timed out)")

@@ -14,7 +14,7 @@ BODY_WAITING, BODY_READY, BODY_UNUSABLE = 0, 1, 2
 # slot_run.status
 RUNNING, SUCCESS, SLOT_FAILED = 0, 1, 2
 # notification_log.status
-NOTE_PENDING, NOTE_SENT, NOTE_FAILED = 0, 1, 2
+NOTE_PENDING, NOTE_SENT, NOTE_FAILED, NOTE_UNKNOWN = 0, 1, 2, 3  # unknown: the send started, no outcome
 # daily_report.status: 3 = built from what was done (fallback digest, pending or failed work listed);
 # 2 = nothing could be built
 REPORT_BUILDING, REPORT_OK, REPORT_FAILED, REPORT_PARTIAL = 0, 1, 2, 3

@@ -73,14 +73,15 @@ def set_events(conn: psycopg.Connection, assigned: Iterable[tuple[int, int, str 
 
 
 def pushed_events(conn: psycopg.Connection, event_ids: list[int], other_than_slot_run: int) -> set[int]:
-    """Of these events, those another slot run's opportunity push linked to (delivered to a channel)."""
+    """Of these events, those another slot run's opportunity push linked to (delivered to a channel, or
+    perhaps: its delivery unknown, since a duplicate is worse than a miss)."""
     if not event_ids:
         return set()
     rows = conn.execute(
         f"""
         SELECT DISTINCT a.event_id FROM notification_log n
         JOIN analysis_result a ON a.id = {PUSHED_ANALYSIS_ID}
-        WHERE n.push_type = 'opportunity' AND n.status = 1 AND a.event_id = ANY(%s)
+        WHERE n.push_type = 'opportunity' AND n.status IN (1, 3) AND a.event_id = ANY(%s)
           AND n.slot_run_id IS DISTINCT FROM %s
         """,
         (event_ids, other_than_slot_run),

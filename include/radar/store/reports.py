@@ -106,7 +106,8 @@ def recent_days(conn: psycopg.Connection, end_day: date, days: int, threshold: i
         ), pushes AS (
             SELECT report_date, count(*) AS push_total,
                    count(*) FILTER (WHERE status = 1) AS push_sent,
-                   count(*) FILTER (WHERE status = 2) AS push_failed
+                   count(*) FILTER (WHERE status = 2) AS push_failed,
+                   count(*) FILTER (WHERE status = 3) AS push_unknown
             FROM notification_log
             WHERE report_date BETWEEN %(start)s AND %(end)s AND push_type = 'daily'
             GROUP BY report_date
@@ -120,7 +121,7 @@ def recent_days(conn: psycopg.Connection, end_day: date, days: int, threshold: i
                an.max_score, coalesce(f.failed, 0) AS failed,
                dr.status AS report_status,
                coalesce(p.push_total, 0) AS push_total, coalesce(p.push_sent, 0) AS push_sent,
-               coalesce(p.push_failed, 0) AS push_failed
+               coalesce(p.push_failed, 0) AS push_failed, coalesce(p.push_unknown, 0) AS push_unknown
         FROM days d
         LEFT JOIN runs r ON r.run_date = d.day
         LEFT JOIN analysed an ON an.run_date = d.day

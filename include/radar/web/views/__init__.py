@@ -5,7 +5,8 @@ page logic that matters — slot states, push status, ordering, which links carr
 a safe link — is tested without a server. Templates only lay out what these objects hold.
 
 Text from articles and from the LLM is never marked safe here, with one exception: the daily digest,
-rendered by markdown-it with raw HTML disabled and only http(s) links and this app's own page links kept.
+rendered by markdown-it with raw HTML disabled and no link but this app's own page links (a URL the LLM
+wrote stays text).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from include.radar.web.views.common import (  # noqa: F401
     PUSH_PARTIAL,
     PUSH_PENDING,
     PUSH_SENT,
+    PUSH_UNKNOWN,
+    PUSH_UNKNOWN_NOTICE,
     REPORT_BUILDING,
     REPORT_EMPTY,
     REPORT_FAILED,

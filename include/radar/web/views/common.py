@@ -34,14 +34,17 @@ SLOT_LABELS = {
 _SLOT_STATUS = {0: SLOT_RUNNING, 1: SLOT_DONE, 2: SLOT_FAILED}
 
 PUSH_SENT, PUSH_PENDING, PUSH_FAILED, PUSH_PARTIAL, PUSH_NONE = "sent", "pending", "failed", "partial", "none"
+PUSH_UNKNOWN = "unknown"  # the send started and its sender never recorded an answer: never resent by itself
 PUSH_LABELS = {
     PUSH_SENT: "已送达",
     PUSH_PENDING: "发送中",
     PUSH_FAILED: "发送失败",
     PUSH_PARTIAL: "部分失败",
+    PUSH_UNKNOWN: "结果未知",
     PUSH_NONE: "未推送",
 }
-_NOTE_STATUS = {0: PUSH_PENDING, 1: PUSH_SENT, 2: PUSH_FAILED}
+_NOTE_STATUS = {0: PUSH_PENDING, 1: PUSH_SENT, 2: PUSH_FAILED, 3: PUSH_UNKNOWN}
+PUSH_UNKNOWN_NOTICE = "发送已开始但没有记录结果，系统不会自动重发：请在该通道确认；没收到可用「强制推送」重推"
 
 REPORT_OK, REPORT_BUILDING, REPORT_FAILED, REPORT_MISSING, REPORT_EMPTY = "ok", "building", "failed", "missing", "empty"
 REPORT_PARTIAL = "partial"
@@ -222,8 +225,12 @@ class Links:
 _ANALYSIS_PATH = re.compile(r"/analysis/([0-9]{1,18})")
 _DAILY_PATH = re.compile(r"/daily/([0-9]{4}-[0-9]{2}-[0-9]{2})")
 
-# What decides a digest link's target: a rewriter from digest_link_rewriter, or safe_http_url alone.
+# What decides a digest link's target: a rewriter from digest_link_rewriter; without one, no link at all.
 LinkRule = Callable[[str], "str | None"]
+
+
+def _no_link(href: str) -> str | None:
+    return None
 
 
 def _is_app_path(href: str) -> bool:
@@ -234,12 +241,14 @@ def _is_app_path(href: str) -> bool:
 def _vet_links(state: StateCore) -> None:
     """Core rule: a link keeps its ``<a>`` only when the page's link rule gives it a target; else its text stays.
 
-    The digest is LLM output that may quote article text: markdown-it already refuses ``javascript:``,
-    ``vbscript:``, ``file:`` and ``data:`` links, but relative and protocol-relative ones (``//host/x``) would
-    open another site or a wrong page inside the Airflow iframe. Links cannot nest in CommonMark, so a dropped
-    ``link_open`` is matched by the next ``link_close``; a stack keeps that true whatever the plugins do.
+    The digest is LLM output that may quote article text, and an article can make the model write a phishing
+    URL: only the radar's own pages the digest refers to (``/analysis/<id>``, ``/daily/<date>``, rewritten by
+    :func:`digest_link_rewriter`) become links; every other URL, whatever its form (``[x](https://…)``,
+    ``<https://…>``, ``javascript:``, relative, protocol-relative), stays text. Links cannot nest in
+    CommonMark, so a dropped ``link_open`` is matched by the next ``link_close``; a stack keeps that true
+    whatever the plugins do.
     """
-    rule: LinkRule = state.env.get("rewrite_href") or safe_http_url
+    rule: LinkRule = state.env.get("rewrite_href") or _no_link
     for block in state.tokens:
         if block.type != "inline" or not block.children:
             continue
@@ -248,7 +257,7 @@ def _vet_links(state: StateCore) -> None:
         for token in block.children:
             if token.type == "link_open":
                 href = rule(str(token.attrGet("href") or ""))
-                allowed = href is not None and (safe_http_url(href) is not None or _is_app_path(href))
+                allowed = href is not None and _is_app_path(href)
                 dropped.append(not allowed)
                 if not allowed:
                     continue
@@ -261,15 +270,12 @@ def _vet_links(state: StateCore) -> None:
 
 def _markdown() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
-    # Remote images would be blocked by the page's CSP anyway; render them as links instead of broken images.
+    # Remote images would be blocked by the page's CSP anyway; no image: its text stays (and no link, below).
     md.disable("image")
     md.core.ruler.push("radar_vet_links", _vet_links)
 
     def link_open(renderer: Any, tokens: list[Any], idx: int, options: Any, env: dict[str, Any]) -> str:
-        token = tokens[idx]
-        token.attrSet("rel", "noopener noreferrer nofollow")
-        if safe_http_url(str(token.attrGet("href") or "")):  # external: leave the Airflow iframe
-            token.attrSet("target", "_blank")
+        tokens[idx].attrSet("rel", "noopener noreferrer nofollow")
         return renderer.renderToken(tokens, idx, options, env)
 
     md.add_render_rule("link_open", link_open)
@@ -280,8 +286,8 @@ _MD = _markdown()
 
 
 def digest_link_rewriter(report_base_url: str, links: Links) -> LinkRule:
-    """The digest's link rule: report pages become this app's links, other absolute http(s) URLs stay, the
-    rest (relative, protocol-relative, other schemes) gets no link (None).
+    """The digest's link rule: report pages become this app's links; anything else gets no link (None) and
+    stays text — the digest is written by the LLM, and article links come only from WeRSS rows.
 
     The digest cites canonical URLs (``report_base_url`` + ``/analysis/N`` or ``/daily/YYYY-MM-DD``) or bare
     page paths; rewritten, they work inside the Airflow iframe and, on a signed daily page, analysis links
@@ -300,14 +306,14 @@ def digest_link_rewriter(report_base_url: str, links: Links) -> LinkRule:
                     return links.daily(date.fromisoformat(match.group(1)))
                 except ValueError:
                     pass
-        return safe_http_url(href)
+        return None
 
     return rewrite
 
 
 def render_markdown(text: str, rewrite_href: LinkRule | None = None) -> Markup:
-    """Digest markdown as HTML: raw HTML is escaped; links survive only as ``rewrite_href`` (or, without one,
-    :func:`safe_http_url`) allows, and always only to http(s) URLs or paths on this host."""
+    """Digest markdown as HTML: raw HTML is escaped; links survive only as ``rewrite_href`` allows (the radar's
+    own pages), never to another site; without a rule, no link survives."""
     return Markup(_MD.render(text or "", {"rewrite_href": rewrite_href}))
 
 

@@ -92,7 +92,7 @@ def day_rows(
             if r["report_status"] is not None
             else (REPORT_MISSING if r["analysed"] or r["failed"] or r["slots_run"] else REPORT_EMPTY)
         )
-        state = push_state(r["push_total"], r["push_sent"], r["push_failed"])
+        state = push_state(r["push_total"], r["push_sent"], r["push_failed"], r.get("push_unknown") or 0)
         views.append(
             DayRowView(
                 day=r["day"],

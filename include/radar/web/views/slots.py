@@ -18,6 +18,8 @@ from include.radar.web.views.common import (
     PUSH_PARTIAL,
     PUSH_PENDING,
     PUSH_SENT,
+    PUSH_UNKNOWN,
+    PUSH_UNKNOWN_NOTICE,
     SLOT_FAILED,
     SLOT_LABELS,
     SLOT_LATE,
@@ -195,14 +197,17 @@ class PushView:
     channels: list[ChannelPush] = field(default_factory=list)
 
 
-def push_state(total: int, sent: int, failed: int) -> str:
-    """One state for a push that went to several channels: all sent, some failed, all failed, or pending."""
+def push_state(total: int, sent: int, failed: int, unknown: int = 0) -> str:
+    """One state for a push that went to several channels: all sent, some failed, all failed, some with
+    their delivery unknown (the operator must look), or pending."""
     if total == 0:
         return PUSH_NONE
     if sent == total:
         return PUSH_SENT
     if failed == total:
         return PUSH_FAILED
+    if unknown:
+        return PUSH_UNKNOWN
     if failed:
         return PUSH_PARTIAL
     return PUSH_PENDING
@@ -228,13 +233,15 @@ def push_view(rows: Iterable[Row], tz: ZoneInfo, daily_run: Row | None = None) -
                 label=PUSH_LABELS[state],
                 attempts=r.get("attempts") or 0,
                 when=local_time(r.get("sent_at") or r.get("updated_at"), tz, "%m-%d %H:%M"),
-                error=(error_text(r.get("error"), 300) or "未知错误") if state == PUSH_FAILED else None,
+                error=((error_text(r.get("error"), 300) or "未知错误") if state == PUSH_FAILED
+                       else PUSH_UNKNOWN_NOTICE if state == PUSH_UNKNOWN else None),
             )
         )
     state = push_state(
         len(channels),
         sum(c.state == PUSH_SENT for c in channels),
         sum(c.state == PUSH_FAILED for c in channels),
+        sum(c.state == PUSH_UNKNOWN for c in channels),
     )
     label = (silent_label(daily_run) if state == PUSH_NONE else None) or PUSH_LABELS[state]
     return PushView(state=state, label=label, channels=channels)

@@ -1,0 +1,124 @@
+"""Issue 24 §5: text the LLM wrote never becomes a link — in a push (the channels link bare URLs and host
+names themselves, so they are defanged) or a page (the digest's markdown keeps only the radar's own page
+links). Article links come only from WeRSS rows."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import date, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from include.radar import decide, push
+from tests.slotrun import answer, article, read_page, run_slot, shanghai
+
+pytestmark = pytest.mark.hostile
+
+SLOT = shanghai(2026, 1, 8, 14)
+DAILY = shanghai(2026, 1, 8, 22)
+
+# every form a hostile answer can use to get a link in front of the reader
+HOSTILE = [
+    "https://evil.example/login",
+    "http://evil.example",
+    "HTTPS://EVIL.EXAMPLE/caps",
+    "www.evil.example",
+    "evil.example/bare",
+    "[领取](https://evil.example/md)",
+    "<https://evil.example/auto>",
+    "javascript:alert(1)",
+    "a@evil.example",
+    "evil。example",
+    "//evil.example/proto",
+    "1.2.3.4/ip",
+]
+# what a linkifier (Telegram, WeCom, mail clients) turns into a link
+LINKABLE = re.compile(r"(?i)(?:https?|ftp):\s*/\s*/|javascript\s*:|[\w-]\.[^\W\d_]{2}|[A-Za-z0-9-][。．｡][A-Za-z]{2}|\d{1,3}(?:\.\d{1,3}){3}")
+
+
+def _hostile_slot(fakes, form: str) -> dict:
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles.append(article(1, SLOT - timedelta(minutes=30), title="文章1"))
+    fakes.at(SLOT)
+    fakes.deepseek.responder = lambda body: answer(80, summary=f"利好{form}速领。其余细节")
+    return run_slot(SLOT)
+
+
+@pytest.mark.parametrize("form", HOSTILE)
+def test_an_opportunity_push_shows_a_url_the_llm_wrote_as_text(fakes, form):
+    _hostile_slot(fakes, form)
+    [message] = fakes.sink.received
+    *lines, link = message["message"].splitlines()
+    text = "\n".join([message["title"], *lines])
+    assert LINKABLE.search(text) is None, text
+    if "。" not in form:  # (the push keeps the summary's first sentence only)
+        assert "利好" in lines[0] and ("[.]" in lines[0] or "[:]" in lines[0])  # still readable, as text
+    assert link.startswith("https://radar.example.com/radar/analysis/")  # the push's one link is the radar's
+
+
+def _digest_slot(fakes, title: str, digest_md: str) -> None:
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles.append(article(1, shanghai(2026, 1, 8, 9), title="文章1"))
+    fakes.at(DAILY)
+
+    def respond(body):
+        user = body["messages"][1]["content"]
+        if "<<<DATA_START>>>" not in user:
+            return answer(80)
+        data = json.loads(user.split("<<<DATA_START>>>")[1].split("<<<DATA_END>>>")[0])
+        return json.dumps({
+            "has_opportunity": True,
+            "top_opportunities": [{"analysis_id": a["analysis_id"], "title": title, "reason": "见 https://evil.example"}
+                                  for a in data["analyses"]],
+            "digest_md": digest_md, "watchlist": ["www.evil.example"],
+            "stats": {"analysed": 1, "opportunities": 1, "failed": 0},
+        }, ensure_ascii=False)
+
+    fakes.deepseek.responder = respond
+
+
+def test_the_daily_push_and_page_show_urls_in_the_digest_as_text(fakes):
+    digest_md = "\n\n".join(["## 今日要点", *[f"- 形式 {i}：{form}" for i, form in enumerate(HOSTILE)],
+                             "[原文](https://mp.weixin.qq.com/s/fake) [当日分析](/analysis/1)"])
+    _digest_slot(fakes, "储能 https://evil.example/top 速看", digest_md)
+    run_slot(DAILY)
+    [message] = fakes.sink.received
+    *lines, link = message["message"].splitlines()
+    assert LINKABLE.search("\n".join([message["title"], *lines])) is None, lines
+    assert any("evil[.]example" in line for line in lines) and link.startswith("https://radar.example.com/")
+    html = read_page(f"/daily/{date(2026, 1, 8)}", DAILY + timedelta(hours=1))
+    digest = html[html.find('<div class="md">'):].split("</section>")[0]
+    hrefs = re.findall(r'href="([^"]*)"', digest)
+    assert hrefs and all(re.fullmatch(r"(/radar)?/analysis/\d+", h) for h in hrefs), hrefs
+    assert "evil.example" in digest and "原文" in digest  # shown, as text
+
+
+def test_an_operator_alert_quoting_an_answer_shows_its_url_as_text():
+    message = push.Message(title="【运维】DeepSeek 调用异常", lines=["not JSON: 'see https://evil.example/x'"],
+                           link="https://radar.example.com/radar/")
+    title, body = push.fit(message, push.channels_from(["tgram://123456:ABCDEF/42"])[0])
+    assert "hxxps://evil[.]example/x" in body and body.endswith("\nhttps://radar.example.com/radar/")
+    assert LINKABLE.search(body.rsplit("\n", 1)[0]) is None
+
+
+@pytest.mark.parametrize("form", HOSTILE)
+def test_defang_leaves_nothing_linkable_and_keeps_the_text_readable(form):
+    out = decide.defang(f"利好 {form} 速领")
+    assert LINKABLE.search(out) is None, out
+    assert out.startswith("利好 ") and out.endswith(" 速领")
+    assert "evil" in out.lower() or "1[.]2" in out or "javascript[:]" in out
+
+
+def test_defang_leaves_ordinary_chinese_text_and_numbers_alone():
+    text = "宁德时代三季度营收同比增长 3.45%，净利润 80亿元。e.g. 版本 v1.2 发布。下一步：观察。"
+    assert decide.defang(text) == text
+
+
+@given(st.text(alphabet=st.sampled_from(list("abcxyz019.-:/@ 。．[]()<>wWhHtTpPsS利好")), max_size=60))
+def test_defang_is_idempotent_and_leaves_nothing_linkable(text):
+    once = decide.defang(text)
+    assert decide.defang(once) == once
+    assert LINKABLE.search(once) is None, once
