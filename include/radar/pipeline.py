@@ -32,6 +32,7 @@ from include.radar import (
     signing,
     spending,
     store,
+    track_record,
     watch,
     weekly,
 )
@@ -541,7 +542,7 @@ def record_skip(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     return {"reason": decision.reason}
 
 
-REPORT_STEPS = ("build_daily_report", "push_daily_report", "weekly_summary")
+REPORT_STEPS = ("build_daily_report", "push_daily_report", "weekly_summary", "track_record")
 # the weekly digest call's own bound: it runs after the daily push, so no daily phase bounds it; the task
 # times out at 10 minutes, and this leaves the push its share of them
 WEEKLY_DIGEST_SECONDS = 5 * 60
@@ -650,6 +651,13 @@ def weekly_summary(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     if delivery.failed:
         raise push.PushFailed(f"weekly push failed for {', '.join(delivery.failed)}; a retry resends only to those")
     return {"week_start": monday.isoformat(), **delivery.as_xcom()}
+
+
+@step("track_record")
+def follow_picks(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    """After the daily push, whatever became of it: the picks followed in the market (track_record.py). A
+    failing price source is a warning and one operator alert a day; the next day's run retries."""
+    return track_record.daily(rt.connect, rt.settings, slot, lambda detail: rt.alert("market_data", detail, slot))
 
 
 def _stats_from_database(rt: Runtime, day: date) -> dict[str, Any]:
