@@ -366,3 +366,67 @@ def test_a_failing_source_alerts_once_and_the_next_day_retries(fakes, monkeypatc
                                now=day + timedelta(days=1))
     assert not third["failed"] and third["measured"] == 6
     assert up.calls  # retried the next day
+
+
+# ------------------------------------------------------------------------------------------------ the pages
+
+
+def test_the_record_page_shows_every_pick_with_its_benchmark_and_no_conclusion_below_30(fakes) -> None:
+    from tests.slotrun import read_page
+
+    _day_of_picks(fakes)
+    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
+    html = read_page("/record", shanghai(2026, 3, 21, 9))
+    for text in ("茅台提价", "平安看空", "机器人", "茅台再提", "申万白酒", "沪深300", "不是投资建议",
+                 "无法测量：「人形机器人」没有对应的行业指数", "SH:601318", "样本 2，不足 30", "<svg", "命中率"):
+        assert text in html, text
+    assert html.count('class="item pick"') == 4  # one per event: the repost of 茅台提价 is not a second pick
+    filtered = read_page("/record?type=sector&h=20", shanghai(2026, 3, 21, 9))
+    assert "机器人" in filtered and "茅台提价" not in filtered
+    with db.connect() as conn:
+        repost = conn.execute("SELECT a.id FROM analysis_result a JOIN content_item c ON c.id = a.content_item_id "
+                              "WHERE c.title = '茅台提价了'").fetchone()["id"]
+        lead = conn.execute("SELECT analysis_id FROM track_pick WHERE title = '茅台提价'").fetchone()["analysis_id"]
+    analysis = read_page(f"/analysis/{lead}", shanghai(2026, 3, 21, 9))
+    assert "战绩" in analysis and "T+20" in analysis and "申万白酒" in analysis
+    assert "另一条分析" in read_page(f"/analysis/{repost}", shanghai(2026, 3, 21, 9))
+    week = read_page("/weekly/2026-02-02", shanghai(2026, 3, 21, 9))
+    assert "本周战绩" in week and "本周选出 4 条" in week
+    assert "/record" in read_page("/", shanghai(2026, 3, 21, 9))
+
+
+@pytest.mark.parametrize("query", ["band=7", "h=3", "page=0", "page=x", "from=2026-13-01", "from=2026-03-02&to=2026-03-01",
+                                   "account=" + "x" * 200, "h=5&h=1", "page=" + "9" * 30])
+def test_a_malformed_filter_is_a_400_that_says_why_never_a_500(fakes, query) -> None:
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.testclient import TestClient
+
+    from include.radar.settings import load_settings
+    from include.radar.web.app import create_app
+    from include.radar.web.auth import may_read_radar
+
+    app = create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=lambda: shanghai(2026, 3, 1, 9))
+    app.dependency_overrides[get_user] = lambda: object()
+    app.dependency_overrides[may_read_radar] = lambda user: True
+    response = TestClient(app).get(f"/record?{query}")
+    assert response.status_code == 400 and "筛选条件无效" in response.text
+
+
+def test_article_text_on_the_record_page_is_escaped(fakes) -> None:
+    from tests.slotrun import read_page
+
+    with db.connect() as conn:
+        conn.execute("INSERT INTO wechat_account (mp_id, name) VALUES ('x', '<b>号</b>')")
+        item = conn.execute("INSERT INTO content_item (external_id, title, published_at) VALUES "
+                            "('e', '<script>alert(1)</script>', now()) RETURNING id").fetchone()["id"]
+        analysis = conn.execute(
+            "INSERT INTO analysis_result (content_item_id, score, has_opportunity, top_type, summary, result_json, "
+            "model, prompt_version) VALUES (%s, 70, true, 'sector', 's', '{}', 'm', 'v') RETURNING id",
+            (item,)).fetchone()["id"]
+        conn.execute(
+            "INSERT INTO track_pick (event_id, analysis_id, origin, picked_at, pick_day, score, direction, opp_type, "
+            "account, title, status, reason) VALUES (%s, %s, 'push', now(), current_date, 70, 'bullish', 'sector', "
+            "'<b>号</b>', '<script>alert(1)</script>', 'unmeasurable', '「<img src=x>」没有对应的行业指数')",
+            (analysis, analysis))
+    html = read_page("/record", datetime.now(SHANGHAI))
+    assert "<script>alert(1)" not in html and "&lt;script&gt;" in html and "<img src=x>" not in html
