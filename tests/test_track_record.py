@@ -430,3 +430,51 @@ def test_article_text_on_the_record_page_is_escaped(fakes) -> None:
             (analysis, analysis))
     html = read_page("/record", datetime.now(SHANGHAI))
     assert "<script>alert(1)" not in html and "&lt;script&gt;" in html and "<img src=x>" not in html
+
+
+# ------------------------------------------------------------------------------------------------- the rank
+
+
+def test_the_rank_gains_an_outcome_part_per_account_and_type_only_past_the_minimum() -> None:
+    from include.radar import ranking
+
+    analysis = {"id": 1, "score": 70, "mp_name": "研究所", "top_type": "stock", "result_json": {}}
+    means = [{"kind": "account", "key": "研究所", "n": 60, "mean": 0.04},
+             {"kind": "type", "key": "stock", "n": 45, "mean": -0.5}]
+    r = ranking.rank(analysis, ranking.learn([], means, 30))
+    # 4 % shrunk by 60/90 = 2.7 -> 3 points; a type losing 50 % a pick is capped at -6
+    assert ("公众号「研究所」的战绩：60 条已测，T+5 平均超额 +4.0%", 3) in r.parts
+    assert any(why.startswith("个股类机会的战绩") and pts == -6 for why, pts in r.parts)
+    assert r.outcome == -3 and r.total == 67
+    assert ranking.rank(analysis, ranking.learn([], means, 46)).outcome == 3  # the type is below 46 picks
+    assert ranking.rank(analysis, ranking.learn([], means, 100)).outcome == 0 and ranking.learn([], means, 100).outcome_account == {}
+
+
+def test_the_analysis_page_writes_the_outcome_part_beside_the_feedback_part(fakes, monkeypatch) -> None:
+    from tests.slotrun import read_page
+
+    _day_of_picks(fakes)
+    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
+    with db.connect() as conn:  # 40 earlier measured picks of the account, each 3 % better than its benchmark
+        lead = conn.execute("SELECT analysis_id FROM track_pick WHERE title = '茅台提价'").fetchone()["analysis_id"]
+        earlier = conn.execute(
+            """
+            WITH items AS (
+                INSERT INTO content_item (external_id, title, published_at)
+                SELECT 'old-' || g, '旧文' || g, now() - interval '60 days' FROM generate_series(1, 40) g RETURNING id
+            )
+            INSERT INTO analysis_result (content_item_id, score, has_opportunity, top_type, summary, result_json,
+                                         model, prompt_version)
+            SELECT id, 70, true, 'sector', 's', '{}', 'm', 'v' FROM items RETURNING id
+            """).fetchall()
+        for row in earlier:
+            pick = conn.execute(
+                "INSERT INTO track_pick (event_id, analysis_id, origin, picked_at, pick_day, score, direction, "
+                "opp_type, account, status) VALUES (%s, %s, 'push', now(), current_date, 70, 'bullish', 'sector', "
+                "'研究所', 'measurable') RETURNING id", (row["id"], row["id"])).fetchone()["id"]
+            conn.execute("INSERT INTO track_outcome (pick_id, horizon, status, ret, excess, signed_excess, hit) "
+                         "VALUES (%s, 5, 'measured', 0.04, 0.03, 0.03, true)", (pick,))
+    page = read_page(f"/analysis/{lead}", shanghai(2026, 3, 21, 9))
+    assert "公众号「研究所」的战绩：42 条已测" in page  # the 40 and this day's two measured picks of the account
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_OUTCOME_MIN_PICKS", "100")
+    assert "的战绩：" not in read_page(f"/analysis/{lead}", shanghai(2026, 3, 21, 9))

@@ -466,7 +466,8 @@ def _slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
         event_ids = sorted({events.event_of(a) for a in analyses})
         others = store.event_members(conn, event_ids)
         reported = store.pushed_events(conn, event_ids, slot["slot_run_id"])
-        weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)))
+        weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)),
+                                store.outcome_means(conn, ranking.OUTCOME_HORIZON), rt.settings.outcome_min_picks)
     analyses = ranking.annotate(analyses, weights)  # the reader's watchlist and feedback order the candidates
     return decide.summarise(analyses, failed, rt.settings.push_score_threshold,
                             [o for o in others if o["slot_run_id"] != slot["slot_run_id"]], reported)

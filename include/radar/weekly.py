@@ -48,9 +48,11 @@ def is_weekly_slot(day: date, is_daily: bool) -> bool:
     return is_daily and day.weekday() == SUNDAY
 
 
-def gather(conn: Any, monday: date) -> tuple[list[events.Entry], dict[str, Any]]:
+def gather(conn: Any, monday: date, min_picks: int = ranking.DEFAULT_MIN_PICKS
+           ) -> tuple[list[events.Entry], dict[str, Any]]:
     first, last = monday, monday + timedelta(days=6)
-    weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)))
+    weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)),
+                            store.outcome_means(conn, ranking.OUTCOME_HORIZON), min_picks)
     rows = ranking.order(ranking.annotate(store.week_analyses(conn, first, last), weights))
     fresh = [r for r in rows if not r.get("reused_from_id")]
     entries = events.entries(fresh)
@@ -92,7 +94,7 @@ def build(connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], *, m
         if existing is not None and existing["status"] == store.REPORT_OK:
             log.info("weekly summary %s was built by the LLM already; no second call", monday)
             return existing
-        entries, stats = gather(conn, monday)
+        entries, stats = gather(conn, monday, settings.outcome_min_picks)
     threshold = settings.push_score_threshold
     digest: DailyDigest | None = None
     error = model = prompt_version = None

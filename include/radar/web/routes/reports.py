@@ -185,7 +185,8 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
     return get_pages(request).render(
         request, "analysis.html", settings=settings, reader=reader, links=links, page=page,
         rank=profile_views.rank_view(row, weights),
-        boosts={"watch": ranking.WATCH_BOOST, "interest": ranking.INTEREST_BOOST, "cap": ranking.FEEDBACK_CAP},
+        boosts={"watch": ranking.WATCH_BOOST, "interest": ranking.INTEREST_BOOST, "cap": ranking.FEEDBACK_CAP,
+                "outcome": ranking.OUTCOME_CAP, "min_picks": settings.outcome_min_picks},
         feedback_buttons=feedback_forms(request, reader, settings, links).buttons(wanted, verdict),
         outcome=record_views.pick_view(pick, links, zone(settings)) if pick else None,
     )
