@@ -127,7 +127,7 @@ def _try_fetch(conn: Any, lazy: _Lazy, what: str, now: datetime, run: Update, ca
     except SourceError as exc:
         lazy.failures_in_a_row += 1
         run.failed.append(f"{what}: {exc}"[:300])
-        track_store.record_fetch(conn, what, day, ok=False, error=str(exc))
+        track_store.record_fetch(conn, what, day, now, ok=False, error=str(exc))
         conn.commit()
         log.warning("track record: fetching %s failed (retried by the next day's run): %s", what, exc)
         if lazy.down:
@@ -136,7 +136,7 @@ def _try_fetch(conn: Any, lazy: _Lazy, what: str, now: datetime, run: Update, ca
     lazy.failures_in_a_row = 0
     lazy.successes += 1
     run.fetched += 1
-    track_store.record_fetch(conn, what, day, ok=True, rows=rows)
+    track_store.record_fetch(conn, what, day, now, ok=True, rows=rows)
     conn.commit()
     return True
 

@@ -23,15 +23,16 @@ def fetched(conn: psycopg.Connection, what: str, day: date) -> Row | None:
     return conn.execute("SELECT * FROM market_fetch WHERE what = %s AND fetched_on = %s", (what, day)).fetchone()
 
 
-def record_fetch(conn: psycopg.Connection, what: str, day: date, *, ok: bool, rows: int = 0,
+def record_fetch(conn: psycopg.Connection, what: str, day: date, at: datetime, *, ok: bool, rows: int = 0,
                  error: str | None = None) -> None:
+    """``at``: the step's clock when it fetched (what the fetch could see: a bar published later was not in it)."""
     conn.execute(
         """
-        INSERT INTO market_fetch (what, fetched_on, ok, rows, error) VALUES (%s, %s, %s, %s, %s)
+        INSERT INTO market_fetch (what, fetched_on, ok, rows, error, fetched_at) VALUES (%s, %s, %s, %s, %s, %s)
         ON CONFLICT (what, fetched_on) DO UPDATE SET ok = EXCLUDED.ok, rows = EXCLUDED.rows,
-            error = EXCLUDED.error, attempts = market_fetch.attempts + 1, fetched_at = now()
+            error = EXCLUDED.error, attempts = market_fetch.attempts + 1, fetched_at = EXCLUDED.fetched_at
         """,
-        (what, day, ok, rows, redact.scrub(error) if error else None),
+        (what, day, ok, rows, redact.scrub(error) if error else None, at),
     )
 
 
