@@ -1,6 +1,6 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`.
 SHELL := /bin/bash
-.PHONY: run test ui lint lock bench bench-search bench-deadline bench-grouping bench-slot celery backfill-check
+.PHONY: run test ui lint lock bench bench-track bench-search bench-deadline bench-grouping bench-slot celery backfill-check
 
 run:  ## run the five slots of a demo day through the real DAG, offline (Airflow's metadata on the embedded PostgreSQL)
 	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar_demo.run
@@ -16,6 +16,9 @@ lint:
 
 bench:  ## seed a year of data and time the report pages (p95 < 50 ms) and search (p95 < 200 ms)
 	source scripts/bootstrap.sh && python scripts/bench_pages.py
+
+bench-track:  ## the track record's step over a year of picks (synthetic prices in akshare's shapes): cold and warm cache
+	source scripts/bootstrap.sh && python scripts/bench_track_record.py $(ARGS)
 
 bench-search:  ## which Chinese search finds more on the labelled articles: shipped (jieba + character pairs), jieba only, substring
 	source scripts/bootstrap.sh && python scripts/bench_search.py

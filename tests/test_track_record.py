@@ -146,7 +146,7 @@ def test_the_wilson_interval_holds_the_rate_and_stays_in_0_1(hits, n) -> None:
 
 @given(st.lists(st.floats(-0.5, 0.5), min_size=2, max_size=60))
 def test_the_mean_interval_holds_the_mean(values) -> None:
-    mean, low, high = outcomes.mean_interval(values)
+    mean, low, high = outcomes.mean_interval_of(len(values), sum(values), sum(v * v for v in values))
     assert low <= mean + 1e-12 and mean <= high + 1e-12
 
 
@@ -478,3 +478,31 @@ def test_the_analysis_page_writes_the_outcome_part_beside_the_feedback_part(fake
     assert "公众号「研究所」的战绩：42 条已测" in page  # the 40 and this day's two measured picks of the account
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_OUTCOME_MIN_PICKS", "100")
     assert "的战绩：" not in read_page(f"/analysis/{lead}", shanghai(2026, 3, 21, 9))
+
+
+def test_the_summaries_aggregated_in_sql_equal_the_ones_counted_pick_by_pick(fakes) -> None:
+    from include.radar.store import track as track_store
+
+    _day_of_picks(fakes)
+    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
+    with db.connect() as conn:
+        for horizon in outcomes.HORIZONS:
+            rows = conn.execute(
+                "SELECT p.status AS pick_status, o.status, o.hit, o.excess, o.signed_excess FROM track_pick p "
+                "LEFT JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = %s", (horizon,)).fetchall()
+            [total] = [r for r in track_store.summary_groups(conn, track_store.RecordFilters(), horizon)
+                       if r["dim"] == "all"]
+            counted, summed = outcomes.overall(rows), outcomes.Group.from_sums("all", "全部", total)
+            assert (counted.picks, counted.directional, counted.hits, counted.unmeasurable, counted.waiting) == (
+                summed.picks, summed.directional, summed.hits, summed.unmeasurable, summed.waiting)
+            assert counted.mean_excess == pytest.approx(summed.mean_excess)
+            assert summed.picks == 4 and summed.unmeasurable == 2
+
+
+@given(st.lists(st.floats(-0.5, 0.5), min_size=2, max_size=40))
+def test_the_interval_from_sums_is_the_normal_interval_of_the_values(values) -> None:
+    import statistics
+
+    mean, half = statistics.fmean(values), outcomes.Z95 * statistics.stdev(values) / len(values) ** 0.5
+    summed = outcomes.mean_interval_of(len(values), sum(values), sum(v * v for v in values))
+    assert summed == pytest.approx((mean, mean - half, mean + half), abs=1e-7)

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
@@ -221,16 +221,15 @@ def wilson(hits: int, n: int, z: float = Z95) -> tuple[float, float]:
     return (0.0 if hits == 0 else min(low, p)), (1.0 if hits == n else max(high, p))  # exact at the ends
 
 
-def mean_interval(values: Sequence[float], z: float = Z95) -> tuple[float, float, float]:
-    """(mean, low, high): the mean and its 95 % normal interval (sample standard deviation)."""
-    n = len(values)
-    if n == 0:
+def mean_interval_of(n: int, total: float, squares: float, z: float = Z95) -> tuple[float, float, float]:
+    """mean_interval from a sample's size, sum and sum of squares (what SQL aggregates hand over)."""
+    if n <= 0:
         return 0.0, 0.0, 0.0
-    mean = math.fsum(values) / n
+    mean = total / n
     if n == 1:
         return mean, mean, mean
-    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    half = z * sd / math.sqrt(n)
+    variance = max(0.0, (squares - n * mean * mean) / (n - 1))
+    half = z * math.sqrt(variance / n)
     return mean, mean - half, mean + half
 
 
@@ -249,8 +248,11 @@ class Group:
     suspended: int = 0
     no_data: int = 0
     undirected: int = 0  # measured, but neutral or watch
-    excess: list[float] = field(default_factory=list, repr=False)
-    plain_excess: list[float] = field(default_factory=list, repr=False)  # directionless calls: raw excess
+    excess_sum: float = 0.0  # of the directional picks' signed excess returns
+    excess_squares: float = 0.0
+    plain_n: int = 0  # directionless measured picks with an excess return (shown in the direction table)
+    plain_sum: float = 0.0
+    plain_squares: float = 0.0
 
     @property
     def conclusive(self) -> bool:
@@ -266,11 +268,11 @@ class Group:
 
     @property
     def mean_excess(self) -> tuple[float, float, float] | None:
-        return mean_interval(self.excess) if self.excess else None
+        return mean_interval_of(self.directional, self.excess_sum, self.excess_squares) if self.directional else None
 
     @property
     def mean_plain_excess(self) -> tuple[float, float, float] | None:
-        return mean_interval(self.plain_excess) if self.plain_excess else None
+        return mean_interval_of(self.plain_n, self.plain_sum, self.plain_squares) if self.plain_n else None
 
     def add(self, row: Mapping[str, Any]) -> None:
         self.picks += 1
@@ -282,17 +284,29 @@ class Group:
             if row.get("hit") is None:
                 self.undirected += 1
                 if row.get("excess") is not None:
-                    self.plain_excess.append(float(row["excess"]))
+                    value = float(row["excess"])
+                    self.plain_n, self.plain_sum, self.plain_squares = (
+                        self.plain_n + 1, self.plain_sum + value, self.plain_squares + value * value)
             else:
+                value = float(row["signed_excess"])
                 self.directional += 1
                 self.hits += bool(row["hit"])
-                self.excess.append(float(row["signed_excess"]))
+                self.excess_sum += value
+                self.excess_squares += value * value
         elif status == "suspended":
             self.suspended += 1
         elif status == "no_data":
             self.no_data += 1
         else:
             self.waiting += 1
+
+    @classmethod
+    def from_sums(cls, key: str, label: str, row: Mapping[str, Any]) -> Group:
+        """A group from SQL aggregates (store.track.summary_groups) instead of one row per pick."""
+        fields = ("picks", "measured", "directional", "hits", "waiting", "unmeasurable", "suspended", "no_data",
+                  "undirected", "plain_n")
+        sums = ("excess_sum", "excess_squares", "plain_sum", "plain_squares")
+        return cls(key, label, **{f: int(row.get(f) or 0) for f in fields}, **{f: float(row.get(f) or 0) for f in sums})
 
 
 def band_of(score: int) -> tuple[str, str]:
@@ -302,19 +316,9 @@ def band_of(score: int) -> tuple[str, str]:
     return BANDS[-1][0], BANDS[-1][1]
 
 
-def group_by(rows: Iterable[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], tuple[str, str]],
-             order: Sequence[str] | None = None) -> list[Group]:
-    """Groups of ``rows`` (one per pick, its outcome at one horizon), in ``order`` or by size then name."""
-    groups: dict[str, Group] = {}
-    for row in rows:
-        k, label = key(row)
-        groups.setdefault(k, Group(k, label)).add(row)
-    if order is not None:
-        return [groups[k] for k in order if k in groups]
-    return sorted(groups.values(), key=lambda g: (-g.picks, g.label))
-
-
 def overall(rows: Iterable[Mapping[str, Any]]) -> Group:
+    """One group counted pick by pick (Group.add): the definition the SQL aggregates (store.track) are tested
+    against."""
     group = Group("all", "全部")
     for row in rows:
         group.add(row)

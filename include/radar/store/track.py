@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 
 from include.radar import redact
 from include.radar.market import Bar
+from include.radar.outcomes import BANDS
 from include.radar.store.common import PUSHED_ANALYSIS_ID, Row
 
 # ------------------------------------------------------------------------------------------ the price cache
@@ -266,52 +267,85 @@ _WHERE = """
 """
 
 
-def summary_rows(conn: psycopg.Connection, filters: RecordFilters, horizon: int) -> list[Row]:
-    """One narrow row per pick (its outcome at ``horizon``), for the summaries (outcomes.Group)."""
+def summary_groups(conn: psycopg.Connection, filters: RecordFilters, horizon: int) -> list[Row]:
+    """The record's summaries at ``horizon`` aggregated in SQL (outcomes.Group.from_sums): one row per score band
+    (``dim`` 'band', ``key`` its BANDS key), account, type, direction and one for all (``dim`` 'all'), each with
+    the counts of its picks by outcome and the sums the mean and its interval need."""
+    band = "CASE " + " ".join(f"WHEN p.score >= {low} THEN '{key}'" for key, _, low, _ in BANDS) + " END"
+    measured, directed = "ok AND status = 'measured'", "ok AND status = 'measured' AND hit IS NOT NULL"
+    undirected = "ok AND status = 'measured' AND hit IS NULL"
     return conn.execute(
         f"""
-        SELECT p.score, p.account, p.opp_type, p.direction, p.status AS pick_status, o.status, o.hit, o.excess,
-               o.signed_excess
-        FROM track_pick p LEFT JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = %(horizon)s
-        WHERE {_WHERE}
+        WITH r AS (
+            SELECT {band} AS band, p.account, p.opp_type, p.direction, p.status = 'measurable' AS ok, o.status,
+                   o.hit, o.excess, o.signed_excess
+            FROM track_pick p LEFT JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = %(horizon)s
+            WHERE {_WHERE}
+        )
+        SELECT CASE WHEN GROUPING(band) = 0 THEN 'band' WHEN GROUPING(account) = 0 THEN 'account'
+                    WHEN GROUPING(opp_type) = 0 THEN 'type' WHEN GROUPING(direction) = 0 THEN 'direction'
+                    ELSE 'all' END AS dim,
+               coalesce(band, account, opp_type, direction, '') AS key,
+               count(*) AS picks,
+               count(*) FILTER (WHERE {measured}) AS measured,
+               count(*) FILTER (WHERE {directed}) AS directional,
+               count(*) FILTER (WHERE {directed} AND hit) AS hits,
+               count(*) FILTER (WHERE NOT ok) AS unmeasurable,
+               count(*) FILTER (WHERE ok AND status = 'suspended') AS suspended,
+               count(*) FILTER (WHERE ok AND status = 'no_data') AS no_data,
+               count(*) FILTER (WHERE ok AND (status IS NULL OR status = 'waiting')) AS waiting,
+               count(*) FILTER (WHERE {undirected}) AS undirected,
+               count(excess) FILTER (WHERE {undirected}) AS plain_n,
+               sum(signed_excess) FILTER (WHERE {directed}) AS excess_sum,
+               sum(signed_excess * signed_excess) FILTER (WHERE {directed}) AS excess_squares,
+               sum(excess) FILTER (WHERE {undirected}) AS plain_sum,
+               sum(excess * excess) FILTER (WHERE {undirected}) AS plain_squares
+        FROM r GROUP BY GROUPING SETS ((band), (account), (opp_type), (direction), ())
         """,
         {**filters.params(), "horizon": horizon},
     ).fetchall()
 
 
+_OUTCOMES = """coalesce((SELECT jsonb_agg(jsonb_build_object('horizon', o.horizon, 'status', o.status,
+        'end_day', o.end_day, 'ret', o.ret, 'bench_ret', o.bench_ret, 'excess', o.excess, 'hit', o.hit, 'note', o.note)
+        ORDER BY o.horizon) FROM track_outcome o WHERE o.pick_id = p.id), '[]'::jsonb)"""
+
+
 def record_page(conn: psycopg.Connection, filters: RecordFilters, limit: int, offset: int) -> tuple[list[Row], int]:
     """The picks of one page, newest first, with their three outcomes (``outcomes``: a JSON list); the total."""
-    total = conn.execute(f"SELECT count(*) AS n FROM track_pick p WHERE {_WHERE}", filters.params()).fetchone()["n"]
     rows = conn.execute(
         f"""
-        SELECT p.*, coalesce((SELECT jsonb_agg(jsonb_build_object('horizon', o.horizon, 'status', o.status,
-                    'end_day', o.end_day, 'ret', o.ret, 'bench_ret', o.bench_ret, 'excess', o.excess, 'hit', o.hit,
-                    'note', o.note) ORDER BY o.horizon)
-                FROM track_outcome o WHERE o.pick_id = p.id), '[]'::jsonb) AS outcomes
-        FROM track_pick p WHERE {_WHERE}
-        ORDER BY p.picked_at DESC, p.id DESC LIMIT %(limit)s OFFSET %(offset)s
+        WITH page AS (
+            SELECT p.id, count(*) OVER () AS total FROM track_pick p WHERE {_WHERE}
+            ORDER BY p.picked_at DESC, p.id DESC LIMIT %(limit)s OFFSET %(offset)s
+        )
+        SELECT p.*, page.total, {_OUTCOMES} AS outcomes
+        FROM page JOIN track_pick p ON p.id = page.id ORDER BY p.picked_at DESC, p.id DESC
         """,
         {**filters.params(), "limit": limit, "offset": offset},
     ).fetchall()
-    return rows, total
+    if rows or offset == 0:
+        return rows, (rows[0]["total"] if rows else 0)
+    total = conn.execute(f"SELECT count(*) AS n FROM track_pick p WHERE {_WHERE}", filters.params()).fetchone()["n"]
+    return rows, total  # a page past the end: no rows, but the total still counts
 
 
 def record_choices(conn: psycopg.Connection) -> tuple[list[str], list[str]]:
     """The accounts and types that have picks (the filters' choices)."""
-    accounts = [r["account"] for r in conn.execute(
-        "SELECT DISTINCT account FROM track_pick WHERE account <> '' ORDER BY account LIMIT 500")]
-    types = [r["opp_type"] for r in conn.execute("SELECT DISTINCT opp_type FROM track_pick ORDER BY opp_type")]
-    return accounts, types
+    row = conn.execute(
+        """
+        SELECT ARRAY(SELECT DISTINCT account FROM track_pick WHERE account <> '' ORDER BY account LIMIT 500) AS accounts,
+               ARRAY(SELECT DISTINCT opp_type FROM track_pick ORDER BY opp_type) AS types
+        """
+    ).fetchone()
+    return list(row["accounts"]), list(row["types"])
 
 
 def pick_of_analysis(conn: psycopg.Connection, analysis_id: int) -> Row | None:
     """The pick an analysis is part of (as the measured analysis or as a member of the pick's event)."""
     return conn.execute(
-        """
-        SELECT p.*, coalesce((SELECT jsonb_agg(jsonb_build_object('horizon', o.horizon, 'status', o.status,
-                    'end_day', o.end_day, 'ret', o.ret, 'bench_ret', o.bench_ret, 'excess', o.excess, 'hit', o.hit,
-                    'note', o.note) ORDER BY o.horizon)
-                FROM track_outcome o WHERE o.pick_id = p.id), '[]'::jsonb) AS outcomes
+        f"""
+        SELECT p.*, {_OUTCOMES} AS outcomes
         FROM track_pick p
         WHERE p.analysis_id = %(id)s
            OR p.event_id = (SELECT coalesce(a.event_id, a.id) FROM analysis_result a WHERE a.id = %(id)s)

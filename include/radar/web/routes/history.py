@@ -47,7 +47,7 @@ def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLRespons
     with runtime.connect() as conn:
         report = store.get_weekly_report(conn, week)
         picks, _ = track_store.record_page(conn, week_filters, WEEK_PICKS, 0)
-        pick_rows = track_store.summary_rows(conn, week_filters, 5)
+        pick_rows = track_store.summary_groups(conn, week_filters, 5)
     links = page_links(request)
     data = (report or {}).get("digest_json") or {}
     tops = []

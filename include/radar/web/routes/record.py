@@ -25,7 +25,7 @@ def record(request: Request, reader: ReaderDep) -> HTMLResponse:
     with runtime.connect() as conn:
         rows, total = track_store.record_page(conn, filters, record_views.PAGE_SIZE,
                                               (form.page - 1) * record_views.PAGE_SIZE)
-        summary_rows = track_store.summary_rows(conn, filters, int(form.horizon))
+        groups = track_store.summary_groups(conn, filters, int(form.horizon))
         accounts, types = track_store.record_choices(conn)
     links = page_links(request)
     tz = zone(settings)
@@ -33,7 +33,7 @@ def record(request: Request, reader: ReaderDep) -> HTMLResponse:
     return get_pages(request).render(
         request, "record.html", settings=settings, reader=reader, links=links, form=form, total=total,
         picks=[record_views.pick_view(r, links, tz) for r in rows],
-        summary=record_views.summaries(summary_rows, form.horizon), accounts=accounts,
+        summary=record_views.summaries(groups, form.horizon), accounts=accounts,
         types=[(t, record_views.type_label(t)) for t in types], bands=record_views.BAND_LABELS,
         horizons=record_views.HORIZONS, min_sample=outcomes.MIN_SAMPLE, threshold=settings.push_score_threshold,
         horizon_urls=[(label, form.url(links, h=key), key == form.horizon) for key, label in record_views.HORIZONS.items()],

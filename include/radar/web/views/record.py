@@ -206,10 +206,24 @@ class Summaries:
     horizon: str
 
 
+def _groups(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    by_dim: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        by_dim.setdefault(r["dim"], {})[r["key"]] = r
+    return by_dim
+
+
+def _ordered(groups: list[outcomes.Group]) -> list[SummaryRow]:
+    return [summary_row(g) for g in sorted(groups, key=lambda g: (-g.picks, g.label))]
+
+
 def summaries(rows: list[dict[str, Any]], horizon: str) -> Summaries:
+    """The summaries from store.track.summary_groups' rows (one per group, aggregated in SQL)."""
     label = HORIZONS[horizon]
-    band_keys = [key for key, _, _, _ in reversed(outcomes.BANDS)]  # ascending score, the chart's x axis
-    bands = outcomes.group_by(rows, lambda r: outcomes.band_of(int(r["score"])), band_keys)
+    by_dim = _groups(rows)
+    band_rows = by_dim.get("band", {})
+    bands = [outcomes.Group.from_sums(key, name, band_rows[key])  # ascending score: the chart's x axis
+             for key, name, _, _ in reversed(outcomes.BANDS) if key in band_rows]
     hit_points, excess_points = [], []
     for g in bands:
         if g.conclusive:
@@ -222,12 +236,12 @@ def summaries(rows: list[dict[str, Any]], horizon: str) -> Summaries:
             excess_points.append(Estimate(g.label, g.directional))
     spread = max([0.05] + [max(abs(p.low or 0), abs(p.high or 0)) for p in excess_points])
     return Summaries(
-        overall=summary_row(outcomes.overall(rows)),
+        overall=summary_row(outcomes.Group.from_sums("all", "全部", by_dim.get("all", {}).get("", {}))),
         bands=[summary_row(g) for g in reversed(bands)],
-        accounts=[summary_row(g) for g in outcomes.group_by(rows, lambda r: (r["account"] or "—",) * 2)],
-        types=[summary_row(g) for g in outcomes.group_by(rows, lambda r: (r["opp_type"], type_label(r["opp_type"])))],
-        directions=[summary_row(g) for g in outcomes.group_by(
-            rows, lambda r: (r["direction"], direction_label(r["direction"])))],
+        accounts=_ordered([outcomes.Group.from_sums(k, k or "—", r) for k, r in by_dim.get("account", {}).items()]),
+        types=_ordered([outcomes.Group.from_sums(k, type_label(k), r) for k, r in by_dim.get("type", {}).items()]),
+        directions=_ordered([outcomes.Group.from_sums(k, direction_label(k), r)
+                             for k, r in by_dim.get("direction", {}).items()]),
         hit_chart=interval_chart(
             hit_points, title=f"{label} 命中率（按评分段）",
             desc=f"各评分段 {label} 的命中率与 95% Wilson 区间；样本不足 {outcomes.MIN_SAMPLE} 的评分段只标出样本数",
@@ -250,7 +264,9 @@ class WeekRecord:
     url: str
 
 
-def week_record(rows: list[dict[str, Any]], summary_rows: list[dict[str, Any]], links: Links, tz: ZoneInfo,
+def week_record(rows: list[dict[str, Any]], groups: list[dict[str, Any]], links: Links, tz: ZoneInfo,
                 form: RecordForm) -> WeekRecord:
-    return WeekRecord([pick_view(r, links, tz) for r in rows], summary_row(outcomes.overall(summary_rows)),
+    """The weekly page's section: the week's picks and their record at T+5 (store.track.summary_groups' rows)."""
+    overall = _groups(groups).get("all", {}).get("", {})
+    return WeekRecord([pick_view(r, links, tz) for r in rows], summary_row(outcomes.Group.from_sums("all", "全部", overall)),
                       form.url(links))
