@@ -506,3 +506,78 @@ def test_the_interval_from_sums_is_the_normal_interval_of_the_values(values) -> 
     mean, half = statistics.fmean(values), outcomes.Z95 * statistics.stdev(values) / len(values) ** 0.5
     summed = outcomes.mean_interval_of(len(values), sum(values), sum(v * v for v in values))
     assert summed == pytest.approx((mean, mean - half, mean + half), abs=1e-7)
+
+
+def _a_year_of_measured_picks(conn, n: int = 160) -> None:
+    """``n`` earlier picks over three accounts and five score bands, measured at every horizon (higher scores
+    doing a little better): enough for the summaries to draw conclusions."""
+    import random
+
+    rng = random.Random(25)
+    items = conn.execute(
+        """
+        WITH items AS (
+            INSERT INTO content_item (external_id, title, published_at)
+            SELECT 'year-' || g, '往期机会 ' || g, now() - g * interval '2 days' FROM generate_series(1, %s) g RETURNING id
+        )
+        INSERT INTO analysis_result (content_item_id, score, has_opportunity, top_type, summary, result_json, model,
+                                     prompt_version)
+        SELECT id, 55 + (id * 7) %% 45, true, 'stock', 's', '{}', 'm', 'v' FROM items RETURNING id, score
+        """, (n,)).fetchall()
+    for i, item in enumerate(items):
+        direction = "bearish" if i % 5 == 0 else "bullish"
+        pick = conn.execute(
+            "INSERT INTO track_pick (event_id, analysis_id, origin, picked_at, pick_day, score, direction, opp_type, "
+            "account, title, status, instrument, instrument_name, benchmark, benchmark_name) VALUES (%s, %s, 'push', "
+            "now() - %s * interval '2 days', current_date - %s * 2, %s, %s, %s, %s, %s, 'measurable', 'SH:600519', "
+            "'贵州茅台', 'SH:000300', '沪深300') RETURNING id",
+            (item["id"], item["id"], i + 30, i + 30, item["score"], direction, ("stock", "sector", "fund")[i % 3],
+             ("研究所", "策略部", "产业观察")[i % 3], f"往期机会 {i}")).fetchone()["id"]
+        for h in outcomes.HORIZONS:
+            ret = rng.gauss((item["score"] - 70) / 1000 * h ** 0.5, 0.03 * h ** 0.5)
+            bench = rng.gauss(0.0, 0.02 * h ** 0.5)
+            sign = -1 if direction == "bearish" else 1
+            conn.execute(
+                "INSERT INTO track_outcome (pick_id, horizon, status, end_day, ret, bench_ret, excess, signed_excess, "
+                "hit) VALUES (%s, %s, 'measured', current_date, %s, %s, %s, %s, %s)",
+                (pick, h, ret, bench, ret - bench, sign * (ret - bench), sign * ret > 0))
+
+
+@pytest.mark.browser
+def test_the_record_page_and_an_analysis_outcome_on_a_phone(fakes, db_url: str) -> None:
+    from include.radar.web.app import create_app
+    from tests.browser import PHONE, chromium, screenshot, serve
+    from tests.test_web import FakeUser, airflow_get_user, allow_reading, make_settings
+
+    _day_of_picks(fakes)
+    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
+    with db.connect() as conn:
+        _a_year_of_measured_picks(conn)
+        lead = conn.execute("SELECT analysis_id FROM track_pick WHERE title = '茅台提价'").fetchone()["analysis_id"]
+    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: shanghai(2026, 3, 21, 9))
+    app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
+    allow_reading(app)
+    with serve(app) as base, chromium() as browser:
+        page = browser.new_page(viewport=PHONE, is_mobile=True)
+        assert page.goto(base + "/record").status == 200
+        charts = page.locator("svg.chart")
+        assert charts.count() == 2 and charts.first.is_visible()
+        assert page.locator("svg.chart circle").count() >= 4  # bands with 30+ picks have a point and a whisker
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        screenshot(page, "record.png")
+        from tests.browser import SCREENSHOTS
+
+        page.screenshot(path=str(SCREENSHOTS / "record-summary.png"))  # the phone's first screens, for the README
+        page.locator("h3", has_text="评分越高").scroll_into_view_if_needed()
+        page.screenshot(path=str(SCREENSHOTS / "record-calibration.png"))
+        page.locator("li.item.pick").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(SCREENSHOTS / "record-picks.png"))
+        page.select_option("select[name=band]", "80")
+        page.click("button[type=submit]")
+        assert "band=80" in page.url and page.locator("li.item.pick").count() > 0
+        assert page.goto(base + f"/analysis/{lead}").status == 200
+        assert page.locator("text=战绩").first.is_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        screenshot(page, "analysis-record.png")
+        page.locator("table.horizons").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(SCREENSHOTS / "analysis-outcome.png"))

@@ -149,8 +149,8 @@ def interval_chart(points: Sequence[Estimate], *, title: str, desc: str, low: fl
         x = LEFT + slot * (i + 0.5)
         parts.append(f'<text x="{x:.1f}" y="{HEIGHT - 6}" font-size="8" text-anchor="middle" fill="#64748b">'
                      f'{escape(p.label)}</text>')
-        if p.value is None or p.low is None or p.high is None:
-            parts.append(f'<text x="{x:.1f}" y="{(TOP + HEIGHT - BOTTOM) / 2:.1f}" font-size="8" text-anchor="middle" '
+        if p.value is None or p.low is None or p.high is None:  # no conclusion: the count only, on the axis
+            parts.append(f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM - 4:.1f}" font-size="8" text-anchor="middle" '
                          f'fill="#94a3b8">n={p.n}</text>')
             continue
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y(p.low):.1f}" y2="{y(p.high):.1f}" stroke="#2563eb" '
@@ -158,7 +158,7 @@ def interval_chart(points: Sequence[Estimate], *, title: str, desc: str, low: fl
                      f'y2="{y(p.low):.1f}" stroke="#2563eb" stroke-width="1.2"/><line x1="{x - 4:.1f}" '
                      f'x2="{x + 4:.1f}" y1="{y(p.high):.1f}" y2="{y(p.high):.1f}" stroke="#2563eb" stroke-width="1.2"/>'
                      f'<circle cx="{x:.1f}" cy="{y(p.value):.1f}" r="3" fill="#d97706"/>'
-                     f'<text x="{x + 6:.1f}" y="{y(p.value) - 4:.1f}" font-size="8" fill="#334155">'
-                     f'{escape(_num(round(p.value * scale, 1)))}{escape(unit)} n={p.n}</text>')
+                     f'<text x="{x:.1f}" y="{max(TOP + 7, y(p.high) - 3):.1f}" font-size="8" text-anchor="middle" '
+                     f'fill="#334155">{escape(_num(round(p.value * scale, 1)))}{escape(unit)} · n={p.n}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
