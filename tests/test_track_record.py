@@ -581,3 +581,51 @@ def test_the_record_page_and_an_analysis_outcome_on_a_phone(fakes, db_url: str) 
         screenshot(page, "analysis-record.png")
         page.locator("table.horizons").first.scroll_into_view_if_needed()
         page.screenshot(path=str(SCREENSHOTS / "analysis-outcome.png"))
+
+
+# ------------------------------------------------------------------------------------------- the library
+
+
+def test_the_dag_file_the_pages_and_the_steps_never_import_the_market_library() -> None:
+    import subprocess
+    import sys
+
+    dag_file = REPO / "dags" / "opportunity_radar.py"
+    code = (
+        f"import runpy, sys; sys.path.insert(0, {str(REPO)!r}); runpy.run_path({str(dag_file)!r});"
+        "from include.radar.web.app import create_app; create_app(db_url='postgresql://x@127.0.0.1:1/x');"
+        "import include.radar.pipeline, include.radar.track_record, include.radar.market.akshare_source;"
+        "loaded = [m for m in ('akshare', 'pandas', 'curl_cffi', 'py_mini_racer') if m in sys.modules];"
+        "assert not loaded, loaded"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_a_library_call_that_hangs_or_fails_is_a_source_error_and_a_good_one_is_parsed(monkeypatch) -> None:
+    import sys
+    import time as clock
+    import types
+
+    from include.radar.market.akshare_source import LibraryCaller
+
+    class Frame:
+        def to_dict(self, orient):
+            assert orient == "records"
+            return [{"日期": date(2026, 2, 4), "开盘": 10.0, "收盘": 10.5, "最高": 10.6, "最低": 9.9},
+                    {"日期": "2026-02-05", "开盘": float("nan"), "收盘": float("nan")}]
+
+    fake = types.ModuleType("akshare")
+    fake.stock_zh_a_hist = lambda **kw: Frame()
+    fake.index_zh_a_hist = lambda **kw: clock.sleep(5)
+    fake.index_hist_sw = lambda **kw: (_ for _ in ()).throw(KeyError("data"))  # a page that changed shape
+    monkeypatch.setitem(sys.modules, "akshare", fake)
+    source = LibrarySource(LibraryCaller(timeout=0.3, min_interval=0))
+    bars = source.daily(MOUTAI, date(2026, 2, 1), date(2026, 2, 10))
+    assert [(b.day, b.open, b.close) for b in bars] == [(date(2026, 2, 4), 10.0, 10.5)]  # the NaN row is dropped
+    started = clock.monotonic()
+    with pytest.raises(SourceError, match="no answer within"):
+        source.daily(CSI300, date(2026, 2, 1), date(2026, 2, 10))
+    assert clock.monotonic() - started < 2
+    with pytest.raises(SourceError, match="index_hist_sw failed: KeyError"):
+        source.daily(Instrument("SW", "801081", "index"), date(2026, 2, 1), date(2026, 2, 10))
