@@ -629,3 +629,14 @@ def test_a_library_call_that_hangs_or_fails_is_a_source_error_and_a_good_one_is_
     assert clock.monotonic() - started < 2
     with pytest.raises(SourceError, match="index_hist_sw failed: KeyError"):
         source.daily(Instrument("SW", "801081", "index"), date(2026, 2, 1), date(2026, 2, 10))
+
+
+def test_the_weekly_push_gains_the_weeks_record(fakes) -> None:
+    _day_of_picks(fakes)  # Wednesday 2026-02-04
+    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 2, 6, 22))
+    sunday = shanghai(2026, 2, 8, 22)
+    fakes.at(sunday)
+    run_slot(sunday, now=sunday + timedelta(minutes=1))
+    [weekly] = [m for m in fakes.sink.received if "【周报】" in json.dumps(m, ensure_ascii=False)]
+    # four picks (two measurable, both measured at T+1 by Friday's close)
+    assert "本周战绩：选出 4 条，T+1 已测 2 条" in json.dumps(weekly, ensure_ascii=False)
