@@ -640,3 +640,14 @@ def test_the_weekly_push_gains_the_weeks_record(fakes) -> None:
     [weekly] = [m for m in fakes.sink.received if "【周报】" in json.dumps(m, ensure_ascii=False)]
     # four picks (two measurable, both measured at T+1 by Friday's close)
     assert "本周战绩：选出 4 条，T+1 已测 2 条" in json.dumps(weekly, ensure_ascii=False)
+
+
+def test_a_code_the_source_knows_nothing_of_is_no_data_said_so(fakes) -> None:
+    _day_of_picks(fakes)
+    with db.connect() as conn:
+        conn.execute("UPDATE analysis_result SET result_json = jsonb_set(result_json, '{opportunities,0,targets}', "
+                     "'[\"688981\"]') WHERE id IN (SELECT a.id FROM analysis_result a JOIN content_item c "
+                     "ON c.id = a.content_item_id WHERE c.title = '茅台再提')")
+    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
+    [row] = [r for r in _record() if r["title"] == "茅台再提" and r["horizon"] == 20]
+    assert row["instrument"] == "SH:688981" and row["outcome"] == "no_data" and "行情源没有 SH:688981" in row["note"]

@@ -154,8 +154,8 @@ def _names(conn: Any, lazy: _Lazy, now: datetime, run: Update, needed: bool) -> 
     return name_index(track_store.listings(conn)) if updated is not None else None
 
 
-def _fields(resolution: Any, names: dict[str, list[Instrument]] | None) -> dict[str, Any]:
-    by_key = {i.key: i.name for items in (names or {}).values() for i in items}
+def _fields(resolution: Any, by_key: dict[str, str]) -> dict[str, Any]:
+    """The pick's columns from its resolution; ``by_key``: listed names by instrument key."""
     inst, bench = resolution.instrument, resolution.benchmark
     status = "measurable" if inst else "unresolved" if resolution.needs_names else "unmeasurable"
     return {
@@ -181,13 +181,14 @@ def _record_picks(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
     needs = any(resolve(_opportunities(r["result_json"]), index).needs_names for r in [*rows, *waiting])
     if needs or waiting:
         index = _names(conn, lazy, now, run, needed=True)
+    by_key = {i.key: i.name for items in (index or {}).values() for i in items}
     first: dict[int, dict[str, Any]] = {}
     for r in rows:  # one pick per event: the earliest moment a reader was shown it
         at = r["shown_at"] or now
         if r["event_id"] not in first or at < first[r["event_id"]]["picked_at"]:
             first[r["event_id"]] = {**r, "picked_at": at}
     for event_id, r in first.items():
-        fields = _fields(resolve(_opportunities(r["result_json"]), index), index)
+        fields = _fields(resolve(_opportunities(r["result_json"]), index), by_key)
         inserted = track_store.insert_pick(conn, {
             **fields, "event_id": event_id, "analysis_id": r["analysis_id"], "origin": r["origin"],
             "picked_at": r["picked_at"], "pick_day": r["picked_at"].astimezone(SHANGHAI).date(),
@@ -198,7 +199,7 @@ def _record_picks(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
             run.measurable += fields["status"] == "measurable"
             run.unmeasurable += fields["status"] == "unmeasurable"
     for w in waiting:
-        fields = _fields(resolve(_opportunities(w["result_json"]), index), index)
+        fields = _fields(resolve(_opportunities(w["result_json"]), index), by_key)
         if fields["status"] != "unresolved":
             track_store.resolve_pick(conn, w["id"], fields)
     conn.commit()
@@ -316,6 +317,13 @@ def _compute(conn: Any, lazy: _Lazy, now: datetime, deadline: float | None, run:
             if not (known and known_bench):
                 continue  # the 5-minute bars could not be had today: tomorrow's run tries again
         own, theirs = bars.get(inst.key, {}), bars.get(bench.key, {})
+        if not own and inst.key in coverage:  # fetched, and the source has nothing for it: said, not guessed
+            ref = outcomes.Reference("no_data", note=f"行情源没有 {inst.key} 的行情（代码有误、未上市或早已退市）")
+            track_store.save_reference(conn, p["id"], ref)
+            track_store.save_outcomes(conn, p["id"], [outcomes.outcome(ref, h, days, own, theirs, through,
+                                                                       p["direction"]) for h in outcomes.HORIZONS])
+            run.computed += 1
+            continue
         ref = outcomes.reference(p["picked_at"], inst.calendar, days, own, theirs, through,
                                  intraday=minutes, bench_intraday=bench_minutes, limit=price_limit(inst))
         results = [outcomes.outcome(ref, h, days, own, theirs, through, p["direction"]) for h in outcomes.HORIZONS]
