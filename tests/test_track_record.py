@@ -651,3 +651,12 @@ def test_a_code_the_source_knows_nothing_of_is_no_data_said_so(fakes) -> None:
     track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
     [row] = [r for r in _record() if r["title"] == "茅台再提" and r["horizon"] == 20]
     assert row["instrument"] == "SH:688981" and row["outcome"] == "no_data" and "行情源没有 SH:688981" in row["note"]
+
+
+def test_what_a_fetch_could_see_is_dated_by_the_steps_clock_not_the_databases(db_url) -> None:
+    from include.radar.store import track as track_store
+
+    later = shanghai(2027, 6, 1, 22, 30)  # a replay (the demo) runs with a clock ahead of the database's
+    with db.connect() as conn:
+        track_store.record_fetch(conn, "daily:SH:600519", later.date(), later, ok=True, rows=1)
+        assert track_record._coverage(conn, ["SH:600519"], later) == {"SH:600519": date(2027, 6, 1)}
