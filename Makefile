@@ -1,6 +1,6 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`.
 SHELL := /bin/bash
-.PHONY: run test ui lint lock bench bench-rules bench-search bench-deadline bench-grouping bench-slot bench-bomb celery backfill-check
+.PHONY: run test ui lint lock bench bench-rules bench-track bench-search bench-deadline bench-grouping bench-slot bench-bomb celery backfill-check
 
 run:  ## run the five slots of a demo day through the real DAG, offline (Airflow's metadata on the embedded PostgreSQL)
 	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar_demo.run
@@ -19,6 +19,9 @@ bench:  ## seed a year of data and time the report pages (p95 < 50 ms) and searc
 
 bench-rules:  ## the reader's catastrophic /regex/ rules: Python's re before (killed after 2 s), RE2 now: save and selection times
 	source scripts/bootstrap.sh && python scripts/bench_rules.py $(ARGS)
+
+bench-track:  ## the track record's step over a year of picks (synthetic prices in akshare's shapes): cold and warm cache
+	source scripts/bootstrap.sh && python scripts/bench_track_record.py $(ARGS)
 
 bench-search:  ## which Chinese search finds more on the labelled articles: shipped (jieba + character pairs), jieba only, substring
 	source scripts/bootstrap.sh && python scripts/bench_search.py

@@ -10,6 +10,7 @@ At 07:00, 12:00, 14:00, 18:00 and 22:00 (Asia/Shanghai) one run of this DAG:
 4. **choose_path** – daytime: push the slot's best analysis if it scored ≥ threshold, else stay silent;
    22:00: build the daily report and always push its link, even when earlier steps failed;
 5. **weekly_summary** – Sunday's 22:00 only, after the daily push: the week's summary, pushed once;
+   **track_record** – 22:00, after the daily push: every pick followed in the market (its own deadline);
    **catch_up_daily_report** – if yesterday's 22:00 never ran (scheduler down), builds and pushes it late;
 6. **close_slot** – writes the slot's outcome and counts; the run fails when a step failed.
 
@@ -168,6 +169,12 @@ def opportunity_radar_slots():
     def weekly_summary() -> dict:
         return run_step("weekly_summary", opened_slot())
 
+    # after the daily push too (it never delays the report): the picks followed in the market, within its own
+    # deadline (track_record_minutes); any slot but the daily one returns at once
+    @task(trigger_rule=TriggerRule.ALL_DONE, retries=1, execution_timeout=timedelta(minutes=30))
+    def track_record() -> dict:
+        return run_step("follow_picks", opened_slot())
+
     @task(retries=3, execution_timeout=timedelta(minutes=20))
     def catch_up_daily_report(slot: dict) -> dict:
         return run_step("catch_up_daily_report", slot)
@@ -191,7 +198,9 @@ def opportunity_radar_slots():
     report >> daily
     week = weekly_summary()
     daily >> week
-    outcomes = [push_opportunity(slot), skip_push(slot), daily, week, catch_up_daily_report(slot)]
+    record = track_record()
+    daily >> record
+    outcomes = [push_opportunity(slot), skip_push(slot), daily, week, record, catch_up_daily_report(slot)]
     path >> [outcomes[0], outcomes[1], report]
     # the teardown: waits for every task of the run, and is cleared with any of them, so a cleared task
     # always reopens and recloses the slot; its failure (a step failed) fails the run

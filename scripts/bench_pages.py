@@ -1,4 +1,5 @@
-"""Time the report pages on a year of data: is every page under 50 ms (p95)?
+"""Time the report pages on a year of data (a year of picks followed by the track record too): is every page
+under 50 ms (p95)?
 
 Creates a throw-away database on the server named by ``RADAR_TEST_DATABASE_URL`` (or the embedded
 PostgreSQL in ``.local/pgdata-bench``), migrates it, bulk-loads a year of radar data with COPY
@@ -412,6 +413,13 @@ def main() -> int:
             conn.execute("INSERT INTO feedback (analysis_id, verdict, via, updated_at) "
                          "SELECT id, (ARRAY['up', 'down', 'knew'])[1 + id % 3], 'bench', created_at "
                          "FROM analysis_result WHERE id % 10 = 0")
+        t0 = time.perf_counter()  # a year of picks through the real track-record step (synthetic prices)
+        from scripts.bench_track_record import SyntheticCaller, make_picks
+        from scripts.bench_track_record import update as update_record
+
+        picks = make_picks(url, 300)
+        update_record(url, SyntheticCaller(), datetime.combine(today, datetime.min.time(), SHANGHAI).replace(hour=22))
+        print(f"track record: {picks} picks followed in {time.perf_counter() - t0:.1f} s")
         day = today - timedelta(days=1)
         pages = {
             "overview /": "/",
@@ -421,6 +429,9 @@ def main() -> int:
             "entity /entity/储能": "/entity/储能",  # one of 20 targets: ~150 analyses name it
             "trends /trends": "/trends",
             "weekly /weekly/<monday>": f"/weekly/{day - timedelta(days=day.weekday())}",
+            "record /record": "/record",
+            "record /record?band=80&h=20": "/record?band=80&h=20",
+            "record /record?account=…&page=2": "/record?account=公众号03&page=2",
         }
         searches = {f"search {q}": f"/search?{q}" for q in SEARCHES}
         timings = time_pages(url, {**pages, **searches}, args.runs)

@@ -21,9 +21,14 @@ if str(REPO) not in sys.path:
 
 from include.radar import db  # noqa: E402
 
+# the tests never reach a market-data service: the track record replays the recorded answers the demo uses
+os.environ.setdefault("AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE", "recorded")
+os.environ.setdefault("AIRFLOW_VAR_RADAR_MARKET_DATA_RECORDED_DIR", str(REPO / "include" / "radar_demo" / "data" / "market"))
+
 TABLES = (
     "push_decision, notification_log, daily_report, opportunity, analysis_result, content_item, "
-    "slot_run, wechat_account, service_state, operator_alert, llm_spend, feedback, reader_profile"
+    "slot_run, wechat_account, service_state, operator_alert, llm_spend, feedback, reader_profile, "
+    "market_bar, market_intraday, market_calendar, market_listing, market_fetch, track_pick, track_outcome"
 )
 
 

@@ -65,6 +65,7 @@ def run_slot(when: datetime, *, run_type: str = "scheduled", params: dict[str, A
         attempt("daily_report", pipeline.build_daily_report)
         attempt("daily_push", pipeline.push_daily_report)
         attempt("weekly", pipeline.weekly_summary)
+        attempt("track_record", pipeline.follow_picks)
     attempt("catch_up", pipeline.catch_up_daily_report)
     closed = pipeline.close_slot(rt, slot, [])
     return {"slot": slot, "branch": branch, "summary": summary, "outcomes": outcomes, "errors": errors,

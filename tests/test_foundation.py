@@ -44,7 +44,7 @@ def test_dag_reads_like_the_slot_flow(dag):
     ids = {t.task_id for t in dag.tasks}
     assert ids == {"open_slot", "ingest", "select_articles", "analyse", "summarise", "choose_path",
                    "push_opportunity", "skip_push", "build_daily_report", "push_daily_report",
-                   "weekly_summary", "catch_up_daily_report", "close_slot"}
+                   "weekly_summary", "track_record", "catch_up_daily_report", "close_slot"}
     assert dag.get_task("open_slot").is_setup and dag.get_task("close_slot").is_teardown
     assert dag.get_task("close_slot").trigger_rule == "all_done_setup_success"
     assert dag.get_task("push_daily_report").trigger_rule == "none_skipped"
@@ -52,6 +52,10 @@ def test_dag_reads_like_the_slot_flow(dag):
     # the week's summary comes after the daily push, whatever became of it
     assert dag.get_task("weekly_summary").upstream_task_ids == {"push_daily_report"}
     assert dag.get_task("weekly_summary").trigger_rule == "all_done"
+    # the track record too: after the daily push (never before it), with a deadline of its own
+    assert dag.get_task("track_record").upstream_task_ids == {"push_daily_report"}
+    assert dag.get_task("track_record").trigger_rule == "all_done"
+    assert dag.get_task("track_record").execution_timeout.total_seconds() <= 30 * 60
 
 
 def test_dag_serialises(dag):

@@ -46,6 +46,8 @@ CAUSES: dict[str, Cause] = {
         "22:00 日报未按时送达", "查看 push_daily_report 的日志与推送通道；修好后清除该任务重推（不会重复发送）"),
     "scheduler_silent": Cause(
         "有时段没有运行", "检查 Airflow 调度器与 DAG 是否暂停；需要时用 run_date + slot 手动补跑"),
+    "market_data": Cause(
+        "行情数据源请求失败", "战绩的行情次日自动重试；连续几天失败时检查网络与 akshare 版本（其接口随网页改版而变）"),
     "task_failed": Cause(
         "任务失败", "打开链接中的 Airflow 运行查看任务日志；修好原因后清除失败的任务"),
     "push_unknown": Cause(

@@ -83,10 +83,12 @@ class DayFacts:
         return [f"{r['slot']}: {r['error']}" for r in self.slot_runs if r["status"] == store.SLOT_FAILED and r["error"]]
 
 
-def gather(conn: Any, day: date, threshold: int, currency: str = "USD") -> DayFacts:
+def gather(conn: Any, day: date, threshold: int, currency: str = "USD",
+           min_picks: int = ranking.DEFAULT_MIN_PICKS) -> DayFacts:
     """The day's analyses, failures and slot runs, the articles published by the day's end that still
     wait for an analysis, and what the day's calls cost."""
-    weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)))
+    weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)),
+                            store.outcome_means(conn, ranking.OUTCOME_HORIZON), min_picks)
     return DayFacts(
         day=day,
         # ordered by rank: the reader's watchlist and feedback decide which of equal scores comes first
@@ -195,7 +197,7 @@ def build_report(
         log.exception("grouping the day's analyses into events failed; the report lists them one by one")
         reasons.append(f"grouping: {type(exc).__name__}: {str(exc)[:200]}")
     with connect() as conn:
-        facts = gather(conn, day, settings.push_score_threshold, settings.deepseek_currency)
+        facts = gather(conn, day, settings.push_score_threshold, settings.deepseek_currency, settings.outcome_min_picks)
     stats = facts.stats
     if facts.failures and not facts.analyses:  # a failed article never fails its slot, but a day of them fails the report
         first = (facts.failures[0]["last_error"] or "")[:200]

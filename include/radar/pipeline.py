@@ -32,6 +32,7 @@ from include.radar import (
     signing,
     spending,
     store,
+    track_record,
     watch,
     weekly,
 )
@@ -481,7 +482,8 @@ def _slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
         event_ids = sorted({events.event_of(a) for a in analyses})
         others = store.event_members(conn, event_ids)
         reported = store.pushed_events(conn, event_ids, slot["slot_run_id"])
-        weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)))
+        weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)),
+                                store.outcome_means(conn, ranking.OUTCOME_HORIZON), rt.settings.outcome_min_picks)
     analyses = ranking.annotate(analyses, weights)  # the reader's watchlist and feedback order the candidates
     return decide.summarise(analyses, failed, rt.settings.push_score_threshold,
                             [o for o in others if o["slot_run_id"] != slot["slot_run_id"]], reported)
@@ -582,7 +584,7 @@ def record_skip(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     return {"reason": decision.reason}
 
 
-REPORT_STEPS = ("build_daily_report", "push_daily_report", "weekly_summary")
+REPORT_STEPS = ("build_daily_report", "push_daily_report", "weekly_summary", "track_record")
 # the weekly digest call's own bound: it runs after the daily push, so no daily phase bounds it; the task
 # times out at 10 minutes, and this leaves the push its share of them
 WEEKLY_DIGEST_SECONDS = 5 * 60
@@ -692,6 +694,13 @@ def weekly_summary(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     if delivery.failed:
         raise push.PushFailed(f"weekly push failed for {', '.join(delivery.failed)}; a retry resends only to those")
     return {"week_start": monday.isoformat(), **delivery.as_xcom()}
+
+
+@step("track_record")
+def follow_picks(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    """After the daily push, whatever became of it: the picks followed in the market (track_record.py). A
+    failing price source is a warning and one operator alert a day; the next day's run retries."""
+    return track_record.daily(rt.connect, rt.settings, slot, lambda detail: rt.alert("market_data", detail, slot))
 
 
 def _stats_from_database(rt: Runtime, day: date) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The rank of an analysis for the push and the report: its score, boosted by the reader's focus and feedback.
 
-    rank = score + watchlist boost + feedback weight
+    rank = score + watchlist boost + feedback weight + outcome weight
 
 - watchlist boost: +10 when the radar found a watchlist company, ticker or sector in the article
   (``watch_hits``, include/radar/focus.py); else +5 when the model said the article touches the reader's
@@ -10,6 +10,11 @@
     the account:                 👍 +3, 👎 −3, 已知道 −1 each (the last a hint that the account is late);
     each entity (the opportunities' targets) and the topic (top_type):  👍 +2, 👎 −2 each;
   every key capped at ±6, so one account or one company never outweighs the score.
+
+- outcome weight (the track record, track_record.py): per account and per opportunity type (the analysis's top
+  type), the mean excess return of its measured picks at T+5 in the calls' direction, shrunk toward zero by
+  n / (n + 30), one point per percent, each key capped at ±6 and the sum at ±10, and only for keys with at
+  least ``outcome_min_picks`` (a setting, 30) measured picks (outcomes.outcome_points).
 
 The threshold still applies to the score alone: the rank decides which article leads (the push, the order of
 the report), never whether an article is an opportunity. Every part is kept (``Rank.parts``) and shown on
@@ -22,10 +27,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from include.radar.outcomes import RANK_HORIZON, outcome_points
+
 WATCH_BOOST = 10
 INTEREST_BOOST = 5
 FEEDBACK_CAP = 10
 KEY_CAP = 6
+OUTCOME_CAP = 10
+OUTCOME_HORIZON = RANK_HORIZON
+DEFAULT_MIN_PICKS = 30
 ACCOUNT_POINTS = {"up": 3, "down": -3, "knew": -1}
 TOPIC_POINTS = {"up": 2, "down": -2, "knew": 0}
 VERDICTS = {"up": "👍 有用", "down": "👎 没用", "knew": "🤷 早知道了"}
@@ -79,6 +89,9 @@ class Weights:
     entity: dict[str, int] = field(default_factory=dict)
     topic: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)  # verdict -> how many
+    # the track record: (points, measured picks, mean signed excess) per account and per type
+    outcome_account: dict[str, tuple[int, int, float]] = field(default_factory=dict)
+    outcome_topic: dict[str, tuple[int, int, float]] = field(default_factory=dict)
 
     def learned(self, limit: int = 6) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
         """(what the reader values more, what less), strongest first, as labelled points."""
@@ -90,9 +103,10 @@ class Weights:
         return more, less
 
 
-def learn(feedback: Iterable[dict[str, Any]]) -> Weights:
+def learn(feedback: Iterable[dict[str, Any]], outcomes: Iterable[dict[str, Any]] = (),
+          min_picks: int = DEFAULT_MIN_PICKS) -> Weights:
     """Weights from feedback rows (store.feedback_for_ranking: verdict plus the analysis's account, topic and
-    result_json)."""
+    result_json) and from the track record (store.outcome_means: kind 'account' or 'type', key, n, mean)."""
     account: dict[str, int] = {}
     entity: dict[str, int] = {}
     topic: dict[str, int] = {}
@@ -112,7 +126,14 @@ def learn(feedback: Iterable[dict[str, Any]]) -> Weights:
             if topic_of(row):
                 topic[topic_of(row)] = topic.get(topic_of(row), 0) + points  # type: ignore[index]
     clean = lambda d: {k: _cap(v, KEY_CAP) for k, v in d.items() if v}  # noqa: E731
-    return Weights(clean(account), clean(entity), clean(topic), counts)
+    measured: dict[str, dict[str, tuple[int, int, float]]] = {"account": {}, "type": {}}
+    for row in outcomes:
+        if row.get("kind") in measured and row.get("key") and row.get("mean") is not None:
+            n, mean = int(row["n"]), float(row["mean"])
+            points = outcome_points(n, mean, min_picks, KEY_CAP)
+            if points:
+                measured[row["kind"]][str(row["key"])] = (points, n, mean)
+    return Weights(clean(account), clean(entity), clean(topic), counts, measured["account"], measured["type"])
 
 
 @dataclass(frozen=True)
@@ -121,10 +142,11 @@ class Rank:
     watch: int
     feedback: int
     parts: list[tuple[str, int]]  # (why, points), every non-zero contribution
+    outcome: int = 0
 
     @property
     def total(self) -> int:
-        return self.score + self.watch + self.feedback
+        return self.score + self.watch + self.feedback + self.outcome
 
 
 def rank(analysis: dict[str, Any], weights: Weights) -> Rank:
@@ -153,7 +175,19 @@ def rank(analysis: dict[str, Any], weights: Weights) -> Rank:
     parts += learned
     if learned and feedback != sum(p for _, p in learned):
         parts.append((f"反馈合计封顶 ±{FEEDBACK_CAP}", feedback - sum(p for _, p in learned)))
-    return Rank(int(analysis["score"]), watch, feedback, parts)
+    record: list[tuple[str, int]] = []
+    if name in weights.outcome_account:
+        points, n, mean = weights.outcome_account[name]
+        record.append((f"公众号「{name}」的战绩：{n} 条已测，T+{OUTCOME_HORIZON} 平均超额 {mean * 100:+.1f}%", points))
+    if topic and topic in weights.outcome_topic:
+        points, n, mean = weights.outcome_topic[topic]
+        record.append((f"{TOPIC_NAMES.get(topic, topic)}类机会的战绩：{n} 条已测，T+{OUTCOME_HORIZON} 平均超额 "
+                       f"{mean * 100:+.1f}%", points))
+    outcome = _cap(sum(p for _, p in record), OUTCOME_CAP)
+    parts += record
+    if record and outcome != sum(p for _, p in record):
+        parts.append((f"战绩合计封顶 ±{OUTCOME_CAP}", outcome - sum(p for _, p in record)))
+    return Rank(int(analysis["score"]), watch, feedback, parts, outcome)
 
 
 def annotate(analyses: Iterable[dict[str, Any]], weights: Weights) -> list[dict[str, Any]]:

@@ -115,6 +115,13 @@ class Settings(BaseModel):
     werss_page_size: int = Field(100, ge=1, le=100)
     # an account's listing stops after this many pages (a WeRSS that ignores offset cannot loop forever)
     werss_max_pages: int = Field(20, ge=1, le=1000)
+    # the track record (track_record.py): its step's own deadline, the market-data source, the rank's outcome part
+    track_record_minutes: float = Field(15, gt=0, le=25)
+    market_data_source: str = Field("akshare", pattern=r"^(akshare|recorded)$")
+    market_data_timeout_seconds: float = Field(30, gt=0, le=300)
+    market_data_recorded_dir: str = ""  # recorded answers (market/recorded.py) when market_data_source=recorded
+    market_data_shift_weeks: int = Field(0, ge=-2000, le=2000)  # the recorded answers' dates moved by whole weeks
+    outcome_min_picks: int = Field(30, ge=1, le=10000)
     report_base_url: str = "http://localhost:8080/radar"
     # HMAC secret of the signed links in pushes; without it links need an Airflow login
     link_secret: SecretStr | None = None

@@ -30,6 +30,7 @@ from include.radar.llm import (
 from include.radar.schemas import DailyDigest
 from include.radar.settings import Settings
 from include.radar.spending import Spend
+from include.radar.store import track as track_store
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +49,25 @@ def is_weekly_slot(day: date, is_daily: bool) -> bool:
     return is_daily and day.weekday() == SUNDAY
 
 
-def gather(conn: Any, monday: date) -> tuple[list[events.Entry], dict[str, Any]]:
+def gather(conn: Any, monday: date, min_picks: int = ranking.DEFAULT_MIN_PICKS
+           ) -> tuple[list[events.Entry], dict[str, Any]]:
     first, last = monday, monday + timedelta(days=6)
-    weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)))
+    weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)),
+                            store.outcome_means(conn, ranking.OUTCOME_HORIZON), min_picks)
     rows = ranking.order(ranking.annotate(store.week_analyses(conn, first, last), weights))
     fresh = [r for r in rows if not r.get("reused_from_id")]
     entries = events.entries(fresh)
     failed = store.week_failed(conn, first, last)
     return entries, {"analysed": len(rows), "events": len(entries), "failed": failed,
-                     "max_score": max((r["score"] for r in fresh), default=None)}
+                     "max_score": max((r["score"] for r in fresh), default=None), "record": week_record(conn, first, last)}
+
+
+def week_record(conn: Any, first: date, last: date) -> dict[str, int]:
+    """The week's picks and how many are measured at T+1 so far, and right (the push's line; the page has more)."""
+    groups = track_store.summary_groups(conn, track_store.RecordFilters(first=first, last=last), 1)
+    total = next((g for g in groups if g["dim"] == "all"), {})
+    return {"picks": int(total.get("picks") or 0), "measured": int(total.get("directional") or 0),
+            "hits": int(total.get("hits") or 0)}
 
 
 def compact(entries: list[events.Entry], analysis_url: Callable[[int], str]) -> dict[str, Any]:
@@ -92,7 +103,7 @@ def build(connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], *, m
         if existing is not None and existing["status"] == store.REPORT_OK:
             log.info("weekly summary %s was built by the LLM already; no second call", monday)
             return existing
-        entries, stats = gather(conn, monday)
+        entries, stats = gather(conn, monday, settings.outcome_min_picks)
     threshold = settings.push_score_threshold
     digest: DailyDigest | None = None
     error = model = prompt_version = None
@@ -155,6 +166,10 @@ def lines(row: dict[str, Any]) -> list[str]:
     stats = row["stats"] or {}
     out = [f"本周分析 {stats.get('analysed', 0)} 篇，{stats.get('events', 0)} 个事件，失败 {stats.get('failed', 0)} 篇"]
     out += decide.top_lines(row["digest_json"])
+    record = stats.get("record") or {}
+    if record.get("picks"):
+        out.append(f"本周战绩：选出 {record['picks']} 条，T+1 已测 {record.get('measured', 0)} 条，方向正确 "
+                   f"{record.get('hits', 0)} 条（过往判断的记录，不是投资建议）")
     if (row["digest_json"] or {}).get("source") == "fallback":
         out.append("部分结果：摘要由系统根据本周的分析生成")
     return out

@@ -93,6 +93,17 @@ def build_deepseek() -> FakeDeepSeek:
     return FakeDeepSeek(responder=respond, api_key="sk-demo")
 
 
+# the recorded market answers (include/radar_demo/data/market, scripts/market_fixtures.py) start in this week;
+# the demo replays them on its own week (whole weeks: weekdays stay weekdays), labelled as demo data
+MARKET = DATA / "market"
+MARKET_WEEK = date(2026, 2, 2)
+RECORD_LATER = timedelta(days=42)  # the record as it stands six weeks after the demo day: T+20 measured
+
+
+def market_shift_weeks(day: date) -> int:
+    return ((day - timedelta(days=day.weekday())) - MARKET_WEEK).days // 7
+
+
 def link_secret() -> str:
     path = OUT / "link_secret"
     if not path.exists():
@@ -132,6 +143,10 @@ def main() -> int:
         "AIRFLOW_VAR_RADAR_REPORT_BASE_URL": UI_BASE,
         # the demo replays today's five slots now: none of them counts as a late start
         "AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES": str(366 * 24 * 60),
+        # the track record replays recorded market answers (no network), moved onto the demo's week
+        "AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE": "recorded",
+        "AIRFLOW_VAR_RADAR_MARKET_DATA_RECORDED_DIR": str(MARKET),
+        "AIRFLOW_VAR_RADAR_MARKET_DATA_SHIFT_WEEKS": str(market_shift_weeks(day)),
     })
     (OUT / "database_url").write_text(url)
     with db.connect(url) as conn:  # a reader's focus, as the profile page saves it (focus.py)
@@ -158,6 +173,7 @@ def main() -> int:
         say(f"[demo] slot {slot}: DAG run {run.state}, {len(deepseek.requests)} LLM calls so far, "
               f"{len(sent)} pushed ({time.monotonic() - t0:.0f}s)" + "".join(f"\n         → {m['title']}" for m in sent))
     html = save_report(day, url, secret)
+    record = follow_later(day, url, secret, say)
     with db.connect(url) as conn:
         counts = conn.execute(
             "SELECT (SELECT count(*) FROM content_item) AS articles, (SELECT count(*) FROM analysis_result) AS analyses,"
@@ -169,9 +185,29 @@ def main() -> int:
         f"{counts['slots_ok']}/5 slots succeeded. Where to look:")
     say(f"  report (saved HTML copy):  {html}")
     say(f"  what was pushed:           {pushes}  ({len(sink.received)} messages)")
+    say(f"  track record (HTML copy):  {record}  (demo data: recorded prices, six weeks on)")
     say(f"  report pages, live:        `make ui`, log in, open {UI_BASE}/daily/{day.isoformat()}")
     say(f"  pushed link (signed):      {sink.received[-1]['message'].splitlines()[-1] if sink.received else '-'}")
     return 0 if counts["slots_ok"] == 5 else 1
+
+
+def follow_later(day: date, url: str, secret: str, say: Any) -> Path:
+    """The track record as it will stand six weeks after the demo day: the real step (track_record.update) on
+    the recorded prices, run with that later clock, and a copy of the record page. Demo data, said so."""
+    from include.radar import track_record
+    from include.radar.market.recorded import recorded_source
+
+    later = datetime.combine(day + RECORD_LATER, datetime.min.time(), tzinfo=SHANGHAI).replace(hour=22, minute=30)
+    run = track_record.update(lambda: db.connect(url),
+                              lambda: recorded_source(MARKET, 7 * market_shift_weeks(day)), now=later)
+    with db.connect(url) as conn:
+        picks = conn.execute(
+            "SELECT count(*) AS n, count(*) FILTER (WHERE status = 'measurable') AS measurable FROM track_pick"
+        ).fetchone()
+    say(f"[demo] track record as of {later:%Y-%m-%d %H:%M} (recorded prices replayed on the demo's week, demo "
+        f"data): {picks['n']} picks, {picks['measurable']} measurable, {run.measured} horizon returns measured, "
+        f"{run.fetched} recorded answers read")
+    return save_page("/record", f"record-{day.isoformat()}.html", url, secret, later)
 
 
 def _quiet_airflow(log_file: Path) -> Any:
@@ -192,19 +228,22 @@ def _quiet_airflow(log_file: Path) -> Any:
 
 def save_report(day: date, url: str, secret: str) -> Path:
     """Render the day's report page with the real web app and keep a copy."""
+    return save_page(f"/daily/{day.isoformat()}", f"daily-{day.isoformat()}.html", url, secret)
+
+
+def save_page(path: str, name: str, url: str, secret: str, now: datetime | None = None) -> Path:
+    """Render one page with the real web app (a signed link opens a read session) and keep a copy."""
     from fastapi.testclient import TestClient
 
     from include.radar import signing
     from include.radar.web.app import create_app
 
-    app = create_app(db_url=url)
-    path = f"/daily/{day.isoformat()}"
-    query = signing.sign(path, secret, datetime.now(UTC), 1)
-    response = TestClient(app).get(path, params=query)
-    target = OUT / f"daily-{day.isoformat()}.html"
+    app = create_app(db_url=url, **({"clock": lambda: now} if now else {}))
+    response = TestClient(app).get(path, params=signing.sign(path, secret, now or datetime.now(UTC), 1))
+    target = OUT / name
     target.write_text(response.text, encoding="utf-8")
     if response.status_code != 200:
-        print(f"[demo] warning: the report page answered HTTP {response.status_code}", file=sys.stderr)
+        print(f"[demo] warning: {path} answered HTTP {response.status_code}", file=sys.stderr)
     return target
 
 

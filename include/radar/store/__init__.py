@@ -15,6 +15,7 @@ Every function takes an open psycopg connection (``db.connect()``) and leaves co
 - ``reports``: the daily report and the report pages' read-only queries;
 - ``operations``: the LLM spend ledger, budget deferrals, operator alerts, shared service status;
 - ``weekly``: the weekly summary and the week's analyses;
+- ``track``: the track record: the market-data cache, the picks and their outcomes (``store.track``);
 - ``state``: small service state (the WeRSS token).
 """
 
@@ -167,6 +168,10 @@ from include.radar.store.state import (  # noqa: F401
     delete_state,
     get_state,
     set_state,
+)
+from include.radar.store.track import (  # noqa: F401
+    outcome_means,
+    outcome_version,
 )
 from include.radar.store.trends import (  # noqa: F401
     day_scores,

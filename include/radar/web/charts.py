@@ -109,3 +109,56 @@ def bar_chart(labels: Sequence[str], values: Sequence[int], *, title: str, desc:
 
 def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A group's figure with its 95 % interval; None where the group is too small to conclude (its count shows)."""
+
+    label: str
+    n: int
+    value: float | None = None
+    low: float | None = None
+    high: float | None = None
+
+
+def interval_chart(points: Sequence[Estimate], *, title: str, desc: str, low: float, high: float, unit: str = "%",
+                   reference: float | None = None, scale: float = 100.0) -> Markup:
+    """One dot per group with its 95 % interval as a whisker (the track record's calibration by score band); a
+    group without a conclusion shows only its count. ``low``/``high``: the axis range (in the values' units);
+    ``reference``: a dashed line (50 % of hits, zero excess); ``scale``: value → label (100: fractions as %)."""
+    span_ = (high - low) or 1.0
+
+    def y(value: float) -> float:
+        clipped = max(low, min(high, value))
+        return TOP + (HEIGHT - TOP - BOTTOM) * (1 - (clipped - low) / span_)
+
+    n = max(1, len(points))
+    slot = (WIDTH - LEFT - RIGHT) / n
+    parts = [f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" role="img" '
+             f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title><desc>{escape(desc)}</desc>']
+    for frac in (0, 0.5, 1):
+        value = low + span_ * frac
+        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y(value):.1f}" y2="{y(value):.1f}" stroke="#cbd5e1" '
+                     f'stroke-width="0.5"/><text x="{LEFT - 3}" y="{y(value) + 3:.1f}" font-size="8" text-anchor="end" '
+                     f'fill="#64748b">{escape(_num(value * scale))}{escape(unit)}</text>')
+    if reference is not None:
+        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y(reference):.1f}" y2="{y(reference):.1f}" '
+                     f'stroke="#94a3b8" stroke-width="0.8" stroke-dasharray="3 2"/>')
+    for i, p in enumerate(points):
+        x = LEFT + slot * (i + 0.5)
+        parts.append(f'<text x="{x:.1f}" y="{HEIGHT - 6}" font-size="8" text-anchor="middle" fill="#64748b">'
+                     f'{escape(p.label)}</text>')
+        if p.value is None or p.low is None or p.high is None:  # no conclusion: the count only, on the axis
+            parts.append(f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM - 4:.1f}" font-size="8" text-anchor="middle" '
+                         f'fill="#94a3b8">n={p.n}</text>')
+            continue
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y(p.low):.1f}" y2="{y(p.high):.1f}" stroke="#2563eb" '
+                     f'stroke-width="1.6"/><line x1="{x - 4:.1f}" x2="{x + 4:.1f}" y1="{y(p.low):.1f}" '
+                     f'y2="{y(p.low):.1f}" stroke="#2563eb" stroke-width="1.2"/><line x1="{x - 4:.1f}" '
+                     f'x2="{x + 4:.1f}" y1="{y(p.high):.1f}" y2="{y(p.high):.1f}" stroke="#2563eb" stroke-width="1.2"/>'
+                     f'<circle cx="{x:.1f}" cy="{y(p.value):.1f}" r="3" fill="#d97706"/>'
+                     f'<text x="{x:.1f}" y="{max(TOP + 7, y(p.high) - 3):.1f}" font-size="8" text-anchor="middle" '
+                     f'fill="#334155">{escape(_num(round(p.value * scale, 1)))}{escape(unit)} · n={p.n}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))

@@ -9,13 +9,16 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from include.radar import focus, search, store, weekly
+from include.radar.store import track as track_store
 from include.radar.web import views
 from include.radar.web.auth import PageError, ReaderDep, require_reader
 from include.radar.web.runtime import get_pages, get_runtime, page_links, parse_day, today, zone
+from include.radar.web.views import record as record_views
 from include.radar.web.views import search as search_views
 from include.radar.web.views import trends as trend_views
 
 ENTITY_LISTED = 100
+WEEK_PICKS = 30  # the weekly page lists the week's picks up to this many (the record page has them all)
 WEEKDAYS = "一二三四五六日"
 
 router = APIRouter(dependencies=[Depends(require_reader)])
@@ -39,8 +42,12 @@ def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLRespons
     if week.weekday() != 0:
         raise PageError(404, "没有这一周的周报",
                         f"周报地址应为 /weekly/ 加当周星期一的日期，例如 /weekly/{weekly.week_of(week)[0]}。")
+    end = week + timedelta(days=6)
+    week_filters = track_store.RecordFilters(first=week, last=end)
     with runtime.connect() as conn:
         report = store.get_weekly_report(conn, week)
+        picks, _ = track_store.record_page(conn, week_filters, WEEK_PICKS, 0)
+        pick_rows = track_store.summary_groups(conn, week_filters, 5)
     links = page_links(request)
     data = (report or {}).get("digest_json") or {}
     tops = []
@@ -49,7 +56,6 @@ def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLRespons
             tops.append({"url": links.analysis(t["analysis_id"]), "title": str(t.get("title") or ""),
                          "reason": str(t.get("reason") or ""),
                          "sources": [x for x in t.get("sources") or [] if isinstance(x, str)]})
-    end = week + timedelta(days=6)
     return get_pages(request).render(
         request, "weekly.html", settings=settings, reader=reader, links=links, monday=week, report=report,
         span=f"{week.isoformat()} 至 {end.month}月{end.day}日", tops=tops,
@@ -62,6 +68,9 @@ def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLRespons
         prev_url=links.weekly(week - timedelta(days=7)),
         next_url=links.weekly(week + timedelta(days=7)) if end < current else None,
         past=end < current, daily_slot=settings.daily_slot,
+        record=record_views.week_record(picks, pick_rows, links, zone(settings),
+                                        record_views.RecordForm(first=week.isoformat(), last=end.isoformat())),
+        threshold=settings.push_score_threshold,
     )
 
 

@@ -10,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from include.radar import ranking, store, weekly
+from include.radar.store import track as track_store
 from include.radar.web import feedback, health, views
 from include.radar.web.auth import PageError, ReaderDep, airflow_user, require_reader
 from include.radar.web.runtime import (
@@ -25,6 +26,7 @@ from include.radar.web.runtime import (
     zone,
 )
 from include.radar.web.views import profile as profile_views
+from include.radar.web.views import record as record_views
 from include.radar.web.views import trends as trend_views
 
 RECENT_DAYS = 14
@@ -168,6 +170,7 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
         members = store.event_members(conn, [row["event_id"]]) if row["event_id"] else []
         weights = runtime.ranking_weights(conn)
         verdict = store.feedback_of(conn, [wanted]).get(wanted)
+        pick = track_store.pick_of_analysis(conn, wanted)
     links = page_links(request)
     page = views.analysis_page(
         row=row,
@@ -182,8 +185,10 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
     return get_pages(request).render(
         request, "analysis.html", settings=settings, reader=reader, links=links, page=page,
         rank=profile_views.rank_view(row, weights),
-        boosts={"watch": ranking.WATCH_BOOST, "interest": ranking.INTEREST_BOOST, "cap": ranking.FEEDBACK_CAP},
+        boosts={"watch": ranking.WATCH_BOOST, "interest": ranking.INTEREST_BOOST, "cap": ranking.FEEDBACK_CAP,
+                "outcome": ranking.OUTCOME_CAP, "min_picks": settings.outcome_min_picks},
         feedback_buttons=feedback_forms(request, reader, settings, links).buttons(wanted, verdict),
+        outcome=record_views.pick_view(pick, links, zone(settings)) if pick else None,
     )
 
 

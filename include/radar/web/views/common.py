@@ -195,6 +195,9 @@ class Links:
     def weekly(self, monday: date | None = None) -> str:
         return f"{self.root}/weekly" + (f"/{monday.isoformat()}" if monday else "")
 
+    def record(self) -> str:
+        return f"{self.root}/record"
+
     def analysis(self, analysis_id: int) -> str:
         path = f"/analysis/{int(analysis_id)}"
         if self.signer is not None and analysis_id in self.signable:

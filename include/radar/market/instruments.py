@@ -1,0 +1,291 @@
+"""Which tradable instrument a pick's targets name (pure: no source, no database).
+
+An instrument is named by a key ``MARKET:CODE``: ``SH:600519`` (Shanghai), ``SZ:300750`` (Shenzhen), ``BJ:830799``
+(Beijing), ``HK:00700`` (Hong Kong), ``HKI:HSI`` (a Hong Kong index), ``SW:801081`` (a Shenwan industry index).
+What a target may be, tried in this order:
+
+- a code in any spelling the radar already reconciles (``600519``, ``600519.SH``, ``SH600519``), also inside a
+  name (``贵州茅台（600519）``); an ETF (``510300``, ``159915``), an index with its exchange (``SH000300``,
+  ``399006``), a Hong Kong code (``00700``, ``0700.HK``, ``HK00700``). A bare ``000300`` is the Shenzhen stock
+  of that code, never the CSI 300: only the exchange prefix makes a Shanghai ``000xxx`` an index;
+- an index by name (沪深300, 恒生指数, …);
+- a sector mapped to a Shenwan industry index (SECTORS: the 2021 level-1 industries and a few level-2 ones,
+  with the words articles use for them); a sector word no index covers is "not measurable", with the word;
+- a company name, resolved through the listed names only when exactly one listing matches (the name
+  itself, or the only listing whose name contains it); a name that two listings share (an A+H company) is
+  not measured, and the reason names both codes.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+CN, HK = "CN", "HK"  # calendars: the A-share exchanges (and Shenwan's indices, computed on their days), Hong Kong
+
+
+@dataclass(frozen=True)
+class Instrument:
+    market: str  # SH, SZ, BJ, HK, HKI, SW
+    code: str
+    kind: str  # stock, etf, index
+    name: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.market}:{self.code}"
+
+    @property
+    def calendar(self) -> str:
+        return HK if self.market in ("HK", "HKI") else CN
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}（{self.code}）" if self.name else self.code
+
+
+CSI300 = Instrument("SH", "000300", "index", "沪深300")
+HSI = Instrument("HKI", "HSI", "index", "恒生指数")
+
+# well-known indices by name (the benchmarks among them); a name is matched whole
+INDEX_NAMES: dict[str, Instrument] = {
+    "沪深300": CSI300, "沪深300指数": CSI300,
+    "上证指数": Instrument("SH", "000001", "index", "上证指数"), "上证综指": Instrument("SH", "000001", "index", "上证指数"),
+    "上证50": Instrument("SH", "000016", "index", "上证50"),
+    "科创50": Instrument("SH", "000688", "index", "科创50"),
+    "中证500": Instrument("SH", "000905", "index", "中证500"),
+    "中证1000": Instrument("SH", "000852", "index", "中证1000"),
+    "深证成指": Instrument("SZ", "399001", "index", "深证成指"),
+    "创业板指": Instrument("SZ", "399006", "index", "创业板指"), "创业板指数": Instrument("SZ", "399006", "index", "创业板指"),
+    "恒生指数": HSI, "恒指": HSI,
+    "恒生科技指数": Instrument("HKI", "HSTECH", "index", "恒生科技指数"),
+    "恒生科技": Instrument("HKI", "HSTECH", "index", "恒生科技指数"),
+}
+
+# Shenwan (申万 2021) industry indices: (code, name, words articles use for the industry). Level 1, then the
+# level-2 industries articles name most; the longest word found in a target decides.
+SECTORS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("801010", "农林牧渔", ("农林牧渔", "农业", "养殖", "生猪", "种业", "渔业")),
+    ("801030", "基础化工", ("基础化工", "化工", "化学品")),
+    ("801040", "钢铁", ("钢铁", "钢材", "特钢")),
+    ("801050", "有色金属", ("有色金属", "有色", "铜矿", "铝业", "黄金股", "稀土", "锂矿")),
+    ("801080", "电子", ("电子", "消费电子", "面板", "元器件", "PCB")),
+    ("801081", "半导体", ("半导体", "芯片", "集成电路", "晶圆", "刻蚀", "光刻")),
+    ("801880", "汽车", ("汽车", "整车", "新能源车", "新能源汽车", "汽车零部件")),
+    ("801110", "家用电器", ("家用电器", "家电", "白电")),
+    ("801120", "食品饮料", ("食品饮料", "食品", "饮料", "乳业", "啤酒", "调味品")),
+    ("801125", "白酒Ⅱ", ("白酒",)),
+    ("801130", "纺织服饰", ("纺织服饰", "纺织", "服装", "服饰")),
+    ("801140", "轻工制造", ("轻工制造", "轻工", "造纸", "家居")),
+    ("801150", "医药生物", ("医药生物", "医药", "生物医药", "医疗", "创新药", "仿制药", "CXO")),
+    ("801151", "化学制药", ("化学制药",)),
+    ("801156", "医疗服务", ("医疗服务",)),
+    ("801160", "公用事业", ("公用事业", "电力", "燃气", "水务", "核电", "火电", "水电")),
+    ("801170", "交通运输", ("交通运输", "航运", "集运", "集装箱航运", "港口", "物流", "快递", "航空", "铁路")),
+    ("801180", "房地产", ("房地产", "地产", "楼市")),
+    ("801200", "商贸零售", ("商贸零售", "零售", "电商", "免税")),
+    ("801210", "社会服务", ("社会服务", "旅游", "酒店", "餐饮", "教育")),
+    ("801230", "综合", ("综合",)),
+    ("801710", "建筑材料", ("建筑材料", "建材", "水泥", "玻璃")),
+    ("801720", "建筑装饰", ("建筑装饰", "建筑", "基建")),
+    ("801730", "电力设备", ("电力设备", "电网设备", "风电", "储能", "锂电", "锂电池", "新能源")),
+    ("801735", "光伏设备", ("光伏", "光伏设备", "硅料", "组件")),
+    ("801737", "电池", ("电池", "动力电池", "电芯")),
+    ("801740", "国防军工", ("国防军工", "军工", "航天", "航空装备")),
+    ("801750", "计算机", ("计算机", "软件", "信创", "云计算", "人工智能", "AI应用")),
+    ("801760", "传媒", ("传媒", "游戏", "影视", "广告", "出版")),
+    ("801770", "通信", ("通信", "通信设备", "光模块", "运营商", "5G")),
+    ("801780", "银行", ("银行",)),
+    ("801790", "非银金融", ("非银金融", "券商", "证券", "保险", "信托")),
+    ("801890", "机械设备", ("机械设备", "机械", "工程机械", "机床", "工业母机")),
+    ("801950", "煤炭", ("煤炭", "煤矿", "焦煤", "动力煤")),
+    ("801960", "石油石化", ("石油石化", "石油", "石化", "油气", "炼化")),
+    ("801970", "环保", ("环保", "固废", "污水处理")),
+    ("801980", "美容护理", ("美容护理", "美妆", "化妆品", "医美")),
+)
+# opportunity types whose targets are never a security the radar can follow
+UNTRACKED_TYPES = {"commodity": "商品", "macro": "宏观", "bond": "债券", "fx": "外汇", "crypto": "加密资产"}
+
+_WIDTH = str.maketrans({"（": "(", "）": ")", "．": ".", "　": " "})
+_CODE_IN = re.compile(r"(?<![0-9A-Za-z])(?:(SH|SZ|BJ|SS)\s?)?([0-9]{6})(?:\.(SH|SZ|BJ|SS))?(?![0-9A-Za-z])", re.I)
+_HK_IN = re.compile(r"(?<![0-9A-Za-z])(?:HK\s?([0-9]{4,5})|([0-9]{4,5})\.HK)(?![0-9A-Za-z])", re.I)
+_BARE_HK = re.compile(r"^0[0-9]{4}$")
+
+
+def normalise(text: str) -> str:
+    """Full-width letters and digits made half-width, brackets unified, blanks trimmed, letters upper-case."""
+    return unicodedata.normalize("NFKC", str(text)).translate(_WIDTH).strip().upper()
+
+
+def a_share(code: str, exchange: str | None) -> Instrument | None:
+    """The A-share instrument of a six-digit code, its exchange given or told by its first digits."""
+    exchange = {"SS": "SH"}.get(exchange or "", exchange)
+    if exchange == "SH" and code.startswith("000"):
+        return Instrument("SH", code, "index")
+    guess = (
+        ("SH", "stock") if code[0] == "6" else
+        ("SH", "etf") if code[:2] in ("51", "56", "58", "50") else
+        ("SZ", "index") if code.startswith("399") else
+        ("SZ", "etf") if code[:2] in ("15", "16") else
+        ("SZ", "stock") if code[0] in "03" else
+        ("BJ", "stock") if code[0] in "48" or code.startswith("92") else
+        ("SW", "index") if code.startswith("801") else None
+    )
+    if guess is None or (exchange and guess[0] != exchange):
+        return None  # a code its exchange does not list (600519.SZ): not a guess worth measuring
+    return Instrument(guess[0], code, guess[1])
+
+
+def from_key(key: str, name: str = "") -> Instrument | None:
+    """The instrument a stored key (``SH:600519``) names."""
+    market, _, code = key.partition(":")
+    if market in ("SH", "SZ", "BJ"):
+        found = a_share(code, market) if len(code) == 6 and code.isdigit() else None
+        return Instrument(found.market, found.code, found.kind, name) if found else None
+    if market in ("HK", "HKI", "SW") and code:
+        return Instrument(market, code, "stock" if market == "HK" else "index", name)
+    return None
+
+
+def parse_code(text: str) -> Instrument | None:
+    """The instrument a code names, also a code written inside a name; None when the text holds none."""
+    norm = normalise(text)
+    hk = _HK_IN.search(norm)
+    if hk:
+        return Instrument("HK", (hk.group(1) or hk.group(2)).zfill(5), "stock")
+    if _BARE_HK.match(norm):
+        return Instrument("HK", norm, "stock")
+    found = [a_share(m.group(2), (m.group(1) or m.group(3) or "").upper() or None) for m in _CODE_IN.finditer(norm)]
+    found = [f for f in found if f is not None]
+    return found[0] if len({f.key for f in found}) == 1 else None
+
+
+def sector_of(text: str) -> tuple[Instrument | None, str]:
+    """The Shenwan index of a sector word (the longest word of SECTORS the target contains), or (None, why)."""
+    norm = normalise(text)
+    best: list[tuple[int, str, str]] = []
+    for code, name, words in SECTORS:
+        for word in words:
+            if normalise(word) in norm:
+                best.append((len(word), code, name))
+    if not best:
+        return None, f"「{text}」没有对应的行业指数"
+    top = max(b[0] for b in best)
+    codes = {(c, n) for length, c, n in best if length == top}
+    if len(codes) > 1:
+        return None, f"「{text}」可对应多个行业指数：{'、'.join(sorted(n for _, n in codes))}"
+    code, name = codes.pop()
+    return Instrument("SW", code, "index", f"申万{name}"), ""
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What a pick measures: the instrument and its benchmark, or why nothing can be measured."""
+
+    instrument: Instrument | None
+    benchmark: Instrument | None
+    target: str
+    direction: str
+    opp_type: str
+    reason: str = ""
+    needs_names: bool = False  # a company name waits for the list of listed names
+
+
+def benchmark_for(instrument: Instrument, sector: Instrument | None) -> Instrument:
+    """CSI 300 for the A-share market, the Hang Seng for Hong Kong; for an A-share stock whose opportunity also
+    names a sector with an index, that sector's index."""
+    if instrument.calendar == HK:
+        return HSI
+    if instrument.kind == "stock" and sector is not None:
+        return sector
+    return CSI300
+
+
+def by_name(target: str, names: Mapping[str, list[Instrument]] | None) -> tuple[Instrument | None, str]:
+    """A company name resolved through the listed names: the exact name, else the only listing containing it."""
+    norm = normalise(target)
+    if names is None:
+        return None, ""
+    exact = names.get(norm, [])
+    if len(exact) == 1:
+        return exact[0], ""
+    if len(exact) > 1:
+        return None, f"「{target}」对应多个代码：{'、'.join(sorted(i.key for i in exact))}，不作测量"
+    if len(norm) < 3:
+        return None, f"「{target}」不是代码，也不是完整的上市公司名称"
+    containing = {i.key: i for name, items in names.items() if norm in name for i in items}
+    if len(containing) == 1:
+        return next(iter(containing.values())), ""
+    if len(containing) > 1:
+        shown = sorted(containing)[:4]
+        return None, f"「{target}」对应多个代码：{'、'.join(shown)}{' 等' if len(containing) > 4 else ''}，不作测量"
+    return None, f"「{target}」不是代码，也没有同名的上市公司"
+
+
+def name_index(listings: Iterable[tuple[str, str]]) -> dict[str, list[Instrument]]:
+    """{normalised name: instruments} from (instrument key, name) rows of the listings cache."""
+    index: dict[str, list[Instrument]] = {}
+    for key, name in listings:
+        market, _, code = key.partition(":")
+        kind = "stock" if market in ("SH", "SZ", "BJ", "HK") else "index"
+        index.setdefault(normalise(name), []).append(Instrument(market, code, kind, name))
+    return index
+
+
+def resolve(opportunities: list[dict], names: Mapping[str, list[Instrument]] | None) -> Resolution:
+    """The first target (opportunities in the model's order, targets in order) that names one instrument.
+
+    ``names``: the listed names (name_index); None when they could not be had: a company name then waits
+    (``needs_names``) instead of being declared unmeasurable."""
+    reasons: list[str] = []
+    first_direction, first_type = "watch", "other"
+    waiting = False
+    for position, opp in enumerate(o for o in opportunities if isinstance(o, dict)):
+        direction = str(opp.get("direction") or "watch")
+        opp_type = str(opp.get("type") or "other")
+        if position == 0:
+            first_direction, first_type = direction, opp_type
+        targets = [t for t in opp.get("targets") or [] if isinstance(t, str) and t.strip()]
+        if opp_type in UNTRACKED_TYPES:
+            reasons.append(f"{UNTRACKED_TYPES[opp_type]}类机会没有可跟踪的证券")
+            continue
+        sector = next((s for s in (sector_of(t)[0] for t in targets) if s is not None), None)
+        for target in targets:
+            found = parse_code(target) or INDEX_NAMES.get(normalise(target))
+            why = ""
+            if found is None and opp_type == "sector":
+                found, why = sector_of(target)
+            if found is None and opp_type != "sector":
+                if names is None:
+                    waiting = True
+                    continue
+                found, why = by_name(target, names)
+            if found is None:
+                if opp_type == "sector" and not why:
+                    why = f"「{target}」没有对应的行业指数"
+                reasons.append(why or f"「{target}」无法对应到证券")
+                continue
+            bench = benchmark_for(found, sector if found.kind == "stock" and found.market != "SW" else None)
+            return Resolution(found, bench, target, direction, opp_type)
+        if not targets:
+            reasons.append("机会没有列出标的")
+    if waiting:
+        return Resolution(None, None, "", first_direction, first_type, "上市公司名称表暂不可得，次日重试", needs_names=True)
+    reason = "；".join(dict.fromkeys(reasons)) or "分析没有列出投资机会"
+    return Resolution(None, None, "", first_direction, first_type, reason)
+
+
+def price_limit(instrument: Instrument) -> float | None:
+    """The daily price limit of an A-share instrument (a fraction), None where there is none (indices, HK).
+    ST stocks (±5 % on the main boards) are told by their name; the limit is only used to note an open at it."""
+    if instrument.market not in ("SH", "SZ", "BJ") or instrument.kind == "index":
+        return None
+    if instrument.market == "BJ":
+        return 0.30
+    if instrument.code.startswith(("300", "301", "688", "689")):
+        return 0.20
+    if "ST" in normalise(instrument.name) and instrument.kind == "stock":
+        return 0.05
+    return 0.10

@@ -1,0 +1,342 @@
+"""How a pick did in the market, and what the record says (pure: bars in, figures out; no source, no database).
+
+**The reference price** is the first price a reader could have traded at after the push (``picked_at``):
+
+- pushed before the session opens on a trading day, or outside trading days or after the close: the open of
+  the next session (a day's bar is used only once it is published, 15:30 for the A-share markets, 16:30 in Hong
+  Kong: a step at 22:00 sees the day's bar, one at 07:00 only the day before's);
+- pushed during a session or its lunch break: the open of the first 5-minute bar that starts at or after the
+  push, the benchmark at the same minute; without 5-minute bars (the source keeps a few weeks, and has none
+  for Hong Kong or Shenwan indices) the day's close, said so in the note (a price after the push, never one
+  before it);
+- a stock that does not trade that day (suspended) is measured from the open of the day it trades again, said
+  so; not within 20 trading days: "suspended", stated, never filled in;
+- an A-share open at its upper price limit is noted ("涨停开盘": probably not buyable), at its lower limit
+  likewise for a bearish call; the figures are kept, the note stands beside them.
+
+**The outcome at T+h** (h = 1, 5, 20) is the close of the h-th trading day after the reference day: the
+return ``close / reference − 1``, the benchmark's return over the same span, and the excess return (the
+difference). A day the instrument did not trade is "suspended" (the day and the last trade are stated); a
+benchmark without that day is "no data". **Direction counts**: a bullish call is a hit when the price rose, a
+bearish call when it fell; its signed excess return is the excess in the call's direction. Neutral and
+watch calls have no direction: their returns are shown, they are not counted as hits or misses.
+
+**The summaries**: per group (score band, account, type, direction) the hit rate with its 95 % Wilson interval
+and the mean signed excess return with its 95 % normal interval, over the group's measured directional picks;
+below ``MIN_SAMPLE`` measured picks no rate is given, only the count.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from typing import Any
+
+from include.radar.market import Bar, MinuteBar
+from include.radar.market.instruments import CN, HK
+from include.radar.slots import SHANGHAI
+
+HORIZONS = (1, 5, 20)
+MIN_SAMPLE = 30  # no conclusion below this many measured picks
+Z95 = 1.959964
+SESSIONS = {CN: ((time(9, 30), time(11, 30)), (time(13, 0), time(15, 0))),
+            HK: ((time(9, 30), time(12, 0)), (time(13, 0), time(16, 0)))}
+PUBLISHED_AT = {CN: time(15, 30), HK: time(16, 30)}  # a day's bar is read only after this
+MAX_SUSPENDED_DAYS = 20
+LIMIT_TOLERANCE = 0.003  # an open within 0.3 points of the limit is at the limit (adjusted prices round)
+SIGNS = {"bullish": 1, "bearish": -1}
+DIRECTIONS = {"bullish": "看多", "bearish": "看空", "neutral": "中性", "watch": "关注"}
+BANDS = (("90", "90–100", 90, 100), ("80", "80–89", 80, 89), ("70", "70–79", 70, 79), ("60", "60–69", 60, 69),
+         ("0", "60 以下", 0, 59))
+
+
+@dataclass(frozen=True)
+class Reference:
+    status: str  # ok | waiting | suspended | no_data
+    day: date | None = None
+    kind: str | None = None  # open | intraday | close
+    price: float | None = None
+    bench: float | None = None
+    note: str = ""
+    limit_open: str | None = None  # up | down
+
+
+@dataclass(frozen=True)
+class Outcome:
+    horizon: int
+    status: str  # waiting | measured | suspended | no_data
+    end_day: date | None = None
+    end_price: float | None = None
+    bench_end: float | None = None
+    ret: float | None = None
+    bench_ret: float | None = None
+    excess: float | None = None
+    signed_excess: float | None = None
+    hit: bool | None = None
+    note: str = ""
+
+
+def published_through(as_of: datetime, market: str) -> date:
+    """The last day whose daily bar is published at ``as_of`` (a fetch made then holds it)."""
+    local = as_of.astimezone(SHANGHAI)
+    return local.date() if local.time() >= PUBLISHED_AT[market] else local.date() - timedelta(days=1)
+
+
+def during_session(picked_at: datetime, market: str, days: Sequence[date]) -> bool:
+    """Whether ``picked_at`` falls between the open and the close of a trading day (lunch included): its
+    reference is then a 5-minute bar of that day."""
+    local = picked_at.astimezone(SHANGHAI)
+    (morning, _), (_, close) = SESSIONS[market]
+    at = bisect_left(days, local.date())
+    return at < len(days) and days[at] == local.date() and morning <= local.time() < close
+
+
+def _md(day: date) -> str:
+    return f"{day.month}月{day.day}日"
+
+
+def _next_day(days: Sequence[date], after: date) -> date | None:
+    i = bisect_right(days, after)
+    return days[i] if i < len(days) else None
+
+
+def limit_open(open_price: float, previous_close: float | None, limit: float | None) -> str | None:
+    """'up' when the day opened at its upper price limit, 'down' at its lower one, else None."""
+    if limit is None or not previous_close or previous_close <= 0:
+        return None
+    change = open_price / previous_close - 1
+    if change >= limit - LIMIT_TOLERANCE:
+        return "up"
+    if change <= -limit + LIMIT_TOLERANCE:
+        return "down"
+    return None
+
+
+def reference(
+    picked_at: datetime, market: str, days: Sequence[date], bars: Mapping[date, Bar], bench: Mapping[date, Bar],
+    through: date, *, intraday: Sequence[MinuteBar] | None = None, bench_intraday: Sequence[MinuteBar] | None = None,
+    limit: float | None = None,
+) -> Reference:
+    """The first price a reader could have traded at after ``picked_at`` (see the module's docstring).
+
+    ``days``: the market's trading days, sorted; ``bars``/``bench``: daily bars by day; ``through``: the last day
+    whose bars are known (published and fetched: published_through); ``intraday`` / ``bench_intraday``: the
+    5-minute bars of the push day (None: none to be had)."""
+    local = picked_at.astimezone(SHANGHAI)
+    (morning, _), (_, close) = SESSIONS[market]
+    day = local.date()
+    at = bisect_left(days, day)
+    trading_today = at < len(days) and days[at] == day
+    if trading_today and local.time() < morning:
+        first, kind = day, "open"
+    elif trading_today and local.time() < close:
+        first, kind = day, "intraday"
+    else:
+        nxt = _next_day(days, day)
+        if nxt is None:
+            return Reference("waiting", note="等待下一个交易日开盘（交易日历尚未公布）")
+        first, kind = nxt, "open"
+    if first > through:
+        return Reference("waiting", day=first, note=f"等待 {_md(first)} 开盘")
+    if kind == "intraday" and first in bars:
+        minute = next((m for m in intraday or () if m.start >= local), None)
+        bench_minute = next((m for m in bench_intraday or () if minute and m.start == minute.start), None)
+        if minute is not None and bench_minute is not None:
+            return Reference("ok", first, "intraday", minute.open, bench_minute.open,
+                             f"盘中推送：{minute.start:%H:%M} 起第一根 5 分钟线的开盘价")
+        if first not in bench:
+            return Reference("no_data", first, note=f"基准指数缺少 {_md(first)} 的行情")
+        return Reference("ok", first, "close", bars[first].close, bench[first].close,
+                         "盘中推送，没有推送当日的 5 分钟行情：参考价取当日收盘价")
+    # the open of the first day the instrument trades, from ``first`` on
+    start = bisect_left(days, first)
+    for offset, candidate in enumerate(days[start:start + MAX_SUSPENDED_DAYS + 1]):
+        if candidate > through:
+            return Reference("waiting", day=first, note=f"{_md(first)} 起停牌，等待复牌")
+        bar = bars.get(candidate)
+        if bar is None or bar.open is None:
+            continue
+        if candidate not in bench or bench[candidate].open is None:
+            return Reference("no_data", candidate, note=f"基准指数缺少 {_md(candidate)} 的行情")
+        previous = max((d for d in bars if d < candidate), default=None)
+        at_limit = limit_open(bar.open, bars[previous].close if previous else None, limit)
+        notes = []
+        if offset:
+            notes.append(f"{_md(first)} 起停牌，参考价取复牌日 {_md(candidate)} 的开盘价")
+        if kind == "intraday" and not offset:
+            notes.append("盘中推送")
+        if at_limit == "up":
+            notes.append("涨停开盘：开盘即在涨停价，读者可能买不进")
+        elif at_limit == "down":
+            notes.append("跌停开盘：开盘即在跌停价，读者可能卖不出")
+        return Reference("ok", candidate, "open", bar.open, bench[candidate].open, "；".join(notes), at_limit)
+    return Reference("suspended", first, note=f"推送后 {MAX_SUSPENDED_DAYS} 个交易日内没有成交（停牌）")
+
+
+def outcome(
+    ref: Reference, horizon: int, days: Sequence[date], bars: Mapping[date, Bar], bench: Mapping[date, Bar],
+    through: date, direction: str,
+) -> Outcome:
+    """The pick's outcome ``horizon`` trading days after its reference day (see the module's docstring)."""
+    if ref.status != "ok" or ref.day is None or ref.price is None or ref.bench is None:
+        status = "waiting" if ref.status == "waiting" else ref.status
+        return Outcome(horizon, status, note=ref.note)
+    i = bisect_left(days, ref.day) + horizon
+    if i >= len(days):
+        return Outcome(horizon, "waiting", note=f"等待 T+{horizon}（交易日历尚未公布）")
+    end = days[i]
+    if end > through:
+        return Outcome(horizon, "waiting", end, note=f"等待 {_md(end)} 收盘")
+    bar = bars.get(end)
+    if bar is None:
+        later = [d for d in bars if end < d <= through]
+        if later:
+            return Outcome(horizon, "suspended", end, note=f"{_md(end)} 停牌，当日没有成交")
+        last = max((d for d in bars if d <= through), default=None)
+        return Outcome(horizon, "suspended", end, note=f"自 {_md(last) if last else '?'} 后没有成交（停牌或退市）")
+    if end not in bench:
+        return Outcome(horizon, "no_data", end, note=f"基准指数缺少 {_md(end)} 的行情")
+    ret = bar.close / ref.price - 1
+    bench_ret = bench[end].close / ref.bench - 1
+    excess = ret - bench_ret
+    sign = SIGNS.get(direction)
+    return Outcome(horizon, "measured", end, bar.close, bench[end].close, ret, bench_ret, excess,
+                   sign * excess if sign else None, (sign * ret > 0) if sign else None)
+
+
+# ------------------------------------------------------------------------------------------- the record
+
+
+def wilson(hits: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (95 % by default); (0, 1) for no sample."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    low, high = max(0.0, centre - half), min(1.0, centre + half)
+    return (0.0 if hits == 0 else min(low, p)), (1.0 if hits == n else max(high, p))  # exact at the ends
+
+
+def mean_interval_of(n: int, total: float, squares: float, z: float = Z95) -> tuple[float, float, float]:
+    """mean_interval from a sample's size, sum and sum of squares (what SQL aggregates hand over)."""
+    if n <= 0:
+        return 0.0, 0.0, 0.0
+    mean = total / n
+    if n == 1:
+        return mean, mean, mean
+    variance = max(0.0, (squares - n * mean * mean) / (n - 1))
+    half = z * math.sqrt(variance / n)
+    return mean, mean - half, mean + half
+
+
+@dataclass
+class Group:
+    """The record of one group of picks at one horizon. Every pick of the group is counted somewhere."""
+
+    key: str
+    label: str
+    picks: int = 0  # every pick made in the group
+    measured: int = 0  # measured at the horizon (with or without a direction)
+    directional: int = 0  # measured, bullish or bearish: the sample of the hit rate and the mean
+    hits: int = 0
+    waiting: int = 0
+    unmeasurable: int = 0
+    suspended: int = 0
+    no_data: int = 0
+    undirected: int = 0  # measured, but neutral or watch
+    excess_sum: float = 0.0  # of the directional picks' signed excess returns
+    excess_squares: float = 0.0
+    plain_n: int = 0  # directionless measured picks with an excess return (shown in the direction table)
+    plain_sum: float = 0.0
+    plain_squares: float = 0.0
+
+    @property
+    def conclusive(self) -> bool:
+        return self.directional >= MIN_SAMPLE
+
+    @property
+    def hit_rate(self) -> float | None:
+        return self.hits / self.directional if self.directional else None
+
+    @property
+    def hit_interval(self) -> tuple[float, float]:
+        return wilson(self.hits, self.directional)
+
+    @property
+    def mean_excess(self) -> tuple[float, float, float] | None:
+        return mean_interval_of(self.directional, self.excess_sum, self.excess_squares) if self.directional else None
+
+    @property
+    def mean_plain_excess(self) -> tuple[float, float, float] | None:
+        return mean_interval_of(self.plain_n, self.plain_sum, self.plain_squares) if self.plain_n else None
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        self.picks += 1
+        status = row.get("status")
+        if row.get("pick_status") != "measurable":
+            self.unmeasurable += 1
+        elif status == "measured":
+            self.measured += 1
+            if row.get("hit") is None:
+                self.undirected += 1
+                if row.get("excess") is not None:
+                    value = float(row["excess"])
+                    self.plain_n, self.plain_sum, self.plain_squares = (
+                        self.plain_n + 1, self.plain_sum + value, self.plain_squares + value * value)
+            else:
+                value = float(row["signed_excess"])
+                self.directional += 1
+                self.hits += bool(row["hit"])
+                self.excess_sum += value
+                self.excess_squares += value * value
+        elif status == "suspended":
+            self.suspended += 1
+        elif status == "no_data":
+            self.no_data += 1
+        else:
+            self.waiting += 1
+
+    @classmethod
+    def from_sums(cls, key: str, label: str, row: Mapping[str, Any]) -> Group:
+        """A group from SQL aggregates (store.track.summary_groups) instead of one row per pick."""
+        fields = ("picks", "measured", "directional", "hits", "waiting", "unmeasurable", "suspended", "no_data",
+                  "undirected", "plain_n")
+        sums = ("excess_sum", "excess_squares", "plain_sum", "plain_squares")
+        return cls(key, label, **{f: int(row.get(f) or 0) for f in fields}, **{f: float(row.get(f) or 0) for f in sums})
+
+
+def band_of(score: int) -> tuple[str, str]:
+    for key, label, low, high in BANDS:
+        if low <= score <= high:
+            return key, label
+    return BANDS[-1][0], BANDS[-1][1]
+
+
+def overall(rows: Iterable[Mapping[str, Any]]) -> Group:
+    """One group counted pick by pick (Group.add): the definition the SQL aggregates (store.track) are tested
+    against."""
+    group = Group("all", "全部")
+    for row in rows:
+        group.add(row)
+    return group
+
+
+# ------------------------------------------------------------------------------------------- the rank
+
+OUTCOME_PRIOR = 30  # picks: the mean is shrunk by n / (n + OUTCOME_PRIOR) toward zero
+POINTS_PER_PERCENT = 1.0  # rank points per percentage point of shrunk mean signed excess return (T+5)
+RANK_HORIZON = 5
+
+
+def outcome_points(n: int, mean_signed_excess: float, min_picks: int, cap: int) -> int:
+    """Rank points a key (an account, a type) earns from its measured picks: the mean signed excess return at
+    T+5 in percent, shrunk toward zero by n / (n + OUTCOME_PRIOR), one point per percent, capped at ±cap;
+    nothing below ``min_picks`` measured picks."""
+    if n < max(1, min_picks) or not math.isfinite(mean_signed_excess):
+        return 0
+    shrunk = mean_signed_excess * 100 * n / (n + OUTCOME_PRIOR) * POINTS_PER_PERCENT
+    return int(max(-cap, min(cap, round(shrunk))))

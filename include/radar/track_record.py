@@ -1,0 +1,372 @@
+"""The track record's step (after the daily push): every pick followed in the market.
+
+1. **Record the picks**: every opportunity push that was sent and every top pick of a daily report whose event has
+   no pick yet becomes one pick (one per event, however many accounts wrote it up), dated when a reader could
+   first act on it: the push's send time (a report never pushed: when this step first saw it). Its instrument
+   and benchmark are resolved once (market/instruments.py) and kept, so a rerun measures the same thing; a pick
+   whose targets name nothing tradable stays in the record as "not measurable", with the reason.
+2. **Fetch what is missing**: the daily bars of each instrument and benchmark an open pick needs, the A-share
+   calendar, the listed names (weekly), 5-minute bars for a pick pushed during a session — each at most once per
+   Shanghai day (``market_fetch``); bars are cached in PostgreSQL, so a second pick of the same instrument costs
+   no fetch. A failing request is recorded and retried by the next day's run; three failures in a row with no
+   success stop the fetching (the source is down) and the operator is alerted once that day.
+3. **Compute** each open pick's reference and its outcomes at 1, 5 and 20 trading days (outcomes.py, pure), from
+   the cached bars only and only from bars known by then: a rerun with the same cache writes the same rows
+   (keyed by pick and horizon).
+
+The step has its own deadline: past it, the rest waits for the next day (said in the result).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from include.radar import outcomes, store
+from include.radar.market import MinuteBar, Source, SourceError
+from include.radar.market.instruments import CN, HK, HSI, Instrument, from_key, name_index, price_limit, resolve
+from include.radar.slots import SHANGHAI
+from include.radar.store import track as track_store
+
+log = logging.getLogger(__name__)
+
+LISTINGS_MAX_AGE = timedelta(days=7)
+LOOKBACK = timedelta(days=20)  # bars fetched before a pick's day: the previous close (an open at the limit)
+INTRADAY_KEPT = timedelta(days=30)  # the source keeps 5-minute bars about this long
+STOP_AFTER_FAILURES = 3
+
+
+@dataclass
+class Update:
+    """What one run did, for the log, the slot's warnings and the operator's alert."""
+
+    new_picks: int = 0
+    measurable: int = 0
+    unmeasurable: int = 0
+    fetched: int = 0
+    from_cache: int = 0
+    failed: list[str] = field(default_factory=list)
+    computed: int = 0
+    measured: int = 0
+    left: int = 0  # instruments not fetched: the deadline came, or the source was down
+    stopped: str = ""
+
+    def as_xcom(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()}
+
+    @property
+    def problem(self) -> str:
+        parts = []
+        if self.failed:
+            parts.append(f"{len(self.failed)} 次行情请求失败（{'; '.join(self.failed[:3])}）")
+        if self.stopped:
+            parts.append(self.stopped)
+        return "；".join(parts)
+
+
+def update(connect: Callable[[], Any], source: Callable[[], Source], *, now: datetime | None = None,
+           deadline: float | None = None) -> Update:
+    """Record new picks, fetch what today's run has not fetched yet, compute every open pick.
+
+    ``source``: builds the market-data source (only called when something must be fetched: a warm cache
+    imports no library). ``deadline``: ``time.monotonic()`` value after which nothing more is fetched."""
+    now = now or datetime.now(UTC)
+    run = Update()
+    lazy = _Lazy(source)
+    with connect() as conn:
+        _record_picks(conn, lazy, now, run)
+    with connect() as conn:
+        _fetch(conn, lazy, now, deadline, run)
+    with connect() as conn:
+        _compute(conn, lazy, now, deadline, run)
+    log.info("track record: %d new picks (%d measurable, %d not), %d fetches, %d from the cache, %d failed, "
+             "%d picks computed, %d measured%s", run.new_picks, run.measurable, run.unmeasurable, run.fetched,
+             run.from_cache, len(run.failed), run.computed, run.measured, f"; {run.stopped}" if run.stopped else "")
+    return run
+
+
+class _Lazy:
+    def __init__(self, factory: Callable[[], Source]) -> None:
+        self.factory = factory
+        self.source: Source | None = None
+        self.failures_in_a_row = 0
+        self.successes = 0
+
+    def __call__(self) -> Source:
+        if self.source is None:
+            self.source = self.factory()
+        return self.source
+
+    @property
+    def down(self) -> bool:
+        return self.failures_in_a_row >= STOP_AFTER_FAILURES and not self.successes
+
+
+def _today(now: datetime) -> date:
+    return now.astimezone(SHANGHAI).date()
+
+
+def _try_fetch(conn: Any, lazy: _Lazy, what: str, now: datetime, run: Update, call: Callable[[Source], Any],
+               save: Callable[[Any], int]) -> bool:
+    """Fetch ``what`` unless today's run already did; record the outcome either way. True when usable data is
+    in the cache."""
+    day = _today(now)
+    done = track_store.fetched(conn, what, day)
+    if done is not None and done["ok"]:
+        run.from_cache += 1
+        return True
+    if lazy.down:
+        run.left += 1
+        return False
+    try:
+        rows = save(call(lazy()))
+    except SourceError as exc:
+        lazy.failures_in_a_row += 1
+        run.failed.append(f"{what}: {exc}"[:300])
+        track_store.record_fetch(conn, what, day, now, ok=False, error=str(exc))
+        conn.commit()
+        log.warning("track record: fetching %s failed (retried by the next day's run): %s", what, exc)
+        if lazy.down:
+            run.stopped = f"行情源连续 {STOP_AFTER_FAILURES} 次请求失败，今天不再请求，次日重试"
+        return False
+    lazy.failures_in_a_row = 0
+    lazy.successes += 1
+    run.fetched += 1
+    track_store.record_fetch(conn, what, day, now, ok=True, rows=rows)
+    conn.commit()
+    return True
+
+
+# ------------------------------------------------------------------------------------------------- picks
+
+
+def _names(conn: Any, lazy: _Lazy, now: datetime, run: Update, needed: bool) -> dict[str, list[Instrument]] | None:
+    """The listed names (refreshed weekly, only when a pick needs them); None when none could ever be had."""
+    updated = track_store.listings_updated(conn)
+    if needed and (updated is None or now - updated > LISTINGS_MAX_AGE):
+        _try_fetch(conn, lazy, "listings", now, run, lambda s: s.listings(),
+                   lambda rows: track_store.save_listings(conn, rows))
+        updated = track_store.listings_updated(conn)
+    return name_index(track_store.listings(conn)) if updated is not None else None
+
+
+def _fields(resolution: Any, by_key: dict[str, str]) -> dict[str, Any]:
+    """The pick's columns from its resolution; ``by_key``: listed names by instrument key."""
+    inst, bench = resolution.instrument, resolution.benchmark
+    status = "measurable" if inst else "unresolved" if resolution.needs_names else "unmeasurable"
+    return {
+        "status": status, "reason": resolution.reason, "target": resolution.target[:200],
+        "direction": resolution.direction, "opp_type": resolution.opp_type,
+        "instrument": inst.key if inst else None, "instrument_name": (by_key.get(inst.key) or inst.name) if inst else "",
+        "benchmark": bench.key if bench else None, "benchmark_name": bench.name if bench else "",
+    }
+
+
+def _opportunities(result_json: Any) -> list[dict[str, Any]]:
+    opps = result_json.get("opportunities") if isinstance(result_json, dict) else None
+    return [o for o in opps if isinstance(o, dict)] if isinstance(opps, list) else []
+
+
+def _record_picks(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
+    rows = track_store.new_picks(conn)
+    waiting = track_store.unresolved_picks(conn)
+    if not rows and not waiting:
+        return
+    names = track_store.listings(conn)
+    index = name_index(names) if names else None
+    needs = any(resolve(_opportunities(r["result_json"]), index).needs_names for r in [*rows, *waiting])
+    if needs or waiting:
+        index = _names(conn, lazy, now, run, needed=True)
+    by_key = {i.key: i.name for items in (index or {}).values() for i in items}
+    first: dict[int, dict[str, Any]] = {}
+    for r in rows:  # one pick per event: the earliest moment a reader was shown it
+        at = r["shown_at"] or now
+        if r["event_id"] not in first or at < first[r["event_id"]]["picked_at"]:
+            first[r["event_id"]] = {**r, "picked_at": at}
+    for event_id, r in first.items():
+        fields = _fields(resolve(_opportunities(r["result_json"]), index), by_key)
+        inserted = track_store.insert_pick(conn, {
+            **fields, "event_id": event_id, "analysis_id": r["analysis_id"], "origin": r["origin"],
+            "picked_at": r["picked_at"], "pick_day": r["picked_at"].astimezone(SHANGHAI).date(),
+            "score": r["score"], "account": (r["mp_name"] or "")[:100], "title": (r["title"] or "")[:300],
+        })
+        if inserted:
+            run.new_picks += 1
+            run.measurable += fields["status"] == "measurable"
+            run.unmeasurable += fields["status"] == "unmeasurable"
+    for w in waiting:
+        fields = _fields(resolve(_opportunities(w["result_json"]), index), by_key)
+        if fields["status"] != "unresolved":
+            track_store.resolve_pick(conn, w["id"], fields)
+    conn.commit()
+
+
+# --------------------------------------------------------------------------------------------- fetching
+
+
+def _instruments(picks: list[dict[str, Any]]) -> dict[str, tuple[Instrument, date]]:
+    """Every instrument and benchmark the open picks need, with the first day its bars are needed from."""
+    needed: dict[str, tuple[Instrument, date]] = {}
+    for p in picks:
+        for key, name in ((p["instrument"], p["instrument_name"]), (p["benchmark"], p["benchmark_name"])):
+            inst = from_key(key or "", name)
+            if inst is None:
+                continue
+            since = p["pick_day"] - LOOKBACK
+            if key not in needed or since < needed[key][1]:
+                needed[key] = (inst, since)
+    if any(i.calendar == HK for i, _ in needed.values()) and HSI.key not in needed:
+        needed[HSI.key] = (HSI, min(s for _, s in needed.values()))  # the Hong Kong calendar is the HSI's days
+    return needed
+
+
+def _fetch(conn: Any, lazy: _Lazy, now: datetime, deadline: float | None, run: Update) -> None:
+    picks = track_store.open_picks(conn)
+    if not picks:
+        return
+    needed = _instruments(picks)
+    today = _today(now)
+    if any(i.calendar == CN for i, _ in needed.values()):
+        _try_fetch(conn, lazy, "calendar:CN", now, run, lambda s: s.calendar(),
+                   lambda days: track_store.save_calendar(conn, CN, days))
+    for key in sorted(needed):
+        inst, since = needed[key]
+        if deadline is not None and time.monotonic() > deadline:
+            run.left += 1
+            run.stopped = "到了本步骤的时限，其余行情留待次日"
+            continue
+        last = track_store.last_bar_day(conn, key)
+        start = max(since, last - timedelta(days=7)) if last and last >= since else since  # a week of overlap
+
+        def save(bars: list[Any], key: str = key) -> int:
+            return track_store.save_bars(conn, key, bars)
+
+        _try_fetch(conn, lazy, f"daily:{key}", now, run, lambda s, i=inst, a=start: s.daily(i, a, today), save)
+    hk = track_store.bars_of(conn, [HSI.key], min((s for _, s in needed.values()), default=today))
+    if hk.get(HSI.key):
+        track_store.save_calendar(conn, HK, hk[HSI.key])
+    conn.commit()
+
+
+# -------------------------------------------------------------------------------------------- computing
+
+
+def _coverage(conn: Any, keys: list[str], now: datetime) -> dict[str, date]:
+    """The last day each instrument's cached bars are complete through: what the last successful fetch could
+    see (a bar missing before it is a day without trade; after it, a day not fetched yet)."""
+    rows = conn.execute(
+        "SELECT what, max(fetched_at) AS at FROM market_fetch WHERE ok AND what = ANY(%s) GROUP BY what",
+        ([f"daily:{k}" for k in keys],),
+    ).fetchall()
+    out = {}
+    for r in rows:
+        key = r["what"].removeprefix("daily:")
+        inst = from_key(key)
+        market = inst.calendar if inst else CN
+        out[key] = outcomes.published_through(min(r["at"], now), market)
+    return out
+
+
+def _minutes(conn: Any, lazy: _Lazy, inst: Instrument, day: date, now: datetime, run: Update
+             ) -> tuple[bool, list[Any] | None]:
+    """(known, bars): the 5-minute bars of ``day`` (cached, else fetched once); known False when the fetch
+    failed today (the pick waits for tomorrow's run)."""
+    cached = track_store.intraday_of(conn, inst.key, day)
+    if cached is None and _today(now) - day <= INTRADAY_KEPT:
+        def save(bars: list[MinuteBar] | None) -> int:
+            track_store.save_intraday(conn, inst.key, day, [[b.start.replace(tzinfo=None).isoformat(), b.open]
+                                                            for b in bars or []])
+            return len(bars or [])
+
+        if not _try_fetch(conn, lazy, f"intraday:{inst.key}:{day.isoformat()}", now, run,
+                          lambda s: s.intraday(inst, day), save):
+            return False, None
+        cached = track_store.intraday_of(conn, inst.key, day)
+    if cached is None:
+        return True, None
+    return True, [MinuteBar(datetime.fromisoformat(s).replace(tzinfo=SHANGHAI), float(p)) for s, p in cached]
+
+
+def _compute(conn: Any, lazy: _Lazy, now: datetime, deadline: float | None, run: Update) -> None:
+    picks = track_store.open_picks(conn)
+    if not picks:
+        return
+    needed = _instruments(picks)
+    since = min(s for _, s in needed.values())
+    bars = track_store.bars_of(conn, needed, since)
+    coverage = _coverage(conn, list(needed), now)
+    calendars = {CN: track_store.calendar(conn, CN, since), HK: track_store.calendar(conn, HK, since)}
+    for p in picks:
+        inst = from_key(p["instrument"], p["instrument_name"])
+        bench = from_key(p["benchmark"] or "", p["benchmark_name"])
+        if inst is None or bench is None:
+            continue
+        days = calendars[inst.calendar]
+        through = min(outcomes.published_through(now, inst.calendar), coverage.get(inst.key, date.min),
+                      coverage.get(bench.key, date.min))
+        minutes = bench_minutes = None
+        if outcomes.during_session(p["picked_at"], inst.calendar, days):
+            day = p["picked_at"].astimezone(SHANGHAI).date()
+            known, minutes = _minutes(conn, lazy, inst, day, now, run) if day <= through else (True, None)
+            known_bench, bench_minutes = (_minutes(conn, lazy, bench, day, now, run)
+                                          if known and minutes and day <= through else (True, None))
+            if not (known and known_bench):
+                continue  # the 5-minute bars could not be had today: tomorrow's run tries again
+        own, theirs = bars.get(inst.key, {}), bars.get(bench.key, {})
+        if not own and inst.key in coverage:  # fetched, and the source has nothing for it: said, not guessed
+            ref = outcomes.Reference("no_data", note=f"行情源没有 {inst.key} 的行情（代码有误、未上市或早已退市）")
+            track_store.save_reference(conn, p["id"], ref)
+            track_store.save_outcomes(conn, p["id"], [outcomes.outcome(ref, h, days, own, theirs, through,
+                                                                       p["direction"]) for h in outcomes.HORIZONS])
+            run.computed += 1
+            continue
+        ref = outcomes.reference(p["picked_at"], inst.calendar, days, own, theirs, through,
+                                 intraday=minutes, bench_intraday=bench_minutes, limit=price_limit(inst))
+        results = [outcomes.outcome(ref, h, days, own, theirs, through, p["direction"]) for h in outcomes.HORIZONS]
+        track_store.save_reference(conn, p["id"], ref)
+        track_store.save_outcomes(conn, p["id"], results)
+        run.computed += 1
+        run.measured += sum(o.status == "measured" for o in results)
+    conn.commit()
+
+
+# --------------------------------------------------------------------------------------- the daily step
+
+
+def source_from(settings: Any) -> Callable[[], Source]:
+    """The configured source, built only when called (the library is imported then)."""
+    if settings.market_data_source == "recorded":
+        from include.radar.market.recorded import recorded_source  # noqa: PLC0415
+
+        if not settings.market_data_recorded_dir:
+            raise ValueError("market_data_source=recorded needs market_data_recorded_dir (a directory of answers)")
+
+        return lambda: recorded_source(settings.market_data_recorded_dir, 7 * settings.market_data_shift_weeks)
+
+    def library() -> Source:
+        from include.radar.market.akshare_source import library_source  # noqa: PLC0415
+
+        return library_source(settings.market_data_timeout_seconds)
+
+    return library
+
+
+def daily(connect: Callable[[], Any], settings: Any, slot: dict[str, Any], alert: Callable[[str], Any],
+          *, now: datetime | None = None) -> dict[str, Any]:
+    """The DAG's track_record task: at the daily slot, after the daily push. A failing source is a handled
+    problem (the slot's warning, one operator alert a day, tomorrow's run retries); anything else fails the
+    step."""
+    if not slot["is_daily"]:
+        return {"reason": "the track record is updated at the daily slot"}
+    deadline = time.monotonic() + settings.track_record_minutes * 60
+    run = update(connect, source_from(settings), now=now, deadline=deadline)
+    if run.problem:
+        with connect() as conn:
+            store.add_slot_warnings(conn, slot["slot_run_id"], "track_record", [f"track record: {run.problem}"])
+        if run.failed:
+            alert(f"行情数据源请求失败：{run.problem}；相关的战绩次日重试")
+    return run.as_xcom()

@@ -1,0 +1,43 @@
+"""The track record's page (``/record``): every pick the radar made, how it did in the market, and the record
+summarised by score band (a calibration chart), account, type and direction. It reads the database only: the
+figures are the track-record step's (include/radar/track_record.py)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse
+
+from include.radar import outcomes
+from include.radar.store import track as track_store
+from include.radar.web.auth import ReaderDep, require_reader
+from include.radar.web.runtime import get_pages, get_runtime, page_links, zone
+from include.radar.web.views import record as record_views
+
+router = APIRouter(dependencies=[Depends(require_reader)])
+
+
+@router.get("/record", response_class=HTMLResponse)
+def record(request: Request, reader: ReaderDep) -> HTMLResponse:
+    runtime = get_runtime(request)
+    settings = runtime.settings()
+    form = record_views.parse_form(request.query_params)
+    filters = form.filters()
+    with runtime.connect() as conn:
+        rows, total = track_store.record_page(conn, filters, record_views.PAGE_SIZE,
+                                              (form.page - 1) * record_views.PAGE_SIZE)
+        groups = track_store.summary_groups(conn, filters, int(form.horizon))
+        accounts, types = track_store.record_choices(conn)
+    links = page_links(request)
+    tz = zone(settings)
+    pages_total = max(1, min(record_views.MAX_PAGE, -(-total // record_views.PAGE_SIZE)))
+    return get_pages(request).render(
+        request, "record.html", settings=settings, reader=reader, links=links, form=form, total=total,
+        picks=[record_views.pick_view(r, links, tz) for r in rows],
+        summary=record_views.summaries(groups, form.horizon), accounts=accounts,
+        types=[(t, record_views.type_label(t)) for t in types], bands=record_views.BAND_LABELS,
+        horizons=record_views.HORIZONS, min_sample=outcomes.MIN_SAMPLE, threshold=settings.push_score_threshold,
+        horizon_urls=[(label, form.url(links, h=key), key == form.horizon) for key, label in record_views.HORIZONS.items()],
+        prev_url=form.url(links, form.page - 1) if form.page > 1 else None,
+        next_url=form.url(links, form.page + 1) if form.page < pages_total else None,
+        page_label=f"第 {form.page} / {pages_total} 页",
+    )

@@ -1,0 +1,272 @@
+"""The 战绩 (track record) page, the analysis page's outcome and the weekly section: rows in, views out (pure).
+
+Every figure is one the track-record step stored (track_record.py, outcomes.py); the pages compute only the
+summaries of those rows (outcomes.Group) and say what a figure is: a record of past calls, not advice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
+
+from include.radar import outcomes
+from include.radar.store.track import RecordFilters
+from include.radar.web.auth import PageError
+from include.radar.web.charts import Estimate, interval_chart
+from include.radar.web.views.common import Links, direction_label, local_time, type_label  # noqa: F401 - type_label for the route
+
+PAGE_SIZE = 25
+MAX_PAGE = 400
+HORIZONS = {"1": "T+1", "5": "T+5", "20": "T+20"}
+BAND_LABELS = {"": "全部分数", **{key: f"{label} 分" for key, label, _, _ in outcomes.BANDS}}
+ORIGINS = {"push": "时段推送", "daily": "日报精选"}
+STATUS_LABELS = {"waiting": "等待", "measured": "已测", "suspended": "停牌", "no_data": "缺数据"}
+
+
+@dataclass(frozen=True)
+class RecordForm:
+    first: str = ""
+    last: str = ""
+    account: str = ""
+    opp_type: str = ""
+    band: str = ""
+    horizon: str = "5"
+    page: int = 1
+
+    def filters(self) -> RecordFilters:
+        band = next(((low, high) for key, _, low, high in outcomes.BANDS if key == self.band), (None, None))
+        return RecordFilters(date.fromisoformat(self.first) if self.first else None,
+                             date.fromisoformat(self.last) if self.last else None,
+                             self.account or None, self.opp_type or None, band[0], band[1])
+
+    def url(self, links: Links, page: int | None = None, **change: str) -> str:
+        params = {"from": self.first, "to": self.last, "account": self.account, "type": self.opp_type,
+                  "band": self.band, "h": self.horizon if self.horizon != "5" else "", "page": str(page or "")}
+        params.update(change)
+        query = urlencode({k: v for k, v in params.items() if v and not (k == "page" and v == "1")})
+        return links.record() + (f"?{query}" if query else "")
+
+
+def _bad(message: str) -> PageError:
+    return PageError(400, "筛选条件无效", message)
+
+
+def _day(value: str, what: str) -> str:
+    if not value:
+        return ""
+    try:
+        if len(value) == 10:
+            return date.fromisoformat(value).isoformat()
+    except ValueError:
+        pass
+    raise _bad(f"{what}应为 YYYY-MM-DD 格式的日期。")
+
+
+def parse_form(params: Any) -> RecordForm:
+    """The page's query parameters, checked; anything else is a 400 saying what is wrong (never a 500)."""
+    def one(name: str) -> str:
+        values = params.getlist(name)
+        if len(values) > 1:
+            raise _bad(f"参数 {name} 重复。")
+        return (values[0] if values else "").strip()
+
+    band, horizon, page = one("band"), one("h") or "5", one("page") or "1"
+    if band not in BAND_LABELS:
+        raise _bad("分数段只能是页面上列出的选项。")
+    if horizon not in HORIZONS:
+        raise _bad("期限只能是 T+1、T+5 或 T+20。")
+    if not (page.isascii() and page.isdigit() and 1 <= int(page) <= MAX_PAGE):
+        raise _bad(f"页码应为 1 到 {MAX_PAGE} 的整数。")
+    account, opp_type = one("account"), one("type")
+    if len(account) > 100 or len(opp_type) > 20:
+        raise _bad("公众号或类型过长。")
+    first, last = _day(one("from"), "开始日期"), _day(one("to"), "结束日期")
+    if first and last and first > last:
+        raise _bad("开始日期晚于结束日期。")
+    return RecordForm(first, last, account, opp_type, band, horizon, int(page))
+
+
+# ------------------------------------------------------------------------------------------------ rows
+
+
+def pct(value: float | None, signed: bool = True) -> str:
+    if value is None:
+        return "—"
+    return f"{value * 100:+.1f}%" if signed else f"{value * 100:.0f}%"
+
+
+@dataclass(frozen=True)
+class HorizonView:
+    label: str
+    status: str  # waiting | measured | suspended | no_data | none
+    ret: str = ""
+    bench: str = ""
+    excess: str = ""
+    hit: bool | None = None
+    note: str = ""
+    end: str = ""
+
+
+@dataclass(frozen=True)
+class PickView:
+    title: str
+    url: str
+    picked: str
+    origin: str
+    score: int
+    direction: str
+    direction_key: str
+    opp_type: str
+    account: str
+    measurable: bool
+    reason: str
+    instrument: str
+    benchmark: str
+    reference: str
+    ref_note: str
+    horizons: list[HorizonView]
+
+
+def _horizons(raw: Any) -> list[HorizonView]:
+    found = {o.get("horizon"): o for o in raw if isinstance(o, dict)} if isinstance(raw, list) else {}
+    out = []
+    for h in outcomes.HORIZONS:
+        o = found.get(h)
+        if o is None:
+            out.append(HorizonView(f"T+{h}", "none", note="尚未计算"))
+            continue
+        end = o.get("end_day")
+        out.append(HorizonView(
+            f"T+{h}", str(o.get("status") or "none"), pct(o.get("ret")), pct(o.get("bench_ret")), pct(o.get("excess")),
+            o.get("hit"), str(o.get("note") or ""), str(end)[5:] if end else ""))
+    return out
+
+
+def pick_view(row: dict[str, Any], links: Links, tz: ZoneInfo) -> PickView:
+    measurable = row["status"] == "measurable"
+    instrument = (f"{row['instrument_name']}（{row['instrument'].split(':', 1)[1]}）" if row["instrument_name"]
+                  else row["instrument"] or "") if row.get("instrument") else ""
+    reference = ""
+    if row.get("ref_price") is not None and row.get("ref_day"):
+        kind = {"open": "开盘价", "intraday": "盘中价", "close": "收盘价"}.get(row.get("ref_kind") or "", "")
+        reference = f"{row['ref_day'].month}月{row['ref_day'].day}日{kind} {row['ref_price']:.2f}"
+    return PickView(
+        title=row["title"] or "（无标题）", url=links.analysis(row["analysis_id"]),
+        picked=local_time(row["picked_at"], tz, "%Y-%m-%d %H:%M"), origin=ORIGINS.get(row["origin"], row["origin"]),
+        score=int(row["score"]), direction=direction_label(row["direction"]), direction_key=row["direction"],
+        opp_type=type_label(row["opp_type"]), account=row["account"] or "", measurable=measurable,
+        reason=row["reason"] or "", instrument=instrument, benchmark=row.get("benchmark_name") or "",
+        reference=reference, ref_note=row.get("ref_note") or "", horizons=_horizons(row.get("outcomes")),
+    )
+
+
+# ------------------------------------------------------------------------------------------- summaries
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    label: str
+    picks: int
+    sample: int
+    conclusive: bool
+    hit: str
+    excess: str
+    note: str
+
+
+def summary_row(group: outcomes.Group) -> SummaryRow:
+    notes = []
+    for n, what in ((group.waiting, "等待"), (group.unmeasurable, "无法测量"), (group.suspended, "停牌"),
+                    (group.no_data, "缺数据"), (group.undirected, "无方向")):
+        if n:
+            notes.append(f"{what} {n}")
+    if not group.conclusive:
+        return SummaryRow(group.label, group.picks, group.directional, False,
+                          f"样本 {group.directional}，不足 {outcomes.MIN_SAMPLE}", "—", "，".join(notes))
+    low, high = group.hit_interval
+    mean = group.mean_excess
+    assert mean is not None
+    return SummaryRow(group.label, group.picks, group.directional, True,
+                      f"{pct(group.hit_rate, False)}（{pct(low, False)}–{pct(high, False)}）",
+                      f"{pct(mean[0])}（{pct(mean[1])}～{pct(mean[2])}）", "，".join(notes))
+
+
+@dataclass(frozen=True)
+class Summaries:
+    overall: SummaryRow
+    bands: list[SummaryRow]
+    accounts: list[SummaryRow]
+    types: list[SummaryRow]
+    directions: list[SummaryRow]
+    hit_chart: Any
+    excess_chart: Any
+    horizon: str
+
+
+def _groups(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    by_dim: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        by_dim.setdefault(r["dim"], {})[r["key"]] = r
+    return by_dim
+
+
+def _ordered(groups: list[outcomes.Group]) -> list[SummaryRow]:
+    return [summary_row(g) for g in sorted(groups, key=lambda g: (-g.picks, g.label))]
+
+
+def summaries(rows: list[dict[str, Any]], horizon: str) -> Summaries:
+    """The summaries from store.track.summary_groups' rows (one per group, aggregated in SQL)."""
+    label = HORIZONS[horizon]
+    by_dim = _groups(rows)
+    band_rows = by_dim.get("band", {})
+    bands = [outcomes.Group.from_sums(key, name, band_rows[key])  # ascending score: the chart's x axis
+             for key, name, _, _ in reversed(outcomes.BANDS) if key in band_rows]
+    hit_points, excess_points = [], []
+    for g in bands:
+        if g.conclusive:
+            low, high = g.hit_interval
+            mean = g.mean_excess or (0.0, 0.0, 0.0)
+            hit_points.append(Estimate(g.label, g.directional, g.hit_rate, low, high))
+            excess_points.append(Estimate(g.label, g.directional, mean[0], mean[1], mean[2]))
+        else:
+            hit_points.append(Estimate(g.label, g.directional))
+            excess_points.append(Estimate(g.label, g.directional))
+    spread = max([0.05] + [max(abs(p.low or 0), abs(p.high or 0)) for p in excess_points])
+    return Summaries(
+        overall=summary_row(outcomes.Group.from_sums("all", "全部", by_dim.get("all", {}).get("", {}))),
+        bands=[summary_row(g) for g in reversed(bands)],
+        accounts=_ordered([outcomes.Group.from_sums(k, k or "—", r) for k, r in by_dim.get("account", {}).items()]),
+        types=_ordered([outcomes.Group.from_sums(k, type_label(k), r) for k, r in by_dim.get("type", {}).items()]),
+        directions=_ordered([outcomes.Group.from_sums(k, direction_label(k), r)
+                             for k, r in by_dim.get("direction", {}).items()]),
+        hit_chart=interval_chart(
+            hit_points, title=f"{label} 命中率（按评分段）",
+            desc=f"各评分段 {label} 的命中率与 95% Wilson 区间；样本不足 {outcomes.MIN_SAMPLE} 的评分段只标出样本数",
+            low=0.0, high=1.0, reference=0.5),
+        excess_chart=interval_chart(
+            excess_points, title=f"{label} 平均超额收益（按评分段）",
+            desc=f"各评分段 {label} 按看多/看空方向计的平均超额收益与 95% 区间；样本不足 {outcomes.MIN_SAMPLE} 的只标出样本数",
+            low=-spread, high=spread, reference=0.0),
+        horizon=label,
+    )
+
+
+# ------------------------------------------------------------------------------------------- the week
+
+
+@dataclass(frozen=True)
+class WeekRecord:
+    picks: list[PickView]
+    summary: SummaryRow
+    url: str
+
+
+def week_record(rows: list[dict[str, Any]], groups: list[dict[str, Any]], links: Links, tz: ZoneInfo,
+                form: RecordForm) -> WeekRecord:
+    """The weekly page's section: the week's picks and their record at T+5 (store.track.summary_groups' rows)."""
+    overall = _groups(groups).get("all", {}).get("", {})
+    return WeekRecord([pick_view(r, links, tz) for r in rows], summary_row(outcomes.Group.from_sums("all", "全部", overall)),
+                      form.url(links))
