@@ -73,7 +73,7 @@ def _candidate_dirs() -> list[Path]:
         dirs.extend(POSTGRES_VERSIONS[major] for major in sorted(POSTGRES_VERSIONS))
     except Exception:  # noqa: BLE001 - not installed, or refusing its environment: the others remain
         pass
-    dirs.extend(Path(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p)
+    dirs.extend(Path(p) for p in os.get_exec_path() if p)
     return dirs
 
 
