@@ -14,6 +14,7 @@ import json
 import logging
 import random
 import re
+import subprocess
 import warnings
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -22,12 +23,15 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import errors, sql
 
-from include.radar import backup, cli, db, store
+from include.radar import backup, cli, db, roles, store
 from include.radar.settings import load_settings
 from include.radar.slots import SHANGHAI
 from include.radar_demo import year
+from tests.conftest import _server_url
 from tests.slotrun import answer, article, run_slot, shanghai
+from tests.test_roles import _set_up, deployment  # noqa: F401 - the deployment's logins, as a fixture
 
 SECRET = "test-link-secret-0123456789abcdef01"
 CSRF = "c" * 43
@@ -389,3 +393,86 @@ def test_a_backup_of_an_older_release_comes_up_to_date_when_restored(database_ur
     assert f"search: indexed {manifest['tables']['content_item']} articles" in said  # 0007 came after it
     with db.connect(target) as conn:
         assert conn.execute("SELECT count(*) AS n FROM content_item WHERE search_tsv IS NULL").fetchone()["n"] == 0
+
+
+# --------------------------------------------------------------------------- with the deployment's logins
+
+
+def _owned_by_others(url: str, owner: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace"
+            " AND pg_get_userbyid(c.relowner) <> %s", (owner,)).fetchall()]
+
+
+def _a_slot_as_the_owner(fakes: Any, d: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RADAR_DATABASE_URL", d.owner)  # the tasks' login
+    _publish(fakes, [4, 5])
+    _slot(fakes, shanghai(2026, 1, 8, 14))
+    with db.connect(d.owner) as conn:
+        store.set_feedback(conn, _analysis_ids(d.owner)[4], "up", "link")
+
+
+def _pages_read_and_write_only_the_readers_data(d: Any) -> None:
+    with db.connect(d.pages) as conn:
+        assert conn.execute("SELECT count(*) AS n FROM analysis_result").fetchone()["n"] == 2
+        assert store.set_feedback(conn, _analysis_ids(d.owner)[5], "knew", "link") == "recorded"
+    with pytest.raises(errors.InsufficientPrivilege), db.connect(d.pages) as conn:
+        conn.execute("UPDATE analysis_result SET score = 100")
+
+
+def test_restored_as_the_owner_the_tables_are_the_owners_and_the_pages_login_is_granted_again(
+        deployment, fakes, monkeypatch, tmp_path, capsys):
+    """docker compose's logins (include/radar/roles.py): the tasks' owner, the pages' read-mostly login. A
+    restore carries no privileges (the roles of another server are not these), so it grants the pages
+    theirs again, as airflow-init does after migrating."""
+    d = deployment
+    _set_up(d)
+    _a_slot_as_the_owner(fakes, d, monkeypatch)
+    assert cli.main(["backup", "--out", str(tmp_path)]) == 0
+    [dump] = tmp_path.glob("*.dump")
+
+    with psycopg.connect(d.admin, autocommit=True) as admin:  # the volume is lost
+        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(d.radar_db)))
+    roles.provision(d.admin, d.owner, d.pages, d.metadata)  # airflow-init on the new volume: an empty database
+    monkeypatch.setenv("RADAR_PAGES_DATABASE_URL", d.pages)
+    assert cli.main(["restore", str(dump)]) == 0  # into RADAR_DATABASE_URL, as its owner
+    said = capsys.readouterr().out
+    assert f"the pages' login: role {d.users[1]}: reads" in said and "writes reader_profile, feedback" in said
+    assert _owned_by_others(d.owner, d.users[0]) == []
+    _pages_read_and_write_only_the_readers_data(d)
+
+
+def test_the_compose_restore_as_the_superuser_is_handed_over_by_airflow_init(deployment, fakes, monkeypatch, tmp_path):
+    """The README's docker compose commands: pg_dump and pg_restore (through stdin) run in the postgres
+    container as the superuser, onto a new volume where the radar's roles do not exist yet; then `docker
+    compose up` runs airflow-init (provision, migrate, grant-pages), which hands everything to the owner."""
+    d = deployment
+    _set_up(d)
+    _a_slot_as_the_owner(fakes, d, monkeypatch)
+    calls = len(fakes.deepseek.requests)
+    superuser_radar = psycopg.conninfo.make_conninfo(
+        **{**psycopg.conninfo.conninfo_to_dict(_server_url()), "dbname": d.radar_db})
+    with psycopg.connect(superuser_radar) as conn:
+        major = int(conn.execute("SHOW server_version_num").fetchone()[0]) // 10000
+    dump = tmp_path / "radar.dump"
+    conninfo, env = backup._libpq(superuser_radar)
+    with dump.open("wb") as out:  # docker compose exec -T postgres pg_dump -U "$POSTGRES_USER" -Fc radar > …
+        subprocess.run([str(backup.choose_tool("pg_dump", major).path), "-Fc", f"--dbname={conninfo}"],
+                       stdout=out, env=env, check=True)
+
+    with psycopg.connect(d.admin, autocommit=True) as admin:  # a new volume: no radar database, no radar roles
+        for name in (d.radar_db, d.metadata_db):
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+        for user in d.users:
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(user)))
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(d.radar_db)))
+    with dump.open("rb") as archive:  # docker compose exec -T postgres pg_restore -U … -d radar --no-owner … < …
+        subprocess.run([str(backup.choose_tool("pg_restore", major).path), f"--dbname={conninfo}", "--no-owner",
+                        "--no-privileges", "--exit-on-error", "--single-transaction"],
+                       stdin=archive, env=env, check=True)
+    _set_up(d)  # docker compose up -d: airflow-init
+    assert _owned_by_others(d.owner, d.users[0]) == []
+    _pages_read_and_write_only_the_readers_data(d)
+    _slot(fakes, shanghai(2026, 1, 8, 14))  # the tasks, as the owner, on the restored data: nothing paid again
+    assert len(fakes.deepseek.requests) == calls and len(fakes.sink.received) == 1

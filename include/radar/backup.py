@@ -36,7 +36,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from include.radar import db, redact, store
+from include.radar import db, redact, roles, store
 
 FORMAT = "opportunity-radar-backup/1"
 MANIFEST_SUFFIX = ".manifest.json"
@@ -280,6 +280,7 @@ class Restored:
     created_database: bool
     migrations_applied: list[str]
     indexed: int
+    granted: list[str]
 
 
 def read_manifest(dump: Path) -> dict[str, Any] | None:
@@ -331,12 +332,20 @@ def _ensure_database(url: str) -> bool:
     return True
 
 
-def restore(dump: Path, into: str, *, replace: bool = False) -> Restored:
+def _same_database(a: str, b: str) -> bool:
+    x, y = (psycopg.conninfo.conninfo_to_dict(url) for url in (a, b))
+    return all(str(x.get(key) or default) == str(y.get(key) or default)
+               for key, default in (("host", ""), ("port", "5432"), ("dbname", "")))
+
+
+def restore(dump: Path, into: str, *, replace: bool = False, pages_url: str | None = None) -> Restored:
     """Restore ``dump`` into the database ``into`` (created when missing), check it, migrate it.
 
     A target holding any table is refused unless ``replace``: then the backup's tables replace the target's
     in the same single transaction as the load (``--clean``), so a failed restore leaves the target as it
-    was; a target with tables the backup does not have (a newer release's) is still refused.
+    was; a target with tables the backup does not have (a newer release's) is still refused. The restored
+    objects belong to the login of ``into`` and carry no privileges: when ``pages_url`` (the pages' own
+    login, RADAR_PAGES_DATABASE_URL) names the same database, it is granted what airflow-init grants it.
     """
     if not dump.is_file():
         raise BackupError(f"no backup at {dump}")
@@ -382,7 +391,8 @@ def restore(dump: Path, into: str, *, replace: bool = False) -> Restored:
     applied = db.migrate(into)  # then what `cli migrate` does after migrating: search lexemes of older rows
     with db.connect(into) as conn:
         indexed = store.index_missing(conn)
-    return Restored(db.redact(into), version, tool, manifest, counts, created, applied, indexed)
+    granted = roles.grant_pages(into, pages_url) if pages_url and _same_database(into, pages_url) else []
+    return Restored(db.redact(into), version, tool, manifest, counts, created, applied, indexed, granted)
 
 
 # ----------------------------------------------------------------------------------------- the two commands
@@ -406,7 +416,7 @@ def run_backup(url: str, out: str | None) -> int:
 def run_restore(dump: str, into: str, *, replace: bool = False) -> int:
     """``cli restore``: restore, then say what was restored, from when, and what the check found."""
     started = datetime.now(UTC)
-    done = restore(Path(dump), into, replace=replace)
+    done = restore(Path(dump), into, replace=replace, pages_url=os.environ.get("RADAR_PAGES_DATABASE_URL"))
     seconds = (datetime.now(UTC) - started).total_seconds()
     if done.created_database:
         print(f"created the database {done.target}")
@@ -422,4 +432,6 @@ def run_restore(dump: str, into: str, *, replace: bool = False) -> int:
                           else "up to date"))
     if done.indexed:
         print(f"  search: indexed {done.indexed} articles stored before search existed")
+    for line in done.granted:
+        print(f"  the pages' login: {line}")
     return 0
