@@ -9,7 +9,8 @@ with ``pg_dump --snapshot``), so they agree with the dump even while a slot is w
 replace it, loads the dump with ``pg_restore --single-transaction --exit-on-error`` (all or nothing) and
 without owners or privileges (the roles of the new server are not the old one's), checks every table's
 count against the manifest, then migrates the schema as ``cli migrate`` does, so a backup of an older
-release comes up to date.
+release comes up to date, and grants the pages' own login (``RADAR_PAGES_DATABASE_URL``, roles.py) its
+privileges again when it names the restored database.
 
 The tools are chosen for the server: a ``pg_dump`` older than the server cannot dump it, so the one of the
 server's major version is preferred, else the nearest newer one, never an older one (a clear error names
