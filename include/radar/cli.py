@@ -1,5 +1,5 @@
 """Command line for set-up and operations:
-``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages}``."""
+``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages,backup,restore}``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 import psycopg
 
-from include.radar import db, roles, store
+from include.radar import backup, db, roles, store
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +25,12 @@ def main(argv: list[str] | None = None) -> int:
                    "(docker compose's airflow-init)")
     sub.add_parser("grant-pages", help="as the radar's owner, after migrate: what the pages' login "
                    "(RADAR_PAGES_DATABASE_URL) may read and write")
+    dump = sub.add_parser("backup", help="dump the radar database (pg_dump -Fc) with a manifest beside it")
+    dump.add_argument("--out", help="the dump file, or a directory for a dated name (default: a dated name here)")
+    load = sub.add_parser("restore", help="restore a backup into an empty database, check its row counts, migrate it")
+    load.add_argument("file", help="the dump written by `backup` (its manifest beside it)")
+    load.add_argument("--into", help="the target database URL (default: the radar database)")
+    load.add_argument("--replace", action="store_true", help="replace the tables of a non-empty target (one transaction)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
@@ -52,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             for line in roles.grant_pages(db.database_url(), pages):
                 print(line)
-    except (db.DatabaseUnavailable, roles.ProvisionError) as exc:
+        elif args.command == "backup":
+            return backup.run_backup(db.database_url(), args.out)
+        elif args.command == "restore":
+            return backup.run_restore(args.file, args.into or db.database_url(), replace=args.replace)
+    except (db.DatabaseUnavailable, roles.ProvisionError, backup.BackupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except psycopg.Error as exc:  # provisioning connects by itself; a URL's password is never printed

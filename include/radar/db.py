@@ -131,13 +131,20 @@ def migration_files(directory: Path = MIGRATIONS_DIR) -> list[Path]:
     return files
 
 
-def migrate(url: str | None = None, directory: Path = MIGRATIONS_DIR) -> list[str]:
+def migrate(url: str | None = None, directory: Path = MIGRATIONS_DIR, *, until: str | None = None) -> list[str]:
     """Apply the migrations not yet in the ledger, each in its own transaction; return their names.
 
     A failing migration rolls back with its ledger row, so the ledger never claims a half-applied file.
     Concurrent callers serialise on an advisory lock. An applied file whose checksum changed is an error:
-    migrations are append-only.
+    migrations are append-only. ``until`` (a file name) stops after that file: the schema of an earlier
+    release, for the migration test and ``make bench-migrate``.
     """
+    files = migration_files(directory)
+    if until is not None:
+        names = [path.name for path in files]
+        if until not in names:
+            raise ValueError(f"no migration {until!r} in {directory}")
+        files = files[: names.index(until) + 1]
     applied: list[str] = []
     # DDL may wait for locks and run long on a big table: migrations are the one unbounded session
     with connect(url, statement_timeout_s=None, lock_timeout_s=None) as conn:
@@ -153,7 +160,7 @@ def migrate(url: str | None = None, directory: Path = MIGRATIONS_DIR) -> list[st
             conn.commit()
             done = {r["version"]: r["checksum"] for r in conn.execute("SELECT version, checksum FROM schema_migration")}
             conn.commit()
-            for path in migration_files(directory):
+            for path in files:
                 sql = path.read_text(encoding="utf-8")
                 checksum = hashlib.sha256(sql.encode()).hexdigest()
                 if path.name in done:

@@ -1,0 +1,359 @@
+"""A year of radar data, bulk-loaded, on the schema of today or of an earlier release.
+
+What the page benchmark (``make bench``), the migration benchmark (``make bench-migrate``) and the migration
+test start from: ``days`` days of five slots, ~10 articles a day from 20 accounts, their analyses (5 % failed),
+opportunities, daily reports, notifications and, where the schema has them, the reader's verdicts on one
+analysis in ten. Rows are written with COPY and explicit ids, as a year of slots would have left them.
+
+``fingerprint`` says what a database holds, table by table (row count and a digest of every value), so that
+a migration or a restore can be shown to have kept every row.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from include.radar import db
+from include.radar.slots import slot_at
+
+REPO = Path(__file__).resolve().parents[2]
+# The last migration of the previous release (what this round of work started from): the migration test and
+# `make bench-migrate` seed a year on its schema and migrate to whatever came after it.
+PREVIOUS_RELEASE = "0009_weekly.sql"
+# The oldest schema the seeder can write (analysis_result.cost is 0003's)
+OLDEST_SEEDABLE = "0003_operations.sql"
+
+SLOTS = ("07:00", "12:00", "14:00", "18:00", "22:00")
+ACCOUNTS = 20
+ARTICLES_PER_SLOT = 2  # ~10 a day
+TYPES = ("stock", "sector", "fund", "commodity", "macro", "bond")
+WORDS = "储能 电芯 集采 券商 并购 重组 光伏 硅料 半导体 设备 国产替代 消费 白酒 医药 创新药 出海 汽车 智驾 机器人 算力".split()
+
+
+def bench_server_url() -> str:
+    """The benchmarks' server: ``RADAR_TEST_DATABASE_URL``, else an embedded PostgreSQL of their own."""
+    return os.environ.get("RADAR_TEST_DATABASE_URL") or db.embedded_url(REPO / ".local" / "pgdata-bench")
+
+
+@contextmanager
+def scratch_database(server: str, *, keep: bool = False, until: str | None = None) -> Iterator[str]:
+    """A new database on ``server``, migrated (to ``until`` when given: an earlier release's schema);
+    dropped afterwards unless ``keep``."""
+    name = f"radar_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    info = psycopg.conninfo.conninfo_to_dict(server)
+    info["dbname"] = name
+    url = psycopg.conninfo.make_conninfo(**info)
+    try:
+        db.migrate(url, until=until)
+        yield url
+    finally:
+        if keep:
+            print(f"kept database {name}")
+        else:
+            with psycopg.connect(server, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _text(rng: random.Random, words: int) -> str:
+    return "".join(rng.choice(WORDS) for _ in range(words))
+
+
+def seed(url: str, today: date, days: int, rng: random.Random) -> dict[str, Any]:
+    """Bulk-load ``days`` days ending ``today`` with explicit ids, then fix the sequences and ANALYZE."""
+    counts = dict.fromkeys(
+        ("slot_run", "content_item", "analysis_result", "opportunity", "daily_report", "notification_log"), 0
+    )
+    with psycopg.connect(url) as conn, conn.cursor() as cur:
+        with cur.copy(
+            "COPY wechat_account (id, mp_id, name, last_article_at, last_checked_at, consecutive_failures, "
+            "backoff_until, last_error) FROM STDIN"
+        ) as copy:
+            now = datetime.now(UTC)
+            for i in range(1, ACCOUNTS + 1):
+                failing = i % 7 == 0
+                copy.write_row(
+                    (
+                        i,
+                        f"mp_{i}",
+                        f"公众号{i:02d}",
+                        now - timedelta(hours=i),
+                        now,
+                        3 if failing else 0,
+                        now + timedelta(hours=1) if failing else None,
+                        "HTTP 429 from WeRSS" if failing else None,
+                    )
+                )
+
+        slot_rows, items, analyses, opps, reports, notes = [], [], [], [], [], []
+        item_id = analysis_id = opp_id = note_id = 0
+        first_day = today - timedelta(days=days - 1)
+        for offset in range(days):
+            day = first_day + timedelta(days=offset)
+            day_scores: list[tuple[int, int]] = []
+            failed_today = 0
+            for slot in SLOTS:
+                key = slot_at(day, slot)
+                run_id = len(slot_rows) + 1
+                failed_slot = rng.random() < 0.03
+                slot_rows.append(
+                    (
+                        run_id,
+                        day,
+                        slot,
+                        2 if failed_slot else 1,
+                        key.scheduled_at,
+                        "opportunity_radar",
+                        f"scheduled__{key.scheduled_at.isoformat()}",
+                        ARTICLES_PER_SLOT,
+                        "ingest: WeRSS 503" if failed_slot else None,
+                        key.scheduled_at + timedelta(minutes=4),
+                    )
+                )
+                for _ in range(ARTICLES_PER_SLOT):
+                    item_id += 1
+                    published = key.scheduled_at - timedelta(minutes=rng.randint(5, 600))
+                    failed = rng.random() < 0.05
+                    items.append(
+                        (
+                            item_id,
+                            f"ext-{item_id}",
+                            rng.randint(1, ACCOUNTS),
+                            f"mp_{item_id % ACCOUNTS}",
+                            _text(rng, 6) + f"（{item_id}）",
+                            f"https://mp.weixin.qq.com/s/{item_id}",
+                            published,
+                            _text(rng, 800),
+                            f"h{item_id}",
+                            3 if failed else 2,
+                            "DeepSeek JSON invalid" if failed else None,
+                            run_id,
+                            run_id,
+                            3 if failed else 1,
+                        )
+                    )
+                    if failed:
+                        failed_today += 1
+                        continue
+                    analysis_id += 1
+                    score = min(100, max(0, int(rng.gauss(50, 18))))
+                    day_scores.append((score, analysis_id))
+                    n_opps = 0 if score < 60 else rng.randint(1, 2)
+                    result = {"score": score, "summary": _text(rng, 20), "opportunities": []}
+                    analyses.append(
+                        (
+                            analysis_id,
+                            item_id,
+                            run_id,
+                            score,
+                            score >= 60,
+                            rng.choice(TYPES) if n_opps else "none",
+                            _text(rng, 25),
+                            Jsonb(result),
+                            "deepseek-v4-pro",
+                            "analysis/v1",
+                            5000,
+                            800,
+                            2000,
+                            4000,
+                            1000,
+                            0.0012,
+                            21000,
+                            1,
+                        )
+                    )
+                    for position in range(n_opps):
+                        opp_id += 1
+                        opps.append(
+                            (
+                                opp_id,
+                                analysis_id,
+                                position,
+                                _text(rng, 3),
+                                rng.choice(TYPES),
+                                Jsonb([_text(rng, 1), _text(rng, 1)]),
+                                "bullish",
+                                "1-3个月",
+                                _text(rng, 8),
+                                Jsonb([_text(rng, 6)]),
+                                Jsonb([_text(rng, 10), _text(rng, 10)]),
+                                0.6,
+                            )
+                        )
+            day_scores.sort(reverse=True)
+            hot = [a for s, a in day_scores if s >= 60]
+            stats = {
+                "analysed": len(day_scores),
+                "opportunities": len(hot),
+                "failed": failed_today,
+                "max_score": day_scores[0][0] if day_scores else None,
+            }
+            failed_report = rng.random() < 0.03
+            digest = "## 今日要点\n" + "\n".join(f"- {_text(rng, 12)}" for _ in range(10))
+            reports.append(
+                (
+                    day,
+                    2 if failed_report else 1,
+                    digest,
+                    Jsonb(
+                        {
+                            "top_opportunities": [{"analysis_id": a, "title": "t", "reason": "r"} for a in hot[:3]],
+                            "watchlist": [_text(rng, 2) for _ in range(4)],
+                        }
+                    ),
+                    list(SLOTS),
+                    Jsonb(stats),
+                    "digest: LLM exhausted" if failed_report else None,
+                )
+            )
+            for channel in ("bark://api.day.app", "wecom://qyapi.weixin.qq.com"):
+                note_id += 1
+                ok = rng.random() > 0.02
+                notes.append(
+                    (
+                        note_id,
+                        f"daily-{day}-{channel}",
+                        day,
+                        "22:00",
+                        "daily",
+                        "https://x/daily",
+                        channel,
+                        1 if ok else 2,
+                        None if ok else "HTTP 500",
+                    )
+                )
+            if hot:
+                note_id += 1
+                notes.append(
+                    (
+                        note_id,
+                        f"opp-{day}",
+                        day,
+                        "12:00",
+                        "opportunity",
+                        "https://x/analysis",
+                        "bark://api.day.app",
+                        1,
+                        None,
+                    )
+                )
+
+        with cur.copy(
+            "COPY slot_run (id, run_date, slot, status, scheduled_at, dag_id, dag_run_id, new_count, error, "
+            "finished_at) FROM STDIN"
+        ) as copy:
+            for row in slot_rows:
+                copy.write_row(row)
+        with cur.copy(
+            "COPY content_item (id, external_id, account_id, mp_id, title, url, published_at, clean_text, "
+            "content_hash, analyzed_status, last_error, first_slot_run_id, last_slot_run_id, attempts) "
+            "FROM STDIN"
+        ) as copy:
+            for row in items:
+                copy.write_row(row)
+        with cur.copy(
+            "COPY analysis_result (id, content_item_id, slot_run_id, score, has_opportunity, top_type, summary, "
+            "result_json, model, prompt_version, prompt_tokens, completion_tokens, reasoning_tokens, "
+            "cache_hit_tokens, cache_miss_tokens, cost, latency_ms, llm_calls) FROM STDIN"
+        ) as copy:
+            for row in analyses:
+                copy.write_row(row)
+        with cur.copy(
+            "COPY opportunity (id, analysis_result_id, position, name, type, targets, direction, horizon, "
+            "catalyst, risks, evidence, confidence) FROM STDIN"
+        ) as copy:
+            for row in opps:
+                copy.write_row(row)
+        with cur.copy(
+            "COPY daily_report (report_date, status, digest_md, digest_json, slots_done, stats, error) FROM STDIN"
+        ) as copy:
+            for row in reports:
+                copy.write_row(row)
+        with cur.copy(
+            "COPY notification_log (id, msg_uuid, report_date, slot, push_type, target_url, channel, status, "
+            "error) FROM STDIN"
+        ) as copy:
+            for row in notes:
+                copy.write_row(row)
+        # slot_run analysed/opportunity/failed counts, as close_slot_run would have set them
+        cur.execute("""
+            UPDATE slot_run s SET
+                analysed_count = (SELECT count(*) FROM analysis_result a WHERE a.slot_run_id = s.id),
+                opportunity_count = (SELECT count(*) FROM analysis_result a WHERE a.slot_run_id = s.id AND a.score >= 60),
+                failed_count = (SELECT count(*) FROM content_item c WHERE c.last_slot_run_id = s.id AND c.analyzed_status = 3)
+        """)
+        if cur.execute("SELECT to_regclass('feedback') IS NOT NULL AS present").fetchone()[0]:
+            # a reader who votes on one analysis in ten (the feedback table is 0006's)
+            cur.execute("INSERT INTO feedback (analysis_id, verdict, via, updated_at) "
+                        "SELECT id, (ARRAY['up', 'down', 'knew'])[1 + id % 3], 'bench', created_at "
+                        "FROM analysis_result WHERE id % 10 = 0")
+            counts["feedback"] = cur.rowcount
+        for table in (
+            "wechat_account",
+            "slot_run",
+            "content_item",
+            "analysis_result",
+            "opportunity",
+            "daily_report",
+            "notification_log",
+        ):
+            cur.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
+        conn.commit()
+        conn.autocommit = True
+        cur.execute("VACUUM ANALYZE")
+        counts.update(
+            slot_run=len(slot_rows),
+            content_item=len(items),
+            analysis_result=len(analyses),
+            opportunity=len(opps),
+            daily_report=len(reports),
+            notification_log=len(notes),
+        )
+        busiest = max(analyses, key=lambda a: (a[3], a[0]))  # a high-scoring analysis, with opportunities
+    return {"counts": counts, "analysis_id": busiest[0]}
+
+
+def fingerprint(url: str, columns: dict[str, list[str]] | None = None) -> dict[str, tuple[int, str]]:
+    """Table -> (row count, md5 of its rows) for every table of the public schema; with ``columns``, only
+    those tables and only those columns of each (what an earlier schema had, to compare across a migration
+    that adds columns). Rendered in UTC and ordered byte-wise, so two servers holding the same rows agree
+    whatever their time zone or collation."""
+    columns = columns if columns is not None else table_columns(url)
+    digests: dict[str, tuple[int, str]] = {}
+    with psycopg.connect(url) as conn:
+        conn.execute("SET TIME ZONE 'UTC'")
+        conn.execute("SET DateStyle = 'ISO, YMD'")
+        for table, names in sorted(columns.items()):
+            row = sql.SQL("ROW({})::text").format(sql.SQL(", ").join(map(sql.Identifier, names)))
+            count, digest = conn.execute(
+                sql.SQL("SELECT count(*), md5(coalesce(string_agg({row}, E'\\n' ORDER BY {row} COLLATE \"C\"), '')) "
+                        "FROM {table}").format(row=row, table=sql.Identifier(table))
+            ).fetchone()
+            digests[table] = (count, digest)
+    return digests
+
+
+def table_columns(url: str) -> dict[str, list[str]]:
+    """Table -> its column names (in order) for every table of the public schema."""
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public' "
+            "AND table_name IN (SELECT tablename FROM pg_tables WHERE schemaname = 'public') "
+            "ORDER BY table_name, ordinal_position"
+        ).fetchall()
+    columns: dict[str, list[str]] = {}
+    for table, column in rows:
+        columns.setdefault(table, []).append(column)
+    return columns
