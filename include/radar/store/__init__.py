@@ -15,7 +15,7 @@ Every function takes an open psycopg connection (``db.connect()``) and leaves co
 - ``reports``: the daily report and the report pages' read-only queries;
 - ``operations``: the LLM spend ledger, budget deferrals, operator alerts, shared service status;
 - ``weekly``: the weekly summary and the week's analyses;
-- ``state``: small service state (the WeRSS token).
+- ``state``: small service state (the WeRSS token, the pages' form key).
 """
 
 from __future__ import annotations
@@ -156,6 +156,7 @@ from include.radar.store.slot_runs import (  # noqa: F401
 )
 from include.radar.store.state import (  # noqa: F401
     delete_state,
+    ensure_state,
     get_state,
     set_state,
 )

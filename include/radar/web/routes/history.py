@@ -3,6 +3,7 @@ scores (``/entity/{name}``), 30-day trends (``/trends``) and search over every a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from fastapi import APIRouter, Depends, Request
@@ -108,6 +109,8 @@ def search_page(request: Request, reader: ReaderDep) -> HTMLResponse:
     settings = runtime.settings()
     tz = zone(settings)
     form = search_views.parse_form(request.query_params)
+    if not reader.personal:  # which articles match the watchlist is personal: no filter by it through a link
+        form = replace(form, watch=False)
     links = page_links(request)
     tsquery, terms = search.query(form.q) if form.q else ("", [])
     rows, total = [], 0
