@@ -1,4 +1,5 @@
-"""Issue 24 §2 on the pages: who may change what, what a pushed link opens, where a write may come from.
+"""Issue 24 §2-§3 on the pages: who may change what, what a pushed link opens, where a write may come from,
+and input that must never make a 500 (and HEAD, which must answer like GET).
 
 Permission tests go through Airflow's real seams (``may_read_radar`` / ``may_edit_radar`` asking the auth
 manager) with an auth manager that allows only what the test says, as an Airflow role would.
@@ -6,9 +7,11 @@ manager) with an auth manager that allows only what the test says, as an Airflow
 
 from __future__ import annotations
 
+import http.client
 import re
 from datetime import timedelta
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 import pytest
 from fastapi import FastAPI
@@ -351,6 +354,133 @@ def test_a_vote_from_another_site_is_refused(personal_day, db_url, conn, headers
     assert store.feedback_of(conn, [personal_day["top"]]) == {}
     own = client.post(action, data={**fields, "verdict": "down"}, headers=OWN[1], follow_redirects=False)
     assert own.status_code == 303 and store.feedback_of(conn, [personal_day["top"]]) == {personal_day["top"]: "down"}
+
+
+# -------------------------------------------------------------------------------- 3. input, never a 500
+
+
+@pytest.fixture
+def reader(db_url: str) -> TestClient:
+    from include.radar.web.auth import may_read_radar
+
+    app = _app(db_url, user=FakeUser())
+    app.dependency_overrides[may_read_radar] = lambda _user: True
+    return TestClient(app)
+
+
+@pytest.mark.parametrize("query", [
+    "q=储能&account=a%00b",  # was a 500: psycopg.DataError (NUL)
+    "q=储能&account=%01",
+    "q=%00储能",
+    "q=储能&to=9999-12-31",  # was a 500: OverflowError adding a day
+    "q=储能&from=0001-01-01",
+    "q=储能&from=1999-12-31",
+    "q=储能&to=2099-01-01",
+    "q=储能&page=%D9%A3",  # an Arabic-Indic digit
+])
+def test_search_input_that_made_a_500_is_a_400_page(personal_day, reader: TestClient, query: str) -> None:
+    answer = reader.get(f"/search?{query}")
+    assert answer.status_code == 400 and "搜索条件无效" in answer.text, (query, answer.status_code)
+
+
+def test_the_edges_of_the_search_dates_are_searched(personal_day, reader: TestClient) -> None:
+    edge = (DAY + timedelta(days=366)).isoformat()
+    answer = reader.get(f"/search?q=储能&from=2000-01-01&to={edge}")
+    assert answer.status_code == 200 and "储能集采放量" in answer.text
+
+
+@pytest.mark.parametrize("seen", ["999999999999", "253402300800", "0", "-1", "1e9", "٣"])
+def test_an_impossible_last_visit_cookie_is_no_visit(personal_day, reader: TestClient, seen: str) -> None:
+    # radar_seen=999999999999 was a 500: year 33658 is out of range
+    answer = reader.get("/", headers=[(b"cookie", f"radar_seen={seen}".encode())])
+    assert answer.status_code == 200 and "自上次访问以来新增" not in answer.text
+
+
+def test_profile_query_parameters_that_are_digits_elsewhere_are_ignored(reader: TestClient) -> None:
+    assert reader.get("/profile?reopened=%C2%B2").status_code == 200  # "²".isdigit() is True; int("²") raises
+
+
+# ---------------------------------------------------------------------------------------------------- HEAD
+
+
+def _get_routes(app: FastAPI, day_id: int) -> list[str]:
+    """A concrete path for every GET route of the app (from its route table: a new page is covered)."""
+    values = {"day": DAY.isoformat(), "analysis_id": str(day_id), "name": "储能", "monday": "2026-01-05"}
+    paths = []
+    for route in app.routes:
+        if "GET" in getattr(route, "methods", set()):
+            paths.append(re.sub(r"\{(\w+)(:\w+)?\}", lambda m: quote(values[m.group(1)]), route.path))
+    return paths
+
+
+def test_every_page_answers_head_like_get_without_a_body(personal_day, db_url) -> None:
+    from tests.test_web import allow_reading
+
+    app = _app(db_url, user=FakeUser())
+    allow_reading(app)
+    client = TestClient(app)
+    paths = _get_routes(app, personal_day["top"])
+    assert {"/", f"/daily/{DAY.isoformat()}", "/profile", "/search", "/weekly"} <= set(paths)
+    for path in paths:
+        client.cookies.clear()  # the overview remembers the visit: both requests must be the first
+        get = client.get(path, follow_redirects=False)
+        client.cookies.clear()
+        head = client.head(path, follow_redirects=False)
+        assert head.status_code == get.status_code and get.status_code in (200, 307), (path, head.status_code)
+        assert head.content == b"", path
+        assert head.headers.get("content-type") == get.headers.get("content-type"), path
+        assert head.headers.get("location") == get.headers.get("location"), path
+        assert head.headers.get("content-length") == get.headers.get("content-length"), path
+        assert head.headers["X-Content-Type-Options"] == "nosniff", path
+    # the access rule treats HEAD as GET: without a login a 401, with a pushed link the page
+    anonymous = TestClient(_app(db_url))
+    assert anonymous.head(f"/daily/{DAY.isoformat()}").status_code == 401
+    assert anonymous.head(signed(f"/daily/{DAY.isoformat()}")).status_code == 200
+    assert anonymous.head(f"/analysis/{personal_day['top']}/feedback").status_code == 405  # a write is no page
+
+
+def test_head_sends_no_body_at_the_asgi_level(personal_day, db_url) -> None:
+    """What the app itself sends for HEAD (HTTP clients drop a HEAD body silently, so ask the app directly):
+    the GET answer's start, then one empty body message."""
+    import asyncio
+
+    app = _app(db_url)
+    path, query = signed(f"/daily/{DAY.isoformat()}").split("?")
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "HEAD", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": query.encode(), "root_path": "",
+             "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 1), "server": ("testserver", 80)}
+    asyncio.run(app(scope, receive, send))
+    start, *bodies = sent
+    assert start["type"] == "http.response.start" and start["status"] == 200
+    assert int(dict(start["headers"])[b"content-length"]) > 1000  # the GET answer's length
+    assert [b["body"] for b in bodies] == [b""] and not bodies[-1].get("more_body")
+
+
+def test_head_through_a_real_server(personal_day, db_url) -> None:
+    """uvicorn answers HEAD with the GET headers (Content-Length included) and no body, and keeps the
+    connection usable for the next request."""
+    from tests.browser import serve
+
+    with serve(_app(db_url)) as base:
+        parts = urlsplit(base)
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+        link = signed(f"/daily/{DAY.isoformat()}")
+        connection.request("HEAD", link)
+        head = connection.getresponse()
+        assert head.status == 200 and head.read() == b"" and int(head.getheader("content-length")) > 1000
+        connection.request("GET", link)
+        get = connection.getresponse()
+        assert get.status == 200 and len(get.read()) == int(head.getheader("content-length"))
+        connection.close()
+
 
 
 # ------------------------------------------------------------------------------------------------ browser

@@ -29,7 +29,7 @@ async def profile(request: Request, reader: ReaderDep) -> HTMLResponse:
     editable = await may_edit(request, reader)
     return await run_in_threadpool(
         _profile_response, request, reader, editable=editable, saved=request.query_params.get("saved") == "1",
-        reopened=int(reopened) if reopened.isdigit() and len(reopened) < 6 else 0)
+        reopened=int(reopened) if reopened.isascii() and reopened.isdigit() and len(reopened) < 6 else 0)
 
 
 @router.post("/profile", response_class=HTMLResponse)

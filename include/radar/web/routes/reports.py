@@ -42,8 +42,10 @@ def _last_seen(request: Request, now: datetime) -> datetime | None:
     value = request.cookies.get(SEEN_COOKIE, "")
     if not (value.isascii() and value.isdigit() and len(value) <= 12):
         return None
-    seen = datetime.fromtimestamp(int(value), UTC)
-    return seen if now - timedelta(days=400) <= seen <= now else None
+    seconds = int(value)  # compared before it becomes a date: year 33658 is no datetime at all
+    if not (now - timedelta(days=400)).timestamp() <= seconds <= now.timestamp():
+        return None
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 @router.get("/", response_class=HTMLResponse)
