@@ -138,7 +138,7 @@ def test_settings_defaults_follow_the_seed():
     s = load_settings({}.get)
     assert (s.window_days, s.push_score_threshold, s.max_articles_per_slot) == (3, 60, 50)
     assert s.schedule_slots == SLOTS and s.daily_slot == "22:00"
-    assert (s.deepseek_max_retries, s.deepseek_content_truncate_chars, s.llm_concurrency, s.remember_me_days) == (3, 16000, 16, 30)
+    assert (s.deepseek_max_retries, s.deepseek_content_truncate_chars, s.llm_concurrency, s.remember_me_days) == (3, 16000, 16, 7)  # links: 7 days (issue 24)
     assert s.cron == "0 7,12,14,18,22 * * *"
 
 

@@ -79,7 +79,7 @@ def build_app(
     return app
 
 
-def signed(path: str, *, now: datetime = NOW, days: int = 30, secret: str = SECRET) -> str:
+def signed(path: str, *, now: datetime = NOW, days: int = 7, secret: str = SECRET) -> str:
     query = signing.sign(path, secret, now, days)
     return f"{path}?exp={query['exp']}&sig={query['sig']}"
 
@@ -147,7 +147,7 @@ def test_the_edges_of_the_sane_range_are_pages(db_url: str) -> None:
 
 def _bad_links() -> list[tuple[str, str]]:
     path = "/daily/2026-01-08"
-    good = signing.sign(path, SECRET, NOW, 30)
+    good = signing.sign(path, SECRET, NOW, 7)
     exp, sig = good["exp"], good["sig"]
     arabic = exp.translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"))
     huge = str(10**30)
@@ -186,7 +186,7 @@ def test_malformed_signatures_are_403_pages(db_url: str, case: str, query: str) 
 
 def test_verify_is_false_never_an_exception_for_odd_input() -> None:
     path = "/daily/2026-01-08"
-    exp = signing.sign(path, SECRET, NOW, 30)["exp"]
+    exp = signing.sign(path, SECRET, NOW, 7)["exp"]
     good = mac(path, exp)
     assert signing.verify(path, exp, good, SECRET, NOW) is True
     for bad_exp, bad_sig in [

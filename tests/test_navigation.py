@@ -10,9 +10,12 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from fastapi.testclient import TestClient
 
+from include.radar.settings import Settings
 from include.radar.web.app import create_app
-from include.radar.web.auth import READ_COOKIE, READ_SESSION_SECONDS
+from include.radar.web.auth import READ_COOKIE
 from tests.test_web import DAY, NOW, OPPORTUNITY, Seeder, commit, make_settings, seed, signed  # noqa: F401
+
+READ_SESSION_SECONDS = Settings().link_session_minutes * 60  # the default session: 30 minutes
 
 
 @pytest.fixture
@@ -41,12 +44,13 @@ def test_a_signed_link_opens_a_read_session_for_the_other_pages(day, db_url) -> 
     assert cookie.startswith(f"{READ_COOKIE}=") and "HttpOnly" in cookie and "SameSite=Lax" in cookie
     assert f"Max-Age={READ_SESSION_SECONDS}" in cookie and "Path=/" in cookie
     # the reader walks on: the overview, the day before, an analysis of that day — all without a signature
-    for path in ("/", f"/daily/{(DAY - timedelta(days=1)).isoformat()}", f"/analysis/{day['old']}", "/profile"):
+    for path in ("/", f"/daily/{(DAY - timedelta(days=1)).isoformat()}", f"/analysis/{day['old']}"):
         answer = client.get(path)
         assert answer.status_code == 200, path
         assert "可浏览至" in answer.text
-    assert "只能查看" in client.get("/profile").text  # reading only: the profile stays read-only
-    # ... but writing is not reading: the session never saves a profile
+    # the profile is personal: a session never opens it, nor saves it
+    profile = client.get("/profile")
+    assert profile.status_code == 401 and "个人信息" in profile.text and "/api/v2/auth/login" in profile.text
     assert client.post("/profile", data={"companies": "x"}).status_code == 401
     # half an hour later the session is over: the page offers the login, coming back to this very page
     clock[0] = NOW + timedelta(seconds=READ_SESSION_SECONDS + 1)

@@ -55,14 +55,16 @@ def airflow_get_user() -> Any:
     return get_user
 
 
-def allow_reading(app: FastAPI) -> None:
-    """Grant the fake user the role check (read access to the radar DAG), overridden like get_user."""
-    from include.radar.web.auth import may_read_radar
+def allow_reading(app: FastAPI, *, edit: bool = False) -> None:
+    """Grant the fake user the role check (read access to the radar DAG; edit access with ``edit``), overridden
+    like get_user."""
+    from include.radar.web.auth import may_edit_radar, may_read_radar
 
     app.dependency_overrides[may_read_radar] = lambda _user: True
+    app.dependency_overrides[may_edit_radar] = lambda _user: edit
 
 
-def signed(path: str, *, now: datetime = NOW, days: int = 30, secret: str = SECRET) -> str:
+def signed(path: str, *, now: datetime = NOW, days: int = 7, secret: str = SECRET) -> str:
     query = signing.sign(path, secret, now, days)
     return f"{path}?exp={query['exp']}&sig={query['sig']}"
 
@@ -260,14 +262,16 @@ def commit(seeder: Seeder) -> None:
 @pytest.fixture
 def make_client(db_url: str):
     """A factory of TestClients; ``user=True`` overrides Airflow's get_user with a fake logged-in user who may
-    read the radar DAG."""
+    read the radar DAG (and edit it, unless ``editor=False``)."""
 
-    def factory(*, user: bool = True, settings: Settings | None = None, url: str | None = None) -> TestClient:
+    def factory(
+        *, user: bool = True, settings: Settings | None = None, url: str | None = None, editor: bool = True
+    ) -> TestClient:
         cfg = settings or make_settings()
         app = create_app(lambda: cfg, url or db_url, clock=lambda: NOW)
         if user:
             app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
-            allow_reading(app)
+            allow_reading(app, edit=editor)
         return TestClient(app)
 
     return factory
@@ -565,7 +569,7 @@ def test_signed_link_opens_its_page_and_its_analyses(seed: Seeder, make_client) 
     for analysis_id in (first, second):
         href = links[analysis_id]
         query = parse_qs(urlsplit(href).query)
-        assert query["exp"] == [signing.sign("/", SECRET, NOW, 30)["exp"]]  # same expiry as the daily link
+        assert query["exp"] == [signing.sign("/", SECRET, NOW, 7)["exp"]]  # same expiry as the daily link
         assert client.get(href).status_code == 200
     assert links[other_day] == f"/analysis/{other_day}"  # another day's analysis gets no signature
     # the signature opens its own page; the other pages only through the read session it opened (a cookie)

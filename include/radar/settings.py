@@ -28,6 +28,9 @@ class SettingsError(ValueError):
 
 
 MIN_LINK_SECRET_BYTES = 32
+# the report pages a link's read session may open (link_session_pages), and those it never opens
+SESSION_PAGES = ("overview", "daily", "analysis", "weekly", "search", "entity", "trends", "record")
+PERSONAL_PAGES = ("profile",)
 
 
 def secret_problem(value: str, *, header: bool) -> str | None:
@@ -77,7 +80,12 @@ class Settings(BaseModel):
     # analysis tasks of a slot that run at once (the Airflow pool radar_llm's slots); each runs
     # ceil(llm_concurrency / analysis_tasks) calls at once in threads
     analysis_tasks: int = Field(2, ge=1, le=16)
-    remember_me_days: int = Field(30, ge=1, le=366)
+    # a pushed link is a bearer credential for its page (a daily link: that day's analyses too) until it expires
+    remember_me_days: int = Field(7, ge=1, le=31)
+    # a valid pushed link also opens a read session (a cookie) for this long, never past the link's expiry;
+    # 0 = off. It opens only the pages named here; the personal ones (/profile) never (web/auth.py)
+    link_session_minutes: int = Field(30, ge=0, le=240)
+    link_session_pages: tuple[str, ...] = SESSION_PAGES
 
     # the model and how it is called (DeepSeek retired deepseek-reasoner; the model is configuration)
     deepseek_model: str = Field("deepseek-v4-pro", min_length=1)
@@ -154,6 +162,23 @@ class Settings(BaseModel):
         if len(set(value)) != len(value):
             raise ValueError("slots repeat")
         return tuple(sorted(value))
+
+    @field_validator("link_session_pages", mode="before")
+    @classmethod
+    def _parse_pages(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [p.strip() for p in value.split(",") if p.strip()]
+        return value
+
+    @field_validator("link_session_pages")
+    @classmethod
+    def _check_pages(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for page in value:
+            if page in PERSONAL_PAGES:
+                raise ValueError(f"{page!r} is personal: a link never opens it (log in to Airflow for it)")
+            if page not in SESSION_PAGES:
+                raise ValueError(f"{page!r} is not one of {', '.join(SESSION_PAGES)}")
+        return tuple(dict.fromkeys(value))
 
     @field_validator("link_secret", mode="before")
     @classmethod

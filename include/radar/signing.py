@@ -18,9 +18,10 @@ import re
 from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
-# Links are signed for at most ``remember_me_days`` (<= 366, settings.py); the margin absorbs clock skew
-# between the worker that signed and the api-server that checks.
-MAX_VALID_DAYS = 400
+# Links are signed for at most ``remember_me_days`` (<= 31, settings.py); the margin absorbs clock skew
+# between the worker that signed and the api-server that checks. A link signed for longer (before that bound
+# existed: up to 366 days) is refused. The pages check the tighter bound of the current setting (web/auth.py).
+MAX_VALID_DAYS = 32
 _EXP_RE = re.compile(r"[0-9]{1,12}")
 _SIG_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -43,20 +44,23 @@ def sign_until(path: str, secret: str, expires: int) -> dict[str, str]:
     return {"exp": str(int(expires)), "sig": _mac(secret, path, int(expires))}
 
 
-def parse_exp(exp: str | None, now: datetime) -> int | None:
-    """``exp`` as a Unix time when it is written as the signer writes it and lies in the valid window."""
+def parse_exp(exp: str | None, now: datetime, max_days: float = MAX_VALID_DAYS) -> int | None:
+    """``exp`` as a Unix time when it is written as the signer writes it and lies in the valid window: not
+    past, and at most ``max_days`` (never more than MAX_VALID_DAYS) ahead."""
     if exp is None or not _EXP_RE.fullmatch(exp):
         return None
     expires = int(exp)
-    if not now.timestamp() <= expires <= now.timestamp() + MAX_VALID_DAYS * 86400:
+    if not now.timestamp() <= expires <= now.timestamp() + min(max_days, MAX_VALID_DAYS) * 86400:
         return None
     return expires
 
 
-def verify(path: str, exp: str | None, sig: str | None, secret: str | None, now: datetime) -> bool:
+def verify(
+    path: str, exp: str | None, sig: str | None, secret: str | None, now: datetime, max_days: float = MAX_VALID_DAYS
+) -> bool:
     if not (secret and exp and sig) or not _SIG_RE.fullmatch(sig):
         return False
-    expires = parse_exp(exp, now)
+    expires = parse_exp(exp, now, max_days)
     if expires is None:
         return False
     return hmac.compare_digest(_mac(secret, path, expires), sig)  # both ASCII hex: compare_digest cannot raise

@@ -16,7 +16,7 @@ Every function takes an open psycopg connection (``db.connect()``) and leaves co
 - ``operations``: the LLM spend ledger, budget deferrals, operator alerts, shared service status;
 - ``weekly``: the weekly summary and the week's analyses;
 - ``track``: the track record: the market-data cache, the picks and their outcomes (``store.track``);
-- ``state``: small service state (the WeRSS token).
+- ``state``: small service state (the WeRSS token, the pages' form key).
 """
 
 from __future__ import annotations
@@ -166,6 +166,7 @@ from include.radar.store.slot_runs import (  # noqa: F401
 )
 from include.radar.store.state import (  # noqa: F401
     delete_state,
+    ensure_state,
     get_state,
     set_state,
 )

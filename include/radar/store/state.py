@@ -1,4 +1,4 @@
-"""Small key/value service state, such as the WeRSS login token and its expiry."""
+"""Small key/value service state, such as the WeRSS login token and its expiry, or the pages' form key."""
 
 from __future__ import annotations
 
@@ -27,3 +27,13 @@ def set_state(conn: psycopg.Connection, key: str, value: Any, expires_at: dateti
 
 def delete_state(conn: psycopg.Connection, key: str) -> None:
     conn.execute("DELETE FROM service_state WHERE key = %s", (key,))
+
+
+def ensure_state(conn: psycopg.Connection, key: str, value: Any) -> Any:
+    """The value kept under ``key``, storing ``value`` first when there is none: callers racing to create it
+    (several api-server workers) all get the one that was stored first."""
+    conn.execute(
+        "INSERT INTO service_state (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (key, Jsonb(value))
+    )
+    row = conn.execute("SELECT value FROM service_state WHERE key = %s", (key,)).fetchone()
+    return row["value"]

@@ -14,9 +14,11 @@ What the routes share (the lazily resolved runtime, the renderer, path parsing) 
 security headers, the 500 page and ``/radar`` without its slash are web/middleware.py.
 
 Access: an Airflow user whose role may read the radar DAG, or a signed link (``?exp=&sig=``) for exactly the
-requested page, as sent in pushes. One dependency, :func:`~include.radar.web.auth.require_reader`, decides
-for every page route (auth.py). Whatever a request carries, the answer is a page: a path that names no
-report (an impossible date or id) is a 404, a bad link a 403, never a 500.
+requested page, as sent in pushes, and the short read session it opens; never a link for what is personal.
+One dependency, :func:`~include.radar.web.auth.require_reader`, decides for every page route (auth.py);
+saving the profile needs edit permission (``require_editor``), and every write comes from this app's own
+page (csrf.py). Whatever a request carries, the answer is a page: a path that names no report (an impossible
+date or id) is a 404, a bad link a 403, bad input a 400, never a 500. Every page answers HEAD like GET.
 
 Nothing here touches the database, the network or Airflow at import time: settings (server.py: environment,
 then Airflow Variables), the database URL and Airflow's security module are resolved on the first request,
@@ -35,6 +37,7 @@ import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from include.radar import db
@@ -72,7 +75,8 @@ def create_app(
     """Build the report app. ``db_url`` pins the database (tests, benchmarks); ``clock`` pins "now".
 
     Authentication and the permission check are Airflow's; tests replace them through
-    ``app.dependency_overrides`` (``get_user`` and :func:`~include.radar.web.auth.may_read_radar`).
+    ``app.dependency_overrides`` (``get_user``, :func:`~include.radar.web.auth.may_read_radar` and
+    :func:`~include.radar.web.auth.may_edit_radar`).
     """
     app = FastAPI(
         title="Opportunity Radar",
@@ -127,7 +131,17 @@ def create_app(
 
     for router in (reports.router, reports.votes, history.router, profile.router, record.router):
         app.include_router(router)
+    answer_head_like_get(app)
     return app
+
+
+def answer_head_like_get(app: FastAPI) -> None:
+    """Every GET route answers HEAD too (link unfurlers of chat apps and uptime checks send HEAD): FastAPI,
+    unlike Starlette, does not add it. The route runs as for GET, with the same access rule; the middleware
+    sends the headers without the body."""
+    for route in app.routes:
+        if isinstance(route, APIRoute) and "GET" in route.methods:
+            route.methods.add("HEAD")
 
 
 app = create_app()

@@ -1,15 +1,25 @@
-"""Who may read the report pages, decided once per request by :func:`require_reader`.
+"""Who may read the report pages (:func:`require_reader`, once per request) and who may change the profile
+(:func:`require_editor`).
 
-Two ways in:
+Three ways to read:
 
-- a signed link (``?exp=&sig=``, as sent in pushes) for exactly the requested page, no login needed;
+- a signed link (``?exp=&sig=``, as sent in pushes) for exactly the requested page, no login needed, for at
+  most ``remember_me_days`` from now;
+- the short read session such a link opens (a cookie, ``link_session_minutes``, never past the link's expiry)
+  for the pages named in ``link_session_pages``;
 - an Airflow user (Airflow's own ``get_user``: the UI's ``_token`` cookie or a Bearer token) whose role may
   read the radar DAG (``is_authorized_dag(method="GET", details=DagDetails(id=DAG_ID))`` of Airflow's auth
   manager): being logged in to Airflow is not enough, the pages show that DAG's runs and results.
 
-Both Airflow checks have a seam for tests and for running the app outside the api-server, registered the
-FastAPI way in ``app.dependency_overrides``: ``get_user`` (a no-argument callable returning the user) and
-:func:`may_read_radar` (a callable taking the user, returning True to allow).
+What is personal — the profile page (watchlist, filter rules, interests, what the feedback taught) and those
+parts of the other pages — is never opened by a link or its session: it asks for an Airflow login. Saving
+the profile needs more than reading: it decides what is analysed and paid for and goes into the system
+prompt, so it needs **edit** permission on the DAG (``is_authorized_dag(method="PUT", ...)``); a reader who
+may only read sees the form read-only, and why.
+
+The Airflow checks have a seam for tests and for running the app outside the api-server, registered the
+FastAPI way in ``app.dependency_overrides``: ``get_user`` (a no-argument callable returning the user),
+:func:`may_read_radar` and :func:`may_edit_radar` (callables taking the user, returning True to allow).
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 
 from include.radar import DAG_ID, signing
+from include.radar.settings import PERSONAL_PAGES, Settings
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +65,8 @@ class PageError(Exception):
 @dataclass(frozen=True)
 class Reader:
     """Who is reading: an Airflow user, the holder of a signed link valid for ``signed_path`` only, or a
-    reader in the short read session a signed link opened (``session``: any page, reading only)."""
+    reader in the short read session a signed link opened (``session``: the pages of ``link_session_pages``,
+    reading only)."""
 
     user: Any = None
     signed_path: str | None = None
@@ -65,32 +77,55 @@ class Reader:
     def signed(self) -> bool:
         return self.signed_path is not None or self.session
 
+    @property
+    def personal(self) -> bool:
+        """Whether pages may show this reader what is personal (the watchlist and what it matched, the filter
+        rules, the weights learned from feedback): an Airflow login only, never a link or its session."""
+        return self.user is not None and not self.signed
+
 
 # ------------------------------------------------------------------------------------------ the read session
 
 # A valid signed link opens a short read session: an HttpOnly cookie scoped to the app's path, holding an expiry
 # and its HMAC. Its message is ``read-session:`` (page paths start with "/"), so a cookie value is never a
 # link signature or a feedback token, nor the reverse. It lets a reader who came from a push walk to the
-# overview, other days and analyses; it never lets anyone write (the profile needs an Airflow login).
+# overview, other days and analyses (the pages of ``link_session_pages``); it never opens what is personal
+# and never lets anyone write.
 READ_COOKIE = "radar_read"
-READ_SESSION_SECONDS = 30 * 60
 _READ_PURPOSE = "read-session:"
 _READ_RE = re.compile(r"([0-9]{1,12})\.([0-9a-f]{64})")
+_CLOCK_SKEW_SECONDS = 60  # between the api-server workers that set and check a cookie
 
 
-def read_session_value(secret: str, link_exp: int, now_ts: float) -> tuple[str, int]:
-    """The cookie value and its lifetime in seconds: until the link expires, at most READ_SESSION_SECONDS."""
-    expires = int(min(link_exp, now_ts + READ_SESSION_SECONDS))
+def page_of(path: str) -> str:
+    """The page a path of the app belongs to, as ``link_session_pages`` names them: its first segment
+    (``/daily/2026-01-08`` is ``daily``), ``overview`` for ``/``."""
+    return path.lstrip("/").split("/", 1)[0] or "overview"
+
+
+def read_session_value(secret: str, link_exp: int, now_ts: float, minutes: int) -> tuple[str, int]:
+    """The cookie value and its lifetime in seconds: until the link expires, at most ``minutes``."""
+    expires = int(min(link_exp, now_ts + minutes * 60))
     query = signing.sign_until(_READ_PURPOSE, secret, expires)
     return f"{query['exp']}.{query['sig']}", max(0, expires - int(now_ts))
 
 
-def session_reader(request: Request, secret: str | None) -> Reader | None:
-    """The reader a valid read-session cookie stands for; a tampered, expired or foreign one is no cookie."""
+def session_opens(settings: Settings) -> bool:
+    """Whether a valid link opens a read session at all (minutes, and at least one page to open)."""
+    return settings.link_session_minutes > 0 and bool(settings.link_session_pages)
+
+
+def session_reader(request: Request, settings: Settings, page: str) -> Reader | None:
+    """The reader a valid read-session cookie stands for on ``page``; a tampered, expired or foreign cookie,
+    sessions switched off, or a page outside the session's reach is no session."""
     match = _READ_RE.fullmatch(request.cookies.get(READ_COOKIE, ""))
-    if match is None or not secret:
+    secret = settings.link_secret.get_secret_value() if settings.link_secret else None
+    minutes = settings.link_session_minutes
+    if match is None or not secret or minutes <= 0 or page not in settings.link_session_pages:
         return None
-    if not signing.verify(_READ_PURPOSE, match.group(1), match.group(2), secret, request.app.state.radar.clock()):
+    longest = (minutes * 60 + _CLOCK_SKEW_SECONDS) / 86400  # a cookie of a longer setting is cut to this one
+    if not signing.verify(_READ_PURPOSE, match.group(1), match.group(2), secret, request.app.state.radar.clock(),
+                          longest):
         return None
     return Reader(signed_exp=int(match.group(1)), session=True)
 
@@ -160,28 +195,37 @@ async def airflow_user(request: Request) -> Any:
 # ------------------------------------------------------------------------------------------- authorization
 
 
-def may_read_radar(user: Any) -> bool:
-    """Whether Airflow's auth manager lets ``user`` read the radar DAG (the pages show its runs and results).
-
-    Blocking (an auth manager may ask its database): called in a worker thread. The override seam is this
-    function itself in ``app.dependency_overrides``.
-    """
+def _dag_permission(user: Any, method: str) -> bool:
+    """Whether Airflow's auth manager allows ``method`` on the radar DAG to ``user`` (blocking: an auth manager
+    may ask its database; called in a worker thread)."""
     from airflow.api_fastapi import app as airflow_app
     from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
 
     manager = airflow_app.get_auth_manager()  # looked up per call: it is created when the api-server starts
-    return manager.is_authorized_dag(method="GET", user=user, details=DagDetails(id=DAG_ID)) is True
+    return manager.is_authorized_dag(method=method, user=user, details=DagDetails(id=DAG_ID)) is True
 
 
-async def _permitted(request: Request, user: Any) -> bool:
-    """The permission check (or its override); any failure of it refuses, and says why in the log."""
-    check = request.app.dependency_overrides.get(may_read_radar, may_read_radar)
+def may_read_radar(user: Any) -> bool:
+    """Whether ``user`` may read the radar DAG (the pages show its runs and results). The override seam is
+    this function itself in ``app.dependency_overrides``."""
+    return _dag_permission(user, "GET")
+
+
+def may_edit_radar(user: Any) -> bool:
+    """Whether ``user`` may edit the radar DAG: what saving the profile needs (it decides what is analysed and
+    paid for, and goes into the analysis prompt). The override seam is this function itself."""
+    return _dag_permission(user, "PUT")
+
+
+async def _permitted(request: Request, user: Any, seam: Callable[[Any], bool] = may_read_radar) -> bool:
+    """A permission check (or its override); any failure of it refuses, and says why in the log."""
+    check = request.app.dependency_overrides.get(seam, seam)
     try:
         allowed = await run_in_threadpool(check, user)
         if inspect.isawaitable(allowed):
             allowed = await allowed
     except Exception:  # noqa: BLE001 - e.g. auth manager not initialised: fail closed
-        log.warning("Airflow authorization failed; the report pages are refused", exc_info=True)
+        log.warning("Airflow authorization (%s) failed; refused", seam.__name__, exc_info=True)
         return False
     return allowed is True
 
@@ -189,16 +233,29 @@ async def _permitted(request: Request, user: Any) -> bool:
 # ------------------------------------------------------------------------------------------ the access rule
 
 
-def _signed_reader(request: Request, path: str, secret: str | None) -> Reader | None:
-    """A reader for a link that verifies for exactly ``path``; one ``exp`` and one ``sig``, nothing else."""
+def _signed_reader(request: Request, path: str, settings: Settings) -> Reader | None:
+    """A reader for a link that verifies for exactly ``path``; one ``exp`` and one ``sig``, nothing else; its
+    expiry at most ``remember_me_days`` (and a day of clock skew) ahead, whatever it was signed for."""
     params = request.query_params
     exps, sigs = params.getlist("exp"), params.getlist("sig")
     if len(exps) != 1 or len(sigs) != 1:
         return None
+    secret = settings.link_secret.get_secret_value() if settings.link_secret else None
     now = request.app.state.radar.clock()
-    if not signing.verify(path, exps[0], sigs[0], secret, now):
+    longest = settings.remember_me_days + 1
+    if not signing.verify(path, exps[0], sigs[0], secret, now, longest):
         return None
-    return Reader(signed_path=path, signed_exp=signing.parse_exp(exps[0], now))
+    return Reader(signed_path=path, signed_exp=signing.parse_exp(exps[0], now, longest))
+
+
+def personal_page_error() -> PageError:
+    return PageError(
+        401,
+        "请登录 Airflow 查看关注设置",
+        "关注设置（关注列表、过滤规则、从你的反馈学到的偏好）是个人信息，推送链接和由它打开的浏览都不能查看。"
+        "登录 Airflow 后即可查看。",
+        login=True,
+    )
 
 
 async def require_reader(request: Request) -> Reader:
@@ -206,21 +263,27 @@ async def require_reader(request: Request) -> Reader:
 
     - ``exp`` or ``sig`` in the query: the link must verify for exactly this page, else 403 (a tampered,
       expired, malformed or other-page link is refused outright, whoever clicks it; the page offers the
-      unsigned URL);
-    - otherwise an authenticated Airflow user; else, for reading (GET), a valid read session that a signed link
-      opened; else 401 with a page that says to log in to Airflow;
+      unsigned URL); a valid one opens a read session (the middleware sets its cookie);
+    - otherwise an authenticated Airflow user; else, for reading (GET, HEAD), a valid read session for a page
+      in its reach; else 401 with a page that says to log in to Airflow;
     - whose role may read the radar DAG, else 403.
+
+    A personal page (the profile) is never opened by a link or a session: 401, with the reason and the login.
     """
     params = request.query_params
     path = app_path(request)
+    page = page_of(path)
     if "sig" in params or "exp" in params:
+        if page in PERSONAL_PAGES:
+            raise personal_page_error()
         settings = await run_in_threadpool(request.app.state.radar.settings)
-        secret = settings.link_secret.get_secret_value() if settings.link_secret else None
-        reader = _signed_reader(request, path, secret)
+        reader = _signed_reader(request, path, settings)
         if reader is not None:
-            if secret and reader.signed_exp:  # the middleware sets the cookie on the page's response
+            if settings.link_secret and reader.signed_exp and session_opens(settings):
+                # the middleware sets the cookie on the page's response
                 request.scope.setdefault("state", {})["radar_read_session"] = read_session_value(
-                    secret, reader.signed_exp, request.app.state.radar.clock().timestamp())
+                    settings.link_secret.get_secret_value(), reader.signed_exp,
+                    request.app.state.radar.clock().timestamp(), settings.link_session_minutes)
             return reader
         raise PageError(
             403,
@@ -229,9 +292,11 @@ async def require_reader(request: Request) -> Reader:
             login=True,
         )
     user = await airflow_user(request)
+    if user is None and page in PERSONAL_PAGES:
+        raise personal_page_error()
     if user is None and request.method in ("GET", "HEAD") and READ_COOKIE in request.cookies:
         settings = await run_in_threadpool(request.app.state.radar.settings)
-        session = session_reader(request, settings.link_secret.get_secret_value() if settings.link_secret else None)
+        session = session_reader(request, settings, page)
         if session is not None:
             return session
     if user is None:
@@ -250,3 +315,24 @@ async def require_reader(request: Request) -> Reader:
 
 # what a page route declares to get the reader (FastAPI runs require_reader once per request)
 ReaderDep = Annotated[Reader, Depends(require_reader)]
+
+
+async def may_edit(request: Request, reader: Reader) -> bool:
+    """Whether this reader may change the profile: an Airflow user (never a link) with edit permission."""
+    return reader.user is not None and not reader.signed and await _permitted(request, reader.user, may_edit_radar)
+
+
+EDIT_REFUSED = (f"你的 Airflow 账号可以查看机会雷达，但没有编辑 DAG {DAG_ID} 的权限。关注设置决定哪些文章送去分析、"
+                "花多少模型费用，并写进分析提示词，修改它需要编辑权限，请联系 Airflow 管理员。")
+
+
+async def require_editor(request: Request, reader: ReaderDep) -> Reader:
+    """The rule of every write of the reader's settings: an Airflow user whose role may edit the radar DAG."""
+    if reader.signed:
+        raise PageError(401, "请登录后修改", "通过推送链接访问时不能修改关注设置，登录 Airflow 后才能修改。", login=True)
+    if not await may_edit(request, reader):
+        raise PageError(403, "没有修改权限", EDIT_REFUSED, airflow_home=True)
+    return reader
+
+
+EditorDep = Annotated[Reader, Depends(require_editor)]

@@ -17,13 +17,14 @@ showing buttons that cannot work.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import parse_qs
 
 from include.radar import signing
 from include.radar.ranking import VERDICTS
-from include.radar.web.auth import PageError, local_path
+from include.radar.web.auth import PageError
 
 MAX_BODY = 4096
 USER_TOKEN_DAYS = 1  # a logged-in reader's buttons work for a day after the page was rendered
@@ -99,12 +100,42 @@ def parse_vote(body: bytes, analysis_id: int, secret: str | None, now: datetime,
     return Vote(verdict, safe_back(one.get("back", ""), root, analysis_id))
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ENCODED_DOT = re.compile(r"%2e", re.IGNORECASE)
+
+
+def remove_dot_segments(path: str) -> str:
+    """RFC 3986 §5.2.4: ``path`` with its ``.`` and ``..`` segments resolved, as a browser resolves them."""
+    out: list[str] = []
+    segments = path.split("/")
+    for i, segment in enumerate(segments):
+        last = i == len(segments) - 1
+        if segment == ".":
+            if last:
+                out.append("")
+        elif segment == "..":
+            if len(out) > 1:
+                out.pop()
+            if last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/".join(out)
+
+
 def safe_back(back: str, root: str, analysis_id: int) -> str:
-    """Where to return after voting: a path of this app (never another host), else the analysis page."""
+    """Where to return after voting: a path of this app (never another host), else the analysis page.
+
+    ``back`` is read the way a browser will read the ``Location`` it becomes: tabs and newlines dropped,
+    ``\\`` as ``/``, ``%2e`` as ``.``, dot segments resolved — so ``/radar/../..//evil.example`` is seen for the
+    ``//evil.example`` it is. The answer is that resolved path (and the query), never the raw text.
+    """
     fallback = f"{root}/analysis/{int(analysis_id)}"
-    if not back or not back.startswith("/") or back.startswith(("//", "/\\")):
+    cleaned = _CONTROL.sub("", back).split("#", 1)[0]
+    path, sep, query = cleaned.partition("?")
+    path = remove_dot_segments(_ENCODED_DOT.sub(".", path.replace("\\", "/")))
+    if not path.startswith("/") or path.startswith("//"):
         return fallback
-    path = local_path(back)
     if root and not (path == root or path.startswith(root + "/")):
         return fallback
-    return path.split("#", 1)[0]
+    return path + sep + query

@@ -1,5 +1,6 @@
-"""ASGI middleware of the report app: security headers and the 500 page on every response, the read session's
-cookie, and (as a root middleware of Airflow's api-server) ``/radar`` without its trailing slash."""
+"""ASGI middleware of the report app: security headers and the 500 page on every response, HEAD without a
+body, the read session's cookie, and (as a root middleware of Airflow's api-server) ``/radar`` without its
+trailing slash."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def _read_cookie(scope: Scope, value: str, max_age: int) -> str:
 
 
 class SecurityHeadersMiddleware:
-    """Adds the security headers to every response, and turns an unexpected exception into a 500 page.
+    """Adds the security headers to every response, and turns an unexpected exception into a 500 page; a HEAD
+    request gets the headers of the answer without its body.
 
     Pure ASGI (no BaseHTTPMiddleware overhead). It sits inside Starlette's ServerErrorMiddleware, so a crash
     is answered here with the same headers and no stack trace; the trace goes to the log.
@@ -70,9 +72,15 @@ class SecurityHeadersMiddleware:
             await self.app(scope, receive, send)
             return
         started = False
+        head = scope.get("method") == "HEAD"
 
         async def send_with_headers(message: Message) -> None:
             nonlocal started
+            if head and message["type"] == "http.response.body":
+                # HEAD: the GET answer's status and headers (its Content-Length too), never its body
+                if message.get("more_body", False):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
             if message["type"] == "http.response.start":
                 started = True
                 redact_scope_query(scope)  # the page is answered: access logs read the scope from here on

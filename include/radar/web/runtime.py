@@ -26,7 +26,7 @@ from include.radar import db, ranking, signing, store
 from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI
 from include.radar.web import feedback, views
-from include.radar.web.auth import AIRFLOW_LOGIN_PATH, PageError, Reader, app_path, local_path
+from include.radar.web.auth import AIRFLOW_LOGIN_PATH, PageError, Reader, app_path, local_path, session_opens
 
 URL_PREFIX = "/radar"
 TEMPLATES_DIR = Path(__file__).with_name("templates")
@@ -45,7 +45,8 @@ DAYS_AHEAD = 366
 
 
 class Runtime:
-    """Per-app state resolved lazily: settings (briefly cached), the database URL, the clock, the ranking weights.
+    """Per-app state resolved lazily: settings (briefly cached), the database URL, the clock, the ranking weights,
+    the keys the radar keeps in its database (the profile form's, web/csrf.py).
 
     Lazy because the plugin module is imported by every Airflow component at start-up, where reaching the
     database or reading Variables would be wrong; cached because a page must not pay for either each time.
@@ -62,6 +63,7 @@ class Runtime:
         self._resolved_url: str | None = None
         self._loaded_at = 0.0
         self._weights: tuple[tuple[Any, ...], float, ranking.Weights] | None = None
+        self._kept: dict[str, str] = {}
 
     def _refresh(self) -> None:
         with self._lock:
@@ -108,6 +110,17 @@ class Runtime:
         with self._lock:
             self._weights = (version, time.monotonic(), weights)
         return weights
+
+    def kept(self, name: str, make: Callable[[], str]) -> str:
+        """A value that never changes once made (a key the radar keeps in its database): made on first use,
+        then kept for the app's life."""
+        with self._lock:
+            found = self._kept.get(name)
+        if found is None:
+            found = make()
+            with self._lock:
+                found = self._kept.setdefault(name, found)
+        return found
 
     @contextmanager
     def connect_write(self) -> Iterator[psycopg.Connection]:
@@ -182,6 +195,10 @@ class Pages:
             tz_label="北京时间",
             signed_until=signed_until,
             read_session=bool(reader is not None and reader.session),
+            session_minutes=settings.link_session_minutes if settings and settings.link_secret and session_opens(
+                settings) else 0,
+            # what is personal (watchlist hits, filter rules, learned weights) shows to an Airflow login only
+            personal=bool(reader is not None and reader.personal),
             **context,
         )
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None

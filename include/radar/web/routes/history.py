@@ -3,6 +3,7 @@ scores (``/entity/{name}``), 30-day trends (``/trends``) and search over every a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from fastapi import APIRouter, Depends, Request
@@ -12,7 +13,16 @@ from include.radar import focus, search, store, weekly
 from include.radar.store import track as track_store
 from include.radar.web import views
 from include.radar.web.auth import PageError, ReaderDep, require_reader
-from include.radar.web.runtime import get_pages, get_runtime, page_links, parse_day, today, zone
+from include.radar.web.runtime import (
+    DAYS_AHEAD,
+    FIRST_DAY,
+    get_pages,
+    get_runtime,
+    page_links,
+    parse_day,
+    today,
+    zone,
+)
 from include.radar.web.views import record as record_views
 from include.radar.web.views import search as search_views
 from include.radar.web.views import trends as trend_views
@@ -116,7 +126,10 @@ def search_page(request: Request, reader: ReaderDep) -> HTMLResponse:
     runtime = get_runtime(request)
     settings = runtime.settings()
     tz = zone(settings)
-    form = search_views.parse_form(request.query_params)
+    form = search_views.parse_form(request.query_params, FIRST_DAY,
+                                   today(runtime, settings) + timedelta(days=DAYS_AHEAD))
+    if not reader.personal:  # which articles match the watchlist is personal: no filter by it through a link
+        form = replace(form, watch=False)
     links = page_links(request)
     tsquery, terms = search.query(form.q) if form.q else ("", [])
     rows, total = [], 0

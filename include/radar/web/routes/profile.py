@@ -1,10 +1,9 @@
-"""The reader's focus (``/profile``): watchlist and include/exclude rules, read by anyone who may read the
-radar, saved by an Airflow user only, with a double-submit CSRF token."""
+"""The reader's focus (``/profile``): watchlist and include/exclude rules, read by an Airflow user who may read
+the radar (never through a pushed link: it is personal), saved by one who may edit the radar DAG, from this
+app's own page (web/csrf.py: a form token bound to the user, Origin and Sec-Fetch-Site)."""
 
 from __future__ import annotations
 
-import re
-import secrets
 from datetime import timedelta
 from urllib.parse import parse_qs
 
@@ -13,38 +12,40 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from include.radar import focus, store
-from include.radar.web.auth import PageError, Reader, ReaderDep, require_reader
+from include.radar.web import csrf
+from include.radar.web.auth import EDIT_REFUSED, EditorDep, PageError, Reader, ReaderDep, may_edit, require_reader
 from include.radar.web.runtime import get_pages, get_runtime, page_links, read_body, user_name, zone
 from include.radar.web.views import profile as profile_views
 
-CSRF_COOKIE = "radar_csrf"
-_CSRF_RE = re.compile(r"[A-Za-z0-9_-]{43}")
 MAX_PROFILE_BODY = 64 * 1024
 
 router = APIRouter(dependencies=[Depends(require_reader)])
 
 
 @router.get("/profile", response_class=HTMLResponse)
-def profile(request: Request, reader: ReaderDep) -> HTMLResponse:
+async def profile(request: Request, reader: ReaderDep) -> HTMLResponse:
     recheck = request.query_params.get("recheck", "")
-    return _profile_response(request, reader, saved=request.query_params.get("saved") == "1",
-                             recheck=int(recheck) if recheck.isdigit() and len(recheck) < 6 else 0)
+    editable = await may_edit(request, reader)
+    return await run_in_threadpool(
+        _profile_response, request, reader, editable=editable, saved=request.query_params.get("saved") == "1",
+        recheck=int(recheck) if recheck.isascii() and recheck.isdigit() and len(recheck) < 6 else 0)
 
 
 @router.post("/profile", response_class=HTMLResponse)
-async def save_profile(request: Request, reader: ReaderDep) -> Response:
-    """Save the profile: an Airflow user only (a signed push link reads, never writes), with the form's
-    CSRF token equal to its cookie (a form on another site can send the cookie, never read it)."""
-    if reader.signed:
-        raise PageError(403, "请登录后修改", "通过推送链接访问时只能查看关注设置，登录 Airflow 后才能修改。", login=True)
+async def save_profile(request: Request, reader: EditorDep) -> Response:
+    """Save the profile: an Airflow user who may edit the radar DAG (never a pushed link), from this app's own
+    page (Origin, Sec-Fetch-Site) with the form's token, made for this user (web/csrf.py)."""
+    runtime = get_runtime(request)
+    settings = await run_in_threadpool(runtime.settings)
+    csrf.check_same_origin(request, settings)
     body = await read_body(request, MAX_PROFILE_BODY)
     try:
         fields = parse_qs(body.decode("utf-8"), max_num_fields=20)
     except (UnicodeDecodeError, ValueError):
         raise PageError(400, "请求无效", "提交的内容格式不正确。") from None
     form = {k: v[0] for k, v in fields.items() if v}
-    cookie = request.cookies.get(CSRF_COOKIE, "")
-    if not (_CSRF_RE.fullmatch(cookie) and secrets.compare_digest(form.get("csrf", ""), cookie)):
+    key = await run_in_threadpool(csrf.form_key, runtime, settings)
+    if not csrf.form_token_valid(form.get("csrf", ""), key, reader.user, runtime.clock()):
         raise PageError(403, "表单已过期", "请重新打开关注设置页面后再保存（表单校验失败）。")
     typed = {name: form.get(name, "") for name in profile_views.FIELDS}
     try:
@@ -54,7 +55,7 @@ async def save_profile(request: Request, reader: ReaderDep) -> Response:
                                                                       measure=True))
     except focus.ProfileError as exc:
         return await run_in_threadpool(
-            _profile_response, request, reader, errors=exc.errors, typed=typed, status=400)
+            _profile_response, request, reader, editable=True, errors=exc.errors, typed=typed, status=400)
     lists = {"companies": list(profile.companies), "tickers": list(profile.tickers),
              "sectors": list(profile.sectors), "interests": list(profile.interests), "rules": profile.rule_lines()}
 
@@ -70,21 +71,19 @@ async def save_profile(request: Request, reader: ReaderDep) -> Response:
     return RedirectResponse(page_links(request).profile() + f"?saved=1&recheck={recheck}", status_code=303)
 
 
-def _profile_response(request: Request, reader: Reader, *, saved: bool = False, errors: list[str] | None = None,
-                      typed: dict[str, str] | None = None, status: int = 200, recheck: int = 0) -> HTMLResponse:
+def _profile_response(request: Request, reader: Reader, *, editable: bool, saved: bool = False,
+                      errors: list[str] | None = None, typed: dict[str, str] | None = None, status: int = 200,
+                      recheck: int = 0) -> HTMLResponse:
     runtime = get_runtime(request)
     settings = runtime.settings()
     links = page_links(request)
     with runtime.connect() as conn:
         current = focus.from_row(store.get_profile(conn))
         weights = runtime.ranking_weights(conn)
-    cookie = request.cookies.get(CSRF_COOKIE, "")
-    token = cookie if _CSRF_RE.fullmatch(cookie) else secrets.token_urlsafe(32)
+    token = csrf.form_token(csrf.form_key(runtime, settings), reader.user, runtime.clock()) if editable else ""
     page = profile_views.profile_page(
-        profile=current, weights=weights, action=links.profile(), csrf=token, read_only=reader.signed,
-        tz=zone(settings), saved=saved, errors=errors, typed=typed, recheck=recheck)
-    response = get_pages(request).render(request, "profile.html", status=status, settings=settings, reader=reader,
-                                         links=links, page=page)
-    response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path=links.root or "/",
-                        secure=request.url.scheme == "https")
-    return response
+        profile=current, weights=weights, action=links.profile(), csrf=token, read_only=not editable,
+        read_only_reason="" if editable else EDIT_REFUSED, tz=zone(settings), saved=saved, errors=errors,
+        typed=typed, recheck=recheck)
+    return get_pages(request).render(request, "profile.html", status=status, settings=settings, reader=reader,
+                                     links=links, page=page)

@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from include.radar import ranking, store, weekly
 from include.radar.store import track as track_store
-from include.radar.web import feedback, health, views
+from include.radar.web import csrf, feedback, health, views
 from include.radar.web.auth import PageError, ReaderDep, airflow_user, require_reader
 from include.radar.web.runtime import (
     day_signer,
@@ -44,8 +44,10 @@ def _last_seen(request: Request, now: datetime) -> datetime | None:
     value = request.cookies.get(SEEN_COOKIE, "")
     if not (value.isascii() and value.isdigit() and len(value) <= 12):
         return None
-    seen = datetime.fromtimestamp(int(value), UTC)
-    return seen if now - timedelta(days=400) <= seen <= now else None
+    seconds = int(value)  # compared before it becomes a date: year 33658 is no datetime at all
+    if not (now - timedelta(days=400)).timestamp() <= seconds <= now.timestamp():
+        return None
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -194,10 +196,12 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
 
 @votes.post("/analysis/{analysis_id}/feedback", include_in_schema=False)
 async def vote(request: Request, analysis_id: str) -> Response:
-    """A 👍 / 👎 / 🤷 from a page: its signed action is the authority (web/feedback.py), no login needed."""
+    """A 👍 / 👎 / 🤷 from a page: its signed action is the authority (web/feedback.py), no login needed; sent
+    from this app's own page (web/csrf.py)."""
     wanted = parse_id(analysis_id)
     runtime = get_runtime(request)
     settings = await run_in_threadpool(runtime.settings)
+    csrf.check_same_origin(request, settings)  # from this app's own page, not another site's
     secret = settings.link_secret.get_secret_value() if settings.link_secret else None
     body = await read_body(request, feedback.MAX_BODY)
     cast = feedback.parse_vote(body, wanted, secret, runtime.clock(), page_links(request).root)

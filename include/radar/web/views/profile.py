@@ -18,6 +18,7 @@ class ProfilePage:
     csrf: str
     values: dict[str, str]
     read_only: bool
+    read_only_reason: str = ""  # why this reader may not change it
     saved: bool = False
     recheck: int = 0  # excluded articles of the last 72 h the next slot checks against the saved rules
     disabled: list[str] = field(default_factory=list)  # stored rules this version cannot run, and why
@@ -40,13 +41,13 @@ def profile_values(profile: focus.Profile) -> dict[str, str]:
 
 
 def profile_page(*, profile: focus.Profile, weights: ranking.Weights, action: str, csrf: str, read_only: bool,
-                 tz: ZoneInfo, saved: bool = False, errors: list[str] | None = None,
+                 tz: ZoneInfo, read_only_reason: str = "", saved: bool = False, errors: list[str] | None = None,
                  typed: dict[str, str] | None = None, recheck: int = 0) -> ProfilePage:
     """``typed``: what the reader sent when it could not be saved (shown again, with ``errors``)."""
     more, less = weights.learned()
     return ProfilePage(
         action=action, csrf=csrf, values=typed if typed is not None else profile_values(profile), read_only=read_only,
-        saved=saved, recheck=recheck, disabled=list(profile.disabled), errors=errors or [], updated=local_time(profile.updated_at, tz) if profile.updated_at else None,
+        read_only_reason=read_only_reason, saved=saved, recheck=recheck, disabled=list(profile.disabled), errors=errors or [], updated=local_time(profile.updated_at, tz) if profile.updated_at else None,
         updated_by=profile.updated_by, learned_more=more, learned_less=less,
     )
 

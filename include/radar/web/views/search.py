@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -40,42 +41,56 @@ class SearchForm:
         return f"{links.root}/search?" + urlencode({k: v for k, v in params.items() if v})
 
 
-def _day(value: str, what: str) -> str:
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _invalid(message: str) -> PageError:
+    return PageError(400, "搜索条件无效", message)
+
+
+def _day(value: str, what: str, first: date, last: date) -> str:
+    """A ``YYYY-MM-DD`` filter date between ``first`` and ``last`` (the pages' own range: date arithmetic on
+    it never leaves ``date``'s), or empty."""
     if not value:
         return ""
     try:
-        return date.fromisoformat(value).isoformat() if len(value) == 10 else _bad(what)
+        day = date.fromisoformat(value) if len(value) == 10 and value.isascii() else None
     except ValueError:
-        return _bad(what)
+        day = None
+    if day is None:
+        raise _invalid(f"{what}应为 YYYY-MM-DD 格式的日期。")
+    if not first <= day <= last:
+        raise _invalid(f"{what}应在 {first.isoformat()} 到 {last.isoformat()} 之间。")
+    return day.isoformat()
 
 
-def _bad(what: str) -> str:
-    raise PageError(400, "搜索条件无效", f"{what}应为 YYYY-MM-DD 格式的日期。")
-
-
-def parse_form(params: Any) -> SearchForm:
-    """The form's query parameters, checked; a PageError (400) says what is wrong."""
+def parse_form(params: Any, first: date, last: date) -> SearchForm:
+    """The form's query parameters, checked; a PageError (400) says what is wrong. Dates lie between ``first``
+    and ``last``; no parameter holds a control character (a NUL cannot even reach the database)."""
     def one(name: str) -> str:
         values = params.getlist(name)
         if len(values) > 1:
-            raise PageError(400, "搜索条件无效", f"参数 {name} 重复。")
-        return (values[0] if values else "").strip()
+            raise _invalid(f"参数 {name} 重复。")
+        value = values[0] if values else ""
+        if _CONTROL.search(value):
+            raise _invalid(f"参数 {name} 含有控制字符。")
+        return value.strip()
 
     q = one("q")
     if len(q) > search.MAX_QUERY_CHARS:
         raise PageError(400, "搜索词过长", f"搜索词最多 {search.MAX_QUERY_CHARS} 个字符，请缩短后再试。")
     band = one("band")
     if band not in BAND_LABELS:
-        raise PageError(400, "搜索条件无效", "分数段只能是页面上列出的选项。")
+        raise _invalid("分数段只能是页面上列出的选项。")
     page = one("page") or "1"
-    if not (page.isascii() and page.isdigit() and 1 <= int(page) <= MAX_PAGE):
-        raise PageError(400, "搜索条件无效", f"页码应为 1 到 {MAX_PAGE} 的整数。")
+    if not (page.isascii() and page.isdigit() and len(page) <= 3 and 1 <= int(page) <= MAX_PAGE):
+        raise _invalid(f"页码应为 1 到 {MAX_PAGE} 的整数。")
     account = one("account")
     if len(account) > 100:
-        raise PageError(400, "搜索条件无效", "公众号名称过长。")
-    after, before = _day(one("from"), "开始日期"), _day(one("to"), "结束日期")
+        raise _invalid("公众号名称过长。")
+    after, before = _day(one("from"), "开始日期", first, last), _day(one("to"), "结束日期", first, last)
     if after and before and after > before:
-        raise PageError(400, "搜索条件无效", "开始日期晚于结束日期。")
+        raise _invalid("开始日期晚于结束日期。")
     return SearchForm(q, after, before, account, band, one("watch") == "1", int(page))
 
 

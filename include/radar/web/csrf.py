@@ -1,0 +1,144 @@
+"""Every write of the pages comes from the pages themselves: a form token bound to the user, and what the
+browser says about where the request came from.
+
+- **The profile form's token** (field ``csrf``): an HMAC (signing.py) over ``profile-form:`` and the Airflow
+  user's identity, with an expiry, made when the form is rendered and valid for FORM_TOKEN_HOURS. Another
+  site cannot read it from the page, one user's token is worth nothing to another user, a leaked one expires.
+  Its key: derived from ``link_secret`` when that is set, otherwise a random key the radar keeps in its own
+  database (service_state ``web:form_key``, made once by the first page that needs it), so every deployment
+  has one and every api-server worker uses the same.
+- **Where a write comes from**, checked on every POST (the profile, a 👍 / 👎 / 🤷): ``Sec-Fetch-Site`` must be
+  ``same-origin`` (or ``none``: the user's own action), never ``cross-site`` or ``same-site``; ``Origin``, when
+  it names one, must name this host (the request's ``Host`` or ``X-Forwarded-Host``, or the host of
+  ``report_base_url``; a forged one can only come from a client that is no browser, which CSRF is not about).
+  A browser too old to send ``Sec-Fetch-Site``, or one that sends ``Origin: null`` (the pages' own forms do:
+  see :func:`check_same_origin`), is let through on the strength of the other checks (the user-bound token,
+  the signed vote).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from fastapi import Request
+
+from include.radar import signing, store
+from include.radar.settings import Settings
+from include.radar.web.auth import PageError
+
+FORM_TOKEN_HOURS = 12
+FORM_KEY_STATE = "web:form_key"
+_PURPOSE = "profile-form:"  # page paths start with "/", votes with "feedback:": no token is another's
+_TOKEN_RE = re.compile(r"([0-9]{1,12})\.([0-9a-f]{64})")
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
+# ------------------------------------------------------------------------------------------- the form token
+
+
+def form_key(runtime: Any, settings: Settings) -> str:
+    """The key of the profile form's tokens (see the module's docstring); blocking (may ask the database)."""
+    if settings.link_secret is not None:
+        secret = settings.link_secret.get_secret_value().encode()
+        return hmac.new(secret, b"radar profile form key", hashlib.sha256).hexdigest()
+
+    def make() -> str:
+        with runtime.connect_write() as conn:
+            return str(store.ensure_state(conn, FORM_KEY_STATE, secrets.token_hex(32)))
+
+    return runtime.kept(FORM_KEY_STATE, make)
+
+
+def user_identity(user: Any) -> str:
+    """Who the token is for: the Airflow user's id and name (an auth manager's user has both; a stand-in
+    may have only a ``username``), percent-quoted so that no name can pass for another."""
+    parts = []
+    for attr in ("get_id", "get_name"):
+        method = getattr(user, attr, None)
+        if callable(method):
+            try:
+                parts.append(str(method()))
+            except Exception:  # noqa: BLE001 - an identity part that cannot be read is left out
+                continue
+    if not parts:
+        parts.append(str(getattr(user, "username", "") or ""))
+    return quote("/".join(parts), safe="")
+
+
+def form_token(key: str, user: Any, now: datetime) -> str:
+    expires = int((now + timedelta(hours=FORM_TOKEN_HOURS)).timestamp())
+    query = signing.sign_until(_PURPOSE + user_identity(user), key, expires)
+    return f"{query['exp']}.{query['sig']}"
+
+
+def form_token_valid(token: str, key: str, user: Any, now: datetime) -> bool:
+    """Whether ``token`` was made for ``user`` with ``key`` and has not expired; never raises."""
+    match = _TOKEN_RE.fullmatch(token)
+    if match is None:
+        return False
+    return signing.verify(_PURPOSE + user_identity(user), match.group(1), match.group(2), key, now,
+                          FORM_TOKEN_HOURS / 24 + 1 / 1440)
+
+
+# ------------------------------------------------------------------------------------------ where from
+
+
+def _host(netloc: str, scheme: str | None) -> str | None:
+    """``host[:port]`` lower-cased, the scheme's default port dropped (both when the scheme is unknown)."""
+    netloc = netloc.strip().lower()
+    if not netloc or any(c in netloc for c in "/\\@ \t"):
+        return None
+    host, colon, port = netloc.rpartition(":") if not netloc.endswith("]") else (netloc, "", "")
+    if not colon:
+        return netloc
+    if not port.isdigit():
+        return None
+    if port in ((_DEFAULT_PORTS[scheme],) if scheme in _DEFAULT_PORTS else _DEFAULT_PORTS.values()):
+        return host
+    return f"{host}:{int(port)}"
+
+
+def _origin_host(origin: str) -> str | None:
+    try:
+        parts = urlsplit(origin.strip())
+    except ValueError:
+        return None
+    if parts.scheme not in _DEFAULT_PORTS or parts.path or parts.query or parts.fragment:
+        return None
+    return _host(parts.netloc, parts.scheme)
+
+
+def own_hosts(request: Request, settings: Settings) -> set[str]:
+    """The names this app is reached by: the request's Host (and a proxy's X-Forwarded-Host), and the host
+    of the configured public address (``report_base_url``)."""
+    names = [request.headers.get("host", ""), request.headers.get("x-forwarded-host", "").split(",")[0]]
+    public = urlsplit(settings.report_base_url)
+    hosts = {_host(n, None) for n in names if n} | {_host(public.netloc, public.scheme)}
+    return {h for h in hosts if h}
+
+
+def _foreign() -> PageError:
+    return PageError(403, "请求来源无效",
+                     "这个修改请求不是从机会雷达自己的页面发出的（可能来自其它网站），已拒绝。请在机会雷达的页面上重新操作。")
+
+
+def check_same_origin(request: Request, settings: Settings) -> None:
+    """Refuse a write that a browser says came from another site (Sec-Fetch-Site) or another origin (Origin).
+
+    ``Origin: null`` says nothing either way: the pages' own forms send it (their referrer policy is
+    ``no-referrer``, which keeps link signatures from leaking, and makes browsers hide the origin of a POST),
+    and so can any page that wants to hide where it is. Then ``Sec-Fetch-Site`` decides (every current
+    browser sends it), and without it, the token.
+    """
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site.strip().lower() not in ("same-origin", "none"):
+        raise _foreign()
+    origin = request.headers.get("origin")
+    if origin is not None and origin.strip() != "null" and _origin_host(origin) not in own_hosts(request, settings):
+        raise _foreign()
