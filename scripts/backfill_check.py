@@ -37,13 +37,13 @@ if str(REPO) not in sys.path:
 
 from include.radar import DAG_ID, db  # noqa: E402
 from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
-from scripts.local_airflow import airflow, metadata, standin_env, start, stop, wait_for  # noqa: E402
+from scripts.local_airflow import airflow, metadata, port_from, standin_env, start, stop, wait_for  # noqa: E402
 from tests.slotrun import article  # noqa: E402
 from tests.test_backfill import DAYS, PUBLISHED, SLOTS, _respond  # noqa: E402
 
 RADAR_DB = "radar_backfill_check"
 OUT = REPO / ".local" / "backfill-check"
-PORT = int(os.environ.get("RADAR_BACKFILL_PORT", "18796"))
+PORT = port_from("RADAR_BACKFILL_PORT")
 
 
 def readme_command() -> list[str]:

@@ -40,12 +40,12 @@ if str(REPO) not in sys.path:
 from include.radar import DAG_ID, db  # noqa: E402
 from include.radar.settings import Settings  # noqa: E402
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
-from scripts.local_airflow import airflow, metadata, slots_now, standin_env, start, stop, wait_for  # noqa: E402
+from scripts.local_airflow import airflow, metadata, port_from, slots_now, standin_env, start, stop, wait_for  # noqa: E402
 from tests.slotrun import answer  # noqa: E402
 
 BENCH_DB = "radar_bench_slot"
 OUT = REPO / ".local" / "bench-slot"
-PORT = int(os.environ.get("RADAR_BENCH_PORT", "18794"))
+PORT = port_from("RADAR_BENCH_PORT")
 
 
 class Sampler(threading.Thread):

@@ -37,12 +37,12 @@ if str(REPO) not in sys.path:
 
 from include.radar import DAG_ID, db  # noqa: E402
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
-from scripts.local_airflow import airflow, metadata, slots_now, standin_env, start, stop, wait_for  # noqa: E402
+from scripts.local_airflow import airflow, metadata, port_from, slots_now, standin_env, start, stop, wait_for  # noqa: E402
 from tests.slotrun import answer  # noqa: E402
 
 RADAR_DB = "radar_celery"
 OUT = REPO / ".local" / "celery"
-PORT = int(os.environ.get("RADAR_CELERY_PORT", "18795"))
+PORT = port_from("RADAR_CELERY_PORT")
 ARTICLES = 20
 WORKERS = ("worker-1", "worker-2")
 # the settings docker-compose.yaml gives its workers (tests/test_deploy.py holds them equal)

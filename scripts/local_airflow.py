@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from datetime import datetime, timedelta
@@ -18,9 +19,25 @@ from psycopg.rows import dict_row
 from include.radar.slots import SHANGHAI
 
 
+def free_port() -> int:
+    """A TCP port nothing listens on now: two of these scripts (or two checkouts) running at once must not
+    reach each other's api-server or log servers."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def port_from(variable: str) -> int:
+    """The port named by ``variable`` in the environment, else a free one."""
+    return int(os.environ.get(variable) or 0) or free_port()
+
+
 def standin_env(port: int, werss_at: str, deepseek_at: str, sink_at: str, api_key: str) -> dict[str, str]:
-    """The environment of an Airflow on ``port`` whose connections point at the stand-ins (include/radar_demo/fakes.py)."""
+    """The environment of an Airflow on ``port`` whose connections point at the stand-ins (include/radar_demo/fakes.py),
+    its log servers on free ports too (Airflow's defaults, 8793 and 8794, are shared by every Airflow here)."""
     return {
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": f"http://localhost:{port}",
         "AIRFLOW_VAR_RADAR_REPORT_BASE_URL": f"http://localhost:{port}/radar",
