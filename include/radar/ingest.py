@@ -21,8 +21,10 @@ from include.radar.werss_rows import ArticleRow, RowRejected, account_row, artic
 
 log = logging.getLogger(__name__)
 
-# an article whose body WeRSS has not fetched yet is checked at the next slot, then 6 h later, then daily
-BODY_RECHECK = (timedelta(0), timedelta(hours=6), timedelta(hours=24))
+# an article whose body WeRSS has not fetched yet is checked again at every slot for the first 24 hours after
+# it was first seen (WeRSS fetches bodies within hours), then 6 hours later, then daily
+BODY_EVERY_SLOT = timedelta(hours=24)
+BODY_RECHECK_LATER = (timedelta(hours=6), timedelta(hours=24))
 # a slot keeps at most this many warning lines (the counters keep counting)
 MAX_WARNINGS = 50
 
@@ -169,9 +171,18 @@ def db_token_cache(connect: Callable[[], Any], key: str) -> tuple[Callable[[], T
     return load, save
 
 
-def next_body_check(checks: int, now: datetime) -> datetime:
-    """When an article still without a body is checked again, after ``checks`` checks found none."""
-    return now + BODY_RECHECK[min(max(checks, 1), len(BODY_RECHECK)) - 1]
+def next_body_check(first_seen: datetime, now: datetime) -> datetime:
+    """When an article first seen at ``first_seen``, still without a body at ``now``, is checked again.
+
+    At the next slot (due at once) while it is younger than 24 hours: one detail call per slot, so a body
+    WeRSS fetched at 15:00 for an article first seen at 12:00 is analysed at 18:00. Then the checks back off:
+    the check that ends its first day is followed by one 6 hours later, and that by one a day.
+    """
+    age = now - first_seen
+    if age < BODY_EVERY_SLOT:
+        return now
+    later = BODY_RECHECK_LATER[0] if age < BODY_EVERY_SLOT + BODY_RECHECK_LATER[0] else BODY_RECHECK_LATER[1]
+    return now + later
 
 
 def ingest_slot(
@@ -387,11 +398,12 @@ def _store_article(
         "last_error": last_error,
         "slot_run_id": slot_run_id,
         "body_checks": 1,
-        "next_body_check_at": next_body_check(1, now) if body_status == store.BODY_WAITING else None,
+        "first_seen_at": now,
+        "next_body_check_at": next_body_check(now, now) if body_status == store.BODY_WAITING else None,
     }
     with connect() as conn:
         if was_waiting:
-            filled = store.fill_waiting_body(conn, meta.id, item, next_check=lambda checks: next_body_check(checks, now))
+            filled = store.fill_waiting_body(conn, meta.id, item, next_check=lambda seen: next_body_check(seen, now))
             if body_status == store.BODY_WAITING:
                 summary.waiting += 1
                 if account_id is not None:

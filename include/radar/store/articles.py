@@ -125,14 +125,15 @@ def insert_content_item(conn: psycopg.Connection, item: dict[str, Any]) -> int |
         """
         INSERT INTO content_item (external_id, account_id, mp_id, title, url, published_at, raw_html_size,
                                   clean_text, content_hash, body_status, last_error, first_slot_run_id,
-                                  body_checks, next_body_check_at, search_tsv)
+                                  body_checks, next_body_check_at, first_seen_at, search_tsv)
         VALUES (%(external_id)s, %(account_id)s, %(mp_id)s, %(title)s, %(url)s, %(published_at)s,
                 %(raw_html_size)s, %(clean_text)s, %(content_hash)s, %(body_status)s, %(last_error)s,
-                %(slot_run_id)s, %(body_checks)s, %(next_body_check_at)s, array_to_tsvector(%(lexemes)s::text[]))
+                %(slot_run_id)s, %(body_checks)s, %(next_body_check_at)s, COALESCE(%(first_seen_at)s, now()),
+                array_to_tsvector(%(lexemes)s::text[]))
         ON CONFLICT ON CONSTRAINT content_item_external_id_key DO NOTHING
         RETURNING id
         """,
-        {"body_checks": 0, "next_body_check_at": None, **item,
+        {"body_checks": 0, "next_body_check_at": None, "first_seen_at": None, **item,
          "lexemes": search.lexemes(item.get("title") or "", item.get("clean_text") or "")},
     ).fetchone()
     return None if row is None else row["id"]
@@ -143,7 +144,7 @@ def fill_waiting_body(
 ) -> Row | None:
     """Another check of an article stored while WeRSS had no body: it gets its body, or its next check.
 
-    ``next_check(checks)`` says when an article still without a body after ``checks`` checks is due again.
+    ``next_check(first_seen)`` says when an article first seen then, still without a body, is due again.
     Returns the row's ``body_status``, ``body_checks`` and ``next_body_check_at``; None when the article
     was not waiting (another run filled it first).
     """
@@ -154,14 +155,14 @@ def fill_waiting_body(
                title = %(title)s, body_checks = body_checks + 1, updated_at = now(),
                search_tsv = array_to_tsvector(%(lexemes)s::text[])
         WHERE external_id = %(external_id)s AND body_status = 0
-        RETURNING id, body_status, body_checks
+        RETURNING id, body_status, body_checks, first_seen_at
         """,
         {**item, "external_id": external_id,
          "lexemes": search.lexemes(item.get("title") or "", item.get("clean_text") or "")},
     ).fetchone()
     if row is None:
         return None
-    due = next_check(row["body_checks"]) if row["body_status"] == BODY_WAITING else None
+    due = next_check(row["first_seen_at"]) if row["body_status"] == BODY_WAITING else None
     conn.execute("UPDATE content_item SET next_body_check_at = %s WHERE id = %s", (due, row["id"]))
     return {**row, "next_body_check_at": due}
 
