@@ -24,6 +24,24 @@ from werkzeug.wrappers import Request, Response
 
 CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'</p>"
 
+# WeChat's own pages as WeRSS saved them in place of an article's body (include/radar/body_check.py has the
+# sources). The verification page: ``content`` is the page's text as older WeRSS stored it (issue #149:
+# 「环境异常 当前环境异常，完成验证后即可继续访问。 去验证」), ``content_html`` the page's markup (a weui message:
+# title, notice, a 「去验证」 button).
+VERIFICATION_TEXT = "环境异常\n当前环境异常，完成验证后即可继续访问。\n去验证"
+VERIFICATION_HTML = (
+    '<div class="weui-msg"><div class="weui-msg__icon-area"><i class="weui-icon-warn weui-icon_msg"></i></div>'
+    '<div class="weui-msg__text-area"><h2 class="weui-msg__title">环境异常</h2>'
+    '<p class="weui-msg__desc">当前环境异常，完成验证后即可继续访问。</p></div>'
+    '<div class="weui-msg__opr-area"><p class="weui-btn-area">'
+    '<a class="weui-btn weui-btn_primary" id="js_verify" href="javascript:;">去验证</a></p></div></div>'
+)
+# a deleted and a blocked article's page, as older WeRSS saved them (newer ones answer 404 40401 instead)
+DELETED_HTML = ('<div class="weui-msg"><div class="weui-msg__text-area"><h2 class="weui-msg__title">'
+                "该内容已被发布者删除</h2></div></div>")
+BLOCKED_HTML = ('<div class="weui-msg"><div class="weui-msg__text-area"><h2 class="weui-msg__title">'
+                "此内容因违规无法查看</h2><p>根据相关法律法规和政策，此内容无法查看。</p><p>查看对应规则</p></div></div>")
+
 
 def _json(body: Any, status: int = 200) -> Response:
     # ASCII escapes, so that a hostile test string (a lone surrogate) travels as JSON does on the wire
@@ -82,13 +100,13 @@ class FakeArticle:
 
     def body(self, now: int) -> tuple[str, str]:
         """(content, content_html) as WeRSS would answer at ``now``."""
-        html = self.content_html
-        if self.body_after is not None and now >= self.body_after:
-            html = self.late_content_html
-        if not html:
+        late = self.body_after is not None and now >= self.body_after
+        html = self.late_content_html if late else self.content_html
+        if not html and (late or self.content is None):
             return CONVERSION_ERROR, ""
-        simplified = self.content if self.content is not None else re.sub(r"<img[^>]*>", '<img alt="图片">', html)
-        return simplified, html
+        if self.content is not None and not late:
+            return self.content, html
+        return re.sub(r"<img[^>]*>", '<img alt="图片">', html), html
 
 
 @dataclass

@@ -56,6 +56,7 @@ from include.radar.store.articles import (  # noqa: F401
     record_account_check,
     record_account_skips,
     record_body_missing,
+    record_body_problem,
     silent_accounts,
     upsert_account,
 )

@@ -74,6 +74,24 @@ def record_body_missing(conn: psycopg.Connection, account_id: int) -> None:
     )
 
 
+# the account's counter of each kind of body_check verdict
+BODY_PROBLEM_COLUMNS = {"verification": "bodies_verification", "incomplete": "bodies_incomplete", "gone": "bodies_gone"}
+
+
+def record_body_problem(conn: psycopg.Connection, account_id: int, kind: str, reason: str) -> None:
+    """One more body of this account that was WeChat's verification page, cut, or a deleted article's page
+    (``kind``, body_check's verdict): counted by kind, the last reason and when kept."""
+    column = BODY_PROBLEM_COLUMNS[kind]
+    conn.execute(
+        f"""
+        UPDATE wechat_account SET {column} = {column} + 1, last_body_problem = %s, last_body_problem_at = now(),
+               updated_at = now()
+        WHERE id = %s
+        """,
+        (redact.scrub(reason)[:500], account_id),
+    )
+
+
 def accounts(conn: psycopg.Connection) -> list[Row]:
     return conn.execute("SELECT * FROM wechat_account ORDER BY name, mp_id").fetchall()
 
