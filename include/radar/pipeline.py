@@ -335,6 +335,7 @@ def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
         watch.werss_outcome(rt, slot, summary, failed=str(exc))
         raise
     watch.werss_outcome(rt, slot, summary, failed=None)
+    watch.wechat_login(rt, slot, client)
     watch.silent_accounts(rt, slot, _key(slot).scheduled_at)
     return summary.as_xcom()
 

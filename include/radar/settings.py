@@ -115,6 +115,8 @@ class Settings(BaseModel):
     werss_page_size: int = Field(100, ge=1, le=100)
     # an account's listing stops after this many pages (a WeRSS that ignores offset cannot loop forever)
     werss_max_pages: int = Field(20, ge=1, le=1000)
+    # warn the operator this many hours before WeRSS's WeChat login lapses (when WeRSS reports it); 0 = no warning
+    wechat_login_warn_hours: float = Field(24, ge=0, le=240)
     report_base_url: str = "http://localhost:8080/radar"
     # HMAC secret of the signed links in pushes; without it links need an Airflow login
     link_secret: SecretStr | None = None

@@ -5,6 +5,20 @@ serves them with werkzeug's own server. They follow ../shared/reference/external
 envelopes and error bodies (406/202 ``detail``, 401 ``Could not validate credentials``), its default page
 size of 5, its form-encoded login; DeepSeek's ``reasoning_content`` beside ``content`` and usage with
 cache-hit tokens.
+
+WeRSS's WeChat login, as read in its source (github.com/rachelos/we-mp-rss: ``apis/sys_info.py``,
+``driver/success.py``, ``driver/auth_state.py``, ``driver/token.py``, ``driver/cookies.py``, ``driver/wx.py``):
+``GET /api/v1/wx/sys/info`` answers, beside the host's facts, ``data.wx = {"token", "expiry_time", "info",
+"login"}``. ``login`` is ``getStatus()``: true after a QR scan until the stored expiry passes (since PR #437
+it compares ``info.expiry.expiry_timestamp`` with the clock and flips to false); ``expiry_time`` is
+``"%Y-%m-%d %H:%M:%S"`` in WeRSS's local time, "" when not logged in; ``info`` is the stored login, ``{"token",
+"cookie", "fingerprint", "expiry": {"expiry_timestamp", "remaining_seconds", "expiry_time"}, "ext_data"}``
+(null before the first scan), kept after it lapses. ``remaining_seconds`` is the snapshot taken at the scan.
+The route takes a login token or AK/SK in current WeRSS (``get_current_user_or_ak``), a login token only in
+older ones, and versions before the ``wx`` block answer without it. ``GET /api/v1/wx/auth/qr/status`` (login
+token only) says ``{"login_status", "qr_code"}`` of the scan in progress, not the expiry: the radar does not
+use it. The fake's switches: ``wechat_login`` (None: a WeRSS without the ``wx`` block), ``wechat_expires_at``,
+``sys_info_takes_keys``.
 """
 
 from __future__ import annotations
@@ -18,10 +32,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
+SHANGHAI = ZoneInfo("Asia/Shanghai")  # WeRSS's TZ in our compose file: its local-time texts are in it
 CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'</p>"
 
 # WeChat's own pages as WeRSS saved them in place of an article's body (include/radar/body_check.py has the
@@ -132,6 +148,12 @@ class FakeWeRSS:
     ignore_offset: bool = False
     endless_accounts: set[str] = field(default_factory=set)
     trickle_seconds_per_byte: float = 0.0  # > 0: every answer's body drips out one byte at a time
+    # WeRSS's own WeChat login (sys/info's wx block): scanned or not (None: a WeRSS without the block), and
+    # when it lapses (epoch seconds; None: always three days ahead of the fake's clock and of the wall clock,
+    # which the radar's steps read, so a test on a fixed date never sees it lapse)
+    wechat_login: bool | None = True
+    wechat_expires_at: int | None = None
+    sys_info_takes_keys: bool = True  # False: an older WeRSS whose sys/info takes a login token only
 
     def __post_init__(self) -> None:
         self.tokens: dict[str, int] = {}  # token -> expiry
@@ -187,6 +209,8 @@ class FakeWeRSS:
             return _ok({"list": self.accounts[offset: offset + limit], "total": len(self.accounts)})
         if path == "/api/v1/wx/articles":
             return self._list(request)
+        if path == "/api/v1/wx/sys/info":
+            return self._sys_info(request)
         match = re.fullmatch(r"/api/v1/wx/articles/([^/]+)", path)
         if match:
             return self._detail(match.group(1))
@@ -226,6 +250,31 @@ class FakeWeRSS:
         if offset == 0:
             rows += self.extra_rows.get(mp_id, [])
         return _raw_ok(f'{{"list": [{", ".join(rows)}], "total": {len(matching)}}}')
+
+    def _sys_info(self, request: Request) -> Response:
+        if request.headers.get("Authorization", "").startswith("AK-SK ") and not self.sys_info_takes_keys:
+            return _json({"detail": "Could not validate credentials"}, 401)
+        now = self.now()
+        data: dict[str, Any] = {
+            "os": {"name": "Linux", "version": "#1 SMP", "docker_version": "1.4.9", "release": "6.1.0"},
+            "python_version": "3.11.9", "uptime": 86400.0,
+            "system": {"node": "werss", "machine": "x86_64", "processor": ""},
+            "api_version": "1.0.0", "core_version": "1.4.9", "latest_version": "1.4.9", "need_update": False,
+            "article": {"all_count": len(self.articles)}, "queue": {"size": 0},
+        }
+        if self.wechat_login is not None:
+            ahead = max(now, int(time.time())) + 3 * 24 * 3600
+            expires = self.wechat_expires_at if self.wechat_expires_at is not None else ahead
+            logged_in = self.wechat_login and expires > now  # getStatus() checks the expiry since PR #437
+            local = datetime.fromtimestamp(expires, SHANGHAI).strftime("%Y-%m-%d %H:%M:%S")
+            info = {  # the stored login: the WeChat session's token and cookie are in it
+                "token": "1234567890", "cookie": "slave_sid=WECHAT_SESSION_SECRET; slave_user=gh_0123456789ab",
+                "fingerprint": "fp0123456789", "ext_data": {"wx_app_name": "雷达测试号"},
+                "expiry": {"expiry_timestamp": expires, "remaining_seconds": 4 * 24 * 3600, "expiry_time": local},
+            } if self.wechat_login else None
+            data["wx"] = {"token": "1234567890" if self.wechat_login else "", "expiry_time": local if logged_in else "",
+                          "info": info, "login": logged_in}
+        return _ok(data)
 
     def _detail(self, article_id: str) -> Response:
         self.detail_calls[article_id] = self.detail_calls.get(article_id, 0) + 1
