@@ -230,6 +230,8 @@ def _ingest(
 ) -> None:
     account_rows = _accounts(connect, client, summary)
     summary.accounts = len(account_rows)
+    with connect() as conn:  # active on the slot's day (coverage.py)
+        store.record_accounts_listed(conn, [a["id"] for a in account_rows.values()], key.run_date)
 
     metas: dict[str, ArticleRow] = {}
     per_account: dict[str, list[ArticleRow]] = {}
@@ -310,6 +312,7 @@ def _ingest(
             new_by_account[meta.mp_id] = new_by_account.get(meta.mp_id, 0) + 1
 
     with connect() as conn:
+        store.record_accounts_read(conn, [account_rows[mp_id]["id"] for mp_id in per_account], key.run_date)
         for mp_id, found_metas in per_account.items():
             store.record_account_check(
                 conn, account_rows[mp_id]["id"], hits=1 if new_by_account.get(mp_id) else 0,

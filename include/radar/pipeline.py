@@ -649,6 +649,7 @@ def _push_daily(rt: Runtime, day: date, slot: dict[str, Any], *, late: bool, non
              + (f"，待分析 {stats['pending']} 篇" if stats.get("pending") else "")]
     if stats.get("budget_deferred"):
         lines.append(f"今日 LLM 预算用尽，{stats['budget_deferred']} 篇顺延到次日分析")
+    lines += decide.coverage_line(stats)
     lines += decide.top_lines(report["digest_json"])
     lines += decide.daily_notes(built=report["status"] != store.REPORT_FAILED,
                                 partial=report["status"] == store.REPORT_PARTIAL, digest_json=report["digest_json"])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 import psycopg
@@ -94,6 +94,55 @@ def record_body_problem(conn: psycopg.Connection, account_id: int, kind: str, re
 
 def accounts(conn: psycopg.Connection) -> list[Row]:
     return conn.execute("SELECT * FROM wechat_account ORDER BY name, mp_id").fetchall()
+
+
+def record_accounts_listed(conn: psycopg.Connection, account_ids: list[int], day: date) -> None:
+    """WeRSS's account list named these accounts at a slot of ``day`` (its Shanghai date): active that day."""
+    conn.execute(
+        """
+        INSERT INTO account_day (account_id, day, listed_at)
+        SELECT unnest(%s::bigint[]), %s, now()
+        ON CONFLICT (account_id, day) DO UPDATE SET listed_at = now()
+        """,
+        (account_ids, day),
+    )
+
+
+def record_accounts_read(conn: psycopg.Connection, account_ids: list[int], day: date) -> None:
+    """These accounts' article lists were read at a slot of ``day``."""
+    conn.execute(
+        """
+        INSERT INTO account_day (account_id, day, listed_at, read_at)
+        SELECT unnest(%s::bigint[]), %s, now(), now()
+        ON CONFLICT (account_id, day) DO UPDATE SET read_at = now()
+        """,
+        (account_ids, day),
+    )
+
+
+def accounts_of_day(conn: psycopg.Connection, day: date) -> list[Row]:
+    """The accounts WeRSS named on ``day``: ``id``, ``mp_id``, ``name``, ``read`` (its article list was read)."""
+    return conn.execute(
+        """
+        SELECT a.id, a.mp_id, a.name, d.read_at IS NOT NULL AS read
+        FROM account_day d JOIN wechat_account a ON a.id = d.account_id
+        WHERE d.day = %s ORDER BY a.name, a.mp_id
+        """,
+        (day,),
+    ).fetchall()
+
+
+def accounts_listed_between(conn: psycopg.Connection, first: date, last: date) -> list[Row]:
+    """The accounts WeRSS named on any day from ``first`` to ``last``, none of them read (``read`` false)."""
+    return conn.execute(
+        """
+        SELECT a.id, a.mp_id, a.name, false AS read
+        FROM wechat_account a
+        WHERE EXISTS (SELECT 1 FROM account_day d WHERE d.account_id = a.id AND d.day BETWEEN %s AND %s)
+        ORDER BY a.name, a.mp_id
+        """,
+        (first, last),
+    ).fetchall()
 
 
 def silent_accounts(conn: psycopg.Connection, at: datetime, factor: float, *, history_days: int = 90,

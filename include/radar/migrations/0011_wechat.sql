@@ -1,6 +1,9 @@
--- Issue 24 §7-8: WeChat's own failure modes. An article first seen without its body is rechecked at every
--- slot for its first 24 hours after it was first seen (then 6 h later, then daily), so the moment it was
--- first seen is kept; rows stored before this migration count from when they were stored.
+-- Issue 24 §7-8: WeChat's own failure modes (a body still to come, WeChat's pages instead of a body, the share of
+-- the accounts a day covered).
+--
+-- An article first seen without its body is rechecked at every slot for its first 24 hours after it was first
+-- seen (then 6 h later, then daily), so the moment it was first seen is kept; rows stored before this migration
+-- count from when they were stored.
 ALTER TABLE content_item ADD COLUMN first_seen_at timestamptz;
 UPDATE content_item SET first_seen_at = created_at;
 ALTER TABLE content_item ALTER COLUMN first_seen_at SET DEFAULT now(), ALTER COLUMN first_seen_at SET NOT NULL;
@@ -29,3 +32,14 @@ WHERE body_status = 1 AND analyzed_status IN (0, 3) AND char_length(clean_text) 
         replace(replace(replace(replace(clean_text, '当前环境异常', ''), '完成验证后即可继续访问', ''), '环境异常', ''),
                 '去验证', ''),
         '[[:space:][:punct:]，。！？、：；“”「」]', '', 'g')) <= 40;
+
+-- Which accounts a day covered (include/radar/coverage.py): the accounts WeRSS's account list named at a slot
+-- of the day (the slot's Shanghai date), and whether their article list was read at one.
+CREATE TABLE account_day (
+    account_id bigint NOT NULL REFERENCES wechat_account (id),
+    day        date NOT NULL,
+    listed_at  timestamptz NOT NULL,
+    read_at    timestamptz,
+    PRIMARY KEY (account_id, day)
+);
+CREATE INDEX account_day_day_idx ON account_day (day);
