@@ -79,6 +79,7 @@ def test_a_body_far_shorter_than_its_digest_is_cut_unless_the_article_is_made_of
 def test_well_formed_articles_images_and_closing_lines_are_not_flagged():
     assert verdict(f'<div id="js_content">{ARTICLE_TEXT}</div>') is None
     assert verdict('<div id="js_content"><p><img src="a.png"></p></div>') is None  # images only: not cut
+    assert verdict('<div id="js_content"><iframe class="video_iframe" data-src="v"></iframe></div>') is None
     # a well-formed body that ends without punctuation (an editor's line) is whole
     assert verdict('<div id="js_content"><section><p>正文。</p><p>编辑：张三</p></section></div>') is None
 
@@ -175,7 +176,8 @@ def test_a_cut_body_waits_and_each_check_is_counted_on_the_account_and_shown(fak
 
 def test_the_migration_puts_stored_verification_pages_back_to_waiting(db_url):
     sql = Path("include/radar/migrations/0011_wechat.sql").read_text()
-    update = sql[sql.index("UPDATE content_item\nSET body_status = 0"):]
+    start = sql.index("UPDATE content_item\nSET body_status = 0")
+    update = sql[start: sql.index(";\n", start) + 1]  # the statement, up to the ";" that ends its line
     with db.connect() as conn:
         conn.execute("INSERT INTO content_item (external_id, title, published_at, clean_text, body_status) VALUES "
                      "('v', 'v', now(), %s, 1), ('q', 'q', now(), %s, 1)",

@@ -90,6 +90,17 @@ def test_an_older_werss_whose_sys_info_refuses_keys_does_not_fail_the_ingest(fak
     assert client.wechat_login().reported
 
 
+def test_a_failing_sys_info_is_asked_once_per_slot_and_fails_nothing(fakes):
+    _setup(fakes, SLOT + timedelta(days=2))
+    fakes.werss.sys_info_status = 503
+    result = _slot(fakes, SLOT)
+    assert fakes.werss.sys_info_calls == 1  # no retry (the connection allows 2): the next slot asks again
+    assert result["closed"]["status"] == "success" and _state() == {}
+    fakes.werss.sys_info_status = None
+    _slot(fakes, shanghai(2026, 1, 8, 14))
+    assert _state()["logged_in"] is True
+
+
 # ------------------------------------------------------------------------------------------- the alerts
 
 

@@ -122,8 +122,8 @@ def check(html: str, text: str, *, images: int = 0, description: str | None = No
         if _page(key, UNAVAILABLE_PHRASES, tuple((p,) for p in UNAVAILABLE_PHRASES)):
             return Verdict(INCOMPLETE, "WeChat shows the article as unavailable for now (暂时无法查看 / 审核中)", True)
     if not text.strip():
-        if images:
-            return None  # an article of images: cleaning says so (no text)
+        if images or _MEDIA_RE.search(html):
+            return None  # an article of images or a video: cleaning says so (no text)
         return Verdict(INCOMPLETE, "only WeChat's page chrome, no article text (the body was not loaded)", True)
     if _ends_inside_a_tag(html) or (_open_containers(html) >= 2 and text.rstrip()[-1:] not in _TERMINAL):
         return Verdict(INCOMPLETE, "the body is cut: its markup ends mid-way", True)

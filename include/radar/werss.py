@@ -243,13 +243,15 @@ class WeRSSClient:
 
     # -------------------------------------------------------------------------------------- requests
 
-    def _send(self, method: str, path: str, *, authenticated: bool = True, **kwargs: Any) -> Reply:
+    def _send(self, method: str, path: str, *, authenticated: bool = True, retries: int | None = None,
+              **kwargs: Any) -> Reply:
         """One logical call: retries with backoff on connection errors, timeouts, 5xx and 429 only.
 
         Each attempt is bounded as a whole (``timeout``, and what is left before ``deadline``); a retry
         is not started, nor slept for, past the deadline.
         """
         url = self.base_url + path
+        retries = self.max_retries if retries is None else retries
         attempt = 0
         while True:
             budget = self._attempt_budget()
@@ -259,11 +261,11 @@ class WeRSSClient:
                     response = self.http.request(method, url, headers=headers, **kwargs)
                 reply = Reply(response.status_code, _decode(response.content))
             except httpx2.TransportError as exc:
-                if attempt >= self.max_retries:
+                if attempt >= retries:
                     raise WeRSSError(f"WeRSS unreachable at {self.base_url}: {_transport_error(exc, budget)}") from None
                 error = _transport_error(exc, budget)
             else:
-                if reply.status_code not in RETRY_STATUSES or attempt >= self.max_retries:
+                if reply.status_code not in RETRY_STATUSES or attempt >= retries:
                     return reply
                 error = f"HTTP {reply.status_code}"
             attempt += 1
@@ -271,7 +273,7 @@ class WeRSSClient:
             if self.deadline is not None and time.monotonic() + delay + MIN_ATTEMPT_SECONDS > self.deadline:
                 raise WeRSSDeadline(f"WeRSS {method} {path} failed ({error}) and the step's deadline leaves no time to retry")
             log.warning("WeRSS %s %s failed (%s); retry %d/%d in %.1fs", method, path, error, attempt,
-                        self.max_retries, delay)
+                        retries, delay)
             time.sleep(delay)
 
     def _attempt_budget(self) -> float:
@@ -282,13 +284,13 @@ class WeRSSClient:
             raise WeRSSDeadline("the step's deadline passed: no further WeRSS request is started")
         return min(self.timeout, left)
 
-    def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+    def _get(self, path: str, params: dict[str, Any] | None = None, *, retries: int | None = None) -> Any:
         """GET with the credentials; on a 401 log in again once (a refresh cannot revive an expired token)."""
-        response = self._send("GET", path, params=params)
+        response = self._send("GET", path, params=params, retries=retries)
         if response.status_code == 401 and not self.uses_keys:
             log.info("WeRSS token rejected (%s); logging in again", _message(response))
             self._token = self.login()
-            response = self._send("GET", path, params=params)
+            response = self._send("GET", path, params=params, retries=retries)
         if response.status_code == 401:
             raise WeRSSAuthError(
                 f"WeRSS rejected the credentials ({_message(response)}): check the werss_default connection",
@@ -344,9 +346,10 @@ class WeRSSClient:
 
     def wechat_login(self) -> WeChatLogin:
         """WeRSS's WeChat login (``sys/info``). A WeRSS whose ``sys/info`` refuses AK/SK (it took only a login
-        token before it took AK/SK) or has no such route does not report it; other failures raise."""
+        token before it took AK/SK) or has no such route does not report it; other failures raise. One attempt,
+        no retry: it is asked again at the next slot, so a slow WeRSS costs the slot one timeout at most."""
         try:
-            data = self._get(f"{PREFIX}/sys/info")
+            data = self._get(f"{PREFIX}/sys/info", retries=0)
         except WeRSSNotFound:
             return WeChatLogin(False, note="this WeRSS has no sys/info")
         except WeRSSAuthError:

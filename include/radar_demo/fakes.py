@@ -154,6 +154,7 @@ class FakeWeRSS:
     wechat_login: bool | None = True
     wechat_expires_at: int | None = None
     sys_info_takes_keys: bool = True  # False: an older WeRSS whose sys/info takes a login token only
+    sys_info_status: int | None = None  # answer sys/info with this HTTP status (an error body) instead
 
     def __post_init__(self) -> None:
         self.tokens: dict[str, int] = {}  # token -> expiry
@@ -161,6 +162,7 @@ class FakeWeRSS:
         self.failed_logins = 0
         self.detail_calls: dict[str, int] = {}
         self.list_calls: list[dict[str, str]] = []
+        self.sys_info_calls = 0
         self.lock = threading.Lock()
 
     # ----------------------------------------------------------------------------------------- helpers
@@ -252,8 +254,11 @@ class FakeWeRSS:
         return _raw_ok(f'{{"list": [{", ".join(rows)}], "total": {len(matching)}}}')
 
     def _sys_info(self, request: Request) -> Response:
+        self.sys_info_calls += 1
         if request.headers.get("Authorization", "").startswith("AK-SK ") and not self.sys_info_takes_keys:
             return _json({"detail": "Could not validate credentials"}, 401)
+        if self.sys_info_status is not None:
+            return _json({"detail": {"code": 50001, "message": "获取系统信息失败"}}, self.sys_info_status)
         now = self.now()
         data: dict[str, Any] = {
             "os": {"name": "Linux", "version": "#1 SMP", "docker_version": "1.4.9", "release": "6.1.0"},
