@@ -199,3 +199,14 @@ def test_plausible_publish_times_in_seconds_milliseconds_or_digits_are_accepted(
     seconds = int((SLOT - timedelta(hours=1)).timestamp())
     for value in (seconds, seconds * 1000, str(seconds), float(seconds)):
         assert article_row({"id": "1-1", "publish_time": value}, mp_id="MP_WXS_1", now=SLOT).publish_time == seconds
+
+
+def test_a_body_with_one_endless_word_is_stored_and_the_ingest_goes_on(fakes):
+    """PostgreSQL refuses a search lexeme over 2047 bytes: the word is left out of the index, never the article."""
+    fakes.werss.accounts = GOOD[:1]
+    fakes.werss.articles = [article(1, SLOT - timedelta(hours=1), body=f"<p>{'a' * 29_000}</p><p>订单同比增长。</p>"),
+                            article(2, SLOT - timedelta(hours=2))]
+    slot, summary = _ingest(fakes)
+    assert summary["new"] == 2
+    rows = _rows("SELECT external_id, body_status FROM content_item ORDER BY external_id")
+    assert [(r["external_id"], r["body_status"]) for r in rows] == [("1-1", store.BODY_READY), ("1-2", store.BODY_READY)]
