@@ -194,3 +194,37 @@ def test_rerun_after_werss_recovers_closes_the_slot_as_success(fakes):
     with db.connect() as conn:
         row = conn.execute("SELECT status, attempts, new_count FROM slot_run").fetchone()
     assert (row["status"], row["attempts"], row["new_count"]) == (1, 2, 1)
+
+
+def test_a_body_werss_fetched_by_15_00_for_an_article_first_seen_at_12_00_is_analysed_at_18_00(fakes):
+    """Issue 24 §7: a waiting article is rechecked at every slot for its first 24 hours (one detail call
+    each), so a body WeRSS has at 15:00 is analysed by the 18:00 slot, not left until 22:00."""
+    import time_machine
+
+    from tests.slotrun import answer
+
+    fakes.werss.accounts = ACCOUNTS[:1]
+    waiting = article(1, shanghai(2026, 1, 8, 11, 40), body="")
+    waiting.body_after = int(shanghai(2026, 1, 8, 15).timestamp())
+    waiting.late_content_html = article(1, SLOT).content_html
+    fakes.werss.articles = [waiting]
+    fakes.deepseek.responder = lambda body: answer(72)
+    for hour in (12, 14, 18):
+        when = shanghai(2026, 1, 8, hour)
+        fakes.at(when)
+        with time_machine.travel(when + timedelta(minutes=1), tick=True):
+            run_slot(when)
+    assert fakes.werss.detail_calls["1-1"] == 3  # 12:00 (no body), 14:00 (no body yet), 18:00 (the body)
+    with db.connect() as conn:
+        row = conn.execute(
+            "SELECT s.slot FROM analysis_result a JOIN slot_run s ON s.id = a.slot_run_id"
+        ).fetchone()
+    assert row is not None and row["slot"] == "18:00"
+
+
+@pytest.mark.parametrize(("age_hours", "wait_hours"), [(0, 0), (5, 0), (23.9, 0), (24, 6), (29.9, 6), (30, 24), (60, 24)])
+def test_a_waiting_body_is_due_every_slot_for_a_day_then_after_6h_then_daily(age_hours, wait_hours):
+    from include.radar.ingest import next_body_check
+
+    now = SLOT + timedelta(hours=age_hours)
+    assert next_body_check(SLOT, now) == now + timedelta(hours=wait_hours)

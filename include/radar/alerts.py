@@ -36,6 +36,10 @@ class Cause:
 CAUSES: dict[str, Cause] = {
     "werss_auth": Cause(
         "WeRSS 授权失效", "登录 WeRSS 检查账号密码或 AK/SK，必要时重新扫码授权公众号；修好后清除失败的 ingest 任务重跑"),
+    "wechat_login_expiring": Cause(
+        "WeRSS 的微信登录即将过期", "到期前在 WeRSS 后台扫码重新登录微信公众平台；过期后 WeRSS 会静默停止采集"),
+    "wechat_login_expired": Cause(
+        "WeRSS 的微信登录已过期", "在 WeRSS 后台扫码重新登录微信公众平台；过期期间的新文章要等登录后 WeRSS 补采，72 小时内的雷达照常分析"),
     "werss_stale": Cause(
         "公众号长时间没有新文章", "在 WeRSS 中检查这些公众号的抓取状态（授权、限流、被封），或确认它们确实停更"),
     "deepseek": Cause(

@@ -80,6 +80,7 @@ class CleanResult:
     content_hash: str | None
     raw_size: int
     reason: str | None
+    images: int = 0  # images the body had (an article of images has no text, and is not a cut body)
 
     @property
     def usable(self) -> bool:
@@ -123,7 +124,7 @@ def _clean(html: str | None) -> CleanResult:
     if not text:
         reasons.append("no text (images only)" if images else "no text after cleaning")
     content_hash = hashlib.sha256(text.encode("utf-8")).hexdigest() if text else None
-    return CleanResult(text, content_hash, raw_size, "; ".join(reasons) or None)
+    return CleanResult(text, content_hash, raw_size, "; ".join(reasons) or None, images)
 
 
 def _byte_size(html: str) -> int:

@@ -9,6 +9,7 @@ from datetime import date
 from typing import Any
 
 from include.radar import events
+from include.radar.coverage import Coverage
 
 PUSH_OPPORTUNITY = "push_opportunity"
 SKIP_PUSH = "skip_push"
@@ -230,6 +231,13 @@ def daily_notes(*, built: bool, partial: bool, digest_json: Any) -> list[str]:
     if data.get("pending"):
         notes.append("未完成的分析由次日时段继续")
     return ["部分结果：" + "；".join(notes or ["详见日报页"])]
+
+
+def coverage_line(stats: Any) -> list[str]:
+    """The daily push's line saying what share of the accounts the day covered (coverage.py), when the report
+    worked it out."""
+    found = Coverage.from_stats(stats.get("coverage")) if isinstance(stats, dict) else None
+    return [found.line()] if found else []
 
 
 def top_lines(digest_json: Any, limit: int = 3) -> list[str]:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-from include.radar import decide, events, ranking, store
+from include.radar import coverage, decide, events, ranking, store
+from include.radar.coverage import Coverage
 from include.radar.llm import (
     LLMClient,
     LLMConfigError,
@@ -51,6 +52,7 @@ class DayFacts:
     spend: float = 0.0
     currency: str = "USD"
     budget_deferred: int = 0
+    coverage: Coverage | None = None  # which accounts the day covered (None: it could not be worked out)
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -67,6 +69,7 @@ class DayFacts:
             "cost": round(self.spend, 6),  # every call of the day, failed ladders and the digest included
             "currency": self.currency,
             "budget_deferred": self.budget_deferred,
+            "coverage": self.coverage.as_stats() if self.coverage else None,
         }
 
     @property
@@ -100,7 +103,18 @@ def gather(conn: Any, day: date, threshold: int, currency: str = "USD",
         spend=store.day_spend(conn, day, currency),
         currency=currency,
         budget_deferred=store.day_budget_deferred(conn, day),
+        coverage=_coverage(conn, day),
     )
+
+
+def _coverage(conn: Any, day: date) -> Coverage | None:
+    """The day's account coverage; a failure to work it out costs only that line of the report."""
+    try:
+        with conn.transaction():
+            return coverage.gather(conn, day, datetime.now(UTC))
+    except Exception:  # noqa: BLE001 - the report goes out without it rather than not at all
+        log.exception("the account coverage of %s could not be worked out", day)
+        return None
 
 
 def compact(facts: DayFacts, analysis_url: Callable[[int], str]) -> dict[str, Any]:
@@ -143,6 +157,8 @@ def fallback_markdown(facts: DayFacts) -> str:
         + (f"，最高分 {stats['max_score']}" if stats["max_score"] is not None else ""),
         f"- 已完成时段：{'、'.join(facts.slots_done) or '无'}",
     ]
+    if facts.coverage:
+        lines.append(f"- {_md_text(facts.coverage.line())}")
     # verified evidence first: an analysis whose quotes are not in its article ranks below, marked
     best = facts.entries[:5]  # one line per event, led by its best-evidenced analysis
     if best:
@@ -225,6 +241,9 @@ def build_report(
             log.warning("digest for %s falls back to the database summary: %s", day, exc)
         with connect() as conn:
             spend.record(conn)
+    if facts.coverage and facts.coverage.login_lapsed:
+        reasons.append("werss: WeRSS reports its WeChat login lapsed: it collects no new articles until it is "
+                       "scanned again")
     if facts.budget_deferred:
         reasons.append(f"budget: {facts.budget_deferred} articles were left for the next day when the day's LLM "
                        "budget was reached")

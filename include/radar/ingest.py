@@ -13,16 +13,19 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from include.radar import store
-from include.radar.cleaning import clean_html, is_missing_body
+from include.radar import body_check, store
+from include.radar.body_check import Verdict
+from include.radar.cleaning import CleanResult, clean_html, is_missing_body
 from include.radar.slots import SlotKey
 from include.radar.werss import Token, WeRSSAuthError, WeRSSClient, WeRSSDeadline, WeRSSError, WeRSSNotFound
 from include.radar.werss_rows import ArticleRow, RowRejected, account_row, article_row
 
 log = logging.getLogger(__name__)
 
-# an article whose body WeRSS has not fetched yet is checked at the next slot, then 6 h later, then daily
-BODY_RECHECK = (timedelta(0), timedelta(hours=6), timedelta(hours=24))
+# an article whose body WeRSS has not fetched yet is checked again at every slot for the first 24 hours after
+# it was first seen (WeRSS fetches bodies within hours), then 6 hours later, then daily
+BODY_EVERY_SLOT = timedelta(hours=24)
+BODY_RECHECK_LATER = (timedelta(hours=6), timedelta(hours=24))
 # a slot keeps at most this many warning lines (the counters keep counting)
 MAX_WARNINGS = 50
 
@@ -38,6 +41,7 @@ class IngestSummary:
     waiting: int = 0
     bodies_backed_off: int = 0
     unusable: int = 0
+    body_problems: int = 0  # WeChat's verification page, a cut body or a deleted article's page instead of a body
     deferred: int = 0
     skipped: int = 0
     detail_errors: int = 0
@@ -61,6 +65,7 @@ class IngestSummary:
             ("accounts failed", self.accounts_failed),
             ("accounts backed off", self.accounts_backed_off),
             ("unusable", self.unusable),
+            ("bodies that were WeChat's pages or cut", self.body_problems),
             ("deferred to the next slot", self.deferred),
             ("malformed rows skipped", self.skipped),
             ("detail errors", self.detail_errors),
@@ -169,9 +174,18 @@ def db_token_cache(connect: Callable[[], Any], key: str) -> tuple[Callable[[], T
     return load, save
 
 
-def next_body_check(checks: int, now: datetime) -> datetime:
-    """When an article still without a body is checked again, after ``checks`` checks found none."""
-    return now + BODY_RECHECK[min(max(checks, 1), len(BODY_RECHECK)) - 1]
+def next_body_check(first_seen: datetime, now: datetime) -> datetime:
+    """When an article first seen at ``first_seen``, still without a body at ``now``, is checked again.
+
+    At the next slot (due at once) while it is younger than 24 hours: one detail call per slot, so a body
+    WeRSS fetched at 15:00 for an article first seen at 12:00 is analysed at 18:00. Then the checks back off:
+    the check that ends its first day is followed by one 6 hours later, and that by one a day.
+    """
+    age = now - first_seen
+    if age < BODY_EVERY_SLOT:
+        return now
+    later = BODY_RECHECK_LATER[0] if age < BODY_EVERY_SLOT + BODY_RECHECK_LATER[0] else BODY_RECHECK_LATER[1]
+    return now + later
 
 
 def ingest_slot(
@@ -203,7 +217,8 @@ def ingest_slot(
                 max_articles=max_articles, page_size=page_size, max_pages=max_pages, now=now)
     finally:
         with connect() as conn:
-            store.record_ingest(conn, slot_run_id, new=summary.new, skipped=summary.skipped, waiting=summary.waiting)
+            store.record_ingest(conn, slot_run_id, new=summary.new, skipped=summary.skipped, waiting=summary.waiting,
+                                body_problems=summary.body_problems)
             store.add_slot_warnings(conn, slot_run_id, "ingest", summary.warnings)
     log.info(summary.line())
     return summary
@@ -215,6 +230,8 @@ def _ingest(
 ) -> None:
     account_rows = _accounts(connect, client, summary)
     summary.accounts = len(account_rows)
+    with connect() as conn:  # active on the slot's day (coverage.py)
+        store.record_accounts_listed(conn, [a["id"] for a in account_rows.values()], key.run_date)
 
     metas: dict[str, ArticleRow] = {}
     per_account: dict[str, list[ArticleRow]] = {}
@@ -295,6 +312,7 @@ def _ingest(
             new_by_account[meta.mp_id] = new_by_account.get(meta.mp_id, 0) + 1
 
     with connect() as conn:
+        store.record_accounts_read(conn, [account_rows[mp_id]["id"] for mp_id in per_account], key.run_date)
         for mp_id, found_metas in per_account.items():
             store.record_account_check(
                 conn, account_rows[mp_id]["id"], hits=1 if new_by_account.get(mp_id) else 0,
@@ -362,17 +380,17 @@ def _store_article(
         log.warning("article %s: skipping a malformed detail row: %s", meta.id, exc)
         return "skipped"
 
-    html = next(
-        (h for h in (raw.get("content_html"), raw.get("content")) if isinstance(h, str) and not is_missing_body(h)),
-        "",
-    )
-    cleaned = clean_html(html) if html else None
+    cleaned, verdict = read_body(raw)
     if cleaned is None:
         body_status, last_error = store.BODY_WAITING, "waiting for WeRSS to fetch the body"
+    elif verdict is not None:  # one of WeChat's own pages, or a cut body: never analysed, never paid for
+        body_status = store.BODY_WAITING if verdict.to_come else store.BODY_UNUSABLE
+        last_error = f"{verdict.reason}; waiting for the real body" if verdict.to_come else verdict.reason
     elif not cleaned.usable:
         body_status, last_error = store.BODY_UNUSABLE, cleaned.reason or "no usable text"
     else:
         body_status, last_error = store.BODY_READY, cleaned.reason
+    usable = verdict is None and cleaned is not None
     item = {
         "external_id": meta.id,
         "account_id": account_id,
@@ -381,34 +399,35 @@ def _store_article(
         "url": detail.url or meta.url,
         "published_at": meta.published_at,
         "raw_html_size": cleaned.raw_size if cleaned else 0,
-        "clean_text": cleaned.text if cleaned else "",
-        "content_hash": cleaned.content_hash if cleaned else None,
+        "clean_text": cleaned.text if usable else "",  # a page of WeChat's is not kept as the article's text
+        "content_hash": cleaned.content_hash if usable else None,
         "body_status": body_status,
         "last_error": last_error,
         "slot_run_id": slot_run_id,
         "body_checks": 1,
-        "next_body_check_at": next_body_check(1, now) if body_status == store.BODY_WAITING else None,
+        "first_seen_at": now,
+        "next_body_check_at": next_body_check(now, now) if body_status == store.BODY_WAITING else None,
     }
     with connect() as conn:
         if was_waiting:
-            filled = store.fill_waiting_body(conn, meta.id, item, next_check=lambda checks: next_body_check(checks, now))
+            filled = store.fill_waiting_body(conn, meta.id, item, next_check=lambda seen: next_body_check(seen, now))
+            if filled is None:
+                return "known"  # another run filled it first
+            _count_problem(conn, summary, meta, item["title"], account_id, verdict, missing=cleaned is None)
             if body_status == store.BODY_WAITING:
                 summary.waiting += 1
-                if account_id is not None:
-                    store.record_body_missing(conn, account_id)
-                checks = filled["body_checks"] if filled else 0
-                log.info("article %s (%s): still no body after %d checks; next check %s", meta.id, item["title"],
-                         checks, filled["next_body_check_at"] if filled else "—")
+                log.info("article %s (%s): still no body after %d checks (%s); next check %s", meta.id,
+                         item["title"], filled["body_checks"], last_error, filled["next_body_check_at"])
                 return "waiting"
-            if filled and filled["body_status"] == store.BODY_READY:
+            if filled["body_status"] == store.BODY_READY:
                 summary.new += 1
                 log.info("article %s (%s): body arrived, now analysable", meta.id, item["title"])
                 return "new"
             summary.unusable += 1
             return "unusable"
         inserted = store.insert_content_item(conn, item)
-        if inserted is not None and body_status == store.BODY_WAITING and account_id is not None:
-            store.record_body_missing(conn, account_id)
+        if inserted is not None:
+            _count_problem(conn, summary, meta, item["title"], account_id, verdict, missing=cleaned is None)
     if inserted is None:
         return "known"  # a concurrent run stored it first
     if body_status == store.BODY_WAITING:
@@ -420,3 +439,39 @@ def _store_article(
         return "unusable"
     summary.new += 1
     return "new"
+
+
+def read_body(raw: dict[str, Any]) -> tuple[CleanResult | None, Verdict | None]:
+    """The body of a detail answer, cleaned: of WeRSS's two shapes (``content_html``, then ``content``), the
+    first that is the article; when neither is, the first one with its verdict (a verification page, a cut
+    body, a deleted article's page). (None, None) when WeRSS has no body yet."""
+    description = raw.get("description")
+    description = description if isinstance(description, str) else None
+    first: tuple[CleanResult, Verdict] | None = None
+    for html in (raw.get("content_html"), raw.get("content")):
+        if not isinstance(html, str) or is_missing_body(html):
+            continue
+        cleaned = clean_html(html)
+        verdict = body_check.check(html, cleaned.text, images=cleaned.images, description=description)
+        if verdict is None:
+            return cleaned, None
+        first = first or (cleaned, verdict)
+    return first if first is not None else (None, None)
+
+
+def _count_problem(
+    conn: Any, summary: IngestSummary, meta: ArticleRow, title: str, account_id: int | None,
+    verdict: Verdict | None, *, missing: bool,
+) -> None:
+    """Count a check that found no body, or one of WeChat's pages instead of it, on the slot and the account."""
+    if missing:
+        if account_id is not None:
+            store.record_body_missing(conn, account_id)
+        return
+    if verdict is None:
+        return
+    summary.body_problems += 1
+    summary.warn(f"article {meta.id} ({title[:60]}): {verdict.reason}")
+    log.warning("article %s (%s): %s", meta.id, title, verdict.reason)
+    if account_id is not None:
+        store.record_body_problem(conn, account_id, verdict.kind, verdict.reason)

@@ -336,6 +336,7 @@ def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
         watch.werss_outcome(rt, slot, summary, failed=str(exc))
         raise
     watch.werss_outcome(rt, slot, summary, failed=None)
+    watch.wechat_login(rt, slot, client)
     watch.silent_accounts(rt, slot, _key(slot).scheduled_at)
     return summary.as_xcom()
 
@@ -650,6 +651,7 @@ def _push_daily(rt: Runtime, day: date, slot: dict[str, Any], *, late: bool, non
              + (f"，待分析 {stats['pending']} 篇" if stats.get("pending") else "")]
     if stats.get("budget_deferred"):
         lines.append(f"今日 LLM 预算用尽，{stats['budget_deferred']} 篇顺延到次日分析")
+    lines += decide.coverage_line(stats)
     lines += decide.top_lines(report["digest_json"])
     lines += decide.daily_notes(built=report["status"] != store.REPORT_FAILED,
                                 partial=report["status"] == store.REPORT_PARTIAL, digest_json=report["digest_json"])

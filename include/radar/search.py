@@ -24,6 +24,10 @@ from functools import cache
 MAX_QUERY_CHARS = 100
 BIGRAM_CHARS = 4000  # the opening of the text whose character pairs are indexed (the title always)
 WORD_CHARS = 30_000  # the text jieba segments
+# PostgreSQL refuses a lexeme over 2047 bytes ("word is too long") and fails the whole insert: an article
+# with one endless word (a hostile body) would fail its slot's ingest. No query is that long: such a word is
+# left out of the index, the article is stored
+MAX_LEXEME_BYTES = 2046
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 _WORD = re.compile(r"[0-9a-z\u3400-\u9fff\uf900-\ufaff]")
@@ -60,7 +64,7 @@ def lexemes(title: str, text: str, extra: Iterable[str] = ()) -> list[str]:
     found = set(words(head))
     found.update(_ALNUM_RUN.findall(head.lower()))
     found.update(bigrams(f"{title or ''}\n{(text or '')[:BIGRAM_CHARS]}\n" + "\n".join(extra)))
-    return sorted(found)
+    return sorted(w for w in found if len(w) * 4 <= MAX_LEXEME_BYTES or len(w.encode()) <= MAX_LEXEME_BYTES)
 
 
 def _quote(term: str) -> str:

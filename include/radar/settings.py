@@ -130,6 +130,8 @@ class Settings(BaseModel):
     market_data_recorded_dir: str = ""  # recorded answers (market/recorded.py) when market_data_source=recorded
     market_data_shift_weeks: int = Field(0, ge=-2000, le=2000)  # the recorded answers' dates moved by whole weeks
     outcome_min_picks: int = Field(30, ge=1, le=10000)
+    # warn the operator this many hours before WeRSS's WeChat login lapses (when WeRSS reports it); 0 = no warning
+    wechat_login_warn_hours: float = Field(24, ge=0, le=240)
     report_base_url: str = "http://localhost:8080/radar"
     # HMAC secret of the signed links in pushes; without it links need an Airflow login
     link_secret: SecretStr | None = None

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from include.radar import ingest, redact, store
 from include.radar.settings import Settings
-from include.radar.slots import SlotKey, slots_between
+from include.radar.slots import SlotKey, slots_between, to_local
 
 if TYPE_CHECKING:
     from include.radar.pipeline import Runtime
+    from include.radar.werss import WeRSSClient
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,58 @@ def werss_outcome(rt: Runtime, slot: dict[str, Any], summary: ingest.IngestSumma
                  f"{errors[0][:200]}", slot)
 
 
+WECHAT_STATUS = "werss:wechat"
+DELIVERED = ("sent", "already", "pending")
+
+
+def wechat_login(rt: Runtime, slot: dict[str, Any], client: WeRSSClient, *, now: datetime | None = None) -> None:
+    """WeRSS's own WeChat login, when WeRSS reports it (``sys/info``): kept for the overview; the operator is
+    warned once a day while it lapses within ``wechat_login_warn_hours``, and alerted once when it has lapsed
+    (once per lapse: the next lapse, after a new scan, alerts again). A WeRSS that does not answer leaves the
+    last state as it was; one that does not report its login is recorded as such."""
+    now = now or datetime.now(UTC)
+    try:
+        login = client.wechat_login()
+    except Exception as exc:  # noqa: BLE001 - a watcher: its failure must not fail the ingest it follows
+        log.warning("WeRSS's WeChat login could not be read: %s", redact.scrub(str(exc))[:300])
+        return
+    expired = login.expired(now)
+    lapse = login.expires_at.isoformat() if login.expires_at else "logged out"
+
+    def change(state: dict[str, Any]) -> dict[str, Any]:
+        if login.reported and not expired:
+            state.pop("expired_alerted", None)  # logged in again: the next lapse alerts again
+        state.update(reported=login.reported, logged_in=login.logged_in, expired=expired,
+                     expires_at=login.expires_at.isoformat() if login.expires_at else None,
+                     checked_at=now.isoformat(), note=login.note[:200])
+        return state
+
+    try:
+        with rt.connect() as conn:
+            state = store.update_status(conn, WECHAT_STATUS, change)
+    except Exception:  # noqa: BLE001 - a status for the pages
+        log.warning("WeRSS's WeChat login could not be recorded", exc_info=True)
+        return
+    if not login.reported:
+        log.info("WeRSS does not report its WeChat login: %s", login.note)
+        return
+    if expired:
+        if state.get("expired_alerted") == lapse:
+            return
+        since = f"（{to_local(login.expires_at):%m-%d %H:%M} 过期）" if login.expires_at else ""
+        outcome = rt.alert("wechat_login_expired", f"WeRSS 报告其微信公众平台登录已失效{since}：WeRSS 已停止采集新文章，"
+                           "在重新扫码登录之前，公众号的新文章不会进入雷达", slot)
+        if outcome in DELIVERED:  # a failed delivery is retried by the next slot
+            with rt.connect() as conn:
+                store.update_status(conn, WECHAT_STATUS, lambda s: {**s, "expired_alerted": lapse})
+        return
+    left = login.expires_at - now if login.expires_at else None
+    warn = timedelta(hours=rt.settings.wechat_login_warn_hours)
+    if left is not None and left <= warn:
+        rt.alert("wechat_login_expiring", f"WeRSS 的微信公众平台登录将于 {to_local(login.expires_at):%m-%d %H:%M} "
+                 f"过期（还剩 {_span(left)}）：过期后 WeRSS 会静默停止采集", slot)
+
+
 SILENT_FACTOR = 3
 
 
@@ -65,6 +118,8 @@ def silent_accounts(rt: Runtime, slot: dict[str, Any], at: datetime) -> None:
 
 def _span(delta: timedelta) -> str:
     hours = delta.total_seconds() / 3600
+    if hours < 1:
+        return f"{max(delta.total_seconds() // 60, 0):.0f} 分钟"
     return f"{hours / 24:.1f} 天" if hours >= 48 else f"{hours:.0f} 小时"
 
 

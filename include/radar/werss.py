@@ -6,6 +6,17 @@ is form-encoded and locks the account after 5 failures, so a failed login is tri
 AK/SK keys go in ``Authorization: AK-SK <ak>:<sk>``; ``limit`` defaults to 5 (we always send it); never send
 ``has_content``.
 
+WeRSS's own WeChat login (the QR scan on mp.weixin.qq.com that lets it collect; it lapses every two to three
+days, we-mp-rss #54, #114, #172, #216, and collection then stops without an error, PR #437) is read from
+``GET /api/v1/wx/sys/info`` (JWT, or AK/SK where the route takes ``get_current_user_or_ak``), whose ``data.wx``
+is ``{"token", "expiry_time", "info", "login"}``: ``login`` is WeRSS's ``getStatus()`` (false once the login
+has lapsed: it checks ``info.expiry.expiry_timestamp`` against the clock since PR #437); ``info`` is its stored
+login (``token``, ``cookie``, ``fingerprint``, ``expiry: {expiry_timestamp, remaining_seconds, expiry_time}``);
+``expiry_time`` is ``"%Y-%m-%d %H:%M:%S"`` in WeRSS's local time (our compose file sets Asia/Shanghai), empty
+when not logged in. ``remaining_seconds`` is a snapshot taken at the scan, never read. Versions before the
+``wx`` block answer without it: the login is then "not reported". Only ``login`` and the expiry are read;
+the WeChat token and cookie are never kept, logged or shown.
+
 Every request has a total deadline (``timeout``, and at most the caller's ``deadline``) and a size cap on
 what its answer decodes to, so a WeRSS that trickles, floods or sends a compression bomb costs a bounded time
 and memory (include/radar/http.py). Bodies are decoded leniently
@@ -16,11 +27,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx2
 
@@ -29,6 +42,8 @@ from include.radar import http
 log = logging.getLogger(__name__)
 
 PREFIX = "/api/v1/wx"
+# the time zone of WeRSS's local-time texts (docker-compose.werss.yaml sets TZ=Asia/Shanghai)
+WERSS_TZ = ZoneInfo("Asia/Shanghai")
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 # refresh the login token this long before it expires
 REFRESH_MARGIN = timedelta(minutes=10)
@@ -85,6 +100,56 @@ class Token:
 
 
 TokenCache = tuple[Callable[[], "Token | None"], Callable[["Token | None"], None]]
+
+
+@dataclass(frozen=True)
+class WeChatLogin:
+    """WeRSS's WeChat login as ``sys/info`` reports it. ``reported`` False: this WeRSS does not say (``note``
+    says why); then ``logged_in`` and ``expires_at`` mean nothing."""
+
+    reported: bool
+    logged_in: bool = False
+    expires_at: datetime | None = None
+    note: str = ""
+
+    def expired(self, now: datetime) -> bool:
+        return self.reported and (not self.logged_in or (self.expires_at is not None and self.expires_at <= now))
+
+
+def wechat_login(data: Any) -> WeChatLogin:
+    """Read ``data`` of ``sys/info``: the ``wx`` block's ``login`` and the expiry (``info.expiry``'s
+    ``expiry_timestamp``, else its or the block's ``expiry_time`` in Shanghai time), nothing else of it."""
+    if not isinstance(data, dict):
+        return WeChatLogin(False, note=f"sys/info answered {type(data).__name__}, not an object")
+    wx = data.get("wx")
+    if not isinstance(wx, dict):
+        return WeChatLogin(False, note="this WeRSS does not report its WeChat login (sys/info has no wx)")
+    login = wx.get("login")
+    if not isinstance(login, bool):
+        return WeChatLogin(False, note="sys/info's wx.login is not true or false")
+    info = wx.get("info")
+    expiry = info.get("expiry") if isinstance(info, dict) else None
+    expiry = expiry if isinstance(expiry, dict) else {}
+    return WeChatLogin(True, login, _expiry(expiry.get("expiry_timestamp"), expiry.get("expiry_time") or wx.get("expiry_time")))
+
+
+def _expiry(timestamp: Any, text: Any) -> datetime | None:
+    """An expiry moment from WeRSS's Unix seconds, else from its local-time text; None when neither is
+    plausible (before 2020 or more than a year ahead)."""
+    moment = None
+    if isinstance(timestamp, int | float) and not isinstance(timestamp, bool) and math.isfinite(timestamp):
+        try:
+            moment = datetime.fromtimestamp(timestamp, UTC)
+        except (OverflowError, OSError, ValueError):
+            moment = None
+    if moment is None and isinstance(text, str) and len(text) < 40:
+        try:
+            moment = datetime.strptime(text.strip(), "%Y-%m-%d %H:%M:%S").replace(tzinfo=WERSS_TZ)
+        except ValueError:
+            moment = None
+    if moment is None or not datetime(2020, 1, 1, tzinfo=UTC) < moment < datetime.now(UTC) + timedelta(days=366):
+        return None
+    return moment
 
 
 class WeRSSClient:
@@ -178,13 +243,15 @@ class WeRSSClient:
 
     # -------------------------------------------------------------------------------------- requests
 
-    def _send(self, method: str, path: str, *, authenticated: bool = True, **kwargs: Any) -> Reply:
+    def _send(self, method: str, path: str, *, authenticated: bool = True, retries: int | None = None,
+              **kwargs: Any) -> Reply:
         """One logical call: retries with backoff on connection errors, timeouts, 5xx and 429 only.
 
         Each attempt is bounded as a whole (``timeout``, and what is left before ``deadline``); a retry
         is not started, nor slept for, past the deadline.
         """
         url = self.base_url + path
+        retries = self.max_retries if retries is None else retries
         attempt = 0
         while True:
             budget = self._attempt_budget()
@@ -194,11 +261,11 @@ class WeRSSClient:
                     response = self.http.request(method, url, headers=headers, **kwargs)
                 reply = Reply(response.status_code, _decode(response.content))
             except httpx2.TransportError as exc:
-                if attempt >= self.max_retries:
+                if attempt >= retries:
                     raise WeRSSError(f"WeRSS unreachable at {self.base_url}: {_transport_error(exc, budget)}") from None
                 error = _transport_error(exc, budget)
             else:
-                if reply.status_code not in RETRY_STATUSES or attempt >= self.max_retries:
+                if reply.status_code not in RETRY_STATUSES or attempt >= retries:
                     return reply
                 error = f"HTTP {reply.status_code}"
             attempt += 1
@@ -206,7 +273,7 @@ class WeRSSClient:
             if self.deadline is not None and time.monotonic() + delay + MIN_ATTEMPT_SECONDS > self.deadline:
                 raise WeRSSDeadline(f"WeRSS {method} {path} failed ({error}) and the step's deadline leaves no time to retry")
             log.warning("WeRSS %s %s failed (%s); retry %d/%d in %.1fs", method, path, error, attempt,
-                        self.max_retries, delay)
+                        retries, delay)
             time.sleep(delay)
 
     def _attempt_budget(self) -> float:
@@ -217,13 +284,13 @@ class WeRSSClient:
             raise WeRSSDeadline("the step's deadline passed: no further WeRSS request is started")
         return min(self.timeout, left)
 
-    def _get(self, path: str, params: dict[str, Any] | None = None) -> Any:
+    def _get(self, path: str, params: dict[str, Any] | None = None, *, retries: int | None = None) -> Any:
         """GET with the credentials; on a 401 log in again once (a refresh cannot revive an expired token)."""
-        response = self._send("GET", path, params=params)
+        response = self._send("GET", path, params=params, retries=retries)
         if response.status_code == 401 and not self.uses_keys:
             log.info("WeRSS token rejected (%s); logging in again", _message(response))
             self._token = self.login()
-            response = self._send("GET", path, params=params)
+            response = self._send("GET", path, params=params, retries=retries)
         if response.status_code == 401:
             raise WeRSSAuthError(
                 f"WeRSS rejected the credentials ({_message(response)}): check the werss_default connection",
@@ -276,6 +343,20 @@ class WeRSSClient:
             self._get(f"{PREFIX}/articles", {"mp_id": mp_id, "offset": offset, "limit": limit}), f"article list of {mp_id}"
         )
         return rows
+
+    def wechat_login(self) -> WeChatLogin:
+        """WeRSS's WeChat login (``sys/info``). A WeRSS whose ``sys/info`` refuses AK/SK (it took only a login
+        token before it took AK/SK) or has no such route does not report it; other failures raise. One attempt,
+        no retry: it is asked again at the next slot, so a slow WeRSS costs the slot one timeout at most."""
+        try:
+            data = self._get(f"{PREFIX}/sys/info", retries=0)
+        except WeRSSNotFound:
+            return WeChatLogin(False, note="this WeRSS has no sys/info")
+        except WeRSSAuthError:
+            if not self.uses_keys:
+                raise
+            return WeChatLogin(False, note="this WeRSS's sys/info does not accept AK/SK")
+        return wechat_login(data)
 
     def article(self, article_id: str) -> dict[str, Any]:
         data = self._get(f"{PREFIX}/articles/{article_id}")

@@ -5,6 +5,20 @@ serves them with werkzeug's own server. They follow ../shared/reference/external
 envelopes and error bodies (406/202 ``detail``, 401 ``Could not validate credentials``), its default page
 size of 5, its form-encoded login; DeepSeek's ``reasoning_content`` beside ``content`` and usage with
 cache-hit tokens.
+
+WeRSS's WeChat login, as read in its source (github.com/rachelos/we-mp-rss: ``apis/sys_info.py``,
+``driver/success.py``, ``driver/auth_state.py``, ``driver/token.py``, ``driver/cookies.py``, ``driver/wx.py``):
+``GET /api/v1/wx/sys/info`` answers, beside the host's facts, ``data.wx = {"token", "expiry_time", "info",
+"login"}``. ``login`` is ``getStatus()``: true after a QR scan until the stored expiry passes (since PR #437
+it compares ``info.expiry.expiry_timestamp`` with the clock and flips to false); ``expiry_time`` is
+``"%Y-%m-%d %H:%M:%S"`` in WeRSS's local time, "" when not logged in; ``info`` is the stored login, ``{"token",
+"cookie", "fingerprint", "expiry": {"expiry_timestamp", "remaining_seconds", "expiry_time"}, "ext_data"}``
+(null before the first scan), kept after it lapses. ``remaining_seconds`` is the snapshot taken at the scan.
+The route takes a login token or AK/SK in current WeRSS (``get_current_user_or_ak``), a login token only in
+older ones, and versions before the ``wx`` block answer without it. ``GET /api/v1/wx/auth/qr/status`` (login
+token only) says ``{"login_status", "qr_code"}`` of the scan in progress, not the expiry: the radar does not
+use it. The fake's switches: ``wechat_login`` (None: a WeRSS without the ``wx`` block), ``wechat_expires_at``,
+``sys_info_takes_keys``.
 """
 
 from __future__ import annotations
@@ -18,11 +32,31 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
+SHANGHAI = ZoneInfo("Asia/Shanghai")  # WeRSS's TZ in our compose file: its local-time texts are in it
 CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'</p>"
+
+# WeChat's own pages as WeRSS saved them in place of an article's body (include/radar/body_check.py has the
+# sources). The verification page: ``content`` is the page's text as older WeRSS stored it (issue #149:
+# 「环境异常 当前环境异常，完成验证后即可继续访问。 去验证」), ``content_html`` the page's markup (a weui message:
+# title, notice, a 「去验证」 button).
+VERIFICATION_TEXT = "环境异常\n当前环境异常，完成验证后即可继续访问。\n去验证"
+VERIFICATION_HTML = (
+    '<div class="weui-msg"><div class="weui-msg__icon-area"><i class="weui-icon-warn weui-icon_msg"></i></div>'
+    '<div class="weui-msg__text-area"><h2 class="weui-msg__title">环境异常</h2>'
+    '<p class="weui-msg__desc">当前环境异常，完成验证后即可继续访问。</p></div>'
+    '<div class="weui-msg__opr-area"><p class="weui-btn-area">'
+    '<a class="weui-btn weui-btn_primary" id="js_verify" href="javascript:;">去验证</a></p></div></div>'
+)
+# a deleted and a blocked article's page, as older WeRSS saved them (newer ones answer 404 40401 instead)
+DELETED_HTML = ('<div class="weui-msg"><div class="weui-msg__text-area"><h2 class="weui-msg__title">'
+                "该内容已被发布者删除</h2></div></div>")
+BLOCKED_HTML = ('<div class="weui-msg"><div class="weui-msg__text-area"><h2 class="weui-msg__title">'
+                "此内容因违规无法查看</h2><p>根据相关法律法规和政策，此内容无法查看。</p><p>查看对应规则</p></div></div>")
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -82,13 +116,13 @@ class FakeArticle:
 
     def body(self, now: int) -> tuple[str, str]:
         """(content, content_html) as WeRSS would answer at ``now``."""
-        html = self.content_html
-        if self.body_after is not None and now >= self.body_after:
-            html = self.late_content_html
-        if not html:
+        late = self.body_after is not None and now >= self.body_after
+        html = self.late_content_html if late else self.content_html
+        if not html and (late or self.content is None):
             return CONVERSION_ERROR, ""
-        simplified = self.content if self.content is not None else re.sub(r"<img[^>]*>", '<img alt="图片">', html)
-        return simplified, html
+        if self.content is not None and not late:
+            return self.content, html
+        return re.sub(r"<img[^>]*>", '<img alt="图片">', html), html
 
 
 @dataclass
@@ -114,6 +148,13 @@ class FakeWeRSS:
     ignore_offset: bool = False
     endless_accounts: set[str] = field(default_factory=set)
     trickle_seconds_per_byte: float = 0.0  # > 0: every answer's body drips out one byte at a time
+    # WeRSS's own WeChat login (sys/info's wx block): scanned or not (None: a WeRSS without the block), and
+    # when it lapses (epoch seconds; None: always three days ahead of the fake's clock and of the wall clock,
+    # which the radar's steps read, so a test on a fixed date never sees it lapse)
+    wechat_login: bool | None = True
+    wechat_expires_at: int | None = None
+    sys_info_takes_keys: bool = True  # False: an older WeRSS whose sys/info takes a login token only
+    sys_info_status: int | None = None  # answer sys/info with this HTTP status (an error body) instead
 
     def __post_init__(self) -> None:
         self.tokens: dict[str, int] = {}  # token -> expiry
@@ -121,6 +162,7 @@ class FakeWeRSS:
         self.failed_logins = 0
         self.detail_calls: dict[str, int] = {}
         self.list_calls: list[dict[str, str]] = []
+        self.sys_info_calls = 0
         self.lock = threading.Lock()
 
     # ----------------------------------------------------------------------------------------- helpers
@@ -169,6 +211,8 @@ class FakeWeRSS:
             return _ok({"list": self.accounts[offset: offset + limit], "total": len(self.accounts)})
         if path == "/api/v1/wx/articles":
             return self._list(request)
+        if path == "/api/v1/wx/sys/info":
+            return self._sys_info(request)
         match = re.fullmatch(r"/api/v1/wx/articles/([^/]+)", path)
         if match:
             return self._detail(match.group(1))
@@ -208,6 +252,34 @@ class FakeWeRSS:
         if offset == 0:
             rows += self.extra_rows.get(mp_id, [])
         return _raw_ok(f'{{"list": [{", ".join(rows)}], "total": {len(matching)}}}')
+
+    def _sys_info(self, request: Request) -> Response:
+        self.sys_info_calls += 1
+        if request.headers.get("Authorization", "").startswith("AK-SK ") and not self.sys_info_takes_keys:
+            return _json({"detail": "Could not validate credentials"}, 401)
+        if self.sys_info_status is not None:
+            return _json({"detail": {"code": 50001, "message": "获取系统信息失败"}}, self.sys_info_status)
+        now = self.now()
+        data: dict[str, Any] = {
+            "os": {"name": "Linux", "version": "#1 SMP", "docker_version": "1.4.9", "release": "6.1.0"},
+            "python_version": "3.11.9", "uptime": 86400.0,
+            "system": {"node": "werss", "machine": "x86_64", "processor": ""},
+            "api_version": "1.0.0", "core_version": "1.4.9", "latest_version": "1.4.9", "need_update": False,
+            "article": {"all_count": len(self.articles)}, "queue": {"size": 0},
+        }
+        if self.wechat_login is not None:
+            ahead = max(now, int(time.time())) + 3 * 24 * 3600
+            expires = self.wechat_expires_at if self.wechat_expires_at is not None else ahead
+            logged_in = self.wechat_login and expires > now  # getStatus() checks the expiry since PR #437
+            local = datetime.fromtimestamp(expires, SHANGHAI).strftime("%Y-%m-%d %H:%M:%S")
+            info = {  # the stored login: the WeChat session's token and cookie are in it
+                "token": "1234567890", "cookie": "slave_sid=WECHAT_SESSION_SECRET; slave_user=gh_0123456789ab",
+                "fingerprint": "fp0123456789", "ext_data": {"wx_app_name": "雷达测试号"},
+                "expiry": {"expiry_timestamp": expires, "remaining_seconds": 4 * 24 * 3600, "expiry_time": local},
+            } if self.wechat_login else None
+            data["wx"] = {"token": "1234567890" if self.wechat_login else "", "expiry_time": local if logged_in else "",
+                          "info": info, "login": logged_in}
+        return _ok(data)
 
     def _detail(self, article_id: str) -> Response:
         self.detail_calls[article_id] = self.detail_calls.get(article_id, 0) + 1

@@ -50,13 +50,18 @@ from include.radar.store.analyses import (  # noqa: F401
 )
 from include.radar.store.articles import (  # noqa: F401
     accounts,
+    accounts_listed_between,
+    accounts_of_day,
     fill_waiting_body,
     get_item,
     insert_content_item,
     known_external_ids,
     record_account_check,
     record_account_skips,
+    record_accounts_listed,
+    record_accounts_read,
     record_body_missing,
+    record_body_problem,
     silent_accounts,
     upsert_account,
 )

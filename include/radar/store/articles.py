@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 import psycopg
@@ -74,8 +74,75 @@ def record_body_missing(conn: psycopg.Connection, account_id: int) -> None:
     )
 
 
+# the account's counter of each kind of body_check verdict
+BODY_PROBLEM_COLUMNS = {"verification": "bodies_verification", "incomplete": "bodies_incomplete", "gone": "bodies_gone"}
+
+
+def record_body_problem(conn: psycopg.Connection, account_id: int, kind: str, reason: str) -> None:
+    """One more body of this account that was WeChat's verification page, cut, or a deleted article's page
+    (``kind``, body_check's verdict): counted by kind, the last reason and when kept."""
+    column = BODY_PROBLEM_COLUMNS[kind]
+    conn.execute(
+        f"""
+        UPDATE wechat_account SET {column} = {column} + 1, last_body_problem = %s, last_body_problem_at = now(),
+               updated_at = now()
+        WHERE id = %s
+        """,
+        (redact.scrub(reason)[:500], account_id),
+    )
+
+
 def accounts(conn: psycopg.Connection) -> list[Row]:
     return conn.execute("SELECT * FROM wechat_account ORDER BY name, mp_id").fetchall()
+
+
+def record_accounts_listed(conn: psycopg.Connection, account_ids: list[int], day: date) -> None:
+    """WeRSS's account list named these accounts at a slot of ``day`` (its Shanghai date): active that day."""
+    conn.execute(
+        """
+        INSERT INTO account_day (account_id, day, listed_at)
+        SELECT unnest(%s::bigint[]), %s, now()
+        ON CONFLICT (account_id, day) DO UPDATE SET listed_at = now()
+        """,
+        (account_ids, day),
+    )
+
+
+def record_accounts_read(conn: psycopg.Connection, account_ids: list[int], day: date) -> None:
+    """These accounts' article lists were read at a slot of ``day``."""
+    conn.execute(
+        """
+        INSERT INTO account_day (account_id, day, listed_at, read_at)
+        SELECT unnest(%s::bigint[]), %s, now(), now()
+        ON CONFLICT (account_id, day) DO UPDATE SET read_at = now()
+        """,
+        (account_ids, day),
+    )
+
+
+def accounts_of_day(conn: psycopg.Connection, day: date) -> list[Row]:
+    """The accounts WeRSS named on ``day``: ``id``, ``mp_id``, ``name``, ``read`` (its article list was read)."""
+    return conn.execute(
+        """
+        SELECT a.id, a.mp_id, a.name, d.read_at IS NOT NULL AS read
+        FROM account_day d JOIN wechat_account a ON a.id = d.account_id
+        WHERE d.day = %s ORDER BY a.name, a.mp_id
+        """,
+        (day,),
+    ).fetchall()
+
+
+def accounts_listed_between(conn: psycopg.Connection, first: date, last: date) -> list[Row]:
+    """The accounts WeRSS named on any day from ``first`` to ``last``, none of them read (``read`` false)."""
+    return conn.execute(
+        """
+        SELECT a.id, a.mp_id, a.name, false AS read
+        FROM wechat_account a
+        WHERE EXISTS (SELECT 1 FROM account_day d WHERE d.account_id = a.id AND d.day BETWEEN %s AND %s)
+        ORDER BY a.name, a.mp_id
+        """,
+        (first, last),
+    ).fetchall()
 
 
 def silent_accounts(conn: psycopg.Connection, at: datetime, factor: float, *, history_days: int = 90,
@@ -125,14 +192,15 @@ def insert_content_item(conn: psycopg.Connection, item: dict[str, Any]) -> int |
         """
         INSERT INTO content_item (external_id, account_id, mp_id, title, url, published_at, raw_html_size,
                                   clean_text, content_hash, body_status, last_error, first_slot_run_id,
-                                  body_checks, next_body_check_at, search_tsv)
+                                  body_checks, next_body_check_at, first_seen_at, search_tsv)
         VALUES (%(external_id)s, %(account_id)s, %(mp_id)s, %(title)s, %(url)s, %(published_at)s,
                 %(raw_html_size)s, %(clean_text)s, %(content_hash)s, %(body_status)s, %(last_error)s,
-                %(slot_run_id)s, %(body_checks)s, %(next_body_check_at)s, array_to_tsvector(%(lexemes)s::text[]))
+                %(slot_run_id)s, %(body_checks)s, %(next_body_check_at)s, COALESCE(%(first_seen_at)s, now()),
+                array_to_tsvector(%(lexemes)s::text[]))
         ON CONFLICT ON CONSTRAINT content_item_external_id_key DO NOTHING
         RETURNING id
         """,
-        {"body_checks": 0, "next_body_check_at": None, **item,
+        {"body_checks": 0, "next_body_check_at": None, "first_seen_at": None, **item,
          "lexemes": search.lexemes(item.get("title") or "", item.get("clean_text") or "")},
     ).fetchone()
     return None if row is None else row["id"]
@@ -143,7 +211,7 @@ def fill_waiting_body(
 ) -> Row | None:
     """Another check of an article stored while WeRSS had no body: it gets its body, or its next check.
 
-    ``next_check(checks)`` says when an article still without a body after ``checks`` checks is due again.
+    ``next_check(first_seen)`` says when an article first seen then, still without a body, is due again.
     Returns the row's ``body_status``, ``body_checks`` and ``next_body_check_at``; None when the article
     was not waiting (another run filled it first).
     """
@@ -154,14 +222,14 @@ def fill_waiting_body(
                title = %(title)s, body_checks = body_checks + 1, updated_at = now(),
                search_tsv = array_to_tsvector(%(lexemes)s::text[])
         WHERE external_id = %(external_id)s AND body_status = 0
-        RETURNING id, body_status, body_checks
+        RETURNING id, body_status, body_checks, first_seen_at
         """,
         {**item, "external_id": external_id,
          "lexemes": search.lexemes(item.get("title") or "", item.get("clean_text") or "")},
     ).fetchone()
     if row is None:
         return None
-    due = next_check(row["body_checks"]) if row["body_status"] == BODY_WAITING else None
+    due = next_check(row["first_seen_at"]) if row["body_status"] == BODY_WAITING else None
     conn.execute("UPDATE content_item SET next_body_check_at = %s WHERE id = %s", (due, row["id"]))
     return {**row, "next_body_check_at": due}
 

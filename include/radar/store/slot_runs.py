@@ -87,17 +87,20 @@ def record_step(
     )
 
 
-def record_ingest(conn: psycopg.Connection, slot_run_id: int, *, new: int, skipped: int, waiting: int) -> None:
+def record_ingest(conn: psycopg.Connection, slot_run_id: int, *, new: int, skipped: int, waiting: int,
+                  body_problems: int = 0) -> None:
     """Add what one ingest run found to the slot: a rerun adds its new articles, never writes over them.
 
     ``waiting_count`` is a state (articles of the window still without a body), so it is the latest value.
+    ``body_problems``: bodies that were WeChat's verification page, cut, or a deleted article's page.
     """
     conn.execute(
         """
-        UPDATE slot_run SET new_count = new_count + %s, skipped_count = skipped_count + %s, waiting_count = %s
+        UPDATE slot_run SET new_count = new_count + %s, skipped_count = skipped_count + %s, waiting_count = %s,
+               body_problems = body_problems + %s
         WHERE id = %s
         """,
-        (new, skipped, waiting, slot_run_id),
+        (new, skipped, waiting, body_problems, slot_run_id),
     )
 
 

@@ -216,8 +216,10 @@ _WERSS_STATES = {"ok": ("done", "正常"), "partial": ("late", "部分失败"), 
 _DEEPSEEK_STATES = {"ok": ("done", "正常"), "rate_limited": ("late", "限流（429）"), "failed": ("failed", "调用失败")}
 
 
-def werss_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo) -> ServiceView:
-    """WeRSS from the last ingest (service_state ``werss:status``)."""
+def werss_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo, wechat: Mapping[str, Any] | None = None,
+               warn_hours: float = 24) -> ServiceView:
+    """WeRSS from the last ingest (service_state ``werss:status``) and its WeChat login as WeRSS last reported
+    it (``werss:wechat``): lapsed, lapsing within ``warn_hours``, or valid until when."""
     if not status:
         return ServiceView("WeRSS", False, "pending", NO_RECORD, "")
     state, label = _WERSS_STATES.get(str(status.get("last_status")), ("pending", "未知"))
@@ -228,10 +230,46 @@ def werss_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo) -> Ser
     stalled = _int(status.get("auth_stalled_slots")) or 0
     if stalled:
         warnings.append(f"连续 {stalled} 个时段没有新文章且提示会话过期：可能需要重新扫码授权")
+    login = wechat_login_view(wechat or {}, now=now, tz=tz, warn_hours=warn_hours)
+    if login.state == "expired":
+        state, label = "failed", "微信登录已过期"
+    elif login.state == "expiring" and state == "done":
+        state, label = "late", "微信登录即将过期"
+    (warnings if login.warning else facts).extend([login.text] if login.text else [])
     raw = status.get("last_errors")
     errors = [views.error_text(e, 200) for e in (raw if isinstance(raw, list) else [raw]) if isinstance(e, str) and e]
     return ServiceView("WeRSS", True, state, label, _when(_at(status.get("last_ingest_at")), now, tz),
                        facts, warnings, errors[:3])
+
+
+@dataclass(frozen=True)
+class LoginView:
+    state: str  # ok, expiring, expired, unknown (WeRSS does not report it), none (not checked yet)
+    text: str
+    warning: bool = False
+
+
+def wechat_login_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo, warn_hours: float) -> LoginView:
+    """WeRSS's WeChat login (service_state ``werss:wechat``, watch.wechat_login) as of ``now``: a login
+    whose reported expiry has passed since the last check counts as lapsed."""
+    if not status:
+        return LoginView("none", "")
+    checked = _when(_at(status.get("checked_at")), now, tz)
+    if not status.get("reported"):
+        return LoginView("unknown", "WeRSS 未报告微信登录状态（旧版本）：登录失效只能从采集停止看出"
+                         + (f"（{checked} 查询）" if checked else ""))
+    expires = _at(status.get("expires_at"))
+    until = _when(expires, now, tz)
+    if not status.get("logged_in") or (expires is not None and expires <= now):
+        since = f"（{until} 过期）" if expires is not None and expires <= now else ""
+        return LoginView("expired", f"微信登录已失效{since}：WeRSS 已停止采集，请到 WeRSS 扫码重新登录", True)
+    if expires is None:
+        return LoginView("ok", "微信已登录（WeRSS 未给出到期时间）")
+    left = (expires - now).total_seconds()
+    if left <= warn_hours * 3600:
+        return LoginView("expiring", f"微信登录将于 {until} 过期（还剩 {views.span(left)}）：请在到期前到 WeRSS 扫码续期",
+                         True)
+    return LoginView("ok", f"微信登录有效至 {until}（还剩 {views.span(left)}）")
 
 
 def deepseek_view(
@@ -409,6 +447,8 @@ def health_view(
     werss: Mapping[str, Any],
     deepseek: Mapping[str, Any],
     spent_today: float,
+    wechat: Mapping[str, Any] | None = None,
+    wechat_warn_hours: float = 24,
     spend_by_day: Mapping[date, float],
     budget: float,
     currency: str,
@@ -420,7 +460,7 @@ def health_view(
     slots = recent_slots(recent_runs, missed, now=now, tz=tz, schedule=schedule,
                          late_after_minutes=late_after_minutes, links=links, spend=run_spend, currency=currency)
     names = {r["id"]: f"{r['run_date']:%m-%d} {r['slot']}" for r in recent_runs}
-    werss_v = werss_view(werss, now=now, tz=tz)
+    werss_v = werss_view(werss, now=now, tz=tz, wechat=wechat, warn_hours=wechat_warn_hours)
     deepseek_v = deepseek_view(deepseek, now=now, tz=tz, slot_names=names)
     alert_list = alert_views(alerts, now=now, tz=tz, links=links)
     spend = spend_view(spent_today, spend_by_day, today=today, budget=budget, currency=currency,
@@ -460,6 +500,8 @@ def gather(conn: psycopg.Connection, settings: Settings, *, now: datetime, tz: Z
         run_spend=store.slot_spend(conn, [r["id"] for r in runs]),
         alerts=store.alerts_between(conn, today, today),
         werss=store.status(conn, "werss:status"),
+        wechat=store.status(conn, "werss:wechat"),
+        wechat_warn_hours=settings.wechat_login_warn_hours,
         deepseek=store.status(conn, "deepseek:status"),
         spent_today=store.day_spend(conn, today, currency),
         spend_by_day=spend_by_day,

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 from markupsafe import Markup
 
 from include.radar import events
+from include.radar.coverage import Coverage
 from include.radar.web.views.common import (
     _REPORT_STATUS,
     REPORT_BUILDING,
@@ -132,6 +133,7 @@ class DailyPage:
     push: PushView
     threshold: int
     cost: str = "—"  # everything the day's LLM calls cost, failed ladders and the digest included
+    coverage: Coverage | None = None  # the share of the accounts the day covered, as the report worked it out
 
 
 def analysis_cards(rows: Iterable[Row], *, threshold: int, tz: ZoneInfo, links: Links) -> list[AnalysisCard]:
@@ -330,6 +332,7 @@ def daily_page(
     digest_json = (report or {}).get("digest_json") or {}
     slot_list = slot_views(day, slots, runs, now=now, late_after_minutes=late_after_minutes, tz=tz, links=links,
                            spend=slot_spend, currency=currency)
+    stored = (report or {}).get("stats")
     return DailyPage(
         day=day,
         day_label=day_label(day),
@@ -353,6 +356,7 @@ def daily_page(
         push=push_view(notifications, tz, next((r for r in runs if slots and r.get("slot") == max(slots)), None)),
         threshold=threshold,
         cost=cost,
+        coverage=Coverage.from_stats(stored.get("coverage")) if isinstance(stored, dict) else None,
     )
 
 

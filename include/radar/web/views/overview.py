@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from include.radar.web.views.common import (
@@ -58,6 +59,17 @@ class AccountView:
     rows_skipped: int = 0
     bodies_missing: int = 0
     last_skip_reason: str = ""
+    body_problems: str = ""  # "验证页 2 · 正文不全 1 · 已删除 1": bodies that were WeChat's pages or cut
+    last_body_problem: str = ""  # the last one's reason and when
+
+
+BODY_PROBLEM_LABELS = (("bodies_verification", "验证页"), ("bodies_incomplete", "正文不全"), ("bodies_gone", "已删除"))
+
+
+def body_problems(row: Row) -> str:
+    """The account's bodies that were WeChat's verification page, cut, or a deleted article's page, by kind."""
+    counts = [(label, row.get(column) or 0) for column, label in BODY_PROBLEM_LABELS]
+    return " · ".join(f"{label} {n}" for label, n in counts if n)
 
 
 @dataclass(frozen=True)
@@ -136,9 +148,16 @@ def account_views(rows: Iterable[Row], *, now: datetime, tz: ZoneInfo) -> list[A
                 rows_skipped=r.get("rows_skipped") or 0,
                 bodies_missing=r.get("bodies_missing") or 0,
                 last_skip_reason=error_text(r.get("last_skip_reason"), 160),
+                body_problems=body_problems(r),
+                last_body_problem=_when_what(r.get("last_body_problem_at"), r.get("last_body_problem"), tz),
             )
         )
     return sorted(views, key=lambda a: (a.healthy, a.name))
+
+
+def _when_what(at: datetime | None, what: Any, tz: ZoneInfo) -> str:
+    text = error_text(what, 160)
+    return f"{local_time(at, tz, '%m-%d %H:%M')} {text}".strip() if text else ""
 
 
 def overview_page(

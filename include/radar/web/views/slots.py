@@ -58,6 +58,7 @@ class SlotView:
     skipped_count: int = 0  # malformed WeRSS rows skipped
     deferred_count: int = 0  # analyses left to later slots (a deadline came first)
     excluded_count: int = 0  # articles the reader's rules kept from the LLM (focus.py)
+    body_problems: int = 0  # bodies that were WeChat's verification page, cut, or a deleted article's page
     warnings: list[str] = field(default_factory=list)  # handled problems: skipped rows, failed accounts, deadlines
     error_log: list[str] = field(default_factory=list)  # every step error of every run, fixed since or not
     run_date: date | None = None
@@ -151,6 +152,7 @@ def slot_view(
         skipped_count=run.get("skipped_count") or 0,
         deferred_count=run.get("deferred_count") or 0,
         excluded_count=run.get("excluded_count") or 0,
+        body_problems=run.get("body_problems") or 0,
         warnings=_entries(run.get("warnings"), "message"),
         error_log=_entries(run.get("error_log"), "error"),
         run_date=run.get("run_date"),
