@@ -266,7 +266,8 @@ def test_restore_refuses_a_non_empty_target_and_replace_brings_the_backup_back_i
     before = year.fingerprint(db_url)
 
     assert cli.main(["restore", str(dump), "--into", db_url]) == 2
-    assert f"is not empty ({len(manifest['tables'])} tables: analysis_attempt, analysis_result" in capsys.readouterr().err
+    first = ", ".join(sorted(manifest["tables"])[:2])
+    assert f"is not empty ({len(manifest['tables'])} tables: {first}" in capsys.readouterr().err
     assert year.fingerprint(db_url) == before  # refused before anything was touched
 
     with db.connect(db_url) as conn:  # an operator's mistake, to be undone from last night's backup
