@@ -38,7 +38,7 @@ from airflow.sdk import (
 
 from include.radar import DAG_ID
 from include.radar.airflow_alerts import AlertNotifier, mend_dag_test
-from include.radar.airflow_support import branch, failed_tasks, opened_slot, run_step
+from include.radar.airflow_support import branch, failed_tasks, opened_slot, run_step, task_try
 from include.radar.decide import ACTIONS, BUILD_DAILY, PUSH_OPPORTUNITY, SKIP_PUSH
 from include.radar.settings import env_name, load_settings
 from include.radar.slots import SHANGHAI
@@ -130,12 +130,13 @@ def opportunity_radar_slots():
     # one mapped task per batch of articles (include/radar/batches.py): a task process per article cost
     # seconds of start-up each. A batch runs its articles in threads, each with its own claim, attempts and
     # step record; a retry (or a clear) analyses only what is unfinished. The batch ends its calls a minute
-    # before this timeout (their articles left for a later slot), and the timeout is shorter than a claim's
-    # one-hour lease: a live task never loses its article
+    # before this timeout (their articles left for a later slot); its claims belong to this task try and are
+    # renewed while it runs, so a retry never takes over an article a live try still holds
     @task(map_index_template="{{ batch_label }}", pool="radar_llm", retries=1, execution_timeout=ANALYSE_TIMEOUT)
     def analyse(slot: dict, batch: dict) -> dict:
         get_current_context()["batch_label"] = batch["label"]
-        return run_step("analyse_batch", slot, batch, seconds=(ANALYSE_TIMEOUT - BATCH_MARGIN).total_seconds())
+        return run_step("analyse_batch", slot, batch, seconds=(ANALYSE_TIMEOUT - BATCH_MARGIN).total_seconds(),
+                        attempt=task_try())
 
     @task(trigger_rule=TriggerRule.ALL_DONE, execution_timeout=timedelta(minutes=5))
     def summarise() -> dict:

@@ -7,8 +7,19 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from include.radar import decide, pipeline
+from include.radar import decide
+from include.radar.runtime import Runtime
 from include.radar.slots import SHANGHAI
+from include.radar.steps.analyse import analyse_article
+from include.radar.steps.close_slot import close_slot
+from include.radar.steps.daily_report import build_daily_report, catch_up_daily_report, push_daily_report
+from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.open_slot import open_slot
+from include.radar.steps.push_opportunity import push_opportunity, record_skip
+from include.radar.steps.select_articles import articles_to_analyse
+from include.radar.steps.summarise import choose_path, summarise_slot
+from include.radar.steps.track_record import follow_picks
+from include.radar.steps.weekly_summary import weekly_summary
 from include.radar_demo.fakes import FakeArticle
 
 
@@ -39,9 +50,9 @@ def answer(score: int, summary: str = "储能订单回暖，龙头受益。建�
 
 def run_slot(when: datetime, *, run_type: str = "scheduled", params: dict[str, Any] | None = None,
              now: datetime | None = None, dag_run_id: str | None = None) -> dict[str, Any]:
-    rt = pipeline.Runtime.load()
+    rt = Runtime.load()
     errors: dict[str, str] = {}
-    slot = pipeline.open_slot(rt, run_after=when, run_type=run_type, dag_id="opportunity_radar_slots",
+    slot = open_slot(rt, run_after=when, run_type=run_type, dag_id="opportunity_radar_slots",
                               dag_run_id=dag_run_id or f"{run_type}__{when.isoformat()}", params=params or {},
                               now=now or when + timedelta(minutes=1))
 
@@ -52,22 +63,22 @@ def run_slot(when: datetime, *, run_type: str = "scheduled", params: dict[str, A
             errors[name] = f"{exc.__class__.__name__}: {exc}"
             return None
 
-    attempt("ingest", pipeline.ingest_articles)
-    articles = attempt("select", pipeline.articles_to_analyse) or []
-    outcomes = [attempt(f"analyse:{a['item_id']}", pipeline.analyse_article, a) for a in articles]
-    summary = attempt("summarise", pipeline.summarise_slot)
-    branch = pipeline.choose_path(slot, summary).branch
+    attempt("ingest", ingest_articles)
+    articles = attempt("select", articles_to_analyse) or []
+    outcomes = [attempt(f"analyse:{a['item_id']}", analyse_article, a) for a in articles]
+    summary = attempt("summarise", summarise_slot)
+    branch = choose_path(slot, summary).branch
     if branch == decide.PUSH_OPPORTUNITY:
-        attempt("push", pipeline.push_opportunity)
+        attempt("push", push_opportunity)
     elif branch == decide.SKIP_PUSH:
-        attempt("skip", pipeline.record_skip)
+        attempt("skip", record_skip)
     else:
-        attempt("daily_report", pipeline.build_daily_report)
-        attempt("daily_push", pipeline.push_daily_report)
-        attempt("weekly", pipeline.weekly_summary)
-        attempt("track_record", pipeline.follow_picks)
-    attempt("catch_up", pipeline.catch_up_daily_report)
-    closed = pipeline.close_slot(rt, slot, [])
+        attempt("daily_report", build_daily_report)
+        attempt("daily_push", push_daily_report)
+        attempt("weekly", weekly_summary)
+        attempt("track_record", follow_picks)
+    attempt("catch_up", catch_up_daily_report)
+    closed = close_slot(rt, slot, [])
     return {"slot": slot, "branch": branch, "summary": summary, "outcomes": outcomes, "errors": errors,
             "closed": closed}
 

@@ -9,10 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from include.radar import db, pipeline, store
+from include.radar import db, store
 from include.radar.analyst import TRUNCATION_NOTICE, article_prompt
 from include.radar.llm import FIELD_ORDER, JSON_ONLY, LLMConfigError
+from include.radar.runtime import Runtime
 from include.radar.schemas import ArticleAnalysis
+from include.radar.steps.analyse import analyse_article
+from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.open_slot import open_slot
+from include.radar.steps.select_articles import articles_to_analyse
 from include.radar_demo.fakes import api_error, completion
 from tests.slotrun import answer, article, run_slot, shanghai
 
@@ -109,12 +114,12 @@ def test_configuration_errors_fail_fast_with_no_further_calls(fakes, status, mes
 def test_unknown_model_is_a_clear_configuration_error(fakes, monkeypatch):
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_MODEL", "deepseek-reasoner")
     _one_article(fakes)
-    rt = pipeline.Runtime.load()
-    slot = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
-    pipeline.ingest_articles(rt, slot)
-    [target] = pipeline.articles_to_analyse(rt, slot)
+    rt = Runtime.load()
+    slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
+    ingest_articles(rt, slot)
+    [target] = articles_to_analyse(rt, slot)
     with pytest.raises(LLMConfigError, match="does not know the model 'deepseek-reasoner'"):
-        pipeline.analyse_article(rt, slot, target)
+        analyse_article(rt, slot, target)
     assert len(fakes.deepseek.requests) == 1
 
 
@@ -214,10 +219,10 @@ def test_two_runs_racing_for_one_article_pay_once(fakes):
 
     _one_article(fakes)
     fakes.deepseek.responder = lambda b: answer(70)
-    rt = pipeline.Runtime.load()
-    slot = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
-    pipeline.ingest_articles(rt, slot)
-    [target] = pipeline.articles_to_analyse(rt, slot)
+    rt = Runtime.load()
+    slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
+    ingest_articles(rt, slot)
+    [target] = articles_to_analyse(rt, slot)
     with db.connect() as conn:  # the other run has claimed it and is waiting for its answer
         claim = store.claim_item(conn, target["item_id"], slot_run_id=slot["slot_run_id"], claimer="other-run",
                                  max_attempts=3)
@@ -226,7 +231,7 @@ def test_two_runs_racing_for_one_article_pay_once(fakes):
                                    claimer="this-run", settings=rt.settings)
     assert outcome.status == "skipped" and fakes.deepseek.requests == []
     with db.connect() as conn:
-        assert pipeline.articles_to_analyse(rt, slot) == []  # not offered again while the claim is fresh
+        assert articles_to_analyse(rt, slot) == []  # not offered again while the claim is fresh
 
 
 def test_a_content_risk_400_fails_that_article_only_without_retries(fakes):

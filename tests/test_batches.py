@@ -8,8 +8,13 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import batches, db, pipeline, store
+from include.radar import batches, db, store
 from include.radar.llm import MIN_CALL_SECONDS, LLMConfigError
+from include.radar.runtime import Runtime
+from include.radar.steps.analyse import analyse_batch
+from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.open_slot import open_slot
+from include.radar.steps.select_articles import analysis_batches
 from tests.slotrun import answer, article, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)
@@ -95,12 +100,12 @@ def _slow_fake(fakes, count: int, seconds: float) -> list[int]:
     return peak
 
 
-def _ingested(run_id: str) -> tuple[pipeline.Runtime, dict]:
+def _ingested(run_id: str) -> tuple[Runtime, dict]:
     """The slot at SLOT opened and its articles ingested, as open_slot and ingest leave them."""
-    rt = pipeline.Runtime.load()
-    slot = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id=run_id,
+    rt = Runtime.load()
+    slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id=run_id,
                               params={}, now=SLOT + timedelta(minutes=1))
-    pipeline.ingest_articles(rt, slot)
+    ingest_articles(rt, slot)
     return rt, slot
 
 
@@ -117,24 +122,24 @@ def test_a_wide_batch_has_a_connection_per_thread(fakes, monkeypatch):
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_ANALYSIS_TASKS", "1")
     peak = _slow_fake(fakes, 30, 1.0)
     rt, slot = _ingested("scheduled__w")
-    [batch] = pipeline.analysis_batches(rt, slot)
-    result = pipeline.analyse_batch(rt, slot, batch, seconds=600)
+    [batch] = analysis_batches(rt, slot)
+    result = analyse_batch(rt, slot, batch, seconds=600)
     assert result["counts"] == {"analysed": 30} and peak[0] == 30
 
 
 def test_a_slot_batch_keeps_the_calls_in_flight_at_its_width_and_calls_once_per_article(fakes, monkeypatch):
-    """Through pipeline.analyse_batch: llm_concurrency 6 over analysis_tasks 2 = 3 calls in flight per batch;
+    """Through analyse_batch: llm_concurrency 6 over analysis_tasks 2 = 3 calls in flight per batch;
     every article analysed once with its own attempt; a rerun of the batch (a clear) calls nothing."""
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_LLM_CONCURRENCY", "6")
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_ANALYSIS_TASKS", "2")
     peak = _slow_fake(fakes, 12, 0.2)
     rt, slot = _ingested("scheduled__x")
-    plan = pipeline.analysis_batches(rt, slot)
+    plan = analysis_batches(rt, slot)
     assert [len(b["articles"]) for b in plan] == [6, 6]
-    result = pipeline.analyse_batch(rt, slot, plan[0], seconds=600)
+    result = analyse_batch(rt, slot, plan[0], seconds=600)
     assert result["counts"] == {"analysed": 6} and peak[0] == 3  # three at a time, not one by one
     assert len(fakes.deepseek.requests) == 6
-    again = pipeline.analyse_batch(rt, slot, plan[0], seconds=600)  # Airflow's retry or an operator's clear
+    again = analyse_batch(rt, slot, plan[0], seconds=600)  # Airflow's retry or an operator's clear
     assert again["counts"] == {"skipped": 6} and len(fakes.deepseek.requests) == 6
     with db.connect() as conn:
         rows = conn.execute("SELECT content_item_id, count(*) AS n FROM analysis_attempt GROUP BY 1").fetchall()
@@ -145,8 +150,8 @@ def test_a_slot_batch_keeps_the_calls_in_flight_at_its_width_and_calls_once_per_
 def test_a_batch_whose_time_runs_out_leaves_its_articles_for_a_later_slot(fakes):
     _slow_fake(fakes, 3, 0)
     rt, slot = _ingested("scheduled__y")
-    [first, _] = pipeline.analysis_batches(rt, slot)
-    result = pipeline.analyse_batch(rt, slot, first, seconds=0)
+    [first, _] = analysis_batches(rt, slot)
+    result = analyse_batch(rt, slot, first, seconds=0)
     assert result["counts"] == {"deferred": 1} and fakes.deepseek.requests == []
     with db.connect() as conn:
         assert conn.execute("SELECT deferred_count FROM slot_run").fetchone()["deferred_count"] == 1
@@ -158,9 +163,9 @@ def test_a_call_still_running_when_the_batch_time_ends_is_cut_and_its_article_wa
     (not at the call's own 180 s cap), the attempt is closed as interrupted and the article is pending."""
     _slow_fake(fakes, 1, 30.0)
     rt, slot = _ingested("scheduled__z")
-    [batch] = pipeline.analysis_batches(rt, slot)
+    [batch] = analysis_batches(rt, slot)
     started = time.monotonic()
-    result = pipeline.analyse_batch(rt, slot, batch, seconds=MIN_CALL_SECONDS + 1)
+    result = analyse_batch(rt, slot, batch, seconds=MIN_CALL_SECONDS + 1)
     assert result["counts"] == {"interrupted": 1}
     assert time.monotonic() - started < 20  # cut at the batch's time, long before the stand-in answers
     assert _pending(batch["articles"][0]["item_id"])

@@ -180,15 +180,17 @@ def test_an_earlier_slots_hiccup_is_a_warning_not_a_failed_report(fakes):
 
 
 def test_a_report_that_succeeds_on_retry_is_not_failed_by_its_own_first_try(fakes):
-    from include.radar import pipeline
+    from include.radar.runtime import Runtime
+    from include.radar.steps.daily_report import build_daily_report
+    from include.radar.steps.open_slot import open_slot
 
     _setup(fakes, {1: shanghai(2026, 1, 8, 9)}, {"文章1": 70})
     fakes.at(DAILY)
-    rt = pipeline.Runtime.load()
-    slot = pipeline.open_slot(rt, run_after=DAILY, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
+    rt = Runtime.load()
+    slot = open_slot(rt, run_after=DAILY, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
     with db.connect() as conn:  # its first try died (e.g. the database blinked)
         store.record_step(conn, slot["slot_run_id"], "build_daily_report", "OperationalError: connection lost")
-    pipeline.build_daily_report(rt, slot)
+    build_daily_report(rt, slot)
     assert _report()["status"] == store.REPORT_OK
 
 

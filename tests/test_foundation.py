@@ -184,7 +184,8 @@ def test_concurrent_openers_of_one_slot_share_one_row(db_url):
 
 
 def test_manual_params_name_the_slot_and_bad_params_are_clear_errors():
-    from include.radar.pipeline import ConfigurationError, resolve_slot
+    from include.radar.runtime import ConfigurationError
+    from include.radar.steps.open_slot import resolve_slot
 
     settings = load_settings({}.get)
     triggered = datetime(2026, 1, 12, 10, 30, tzinfo=SHANGHAI)
@@ -225,7 +226,10 @@ def test_parsing_the_dag_and_starting_a_task_import_nothing_heavy():
 
     heavy = ("openai", "apprise", "bs4", "sklearn", "numpy", "scipy")
     probe = ("import sys, {module}; print(','.join(m for m in {heavy!r} if m in sys.modules))")
-    for module, allowed in (("dags.opportunity_radar", set()), ("include.radar.pipeline", {"bs4"})):
+    from include.radar.steps import STEPS
+
+    every_step = ", ".join(f"include.radar.steps.{m}" for m in sorted(set(STEPS.values())))
+    for module, allowed in (("dags.opportunity_radar", set()), (every_step, {"bs4"})):
         out = subprocess.run([sys.executable, "-c", probe.format(module=module, heavy=heavy)], capture_output=True,
                              text=True, timeout=300, check=True)
         loaded = set(filter(None, out.stdout.strip().split(",")))

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from include.radar import DAG_ID, db, spending, store
 from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI
-from include.radar.web import health, views
+from include.radar.web import costs, health, views
 from include.radar.web.app import create_app
 from include.radar_demo.fakes import completion
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
@@ -316,9 +316,9 @@ def test_spend_against_the_budget_and_a_30_day_line_drawn_without_script(conn: A
     points = re.search(r'<polyline class="line" points="([^"]+)"', svg).group(1).split()
     assert len(points) == 30
     ys = [float(p.split(",")[1]) for p in points]
-    assert ys[26] == min(ys) == health.CHART_PAD  # 01-05, the highest day, at the top
+    assert ys[26] == min(ys) == costs.CHART_PAD  # 01-05, the highest day, at the top
     assert ys[26] < ys[0] < ys[29] < ys[1]  # higher is dearer: 0.5, 0.25 on the first day, 0.1234 today, 0
-    assert ys[1] == ys[28] == health.CHART_H - health.CHART_PAD  # days without spend are 0
+    assert ys[1] == ys[28] == costs.CHART_H - costs.CHART_PAD  # days without spend are 0
     assert svg.count("<title>") == 30 and "<title>01-08 $0.1234</title>" in svg
     chart = section[section.index('<div class="chart">'):]
     assert "<span>$0.5000</span><span>$0</span>" in chart  # the axis: max and min

@@ -11,9 +11,14 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from include.radar import analyst, db, pipeline, store
+from include.radar import analyst, db, store
 from include.radar.llm import neutralise_delimiters
+from include.radar.runtime import Runtime
 from include.radar.schemas import ArticleAnalysis
+from include.radar.steps.analyse import analyse_article, claimer
+from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.open_slot import open_slot
+from include.radar.steps.select_articles import articles_to_analyse
 from include.radar_demo.fakes import completion
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
@@ -114,10 +119,10 @@ def test_a_crash_after_the_answer_counts_the_attempt_fails_the_step_and_a_later_
 
 def _claimed_run(fakes, monkeypatch, when=SLOT, dag_run_id="run-a", owner=None):
     """A slot run whose analyse task dies with the database gone: nothing can be recorded."""
-    rt = pipeline.Runtime.load()
-    slot = pipeline.open_slot(rt, run_after=when, run_type="scheduled", dag_id="d", dag_run_id=dag_run_id, params={})
-    pipeline.ingest_articles(rt, slot)
-    [target] = pipeline.articles_to_analyse(rt, slot)
+    rt = Runtime.load()
+    slot = open_slot(rt, run_after=when, run_type="scheduled", dag_id="d", dag_run_id=dag_run_id, params={})
+    ingest_articles(rt, slot)
+    [target] = articles_to_analyse(rt, slot)
     real_connect = db.connect
     down = {"now": False}
 
@@ -133,7 +138,7 @@ def _claimed_run(fakes, monkeypatch, when=SLOT, dag_run_id="run-a", owner=None):
     fakes.deepseek.responder = respond
     monkeypatch.setattr(db, "connect", flaky)
     with pytest.raises(db.DatabaseUnavailable):
-        pipeline.analyse_article(rt, slot, target, owner=pipeline.claimer(slot, owner))
+        analyse_article(rt, slot, target, owner=claimer(slot, owner))
     monkeypatch.setattr(db, "connect", real_connect)
     return rt, slot, target
 
@@ -147,7 +152,7 @@ def test_a_database_that_drops_during_the_call_leaves_a_claim_the_tasks_retry_ta
     with db.connect() as conn:  # the dead try renews nothing: its lease runs out
         conn.execute("UPDATE content_item SET lease_until = now() - interval '1 second'")
     retry = store.claim_owner(slot["dag_run_id"], "analyse", 0, 2)
-    outcome = pipeline.analyse_article(rt, slot, target, owner=retry)  # Airflow's retry of the same mapped task
+    outcome = analyse_article(rt, slot, target, owner=retry)  # Airflow's retry of the same mapped task
     assert outcome["status"] == "analysed"
     assert _attempts("1-1") == ["crashed", "analysed"] and _item("1-1")["attempts"] == 2
 
@@ -190,9 +195,9 @@ def test_every_path_counts_against_one_cap(fakes, monkeypatch):
 def test_two_copies_of_one_text_claimed_at_the_same_moment_pay_for_one_call(fakes):
     same = "<p>同一篇通稿：某光伏龙头签下百亿订单。</p>"
     _articles(fakes, 1, 2, body=same)
-    rt = pipeline.Runtime.load()
-    slot = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
-    pipeline.ingest_articles(rt, slot)
+    rt = Runtime.load()
+    slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
+    ingest_articles(rt, slot)
     with db.connect() as conn:
         ids = [r["id"] for r in conn.execute("SELECT id FROM content_item ORDER BY id")]
 

@@ -18,9 +18,15 @@ from datetime import timedelta
 import pytest
 from werkzeug.wrappers import Request, Response
 
-from include.radar import analyst, batches, db, http, pipeline, store
+from include.radar import analyst, batches, db, http, store
 from include.radar.llm import MAX_ANSWER_BYTES, LLMClient, LLMExhausted
+from include.radar.runtime import Runtime
 from include.radar.schemas import ArticleAnalysis
+from include.radar.steps.analyse import analyse_batch, claimer
+from include.radar.steps.close_slot import close_slot
+from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.open_slot import open_slot
+from include.radar.steps.select_articles import articles_to_analyse
 from include.radar.werss import MAX_RESPONSE_BYTES, WeRSSClient, WeRSSError
 from include.radar_demo.fakes import completion, serve
 from tests.slotrun import answer, article, shanghai
@@ -187,10 +193,10 @@ def _batch(fakes, n: int, run: str = "scheduled__run-1"):
     for i in range(1, n + 1):
         fakes.werss.articles.append(article(i, SLOT - timedelta(minutes=10 + i), title=f"文章{i}"))
     fakes.at(SLOT)
-    rt = pipeline.Runtime.load()
-    slot = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id=run, params={})
-    pipeline.ingest_articles(rt, slot)
-    [batch] = batches.plan(pipeline.articles_to_analyse(rt, slot), 1)
+    rt = Runtime.load()
+    slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id=run, params={})
+    ingest_articles(rt, slot)
+    [batch] = batches.plan(articles_to_analyse(rt, slot), 1)
     return rt, slot, batch
 
 
@@ -219,7 +225,7 @@ def test_two_tries_of_one_batch_running_at_once_call_deepseek_once_per_article(f
 
     def run(try_number: int) -> None:
         barrier.wait()
-        results[try_number] = pipeline.analyse_batch(rt, slot, batch, seconds=120, attempt=("analyse", 0, try_number))
+        results[try_number] = analyse_batch(rt, slot, batch, seconds=120, attempt=("analyse", 0, try_number))
 
     tries = [threading.Thread(target=run, args=(n,)) for n in (1, 2)]
     for t in tries:
@@ -238,10 +244,10 @@ def test_a_retry_takes_over_a_dead_tries_claim_once_its_lease_ran_out(fakes, mon
     item_id = batch["articles"][0]["item_id"]
     with db.connect() as conn:  # try 1 claimed it and died: nothing renews its lease
         claim = store.claim_item(conn, item_id, slot_run_id=slot["slot_run_id"], max_attempts=3,
-                                 claimer=pipeline.claimer(slot, ("analyse", 0, 1)), lease=timedelta(seconds=1))
+                                 claimer=claimer(slot, ("analyse", 0, 1)), lease=timedelta(seconds=1))
     assert claim.state == "claimed"
     fakes.deepseek.responder = lambda body: answer(70)
-    result = pipeline.analyse_batch(rt, slot, batch, seconds=120, attempt=("analyse", 0, 2))
+    result = analyse_batch(rt, slot, batch, seconds=120, attempt=("analyse", 0, 2))
     assert result["counts"] == {"analysed": 1} and len(fakes.deepseek.requests) == 1
     with db.connect() as conn:
         dead, retry = conn.execute("SELECT * FROM analysis_attempt ORDER BY id").fetchall()
@@ -254,7 +260,7 @@ def test_a_live_try_keeps_its_claim_and_another_try_does_not_take_it(fakes, monk
     monkeypatch.setattr(analyst, "BUSY_POLL_SECONDS", 0.1)
     rt, slot, batch = _batch(fakes, 1)
     item_id = batch["articles"][0]["item_id"]
-    zombie = pipeline.claimer(slot, ("analyse", 0, 1))
+    zombie = claimer(slot, ("analyse", 0, 1))
     with db.connect() as conn:
         store.claim_item(conn, item_id, slot_run_id=slot["slot_run_id"], max_attempts=3, claimer=zombie,
                          lease=timedelta(seconds=1))
@@ -262,7 +268,7 @@ def test_a_live_try_keeps_its_claim_and_another_try_does_not_take_it(fakes, monk
     fakes.deepseek.responder = lambda body: answer(70)
     with analyst.ClaimKeeper(rt.connect, zombie, every=0.2) as keeper:
         # the retry waits as long as its own time allows (here about 3 s), then leaves the article to the zombie
-        result = pipeline.analyse_batch(rt, slot, batch, seconds=analyst.MIN_CALL_SECONDS + 3,
+        result = analyse_batch(rt, slot, batch, seconds=analyst.MIN_CALL_SECONDS + 3,
                                         attempt=("analyse", 0, 2))
         renewed = keeper.renewals
     assert result["counts"] == {"skipped": 1} and fakes.deepseek.requests == []
@@ -275,7 +281,7 @@ def test_a_live_try_keeps_its_claim_and_another_try_does_not_take_it(fakes, monk
 
 def test_the_claim_keeper_stops_renewing_past_the_tries_time_limit(fakes):
     rt, slot, batch = _batch(fakes, 1)
-    owner = pipeline.claimer(slot, ("analyse", 0, 1))
+    owner = claimer(slot, ("analyse", 0, 1))
     with analyst.ClaimKeeper(rt.connect, owner, every=0.1, until=time.monotonic() + 0.35) as keeper:
         time.sleep(1.0)
         assert keeper.renewals <= 3  # a hung try does not hold its claims for ever
@@ -286,9 +292,9 @@ def test_close_slot_fails_the_claims_of_every_try_of_its_run_and_no_other_runs(f
     first, second = (a["item_id"] for a in batch["articles"])
     with db.connect() as conn:  # a try of this run killed mid-call; a run whose id starts with this one's
         store.claim_item(conn, first, slot_run_id=slot["slot_run_id"], max_attempts=3,
-                         claimer=pipeline.claimer(slot, ("analyse", 0, 3)))
+                         claimer=claimer(slot, ("analyse", 0, 3)))
         store.claim_item(conn, second, slot_run_id=slot["slot_run_id"], max_attempts=3,
                          claimer=store.claim_owner("manual__run-10", "analyse", 0, 1))
-    pipeline.close_slot(rt, slot, [])
+    close_slot(rt, slot, [])
     assert _attempts() == {first: ["crashed"], second: ["running"]}
 

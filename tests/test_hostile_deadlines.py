@@ -11,10 +11,12 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from include.radar import db, pipeline, store
+from include.radar import db, store
 from include.radar.deadlines import daily_deadlines, retry_is_pointless
 from include.radar.llm import LLMClient, LLMDeadline, LLMExhausted
+from include.radar.runtime import ConfigurationError, Runtime
 from include.radar.schemas import ArticleAnalysis
+from include.radar.steps.open_slot import open_slot
 from include.radar.werss import WeRSSClient, WeRSSDeadline, WeRSSError
 from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, serve
 from tests.slotrun import answer, run_slot, shanghai, task_states
@@ -78,7 +80,7 @@ def test_the_ladder_stops_at_the_callers_deadline_and_says_so():
 def test_radar_sessions_bound_statements_and_lock_waits(fakes, monkeypatch):
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DB_STATEMENT_TIMEOUT_SECONDS", "1")
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DB_LOCK_TIMEOUT_SECONDS", "0.5")
-    rt = pipeline.Runtime.load()
+    rt = Runtime.load()
     with rt.connect() as conn:
         assert conn.execute("SHOW statement_timeout").fetchone()["statement_timeout"] == "1s"
         assert conn.execute("SHOW lock_timeout").fetchone()["lock_timeout"] == "500ms"
@@ -118,8 +120,8 @@ def test_the_phases_share_the_budget_and_a_late_run_gets_its_own():
 
 
 def _open(fakes, when, **params):
-    rt = pipeline.Runtime.load()
-    return pipeline.open_slot(rt, run_after=when, run_type=params.pop("run_type", "scheduled"), dag_id="d",
+    rt = Runtime.load()
+    return open_slot(rt, run_after=when, run_type=params.pop("run_type", "scheduled"), dag_id="d",
                               dag_run_id=f"r-{when}", params=params)
 
 
@@ -212,10 +214,10 @@ def test_a_failed_open_slot_fails_the_run_at_once_and_nothing_else_runs(dag, fak
 
 
 def test_open_slot_says_clearly_why_it_failed(fakes):
-    rt = pipeline.Runtime.load()
-    with pytest.raises(pipeline.ConfigurationError, match=r"run_date='2026-02-30' is not a YYYY-MM-DD date"):
-        pipeline.open_slot(rt, run_after=DAILY, run_type="manual", dag_id="d", dag_run_id="r",
+    rt = Runtime.load()
+    with pytest.raises(ConfigurationError, match=r"run_date='2026-02-30' is not a YYYY-MM-DD date"):
+        open_slot(rt, run_after=DAILY, run_type="manual", dag_id="d", dag_run_id="r",
                            params={"run_date": "2026-02-30"})
-    down = pipeline.Runtime(settings=rt.settings, database_url="postgresql://postgres:pw@127.0.0.1:1/none")
+    down = Runtime(settings=rt.settings, database_url="postgresql://postgres:pw@127.0.0.1:1/none")
     with pytest.raises(db.DatabaseUnavailable, match=r"cannot reach the radar database at .*:\*\*\*@127.0.0.1:1"):
-        pipeline.open_slot(down, run_after=DAILY, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
+        open_slot(down, run_after=DAILY, run_type="scheduled", dag_id="d", dag_run_id="r", params={})

@@ -9,7 +9,10 @@ from datetime import timedelta
 import pytest
 import time_machine
 
-from include.radar import db, pipeline, store
+from include.radar import db, store
+from include.radar.runtime import Runtime
+from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.open_slot import open_slot
 from include.radar.werss_rows import RowRejected, article_row
 from tests.slotrun import article, read_page, run_slot, shanghai
 
@@ -21,10 +24,10 @@ GOOD = [{"id": "MP_WXS_1", "mp_name": "研究所"}, {"id": "MP_WXS_2", "mp_name"
 
 def _ingest(fakes, when=SLOT):
     fakes.at(when)
-    rt = pipeline.Runtime.load()
-    slot = pipeline.open_slot(rt, run_after=when, run_type="scheduled", dag_id="d", dag_run_id=f"r{when}", params={})
+    rt = Runtime.load()
+    slot = open_slot(rt, run_after=when, run_type="scheduled", dag_id="d", dag_run_id=f"r{when}", params={})
     with time_machine.travel(when + timedelta(minutes=1), tick=True):  # the backoffs run on the wall clock
-        return slot, pipeline.ingest_articles(rt, slot)
+        return slot, ingest_articles(rt, slot)
 
 
 def _rows(sql: str, *args) -> list[dict]:

@@ -9,7 +9,10 @@ from datetime import date, timedelta
 
 import pytest
 
-from include.radar import db, pipeline, push, store
+from include.radar import db, push, store
+from include.radar.runtime import Runtime
+from include.radar.steps.close_slot import close_slot
+from include.radar.steps.daily_report import push_daily_report
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile
@@ -182,15 +185,15 @@ def test_a_daily_push_killed_between_send_and_record_is_never_resent_and_the_ope
     result = run_slot(DAILY)
     monkeypatch.setattr(store, "finish_notification", real)
     assert len(fakes.sink.received) == 1 and fakes.sink2.received == []  # it died at the first channel
-    slot, rt = result["slot"], pipeline.Runtime.load()
-    pipeline.push_daily_report(rt, slot)  # Airflow's retry: the second channel now, the first not again
+    slot, rt = result["slot"], Runtime.load()
+    push_daily_report(rt, slot)  # Airflow's retry: the second channel now, the first not again
     assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1
-    pipeline.close_slot(rt, slot, [])  # too fresh for the sweep
+    close_slot(rt, slot, [])  # too fresh for the sweep
     assert [r["status"] for r in _rows() if r["push_type"] == "daily"] == [store.NOTE_PENDING, store.NOTE_SENT]
     _age(6, push_type="daily")
-    pipeline.close_slot(rt, slot, [])  # the sweep: delivery unknown, the operator told
-    pipeline.push_daily_report(rt, slot)
-    pipeline.close_slot(rt, slot, [])
+    close_slot(rt, slot, [])  # the sweep: delivery unknown, the operator told
+    push_daily_report(rt, slot)
+    close_slot(rt, slot, [])
     run_slot(shanghai(2026, 1, 9, 7))  # the next slot's steps sweep too
     assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1  # never twice
     unknown, sent = [r for r in _rows() if r["push_type"] == "daily"]
@@ -214,7 +217,7 @@ def test_a_daily_push_killed_before_its_send_goes_out_with_the_tasks_retry(fakes
     result = run_slot(DAILY)
     monkeypatch.setattr(store, "start_send", real)
     assert fakes.sink.received == [] and "push_daily_report" in (result["closed"]["error"] or "")
-    pipeline.push_daily_report(pipeline.Runtime.load(), result["slot"])  # the retry
-    pipeline.push_daily_report(pipeline.Runtime.load(), result["slot"])
+    push_daily_report(Runtime.load(), result["slot"])  # the retry
+    push_daily_report(Runtime.load(), result["slot"])
     assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1
     assert _alerts(fakes, "推送结果未知") == []

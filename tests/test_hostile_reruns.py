@@ -7,7 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import db, pipeline, store
+from include.radar import db, store
+from include.radar.runtime import Runtime
+from include.radar.steps.close_slot import close_slot
+from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.open_slot import open_slot
 from include.radar_demo.fakes import completion
 from tests.slotrun import answer, article, run_slot, shanghai
 
@@ -56,16 +60,16 @@ def test_a_rerun_adds_to_the_slots_counts_and_errors_never_writes_over_them(fake
 def test_overlapping_runs_of_one_slot_lose_no_step_errors(fakes):
     fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
     fakes.at(SLOT)
-    rt = pipeline.Runtime.load()
-    run_a = pipeline.open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="a", params={})
+    rt = Runtime.load()
+    run_a = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="a", params={})
     fakes.werss.down = True
     with pytest.raises(Exception, match="503"):
-        pipeline.ingest_articles(rt, run_a)  # run A's ingest fails and records it
-    run_b = pipeline.open_slot(rt, run_after=SLOT, run_type="manual", dag_id="d", dag_run_id="b", params={})
+        ingest_articles(rt, run_a)  # run A's ingest fails and records it
+    run_b = open_slot(rt, run_after=SLOT, run_type="manual", dag_id="d", dag_run_id="b", params={})
     assert run_b["slot_run_id"] == run_a["slot_run_id"]
-    closed_b = pipeline.close_slot(rt, run_b, [])  # B opened while A was running: A's error is not forgotten
+    closed_b = close_slot(rt, run_b, [])  # B opened while A was running: A's error is not forgotten
     assert closed_b["status"] == "failed" and "ingest" in closed_b["error"]
-    closed_a = pipeline.close_slot(rt, run_a, [])
+    closed_a = close_slot(rt, run_a, [])
     assert closed_a["status"] == "failed" and "503" in closed_a["error"]
     assert [e["dag_run_id"] for e in _slot_row()["error_log"]] == ["a"]
 

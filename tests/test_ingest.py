@@ -6,8 +6,11 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import db, pipeline, store
+from include.radar import db, store
 from include.radar.ingest import backoff_for
+from include.radar.runtime import Runtime
+from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.open_slot import open_slot
 from include.radar.werss import WeRSSAuthError, WeRSSClient
 from tests.slotrun import article, run_slot, shanghai
 
@@ -18,9 +21,9 @@ SLOT = shanghai(2026, 1, 8, 14)
 
 def _ingest(fakes, when=SLOT, **params):
     fakes.at(when)
-    rt = pipeline.Runtime.load()
-    slot = pipeline.open_slot(rt, run_after=when, run_type="scheduled", dag_id="d", dag_run_id="r", params=params)
-    return rt, slot, pipeline.ingest_articles(rt, slot)
+    rt = Runtime.load()
+    slot = open_slot(rt, run_after=when, run_type="scheduled", dag_id="d", dag_run_id="r", params=params)
+    return rt, slot, ingest_articles(rt, slot)
 
 
 def _count(sql: str, *args) -> int:
@@ -118,10 +121,10 @@ def test_seven_oclock_slot_includes_the_previous_evening_and_backfill_uses_its_o
     # a backfill of an earlier slot, run now: its window ends at its own scheduled time
     fakes.werss.articles.append(article(3, shanghai(2026, 1, 3, 10)))
     fakes.at(shanghai(2026, 1, 9, 12))
-    rt = pipeline.Runtime.load()
-    slot = pipeline.open_slot(rt, run_after=shanghai(2026, 1, 4, 7), run_type="backfill", dag_id="d",
+    rt = Runtime.load()
+    slot = open_slot(rt, run_after=shanghai(2026, 1, 4, 7), run_type="backfill", dag_id="d",
                               dag_run_id="b", params={})
-    summary = pipeline.ingest_articles(rt, slot)
+    summary = ingest_articles(rt, slot)
     assert summary["new"] == 1  # article 3 only: 1-2 is after the backfilled slot
     with db.connect() as conn:
         assert "1-2" not in store.known_external_ids(conn, ["1-2"])

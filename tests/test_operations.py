@@ -322,10 +322,11 @@ def test_the_daily_runs_deadline_alert_tells_the_operator_when_the_report_is_not
     assert airflow_alerts._daily_deadline_missed(context) == "already"
     [alert] = _alerts(fakes)
     # a run working to a later deadline (daily_push_deadline_minutes set as a Variable) is not late yet
-    from include.radar import pipeline
+    from include.radar.runtime import Runtime
+    from include.radar.steps.open_slot import open_slot
 
-    rt = pipeline.Runtime.load()
-    slot = pipeline.open_slot(rt, run_after=shanghai(2026, 1, 9, 22), run_type="scheduled", dag_id="d",
+    rt = Runtime.load()
+    slot = open_slot(rt, run_after=shanghai(2026, 1, 9, 22), run_type="scheduled", dag_id="d",
                               dag_run_id="r", params={}, now=shanghai(2026, 1, 9, 22, 1))
     with db.connect() as conn:
         conn.execute("UPDATE slot_run SET deadline_at = now() + interval '20 minutes' WHERE id = %s",
@@ -495,11 +496,11 @@ def test_a_task_that_fails_for_good_alerts_through_airflows_failure_callback(dag
 
 
 def test_alerting_never_fails_the_step_that_raised_it(fakes, monkeypatch):
-    from include.radar import pipeline
+    from include.radar.runtime import Runtime
 
     monkeypatch.setenv("AIRFLOW_CONN_RADAR_OPS_PUSH", json.dumps({"conn_type": "generic", "extra": {"urls": []}}))
     monkeypatch.setenv("AIRFLOW_CONN_RADAR_PUSH", json.dumps({"conn_type": "generic", "extra": {"urls": []}}))
-    rt = pipeline.Runtime.load()
+    rt = Runtime.load()
     assert rt.alert("budget", "no channel anywhere") == "failed"
     row = _row("SELECT delivered, delivery_error FROM operator_alert")
     assert not row["delivered"] and "no push channel" in row["delivery_error"]

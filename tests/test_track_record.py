@@ -15,11 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from include.radar import db, outcomes, pipeline, track_record
+from include.radar import db, outcomes, track_record
 from include.radar.market import SourceError
 from include.radar.market.akshare_source import LibrarySource
 from include.radar.market.instruments import CN, CSI300, Instrument, name_index, parse_code, resolve
 from include.radar.market.recorded import RecordedCaller, recorded_source
+from include.radar.runtime import Runtime
 from include.radar.slots import SHANGHAI
 from tests.conftest import REPO
 from tests.slotrun import article, run_slot, shanghai
@@ -348,7 +349,7 @@ def test_a_failing_source_alerts_once_and_the_next_day_retries(fakes, monkeypatc
     _day_of_picks(fakes)
     down = CountingSource(fail=True)
     monkeypatch.setattr(track_record, "source_from", lambda settings: lambda: down.source)
-    rt = pipeline.Runtime.load()
+    rt = Runtime.load()
     slot = {"slot_run_id": None, "is_daily": True, "run_date": "2026-03-20", "dag_run_id": "x"}
     with db.connect() as conn:
         slot["slot_run_id"] = conn.execute("SELECT max(id) AS id FROM slot_run").fetchone()["id"]
@@ -594,7 +595,7 @@ def test_the_dag_file_the_pages_and_the_steps_never_import_the_market_library() 
     code = (
         f"import runpy, sys; sys.path.insert(0, {str(REPO)!r}); runpy.run_path({str(dag_file)!r});"
         "from include.radar.web.app import create_app; create_app(db_url='postgresql://x@127.0.0.1:1/x');"
-        "import include.radar.pipeline, include.radar.track_record, include.radar.market.akshare_source;"
+        "import include.radar.steps.track_record, include.radar.track_record, include.radar.market.akshare_source;"
         "loaded = [m for m in ('akshare', 'pandas', 'curl_cffi', 'py_mini_racer') if m in sys.modules];"
         "assert not loaded, loaded"
     )

@@ -95,9 +95,9 @@ def test_an_invalid_weekly_answer_falls_back_and_is_still_pushed_once(fakes) -> 
 
 
 def test_a_weekly_digest_call_that_hangs_is_cut_at_its_deadline_and_the_fallback_is_pushed(fakes, monkeypatch) -> None:
-    from include.radar import pipeline
+    import include.radar.steps.weekly_summary as weekly_step
 
-    monkeypatch.setattr(pipeline, "WEEKLY_DIGEST_SECONDS", 7)  # 5 minutes in production
+    monkeypatch.setattr(weekly_step, "WEEKLY_DIGEST_SECONDS", 7)  # 5 minutes in production
 
     def hang(ids):
         time.sleep(40)  # a DeepSeek that never answers the week's call in time

@@ -46,7 +46,7 @@ class AlertNotifier(BaseNotifier):
             log.exception("the operator alert for a failed task could not be raised")
 
     def _notify(self, context: Any) -> None:
-        from include.radar.pipeline import Runtime
+        from include.radar.runtime import Runtime
 
         ti = context["ti"]
         exc = context.get("exception")
@@ -71,7 +71,7 @@ async def daily_deadline_missed(context: dict[str, Any] | None = None, **_: Any)
 
 def _daily_deadline_missed(context: dict[str, Any]) -> str | None:
     from include.radar import store
-    from include.radar.pipeline import Runtime
+    from include.radar.runtime import Runtime
     from include.radar.slots import SHANGHAI
 
     run = context.get("dag_run") or {}

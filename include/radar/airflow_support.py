@@ -1,8 +1,9 @@
 """The little the DAG needs from Airflow at run time: turning configuration errors into failures that
 Airflow does not retry (retrying a wrong password locks the WeRSS account), and reading the run's state.
 
-Imported by the DAG file, so it imports nothing of the pipeline at module level: every task process and the
-scheduler's parse loop read the DAG file, and only the task that runs a step needs that step's modules."""
+Imported by the DAG file, so it imports nothing of the steps at module level: every task process and the
+scheduler's parse loop read the DAG file, and only the task that runs a step needs that step's modules. The
+steps never import this module (include/radar/steps/: the seam imports the steps, never the reverse)."""
 
 from __future__ import annotations
 
@@ -16,26 +17,16 @@ from airflow.sdk.exceptions import AirflowFailException
 log = logging.getLogger(__name__)
 
 
-def not_retryable() -> tuple[type[Exception], ...]:
-    """The errors a retry cannot fix: wrong credentials or configuration, a deadline already passed."""
-    from include.radar.llm import LLMConfigError  # noqa: PLC0415
-    from include.radar.pipeline import ConfigurationError, DeadlinePassed  # noqa: PLC0415
-    from include.radar.push import PushConfigError  # noqa: PLC0415
-    from include.radar.settings import SettingsError  # noqa: PLC0415
-    from include.radar.werss import WeRSSAuthError  # noqa: PLC0415
-
-    return WeRSSAuthError, LLMConfigError, SettingsError, ConfigurationError, PushConfigError, DeadlinePassed
-
-
 def run_step(step: str, *args: Any, **kwargs: Any) -> Any:
-    """Run the pipeline step named ``step`` (a function of include/radar/pipeline.py) with the settings and
-    connections resolved inside the task; fail fast, without retries, on bad configuration."""
-    from include.radar import pipeline  # noqa: PLC0415 - only the task that runs a step imports it
+    """Run the step function named ``step`` (include/radar/steps/, loaded by name: a task imports only its own
+    step's module) with the settings and connections resolved inside the task; fail fast, without retries, on
+    bad configuration."""
+    from include.radar import runtime, steps  # noqa: PLC0415 - only the task that runs a step imports it
 
-    func: Callable[..., Any] = getattr(pipeline, step)
+    func: Callable[..., Any] = steps.load(step)
     try:
-        return func(pipeline.Runtime.load(), *args, **kwargs)
-    except not_retryable() as exc:
+        return func(runtime.Runtime.load(), *args, **kwargs)
+    except runtime.not_retryable() as exc:
         raise AirflowFailException(f"{exc.__class__.__name__}: {exc}") from exc
 
 
@@ -53,9 +44,9 @@ def task_try() -> tuple[str, int, int] | None:
 
 def branch(slot: dict[str, Any], summary: dict[str, Any] | None) -> str:
     """The task id the slot's branch follows (pure: needs no database)."""
-    from include.radar import pipeline  # noqa: PLC0415
+    from include.radar.steps.summarise import choose_path  # noqa: PLC0415
 
-    return pipeline.choose_path(slot, summary).branch
+    return choose_path(slot, summary).branch
 
 
 def opened_slot() -> dict[str, Any]:

@@ -18,7 +18,7 @@ BUILD_DAILY = "build_daily_report"
 PUSH_MODES = ("auto", "force", "suppress")
 
 # The trigger form's one choice (dags/opportunity_radar.py), and what each means in the raw params the
-# pipeline reads: the slot to run (named or not), and the push mode. API callers may still send push_mode.
+# steps read: the slot to run (named or not), and the push mode. API callers may still send push_mode.
 ACTIONS = {
     "run": "按时段正常运行",
     "redo": "重做该时段（不推送）",
@@ -312,3 +312,16 @@ def defang(text: str) -> str:
     text = _BARE_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}[:]", text)
     text = _IDEOGRAPHIC_DOT.sub("[.]", text)
     return _HOST_DOT.sub("[.]", text)
+
+
+def daily_push_plan(slot: dict[str, Any]) -> tuple[bool, str]:
+    """Pure: whether the daily report is pushed by this run, and why."""
+    if slot["push_mode"] == "suppress":
+        return False, "push suppressed by the trigger's push_mode=suppress"
+    if slot["run_type"] == "backfill":
+        return False, "backfill runs build reports and push nothing"
+    if slot["push_mode"] == "force":
+        return True, "push forced by the trigger's push_mode=force"
+    if slot["explicit"]:
+        return False, "slot named by the operator (rebuild): pushed only with push_mode=force"
+    return True, "the daily report is always pushed" + (" (late)" if slot["late"] else "")

@@ -11,7 +11,7 @@ A sender that dies leaves a pending row, and :func:`sweep` accounts for it once 
 :data:`SWEEP_AFTER`: a row whose send never started is delivered now (by whichever sender wins
 ``start_send``, so still once) or, for an opportunity alert gone stale, marked failed; a row whose send started
 without an answer is marked *unknown* and never resent automatically — a duplicate is worse than a miss for
-this reader — and the operator is told (pipeline.sweep_pushes). A sender that finds a row another sender
+this reader — and the operator is told (Runtime.sweep_pushes, include/radar/runtime.py). A sender that finds a row another sender
 claimed and never started (the retry of a killed push task) delivers it at once, by the same rule.
 """
 

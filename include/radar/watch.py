@@ -13,7 +13,7 @@ from include.radar.settings import Settings
 from include.radar.slots import SlotKey, slots_between, to_local
 
 if TYPE_CHECKING:
-    from include.radar.pipeline import Runtime
+    from include.radar.runtime import Runtime
     from include.radar.werss import WeRSSClient
 
 log = logging.getLogger(__name__)

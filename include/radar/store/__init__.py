@@ -6,7 +6,8 @@ Every function takes an open psycopg connection (``db.connect()``) and leaves co
 
 - ``slot_runs``: the run record of each planned slot, what its runs did, its status;
 - ``articles``: WeChat accounts and their articles as ingest stores them;
-- ``analyses``: claiming an article for analysis, the attempt log, results, and reading analyses;
+- ``claims``: claiming an article for analysis (owner, lease), the attempt log, what is offered to a slot;
+- ``analyses``: storing analyses and their opportunities, reading them back;
 - ``pushes``: the notification log (exactly-once per message and channel);
 - ``events``: which analyses report one real-world event;
 - ``focus``: the reader's profile, the articles its rules exclude, the reader's feedback;
@@ -22,30 +23,17 @@ Every function takes an open psycopg connection (``db.connect()``) and leaves co
 from __future__ import annotations
 
 from include.radar.store.analyses import (  # noqa: F401
-    HEARTBEAT,
-    LEASE,
-    Claim,
     analysis_brief,
     analysis_for_hash,
     analysis_for_item,
-    attempts_of,
-    claim_item,
-    claim_owner,
     day_analyses,
     day_failures,
     existing_analysis_ids,
-    expire_leases,
-    finish_attempt,
     get_analysis,
     insert_analysis,
-    items_to_analyse,
     mark_item_done,
     opportunities_of,
     pending_items,
-    reap_claims,
-    renew_claims,
-    reset_failed,
-    same_task,
     slot_analyses,
 )
 from include.radar.store.articles import (  # noqa: F401
@@ -64,6 +52,21 @@ from include.radar.store.articles import (  # noqa: F401
     record_body_problem,
     silent_accounts,
     upsert_account,
+)
+from include.radar.store.claims import (  # noqa: F401
+    HEARTBEAT,
+    LEASE,
+    Claim,
+    attempts_of,
+    claim_item,
+    claim_owner,
+    expire_leases,
+    finish_attempt,
+    items_to_analyse,
+    reap_claims,
+    renew_claims,
+    reset_failed,
+    same_task,
 )
 from include.radar.store.common import (  # noqa: F401
     ANALYSING,

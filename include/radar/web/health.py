@@ -1,10 +1,9 @@
-"""Health at a glance (issue 13 §2) and what the radar costs (§3): the view models of the overview's opening
-section, and the cost lines of the daily and analysis pages.
+"""Health at a glance (issue 13 §2): the view models of the overview's opening section (what it costs is
+web/costs.py's).
 
 :func:`gather` is the one function here that reads (the database, through read-only store queries); every
 other function is pure, like the views. What came from outside — alert details, service errors, step names
 — is scrubbed through :func:`views.error_text` and left for Jinja to escape, never marked safe. The 30-day
-spend line is inline SVG drawn here: no script, no charting library (the page's CSP allows neither).
 """
 
 from __future__ import annotations
@@ -12,28 +11,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import psycopg
 
 from include.radar import DAG_ID, store
-from include.radar.pricing import format_money
 from include.radar.settings import Settings
 from include.radar.slots import slot_at, slots_between
 from include.radar.web import views
+from include.radar.web.costs import SpendView, spend_view
 from include.radar.web.views import Links, Row, SlotView
 
 RECENT_SLOTS = 5
-SPEND_DAYS = 30
 MISSED_LOOKBACK_DAYS = 7  # how far back a slot that never ran is looked for (the list shows five anyway)
-SILENT_FACTOR = 3  # pipeline.SILENT_FACTOR: quiet for three times an account's usual interval
+SILENT_FACTOR = 3  # watch.SILENT_FACTOR: quiet for three times an account's usual interval
 THROTTLE_AFTER = 2  # ratelimit.THROTTLE_AFTER (not imported: it loads the LLM client into the api-server)
 NO_RECORD = "暂无记录"
-
-# the drawing area of the spend line, in SVG user units (the SVG stretches to the card's width)
-CHART_W, CHART_H, CHART_PAD = 300.0, 64.0, 4.0
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -300,119 +294,6 @@ def deepseek_view(
         prefix = "" if last != "ok" else f"上次错误（{_when(error_at, now, tz)}）：" if error_at else "上次错误："
         errors.append(prefix + views.error_text(str(status["last_error"]), 300))
     return ServiceView("DeepSeek", True, state, label, _when(when, now, tz), facts, warnings, errors)
-
-
-# ------------------------------------------------------------------------------------------------ spend
-
-
-@dataclass(frozen=True)
-class SpendLine:
-    """30 days of spend as an SVG polyline in a ``CHART_W`` × ``CHART_H`` box, oldest day on the left."""
-
-    points: str  # the polyline's "x,y x,y …", one pair per day
-    area: str  # the same line closed along the bottom (the filled area under it)
-    days: list[tuple[float, float, str]]  # per day: x, width, tooltip ("01-08 $0.1234")
-    max_label: str
-    min_label: str
-    first_label: str
-    last_label: str
-    currency: str
-    budget_y: float | None  # the budget as a dashed line, when it falls inside the axis
-    width: float = CHART_W
-    height: float = CHART_H
-
-    @property
-    def count(self) -> int:
-        return len(self.days)
-
-
-def spend_line(
-    spend: Mapping[date, float], *, last_day: date, currency: str, budget: float = 0.0, days: int = SPEND_DAYS
-) -> SpendLine:
-    """The daily spend of the ``days`` days ending at ``last_day``; a day without spend is 0. The axis runs
-    from 0 to the highest day (so a flat line sits at the bottom)."""
-    first_day = last_day - timedelta(days=days - 1)
-    series = [(first_day + timedelta(days=i), max(float(spend.get(first_day + timedelta(days=i), 0.0)), 0.0))
-              for i in range(days)]
-    low, high = 0.0, max(v for _, v in series)
-    span_ = high - low
-    inner = CHART_H - 2 * CHART_PAD
-    step = CHART_W / (days - 1) if days > 1 else CHART_W
-
-    def y(value: float) -> float:
-        return CHART_H - CHART_PAD - ((value - low) / span_ * inner if span_ > 0 else 0.0)
-
-    coords = [(round(i * step, 1), round(y(v), 1)) for i, (_, v) in enumerate(series)]
-    points = " ".join(f"{x:g},{yy:g}" for x, yy in coords)
-    bottom = f"{CHART_H:g}"
-    area = f"{coords[0][0]:g},{bottom} {points} {coords[-1][0]:g},{bottom}"
-    cells = [(round(max(i * step - step / 2, 0), 1), round(step, 1), f"{d:%m-%d} {views.money(v, currency)}")
-             for i, (d, v) in enumerate(series)]
-    return SpendLine(
-        points=points,
-        area=area,
-        days=cells,
-        max_label=views.money(high, currency),
-        min_label=views.money(low, currency),
-        first_label=f"{first_day:%m-%d}",
-        last_label=f"{last_day:%m-%d}",
-        currency=currency,
-        budget_y=round(y(budget), 1) if 0 < budget <= high else None,
-    )
-
-
-@dataclass(frozen=True)
-class SpendView:
-    text: str  # "今日花费 $0.1234 / 预算 $5.00" or "今日花费 $0.1234 · 未设预算"
-    budget_set: bool
-    reached: bool
-    percent: int  # of the budget spent, 0–100
-    estimated: bool
-    line: SpendLine
-
-
-def spend_view(
-    spent_today: float, by_day: Mapping[date, float], *, today: date, budget: float, currency: str,
-    estimated: bool,
-) -> SpendView:
-    spent = views.money(spent_today, currency)
-    if budget > 0:
-        text = f"今日花费 {spent} / 预算 {format_money(budget, currency)}"
-    else:
-        text = f"今日花费 {spent} · 未设预算"
-    return SpendView(
-        text=text,
-        budget_set=budget > 0,
-        reached=budget > 0 and spent_today >= budget,
-        percent=min(100, round(spent_today / budget * 100)) if budget > 0 else 0,
-        estimated=estimated,
-        line=spend_line({**by_day, today: spent_today}, last_day=today, currency=currency, budget=budget),
-    )
-
-
-def day_cost(spent: float | None, currency: str, report: Row | None) -> str:
-    """A day's LLM cost: the spend ledger's total, or for a day before the ledger what its report stored
-    (``cost`` in its ``currency``; reports before issue 13 stored ``cost_usd``)."""
-    stats = (report or {}).get("stats")
-    stats = stats if isinstance(stats, dict) else {}
-    if not spent:
-        for key, unit in (("cost", stats.get("currency")), ("cost_usd", "USD")):
-            value = stats.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-                return views.money(value, unit if unit in ("USD", "CNY") else currency)
-    return views.money(spent or 0, currency)
-
-
-def item_total(row: Row, spend: Row | None) -> str | None:
-    """What every call for an article cost (store.item_spend: failed attempts included), when that is not
-    just the analysis's own call."""
-    if not spend or not spend.get("ladders"):
-        return None
-    total, own = Decimal(str(spend.get("cost") or 0)), Decimal(str(row.get("cost") or 0))
-    currency = spend.get("currency") or row.get("currency") or "USD"
-    if abs(total - own) < Decimal("0.0000005") and currency == (row.get("currency") or "USD"):
-        return None
-    return f"{views.money(total, currency)}（{spend.get('calls') or 0} 次调用，含失败的尝试）"
 
 
 # ----------------------------------------------------------------------------------------------- health

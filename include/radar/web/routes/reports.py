@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from include.radar import ranking, store, weekly
 from include.radar.store import track as track_store
-from include.radar.web import csrf, feedback, health, views
+from include.radar.web import costs, csrf, feedback, health, views
 from include.radar.web.auth import PageError, ReaderDep, airflow_user, require_reader
 from include.radar.web.runtime import (
     day_signer,
@@ -65,7 +65,7 @@ def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
         days = store.recent_days(conn, today, RECENT_DAYS, settings.push_score_threshold)
         accounts = store.accounts(conn)
         by_day = store.spend_by_day(
-            conn, today - timedelta(days=max(RECENT_DAYS, health.SPEND_DAYS) - 1), today, currency)
+            conn, today - timedelta(days=max(RECENT_DAYS, costs.SPEND_DAYS) - 1), today, currency)
         run_spend = store.slot_spend(conn, [r["id"] for r in runs])
         health_view = health.gather(conn, settings, now=now, tz=tz, links=links, spend_by_day=by_day)
         weights = runtime.ranking_weights(conn)
@@ -143,7 +143,7 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
         runs=runs,
         notifications=notes,
         links=links,
-        cost=health.day_cost(spent, settings.deepseek_currency, report),
+        cost=costs.day_cost(spent, settings.deepseek_currency, report),
         currency=settings.deepseek_currency,
         slot_spend=run_spend,
         budget_deferred=budget_deferred,
@@ -181,7 +181,7 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
         threshold=settings.push_score_threshold,
         tz=zone(settings),
         links=links,
-        total_cost=health.item_total(row, spend),
+        total_cost=costs.item_total(row, spend),
         event_members=members,
     )
     return get_pages(request).render(

@@ -152,7 +152,7 @@ def analysis_page(
     total_cost: str | None = None,
     event_members: Iterable[Row] = (),
 ) -> AnalysisPage:
-    """``total_cost``: what every call for the article cost, failed attempts included (health.item_total);
+    """``total_cost``: what every call for the article cost, failed attempts included (web/costs.py: item_total);
     ``event_members``: every analysis of its event (store.event_members)."""
     run_date = row.get("run_date")
     reused_id = row.get("reused_from_id")

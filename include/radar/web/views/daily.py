@@ -296,7 +296,7 @@ def daily_page(
     slot_spend: Mapping[int, float] | None = None,
     budget_deferred: int = 0,
 ) -> DailyPage:
-    """``cost``: the day's spend (health.day_cost); ``budget_deferred``: the articles the budget held back
+    """``cost``: the day's spend (web/costs.py: day_cost); ``budget_deferred``: the articles the budget held back
     that day, for a day whose report does not say (store.day_budget_deferred)."""
     cards = analysis_cards(analyses, threshold=threshold, tz=tz, links=links)
     failure_views = [

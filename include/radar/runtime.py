@@ -1,0 +1,230 @@
+"""What every step of a slot needs, resolved inside the task (never at DAG parse time), and the one way a step
+runs.
+
+- :class:`Runtime`: the settings and the radar's database, and the outside world built from Airflow connections:
+  the WeRSS client, the DeepSeek client, the push channels, the operator's alerts, signed page links; and the
+  sweep of pushes whose sender died, which every push step runs first;
+- :func:`step`: records a step's outcome on the slot run (its error, or cleared), so ``close_slot`` can tell how
+  the slot went from the database alone, and turns a failure past the daily deadline into
+  :class:`DeadlinePassed`;
+- the slot record's helpers: its key, its deadlines (the daily slot's phases, deadlines.py);
+- :func:`not_retryable`: the errors a retry cannot fix, which the seam to Airflow (airflow_support.py) fails
+  without retries.
+
+The steps themselves are in include/radar/steps/, one module per stage of the slot. Nothing here imports them
+or Airflow.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, TypeVar
+
+from include.radar import alerts, db, ingest, push, redact, signing, store
+from include.radar.deadlines import SlotDeadlines, retry_is_pointless
+from include.radar.llm import LLMClient, LLMConfigError, RateGate
+from include.radar.settings import ConnectionInfo, Settings, SettingsError, check_secret, get_connection, load_settings
+from include.radar.slots import SlotKey
+from include.radar.werss import WeRSSAuthError, WeRSSClient
+
+log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ConfigurationError(RuntimeError):
+    """A connection or parameter is missing or wrong; retrying cannot help."""
+
+
+class DeadlinePassed(RuntimeError):
+    """A step failed after its phase of the daily deadline: a retry would only delay the report."""
+
+
+def not_retryable() -> tuple[type[Exception], ...]:
+    """The errors a retry cannot fix: wrong credentials or configuration, a deadline already passed."""
+    return WeRSSAuthError, LLMConfigError, SettingsError, ConfigurationError, push.PushConfigError, DeadlinePassed
+
+
+@dataclass
+class Runtime:
+    """What a step needs, resolved inside the task (never at DAG parse time)."""
+
+    settings: Settings
+    database_url: str
+
+    @classmethod
+    def load(cls) -> Runtime:
+        settings = load_settings()
+        url = db.database_url(settings.db_conn_id)
+        redact.register(db.password_of(url))
+        return cls(settings=settings, database_url=url)
+
+    def connect(self) -> Any:
+        return db.connect(self.database_url, statement_timeout_s=self.settings.db_statement_timeout_seconds,
+                          lock_timeout_s=self.settings.db_lock_timeout_seconds)
+
+    def werss(self) -> WeRSSClient:
+        conn = _required(self.settings.werss_conn_id, "WeRSS")
+        extra = conn.extra or {}
+        where = f"connection {self.settings.werss_conn_id!r}:"
+        password = check_secret(conn.password, f"{where} password", header=False)
+        access_key = check_secret(extra.get("access_key"), f"{where} extra access_key")
+        secret_key = check_secret(extra.get("secret_key"), f"{where} extra secret_key")
+        redact.register(password, access_key, secret_key)
+        return WeRSSClient(
+            _base_url(conn),
+            username=conn.login,
+            password=password,
+            access_key=access_key,
+            secret_key=secret_key,
+            timeout=self.settings.werss_timeout_seconds,
+            max_retries=int(extra.get("max_retries", 3)),
+            backoff_seconds=float(extra.get("backoff_seconds", 1.0)),
+            token_cache=ingest.db_token_cache(self.connect, f"werss:token:{_base_url(conn)}:{conn.login}"),
+        )
+
+    def llm(self, gate: RateGate | None = None, *, connections: int = 20) -> LLMClient:
+        conn = get_connection(self.settings.deepseek_conn_id)
+        if conn is None:
+            raise ConfigurationError(f"the DeepSeek connection {self.settings.deepseek_conn_id!r} is missing")
+        extra = conn.extra or {}
+        s = self.settings
+        api_key = check_secret(conn.password or extra.get("api_key"), f"the DeepSeek API key (connection {s.deepseek_conn_id!r})")
+        redact.register(api_key)
+        return LLMClient(
+            base_url=_base_url(conn) if conn.host else "https://api.deepseek.com",
+            api_key=api_key or "",
+            model=s.deepseek_model,
+            thinking=s.deepseek_thinking,
+            reasoning_effort=s.deepseek_reasoning_effort,
+            timeout=s.deepseek_timeout_seconds,
+            max_retries=s.deepseek_max_retries,
+            backoff_seconds=float(extra.get("backoff_seconds", 2.0)),
+            max_tokens=s.deepseek_max_tokens,
+            rate_limit_wait=s.deepseek_rate_limit_wait_seconds,
+            gate=gate,
+            max_connections=connections,
+        )
+
+    def channels(self, conn_id: str | None = None) -> list[push.Channel]:
+        conn = get_connection(conn_id or self.settings.push_conn_id)
+        if conn is None:
+            return []
+        urls = push.parse_urls((conn.extra or {}).get("urls")) or push.parse_urls(conn.password) or push.parse_urls(conn.host)
+        channels = push.channels_from(urls)
+        for channel in channels:
+            redact.register(*push.secret_parts(channel, min_chars=10))
+        return channels
+
+    def operator_channels(self) -> tuple[list[push.Channel], bool]:
+        return alerts.operator_channels(self.channels(self.settings.ops_push_conn_id), self.channels())
+
+    def alert(self, cause: str, detail: str, slot: dict[str, Any] | None = None, *, day_of: datetime | None = None) -> str:
+        """Tell the operator (once per cause and day, the day of ``day_of``, default now; never raises)."""
+        return alerts.raise_alert(
+            self.connect, self.operator_channels, cause=cause, detail=detail, link=self.canonical_url("/"),
+            slot_run_id=(slot or {}).get("slot_run_id"), dag_run_id=(slot or {}).get("dag_run_id"), now=day_of,
+        )
+
+    def page_url(self, path: str, now: datetime | None = None) -> str:
+        secret = self.settings.link_secret.get_secret_value() if self.settings.link_secret else None
+        return signing.page_url(
+            self.settings.report_base_url, path, secret, now or datetime.now(UTC), self.settings.remember_me_days
+        )
+
+    def canonical_url(self, path: str) -> str:
+        return self.settings.report_base_url + path
+
+    def sweep_pushes(self, slot: dict[str, Any]) -> push.SweepReport | None:
+        """Account for the pushes whose sender died (push.sweep): delivered, failed, or delivery unknown — then
+        tell the operator, once per cause and day, of any that could not be delivered or whose delivery is unknown.
+        Run by every slot's push step and by close_slot; never raises (it must not cost the slot its push)."""
+        try:
+            channels = [*self.channels(), *self.channels(self.settings.ops_push_conn_id)]
+            report = push.sweep(self.connect, channels, stale_after=timedelta(minutes=self.settings.late_after_minutes))
+        except Exception:  # noqa: BLE001 - the next push step or close tries again
+            log.exception("sweeping the pending pushes failed")
+            return None
+
+        def listed(rows: list[dict[str, Any]]) -> str:
+            return "；".join(f"{r['report_date']} {r['slot']} {r['push_type']}「{r['title']}」→ {r['channel']}"
+                            + (f"（{r['error']}）" if r.get("error") and r["status"] != store.NOTE_UNKNOWN else "")
+                            for r in rows[:5]) + (f" 等 {len(rows)} 条" if len(rows) > 5 else "")
+
+        if report.unknown:
+            self.alert("push_unknown", f"发送已开始、结果未记录的推送：{listed(report.unknown)}", slot)
+        if report.failed:
+            self.alert("push_undelivered", f"发送进程中断后未能送达的推送：{listed(report.failed)}", slot)
+        return report
+
+
+def _required(conn_id: str, what: str) -> ConnectionInfo:
+    conn = get_connection(conn_id)
+    if conn is None or not conn.host:
+        raise ConfigurationError(f"the {what} connection {conn_id!r} is missing or has no host")
+    return conn
+
+
+def _base_url(conn: ConnectionInfo) -> str:
+    host = (conn.host or "").rstrip("/")
+    if "://" not in host:
+        host = f"http://{host}"
+    if conn.port and host.count(":") < 2:
+        host = f"{host}:{conn.port}"
+    return host
+
+
+def step(name: str | Callable[..., str]) -> Callable[[F], F]:
+    """Record a step's outcome on the slot run: its error when it raises, cleared when it succeeds.
+
+    The step name is the DAG task id (``analyse:<item id>`` for the mapped task), so close_slot can tell a
+    failure a step recorded from one Airflow saw without a record.
+    """
+
+    def wrap(func: F) -> F:
+        @functools.wraps(func)
+        def run(rt: Runtime, slot: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+            label = name(*args, **kwargs) if callable(name) else name
+            try:
+                result = func(rt, slot, *args, **kwargs)
+            except Exception as exc:
+                try:
+                    with rt.connect() as conn:
+                        store.record_step(conn, slot["slot_run_id"], label, f"{exc.__class__.__name__}: {exc}",
+                                          dag_run_id=slot.get("dag_run_id"))
+                except Exception:  # noqa: BLE001 - the database may be what failed; keep the original error
+                    log.exception("could not record the failure of step %s", label)
+                if retry_is_pointless(label, deadlines(slot), datetime.now(UTC)):
+                    raise DeadlinePassed(
+                        f"{label} failed at the end of its share of the daily deadline ({exc.__class__.__name__}: "
+                        f"{exc}); not retried, so that the daily report goes out on time"
+                    ) from exc
+                raise
+            with rt.connect() as conn:
+                store.record_step(conn, slot["slot_run_id"], label, None)
+            return result
+
+        return run  # type: ignore[return-value]
+
+    return wrap
+
+
+def deadlines(slot: dict[str, Any]) -> SlotDeadlines:
+    return SlotDeadlines.from_xcom(slot.get("deadlines"))
+
+
+def step_deadline(slot: dict[str, Any], step_name: str) -> float | None:
+    """The end of ``step_name``'s phase as a ``time.monotonic()`` value (what the clients count in), or None."""
+    at = deadlines(slot).for_step(step_name)
+    if at is None:
+        return None
+    return time.monotonic() + (at - datetime.now(UTC)).total_seconds()
+
+
+def slot_key(slot: dict[str, Any]) -> SlotKey:
+    """The slot a step's record stands for."""
+    return SlotKey(date.fromisoformat(slot["run_date"]), slot["slot"], datetime.fromisoformat(slot["scheduled_at"]))

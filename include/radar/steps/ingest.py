@@ -1,0 +1,38 @@
+"""``ingest``: the slot's window of articles from WeRSS, new ones only, cleaned and stored (include/radar/ingest.py),
+and what the watchers make of it (watch.py: WeRSS's outcome and login, quiet accounts).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from include.radar import ingest, watch
+from include.radar.runtime import Runtime, slot_key, step, step_deadline
+from include.radar.werss import WeRSSAuthError, WeRSSError
+
+log = logging.getLogger(__name__)
+
+
+@step("ingest")
+def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    client = rt.werss()
+    client.deadline = step_deadline(slot, "ingest")
+    summary = ingest.IngestSummary(slot=slot["slot"])
+    try:
+        ingest.ingest_slot(
+            rt.connect, client, slot_run_id=slot["slot_run_id"], key=slot_key(slot),
+            window_days=rt.settings.window_days, max_articles=rt.settings.max_articles_per_slot,
+            page_size=rt.settings.werss_page_size, max_pages=rt.settings.werss_max_pages, summary=summary,
+        )
+    except WeRSSAuthError as exc:  # a refused login, or a 401 that a fresh login did not cure
+        watch.werss_outcome(rt, slot, summary, failed=str(exc))
+        rt.alert("werss_auth", f"WeRSS 拒绝登录或授权：{exc}", slot)
+        raise
+    except WeRSSError as exc:
+        watch.werss_outcome(rt, slot, summary, failed=str(exc))
+        raise
+    watch.werss_outcome(rt, slot, summary, failed=None)
+    watch.wechat_login(rt, slot, client)
+    watch.silent_accounts(rt, slot, slot_key(slot).scheduled_at)
+    return summary.as_xcom()

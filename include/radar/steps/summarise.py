@@ -1,0 +1,62 @@
+"""``summarise`` and the branch (``choose_path``): the slot's analyses grouped into events, ranked by the reader's
+focus, feedback and track record, and the decision to push, stay silent or build the daily report.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from include.radar import decide, events, ranking, store
+from include.radar.runtime import Runtime, step
+
+log = logging.getLogger(__name__)
+
+
+def slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
+    with rt.connect() as conn:
+        analyses = store.slot_analyses(conn, slot["slot_run_id"])
+        failed = store.slot_failed_count(conn, slot["slot_run_id"])
+        event_ids = sorted({events.event_of(a) for a in analyses})
+        others = store.event_members(conn, event_ids)
+        reported = store.pushed_events(conn, event_ids, slot["slot_run_id"])
+        weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)),
+                                store.outcome_means(conn, ranking.OUTCOME_HORIZON), rt.settings.outcome_min_picks)
+    analyses = ranking.annotate(analyses, weights)  # the reader's watchlist and feedback order the candidates
+    return decide.summarise(analyses, failed, rt.settings.push_score_threshold,
+                            [o for o in others if o["slot_run_id"] != slot["slot_run_id"]], reported)
+
+
+@step("summarise")
+def summarise_slot(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+    error = None
+    try:
+        grouped = events.group_new(rt.connect)  # one entry per real-world event, before the push decision
+    except Exception as exc:  # noqa: BLE001 - recorded (the slot fails, visibly); the push goes on ungrouped
+        log.exception("grouping the new analyses into events failed; this slot decides on them one by one")
+        grouped, error = 0, f"{type(exc).__name__}: {exc}"
+    with rt.connect() as conn:  # a rerun that groups cleanly clears an earlier run's error
+        store.record_step(conn, slot["slot_run_id"], "group_events", error, dag_run_id=slot.get("dag_run_id"))
+    summary = slot_summary(rt, slot)
+    if grouped:
+        log.info("grouped %d new analyses into events; this slot: %d folded into another's entry, %d events "
+                 "already reported by an earlier slot", grouped, summary.grouped, summary.already_reported)
+    if summary.unverified:
+        with rt.connect() as conn:
+            store.add_slot_warnings(conn, slot["slot_run_id"], "summarise", [
+                f"evidence: {summary.unverified} analyses had unverifiable evidence (not pushed)"])
+    if summary.failed >= 2 and summary.failed * 2 > summary.failed + summary.analysed:
+        rt.alert("deepseek", f"本时段 {summary.failed + summary.analysed} 篇分析中 {summary.failed} 篇失败", slot)
+    log.info("slot %s: %d analysed, %d failed, %d ≥ %d, best %s (analysis %s)", slot["slot"], summary.analysed,
+             summary.failed, summary.above_threshold, summary.threshold, summary.max_score, summary.top_analysis_id)
+    return summary.as_xcom()
+
+
+def choose_path(slot: dict[str, Any], summary: dict[str, Any] | None) -> decide.Decision:
+    """Pure: needs no database, so the daily path is taken even when everything before failed."""
+    return decide.decide(
+        decide.SlotSummary(**summary) if summary else None,
+        is_daily=slot["is_daily"], run_type=slot["run_type"], push_mode=slot["push_mode"], late=slot["late"],
+        explicit=slot["explicit"],
+    )

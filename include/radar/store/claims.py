@@ -1,0 +1,278 @@
+"""Claims and the attempts behind them: who may analyse an article now, for how long, and how each try ended.
+
+An article is analysed through *claims*: one conditional update under a lock on its text hash takes it
+for one attempt (counted against ``max_analysis_attempts``) with a lease, and one ``analysis_attempt`` row
+records how that attempt ended. Whatever happens to the worker, the article ends in a state a later slot
+handles: done, failed (retried while attempts remain), pending (a deadline cut the call), or still leased
+until the lease runs out, when it is failed with the attempt counted. Two claims of the same text at the
+same moment pay for one call: the second sees the first holding it and waits for its analysis to reuse.
+
+A claim is owned by one *task try* (:func:`claim_owner`: DAG run, task, map index and try number), and no
+one takes over a claim whose lease is running, not even a retry of the same task: a retry started while
+the earlier try's process still lives (a zombie whose worker lost its heartbeat) would otherwise call
+DeepSeek a second time. The lease is short (:data:`LEASE`) and renewed by the holder every
+:data:`HEARTBEAT` while its attempts run (analyst.ClaimKeeper): a live try keeps its claims, a dead one's
+run out within minutes. What the attempts produce, the analyses, are store/analyses.py's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import psycopg
+
+from include.radar import redact
+from include.radar.store.analyses import analysis_for_hash, analysis_for_item
+from include.radar.store.common import ANALYSING, DONE, Row
+
+# A claim's lease, renewed by its holder every HEARTBEAT while the attempt runs: a live try never loses its
+# claim, a dead one's is free within LEASE (a retry waits that long at most)
+LEASE = timedelta(minutes=5)
+HEARTBEAT = timedelta(seconds=30)
+_OWNER_SEP = "|"  # never in an Airflow run id (its allowed pattern is [A-Za-z0-9_.~:+-])
+
+
+def claim_owner(run: str, task_id: str, map_index: int, try_number: int) -> str:
+    """The owner of the claims one task try takes: ``<dag run id>|<task id>|<map index>|<try number>``."""
+    return _OWNER_SEP.join((run, task_id, str(map_index), str(try_number)))
+
+
+def same_task(owner: str | None, other: str | None) -> bool:
+    """Whether two owners are two tries of one task instance (same run, task and map index)."""
+    if not owner or not other or owner == other:
+        return False
+    a, b = owner.split(_OWNER_SEP), other.split(_OWNER_SEP)
+    return len(a) == len(b) == 4 and a[:3] == b[:3]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The answer to "may I analyse this article now?".
+
+    ``state``: claimed (yes: ``attempt_id`` is yours), done (it has an analysis: ``analysis``), twin (its
+    text was analysed under another id: reuse ``analysis``), twin_busy (its text is being analysed right
+    now), busy (another run holds it), exhausted (no attempts left: it is failed for good), missing.
+    """
+
+    state: str
+    item: Row | None = None
+    attempt_id: int | None = None
+    analysis: Row | None = None
+
+
+def claim_item(
+    conn: psycopg.Connection, item_id: int, *, slot_run_id: int, claimer: str, max_attempts: int,
+    lease: timedelta | None = None,
+) -> Claim:
+    """Take an article for one analysis attempt, or say why not (see :class:`Claim`).
+
+    ``claimer`` names the task try (:func:`claim_owner`; the DAG run id outside Airflow). A claim whose lease
+    is running is busy for everyone else, a retry of the same task included (it may wait for the lease, see
+    analyst.analyse_item); one whose lease ran out is taken over, that attempt closed (``crashed`` when it was
+    an earlier try of the same task, else ``expired``). Serialised per clean-text hash with a
+    transaction-level advisory lock, so of two claims of the same text exactly one goes on to the LLM.
+    """
+    lease = LEASE if lease is None else lease
+    head = conn.execute("SELECT content_hash FROM content_item WHERE id = %s", (item_id,)).fetchone()
+    if head is None:
+        return Claim("missing")
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))", (head["content_hash"] or f"id:{item_id}",))
+    item = conn.execute(
+        """
+        SELECT c.*, coalesce(a.name, c.mp_id) AS mp_name, coalesce(c.lease_until > now(), false) AS leased
+        FROM content_item c LEFT JOIN wechat_account a ON a.id = c.account_id
+        WHERE c.id = %s FOR UPDATE OF c
+        """,
+        (item_id,),
+    ).fetchone()
+    existing = analysis_for_item(conn, item_id)
+    if existing is not None or item["analyzed_status"] == DONE:
+        return Claim("done", item, analysis=existing)
+    if item["analyzed_status"] == ANALYSING and item["leased"]:
+        return Claim("busy", item)
+    if item["content_hash"]:
+        twin = analysis_for_hash(conn, item["content_hash"], item_id)
+        if twin is not None:
+            return Claim("twin", item, analysis=twin)
+        busy = conn.execute(
+            """
+            SELECT 1 FROM content_item WHERE content_hash = %s AND id <> %s AND analyzed_status = 1
+               AND lease_until > now() LIMIT 1
+            """,
+            (item["content_hash"], item_id),
+        ).fetchone()
+        if busy is not None:
+            return Claim("twin_busy", item)
+    if item["analyzed_status"] == ANALYSING:  # its holder's lease ran out: an earlier try of ours, or a lost worker
+        own = same_task(claimer, item["claimed_by"])
+        _end_running(conn, item_id, "crashed" if own else "expired",
+                     "its task try ended without finishing (a retry took over after its lease ran out)" if own
+                     else "lease expired: worker lost")
+    if item["attempts"] >= max_attempts:
+        conn.execute(
+            """
+            UPDATE content_item SET analyzed_status = 3, claimed_by = NULL, lease_until = NULL, updated_at = now(),
+                   last_error = coalesce(last_error, 'no attempts left')
+            WHERE id = %s
+            """,
+            (item_id,),
+        )
+        return Claim("exhausted", item)
+    claimed = conn.execute(
+        """
+        UPDATE content_item SET analyzed_status = 1, attempts = attempts + 1, claimed_by = %s,
+               lease_until = now() + %s, last_slot_run_id = %s, updated_at = now()
+        WHERE id = %s
+        RETURNING attempts, lease_until
+        """,
+        (claimer, lease, slot_run_id, item_id),
+    ).fetchone()
+    attempt = conn.execute(
+        """
+        INSERT INTO analysis_attempt (content_item_id, slot_run_id, claimed_by, attempt, lease_until)
+        VALUES (%s, %s, %s, %s, %s) RETURNING id
+        """,
+        (item_id, slot_run_id, claimer, claimed["attempts"], claimed["lease_until"]),
+    ).fetchone()
+    return Claim("claimed", {**item, "attempts": claimed["attempts"]}, attempt_id=attempt["id"])
+
+
+def _end_running(conn: psycopg.Connection, item_id: int, outcome: str, error: str) -> None:
+    conn.execute(
+        """
+        UPDATE analysis_attempt SET outcome = %s, error = %s, finished_at = now()
+        WHERE content_item_id = %s AND outcome = 'running'
+        """,
+        (outcome, error, item_id),
+    )
+
+
+def finish_attempt(
+    conn: psycopg.Connection, attempt_id: int, outcome: str, *, error: str | None = None, llm_calls: int = 0,
+    max_attempts: int | None = None,
+) -> bool:
+    """Close an attempt that produced no analysis and put its article where a later slot handles it.
+
+    analysed: done (another run stored the analysis first); failed / crashed: failed (retried by later slots
+    while attempts remain); interrupted: pending again
+    (failed when it has no attempts left); released: pending, the attempt not counted (no paid call was
+    made). The article is touched only while this attempt still holds it (a lease taken over stays with
+    its new holder). Returns False when the attempt was already closed.
+    """
+    row = conn.execute(
+        """
+        UPDATE analysis_attempt SET outcome = %s, error = %s, llm_calls = %s, finished_at = now()
+        WHERE id = %s AND outcome = 'running'
+        RETURNING content_item_id, claimed_by
+        """,
+        (outcome, redact.scrub(error)[:4000] or None, llm_calls, attempt_id),
+    ).fetchone()
+    if row is None:
+        return False
+    status = {"analysed": "2", "failed": "3", "crashed": "3", "released": "0",
+              "interrupted": "CASE WHEN attempts >= %(max)s THEN 3 ELSE 0 END"}[outcome]
+    attempts = "GREATEST(attempts - 1, 0)" if outcome == "released" else "attempts"
+    conn.execute(
+        f"""
+        UPDATE content_item SET analyzed_status = {status}, attempts = {attempts}, last_error = %(error)s,
+               claimed_by = NULL, lease_until = NULL, updated_at = now()
+        WHERE id = %(id)s AND analyzed_status = 1 AND claimed_by = %(claimer)s
+        """,
+        {"error": redact.scrub(error)[:4000] or None, "id": row["content_item_id"], "claimer": row["claimed_by"],
+         "max": max_attempts if max_attempts is not None else 1 << 30},
+    )
+    return True
+
+
+def renew_claims(conn: psycopg.Connection, owner: str, lease: timedelta | None = None) -> int:
+    """Extend the lease of every claim ``owner`` still holds (its heartbeat); how many it holds."""
+    rows = conn.execute(
+        """
+        UPDATE content_item SET lease_until = now() + %s
+        WHERE analyzed_status = 1 AND claimed_by = %s
+        RETURNING id, lease_until
+        """,
+        (LEASE if lease is None else lease, owner),
+    ).fetchall()
+    if rows:
+        conn.execute(
+            "UPDATE analysis_attempt SET lease_until = %s WHERE content_item_id = ANY(%s) AND outcome = 'running' "
+            "AND claimed_by = %s",
+            (rows[0]["lease_until"], [r["id"] for r in rows], owner),
+        )
+    return len(rows)
+
+
+def expire_leases(conn: psycopg.Connection) -> int:
+    """Articles whose claim outlived its lease (the worker was lost): failed, the attempt already counted."""
+    rows = conn.execute(
+        """
+        UPDATE content_item SET analyzed_status = 3, claimed_by = NULL, lease_until = NULL, updated_at = now(),
+               last_error = 'analysis interrupted: its worker was lost (lease expired)'
+        WHERE analyzed_status = 1 AND lease_until < now()
+        RETURNING id
+        """
+    ).fetchall()
+    for r in rows:
+        _end_running(conn, r["id"], "expired", "lease expired: worker lost")
+    return len(rows)
+
+
+def reap_claims(conn: psycopg.Connection, run: str) -> int:
+    """Claims a finished run still holds (an analyse task try was killed or timed out): failed, counted.
+    ``run`` is the DAG run id: every try of every task of the run (see :func:`claim_owner`)."""
+    rows = conn.execute(
+        """
+        UPDATE content_item SET analyzed_status = 3, claimed_by = NULL, lease_until = NULL, updated_at = now(),
+               last_error = 'analysis interrupted: its task ended without finishing (killed or timed out)'
+        WHERE analyzed_status = 1
+          AND (claimed_by = %(run)s OR left(claimed_by, length(%(run)s) + 1) = %(run)s || %(sep)s)
+        RETURNING id
+        """,
+        {"run": run, "sep": _OWNER_SEP},
+    ).fetchall()
+    for r in rows:
+        _end_running(conn, r["id"], "crashed", "its task ended without finishing (killed or timed out)")
+    return len(rows)
+
+
+def items_to_analyse(
+    conn: psycopg.Connection, *, max_attempts: int, limit: int,
+    published_between: tuple[datetime, datetime] | None = None,
+) -> list[Row]:
+    """Pending articles, then failed ones still under the attempt limit, oldest first (seed 10.3).
+
+    One article per clean-text hash: a repost waits for its twin's analysis and then reuses it, so two
+    parallel mapped tasks never pay for the same text. ``published_between`` (start, end] limits a backfill
+    or a redo to the articles of its own slot: published after the slot before it, up to its own time. Articles being analysed are not offered (their lease
+    decides: see :func:`expire_leases`).
+    """
+    return conn.execute(
+        """
+        SELECT id, title, analyzed_status, attempts FROM (
+            SELECT DISTINCT ON (coalesce(content_hash, 'id:' || id)) id, title, analyzed_status, attempts, published_at
+            FROM content_item
+            WHERE body_status = 1 AND analyzed_status IN (0, 3) AND attempts < %(max_attempts)s
+              AND (%(after)s::timestamptz IS NULL OR (published_at > %(after)s AND published_at <= %(until)s))
+            ORDER BY coalesce(content_hash, 'id:' || id), (analyzed_status = 3), published_at, id
+        ) candidates
+        ORDER BY (analyzed_status = 3), published_at, id
+        LIMIT %(limit)s
+        """,
+        {"max_attempts": max_attempts, "limit": limit, "after": published_between[0] if published_between else None,
+         "until": published_between[1] if published_between else None},
+    ).fetchall()
+
+
+def reset_failed(conn: psycopg.Connection) -> int:
+    """Give every failed article a fresh set of attempts (the operator's 'retry failed' after an outage)."""
+    return conn.execute(
+        "UPDATE content_item SET attempts = 0, updated_at = now() WHERE analyzed_status = 3 AND body_status = 1"
+    ).rowcount
+
+
+def attempts_of(conn: psycopg.Connection, item_id: int) -> list[Row]:
+    return conn.execute(
+        "SELECT * FROM analysis_attempt WHERE content_item_id = %s ORDER BY id", (item_id,)
+    ).fetchall()
