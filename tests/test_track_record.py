@@ -540,8 +540,8 @@ def _a_year_of_measured_picks(conn, n: int = 160) -> None:
             sign = -1 if direction == "bearish" else 1
             conn.execute(
                 "INSERT INTO track_outcome (pick_id, horizon, status, end_day, ret, bench_ret, excess, signed_excess, "
-                "hit) VALUES (%s, %s, 'measured', current_date, %s, %s, %s, %s, %s)",
-                (pick, h, ret, bench, ret - bench, sign * (ret - bench), sign * ret > 0))
+                "hit) VALUES (%s, %s, 'measured', current_date - %s * 2 + %s, %s, %s, %s, %s, %s)",
+                (pick, h, i + 30, h * 7 // 5, ret, bench, ret - bench, sign * (ret - bench), sign * ret > 0))
 
 
 @pytest.mark.browser

@@ -307,7 +307,8 @@ def summary_groups(conn: psycopg.Connection, filters: RecordFilters, horizon: in
 
 
 _OUTCOMES = """coalesce((SELECT jsonb_agg(jsonb_build_object('horizon', o.horizon, 'status', o.status,
-        'end_day', o.end_day, 'ret', o.ret, 'bench_ret', o.bench_ret, 'excess', o.excess, 'hit', o.hit, 'note', o.note)
+        'end_day', o.end_day, 'ret', o.ret, 'bench_ret', o.bench_ret, 'excess', o.excess, 'signed_excess', o.signed_excess, 'hit', o.hit,
+        'note', o.note)
         ORDER BY o.horizon) FROM track_outcome o WHERE o.pick_id = p.id), '[]'::jsonb)"""
 
 

@@ -104,7 +104,7 @@ class HorizonView:
     status: str  # waiting | measured | suspended | no_data | none
     ret: str = ""
     bench: str = ""
-    excess: str = ""
+    excess: str = ""  # in the call's direction: a bearish call's is the benchmark's return less the stock's
     hit: bool | None = None
     note: str = ""
     end: str = ""
@@ -140,7 +140,8 @@ def _horizons(raw: Any) -> list[HorizonView]:
             continue
         end = o.get("end_day")
         out.append(HorizonView(
-            f"T+{h}", str(o.get("status") or "none"), pct(o.get("ret")), pct(o.get("bench_ret")), pct(o.get("excess")),
+            f"T+{h}", str(o.get("status") or "none"), pct(o.get("ret")), pct(o.get("bench_ret")),
+            pct(o.get("signed_excess") if o.get("signed_excess") is not None else o.get("excess")),
             o.get("hit"), str(o.get("note") or ""), str(end)[5:] if end else ""))
     return out
 
