@@ -287,14 +287,21 @@ def test_the_claim_keeper_stops_renewing_past_the_tries_time_limit(fakes):
         assert keeper.renewals <= 3  # a hung try does not hold its claims for ever
 
 
-def test_close_slot_fails_the_claims_of_every_try_of_its_run_and_no_other_runs(fakes):
-    rt, slot, batch = _batch(fakes, 2, run="manual__run-1")
-    first, second = (a["item_id"] for a in batch["articles"])
-    with db.connect() as conn:  # a try of this run killed mid-call; a run whose id starts with this one's
+def test_close_slot_fails_the_lapsed_claims_of_every_try_of_its_run_and_no_others(fakes):
+    rt, slot, batch = _batch(fakes, 3, run="manual__run-1")
+    first, second, third = (a["item_id"] for a in batch["articles"])
+    with db.connect() as conn:
+        # a try of this run killed mid-call (its lease ran out); a run whose id starts with this one's; a try of
+        # this run whose holder still renews its lease (a zombie still calling DeepSeek)
         store.claim_item(conn, first, slot_run_id=slot["slot_run_id"], max_attempts=3,
-                         claimer=claimer(slot, ("analyse", 0, 3)))
+                         claimer=claimer(slot, ("analyse", 0, 3)), lease=timedelta(seconds=-1))
         store.claim_item(conn, second, slot_run_id=slot["slot_run_id"], max_attempts=3,
-                         claimer=store.claim_owner("manual__run-10", "analyse", 0, 1))
+                         claimer=store.claim_owner("manual__run-10", "analyse", 0, 1), lease=timedelta(seconds=-1))
+        store.claim_item(conn, third, slot_run_id=slot["slot_run_id"], max_attempts=3,
+                         claimer=claimer(slot, ("analyse", 1, 1)))
     close_slot(rt, slot, [])
-    assert _attempts() == {first: ["crashed"], second: ["running"]}
+    assert _attempts() == {first: ["crashed"], second: ["running"], third: ["running"]}
+    with db.connect() as conn:  # the zombie's article is not offered to a later slot while its lease runs
+        offered = {r["id"] for r in store.items_to_analyse(conn, max_attempts=3, limit=10)}
+    assert third not in offered
 

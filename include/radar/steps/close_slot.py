@@ -49,11 +49,15 @@ def close_slot(rt: Runtime, slot: dict[str, Any], failed_tasks: list[str]) -> di
     rt.sweep_pushes(slot)
     _account_for_late_slot(rt, slot)
     with rt.connect() as conn:
-        # every analyse task of this run has ended: a claim any of its tries still holds was killed mid-call
-        reaped = store.reap_claims(conn, claimer(slot))
+        # every analyse task of this run has ended: a claim any of its tries still holds was killed mid-call,
+        # or its holder is a zombie still renewing it (then it keeps the article until its lease runs out)
+        reaped, leased = store.reap_claims(conn, claimer(slot))
         if reaped:
             log.warning("%d analyses of this run ended without finishing (killed or timed out): failed, counted",
                         reaped)
+        if leased:
+            log.warning("%d claims of this run are still leased (a task killed moments ago, or a zombie still "
+                        "calling): left to their lease; a later slot fails them once it runs out", leased)
         recorded = {k.split(":")[0] for k in (store.get_slot_run(conn, slot["slot_run_id"])["step_errors"] or {})}
         for task_id in failed_tasks:
             if task_id not in recorded:  # killed before it could record (timeout, lost worker)

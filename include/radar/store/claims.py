@@ -219,22 +219,30 @@ def expire_leases(conn: psycopg.Connection) -> int:
     return len(rows)
 
 
-def reap_claims(conn: psycopg.Connection, run: str) -> int:
-    """Claims a finished run still holds (an analyse task try was killed or timed out): failed, counted.
-    ``run`` is the DAG run id: every try of every task of the run (see :func:`claim_owner`)."""
+def reap_claims(conn: psycopg.Connection, run: str) -> tuple[int, int]:
+    """Claims a finished run still holds (an analyse task try was killed or timed out): those whose lease ran
+    out are failed, counted; those whose lease still runs are left to it — their holder may be a zombie that
+    still renews them while its call goes on, and failing its claim would let a later slot pay DeepSeek for
+    the article again. A dead holder's lease runs out within :data:`LEASE`, and the next slot's
+    :func:`expire_leases` fails it then. ``run`` is the DAG run id: every try of every task of the run (see
+    :func:`claim_owner`). Returns (failed now, left to their lease)."""
+    mine = "(claimed_by = %(run)s OR left(claimed_by, length(%(run)s) + 1) = %(run)s || %(sep)s)"
     rows = conn.execute(
-        """
+        f"""
         UPDATE content_item SET analyzed_status = 3, claimed_by = NULL, lease_until = NULL, updated_at = now(),
                last_error = 'analysis interrupted: its task ended without finishing (killed or timed out)'
-        WHERE analyzed_status = 1
-          AND (claimed_by = %(run)s OR left(claimed_by, length(%(run)s) + 1) = %(run)s || %(sep)s)
+        WHERE analyzed_status = 1 AND {mine} AND (lease_until IS NULL OR lease_until <= now())
         RETURNING id
         """,
         {"run": run, "sep": _OWNER_SEP},
     ).fetchall()
     for r in rows:
         _end_running(conn, r["id"], "crashed", "its task ended without finishing (killed or timed out)")
-    return len(rows)
+    leased = conn.execute(
+        f"SELECT count(*) AS n FROM content_item WHERE analyzed_status = 1 AND {mine} AND lease_until > now()",
+        {"run": run, "sep": _OWNER_SEP},
+    ).fetchone()["n"]
+    return len(rows), leased
 
 
 def items_to_analyse(
