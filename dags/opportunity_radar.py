@@ -11,6 +11,7 @@ At 07:00, 12:00, 14:00, 18:00 and 22:00 (Asia/Shanghai) one run of this DAG:
    22:00: build the daily report and always push its link, even when earlier steps failed;
 5. **weekly_summary** – Sunday's 22:00 only, after the daily push: the week's summary, pushed once;
    **track_record** – 22:00, after the daily push: every pick followed in the market (its own deadline);
+   **retention** – 22:00, after the daily push: article bodies older than `retention_days` pruned (bounded);
    **catch_up_daily_report** – if yesterday's 22:00 never ran (scheduler down), builds and pushes it late;
 6. **close_slot** – writes the slot's outcome and counts; the run fails when a step failed.
 
@@ -176,6 +177,12 @@ def opportunity_radar_slots():
     def track_record() -> dict:
         return run_step("follow_picks", opened_slot())
 
+    # after the daily push too: article bodies older than retention_days pruned, for five minutes at most (the
+    # rest tomorrow), and the database's size recorded for the health panel; any slot but the daily one returns
+    @task(trigger_rule=TriggerRule.ALL_DONE, retries=1, execution_timeout=timedelta(minutes=10))
+    def retention() -> dict:
+        return run_step("apply_retention", opened_slot())
+
     @task(retries=3, execution_timeout=timedelta(minutes=20))
     def catch_up_daily_report(slot: dict) -> dict:
         return run_step("catch_up_daily_report", slot)
@@ -201,7 +208,9 @@ def opportunity_radar_slots():
     daily >> week
     record = track_record()
     daily >> record
-    outcomes = [push_opportunity(slot), skip_push(slot), daily, week, record, catch_up_daily_report(slot)]
+    kept = retention()
+    daily >> kept
+    outcomes = [push_opportunity(slot), skip_push(slot), daily, week, record, kept, catch_up_daily_report(slot)]
     path >> [outcomes[0], outcomes[1], report]
     # the teardown: waits for every task of the run, and is cleared with any of them, so a cleared task
     # always reopens and recloses the slot; its failure (a step failed) fails the run

@@ -16,6 +16,7 @@ from include.radar.steps.daily_report import build_daily_report, catch_up_daily_
 from include.radar.steps.ingest import ingest_articles
 from include.radar.steps.open_slot import open_slot
 from include.radar.steps.push_opportunity import push_opportunity, record_skip
+from include.radar.steps.retention import apply_retention
 from include.radar.steps.select_articles import articles_to_analyse
 from include.radar.steps.summarise import choose_path, summarise_slot
 from include.radar.steps.track_record import follow_picks
@@ -77,6 +78,7 @@ def run_slot(when: datetime, *, run_type: str = "scheduled", params: dict[str, A
         attempt("daily_push", push_daily_report)
         attempt("weekly", weekly_summary)
         attempt("track_record", follow_picks)
+        attempt("retention", apply_retention)
     attempt("catch_up", catch_up_daily_report)
     closed = close_slot(rt, slot, [])
     return {"slot": slot, "branch": branch, "summary": summary, "outcomes": outcomes, "errors": errors,

@@ -44,7 +44,7 @@ def test_dag_reads_like_the_slot_flow(dag):
     ids = {t.task_id for t in dag.tasks}
     assert ids == {"open_slot", "ingest", "select_articles", "analyse", "summarise", "choose_path",
                    "push_opportunity", "skip_push", "build_daily_report", "push_daily_report",
-                   "weekly_summary", "track_record", "catch_up_daily_report", "close_slot"}
+                   "weekly_summary", "track_record", "retention", "catch_up_daily_report", "close_slot"}
     assert dag.get_task("open_slot").is_setup and dag.get_task("close_slot").is_teardown
     assert dag.get_task("close_slot").trigger_rule == "all_done_setup_success"
     assert dag.get_task("push_daily_report").trigger_rule == "none_skipped"
@@ -56,6 +56,11 @@ def test_dag_reads_like_the_slot_flow(dag):
     assert dag.get_task("track_record").upstream_task_ids == {"push_daily_report"}
     assert dag.get_task("track_record").trigger_rule == "all_done"
     assert dag.get_task("track_record").execution_timeout.total_seconds() <= 30 * 60
+    # retention too, bounded (the step stops pruning after five minutes, the task times out at ten)
+    assert dag.get_task("retention").upstream_task_ids == {"push_daily_report"}
+    assert dag.get_task("retention").trigger_rule == "all_done"
+    assert dag.get_task("retention").execution_timeout.total_seconds() <= 10 * 60
+    assert "retention" in dag.get_task("close_slot").upstream_task_ids
 
 
 def test_dag_serialises(dag):

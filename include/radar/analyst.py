@@ -255,6 +255,7 @@ def _without_call(conn: Any, claim: store.Claim, item_id: int, slot_run_id: int)
         "busy": ("skipped", "another run (or another try of this task) is analysing it"),
         "exhausted": ("skipped", "no attempts left: failed for good"),
         "missing": ("skipped", "no such article"),
+        "pruned": ("skipped", "its body was pruned (retention_days): nothing to analyse"),
     }
     status, reason = reasons[claim.state]
     if status == "deferred":

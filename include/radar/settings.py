@@ -28,6 +28,7 @@ class SettingsError(ValueError):
 
 
 MIN_LINK_SECRET_BYTES = 32
+MIN_RETENTION_DAYS = 14
 # the report pages a link's read session may open (link_session_pages), and those it never opens
 SESSION_PAGES = ("overview", "daily", "analysis", "weekly", "search", "entity", "trends", "record")
 PERSONAL_PAGES = ("profile",)
@@ -130,6 +131,10 @@ class Settings(BaseModel):
     market_data_recorded_dir: str = ""  # recorded answers (market/recorded.py) when market_data_source=recorded
     market_data_shift_weeks: int = Field(0, ge=-2000, le=2000)  # the recorded answers' dates moved by whole weeks
     outcome_min_picks: int = Field(30, ge=1, le=10000)
+    # retention (retention.py): the daily slot prunes article bodies older than this many days (titles, analyses,
+    # pushes, feedback and the track record are kept); 0 keeps everything. Never under MIN_RETENTION_DAYS: the
+    # window, the grouping of events and the weekly summary read the last week's bodies
+    retention_days: int = Field(180, ge=0, le=36500)
     # warn the operator this many hours before WeRSS's WeChat login lapses (when WeRSS reports it); 0 = no warning
     wechat_login_warn_hours: float = Field(24, ge=0, le=240)
     report_base_url: str = "http://localhost:8080/radar"
@@ -181,6 +186,14 @@ class Settings(BaseModel):
             if page not in SESSION_PAGES:
                 raise ValueError(f"{page!r} is not one of {', '.join(SESSION_PAGES)}")
         return tuple(dict.fromkeys(value))
+
+    @field_validator("retention_days")
+    @classmethod
+    def _check_retention(cls, value: int) -> int:
+        if 0 < value < MIN_RETENTION_DAYS:
+            raise ValueError(f"retention_days must be 0 (keep everything) or at least {MIN_RETENTION_DAYS}: the "
+                             "window, event grouping and the weekly summary read the last week's article bodies")
+        return value
 
     @field_validator("link_secret", mode="before")
     @classmethod

@@ -11,6 +11,7 @@
 | ``build_daily_report``, ``push_daily_report``, ``catch_up_daily_report`` | same names | ``daily_report.py`` |
 | ``weekly_summary`` | ``weekly_summary`` | ``weekly_summary.py`` |
 | ``track_record`` | ``follow_picks`` | ``track_record.py`` |
+| ``retention`` | ``apply_retention`` | ``retention.py`` |
 | ``close_slot`` (teardown) | ``close_slot`` | ``close_slot.py`` |
 
 Each step takes the :class:`~include.radar.runtime.Runtime` and the small ``slot`` dict ``open_slot`` returns
@@ -42,6 +43,7 @@ STEPS = {
     "catch_up_daily_report": "daily_report",
     "weekly_summary": "weekly_summary",
     "follow_picks": "track_record",
+    "apply_retention": "retention",
     "close_slot": "close_slot",
 }
 

@@ -206,7 +206,7 @@ def pending_items(conn: psycopg.Connection, published_before: datetime, limit: i
 def get_analysis(conn: psycopg.Connection, analysis_id: int) -> Row | None:
     return conn.execute(
         f"""
-        SELECT {_ANALYSIS_COLUMNS}, s.dag_run_id, s.dag_id, c.clean_text FROM analysis_result a
+        SELECT {_ANALYSIS_COLUMNS}, s.dag_run_id, s.dag_id, c.clean_text, c.body_pruned_at FROM analysis_result a
         JOIN content_item c ON c.id = a.content_item_id
         LEFT JOIN wechat_account acc ON acc.id = c.account_id
         LEFT JOIN slot_run s ON s.id = a.slot_run_id

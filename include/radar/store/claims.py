@@ -52,7 +52,8 @@ class Claim:
 
     ``state``: claimed (yes: ``attempt_id`` is yours), done (it has an analysis: ``analysis``), twin (its
     text was analysed under another id: reuse ``analysis``), twin_busy (its text is being analysed right
-    now), busy (another run holds it), exhausted (no attempts left: it is failed for good), missing.
+    now), busy (another run holds it), exhausted (no attempts left: it is failed for good), pruned
+    (retention took its body), missing.
     """
 
     state: str
@@ -89,6 +90,8 @@ def claim_item(
     existing = analysis_for_item(conn, item_id)
     if existing is not None or item["analyzed_status"] == DONE:
         return Claim("done", item, analysis=existing)
+    if item["body_pruned_at"] is not None:  # retention took its body: there is nothing left to analyse
+        return Claim("pruned", item)
     if item["analyzed_status"] == ANALYSING and item["leased"]:
         return Claim("busy", item)
     if item["content_hash"]:
@@ -262,6 +265,7 @@ def items_to_analyse(
             SELECT DISTINCT ON (coalesce(content_hash, 'id:' || id)) id, title, analyzed_status, attempts, published_at
             FROM content_item
             WHERE body_status = 1 AND analyzed_status IN (0, 3) AND attempts < %(max_attempts)s
+              AND body_pruned_at IS NULL
               AND (%(after)s::timestamptz IS NULL OR (published_at > %(after)s AND published_at <= %(until)s))
             ORDER BY coalesce(content_hash, 'id:' || id), (analyzed_status = 3), published_at, id
         ) candidates
@@ -276,7 +280,8 @@ def items_to_analyse(
 def reset_failed(conn: psycopg.Connection) -> int:
     """Give every failed article a fresh set of attempts (the operator's 'retry failed' after an outage)."""
     return conn.execute(
-        "UPDATE content_item SET attempts = 0, updated_at = now() WHERE analyzed_status = 3 AND body_status = 1"
+        "UPDATE content_item SET attempts = 0, updated_at = now() "
+        "WHERE analyzed_status = 3 AND body_status = 1 AND body_pruned_at IS NULL"
     ).rowcount
 
 

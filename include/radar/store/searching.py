@@ -90,10 +90,15 @@ def index_missing(conn: psycopg.Connection, batch: int = 200) -> int:
         if not rows:
             return done
         for r in rows:
-            data = r["result_json"] if isinstance(r["result_json"], dict) else {}
-            extra = analysis_words({"summary": r["summary"]}, [o for o in data.get("opportunities") or []
-                                                               if isinstance(o, dict)])
             conn.execute("UPDATE content_item SET search_tsv = array_to_tsvector(%s::text[]) WHERE id = %s",
-                         (search.lexemes(r["title"], r["clean_text"], extra), r["id"]))
+                         (article_lexemes(r["title"], r["clean_text"], r["summary"], r["result_json"]), r["id"]))
         conn.commit()
         done += len(rows)
+
+
+def article_lexemes(title: str, text: str, summary: str | None, result_json: object) -> list[str]:
+    """The search lexemes of an article and its analysis (when it has one) as stored rows hold them."""
+    data = result_json if isinstance(result_json, dict) else {}
+    extra = analysis_words({"summary": summary or ""},
+                           [o for o in data.get("opportunities") or [] if isinstance(o, dict)]) if summary else []
+    return search.lexemes(title or "", text or "", extra)

@@ -28,6 +28,7 @@ MISSED_LOOKBACK_DAYS = 7  # how far back a slot that never ran is looked for (th
 SILENT_FACTOR = 3  # watch.SILENT_FACTOR: quiet for three times an account's usual interval
 THROTTLE_AFTER = 2  # ratelimit.THROTTLE_AFTER (not imported: it loads the LLM client into the api-server)
 NO_RECORD = "暂无记录"
+STORAGE_STATUS = "retention:status"  # retention.STATUS_KEY (not imported: the pages need none of the step)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -236,6 +237,37 @@ def werss_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo, wechat
                        facts, warnings, errors[:3])
 
 
+def _megabytes(value: Any) -> str:
+    size = (_int(value) or 0) / 2**20
+    return f"{size / 1024:.1f} GB" if size >= 1024 else f"{size:.0f} MB"
+
+
+def storage_view(status: Mapping[str, Any], *, retention_days: int, now: datetime, tz: ZoneInfo) -> ServiceView:
+    """The radar's database as the daily slot's retention step last saw it (service_state ``retention:status``,
+    retention.py): its size and largest table, how many article bodies are pruned, and a backlog the step's time
+    bound left (or a step that stopped running)."""
+    label = f"正文保留 {retention_days} 天" if retention_days else "全部保留（retention_days = 0）"
+    if not status:
+        return ServiceView("数据库", False, "pending", label, "", ["日报时段运行后显示占用与清理情况"])
+    tables = status.get("tables") if isinstance(status.get("tables"), dict) else {}
+    biggest = max(tables.items(), key=lambda kv: _int(kv[1]) or 0, default=None)
+    facts = [f"占用 {_megabytes(status.get('database_bytes'))}"
+             + (f"（最大的表 {views.error_text(str(biggest[0]), 40)} {_megabytes(biggest[1])}）" if biggest else "")]
+    articles, pruned = _int(status.get("articles")) or 0, _int(status.get("pruned")) or 0
+    facts.append(f"文章 {articles:,} 篇，其中 {pruned:,} 篇正文已按保留期清理" if pruned else f"文章 {articles:,} 篇")
+    warnings = []
+    last = status.get("last") if isinstance(status.get("last"), dict) else {}
+    remaining = _int(last.get("remaining")) or 0
+    if remaining:
+        warnings.append(f"还有 {remaining:,} 篇超过保留期的正文待清理（每天清理 5 分钟，明日继续）")
+    elif last:
+        facts.append(f"上次清理 {_int(last.get('bodies')) or 0:,} 篇正文，用时 {float(last.get('seconds') or 0):.1f} 秒")
+    at = _at(status.get("at"))
+    if at is not None and now - at > timedelta(hours=48):
+        warnings.append(f"保留期清理 {views.span((now - at).total_seconds())}没有运行（日报时段之后运行）")
+    return ServiceView("数据库", True, "late" if warnings else "done", label, _when(at, now, tz), facts, warnings)
+
+
 @dataclass(frozen=True)
 class LoginView:
     state: str  # ok, expiring, expired, unknown (WeRSS does not report it), none (not checked yet)
@@ -307,6 +339,7 @@ class HealthView:
     werss: ServiceView
     deepseek: ServiceView
     spend: SpendView
+    storage: ServiceView
     silent: dict[str, str]  # mp_id -> why the account counts as quiet
     issues: list[str]  # one line per thing that needs a look, for the section's headline
 
@@ -336,6 +369,8 @@ def health_view(
     estimated: bool,
     silent_accounts: Iterable[Row],
     links: Links,
+    storage: Mapping[str, Any] | None = None,
+    retention_days: int = 0,
 ) -> HealthView:
     today = now.astimezone(tz).date()
     slots = recent_slots(recent_runs, missed, now=now, tz=tz, schedule=schedule,
@@ -359,8 +394,10 @@ def health_view(
         issues.append("今日预算已用尽")
     if silent:
         issues.append(f"{len(silent)} 个公众号久未发文")
+    storage_v = storage_view(storage or {}, retention_days=retention_days, now=now, tz=tz)
+    issues += [f"{storage_v.name}：{w}" for w in storage_v.warnings]
     return HealthView(slots=slots, next_slot=next_slot(now, schedule, tz), alerts=alert_list, werss=werss_v,
-                      deepseek=deepseek_v, spend=spend, silent=silent, issues=issues)
+                      deepseek=deepseek_v, spend=spend, storage=storage_v, silent=silent, issues=issues)
 
 
 def gather(conn: psycopg.Connection, settings: Settings, *, now: datetime, tz: ZoneInfo, links: Links,
@@ -391,4 +428,6 @@ def gather(conn: psycopg.Connection, settings: Settings, *, now: datetime, tz: Z
         estimated=settings.price_table().estimated,
         silent_accounts=store.silent_accounts(conn, now, SILENT_FACTOR),
         links=links,
+        storage=store.status(conn, STORAGE_STATUS),
+        retention_days=settings.retention_days,
     )

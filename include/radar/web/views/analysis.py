@@ -97,6 +97,7 @@ class AnalysisPage:
     trust: Trust
     band: str  # the rubric band of the score, as the prompt defines it for the threshold
     event: EventView | None = None  # the same event's other articles, when other accounts wrote about it
+    body_pruned: str | None = None  # when retention pruned the article's body (the quotes' context is kept)
 
 
 def _texts(value: Any) -> list[str]:
@@ -198,6 +199,7 @@ def analysis_page(
         overview_url=links.overview(),
         trust=trust,
         band=_band(row["score"], threshold),
+        body_pruned=local_time(row.get("body_pruned_at"), tz) if row.get("body_pruned_at") else None,
         event=event_view(row, event_members, tz, links),
     )
 

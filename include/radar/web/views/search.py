@@ -123,7 +123,8 @@ def hits(rows: list[dict[str, Any]], terms: list[str], tz: ZoneInfo, links: Link
             published=local_time(r["published_at"], tz, "%Y-%m-%d %H:%M"),
             score=r["score"],
             status=STATUS.get(r["analyzed_status"], ""),
-            snippet=search.highlight(source or r["text"] or "", terms, 90),
+            # a pruned article (retention) has no text left: its analysis's summary stands in
+            snippet=search.highlight(source or r["text"] or r["summary"] or "", terms, 90),
             watch_hits=[h for h in r["watch_hits"] or [] if h],
         ))
     return out

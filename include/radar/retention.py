@@ -1,0 +1,100 @@
+"""Retention: what the radar keeps, and for how long (the daily slot's ``retention`` task).
+
+Article bodies are most of what a year of slots stores (``make bench-growth``: the text and the search lexemes
+made from it are two thirds of the content table, whose index is the largest). Past ``retention_days`` (180) a
+body is no longer read by any step — the window is three days, grouping a week, the weekly summary seven days —
+and only the search and the analysis page's quote marks look at it. So an old article keeps everything but its
+body: title, link, account, hash (a repost still reuses the analysis), statuses, the analysis with its evidence
+checks (quotes and their context), pushes, feedback and the track record; its search lexemes are cut down to
+the title's and the analysis's, so it is still found by them; ``body_pruned_at`` says when, and a pruned
+article is never offered for analysis again.
+
+Bounded: batches of ``BATCH`` articles, each its own transaction, until the step's time (``SECONDS``) is spent;
+what is left waits for the next day and is shown on the health panel with the database's size
+(``service_state`` ``retention:status``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from include.radar import store
+from include.radar.store import retention as retention_store
+
+log = logging.getLogger(__name__)
+
+STATUS_KEY = "retention:status"
+BATCH = 500
+SECONDS = 300.0  # the step's own bound (its task times out at 10 minutes)
+
+
+@dataclass(frozen=True)
+class Pruned:
+    bodies: int
+    batches: int
+    remaining: int  # articles past the cutoff still holding their body (the next run's work)
+    seconds: float
+
+    @property
+    def finished(self) -> bool:
+        return self.remaining == 0
+
+
+def cutoff(now: datetime, keep_days: int) -> datetime:
+    """Articles published before this instant lose their body."""
+    return now - timedelta(days=keep_days)
+
+
+def prune(connect: Callable[[], Any], *, keep_days: int, now: datetime, batch: int = BATCH,
+          seconds: float = SECONDS) -> Pruned:
+    """Prune bodies older than ``keep_days`` days, a batch per transaction, until none is left or ``seconds``
+    have passed (a batch started is finished: a batch of 500 takes about a second)."""
+    limit = cutoff(now, keep_days)
+    started = time.monotonic()
+    pruned = batches = 0
+    while time.monotonic() - started < seconds:
+        with connect() as conn:
+            done = retention_store.prune_bodies(conn, limit, batch)
+        if not done:
+            break
+        pruned += done
+        batches += 1
+    with connect() as conn:
+        remaining = retention_store.unpruned_before(conn, limit)
+    return Pruned(pruned, batches, remaining, round(time.monotonic() - started, 3))
+
+
+def daily(connect: Callable[[], Any], settings: Any, slot: dict[str, Any], now: datetime, *,
+          seconds: float = SECONDS) -> dict[str, Any]:
+    """The DAG's retention task: at the daily slot, after the daily push. Prunes what retention_days lets go
+    (nothing when it is 0) and records what the database holds for the health panel; a backlog left by the
+    time bound is a warning on the slot, taken up the next day.
+
+    ``now`` is the slot's own time, not the clock: a rerun prunes the same articles, and a backfill of an old
+    day prunes no more than that day's run would have."""
+    if not slot["is_daily"]:
+        return {"reason": "retention runs at the daily slot"}
+    keep = settings.retention_days
+    run = prune(connect, keep_days=keep, now=now, seconds=seconds) if keep else None
+    with connect() as conn:
+        held = retention_store.footprint(conn)
+        status = {"at": datetime.now(UTC).isoformat(), "retention_days": keep, **held,
+                  "last": asdict(run) if run else None}
+        store.update_status(conn, STATUS_KEY, lambda _old: status)
+        if run and not run.finished:
+            store.add_slot_warnings(conn, slot["slot_run_id"], "retention", [
+                f"retention: {run.remaining} article bodies older than {keep} days left for tomorrow "
+                f"({run.bodies} pruned in {run.seconds:.0f} s)"])
+    size = held["database_bytes"] / 2**20
+    if run:
+        log.info("retention: %d article bodies older than %d days pruned in %d batches (%.1f s), %d left; "
+                 "database %.0f MB", run.bodies, keep, run.batches, run.seconds, run.remaining, size)
+    else:
+        log.info("retention: retention_days is 0, nothing pruned; database %.0f MB", size)
+    return {"pruned": run.bodies if run else 0, "remaining": run.remaining if run else 0,
+            "database_mb": round(size, 1)}
