@@ -1,6 +1,6 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`.
 SHELL := /bin/bash
-.PHONY: run test ui lint lock bench bench-migrate bench-rules bench-track bench-search bench-deadline bench-grouping bench-slot bench-bomb celery backfill-check
+.PHONY: run test ui lint lock bench bench-growth bench-migrate bench-rules bench-track bench-search bench-deadline bench-grouping bench-slot bench-bomb celery backfill-check
 
 run:  ## run the five slots of a demo day through the real DAG, offline (Airflow's metadata on the embedded PostgreSQL)
 	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar_demo.run
@@ -16,6 +16,9 @@ lint:
 
 bench:  ## seed a year of data and time the report pages (p95 < 50 ms) and search (p95 < 200 ms)
 	source scripts/bootstrap.sh && python scripts/bench_pages.py
+
+bench-growth:  ## a week of slots at 200 WeChat-like articles a day through the real steps: MB a year, where, and what retention frees
+	source scripts/bootstrap.sh && python scripts/bench_growth.py $(ARGS)
 
 bench-migrate:  ## a year of data on the previous release's schema, migrated to today's: the time of each migration and the total
 	source scripts/bootstrap.sh && python scripts/bench_migrate.py $(ARGS)
