@@ -4,8 +4,10 @@ Queries are every entity the labels name (companies, products, programmes) plus 
 relevant to a query when its title or text contains the query (case-insensitive). Three ways are compared,
 each in PostgreSQL on a scratch database:
 
-- **shipped**: jieba search-mode words plus adjacent Chinese character pairs, a query's long words matched
-  whole or through their pairs (include/radar/search.py);
+- **shipped**: jieba search-mode words plus adjacent Chinese character pairs, a query cut with the frequent
+  words of jieba's dictionary, its long words matched whole or through their pairs, the characters no word
+  covers through their pairs (include/radar/search.py);
+- **full dict**: the same, the query cut with jieba's full dictionary (70 MB more in the api-server);
 - **jieba only**: the same words without the character pairs;
 - **substring** (``ILIKE '%q%'``, what a pg_trgm index accelerates): relevant by definition, shown for its
   time and because pg_trgm is missing from the embedded PostgreSQL and cannot index two-character words.
@@ -44,6 +46,24 @@ def jieba_only_query(q: str) -> str:
     return " & ".join(search._quote(t) for t in terms)
 
 
+def cutter_memory() -> tuple[float, float, object]:
+    """MB the shipped query cutter and jieba's full dictionary each add to a process (unique set size), and
+    the full one, for the comparison."""
+    import jieba
+    import psutil
+
+    def uss() -> float:
+        return psutil.Process().memory_full_info().uss / 2**20
+
+    before = uss()
+    search._query_cutter()
+    small = uss() - before
+    before = uss()
+    full = jieba.Tokenizer()
+    full.initialize()
+    return small, uss() - before, full
+
+
 def main() -> int:
     data = json.loads((REPO / "tests" / "data" / "event_articles.json").read_text(encoding="utf-8"))["articles"]
     entities: set[str] = set()
@@ -51,6 +71,7 @@ def main() -> int:
         raw = a.get("entities") or "[]"
         entities.update(e for e in (ast.literal_eval(raw) if isinstance(raw, str) else raw) if 2 <= len(e) <= 12)
     queries = sorted(entities) + SECTOR_WORDS
+    small, full_mb, full = cutter_memory()
     server = os.environ.get("RADAR_TEST_DATABASE_URL") or db.embedded_url(REPO / ".local" / "pgdata-bench")
     name = f"radar_search_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server, autocommit=True) as admin:
@@ -65,7 +86,8 @@ def main() -> int:
                              (i, f"{a['title']}\n{a['text']}", search.lexemes(a["title"], a["text"]),
                               jieba_only(a["title"], a["text"])))
             trgm = bool(conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm'").fetchone())
-            results = {"shipped": [0, 0, 0.0], "jieba only": [0, 0, 0.0], "substring": [0, 0, 0.0]}
+            results = {"shipped": [0, 0, 0.0], "full dict": [0, 0, 0.0], "jieba only": [0, 0, 0.0],
+                       "substring": [0, 0, 0.0]}
             relevant_total = 0
             misses: list[str] = []
             for q in queries:
@@ -73,6 +95,7 @@ def main() -> int:
                 relevant_total += len(truth)
                 for method, sql, param in (
                     ("shipped", "SELECT id FROM doc WHERE shipped @@ %s::tsquery", search.query(q)[0]),
+                    ("full dict", "SELECT id FROM doc WHERE shipped @@ %s::tsquery", search.query(q, cutter=full)[0]),
                     ("jieba only", "SELECT id FROM doc WHERE words @@ %s::tsquery", jieba_only_query(q)),
                     ("substring", "SELECT id FROM doc WHERE body ILIKE '%%' || %s || '%%'", q),
                 ):
@@ -89,6 +112,9 @@ def main() -> int:
             for method, (hit, found, _) in results.items():
                 print(f"{method:<12} {hit / relevant_total:>7.3f} {hit / found if found else 1:>10.3f} {found:>6}")
             print(f"\nshipped misses: {', '.join(misses) or 'none'}")
+            print(f"the query cutter's memory (what a search adds to the api-server, per worker): shipped "
+                  f"(words used at least {search.QUERY_MIN_FREQ} times) {small:.0f} MB, jieba's full dictionary "
+                  f"{full_mb:.0f} MB")
             print(f"pg_trgm on this server: {'available' if trgm else 'missing'}"
                   " (the embedded PostgreSQL has none; a trigram index cannot serve two-character queries)")
     finally:

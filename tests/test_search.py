@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -25,10 +26,28 @@ LONG = "行业综述。" * 1500  # 7,500 characters before the word that matters
 
 
 def test_a_query_is_cut_like_the_articles_and_quoted_safely() -> None:
-    assert search.query("宁德时代储能")[0] == "'宁德' & '时代' & '储能'"
+    # words, or the whole run (the articles' own cut may hold it as one word)
+    assert search.query("宁德时代储能")[0] == "('宁德时代储能' | '宁德' & '时代' & '储能')"
+    assert search.query("宁德时代 储能")[0] == "('宁德时代' | '宁德' & '时代') & '储能'"
     assert search.query("比亚迪")[0] == "('比亚迪' | '比亚' & '亚迪')"  # whole, or through its pairs
     assert search.query("600519.SH")[0] == "'600519'"  # the exchange suffix is not part of the ticker
     assert search.query("！？")[0] == "" and search.query("一")[0] == ""
+
+
+@pytest.mark.parametrize("name", ["信达生物", "国有大行", "优必选", "买断式逆回购"])
+def test_no_character_of_a_query_is_dropped(name: str) -> None:
+    """A name the dictionary cuts into single characters and a word (信/达/生物) was searched as the word alone:
+    信达生物 found every article saying 生物. Every character is now held by a word or a character pair."""
+    tsq, _ = search.query(name)
+    held = {t for t in re.findall(r"'([^']+)'", tsq) if t != name}
+    assert set(name) <= set("".join(held)), (name, tsq)
+
+
+def test_the_pages_cut_queries_without_jiebas_full_dictionary() -> None:
+    """The api-server cuts queries with the frequent words only (search._query_cutter): ~12 MB, not ~70."""
+    cutter = search._query_cutter()
+    assert len(cutter.FREQ) < 200_000 and cutter.total > 0  # the full dictionary's prefix table holds 498,113
+    assert list(cutter.cut("储能订单")) == ["储能", "订单"]
 
 
 

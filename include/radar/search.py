@@ -24,6 +24,7 @@ from functools import cache
 MAX_QUERY_CHARS = 100
 BIGRAM_CHARS = 4000  # the opening of the text whose character pairs are indexed (the title always)
 WORD_CHARS = 30_000  # the text jieba segments
+QUERY_MIN_FREQ = 20  # the query cutter's dictionary: jieba's words at least this frequent (_query_cutter)
 # PostgreSQL refuses a lexeme over 2047 bytes ("word is too long") and fails the whole insert: an article
 # with one endless word (a hostile body) would fail its slot's ingest. No query is that long: such a word is
 # left out of the index, the article is stored
@@ -71,30 +72,75 @@ def _quote(term: str) -> str:
     return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def query(text: str) -> tuple[str, list[str]]:
+@cache
+def _query_cutter():  # noqa: ANN202 - a jieba Tokenizer over the frequent words only
+    """The cutter of queries: jieba with the words of its dictionary used at least QUERY_MIN_FREQ times (80k of
+    349k). Where it cuts a name more finely than the full dictionary would, the pieces and the character pairs
+    that cover what is left still match the article (see :func:`query`); and it costs the api-server, where the
+    pages cut queries, about 20 MB instead of the full dictionary's 70 (``make bench-search`` measures both)."""
+    import io  # noqa: PLC0415
+
+    import jieba  # noqa: PLC0415
+
+    jieba.setLogLevel(logging.WARNING)
+    with open(jieba.get_dict_file().name, "rb") as f:
+        frequent = b"".join(line for line in f if int(line.split(b" ", 2)[1]) >= QUERY_MIN_FREQ)
+    cutter = jieba.Tokenizer()
+    cutter.FREQ, cutter.total = cutter.gen_pfdict(io.BytesIO(frequent))
+    cutter.initialized = True
+    return cutter
+
+
+def _alternatives(word: str) -> str:
+    """A query word as tsquery: a Chinese word of three characters or more matches whole or through all of its
+    character pairs (an article may have been cut differently); anything else as it is."""
+    if _CJK.search(word) and len(word) > 2:
+        return "(" + _quote(word) + " | " + " & ".join(_quote(b) for b in dict.fromkeys(bigrams(word))) + ")"
+    return _quote(word)
+
+
+def query(text: str, *, cutter=None) -> tuple[str, list[str]]:  # noqa: ANN001 - a jieba Tokenizer
     """A query as tsquery text (every part must match) and the literal terms to mark in snippets.
 
-    Each word of the query must match, either whole or — for a Chinese word of three characters or more,
-    which an article may be cut differently — through all of its character pairs
-    (``'比亚迪' | '比亚' & '亚迪'``); a Chinese run the dictionary leaves in single characters matches through
-    its pairs. Empty when nothing searchable is left (punctuation, single characters).
+    The query is cut into words (``_query_cutter``; ``cutter`` for the benchmark's comparison): each word of two
+    characters or more must match (:func:`_alternatives`), and every Chinese character no such word covers —
+    a name the dictionary splits into single characters, ``信达生物`` as 信/达/生物 — must match through the
+    character pair it starts (or, last in its run, ends): without it 信达生物 would find every article saying
+    生物. A Chinese run of three characters or more also matches whole (``'比亚迪' | '比亚' & '亚迪'``): the
+    articles' own cut may hold it as one word. Tickers are matched as numbers (``600519.SH`` is ``600519``).
+    Empty when nothing searchable is left (punctuation, one character).
     """
     lowered = text.strip().lower()
+    runs = [(m.start(), m.end()) for m in _CJK_RUN.finditer(lowered)]
+    per_run: dict[int, list[str]] = {i: [] for i in range(len(runs))}
     parts: list[str] = []
     literal: list[str] = []
-    for word in dict.fromkeys([*words(lowered, search_mode=False), *_ALNUM_RUN.findall(lowered)]):
-        if word in _EXCHANGES:  # 600519.SH: the ticker is the number, however the article writes it
+    covered: set[int] = set()
+    for word, start, end in (cutter or _query_cutter()).tokenize(lowered):
+        if not _keep(word) or word in _EXCHANGES:  # 600519.SH: the ticker is the number
             continue
+        covered.update(range(start, end))
         literal.append(word)
-        if _CJK.search(word) and len(word) > 2:
-            parts.append("(" + _quote(word) + " | " + " & ".join(_quote(b) for b in dict.fromkeys(bigrams(word))) + ")")
-        else:
-            parts.append(_quote(word))
-    for run in _CJK_RUN.findall(lowered):
-        if len(run) >= 2 and not any(w in run for w in literal if _CJK.search(w)):
+        inside = next((i for i, (a, b) in enumerate(runs) if a <= start and end <= b), None)
+        (parts if inside is None else per_run[inside]).append(_alternatives(word))
+    for match in _ALNUM_RUN.finditer(lowered):
+        if match.group() not in _EXCHANGES and not covered.issuperset(range(match.start(), match.end())):
+            literal.append(match.group())
+            parts.append(_quote(match.group()))
+    for i, (at, stop) in enumerate(runs):
+        run = lowered[at:stop]
+        for pos in range(at, stop):
+            if pos in covered or len(run) < 2:
+                continue
+            pair = (pos, pos + 2) if pos + 1 < stop else (pos - 1, pos + 1)
+            covered.update(range(*pair))
+            per_run[i].append(_quote(lowered[pair[0]:pair[1]]))
+        units = list(dict.fromkeys(per_run[i]))
+        if len(run) > 2 and units != [_alternatives(run)]:
             literal.append(run)
-            parts.append("(" + " & ".join(_quote(b) for b in dict.fromkeys(bigrams(run))) + ")")
-    return " & ".join(dict.fromkeys(parts)), literal
+            units = [f"({_quote(run)} | {' & '.join(units)})"] if units else []
+        parts.extend(units)
+    return " & ".join(dict.fromkeys(parts)), list(dict.fromkeys(literal))
 
 
 def highlight(text: str, terms: list[str], width: int = 60) -> list[tuple[str, bool]]:
