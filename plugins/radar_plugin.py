@@ -5,10 +5,13 @@ Airflow 3 serves plugin UIs as FastAPI sub-apps (``fastapi_apps``) and lists the
 ``/plugin/radar``). The sub-app does its own authentication (Airflow gives plugin apps none): see
 ``include/radar/web/app.py``.
 
+Airflow loads plugins in every component (each task process, the scheduler, the dag-processor, the
+triggerer), so this module registers the app lazily (``include/radar/web/mount.py``): the report app is
+imported and built on its first request in the api-server, and nowhere else.
+
 Airflow puts ``plugins/`` on ``sys.path`` but not the bundle root, so the root is added when ``include``
-is not importable. Importing the app touches neither the database nor the network; it adds one logging
-filter to ``uvicorn.access`` that keeps link signatures (``sig=``) out of the access log
-(``include/radar/web/server.py``).
+is not importable. Importing this module imports `include/radar/web/mount.py` alone (standard library); building
+the app touches neither the database nor the network.
 """
 
 from __future__ import annotations
@@ -23,14 +26,15 @@ except ImportError:
 
 from airflow.plugins_manager import AirflowPlugin  # noqa: E402
 
-from include.radar.web.app import URL_PREFIX, AddTrailingSlash, app  # noqa: E402
+from include.radar.web.mount import URL_PREFIX, AddTrailingSlash, LazyApp  # noqa: E402
 
 
 class OpportunityRadarPlugin(AirflowPlugin):
     """Registers the report app and its navigation entry."""
 
     name = "opportunity_radar"
-    fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "Opportunity Radar"}]
+    fastapi_apps = [{"app": LazyApp("include.radar.web.app:app"), "url_prefix": URL_PREFIX,
+                     "name": "Opportunity Radar"}]
     # /radar (no slash) would fall through to Airflow's own catch-all page: redirect it to /radar/
     fastapi_root_middlewares = [{"middleware": AddTrailingSlash, "args": [], "kwargs": {},
                                  "name": "Opportunity Radar: /radar → /radar/"}]

@@ -44,8 +44,9 @@ from include.radar import db
 from include.radar.settings import Settings, SettingsError
 from include.radar.web.auth import PageError
 from include.radar.web.middleware import SECURITY_HEADERS, AddTrailingSlash, SecurityHeadersMiddleware
+from include.radar.web.mount import URL_PREFIX
 from include.radar.web.routes import history, profile, record, reports
-from include.radar.web.runtime import URL_PREFIX, Pages, Runtime
+from include.radar.web.runtime import Pages, Runtime
 from include.radar.web.server import install_access_log_filter, server_settings
 
 __all__ = ["SECURITY_HEADERS", "URL_PREFIX", "AddTrailingSlash", "app", "create_app"]

@@ -1,18 +1,18 @@
 """ASGI middleware of the report app: security headers and the 500 page on every response, HEAD without a
 body, the read session's cookie, and (as a root middleware of Airflow's api-server) ``/radar`` without its
-trailing slash."""
+trailing slash (web/mount.py, which the plugin imports without the app)."""
 
 from __future__ import annotations
 
 import logging
 
 from fastapi import Request
-from fastapi.responses import Response
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from include.radar.web.auth import READ_COOKIE
-from include.radar.web.runtime import URL_PREFIX, Pages
+from include.radar.web.mount import AddTrailingSlash  # noqa: F401 - where the app and the tests look for it
+from include.radar.web.runtime import Pages
 from include.radar.web.server import redact_scope_query
 
 log = logging.getLogger(__name__)
@@ -28,24 +28,6 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "SAMEORIGIN",
 }
-
-
-class AddTrailingSlash:
-    """A root middleware (the plugin's ``fastapi_root_middlewares``): ``/radar`` without its slash would reach
-    Airflow's catch-all route and show an empty Airflow page; it is redirected to ``/radar/``, query kept."""
-
-    def __init__(self, app: ASGIApp, prefix: str = URL_PREFIX) -> None:
-        self.app = app
-        self.prefix = prefix
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        root = scope.get("root_path", "") if scope["type"] == "http" else ""
-        if scope["type"] == "http" and scope.get("path") in (self.prefix, f"{root}{self.prefix}"):
-            query = scope.get("query_string", b"").decode("latin-1")
-            location = f"{root}{self.prefix}/" + (f"?{query}" if query else "")
-            await Response(status_code=307, headers={"location": location})(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
 
 
 def _read_cookie(scope: Scope, value: str, max_age: int) -> str:

@@ -27,8 +27,8 @@ from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI
 from include.radar.web import feedback, views
 from include.radar.web.auth import AIRFLOW_LOGIN_PATH, PageError, Reader, app_path, local_path, session_opens
+from include.radar.web.mount import URL_PREFIX
 
-URL_PREFIX = "/radar"
 TEMPLATES_DIR = Path(__file__).with_name("templates")
 # Settings come from Airflow Variables (a metadata-DB read each) or the environment: cache them briefly.
 SETTINGS_TTL_SECONDS = 60.0
