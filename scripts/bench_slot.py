@@ -1,17 +1,22 @@
 """What does a slot cost under a real scheduler: its LLM calls, or Airflow's task start-up?
 
 Starts ``airflow standalone`` (LocalExecutor, metadata on PostgreSQL, its own AIRFLOW_HOME and database)
-with the radar's DAG against stand-ins on loopback: a WeRSS holding N new articles and a DeepSeek that answers
-every call after L seconds, concurrently. For each N, L and LLM concurrency C it empties the radar database,
-triggers one slot (push suppressed) and prints:
+with the radar's DAG against stand-ins on loopback that look like a reader's day: a WeRSS holding N new
+WeChat-like articles (include/radar_demo/wechat_pages.py: ~30 kB of HTML each, styled paragraphs, images,
+banners, over ``ACCOUNTS`` accounts) and a DeepSeek that answers every call after L seconds, concurrently,
+with the analysis a thinking model would give: a fifth of the articles score 60 or more with opportunities
+whose evidence quotes the article (so the evidence check, event grouping and the push all run). For each N,
+L and LLM concurrency C it empties the radar database, triggers one slot and prints:
 
-- wall: the DAG run from its start to its end (and the analysis phase alone: first analyse task start to last
-  analyse task end);
+- wall: the DAG run from its trigger (``queued_at``) to its end, and the analysis phase alone (first analyse
+  task start to last analyse task end);
 - ideal: ceil(N / C) × L, the time the LLM calls need at that concurrency; ratio = wall / ideal;
-- orchestration per article at L = 0: wall / N (everything there is Airflow, the database and the radar);
+- at L = 0, the slot's cost as a fixed part plus a slope per article: a least-squares line through the
+  sizes' walls, for each C (wall / N alone would hide the fixed part in small slots);
 - peak memory: of Airflow's whole process tree (scheduler, api-server, dag-processor, triggerer, task
   processes; proportional set size, shared pages counted once) and the largest RSS of a single process;
-- WeRSS detail calls and LLM calls, both of which must equal N.
+- WeRSS detail calls, LLM calls (both must equal N: nothing fetched or paid twice, no re-ask) and pushes
+  (exactly one: the slot's best opportunity).
 
     make bench-slot                                        # N = 10, 50, 200; L = 0, 5 s; C = default, 8
     make bench-slot ARGS="--sizes 50 --latencies 5 --concurrency 8"
@@ -39,13 +44,16 @@ if str(REPO) not in sys.path:
 
 from include.radar import DAG_ID, db  # noqa: E402
 from include.radar.settings import Settings  # noqa: E402
+from include.radar_demo import wechat_pages  # noqa: E402
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
 from scripts.local_airflow import airflow, metadata, port_from, slots_now, standin_env, start, stop, wait_for  # noqa: E402
-from tests.slotrun import answer  # noqa: E402
 
 BENCH_DB = "radar_bench_slot"
 OUT = REPO / ".local" / "bench-slot"
 PORT = port_from("RADAR_BENCH_PORT")
+ACCOUNTS = 8
+# the scores the stand-in gives, in turn: two in ten reach the push threshold (60), with opportunities
+SCORES = (35, 48, 52, 66, 41, 30, 55, 74, 45, 20)
 
 
 class Sampler(threading.Thread):
@@ -99,23 +107,29 @@ def idle_cpu(root: int, seconds: float) -> float:
 
 
 def one_run(n: int, latency: float, concurrency: int | None, index: int, slot_epoch: int, *, werss: FakeWeRSS,
-            deepseek: FakeDeepSeek, env: dict[str, str], server_url: str, sampler: Sampler,
+            deepseek: FakeDeepSeek, sink: PushSink, env: dict[str, str], server_url: str, sampler: Sampler,
             proc: subprocess.Popen) -> dict[str, Any]:
-    db.fresh_database(server_url, BENCH_DB)
+    url = db.fresh_database(server_url, BENCH_DB)
+    pages = {i: wechat_pages.page(f"{index}-{i}") for i in range(n)}
     werss.articles = [  # published before the slot's time (later ones belong to the next slot's window)
-        FakeArticle(id=f"b{index}-{i}", mp_id="MP_WXS_1", title=f"第{index}轮第{i}篇", publish_time=slot_epoch - 60 - 60 * i,
-                    content_html=f'<div id="js_content"><p>第{index}轮第{i}篇：某储能龙头订单同比增长{i}%，'
-                                 f'行业景气回升，编号 {index}-{i}。</p></div>',
+        FakeArticle(id=f"b{index}-{i}", mp_id=f"MP_WXS_{i % ACCOUNTS + 1}", title=page.title,
+                    publish_time=slot_epoch - 60 - 60 * i, content_html=page.html,
                     url=f"https://mp.weixin.qq.com/s/b{index}-{i}")
-        for i in range(n)
+        for i, page in pages.items()
     ]
+    by_title = {page.title: (i, page) for i, page in pages.items()}
     werss.detail_calls.clear()
     deepseek.requests.clear()
-    delay = [latency]
+    pushed = len(sink.received)
 
     def respond(body: dict[str, Any]) -> str:
-        time.sleep(delay[0])
-        return answer(50)
+        time.sleep(latency)
+        user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        found = next((v for title, v in by_title.items() if f"标题：{title}" in user), None)
+        if found is None:
+            return "not an article of this run"
+        i, page = found
+        return wechat_pages.answer(page, SCORES[i % len(SCORES)])
 
     deepseek.responder = respond
     if concurrency is None:
@@ -124,7 +138,7 @@ def one_run(n: int, latency: float, concurrency: int | None, index: int, slot_ep
         airflow("variables", "set", "radar_llm_concurrency", str(concurrency), env=env)
     run_id = f"bench_{index}_{int(time.time())}"
     sampler.reset()
-    airflow("dags", "trigger", DAG_ID, "--run-id", run_id, "--conf", json.dumps({"push_mode": "suppress"}), env=env)
+    airflow("dags", "trigger", DAG_ID, "--run-id", run_id, env=env)
     with metadata() as meta:
         def finished() -> dict[str, Any] | None:
             row = meta.execute("SELECT state, queued_at, start_date, end_date FROM dag_run WHERE run_id = %s",
@@ -137,14 +151,30 @@ def one_run(n: int, latency: float, concurrency: int | None, index: int, slot_ep
     analyses = [t for t in tis if t["task_id"] == "analyse" and t["start_date"] and t["end_date"]]
     phase = ((max(t["end_date"] for t in analyses) - min(t["start_date"] for t in analyses)).total_seconds()
              if analyses else 0.0)
+    with db.connect(url) as conn:
+        stored = conn.execute(
+            "SELECT (SELECT count(*) FROM analysis_result) AS analyses, (SELECT count(*) FROM analysis_result "
+            "WHERE evidence_verified) AS verified, (SELECT count(*) FROM opportunity) AS opportunities"
+        ).fetchone()
     return {
-        "state": run["state"], "wall": (run["end_date"] - run["start_date"]).total_seconds(),
+        "state": run["state"], "wall": (run["end_date"] - run["queued_at"]).total_seconds(),
         "queued": (run["start_date"] - run["queued_at"]).total_seconds(), "phase": phase,
         "batches": len([t for t in tis if t["task_id"] == "analyse"]),
         "failed_tasks": sorted({t["task_id"] for t in tis if t["state"] == "failed"}),
         "details": sum(werss.detail_calls.values()), "llm": len(deepseek.requests),
+        "pushes": len(sink.received) - pushed, **stored,
         "rss_tree": sampler.tree, "rss_single": sampler.single,
     }
+
+
+def fixed_and_slope(points: list[tuple[int, float]]) -> tuple[float, float] | None:
+    """The least-squares line wall = fixed + slope × N through (N, wall) points; None with fewer than two Ns."""
+    if len({n for n, _ in points}) < 2:
+        return None
+    mean_n = sum(n for n, _ in points) / len(points)
+    mean_w = sum(w for _, w in points) / len(points)
+    slope = sum((n - mean_n) * (w - mean_w) for n, w in points) / sum((n - mean_n) ** 2 for n, _ in points)
+    return mean_w - slope * mean_n, slope
 
 
 def main() -> int:
@@ -160,9 +190,10 @@ def main() -> int:
 
     OUT.mkdir(parents=True, exist_ok=True)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the stand-ins' request lines
-    werss = FakeWeRSS(accounts=[{"id": "MP_WXS_1", "mp_name": "研究所"}])
+    werss = FakeWeRSS(accounts=[{"id": f"MP_WXS_{i}", "mp_name": f"研究所{i}"} for i in range(1, ACCOUNTS + 1)])
     deepseek = FakeDeepSeek(api_key="sk-bench")
-    werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(PushSink().handle)
+    sink = PushSink()
+    werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(sink.handle)
     server_url = os.environ.get("RADAR_DATABASE_URL") or db.database_url()
     bench_url = db.fresh_database(server_url, BENCH_DB)
     daytime, daily, slot_epoch = slots_now()
@@ -172,14 +203,20 @@ def main() -> int:
         "RADAR_DATABASE_URL": bench_url,
         "AIRFLOW_VAR_RADAR_SCHEDULE_SLOTS": json.dumps([daytime, daily]),
         "AIRFLOW_VAR_RADAR_MAX_ARTICLES_PER_SLOT": str(max(sizes)),
+        # every run is the same daytime slot, triggered by hand minutes to an hour after its time: not late, so
+        # its best opportunity is pushed as on a reader's day (each run starts from an empty radar database)
+        "AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES": str(24 * 60),
     }
     env.pop("AIRFLOW_VAR_RADAR_LLM_CONCURRENCY", None)  # set per run as an Airflow Variable
     log_file = OUT / "standalone.log"
     print(f"[bench-slot] airflow standalone (LocalExecutor, {psutil.cpu_count()} cores); slot {daytime} "
-          f"(Asia/Shanghai); logs in {log_file}", flush=True)
+          f"(Asia/Shanghai); WeChat-like pages of ~{len(wechat_pages.page(0).html.encode()) // 1024} kB over "
+          f"{ACCOUNTS} accounts, {sum(x >= 60 for x in SCORES)} in {len(SCORES)} scoring 60+; logs in {log_file}",
+          flush=True)
     subprocess.run(["airflow", "dags", "delete", "-y", DAG_ID], env=env, capture_output=True)  # earlier benches' runs
     proc = start(log_file, ["airflow", "standalone"], env)
     rows: list[str] = []
+    walls: dict[int, list[tuple[int, float]]] = {}
     try:
         with metadata() as meta:
             wait_for(lambda: meta.execute("SELECT 1 FROM dag WHERE dag_id = %s", (DAG_ID,)).fetchone(),
@@ -197,8 +234,9 @@ def main() -> int:
               flush=True)
         sampler = Sampler(proc.pid)
         sampler.start()
-        header = (f"{'N':>4} {'L s':>4} {'C':>4} {'batches':>7} {'wall s':>7} {'phase s':>7} {'ideal s':>7} "
-                  f"{'ratio':>6} {'phase':>6} {'s/art':>6} {'PSS MB':>7} {'RSS MB':>7} {'detail':>6} {'LLM':>5} state")
+        header = (f"{'N':>4} {'L s':>4} {'C':>4} {'batches':>7} {'wall s':>7} {'queued':>6} {'phase s':>7} "
+                  f"{'ideal s':>7} {'ratio':>6} {'phase':>6} {'PSS MB':>7} {'RSS MB':>7} {'detail':>6} {'LLM':>5} "
+                  f"{'opps':>5} {'push':>4} state")
         print(header, flush=True)
         index = 0
         for latency in latencies:
@@ -206,26 +244,38 @@ def main() -> int:
                 for level in levels:
                     index += 1
                     c = level or default_c
-                    r = one_run(n, latency, level, index, slot_epoch, werss=werss, deepseek=deepseek, env=env,
-                                server_url=server_url, sampler=sampler, proc=proc)
+                    r = one_run(n, latency, level, index, slot_epoch, werss=werss, deepseek=deepseek, sink=sink,
+                                env=env, server_url=server_url, sampler=sampler, proc=proc)
                     ideal = math.ceil(n / c) * latency
                     ratio = f"{r['wall'] / ideal:6.2f}" if ideal else f"{'-':>6}"
                     phase_ratio = f"{r['phase'] / ideal:6.2f}" if ideal else f"{'-':>6}"
-                    per_article = f"{r['wall'] / n:6.2f}" if latency == 0 else f"{'-':>6}"
-                    ok = "ok" if r["details"] == n and r["llm"] == n and r["state"] == "success" else "MISMATCH"
-                    line = (f"{n:>4} {latency:>4g} {c:>4} {r['batches']:>7} {r['wall']:>7.1f} {r['phase']:>7.1f} "
-                            f"{ideal:>7.1f} {ratio} {phase_ratio} {per_article} {r['rss_tree'] / 2**20:>7.0f} "
-                            f"{r['rss_single'] / 2**20:>7.0f} {r['details']:>6} {r['llm']:>5} {r['state']} {ok}"
+                    if latency == 0:
+                        walls.setdefault(c, []).append((n, r["wall"]))
+                    ok = ("ok" if r["details"] == n and r["llm"] == n and r["analyses"] == n and r["pushes"] == 1
+                          and r["state"] == "success" else "MISMATCH")
+                    line = (f"{n:>4} {latency:>4g} {c:>4} {r['batches']:>7} {r['wall']:>7.1f} {r['queued']:>6.1f} "
+                            f"{r['phase']:>7.1f} {ideal:>7.1f} {ratio} {phase_ratio} {r['rss_tree'] / 2**20:>7.0f} "
+                            f"{r['rss_single'] / 2**20:>7.0f} {r['details']:>6} {r['llm']:>5} {r['opportunities']:>5} "
+                            f"{r['pushes']:>4} {r['state']} {ok}"
                             + (f" failed: {','.join(r['failed_tasks'])}" if r["failed_tasks"] else ""))
                     rows.append(line)
                     print(line, flush=True)
         sampler.running = False
     finally:
         stop([proc])
-    (OUT / "results.txt").write_text("\n".join([header, *rows]) + "\n")
-    print(f"[bench-slot] wall = the DAG run's start to end; phase = the analyse tasks' first start to last end; "
-          f"ideal = ceil(N/C) × L; s/art = wall / N at L = 0; PSS = the Airflow tree's peak, RSS = the largest "
-          f"process's. Results in {OUT / 'results.txt'}")
+    fits = []
+    for c, points in sorted(walls.items()):
+        fit = fixed_and_slope(points)
+        if fit:
+            fits.append(f"[bench-slot] at L = 0, C = {c}: a slot costs {fit[0]:.1f} s fixed + {fit[1]:.3f} s per "
+                        f"article (least squares over N = {', '.join(str(n) for n, _ in points)})")
+    for line in fits:
+        print(line)
+    (OUT / "results.txt").write_text("\n".join([header, *rows, *fits]) + "\n")
+    print(f"[bench-slot] wall = the DAG run from its trigger (queued_at) to its end; queued = trigger to start; "
+          f"phase = the analyse tasks' first start to last end; ideal = ceil(N/C) × L; PSS = the Airflow tree's "
+          f"peak, RSS = the largest process's; opps = opportunities stored; push = messages the slot pushed. "
+          f"Results in {OUT / 'results.txt'}")
     return 0 if all("MISMATCH" not in r for r in rows) else 1
 
 
