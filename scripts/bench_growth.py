@@ -10,10 +10,11 @@ HTML each, over 20 accounts) and a DeepSeek answering with verifiable quotes (a 
 - per column of the big tables: the bytes of the values themselves (``pg_column_size``, after TOAST's
   compression), so that article text, search vectors and analyses are told apart;
 
-and scales both to a year (× 365 / days: every row the slots write is per article, per slot or per day).
-Last, it runs the retention step (include/radar/retention.py) as it would run ``retention_days`` after the
-last day, and prints what the pruned rows gave back and what a year holds at steady state under each
-retention.
+and scales the growth to a year (what a day adds between the first day and the last, × 365: every row the
+slots write is per article, per slot or per day). Last, it prunes the bodies of the first half of the days
+with the retention step's own function (include/radar/retention.py) and prints what a pruned body gave back,
+on disk with its share of the search index, and what a year of slots holds at steady state under each
+``retention_days``.
 
     make bench-growth                        # a week of 200 articles a day, scaled to a year
     make bench-growth ARGS="--days 30"       # more days measured, less scaling
@@ -90,6 +91,14 @@ def sizes(url: str) -> dict[str, dict[str, int]]:
             "SELECT indexrelname AS name, pg_relation_size(indexrelid) AS bytes FROM pg_stat_user_indexes "
             "WHERE relname = 'content_item'").fetchall()}
     return out
+
+
+def lexeme_count(url: str, before: datetime) -> int:
+    """Search lexemes of the articles published before ``before`` (what retention prunes)."""
+    with db.connect(url) as conn:
+        return conn.execute(
+            "SELECT coalesce(sum(length(search_tsv)), 0) AS n FROM content_item WHERE published_at < %s", (before,)
+        ).fetchone()["n"]
 
 
 def vacuum(url: str) -> None:
@@ -218,25 +227,29 @@ def main() -> int:
 
         keep_days = max(1, args.days // 2)
         now = datetime.combine(first_day + timedelta(days=args.days), datetime.min.time(), tzinfo=SHANGHAI)
+        lexemes_before = lexeme_count(url, retention.cutoff(now, keep_days))
         t0 = time.perf_counter()
         pruned = retention.prune(lambda: db.connect(url), keep_days=keep_days, now=now)
         spent = time.perf_counter() - t0
         after = sizes(url)
-        freed = last["content_item"]["values"] - after["content_item"]["values"]
-        freed_index = last["_indexes"]["content_item_search_idx"] - after["_indexes"]["content_item_search_idx"]
-        per_body = freed / max(pruned.bodies, 1)
+        lexemes_after = lexeme_count(url, retention.cutoff(now, keep_days))
+        per_body = (last["content_item"]["values"] - after["content_item"]["values"]) / max(pruned.bodies, 1)
+        # what a pruned body was on disk: its values as TOAST and the heap store them, and its share of the GIN
+        a, b = first["content_item"], last["content_item"]
+        stored = (b["heap"] + b["toast"] - a["heap"] - a["toast"]) / max(b["values"] - a["values"], 1)
+        index_each = (b["indexes"] - a["indexes"]) / max(b["rows"] - a["rows"], 1)
+        share = 1 - lexemes_after / max(lexemes_before, 1)
+        body_disk = per_body * stored + index_each * share
         print(f"\n[bench-growth] retention: pruning the bodies older than {keep_days} days took {spent:.1f} s for "
               f"{pruned.bodies} articles ({pruned.batches} batches of up to {retention.BATCH}, "
-              f"{spent / max(pruned.bodies, 1) * 1000:.1f} ms an article): {per_body / 1024:.1f} kB of values per "
-              f"article freed (text and search lexemes), reused by later rows after VACUUM; the search index "
-              f"{'shrank' if freed_index > 0 else 'kept its size'} ({freed_index / MB:+.1f} MB: GIN pages are reused, "
-              f"not returned)")
-        kept = year_mb * MB / (args.articles * 365) - per_body
-        print(f"{'retention_days':>15} {'MB a year of slots holds at steady state':>42}")
-        for days_kept in (30, 90, 180, 365, 0):
-            bodies = 365 if days_kept == 0 else min(days_kept, 365)
-            steady = args.articles * (kept * 365 + per_body * bodies) / MB
-            print(f"{days_kept or 'keep all':>15} {steady:>42.0f}")
+              f"{spent / max(pruned.bodies, 1) * 1000:.1f} ms an article). Each gave back {per_body / 1024:.1f} kB of "
+              f"values (its text and {share:.0%} of its search lexemes): {body_disk / 1024:.1f} kB on disk with its "
+              f"share of the search index, reused by later rows after (auto)vacuum, the files not shrinking")
+        total = year_mb * MB
+        print(f"{'retention_days':>15} {'a year of slots at steady state, MB':>37}")
+        for days_kept in (30, 90, 180, 365):
+            steady = total - args.articles * (365 - days_kept) * body_disk
+            print(f"{days_kept:>15} {steady / MB:>37.0f}")
     return 0
 
 
