@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from include.radar import coverage, decide, events, ranking, store
@@ -111,10 +111,24 @@ def _coverage(conn: Any, day: date) -> Coverage | None:
     """The day's account coverage; a failure to work it out costs only that line of the report."""
     try:
         with conn.transaction():
-            return coverage.gather(conn, day, datetime.now(UTC))
+            return coverage_of(conn, day, datetime.now(UTC))
     except Exception:  # noqa: BLE001 - the report goes out without it rather than not at all
         log.exception("the account coverage of %s could not be worked out", day)
         return None
+
+
+def coverage_of(conn: Any, day: date, now: datetime) -> Coverage:
+    """The coverage of ``day`` as of ``now`` (or of the day's end, for a day gone by), by coverage.py's rules."""
+    start, end = local_day_bounds(day)
+    at = min(now, end)
+    accounts = store.accounts_of_day(conn, day)
+    listed = bool(accounts)
+    if not listed:
+        accounts = store.accounts_listed_between(conn, day - timedelta(days=coverage.FALLBACK_DAYS),
+                                                 day - timedelta(days=1))
+    stalled = {a["id"] for a in store.silent_accounts(conn, at, coverage.SILENT_FACTOR)}
+    lapsed = coverage.login_lapsed(store.status(conn, coverage.WECHAT_STATUS), start, at)
+    return coverage.summarise(accounts, stalled, login_lapsed=lapsed, listed=listed)
 
 
 def compact(facts: DayFacts, analysis_url: Callable[[int], str]) -> dict[str, Any]:
