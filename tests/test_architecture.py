@@ -23,6 +23,21 @@ def test_the_graph_sees_a_circle_when_there_is_one() -> None:
     assert import_graph.circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def test_the_graph_counts_lazy_and_type_checking_imports_of_either_spelling() -> None:
+    known = {"pkg.a", "pkg.b", "pkg.c", "pkg.d", "pkg.e"}
+    source = (
+        "import typing\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from pkg.b import Thing\n"
+        "if typing.TYPE_CHECKING:\n    import pkg.c\n"
+        "def later():\n    from pkg import d\n"
+        "from . import e\n"
+    )
+    found, typing_only = import_graph.imports_in(source, "pkg.a", is_package=False, known=known)
+    assert found == {"pkg.b", "pkg.c", "pkg.d", "pkg.e"}
+    assert typing_only == {"pkg.b", "pkg.c"}
+
+
 def test_no_product_module_is_over_500_lines() -> None:
     _, sizes = import_graph.graph()
     big = {m: n for m, n in sizes.items() if m.startswith("include.radar") and n > MAX_LINES}
