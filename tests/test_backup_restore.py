@@ -29,9 +29,8 @@ from include.radar import backup, cli, db, roles, store
 from include.radar.settings import load_settings
 from include.radar.slots import SHANGHAI
 from include.radar_demo import year
-from tests.conftest import _server_url
+from tests.conftest import _server_url, set_up_deployment
 from tests.slotrun import answer, article, run_slot, shanghai
-from tests.test_roles import _set_up, deployment  # noqa: F401 - the deployment's logins, as a fixture
 
 SECRET = "test-link-secret-0123456789abcdef01"
 CSRF = "c" * 43
@@ -428,7 +427,7 @@ def test_restored_as_the_owner_the_tables_are_the_owners_and_the_pages_login_is_
     restore carries no privileges (the roles of another server are not these), so it grants the pages
     theirs again, as airflow-init does after migrating."""
     d = deployment
-    _set_up(d)
+    set_up_deployment(d)
     _a_slot_as_the_owner(fakes, d, monkeypatch)
     assert cli.main(["backup", "--out", str(tmp_path)]) == 0
     [dump] = tmp_path.glob("*.dump")
@@ -449,7 +448,7 @@ def test_the_compose_restore_as_the_superuser_is_handed_over_by_airflow_init(dep
     container as the superuser, onto a new volume where the radar's roles do not exist yet; then `docker
     compose up` runs airflow-init (provision, migrate, grant-pages), which hands everything to the owner."""
     d = deployment
-    _set_up(d)
+    set_up_deployment(d)
     _a_slot_as_the_owner(fakes, d, monkeypatch)
     calls = len(fakes.deepseek.requests)
     superuser_radar = psycopg.conninfo.make_conninfo(
@@ -472,7 +471,7 @@ def test_the_compose_restore_as_the_superuser_is_handed_over_by_airflow_init(dep
         subprocess.run([str(backup.choose_tool("pg_restore", major).path), f"--dbname={conninfo}", "--no-owner",
                         "--no-privileges", "--exit-on-error", "--single-transaction"],
                        stdin=archive, env=env, check=True)
-    _set_up(d)  # docker compose up -d: airflow-init
+    set_up_deployment(d)  # docker compose up -d: airflow-init
     assert _owned_by_others(d.owner, d.users[0]) == []
     _pages_read_and_write_only_the_readers_data(d)
     _slot(fakes, shanghai(2026, 1, 8, 14))  # the tasks, as the owner, on the restored data: nothing paid again
