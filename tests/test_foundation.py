@@ -1,4 +1,8 @@
-"""Issue 2: DAG integrity, slot derivation, migrations, settings, concurrent slot openers."""
+"""Issue 2: DAG integrity, slot derivation, migrations, settings, concurrent slot openers.
+
+Rooms: dags/opportunity_radar.py, slots.py, steps/open_slot.py, db.py and migrations/, settings.py, decide.py
+(the trigger form's actions), steps/__init__.py (lazy step imports).
+"""
 
 from __future__ import annotations
 
