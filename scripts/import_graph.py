@@ -1,6 +1,8 @@
-"""The import graph of include/ as the code states it: which module imports which (module level and inside
-functions; imports under ``if TYPE_CHECKING:`` are left out, they never run), its circles, and the size of each
-product module. ``python scripts/import_graph.py`` prints them; tests/test_architecture.py holds the rules."""
+"""The import graph of include/ as the code states it: which module imports which — at module level, inside
+functions (lazy imports), and under ``if TYPE_CHECKING:`` / ``if typing.TYPE_CHECKING:`` (they never run, but a
+module that names another's types depends on it: a circle through them is a circle of the design) — its
+circles, and the size of each product module. ``python scripts/import_graph.py`` prints them, and which edges
+are type-only; tests/test_architecture.py holds the rules."""
 
 from __future__ import annotations
 
@@ -19,11 +21,17 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` or ``<anything>.TYPE_CHECKING`` (``typing.TYPE_CHECKING``, ``t.TYPE_CHECKING``)."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def _type_checking_blocks(tree: ast.Module) -> set[int]:
-    """Line numbers of the statements under ``if TYPE_CHECKING:``."""
+    """Line numbers of the statements under ``if TYPE_CHECKING:`` (either spelling)."""
     lines: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
             for child in node.body:
                 for inner in ast.walk(child):
                     if hasattr(inner, "lineno"):
@@ -31,16 +39,15 @@ def _type_checking_blocks(tree: ast.Module) -> set[int]:
     return lines
 
 
-def imports_of(path: Path, known: set[str]) -> set[str]:
-    """The modules of ``known`` that ``path`` imports."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _type_checking_blocks(tree)
-    this = module_name(path)
-    package = this if path.name == "__init__.py" else this.rsplit(".", 1)[0]
+def imports_in(source: str, this: str, *, is_package: bool, known: set[str]) -> tuple[set[str], set[str]]:
+    """(every module of ``known`` that the module ``this`` imports, those of them it imports only for type
+    checking). A module counts as imported however it is: at the top, inside a function, under TYPE_CHECKING."""
+    tree = ast.parse(source)
+    typing_only_lines = _type_checking_blocks(tree)
+    package = this if is_package else this.rsplit(".", 1)[0]
     found: set[str] = set()
+    at_run_time: set[str] = set()
     for node in ast.walk(tree):
-        if getattr(node, "lineno", None) in skip:
-            continue
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -54,7 +61,29 @@ def imports_of(path: Path, known: set[str]) -> set[str]:
                 name = name.rpartition(".")[0]
             if name and name != this:
                 found.add(name)
+                if node.lineno not in typing_only_lines:
+                    at_run_time.add(name)
+    return found, found - at_run_time
+
+
+def imports_of(path: Path, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``path`` imports (type-only imports included)."""
+    found, _ = imports_in(path.read_text(encoding="utf-8"), module_name(path), is_package=path.name == "__init__.py",
+                          known=known)
     return found
+
+
+def type_only_edges() -> dict[str, set[str]]:
+    """module -> the modules it imports only under ``if TYPE_CHECKING:`` (part of :func:`graph`'s edges)."""
+    paths = {module_name(p): p for p in PACKAGE_ROOT.rglob("*.py")}
+    known = set(paths)
+    out = {}
+    for name, path in paths.items():
+        _, typing_only = imports_in(path.read_text(encoding="utf-8"), name, is_package=path.name == "__init__.py",
+                                    known=known)
+        if typing_only:
+            out[name] = typing_only
+    return out
 
 
 def graph() -> tuple[dict[str, set[str]], dict[str, int]]:
@@ -110,7 +139,9 @@ def main() -> int:
     print(f"{len(edges)} modules under include/, {sum(sizes.values()):,} lines; "
           f"product (include/radar): {len(product)} modules, {sum(product.values()):,} lines")
     for group in circles(edges):
-        print("circle:", " -> ".join(group))
+        print(f"circle of {len(group)} modules:", ", ".join(group))
+    for module, targets in sorted(type_only_edges().items()):
+        print(f"type-only: {module} -> {', '.join(sorted(targets))}")
     print("largest product modules:")
     for name, lines in sorted(product.items(), key=lambda kv: -kv[1])[:10]:
         print(f"  {lines:5d}  {name}")

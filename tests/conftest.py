@@ -160,3 +160,76 @@ def dag():
         task.retry_delay = timedelta(seconds=0)
         task.retry_exponential_backoff = False
     return dag
+
+
+# ------------------------------------------------------------------ the deployment's logins (test_roles, the drill)
+
+import secrets  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+
+from psycopg import sql  # noqa: E402
+
+from include.radar import roles  # noqa: E402
+
+
+@dataclass
+class Deployment:
+    """A docker compose deployment's logins and databases on the tests' server (named with a random suffix:
+    roles belong to the whole server, which other sessions share)."""
+
+    admin: str  # the superuser, on the maintenance database
+    owner: str
+    pages: str
+    metadata: str
+    radar_db: str
+    metadata_db: str
+    users: tuple[str, ...]
+
+
+def login_url(server: str, user: str, password: str, dbname: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(server)
+    info.update(user=user, password=password, dbname=dbname)
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+def _sqlalchemy(url: str) -> str:
+    """What docker compose gives Airflow: a SQLAlchemy URL of the same login."""
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    host = info.get("host") or "localhost"
+    if str(host).startswith("/"):
+        return f"postgresql+psycopg2://{info['user']}:{info['password']}@/{info['dbname']}?host={host}"
+    return f"postgresql+psycopg2://{info['user']}:{info['password']}@{host}:{info.get('port') or 5432}/{info['dbname']}"
+
+
+@pytest.fixture
+def deployment() -> Iterator[Deployment]:
+    """The logins and databases of a deployment, not yet created (:func:`set_up_deployment` does what
+    airflow-init does); dropped at the end, whatever the test made of them."""
+    server = _server_url()
+    tag = uuid.uuid4().hex[:8]
+    owner, pages, meta = f"radar_owner_{tag}", f"radar_pages_{tag}", f"airflow_meta_{tag}"
+    radar_db, metadata_db = f"radar_roles_{tag}", f"airflow_roles_{tag}"
+    found = Deployment(
+        # a password for the form's sake: init refuses a superuser without one (the local server trusts)
+        admin=login_url(server, psycopg.conninfo.conninfo_to_dict(server).get("user") or "postgres",
+                        secrets.token_urlsafe(16), "postgres"),
+        owner=login_url(server, owner, secrets.token_urlsafe(16), radar_db),
+        pages=login_url(server, pages, secrets.token_urlsafe(16), radar_db),
+        metadata=_sqlalchemy(login_url(server, meta, secrets.token_urlsafe(16), metadata_db)),
+        radar_db=radar_db, metadata_db=metadata_db, users=(owner, pages, meta),
+    )
+    try:
+        yield found
+    finally:
+        with psycopg.connect(found.admin, autocommit=True) as admin:
+            for name in (radar_db, metadata_db):
+                admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            for user in found.users:
+                admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(user)))
+
+
+def set_up_deployment(d: Deployment) -> None:
+    """What airflow-init runs: provision (superuser), migrate (owner), grant-pages (owner)."""
+    roles.provision(d.admin, d.owner, d.pages, d.metadata)
+    db.migrate(d.owner)
+    roles.grant_pages(d.owner, d.pages)

@@ -1,4 +1,8 @@
-"""Issue 4: analysis through a fake DeepSeek (reasoning_content beside content, cache-hit usage)."""
+"""Issue 4: analysis through a fake DeepSeek (reasoning_content beside content, cache-hit usage).
+
+Rooms: steps/analyse.py, analyst.py (one article: its claim, attempts, cost), llm.py (the call, its ladder,
+reading answers), schemas.py.
+"""
 
 from __future__ import annotations
 

@@ -1,11 +1,13 @@
-"""Issue 26 §1: the house stays easy to change. Read from the code's own imports (scripts/import_graph.py):
-no import circle under include/, no module of the product over ~500 lines, the seam to Airflow above the
-steps (never imported by them), each DAG task's step in the module named after it, and the README's table of
-modules naming every room of include/radar."""
+"""Issue 26 §1: the house stays easy to change. Read from the code's own imports (scripts/import_graph.py,
+type-only and lazy imports included): no import circle under include/, no module of the product over ~500
+lines, no import up a floor (rooms → runtime → steps → the seam to Airflow), each DAG task's step in the module
+named after it; and the README's architecture section true: its table of modules names every module of
+include/radar, sub-packages' members included, and only files that exist; its table of tests every test file."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from scripts import import_graph
 from tests.conftest import REPO
@@ -21,6 +23,21 @@ def test_no_module_under_include_imports_itself_back_through_others() -> None:
 
 def test_the_graph_sees_a_circle_when_there_is_one() -> None:
     assert import_graph.circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_graph_counts_lazy_and_type_checking_imports_of_either_spelling() -> None:
+    known = {"pkg.a", "pkg.b", "pkg.c", "pkg.d", "pkg.e"}
+    source = (
+        "import typing\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from pkg.b import Thing\n"
+        "if typing.TYPE_CHECKING:\n    import pkg.c\n"
+        "def later():\n    from pkg import d\n"
+        "from . import e\n"
+    )
+    found, typing_only = import_graph.imports_in(source, "pkg.a", is_package=False, known=known)
+    assert found == {"pkg.b", "pkg.c", "pkg.d", "pkg.e"}
+    assert typing_only == {"pkg.b", "pkg.c"}
 
 
 def test_no_product_module_is_over_500_lines() -> None:
@@ -52,11 +69,81 @@ def test_each_dag_task_runs_the_step_of_the_module_named_after_it() -> None:
     assert files == set(steps.STEPS.values())  # no step module the table does not name
 
 
-def test_the_readmes_table_of_modules_names_every_room_of_the_product() -> None:
+def _architecture() -> str:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    table = readme[readme.index("### Which module owns what"):]
-    table = table[: table.index("\n### ", 10)]
-    named = set(re.findall(r"`([\w/]+?)(?:\.py)?/?`", table))
-    rooms = {p.stem for p in (REPO / "include" / "radar").glob("*.py") if p.stem != "__init__"}
-    rooms |= {p.name for p in (REPO / "include" / "radar").iterdir() if p.is_dir() and p.name != "__pycache__"}
-    assert rooms - named == set()
+    section = readme[readme.index("### Which module owns what"):]
+    return section[: section.index("\n### ", 10)]
+
+
+def _table(head: str) -> list[str]:
+    """The rows of the section's table that starts with the line ``head``."""
+    table = _architecture().split(head + "\n", 1)[1].split("\n\n", 1)[0]
+    return [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("|---")]
+
+
+def _table_rows() -> list[str]:
+    return _table("| module | owns |")
+
+
+def _resolve(token: str, context: Path, packages: list[Path], root: Path) -> Path | None:
+    """Where a file or directory the table names is: under the directory the row last named (``routes/``), under
+    the row's own packages (``web/``), under include/radar, or under the repository (``plugins/…``)."""
+    for base in (context, *packages, root, REPO):
+        if (base / token.rstrip("/")).exists():
+            return base / token.rstrip("/")
+    return None
+
+
+def test_the_readmes_table_of_modules_names_every_module_and_only_files_that_exist() -> None:
+    """Every module of include/radar, sub-packages' members included (``store/claims.py``,
+    ``web/routes/record.py``), is named in the row of its package, and every file or directory the table names
+    (a name ending in ``.py`` or ``/``, or with a ``/`` in it) exists."""
+    root = REPO / "include" / "radar"
+    named: set[Path] = set()
+    missing: list[str] = []
+    for row in _table_rows():
+        cells = row.split(" | ")
+        tokens = re.findall(r"`([^`\s]+)`", row)
+        packages = [root / t.rstrip("/") for t in re.findall(r"`([^`\s]+)`", cells[0])
+                    if t.endswith("/") and (root / t.rstrip("/")).is_dir()]
+        context = packages[0] if packages else root
+        for token in tokens:
+            if ":" in token or not (token.endswith((".py", "/")) or "/" in token):
+                continue  # a word (a function, a table, a command) or an address
+            found = _resolve(token, context, packages, root)
+            if found is None:
+                missing.append(token)
+                continue
+            named.add(found)
+            if found.is_dir() and found.is_relative_to(root) and found != root:
+                context = found  # the names after ``routes/`` are routes/'s
+    modules = {p for p in root.rglob("*.py") if p.name != "__init__.py" and "__pycache__" not in p.parts}
+    rooms = modules | {p for p in root.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert missing == []
+    assert sorted(str(p.relative_to(root)) for p in rooms - named) == []
+
+
+def test_the_readmes_table_of_tests_names_every_test_file_and_only_files_that_exist() -> None:
+    """The tests' layout is written down beside the rooms': every tests/test_*.py is in the table of the tests,
+    and every test file it names exists."""
+    named = {t for row in _table("| stage or room | tests |") for t in re.findall(r"`(test_\w+\.py)`", row)}
+    files = {p.name for p in (REPO / "tests").glob("test_*.py")}
+    assert sorted(files - named) == [] and sorted(named - files) == []
+
+
+def test_no_room_climbs_a_floor_to_the_runtime_a_step_or_the_seam() -> None:
+    """The floors of the README: the seam above the steps, the steps above the runtime, the runtime above the
+    rooms; no room (the pages included) imports anything above it, not even for its types."""
+    edges, _ = import_graph.graph()
+    seam = {"include.radar.airflow_support", "include.radar.airflow_alerts"}
+
+    def floor(module: str) -> int:
+        if module in seam:
+            return 3
+        if module.startswith("include.radar.steps"):
+            return 2
+        return 1 if module == "include.radar.runtime" else 0
+
+    climbs = sorted(f"{m} -> {t}" for m, targets in edges.items() if m.startswith("include.radar")
+                    for t in targets if floor(t) > floor(m))
+    assert climbs == []

@@ -1,5 +1,9 @@
 """Issue 16 §1: backfills hold whatever order or concurrency their runs go in: each slot analyses only the
-articles of its own slot, each day's report accounts for all of that day's slots, nothing is pushed."""
+articles of its own slot, each day's report accounts for all of that day's slots, nothing is pushed.
+
+Rooms: steps/open_slot.py (a backfill run's own slot), steps/select_articles.py, steps/daily_report.py with
+digest.py, decide.py (nothing pushed), the daily page.
+"""
 
 from __future__ import annotations
 

@@ -29,9 +29,8 @@ from include.radar import backup, cli, db, roles, store
 from include.radar.settings import load_settings
 from include.radar.slots import SHANGHAI
 from include.radar_demo import year
-from tests.conftest import _server_url
+from tests.conftest import _server_url, set_up_deployment
 from tests.slotrun import answer, article, run_slot, shanghai
-from tests.test_roles import _set_up, deployment  # noqa: F401 - the deployment's logins, as a fixture
 
 SECRET = "test-link-secret-0123456789abcdef01"
 CSRF = "c" * 43
@@ -53,13 +52,14 @@ VERDICTS = {1: "up", 2: "knew", 4: "down"}  # article n -> the reader's verdict 
 
 def _respond(body: dict[str, Any]) -> str:
     user = body["messages"][1]["content"]
-    if "<<<DATA_START>>>" in user:  # the 22:00 digest
+    if "<<<DATA_START>>>" in user:  # the 22:00 digest, or the week's (whose data has no date)
         data = json.loads(user.split("<<<DATA_START>>>")[1].split("<<<DATA_END>>>")[0])
         top = [a["analysis_id"] for a in data["analyses"] if a["score"] >= 60]
         return json.dumps({
             "has_opportunity": bool(top),
             "top_opportunities": [{"analysis_id": i, "title": f"机会{i}", "reason": "催化明确"} for i in top],
-            "digest_md": "## 今日要点\n- 储能集采放量", "watchlist": ["储能集采节奏"],
+            "digest_md": "## 今日要点\n- 储能集采放量" if "date" in data else "## 本周要点\n- 储能与创新药出海",
+            "watchlist": ["储能集采节奏"],
             "stats": {"analysed": 0, "opportunities": 0, "failed": 0},
         }, ensure_ascii=False)
     n = next(n for n in ARTICLES if f"文章{n}\n" in user)
@@ -109,7 +109,7 @@ def _pages(url: str, analyses: dict[int, int]) -> dict[str, str]:
     app.dependency_overrides[get_user] = lambda: {"username": "reader"}
     app.dependency_overrides[may_read_radar] = lambda _user: True
     paths = ["/", "/daily/2026-01-07", "/daily/2026-01-08", "/profile", "/weekly/2026-01-05", "/trends",
-             "/search?q=储能", "/entity/储能", *(f"/analysis/{a}" for a in analyses.values())]
+             "/search?q=储能", "/entity/储能", "/record", *(f"/analysis/{a}" for a in analyses.values())]
     pages = {}
     with TestClient(app) as client:
         # the profile form's anti-forgery token is the reader's cookie when it has one, else a random one
@@ -119,6 +119,19 @@ def _pages(url: str, analyses: dict[int, int]) -> dict[str, str]:
             assert response.status_code == 200, (path, response.text[:300])
             pages[path] = response.text
     return pages
+
+
+def _weekly_summary(url: str) -> None:
+    """The week's summary so far, built as Sunday's 22:00 builds it (weekly.py, one digest call)."""
+    from include.radar import weekly
+    from include.radar.runtime import Runtime
+
+    rt = Runtime.load()
+    assert rt.database_url == url
+    monday, _ = weekly.week_of(SLOTS[0].date())
+    row = weekly.build(rt.connect, rt.llm, monday=monday, slot_run_id=None, settings=rt.settings,
+                       analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"))
+    assert row["status"] == store.REPORT_OK
 
 
 def _chosen_verdict(page: str) -> str | None:
@@ -166,12 +179,14 @@ def _into(server: str) -> str:
 def test_restore_drill_same_pages_and_a_slot_after_it_pays_and_pushes_nothing_again(
         fakes, db_url, empty_server, tmp_path, capsys, monkeypatch):
     # a radar that has lived two days: four slots (two pushes of opportunities, a daily report and its push,
-    # one silent slot), a reader's profile and three verdicts
+    # the day's picks followed in the market, one silent slot), the week's summary so far, a reader's profile
+    # and three verdicts
     _publish(fakes, [1, 2, 3, 4, 5])
     for when in SLOTS:
         _slot(fakes, when)
     analyses = _analysis_ids(db_url)
     assert sorted(analyses) == [1, 2, 3, 4, 5]
+    _weekly_summary(db_url)
     with db.connect(db_url) as conn:
         store.save_profile(conn, {"companies": ["宁德时代"], "tickers": ["300750"], "sectors": ["储能"],
                                   "interests": ["创新药出海"], "rules": ["!广告"]}, "user:reader")
@@ -179,8 +194,8 @@ def test_restore_drill_same_pages_and_a_slot_after_it_pays_and_pushes_nothing_ag
             assert store.set_feedback(conn, analyses[n], verdict, "user:reader") == "recorded"
     calls = len(fakes.deepseek.requests)
     pushed = (len(fakes.sink.received), len(fakes.sink2.received), len(fakes.ops.received))
-    assert pushed[:2] == (3, 3) and calls >= 6  # five analyses and the digest
-    assert _count(db_url, "llm_spend") >= 6
+    assert pushed[:2] == (3, 3) and calls >= 7  # five analyses, the day's digest and the week's
+    assert _count(db_url, "llm_spend") >= 7
 
     # the backup, as an operator takes it
     assert cli.main(["backup", "--out", str(tmp_path)]) == 0
@@ -189,6 +204,7 @@ def test_restore_drill_same_pages_and_a_slot_after_it_pays_and_pushes_nothing_ag
     manifest = json.loads(backup.manifest_path(dump).read_text(encoding="utf-8"))
     assert manifest["tables"]["analysis_result"] == 5 and manifest["tables"]["feedback"] == 3
     assert manifest["tables"]["reader_profile"] == 1 and manifest["tables"]["notification_log"] >= 6
+    assert manifest["tables"]["weekly_report"] == 1 and manifest["tables"]["track_pick"] >= 1
     assert manifest["migrations"] == [p.name for p in db.migration_files()]
     assert f"{len(manifest['tables'])} tables, {manifest['rows']} rows" in said and str(dump) in said
 
@@ -211,11 +227,14 @@ def test_restore_drill_same_pages_and_a_slot_after_it_pays_and_pushes_nothing_ag
         assert f"第{n}篇的结论" in page and str(ARTICLES[n][2]) in page
         assert _chosen_verdict(page) == VERDICTS.get(n)
     assert "宁德时代" in restored["/profile"] and "!广告" in restored["/profile"]
+    assert "本周要点" in restored["/weekly/2026-01-05"]  # the week's summary
+    assert "文章1" in restored["/record"]  # the track record's pick
 
-    # the radar runs on the restored database: the day's slots again pay for nothing and push nothing
+    # the radar runs on the restored database: both days' slots again, the 22:00 included, pay for nothing and
+    # push nothing (the day's digest is kept: its analyses are the same)
     monkeypatch.setenv("RADAR_DATABASE_URL", target)
     spent = _count(target, "llm_spend")
-    for when in SLOTS[2:]:
+    for when in SLOTS:
         _slot(fakes, when)
     assert len(fakes.deepseek.requests) == calls
     assert (len(fakes.sink.received), len(fakes.sink2.received), len(fakes.ops.received)) == pushed
@@ -428,7 +447,7 @@ def test_restored_as_the_owner_the_tables_are_the_owners_and_the_pages_login_is_
     restore carries no privileges (the roles of another server are not these), so it grants the pages
     theirs again, as airflow-init does after migrating."""
     d = deployment
-    _set_up(d)
+    set_up_deployment(d)
     _a_slot_as_the_owner(fakes, d, monkeypatch)
     assert cli.main(["backup", "--out", str(tmp_path)]) == 0
     [dump] = tmp_path.glob("*.dump")
@@ -449,7 +468,7 @@ def test_the_compose_restore_as_the_superuser_is_handed_over_by_airflow_init(dep
     container as the superuser, onto a new volume where the radar's roles do not exist yet; then `docker
     compose up` runs airflow-init (provision, migrate, grant-pages), which hands everything to the owner."""
     d = deployment
-    _set_up(d)
+    set_up_deployment(d)
     _a_slot_as_the_owner(fakes, d, monkeypatch)
     calls = len(fakes.deepseek.requests)
     superuser_radar = psycopg.conninfo.make_conninfo(
@@ -472,7 +491,7 @@ def test_the_compose_restore_as_the_superuser_is_handed_over_by_airflow_init(dep
         subprocess.run([str(backup.choose_tool("pg_restore", major).path), f"--dbname={conninfo}", "--no-owner",
                         "--no-privileges", "--exit-on-error", "--single-transaction"],
                        stdin=archive, env=env, check=True)
-    _set_up(d)  # docker compose up -d: airflow-init
+    set_up_deployment(d)  # docker compose up -d: airflow-init
     assert _owned_by_others(d.owner, d.users[0]) == []
     _pages_read_and_write_only_the_readers_data(d)
     _slot(fakes, shanghai(2026, 1, 8, 14))  # the tasks, as the owner, on the restored data: nothing paid again

@@ -1,6 +1,10 @@
 """Issue 24 §8: the 22:00 report says what share of the accounts the day covered: accounts whose article list
 was read that day and that are not stalled (quiet far beyond their usual interval, or WeRSS's WeChat login
-lapsed), out of the accounts WeRSS listed that day."""
+lapsed), out of the accounts WeRSS listed that day.
+
+Rooms: coverage.py (the rules, pure), digest.py (``coverage_of``: the day read for them; the report's line),
+decide.py (the daily push's line).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Issue 6: the 22:00 daily report: always built, always pushed, never twice."""
+"""Issue 6: the 22:00 daily report: always built, always pushed, never twice.
+
+Rooms: steps/daily_report.py (build, push, catch up), digest.py (the report, its fallback, pending list),
+decide.py (the daily push's text), the daily page.
+"""
 
 from __future__ import annotations
 
@@ -117,6 +121,47 @@ def test_rerunning_the_daily_slot_updates_the_report_and_sends_no_second_push(fa
     assert len(fakes.sink.received) == 1
     with db.connect() as conn:
         assert conn.execute("SELECT count(*) AS n FROM daily_report").fetchone()["n"] == 1
+
+
+def _digest_calls(fakes) -> int:
+    return sum("<<<DATA_START>>>" in r["messages"][1]["content"] for r in fakes.deepseek.requests)
+
+
+def test_a_rerun_over_the_same_analyses_keeps_the_digest_and_pays_for_no_second_call(fakes):
+    """Nothing is paid for twice: the digest of the day's analyses is kept while they stay the same (a rerun, a
+    rebuild, a verdict since); an article analysed since is something new to say, a failed digest is asked
+    again (the one call a plain rerun may pay)."""
+    _setup(fakes, {1: shanghai(2026, 1, 8, 9), 3: shanghai(2026, 1, 8, 10)}, {"文章1": 70, "文章2": 85, "文章3": 30})
+    fakes.at(DAILY)
+    run_slot(DAILY)
+    first = _report()
+    assert _digest_calls(fakes) == 1 and first["digest_json"]["source"] == "llm"
+    with db.connect() as conn:
+        spent = conn.execute("SELECT count(*) AS n FROM llm_spend").fetchone()["n"]
+        low = conn.execute("SELECT id FROM analysis_result WHERE score = 30").fetchone()["id"]
+        store.set_feedback(conn, low, "up", "user:reader")  # the rank changes, the facts do not
+    run_slot(DAILY, run_type="manual", dag_run_id="rerun-1")
+    later = shanghai(2026, 1, 12, 10)
+    run_slot(later, run_type="manual", params={"run_date": "2026-01-08"}, now=later, dag_run_id="rebuild-1")
+    kept = _report()
+    assert _digest_calls(fakes) == 1
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM llm_spend").fetchone()["n"] == spent
+    assert kept["status"] == store.REPORT_OK and kept["digest_md"] == first["digest_md"]
+    assert kept["digest_json"]["top_opportunities"] == first["digest_json"]["top_opportunities"]
+    assert (kept["model"], kept["prompt_version"]) == (first["model"], first["prompt_version"])
+
+    fakes.werss.articles.append(article(2, shanghai(2026, 1, 8, 21, 30), title="文章2"))
+    run_slot(DAILY, run_type="manual", dag_run_id="rerun-2")  # analyses article 2: the digest is written again
+    assert _digest_calls(fakes) == 2 and _report()["stats"]["analysed"] == 3
+
+    fakes.deepseek.responder = lambda body: api_error(500, "Internal Server Error", "server_error")
+    with db.connect() as conn:  # a digest that failed, on a day whose facts change no more
+        conn.execute("UPDATE daily_report SET digest_json = digest_json || '{\"source\": \"fallback\"}'")
+    calls = len(fakes.deepseek.requests)
+    run_slot(DAILY, run_type="manual", dag_run_id="rerun-3")
+    assert len(fakes.deepseek.requests) > calls and _report()["digest_json"]["source"] == "fallback"
+    assert len(fakes.sink.received) == 1  # and never a second push
 
 
 def test_articles_count_toward_the_shanghai_day_their_slot_ran(fakes):

@@ -1,5 +1,9 @@
 """Issue 14 §1–§2: evidence quotes are checked against the article, and a score that contradicts the
-model's own flag is repaired or resolved conservatively; hostile answers get the behaviour the reader needs."""
+model's own flag is repaired or resolved conservatively; hostile answers get the behaviour the reader needs.
+
+Rooms: evidence.py, rubric.py, schemas.py, analyst.py (the re-ask), steps/summarise.py (what may be pushed), the
+analysis page (web/trust.py).
+"""
 
 from __future__ import annotations
 

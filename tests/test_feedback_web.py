@@ -1,4 +1,7 @@
-"""Issue 15 §1-§2 on the pages: the profile page, 👍/👎/🤷 as signed actions, what the overview learned."""
+"""Issue 15 §1-§2 on the pages: the profile page, 👍/👎/🤷 as signed actions, what the overview learned.
+
+Rooms: web/routes/profile.py, web/feedback.py, web/csrf.py, web/views/profile.py, store/focus.py, ranking.py.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Issue 2: DAG integrity, slot derivation, migrations, settings, concurrent slot openers."""
+"""Issue 2: DAG integrity, slot derivation, migrations, settings, concurrent slot openers.
+
+Rooms: dags/opportunity_radar.py, slots.py, steps/open_slot.py, db.py and migrations/, settings.py, decide.py
+(the trigger form's actions), steps/__init__.py (lazy step imports).
+"""
 
 from __future__ import annotations
 
@@ -224,21 +228,22 @@ def test_radar_db_connection_with_special_characters_in_the_password(monkeypatch
 
 
 def test_parsing_the_dag_and_starting_a_task_import_nothing_heavy():
-    """Every task process and the scheduler's parse loop import the DAG file: the openai SDK, apprise, bs4 and
-    scipy are imported only by the steps that use them (issue 16 §2)."""
+    """Every task process and the scheduler's parse loop import the DAG file: the openai SDK, apprise, bs4 (with
+    lxml), jieba and scipy are imported only when a step uses them (issue 16 §2), not by importing any step
+    module — every step module imports the runtime, and through it ingest.py and cleaning.py (issue 26 §1)."""
     import subprocess
     import sys
 
-    heavy = ("openai", "apprise", "bs4", "sklearn", "numpy", "scipy")
+    heavy = ("openai", "apprise", "bs4", "lxml", "jieba", "sklearn", "numpy", "scipy")
     probe = ("import sys, {module}; print(','.join(m for m in {heavy!r} if m in sys.modules))")
     from include.radar.steps import STEPS
 
     every_step = ", ".join(f"include.radar.steps.{m}" for m in sorted(set(STEPS.values())))
-    for module, allowed in (("dags.opportunity_radar", set()), (every_step, {"bs4"})):
+    for module in ("dags.opportunity_radar", every_step):
         out = subprocess.run([sys.executable, "-c", probe.format(module=module, heavy=heavy)], capture_output=True,
                              text=True, timeout=300, check=True)
         loaded = set(filter(None, out.stdout.strip().split(",")))
-        assert loaded <= allowed, f"importing {module} loads {sorted(loaded - allowed)}"
+        assert not loaded, f"importing {module} loads {sorted(loaded)}"
 
 
 def test_inside_a_task_settings_read_only_the_radar_variables_that_exist(monkeypatch):

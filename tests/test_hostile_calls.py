@@ -1,5 +1,9 @@
 """Issue 24 §4 and §5: an outside answer is bounded by what it decodes to, and a paid call is made once
-even when two tries of one analyse task run at the same time."""
+even when two tries of one analyse task run at the same time.
+
+Rooms: http.py (bounded answers), llm.py, werss.py, analyst.py and store/claims.py (two tries, one call),
+steps/analyse.py, steps/close_slot.py.
+"""
 
 from __future__ import annotations
 

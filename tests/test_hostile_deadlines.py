@@ -1,6 +1,10 @@
 """Issue 12 §3: everything has a deadline. Total deadlines on WeRSS and DeepSeek calls (a trickling server
 cannot stretch them), bounded database sessions, an execution timeout on every task, the 22:00 report pushed
-by its deadline whatever else is happening, and a failed open_slot that fails the run at once."""
+by its deadline whatever else is happening, and a failed open_slot that fails the run at once.
+
+Rooms: werss.py, llm.py, db.py (statement and lock timeouts), deadlines.py, runtime.py (``DeadlinePassed``), the
+DAG's execution timeouts, steps/open_slot.py, steps/daily_report.py.
+"""
 
 from __future__ import annotations
 

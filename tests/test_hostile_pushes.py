@@ -1,6 +1,10 @@
 """Issue 24 §5: every push is accounted for, even when its sender dies — between its claim and its send (the
 message is delivered later, once) or between the send and its record (delivery unknown: never resent, the
-operator told once, the overview says so)."""
+operator told once, the overview says so).
+
+Rooms: push.py (the sweep), store/pushes.py, runtime.py (``sweep_pushes``), steps/push_opportunity.py,
+steps/daily_report.py, steps/close_slot.py, the overview's push status.
+"""
 
 from __future__ import annotations
 

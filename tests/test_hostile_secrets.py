@@ -1,6 +1,10 @@
 """Issue 12 §6: secrets never leave their box. A malformed secret is refused without being quoted, stored
 and shown errors are scrubbed, apprise's log lines carry no channel token, the link secret is long enough,
-and two processes migrating at once both succeed."""
+and two processes migrating at once both succeed.
+
+Rooms: settings.py (secrets checked unquoted), redact.py, push.py (apprise's log lines), signing.py and the link
+secret, db.py (two migrators).
+"""
 
 from __future__ import annotations
 

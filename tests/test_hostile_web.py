@@ -4,6 +4,8 @@ Each test names the fault it brings: impossible dates and ids, malformed signatu
 path segment and query parameter, a forged Host header, a logged-in user without the right role, links an
 article talked the digest into, settings kept as Airflow Variables, and signatures in the access log. Every
 answer must be a page of its own (403, 404, ...), never a 500, and never hand out more than was asked for.
+
+Rooms: web/ (app.py, auth.py, middleware.py, server.py, routes/, views/).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Issue 3: ingest from a fake WeRSS that speaks the real API (envelopes, 401/202 bodies, page size 5)."""
+"""Issue 3: ingest from a fake WeRSS that speaks the real API (envelopes, 401/202 bodies, page size 5).
+
+Rooms: steps/ingest.py, ingest.py (window, new-only detail fetches, account backoff), werss.py, cleaning.py.
+"""
 
 from __future__ import annotations
 

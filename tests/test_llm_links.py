@@ -1,6 +1,9 @@
 """Issue 24 §5: text the LLM wrote never becomes a link — in a push (the channels link bare URLs and host
 names themselves, so they are defanged) or a page (the digest's markdown keeps only the radar's own page
-links). Article links come only from WeRSS rows."""
+links). Article links come only from WeRSS rows.
+
+Rooms: decide.py (defanged text), push.py, web/views/common.py (the digest's markdown).
+"""
 
 from __future__ import annotations
 

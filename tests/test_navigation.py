@@ -1,5 +1,8 @@
 """Issue 15 §4: pages that never dead-end — a signed push link opens a short read session for the other pages;
-the login button comes back to the page the reader was on."""
+the login button comes back to the page the reader was on.
+
+Rooms: web/auth.py (the read session), web/middleware.py, the pages' top bar.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """Issue 13: operator alerts (one per cause and day, none on a rerun, never a secret), a cost that matches
-DeepSeek's bill (prices at the time of each call, cache hits, peak hours) and a daily budget."""
+DeepSeek's bill (prices at the time of each call, cache hits, peak hours) and a daily budget.
+
+Rooms: alerts.py, airflow_alerts.py (failure callback, Deadline Alert), pricing.py, spending.py, ratelimit.py,
+watch.py, steps/open_slot.py (missed slots).
+"""
 
 from __future__ import annotations
 

@@ -9,9 +9,6 @@ is undone by the first ``COMMIT`` an injected statement sends.
 from __future__ import annotations
 
 import secrets
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 
 import psycopg
@@ -20,68 +17,10 @@ from psycopg import errors, sql
 
 from include.radar import db, roles, store
 from include.radar.settings import load_settings
-from tests.conftest import _server_url, _with_database
+from tests.conftest import _server_url, _with_database, login_url, set_up_deployment
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)
-
-
-@dataclass
-class Deployment:
-    admin: str  # the superuser, on the maintenance database
-    owner: str
-    pages: str
-    metadata: str
-    radar_db: str
-    metadata_db: str
-    users: tuple[str, ...]
-
-
-def _url(server: str, user: str, password: str, dbname: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(server)
-    info.update(user=user, password=password, dbname=dbname)
-    return psycopg.conninfo.make_conninfo(**info)
-
-
-def _sqlalchemy(url: str) -> str:
-    """What docker compose gives Airflow: a SQLAlchemy URL of the same login."""
-    info = psycopg.conninfo.conninfo_to_dict(url)
-    host = info.get("host") or "localhost"
-    if str(host).startswith("/"):
-        return f"postgresql+psycopg2://{info['user']}:{info['password']}@/{info['dbname']}?host={host}"
-    return f"postgresql+psycopg2://{info['user']}:{info['password']}@{host}:{info.get('port') or 5432}/{info['dbname']}"
-
-
-@pytest.fixture
-def deployment() -> Iterator[Deployment]:
-    server = _server_url()
-    tag = uuid.uuid4().hex[:8]
-    owner, pages, meta = f"radar_owner_{tag}", f"radar_pages_{tag}", f"airflow_meta_{tag}"
-    radar_db, metadata_db = f"radar_roles_{tag}", f"airflow_roles_{tag}"
-    found = Deployment(
-        # a password for the form's sake: init refuses a superuser without one (the local server trusts)
-        admin=_url(server, psycopg.conninfo.conninfo_to_dict(server).get("user") or "postgres",
-                   secrets.token_urlsafe(16), "postgres"),
-        owner=_url(server, owner, secrets.token_urlsafe(16), radar_db),
-        pages=_url(server, pages, secrets.token_urlsafe(16), radar_db),
-        metadata=_sqlalchemy(_url(server, meta, secrets.token_urlsafe(16), metadata_db)),
-        radar_db=radar_db, metadata_db=metadata_db, users=(owner, pages, meta),
-    )
-    try:
-        yield found
-    finally:
-        with psycopg.connect(found.admin, autocommit=True) as admin:
-            for name in (radar_db, metadata_db):
-                admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-            for user in found.users:
-                admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(user)))
-
-
-def _set_up(d: Deployment) -> None:
-    """What airflow-init runs: provision (superuser), migrate (owner), grant-pages (owner)."""
-    roles.provision(d.admin, d.owner, d.pages, d.metadata)
-    db.migrate(d.owner)
-    roles.grant_pages(d.owner, d.pages)
 
 
 def _refused(url: str, statement: str, *args: object) -> None:
@@ -103,7 +42,7 @@ def _pages_runtime():
 
 def test_the_pages_login_reads_everything_and_writes_only_the_readers_own_data(deployment, fakes, monkeypatch):
     d = deployment
-    _set_up(d)
+    set_up_deployment(d)
     # the tasks run as the owner, no superuser: a whole slot, analyses and a push included
     monkeypatch.setenv("RADAR_DATABASE_URL", d.owner)
     fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
@@ -163,11 +102,11 @@ def test_the_pages_login_reads_everything_and_writes_only_the_readers_own_data(d
 
 def test_init_is_idempotent_and_applies_a_changed_password(deployment):
     d = deployment
-    _set_up(d)
+    set_up_deployment(d)
     again = roles.provision(d.admin, d.owner, d.pages, d.metadata)
     assert not any("handed over" in line or "created" in line for line in again), again
     roles.grant_pages(d.owner, d.pages)  # a second time: the same privileges, no error
-    changed = _url(_server_url(), d.users[1], secrets.token_urlsafe(16), d.radar_db)
+    changed = login_url(_server_url(), d.users[1], secrets.token_urlsafe(16), d.radar_db)
     with psycopg.connect(d.admin) as admin:
         before = admin.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", (d.users[1],)).fetchone()[0]
     roles.provision(d.admin, d.owner, changed, d.metadata)
@@ -181,7 +120,7 @@ def test_init_is_idempotent_and_applies_a_changed_password(deployment):
     owner, pages, meta = d.users
     for user, dbname in ((pages, d.metadata_db), (owner, d.metadata_db), (meta, d.radar_db)):
         with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
-            psycopg.connect(_url(_server_url(), user, "x", dbname)).close()
+            psycopg.connect(login_url(_server_url(), user, "x", dbname)).close()
 
 
 def test_an_old_volume_is_handed_over_from_the_superuser_to_its_owners(deployment, tmp_path):
@@ -273,7 +212,7 @@ def test_init_refuses_logins_that_would_undo_the_boundary(deployment):
     superuser = psycopg.conninfo.conninfo_to_dict(deployment.admin).get("user") or "postgres"
     d = deployment
     with pytest.raises(roles.ProvisionError, match="superuser"):
-        roles.provision(d.admin, _url(_server_url(), superuser, strong, d.radar_db))
+        roles.provision(d.admin, login_url(_server_url(), superuser, strong, d.radar_db))
 
 
 def test_the_cli_says_what_to_set_and_never_prints_a_password(monkeypatch, capsys):

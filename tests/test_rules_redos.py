@@ -5,6 +5,8 @@ what would cost too much on every article, is refused on the form with the reaso
 articles after a save runs in the next slot, never in the request. How fast: ``make bench-rules`` prints the
 figures; these tests hold the behaviour, with a hang guard instead of a stopwatch (on the code before this
 change each of them hung: Python's ``re`` ran ``(a+)+$`` over 41 characters for hours, GIL held).
+
+Rooms: regex_rules.py, focus.py, web/routes/profile.py.
 """
 
 from __future__ import annotations

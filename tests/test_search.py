@@ -1,4 +1,7 @@
-"""Issue 15 §3: search over every article and analysis, Chinese segmented in Python (search.py)."""
+"""Issue 15 §3: search over every article and analysis, Chinese segmented in Python (search.py).
+
+Rooms: search.py, store/searching.py, web/routes/history.py, web/views/search.py.
+"""
 
 from __future__ import annotations
 

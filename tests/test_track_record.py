@@ -4,6 +4,9 @@ The recorded answers (include/radar_demo/data/market, scripts/market_fixtures.py
 calls; their numbers are made up, with stated situations: the Spring Festival closure (2026-02-16..23), 600999
 suspended 02-04..02-11, 000018 without trades after 02-13, 300750 opening at its limit on 02-05, 5-minute bars
 for 600519 and the CSI 300 on 02-04.
+
+Rooms: market/, outcomes.py, track_record.py, steps/track_record.py, store/track.py, ranking.py (the outcome
+part), web/routes/record.py, web/views/record.py.
 """
 
 from __future__ import annotations

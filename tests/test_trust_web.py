@@ -3,6 +3,8 @@ and input that must never make a 500 (and HEAD, which must answer like GET).
 
 Permission tests go through Airflow's real seams (``may_read_radar`` / ``may_edit_radar`` asking the auth
 manager) with an auth manager that allows only what the test says, as an Airflow role would.
+
+Rooms: web/auth.py, web/csrf.py, web/middleware.py, web/routes/.
 """
 
 from __future__ import annotations

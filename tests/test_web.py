@@ -73,7 +73,7 @@ def signed(path: str, *, now: datetime = NOW, days: int = 7, secret: str = SECRE
 
 
 class Seeder:
-    """Writes rows the way the pipeline does, through store.py."""
+    """Writes rows the way the steps do, through the store's functions (include/radar/store/)."""
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn

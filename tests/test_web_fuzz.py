@@ -9,6 +9,8 @@ string (NUL, huge values, non-UTF-8 percent-escapes, repeated keys, valid and fo
 raw bytes), as one of several readers: nobody, a pushed link's holder, a reader who may only read, an editor,
 a user refused the DAG, an app without a link secret, and an app whose database is down. It runs on the real
 test database, seeded with a day that has analyses, a profile, feedback and an excluded article.
+
+Rooms: every route of web/app.py (web/routes/).
 """
 
 from __future__ import annotations

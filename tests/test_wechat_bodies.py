@@ -1,6 +1,9 @@
 """Issue 24 §8: WeChat's own pages saved by WeRSS as an article's body (the verification page, a deleted or
 blocked article's page) and cut bodies are recognised by their shape, never analysed or paid for, and
-counted per account and on the slot; an article that only quotes such a page is analysed."""
+counted per account and on the slot; an article that only quotes such a page is analysed.
+
+Rooms: body_check.py, cleaning.py, ingest.py and steps/ingest.py (counted per account and slot).
+"""
 
 from __future__ import annotations
 

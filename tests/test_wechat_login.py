@@ -1,7 +1,10 @@
 """Issue 24 §8: WeRSS's WeChat login lapses every two to three days and collection then stops silently. When
 WeRSS reports its login (``sys/info``), the operator is warned before it lapses (once a day) and alerted once
 when it has; the overview shows it; the WeChat session's token and cookie never reach the radar's store or
-pages."""
+pages.
+
+Rooms: werss.py (``wechat_login``), watch.py, the overview (web/health.py).
+"""
 
 from __future__ import annotations
 

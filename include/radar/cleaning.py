@@ -20,9 +20,11 @@ import re
 import unicodedata
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, Tag, XMLParsedAsHTMLWarning
-from bs4.element import NavigableString, PreformattedString
+if TYPE_CHECKING:  # bs4 (with lxml, a quarter of a second) is imported by the first body cleaned, not by every
+    # task process that imports ingest.py through the runtime
+    from bs4 import BeautifulSoup, Tag
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +142,8 @@ def _is_conversion_error(html: str) -> bool:
 
 
 def _body_root(soup: BeautifulSoup) -> Tag:
+    from bs4 import Tag  # noqa: PLC0415 - see the top
+
     found = soup.find(id="js_content") or soup.find(class_="rich_media_content") or soup.body
     return found if isinstance(found, Tag) else soup
 
@@ -154,6 +158,9 @@ def _dropped(tag: Tag) -> bool:
 
 def _extract(html: str) -> tuple[str, int]:
     """Walk the body iteratively; returns the normalised text and how many images the body had."""
+    from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, Tag, XMLParsedAsHTMLWarning  # noqa: PLC0415
+    from bs4.element import NavigableString, PreformattedString  # noqa: PLC0415
+
     with warnings.catch_warnings():  # short bodies look like file names to bs4; that guess is noise here
         warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
         warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)

@@ -13,18 +13,23 @@ Definitions (the README's *Account coverage* says the same):
     nothing for any account and none is covered.
 - The **share** is covered / active.
 
-:class:`Coverage` and :func:`summarise` are pure; :func:`gather` reads what it needs (account_day, the quiet accounts, WeRSS's WeChat
-login as last checked). The report keeps the result in its stats, so a day's page shows what was known then.
+:class:`Coverage`, :func:`summarise` and :func:`login_lapsed` are pure, and this module does no I/O:
+``digest.coverage_of`` reads what they need (account_day, the quiet accounts, WeRSS's WeChat login as last
+checked). The report keeps the result in its stats, so a day's page shows what was known then.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from include.radar.slots import local_day_bounds
+# The watchers' rules (watch.py alerts by them; the coverage counts by them), kept here, in a pure room
+# that imports nothing of the radar's, so that whatever reads Coverage (decide.py, the pages)
+# pulls in neither the store nor the watchers.
+SILENT_FACTOR = 3  # an account is quiet when nothing came for more than this many times its usual interval
+WECHAT_STATUS = "werss:wechat"  # the service_state key of WeRSS's WeChat login as last checked
 
 FALLBACK_DAYS = 7  # a day WeRSS's account list was never read: the accounts it named in this many days before
 NAMES_KEPT = 10  # accounts named in the report per reason
@@ -107,24 +112,7 @@ def summarise(accounts: Iterable[Mapping[str, Any]], stalled_ids: set[int], *, l
     return Coverage(len(rows), covered, unread, stalled, login_lapsed, listed, len(unread), len(stalled))
 
 
-def gather(conn: Any, day: date, now: datetime) -> Coverage:
-    """The coverage of ``day`` as of ``now`` (or of the day's end, for a day gone by)."""
-    # here, not at the top: the pages and the push read Coverage without loading the store and the watchers
-    from include.radar import store
-    from include.radar.watch import SILENT_FACTOR, WECHAT_STATUS  # the watchers' own rules
-
-    start, end = local_day_bounds(day)
-    at = min(now, end)
-    accounts = store.accounts_of_day(conn, day)
-    listed = bool(accounts)
-    if not listed:
-        accounts = store.accounts_listed_between(conn, day - timedelta(days=FALLBACK_DAYS), day - timedelta(days=1))
-    stalled = {a["id"] for a in store.silent_accounts(conn, at, SILENT_FACTOR)}
-    return summarise(accounts, stalled, login_lapsed=_login_lapsed(store.status(conn, WECHAT_STATUS), start, at),
-                     listed=listed)
-
-
-def _login_lapsed(status: Mapping[str, Any], start: datetime, at: datetime) -> bool:
+def login_lapsed(status: Mapping[str, Any], start: datetime, at: datetime) -> bool:
     """WeRSS's WeChat login, as checked on the day (between ``start`` and ``at``), had lapsed by ``at``."""
     checked = _moment(status.get("checked_at"))
     if not status.get("reported") or checked is None or not start <= checked <= at:

@@ -11,12 +11,15 @@ is only ever written by the push step when this step itself crashed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
+
+from pydantic import ValidationError
 
 from include.radar import coverage, decide, events, ranking, store
 from include.radar.coverage import Coverage
@@ -111,10 +114,24 @@ def _coverage(conn: Any, day: date) -> Coverage | None:
     """The day's account coverage; a failure to work it out costs only that line of the report."""
     try:
         with conn.transaction():
-            return coverage.gather(conn, day, datetime.now(UTC))
+            return coverage_of(conn, day, datetime.now(UTC))
     except Exception:  # noqa: BLE001 - the report goes out without it rather than not at all
         log.exception("the account coverage of %s could not be worked out", day)
         return None
+
+
+def coverage_of(conn: Any, day: date, now: datetime) -> Coverage:
+    """The coverage of ``day`` as of ``now`` (or of the day's end, for a day gone by), by coverage.py's rules."""
+    start, end = local_day_bounds(day)
+    at = min(now, end)
+    accounts = store.accounts_of_day(conn, day)
+    listed = bool(accounts)
+    if not listed:
+        accounts = store.accounts_listed_between(conn, day - timedelta(days=coverage.FALLBACK_DAYS),
+                                                 day - timedelta(days=1))
+    stalled = {a["id"] for a in store.silent_accounts(conn, at, coverage.SILENT_FACTOR)}
+    lapsed = coverage.login_lapsed(store.status(conn, coverage.WECHAT_STATUS), start, at)
+    return coverage.summarise(accounts, stalled, login_lapsed=lapsed, listed=listed)
 
 
 def compact(facts: DayFacts, analysis_url: Callable[[int], str]) -> dict[str, Any]:
@@ -220,27 +237,35 @@ def build_report(
         reasons.append(f"analysis: all {len(facts.failures)} analyses of the day failed ({first})")
     digest: DailyDigest | None = None
     model = prompt_version = None
+    compacted = compact(facts, analysis_url)
+    key = digest_key(compacted, settings)
     if facts.analyses:
-        spend = Spend(settings, item_id=None, attempt_id=None, slot_run_id=slot_run_id, model=settings.deepseek_model,
-                      purpose="digest")
-        try:
-            # titles and summaries are outside text: they cannot close the data block
-            data = neutralise_delimiters(json.dumps(compact(facts, analysis_url), ensure_ascii=False))
-            answer = llm_factory().complete_json(
-                DIGEST_PROMPT.system(),
-                DIGEST_PROMPT.user(date=day.isoformat(), threshold=str(settings.push_score_threshold), data=data),
-                DailyDigest,
-                deadline=deadline,
-            )
-            spend.usage = answer.usage
-            digest = answer.value  # type: ignore[assignment]
-            model, prompt_version = answer.model, DIGEST_PROMPT.label
-        except (LLMExhausted, LLMConfigError, LLMRejected, LLMDeadline) as exc:
-            spend.usage = exc.usage
-            reasons.append(f"digest: {exc}")
-            log.warning("digest for %s falls back to the database summary: %s", day, exc)
         with connect() as conn:
-            spend.record(conn)
+            kept = stored_digest(store.get_daily_report(conn, day), key)
+        if kept is not None:  # a rerun over the same analyses: the digest was paid for once, it is kept
+            digest, model, prompt_version = kept
+            log.info("digest for %s: the LLM's digest of these same analyses is kept; no second call", day)
+        else:
+            spend = Spend(settings, item_id=None, attempt_id=None, slot_run_id=slot_run_id,
+                          model=settings.deepseek_model, purpose="digest")
+            try:
+                # titles and summaries are outside text: they cannot close the data block
+                data = neutralise_delimiters(json.dumps(compacted, ensure_ascii=False))
+                answer = llm_factory().complete_json(
+                    DIGEST_PROMPT.system(),
+                    DIGEST_PROMPT.user(date=day.isoformat(), threshold=str(settings.push_score_threshold), data=data),
+                    DailyDigest,
+                    deadline=deadline,
+                )
+                spend.usage = answer.usage
+                digest = answer.value  # type: ignore[assignment]
+                model, prompt_version = answer.model, DIGEST_PROMPT.label
+            except (LLMExhausted, LLMConfigError, LLMRejected, LLMDeadline) as exc:
+                spend.usage = exc.usage
+                reasons.append(f"digest: {exc}")
+                log.warning("digest for %s falls back to the database summary: %s", day, exc)
+            with connect() as conn:
+                spend.record(conn)
     if facts.coverage and facts.coverage.login_lapsed:
         reasons.append("werss: WeRSS reports its WeChat login lapsed: it collects no new articles until it is "
                        "scanned again")
@@ -275,6 +300,8 @@ def build_report(
             "watchlist": digest.watchlist,
             "dropped_analysis_ids": dropped,
             "source": "llm",
+            "digest_key": key,  # what the digest was written from: a rerun over the same keeps it (stored_digest)
+            "picks": [t.model_dump() for t in digest.top_opportunities],  # the answer's own, before the leads
             "warnings": facts.slot_errors,
             "step_errors": list(upstream_errors or []),
             "pending": _pending(facts),
@@ -308,6 +335,35 @@ def build_report(
              day, "partial" if partial else "ok", stats["analysed"], stats["opportunities"], stats["failed"],
              stats["pending"])
     return {"report_id": row["id"], "status": row["status"], **stats}
+
+
+def digest_key(compacted: dict[str, Any], settings: Settings) -> str:
+    """What a digest is written from, as a hash: the day's analyses and failures as the prompt shows them (in
+    a fixed order: the rank may change with a verdict, the facts do not), the threshold, the model and the
+    prompt's version. A rerun with the same key has nothing new to say; one that analysed more has."""
+    canonical = {
+        "date": compacted["date"],
+        "analyses": sorted(compacted["analyses"], key=lambda a: a["analysis_id"]),
+        "failures": sorted(json.dumps(f, ensure_ascii=False, sort_keys=True) for f in compacted["failures"]),
+        "threshold": settings.push_score_threshold, "model": settings.deepseek_model, "prompt": DIGEST_PROMPT.label,
+    }
+    return hashlib.sha256(json.dumps(canonical, ensure_ascii=False, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def stored_digest(report: dict[str, Any] | None, key: str) -> tuple[DailyDigest, str | None, str | None] | None:
+    """The LLM's digest a stored report was built from, with its model and prompt version, when it was written
+    from ``key``'s facts; None otherwise — no report, a fallback (a failed digest is asked again: that call is
+    the one a rerun may pay), other facts, or a row from before the key was kept."""
+    data = report["digest_json"] if report else None
+    if not isinstance(data, dict) or data.get("source") != "llm" or data.get("digest_key") != key:
+        return None
+    try:
+        digest = DailyDigest.model_validate({
+            "has_opportunity": bool(data.get("has_opportunity")), "top_opportunities": data.get("picks") or [],
+            "digest_md": report["digest_md"] or "", "watchlist": data.get("watchlist") or []})
+    except ValidationError:
+        return None
+    return digest, report["model"], report["prompt_version"]
 
 
 def _pending(facts: DayFacts) -> list[dict[str, Any]]:

@@ -6,23 +6,36 @@ from __future__ import annotations
 import logging
 import re
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from include.radar import ingest, redact, store
+from include.radar.coverage import SILENT_FACTOR, WECHAT_STATUS
 from include.radar.settings import Settings
 from include.radar.slots import SlotKey, slots_between, to_local
 
 if TYPE_CHECKING:
-    from include.radar.runtime import Runtime
     from include.radar.werss import WeRSSClient
 
 log = logging.getLogger(__name__)
+
+
+class StepRuntime(Protocol):
+    """What the watchers use of the step's runtime (runtime.Runtime has it; this room does not import it:
+    the runtime is above the rooms it builds on)."""
+
+    settings: Settings
+
+    def connect(self) -> Any: ...
+
+    def alert(self, cause: str, detail: str, slot: dict[str, Any] | None = None, *,
+              day_of: datetime | None = None) -> str: ...
+
 
 AUTH_STALL_SLOTS = 2
 EXPIRED = re.compile(r"401|expired|过期|重新登录|重新扫码|session", re.IGNORECASE)
 
 
-def werss_outcome(rt: Runtime, slot: dict[str, Any], summary: ingest.IngestSummary, *, failed: str | None) -> None:
+def werss_outcome(rt: StepRuntime, slot: dict[str, Any], summary: ingest.IngestSummary, *, failed: str | None) -> None:
     """Keep WeRSS's last outcome for the overview; two slots in a row that ingested nothing while WeRSS
     spoke of an expired session (its own WeChat login, which only a new scan revives) are an auth stall."""
     errors = [e for e in [failed, *summary.errors] if e]
@@ -47,11 +60,10 @@ def werss_outcome(rt: Runtime, slot: dict[str, Any], summary: ingest.IngestSumma
                  f"{errors[0][:200]}", slot)
 
 
-WECHAT_STATUS = "werss:wechat"
 DELIVERED = ("sent", "already", "pending")
 
 
-def wechat_login(rt: Runtime, slot: dict[str, Any], client: WeRSSClient, *, now: datetime | None = None) -> None:
+def wechat_login(rt: StepRuntime, slot: dict[str, Any], client: WeRSSClient, *, now: datetime | None = None) -> None:
     """WeRSS's own WeChat login, when WeRSS reports it (``sys/info``): kept for the overview; the operator is
     warned once a day while it lapses within ``wechat_login_warn_hours``, and alerted once when it has lapsed
     (once per lapse: the next lapse, after a new scan, alerts again). A WeRSS that does not answer leaves the
@@ -99,10 +111,7 @@ def wechat_login(rt: Runtime, slot: dict[str, Any], client: WeRSSClient, *, now:
                  f"过期（还剩 {_span(left)}）：过期后 WeRSS 会静默停止采集", slot)
 
 
-SILENT_FACTOR = 3
-
-
-def silent_accounts(rt: Runtime, slot: dict[str, Any], at: datetime) -> None:
+def silent_accounts(rt: StepRuntime, slot: dict[str, Any], at: datetime) -> None:
     """Accounts quiet for more than three times their usual interval between articles: alert, listing them."""
     try:
         with rt.connect() as conn:
