@@ -22,6 +22,7 @@ from include.radar.market.instruments import CN, CSI300, Instrument, name_index,
 from include.radar.market.recorded import RecordedCaller, recorded_source
 from include.radar.runtime import Runtime
 from include.radar.slots import SHANGHAI
+from include.radar.store import track as track_store
 from tests.conftest import REPO
 from tests.slotrun import article, run_slot, shanghai
 
@@ -345,6 +346,55 @@ def test_a_rerun_computes_the_same_rows(fakes) -> None:
     assert _record() == first
 
 
+class Lagging:
+    """A source whose daily bars leave out ``missing`` (that day's bars not yet published at 22:00)."""
+
+    name = "lagging"
+
+    def __init__(self, missing: date) -> None:
+        self.source, self.missing = CountingSource().source, missing
+
+    def daily(self, instrument, start, end):
+        return [b for b in self.source.daily(instrument, start, end) if b.day != self.missing]
+
+    def __getattr__(self, name):
+        return getattr(self.source, name)
+
+
+def test_a_lagging_source_s_missing_bar_waits_and_is_never_a_suspension(fakes) -> None:
+    _day_of_picks(fakes)  # 茅台提价's T+20 is 03-12, 茅台再提's 03-13
+    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 11, 22))
+    track_record.update(db.connect, lambda: Lagging(date(2026, 3, 12)), now=shanghai(2026, 3, 12, 22))
+    [lagged] = [r for r in _record() if r["title"] == "茅台提价" and r["horizon"] == 20]
+    assert (lagged["outcome"], lagged["ret"]) == ("waiting", None) and "停牌" not in lagged["note"]
+    with db.connect() as conn:  # still open: the next day's run computes it again
+        assert {p["title"] for p in track_store.open_picks(conn)} == {"茅台提价", "茅台再提"}
+    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 13, 22))
+    settled = {r["title"]: r for r in _record() if r["horizon"] == 20 and r["outcome"] is not None}
+    assert settled["茅台提价"]["outcome"] == settled["茅台再提"]["outcome"] == "measured"
+    assert settled["茅台提价"]["end_day"] == date(2026, 3, 12)
+    first = _record()
+    with db.connect() as conn:  # a rerun from scratch on the same cache computes the same rows
+        conn.execute("DELETE FROM track_outcome")
+    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 13, 22, 5))
+    assert _record() == first
+
+
+def test_a_missing_bar_is_a_suspension_only_once_the_market_traded_days_without_the_instrument() -> None:
+    bars = _bars(DELISTED)  # no trade after 02-13
+    ref = _ref(DELISTED, shanghai(2026, 2, 2, 22))
+    end = CAL[CAL.index(ref.day) + 20]
+    grace = outcomes.SUSPENDED_GRACE
+    for seen in range(1, grace):  # the benchmark traded ``seen`` days from the end day on, the stock on none
+        through = CAL[CAL.index(end) + seen - 1]
+        early = outcomes.outcome(ref, 20, CAL, bars, BENCH, through, "bullish")
+        assert (early.status, early.end_day) == ("waiting", end) and "停牌" not in early.note
+    lagging = {d: b for d, b in BENCH.items() if d < end}  # the benchmark lags too: nothing says the stock stopped
+    assert outcomes.outcome(ref, 20, CAL, bars, lagging, END, "bullish").status == "waiting"
+    settled = outcomes.outcome(ref, 20, CAL, bars, BENCH, CAL[CAL.index(end) + grace - 1], "bullish")
+    assert settled.status == "suspended" and "2月13日" in settled.note
+
+
 def test_a_failing_source_alerts_once_and_the_next_day_retries(fakes, monkeypatch) -> None:
     _day_of_picks(fakes)
     down = CountingSource(fail=True)
@@ -482,8 +532,6 @@ def test_the_analysis_page_writes_the_outcome_part_beside_the_feedback_part(fake
 
 
 def test_the_summaries_aggregated_in_sql_equal_the_ones_counted_pick_by_pick(fakes) -> None:
-    from include.radar.store import track as track_store
-
     _day_of_picks(fakes)
     track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
     with db.connect() as conn:
@@ -655,8 +703,6 @@ def test_a_code_the_source_knows_nothing_of_is_no_data_said_so(fakes) -> None:
 
 
 def test_what_a_fetch_could_see_is_dated_by_the_steps_clock_not_the_databases(db_url) -> None:
-    from include.radar.store import track as track_store
-
     later = shanghai(2027, 6, 1, 22, 30)  # a replay (the demo) runs with a clock ahead of the database's
     with db.connect() as conn:
         track_store.record_fetch(conn, "daily:SH:600519", later.date(), later, ok=True, rows=1)

@@ -16,7 +16,9 @@
 
 **The outcome at T+h** (h = 1, 5, 20) is the close of the h-th trading day after the reference day: the
 return ``close / reference − 1``, the benchmark's return over the same span, and the excess return (the
-difference). A day the instrument did not trade is "suspended" (the day and the last trade are stated); a
+difference). A day the instrument did not trade is "suspended" (the day and the last trade are stated) once
+the source shows it: a later bar of the instrument, or ``SUSPENDED_GRACE`` trading days of the benchmark from
+that day on without one (until then the horizon waits: a lagging source's missing bar is no suspension); a
 benchmark without that day is "no data". **Direction counts**: a bullish call is a hit when the price rose, a
 bearish call when it fell; its signed excess return is the excess in the call's direction. Neutral and
 watch calls have no direction: their returns are shown, they are not counted as hits or misses.
@@ -46,6 +48,7 @@ SESSIONS = {CN: ((time(9, 30), time(11, 30)), (time(13, 0), time(15, 0))),
             HK: ((time(9, 30), time(12, 0)), (time(13, 0), time(16, 0)))}
 PUBLISHED_AT = {CN: time(15, 30), HK: time(16, 30)}  # a day's bar is read only after this
 MAX_SUSPENDED_DAYS = 20
+SUSPENDED_GRACE = 3  # trading days of the benchmark without the instrument before its missing bar is a suspension
 LIMIT_TOLERANCE = 0.003  # an open within 0.3 points of the limit is at the limit (adjusted prices round)
 SIGNS = {"bullish": 1, "bearish": -1}
 DIRECTIONS = {"bullish": "看多", "bearish": "看空", "neutral": "中性", "watch": "关注"}
@@ -155,6 +158,8 @@ def reference(
     start = bisect_left(days, first)
     for offset, candidate in enumerate(days[start:start + MAX_SUSPENDED_DAYS + 1]):
         if candidate > through:
+            if not market_traded_without(first, days, bench, through):  # the source may not have the day yet
+                return Reference("waiting", day=first, note=f"等待 {_md(first)} 的行情")
             return Reference("waiting", day=first, note=f"{_md(first)} 起停牌，等待复牌")
         bar = bars.get(candidate)
         if bar is None or bar.open is None:
@@ -176,6 +181,20 @@ def reference(
     return Reference("suspended", first, note=f"推送后 {MAX_SUSPENDED_DAYS} 个交易日内没有成交（停牌）")
 
 
+def market_traded_without(day: date, days: Sequence[date], bench: Mapping[date, Bar], through: date) -> bool:
+    """Whether the benchmark traded on SUSPENDED_GRACE trading days from ``day`` on (known by ``through``): only
+    then is an instrument without a bar on ``day`` and none later suspended or delisted, not a source that has
+    not published that day yet (a fetch at 22:00 may not hold the day's bar)."""
+    seen = 0
+    for d in days[bisect_left(days, day):]:
+        if d > through:
+            break
+        seen += d in bench
+        if seen >= SUSPENDED_GRACE:
+            return True
+    return False
+
+
 def outcome(
     ref: Reference, horizon: int, days: Sequence[date], bars: Mapping[date, Bar], bench: Mapping[date, Bar],
     through: date, direction: str,
@@ -195,6 +214,8 @@ def outcome(
         later = [d for d in bars if end < d <= through]
         if later:
             return Outcome(horizon, "suspended", end, note=f"{_md(end)} 停牌，当日没有成交")
+        if not market_traded_without(end, days, bench, through):  # the source may simply not have it yet
+            return Outcome(horizon, "waiting", end, note=f"等待 {_md(end)} 的行情（行情源尚未提供）")
         last = max((d for d in bars if d <= through), default=None)
         return Outcome(horizon, "suspended", end, note=f"自 {_md(last) if last else '?'} 后没有成交（停牌或退市）")
     if end not in bench:
