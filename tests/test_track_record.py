@@ -447,7 +447,8 @@ def test_the_record_page_shows_every_pick_with_its_benchmark_and_no_conclusion_b
 
 
 @pytest.mark.parametrize("query", ["band=7", "h=3", "page=0", "page=x", "from=2026-13-01", "from=2026-03-02&to=2026-03-01",
-                                   "account=" + "x" * 200, "h=5&h=1", "page=" + "9" * 30])
+                                   "account=" + "x" * 200, "h=5&h=1", "page=" + "9" * 30, "account=%00", "type=%00",
+                                   "account=a%00b", "from=2026-03-01%00"])
 def test_a_malformed_filter_is_a_400_that_says_why_never_a_500(fakes, query) -> None:
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient

@@ -6,6 +6,7 @@ summaries of those rows (outcomes.Group) and say what a figure is: a record of p
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -50,6 +51,9 @@ class RecordForm:
         return links.record() + (f"?{query}" if query else "")
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _bad(message: str) -> PageError:
     return PageError(400, "筛选条件无效", message)
 
@@ -66,12 +70,16 @@ def _day(value: str, what: str) -> str:
 
 
 def parse_form(params: Any) -> RecordForm:
-    """The page's query parameters, checked; anything else is a 400 saying what is wrong (never a 500)."""
+    """The page's query parameters, checked; anything else is a 400 saying what is wrong (never a 500). No
+    parameter holds a control character (a NUL cannot even reach the database)."""
     def one(name: str) -> str:
         values = params.getlist(name)
         if len(values) > 1:
             raise _bad(f"参数 {name} 重复。")
-        return (values[0] if values else "").strip()
+        value = values[0] if values else ""
+        if _CONTROL.search(value):
+            raise _bad(f"参数 {name} 含有控制字符。")
+        return value.strip()
 
     band, horizon, page = one("band"), one("h") or "5", one("page") or "1"
     if band not in BAND_LABELS:
