@@ -708,3 +708,36 @@ def test_what_a_fetch_could_see_is_dated_by_the_steps_clock_not_the_databases(db
     with db.connect() as conn:
         track_store.record_fetch(conn, "daily:SH:600519", later.date(), later, ok=True, rows=1)
         assert track_record._coverage(conn, ["SH:600519"], later) == {"SH:600519": date(2027, 6, 1)}
+
+
+# ------------------------------------------------------------------------------------------- the benchmark
+
+
+def test_the_track_record_benchmark_runs_and_prints_its_figures(db_url, monkeypatch, capsys) -> None:
+    import re
+
+    from include.radar_demo import year
+    from scripts import bench_track_record
+    from tests import conftest
+
+    monkeypatch.setattr(year, "bench_server_url", conftest._server_url)  # the tests' server, a scratch database
+    assert bench_track_record.main(["--days", "7", "--instruments", "5"]) == 0
+    out = capsys.readouterr().out
+    figures = {m[0]: [int(n) for n in m[2:]] for m in re.findall(
+        r"^(cold|warm|recompute|next day) +([\d.]+) +(\d+) +(\d+) +(\d+) +(\d+) +(\d+)$", out, re.M)}
+    assert list(figures) == ["cold", "warm", "recompute", "next day"], out
+    measurable = int(re.search(r"^\d+ picks \((\d+) measurable\)", out, re.M).group(1))
+    calls, fetched, _, computed, _ = figures["cold"]
+    assert calls >= fetched > 0 and computed == measurable > 0  # the listings: two calls, one fetch
+    assert figures["warm"][:2] == [0, 0]  # the same day: nothing fetched
+    assert figures["recompute"][:2] == [0, 0] and figures["recompute"][3] == measurable  # every pick, no fetch
+    assert figures["next day"][0] > 0
+
+
+def test_no_benchmark_script_imports_another() -> None:
+    from scripts import import_graph
+
+    scripts = {f"scripts.{p.stem}": p for p in (REPO / "scripts").glob("bench_*.py")}
+    assert "scripts.bench_pages" in scripts and "scripts.bench_track_record" in scripts
+    for name, path in scripts.items():
+        assert import_graph.imports_of(path, set(scripts)) == set(), name
