@@ -82,10 +82,48 @@ def test_a_suspended_stock_is_measured_from_its_reopening_and_a_suspended_horizo
     early = _ref(PINGAN_SUSPENDED, shanghai(2026, 1, 30, 22))
     t1, t5 = (outcomes.outcome(early, h, CAL, bars, BENCH, END, "bullish") for h in (1, 5))
     assert t1.status == "measured"
-    assert (t5.status, t5.end_day, t5.ret) == ("suspended", date(2026, 2, 9), None) and "停牌" in t5.note
+    assert (t5.status, t5.end_day) == ("suspended", date(2026, 2, 9)) and "停牌" in t5.note
     gone = _ref(DELISTED, shanghai(2026, 2, 2, 22))
     t20 = outcomes.outcome(gone, 20, CAL, _bars(DELISTED), BENCH, END, "bullish")
     assert t20.status == "suspended" and "退市" in t20.note and "2月13日" in t20.note
+
+
+def test_a_suspended_or_delisted_horizon_is_marked_at_its_last_close_and_stays_in_the_sample() -> None:
+    """No survivorship: a call on a stock that stopped trading is judged at the last price a holder had (the last
+    close on or before the horizon's day) against the benchmark's close of that day, and counts."""
+    bars = _bars(PINGAN_SUSPENDED)  # suspended 02-04..02-11
+    early = _ref(PINGAN_SUSPENDED, shanghai(2026, 1, 30, 22))
+    t5 = outcomes.outcome(early, 5, CAL, bars, BENCH, END, "bullish")
+    last = bars[date(2026, 2, 3)].close
+    assert t5.status == "suspended" and t5.end_price == last and "2月3日" in t5.note and "最后收盘价" in t5.note
+    assert t5.ret == pytest.approx(last / early.price - 1)
+    assert t5.bench_ret == pytest.approx(BENCH[date(2026, 2, 9)].close / early.bench - 1)
+    assert t5.excess == pytest.approx(t5.ret - t5.bench_ret) and t5.hit == (t5.ret > 0)
+    delisted = _bars(DELISTED)
+    gone = _ref(DELISTED, shanghai(2026, 2, 2, 22))
+    for direction, sign in (("bullish", 1), ("bearish", -1)):
+        t20 = outcomes.outcome(gone, 20, CAL, delisted, BENCH, END, direction)
+        assert t20.end_price == delisted[date(2026, 2, 13)].close and t20.hit == (sign * t20.ret > 0)
+        assert t20.signed_excess == pytest.approx(sign * t20.excess)
+    never = outcomes.Reference("suspended", date(2026, 2, 4), note="推送后 20 个交易日内没有成交（停牌）")
+    unpriced = outcomes.outcome(never, 5, CAL, bars, BENCH, END, "bullish")
+    assert (unpriced.status, unpriced.ret, unpriced.hit) == ("suspended", None, None)  # no price a reader had
+
+
+def test_every_directional_call_is_in_a_denominator_and_the_bound_counts_the_unpriced_as_misses() -> None:
+    row = {"pick_status": "measurable", "direction": "bullish"}
+    rows = [{**row, "status": "measured", "hit": i < 10, "excess": 0.01, "signed_excess": 0.01} for i in range(30)]
+    rows += [{**row, "status": "suspended", "hit": True, "excess": 0.02, "signed_excess": 0.02},  # marked
+             {**row, "status": "suspended", "hit": False, "excess": -0.2, "signed_excess": -0.2},
+             {**row, "status": "suspended", "hit": None, "excess": None, "signed_excess": None},  # never traded
+             {**row, "status": "no_data", "hit": None, "excess": None, "signed_excess": None},
+             {**row, "direction": "watch", "status": "no_data", "hit": None, "excess": None, "signed_excess": None}]
+    group = outcomes.overall(rows)
+    assert (group.directional, group.hits, group.marked, group.marked_hits) == (32, 11, 2, 1)
+    assert (group.unpriced, group.unpriced_calls, group.suspended, group.no_data) == (3, 2, 3, 2)
+    assert group.hit_rate == pytest.approx(11 / 32)
+    assert group.mean_excess[0] == pytest.approx((30 * 0.01 + 0.02 - 0.2) / 32)
+    assert group.hit_floor == pytest.approx(10 / 34)  # the marked hit and the two unpriced calls as misses
 
 
 def test_an_open_at_the_upper_limit_is_noted_as_not_buyable() -> None:
@@ -395,6 +433,20 @@ def test_a_missing_bar_is_a_suspension_only_once_the_market_traded_days_without_
     assert settled.status == "suspended" and "2月13日" in settled.note
 
 
+def test_a_suspension_written_without_its_mark_is_computed_again(fakes) -> None:
+    """Rows settled as suspended before marks (a lagging source's missing bar among them) heal on the next run."""
+    _day_of_picks(fakes)
+    later = shanghai(2026, 3, 20, 22)
+    track_record.update(db.connect, lambda: CountingSource().source, now=later)
+    first = _record()
+    with db.connect() as conn:
+        conn.execute("UPDATE track_outcome SET status = 'suspended', ret = NULL, bench_ret = NULL, excess = NULL, "
+                     "signed_excess = NULL, hit = NULL, note = '自 3月11日 后没有成交（停牌或退市）' WHERE horizon = 20")
+        assert len(track_store.open_picks(conn)) == 2
+    track_record.update(db.connect, lambda: CountingSource().source, now=later + timedelta(minutes=1))
+    assert _record() == first
+
+
 def test_a_failing_source_alerts_once_and_the_next_day_retries(fakes, monkeypatch) -> None:
     _day_of_picks(fakes)
     down = CountingSource(fail=True)
@@ -536,17 +588,47 @@ def test_the_summaries_aggregated_in_sql_equal_the_ones_counted_pick_by_pick(fak
     _day_of_picks(fakes)
     track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
     with db.connect() as conn:
+        _suspended_picks(conn)
         for horizon in outcomes.HORIZONS:
             rows = conn.execute(
-                "SELECT p.status AS pick_status, o.status, o.hit, o.excess, o.signed_excess FROM track_pick p "
-                "LEFT JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = %s", (horizon,)).fetchall()
+                "SELECT p.status AS pick_status, p.direction, o.status, o.hit, o.excess, o.signed_excess "
+                "FROM track_pick p LEFT JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = %s",
+                (horizon,)).fetchall()
             [total] = [r for r in track_store.summary_groups(conn, track_store.RecordFilters(), horizon)
                        if r["dim"] == "all"]
             counted, summed = outcomes.overall(rows), outcomes.Group.from_sums("all", "全部", total)
-            assert (counted.picks, counted.directional, counted.hits, counted.unmeasurable, counted.waiting) == (
-                summed.picks, summed.directional, summed.hits, summed.unmeasurable, summed.waiting)
+            fields = ("picks", "directional", "hits", "unmeasurable", "waiting", "suspended", "no_data", "marked",
+                      "marked_hits", "unpriced", "unpriced_calls", "undirected", "plain_n")
+            assert {f: getattr(counted, f) for f in fields} == {f: getattr(summed, f) for f in fields}
             assert counted.mean_excess == pytest.approx(summed.mean_excess)
-            assert summed.picks == 4 and summed.unmeasurable == 2
+            assert counted.hit_floor == pytest.approx(summed.hit_floor)
+            assert summed.picks == 8 and summed.unmeasurable == 2 and summed.marked == 2 and summed.unpriced == 2
+
+
+def _suspended_picks(conn, n: int = 4) -> None:
+    """Four picks whose every horizon stopped trading: marked at the last close (a hit, a miss), never traded
+    (no price: unpriced), and a source with nothing for the code (no data)."""
+    cases = [("suspended", 0.05, True), ("suspended", -0.3, False), ("suspended", None, None), ("no_data", None, None)]
+    for i, (status, ret, hit) in enumerate(cases[:n]):
+        item = conn.execute("INSERT INTO content_item (external_id, title, published_at) VALUES (%s, %s, now()) "
+                            "RETURNING id", (f"stop-{i}", f"停牌股 {i}")).fetchone()["id"]
+        analysis = conn.execute(
+            "INSERT INTO analysis_result (content_item_id, score, has_opportunity, top_type, summary, result_json, "
+            "model, prompt_version) VALUES (%s, 80, true, 'stock', 's', '{}', 'm', 'v') RETURNING id",
+            (item,)).fetchone()["id"]
+        pick = conn.execute(
+            "INSERT INTO track_pick (event_id, analysis_id, origin, picked_at, pick_day, score, direction, opp_type, "
+            "account, title, status, instrument, instrument_name, benchmark, benchmark_name) VALUES (%s, %s, 'push', "
+            "now() - interval '90 days', current_date - 90, 80, 'bullish', 'stock', '研究所', %s, 'measurable', "
+            "'SH:600999', '停牌股', 'SH:000300', '沪深300') RETURNING id", (analysis, analysis, f"停牌股 {i}")
+        ).fetchone()["id"]
+        for h in outcomes.HORIZONS:
+            conn.execute(
+                "INSERT INTO track_outcome (pick_id, horizon, status, end_day, ret, bench_ret, excess, signed_excess, "
+                "hit, note) VALUES (%s, %s, %s, current_date - 80, %s, %s, %s, %s, %s, %s)",
+                (pick, h, status, ret, 0.01 if ret is not None else None, ret - 0.01 if ret is not None else None,
+                 ret - 0.01 if ret is not None else None, hit,
+                 "自 1月5日 后没有成交（停牌或退市）：按 1月5日 的最后收盘价计" if ret is not None else "没有成交"))
 
 
 @given(st.lists(st.floats(-0.5, 0.5), min_size=2, max_size=40))
@@ -591,6 +673,24 @@ def _a_year_of_measured_picks(conn, n: int = 160) -> None:
                 "INSERT INTO track_outcome (pick_id, horizon, status, end_day, ret, bench_ret, excess, signed_excess, "
                 "hit) VALUES (%s, %s, 'measured', current_date - %s * 2 + %s, %s, %s, %s, %s, %s)",
                 (pick, h, i + 30, h * 7 // 5, ret, bench, ret - bench, sign * (ret - bench), sign * ret > 0))
+
+
+def test_the_page_counts_suspended_calls_at_their_last_close_and_states_the_bound(fakes) -> None:
+    from tests.slotrun import read_page
+
+    with db.connect() as conn:
+        _a_year_of_measured_picks(conn)
+        _suspended_picks(conn)
+        hits = conn.execute("SELECT count(*) FILTER (WHERE hit) AS h, count(*) AS n FROM track_outcome o "
+                            "JOIN track_pick p ON p.id = o.pick_id WHERE o.horizon = 5 AND o.hit IS NOT NULL "
+                            "AND p.direction IN ('bullish', 'bearish')").fetchone()
+    html = read_page("/record", shanghai(2026, 3, 21, 9))
+    assert hits["n"] == 162  # the 160 measured and the two marked at their last close
+    floor = (hits["h"] - 1) / (hits["n"] + 2)  # the marked hit and the two unpriced calls counted as misses
+    assert f"停牌与缺数据的都算错时 {floor * 100:.0f}%" in html
+    assert "停牌 2 条按最后收盘价计入" in html and "按停牌前最后收盘价" in html
+    card = html[html.index("停牌股 0"):html.index("停牌股 0") + 3000]
+    assert "+5.0%" in card and "最后收盘价计" in card  # the marked figures are shown beside the note
 
 
 @pytest.mark.browser

@@ -116,6 +116,7 @@ class HorizonView:
     hit: bool | None = None
     note: str = ""
     end: str = ""
+    priced: bool = False  # figures to show: measured, or suspended and marked at the last close (note says so)
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def _horizons(raw: Any) -> list[HorizonView]:
         out.append(HorizonView(
             f"T+{h}", str(o.get("status") or "none"), pct(o.get("ret")), pct(o.get("bench_ret")),
             pct(o.get("signed_excess") if o.get("signed_excess") is not None else o.get("excess")),
-            o.get("hit"), str(o.get("note") or ""), str(end)[5:] if end else ""))
+            o.get("hit"), str(o.get("note") or ""), str(end)[5:] if end else "", o.get("ret") is not None))
     return out
 
 
@@ -183,24 +184,28 @@ class SummaryRow:
     conclusive: bool
     hit: str
     excess: str
-    note: str
+    note: str  # the picks outside the sample, by why
+    marked: str = ""  # the suspended calls in the sample, and the bound counting them (and the unpriced) as misses
 
 
 def summary_row(group: outcomes.Group) -> SummaryRow:
     notes = []
-    for n, what in ((group.waiting, "等待"), (group.unmeasurable, "无法测量"), (group.suspended, "停牌"),
-                    (group.no_data, "缺数据"), (group.undirected, "无方向")):
+    for n, what in ((group.waiting, "等待"), (group.unmeasurable, "无法测量"), (group.unpriced, "停牌无价或缺数据"),
+                    (group.undirected, "无方向")):
         if n:
             notes.append(f"{what} {n}")
+    marked = f"停牌 {group.marked} 条按最后收盘价计入" if group.marked else ""
     if not group.conclusive:
         return SummaryRow(group.label, group.picks, group.directional, False,
-                          f"样本 {group.directional}，不足 {outcomes.MIN_SAMPLE}", "—", "，".join(notes))
+                          f"样本 {group.directional}，不足 {outcomes.MIN_SAMPLE}", "—", "，".join(notes), marked)
     low, high = group.hit_interval
     mean = group.mean_excess
     assert mean is not None
+    if group.marked or group.unpriced_calls:
+        marked = "；".join(m for m in (marked, f"停牌与缺数据的都算错时 {pct(group.hit_floor, False)}") if m)
     return SummaryRow(group.label, group.picks, group.directional, True,
                       f"{pct(group.hit_rate, False)}（{pct(low, False)}–{pct(high, False)}）",
-                      f"{pct(mean[0])}（{pct(mean[1])}～{pct(mean[2])}）", "，".join(notes))
+                      f"{pct(mean[0])}（{pct(mean[1])}～{pct(mean[2])}）", "，".join(notes), marked)
 
 
 @dataclass(frozen=True)
