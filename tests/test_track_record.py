@@ -788,8 +788,22 @@ def test_the_weekly_push_gains_the_weeks_record(fakes) -> None:
     fakes.at(sunday)
     run_slot(sunday, now=sunday + timedelta(minutes=1))
     [weekly] = [m for m in fakes.sink.received if "【周报】" in json.dumps(m, ensure_ascii=False)]
-    # four picks (two measurable, both measured at T+1 by Friday's close)
-    assert "本周战绩：选出 4 条，T+1 已测 2 条" in json.dumps(weekly, ensure_ascii=False)
+    # four picks (two measurable, both measured at T+1 by Friday's close): the sample, no hits below 30
+    text = json.dumps(weekly, ensure_ascii=False)
+    assert "本周战绩：选出 4 条，T+1 已测 2 条（不足 30 条，不计命中率）" in text and "方向正确" not in text
+
+
+def test_the_weekly_push_gives_a_rate_only_from_30_measured_calls_as_the_page_does() -> None:
+    from include.radar import weekly
+
+    def line(measured: int, hits: int) -> str:
+        row = {"stats": {"record": {"picks": 45, "measured": measured, "hits": hits}}, "digest_json": {}}
+        return next(x for x in weekly.lines(row) if x.startswith("本周战绩"))
+
+    assert line(29, 29) == "本周战绩：选出 45 条，T+1 已测 29 条（不足 30 条，不计命中率）（过往判断的记录，不是投资建议）"
+    low, high = outcomes.wilson(18, 30)
+    assert line(30, 18) == (f"本周战绩：选出 45 条，T+1 已测 30 条，命中率 60%（95% 区间 {low * 100:.0f}%–{high * 100:.0f}%）"
+                            "（过往判断的记录，不是投资建议）")
 
 
 def test_a_code_the_source_knows_nothing_of_is_no_data_said_so(fakes) -> None:
