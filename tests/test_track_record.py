@@ -23,6 +23,7 @@ from include.radar.market.recorded import RecordedCaller, recorded_source
 from include.radar.runtime import Runtime
 from include.radar.slots import SHANGHAI
 from include.radar.store import track as track_store
+from include.radar_demo import run as demo_run
 from tests.conftest import REPO
 from tests.slotrun import article, run_slot, shanghai
 
@@ -274,8 +275,10 @@ ANSWERS = {
 }
 
 
-def _day_of_picks(fakes) -> None:
-    """Four articles of 2026-02-04 through the real slots: the 07:00 push, the 18:00 push and the 22:00 report."""
+def _day_of_picks(fakes, *, fresh_record: bool = True) -> None:
+    """Four articles of 2026-02-04 through the real slots: the 07:00 push, the 18:00 push and the 22:00 report.
+    ``fresh_record``: the record the slots' own track-record steps wrote (with the wall clock's send times) is
+    cleared, as if the step first ran after the day."""
     fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}, {"id": "MP_WXS_2", "mp_name": "策略部"}]
     moutai = "贵州茅台宣布出厂价上调，经销商订单同比增长两成，白酒旺季备货提前。"
     fakes.werss.articles = [
@@ -304,10 +307,12 @@ def _day_of_picks(fakes) -> None:
         when = shanghai(2026, 2, 4, hour)
         fakes.at(when)
         run_slot(when, now=when + timedelta(minutes=1))
-        with db.connect() as conn:  # the push went out at its slot's time (the sink's clock is the wall clock)
-            conn.execute("UPDATE notification_log SET sent_at = %s WHERE slot = %s AND sent_at IS NOT NULL",
-                         (when + timedelta(minutes=1), f"{hour:02d}:00"))
-            conn.execute("TRUNCATE track_pick, track_outcome, market_fetch, market_bar, market_calendar")
+        # the push went out at its slot's time (the sink's clock is the wall clock), as `make run` stamps it
+        assert demo_run.date_pushes_at_slot(db.database_url(), when.date(), f"{hour:02d}:00",
+                                            when + timedelta(minutes=1)) >= 1
+        with db.connect() as conn:
+            if fresh_record:
+                conn.execute("TRUNCATE track_pick, track_outcome, market_fetch, market_bar, market_calendar")
 
 
 def _record() -> list[dict]:
@@ -339,6 +344,39 @@ class CountingSource:
     @property
     def calls(self) -> list:
         return self.caller.calls
+
+
+def test_the_demo_dates_a_replayed_slot_s_pushes_at_the_slot_so_a_07_00_pick_is_read_at_that_day_s_open(fakes) -> None:
+    """`make run` replays its day's slots whenever it is started: a 07:00 push stamped with the wall clock (say
+    18:54) was referenced at the next day's open. The demo stamps each slot's pushes at the slot's time."""
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles = [article(1, shanghai(2026, 2, 4, 6), title="茅台提价",
+                                    body="贵州茅台宣布出厂价上调，经销商订单同比增长两成，白酒旺季备货提前。")]
+    fakes.deepseek.responder = lambda body: ANSWERS["茅台提价"]
+    seven = shanghai(2026, 2, 4, 7)
+    fakes.at(seven)
+    run_slot(seven, now=seven + timedelta(minutes=1))
+    with db.connect() as conn:  # the sink's clock is the wall clock, as in the demo
+        assert conn.execute("SELECT sent_at FROM notification_log WHERE slot = '07:00' AND sent_at IS NOT NULL"
+                            ).fetchone()["sent_at"] > shanghai(2026, 3, 1, 0)
+    assert demo_run.date_pushes_at_slot(db.database_url(), date(2026, 2, 4), "07:00", seven + timedelta(seconds=40)) >= 1
+    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
+    [pick] = [r for r in _record() if r["horizon"] == 1]
+    assert pick["picked_at"] == seven + timedelta(seconds=40) and (pick["ref_day"], pick["ref_kind"]) == (
+        date(2026, 2, 4), "open")
+
+
+def test_the_demo_s_record_dates_the_day_s_report_pick_at_the_22_00_push_not_at_the_replay(fakes) -> None:
+    """The 22:00 slot's own track-record step records the report's picks before the demo stamps that slot's
+    push: the demo's record is taken up again from the stamped pushes."""
+    _day_of_picks(fakes, fresh_record=False)
+    with db.connect() as conn:
+        wall = conn.execute("SELECT picked_at FROM track_pick WHERE title = '茅台再提'").fetchone()["picked_at"]
+    assert wall > shanghai(2026, 3, 1, 0)  # stamped by the replay's wall clock
+    demo_run.record_later(date(2026, 2, 4), db.database_url())
+    picks = {r["title"]: r for r in _record() if r["horizon"] == 1}
+    assert picks["茅台再提"]["picked_at"] == shanghai(2026, 2, 4, 22, 1) and picks["茅台再提"]["ref_day"] == date(2026, 2, 5)
+    assert picks["茅台提价"]["picked_at"] == shanghai(2026, 2, 4, 7, 1) and picks["茅台提价"]["ref_day"] == date(2026, 2, 4)
 
 
 def test_every_pick_of_a_real_day_is_followed_one_per_event_with_its_reason_or_its_returns(fakes) -> None:
