@@ -178,6 +178,13 @@ def test_no_look_ahead_the_reference_is_never_before_the_push_nor_an_outcome_aft
 # ------------------------------------------------------------------------------------------- the statistics
 
 
+def test_the_wilson_interval_has_its_known_values() -> None:
+    assert outcomes.wilson(7, 30) == pytest.approx((0.1179, 0.4093), abs=1e-4)
+    assert outcomes.wilson(0, 30) == pytest.approx((0.0, 0.1135), abs=1e-4)
+    assert outcomes.wilson(30, 30) == pytest.approx((1 - 0.1135, 1.0), abs=1e-4)
+    assert outcomes.wilson(15, 30) == pytest.approx((0.3315, 0.6685), abs=1e-4)
+
+
 @given(st.integers(0, 500), st.integers(1, 500))
 def test_the_wilson_interval_holds_the_rate_and_stays_in_0_1(hits, n) -> None:
     hits = min(hits, n)
