@@ -127,6 +127,20 @@ def test_every_directional_call_is_in_a_denominator_and_the_bound_counts_the_unp
     assert group.hit_floor == pytest.approx(10 / 34)  # the marked hit and the two unpriced calls as misses
 
 
+def test_chinext_and_star_etfs_have_the_20_percent_limit_and_an_unnamed_shenzhen_etf_none() -> None:
+    from include.radar.market.instruments import a_share, price_limit
+
+    star = a_share("588000", None)
+    assert (star.key, star.kind, price_limit(star)) == ("SH:588000", "etf", 0.20)  # 588xxx: STAR-market ETFs
+    chinext = a_share("159915", None)
+    assert price_limit(chinext, "创业板ETF（159915）") == 0.20
+    assert price_limit(Instrument("SZ", "159915", "etf", "创业板ETF易方达")) == 0.20
+    assert price_limit(Instrument("SZ", "159781", "etf"), "双创50ETF") == 0.20
+    assert price_limit(Instrument("SZ", "159919", "etf"), "沪深300ETF（159919）") == 0.10  # 159xxx is not ChiNext
+    assert price_limit(chinext, "159915") is None  # a bare Shenzhen ETF code does not tell its limit
+    assert price_limit(a_share("510300", None)) == 0.10 and price_limit(Instrument("SZ", "300750", "stock")) == 0.20
+
+
 def test_an_open_at_the_upper_limit_is_noted_as_not_buyable() -> None:
     ref = _ref(CATL, shanghai(2026, 2, 4, 22), limit=0.2)
     assert ref.day == date(2026, 2, 5) and ref.limit_open == "up" and "涨停开盘" in ref.note

@@ -324,8 +324,8 @@ def _compute(conn: Any, lazy: _Lazy, now: datetime, deadline: float | None, run:
                                                                        p["direction"]) for h in outcomes.HORIZONS])
             run.computed += 1
             continue
-        ref = outcomes.reference(p["picked_at"], inst.calendar, days, own, theirs, through,
-                                 intraday=minutes, bench_intraday=bench_minutes, limit=price_limit(inst))
+        ref = outcomes.reference(p["picked_at"], inst.calendar, days, own, theirs, through, intraday=minutes,
+                                 bench_intraday=bench_minutes, limit=price_limit(inst, p.get("target") or ""))
         results = [outcomes.outcome(ref, h, days, own, theirs, through, p["direction"]) for h in outcomes.HORIZONS]
         track_store.save_reference(conn, p["id"], ref)
         track_store.save_outcomes(conn, p["id"], results)
