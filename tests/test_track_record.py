@@ -557,6 +557,19 @@ def test_the_record_page_shows_every_pick_with_its_benchmark_and_no_conclusion_b
     assert "/record" in read_page("/", shanghai(2026, 3, 21, 9))
 
 
+def test_a_record_page_past_the_end_says_so_and_links_the_last_page(fakes) -> None:
+    from tests.slotrun import read_page
+
+    with db.connect() as conn:
+        _a_year_of_measured_picks(conn, 60)  # three pages of 25
+    html = read_page("/record?page=50&h=20", shanghai(2026, 3, 21, 9))
+    assert "还没有记录" not in html and "第 50 / 3 页" not in html
+    assert "没有第 50 页" in html and 'href="/record?h=20&amp;page=3"' in html
+    assert html.count('class="item pick"') == 0
+    last = read_page("/record?page=3&h=20", shanghai(2026, 3, 21, 9))
+    assert "第 3 / 3 页" in last and last.count('class="item pick"') == 10
+
+
 @pytest.mark.parametrize("query", ["band=7", "h=3", "page=0", "page=x", "from=2026-13-01", "from=2026-03-02&to=2026-03-01",
                                    "account=" + "x" * 200, "h=5&h=1", "page=" + "9" * 30, "account=%00", "type=%00",
                                    "account=a%00b", "from=2026-03-01%00"])
