@@ -506,6 +506,33 @@ def test_a_suspension_written_without_its_mark_is_computed_again(fakes) -> None:
     assert _record() == first
 
 
+def test_the_listings_and_the_5_minute_fetches_stop_at_the_step_s_deadline(fakes) -> None:
+    import time as clock
+
+    _day_of_picks(fakes)
+    with db.connect() as conn:  # the listed names are to be fetched (平安看空 names a company)
+        conn.execute("TRUNCATE market_listing")
+    evening = shanghai(2026, 2, 20, 22)  # within the month the source keeps 5-minute bars
+    late = CountingSource()
+    run = track_record.update(db.connect, lambda: late.source, now=evening, deadline=clock.monotonic() - 1)
+    assert late.calls == [] and run.stopped and run.left  # not the listings, not the calendar, no bars
+    assert {r["title"]: r["status"] for r in _record()}["平安看空"] == "unresolved"  # its name waits for tomorrow
+    track_record.update(db.connect, lambda: CountingSource().source, now=evening)
+    with db.connect() as conn:  # 茅台提价 pushed in the session: its reference needs the day's 5-minute bars
+        conn.execute("UPDATE track_pick SET picked_at = %s WHERE title = '茅台提价'", (shanghai(2026, 2, 4, 10, 30),))
+        conn.execute("DELETE FROM track_outcome WHERE pick_id = (SELECT id FROM track_pick WHERE title = '茅台提价')")
+    late = CountingSource()
+    run = track_record.update(db.connect, lambda: late.source, now=evening + timedelta(minutes=5),
+                              deadline=clock.monotonic() - 1)
+    assert late.calls == [] and run.stopped
+    assert [r["outcome"] for r in _record() if r["title"] == "茅台提价"] == [None]  # it waits, open
+    in_time = CountingSource()
+    track_record.update(db.connect, lambda: in_time.source, now=evening + timedelta(minutes=10))
+    assert [c[0] for c in in_time.calls] == ["stock_zh_a_hist_min_em"]  # the next day's run in time fetches them
+    [moutai] = [r for r in _record() if r["title"] == "茅台提价" and r["horizon"] == 1]
+    assert (moutai["ref_day"], moutai["ref_kind"]) == (date(2026, 2, 4), "close")  # 申万白酒 has no 5-minute bars
+
+
 def test_a_failing_source_alerts_once_and_the_next_day_retries(fakes, monkeypatch) -> None:
     _day_of_picks(fakes)
     down = CountingSource(fail=True)
