@@ -33,7 +33,7 @@ if str(REPO) not in sys.path:
 from include.radar import db, store  # noqa: E402
 from include.radar.settings import load_settings  # noqa: E402
 from include.radar.slots import SHANGHAI  # noqa: E402
-from include.radar_demo import year  # noqa: E402
+from include.radar_demo import synthetic_market, year  # noqa: E402
 
 # a common word, a rare pair, two words, a word with filters, the second page of a common word
 SEARCHES = ("q=储能", "q=国产替代", "q=创新药+出海", "q=半导体&band=60&from=2025-12-01", "q=算力&page=2")
@@ -122,11 +122,9 @@ def main() -> int:
             indexed = store.index_missing(conn, batch=1000)
         print(f"search: {indexed} articles indexed in {time.perf_counter() - t0:.1f} s (jieba + character pairs)")
         t0 = time.perf_counter()  # a year of picks through the real track-record step (synthetic prices)
-        from scripts.bench_track_record import SyntheticCaller, make_picks
-        from scripts.bench_track_record import update as update_record
-
-        picks = make_picks(url, 300)
-        update_record(url, SyntheticCaller(), datetime.combine(today, datetime.min.time(), SHANGHAI).replace(hour=22))
+        picks = synthetic_market.make_picks(url, 300)
+        synthetic_market.follow(url, synthetic_market.SyntheticCaller(),
+                                datetime.combine(today, datetime.min.time(), SHANGHAI).replace(hour=22))
         print(f"track record: {picks} picks followed in {time.perf_counter() - t0:.1f} s")
         day = today - timedelta(days=1)
         pages = {

@@ -25,6 +25,8 @@ from include.radar.market.instruments import CN, CSI300, Instrument, name_index,
 from include.radar.market.recorded import RecordedCaller, recorded_source
 from include.radar.runtime import Runtime
 from include.radar.slots import SHANGHAI
+from include.radar.store import track as track_store
+from include.radar_demo import run as demo_run
 from tests.conftest import REPO
 from tests.slotrun import article, run_slot, shanghai
 
@@ -84,10 +86,62 @@ def test_a_suspended_stock_is_measured_from_its_reopening_and_a_suspended_horizo
     early = _ref(PINGAN_SUSPENDED, shanghai(2026, 1, 30, 22))
     t1, t5 = (outcomes.outcome(early, h, CAL, bars, BENCH, END, "bullish") for h in (1, 5))
     assert t1.status == "measured"
-    assert (t5.status, t5.end_day, t5.ret) == ("suspended", date(2026, 2, 9), None) and "停牌" in t5.note
+    assert (t5.status, t5.end_day) == ("suspended", date(2026, 2, 9)) and "停牌" in t5.note
     gone = _ref(DELISTED, shanghai(2026, 2, 2, 22))
     t20 = outcomes.outcome(gone, 20, CAL, _bars(DELISTED), BENCH, END, "bullish")
     assert t20.status == "suspended" and "退市" in t20.note and "2月13日" in t20.note
+
+
+def test_a_suspended_or_delisted_horizon_is_marked_at_its_last_close_and_stays_in_the_sample() -> None:
+    """No survivorship: a call on a stock that stopped trading is judged at the last price a holder had (the last
+    close on or before the horizon's day) against the benchmark's close of that day, and counts."""
+    bars = _bars(PINGAN_SUSPENDED)  # suspended 02-04..02-11
+    early = _ref(PINGAN_SUSPENDED, shanghai(2026, 1, 30, 22))
+    t5 = outcomes.outcome(early, 5, CAL, bars, BENCH, END, "bullish")
+    last = bars[date(2026, 2, 3)].close
+    assert t5.status == "suspended" and t5.end_price == last and "2月3日" in t5.note and "最后收盘价" in t5.note
+    assert t5.ret == pytest.approx(last / early.price - 1)
+    assert t5.bench_ret == pytest.approx(BENCH[date(2026, 2, 9)].close / early.bench - 1)
+    assert t5.excess == pytest.approx(t5.ret - t5.bench_ret) and t5.hit == (t5.ret > 0)
+    delisted = _bars(DELISTED)
+    gone = _ref(DELISTED, shanghai(2026, 2, 2, 22))
+    for direction, sign in (("bullish", 1), ("bearish", -1)):
+        t20 = outcomes.outcome(gone, 20, CAL, delisted, BENCH, END, direction)
+        assert t20.end_price == delisted[date(2026, 2, 13)].close and t20.hit == (sign * t20.ret > 0)
+        assert t20.signed_excess == pytest.approx(sign * t20.excess)
+    never = outcomes.Reference("suspended", date(2026, 2, 4), note="推送后 20 个交易日内没有成交（停牌）")
+    unpriced = outcomes.outcome(never, 5, CAL, bars, BENCH, END, "bullish")
+    assert (unpriced.status, unpriced.ret, unpriced.hit) == ("suspended", None, None)  # no price a reader had
+
+
+def test_every_directional_call_is_in_a_denominator_and_the_bound_counts_the_unpriced_as_misses() -> None:
+    row = {"pick_status": "measurable", "direction": "bullish"}
+    rows = [{**row, "status": "measured", "hit": i < 10, "excess": 0.01, "signed_excess": 0.01} for i in range(30)]
+    rows += [{**row, "status": "suspended", "hit": True, "excess": 0.02, "signed_excess": 0.02},  # marked
+             {**row, "status": "suspended", "hit": False, "excess": -0.2, "signed_excess": -0.2},
+             {**row, "status": "suspended", "hit": None, "excess": None, "signed_excess": None},  # never traded
+             {**row, "status": "no_data", "hit": None, "excess": None, "signed_excess": None},
+             {**row, "direction": "watch", "status": "no_data", "hit": None, "excess": None, "signed_excess": None}]
+    group = outcomes.overall(rows)
+    assert (group.directional, group.hits, group.marked, group.marked_hits) == (32, 11, 2, 1)
+    assert (group.unpriced, group.unpriced_calls, group.suspended, group.no_data) == (3, 2, 3, 2)
+    assert group.hit_rate == pytest.approx(11 / 32)
+    assert group.mean_excess[0] == pytest.approx((30 * 0.01 + 0.02 - 0.2) / 32)
+    assert group.hit_floor == pytest.approx(10 / 34)  # the marked hit and the two unpriced calls as misses
+
+
+def test_chinext_and_star_etfs_have_the_20_percent_limit_and_an_unnamed_shenzhen_etf_none() -> None:
+    from include.radar.market.instruments import a_share, price_limit
+
+    star = a_share("588000", None)
+    assert (star.key, star.kind, price_limit(star)) == ("SH:588000", "etf", 0.20)  # 588xxx: STAR-market ETFs
+    chinext = a_share("159915", None)
+    assert price_limit(chinext, "创业板ETF（159915）") == 0.20
+    assert price_limit(Instrument("SZ", "159915", "etf", "创业板ETF易方达")) == 0.20
+    assert price_limit(Instrument("SZ", "159781", "etf"), "双创50ETF") == 0.20
+    assert price_limit(Instrument("SZ", "159919", "etf"), "沪深300ETF（159919）") == 0.10  # 159xxx is not ChiNext
+    assert price_limit(chinext, "159915") is None  # a bare Shenzhen ETF code does not tell its limit
+    assert price_limit(a_share("510300", None)) == 0.10 and price_limit(Instrument("SZ", "300750", "stock")) == 0.20
 
 
 def test_an_open_at_the_upper_limit_is_noted_as_not_buyable() -> None:
@@ -139,6 +193,13 @@ def test_no_look_ahead_the_reference_is_never_before_the_push_nor_an_outcome_aft
 
 
 # ------------------------------------------------------------------------------------------- the statistics
+
+
+def test_the_wilson_interval_has_its_known_values() -> None:
+    assert outcomes.wilson(7, 30) == pytest.approx((0.1179, 0.4093), abs=1e-4)
+    assert outcomes.wilson(0, 30) == pytest.approx((0.0, 0.1135), abs=1e-4)
+    assert outcomes.wilson(30, 30) == pytest.approx((1 - 0.1135, 1.0), abs=1e-4)
+    assert outcomes.wilson(15, 30) == pytest.approx((0.3315, 0.6685), abs=1e-4)
 
 
 @given(st.integers(0, 500), st.integers(1, 500))
@@ -238,8 +299,10 @@ ANSWERS = {
 }
 
 
-def _day_of_picks(fakes) -> None:
-    """Four articles of 2026-02-04 through the real slots: the 07:00 push, the 18:00 push and the 22:00 report."""
+def _day_of_picks(fakes, *, fresh_record: bool = True) -> None:
+    """Four articles of 2026-02-04 through the real slots: the 07:00 push, the 18:00 push and the 22:00 report.
+    ``fresh_record``: the record the slots' own track-record steps wrote (with the wall clock's send times) is
+    cleared, as if the step first ran after the day."""
     fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}, {"id": "MP_WXS_2", "mp_name": "策略部"}]
     moutai = "贵州茅台宣布出厂价上调，经销商订单同比增长两成，白酒旺季备货提前。"
     fakes.werss.articles = [
@@ -268,10 +331,12 @@ def _day_of_picks(fakes) -> None:
         when = shanghai(2026, 2, 4, hour)
         fakes.at(when)
         run_slot(when, now=when + timedelta(minutes=1))
-        with db.connect() as conn:  # the push went out at its slot's time (the sink's clock is the wall clock)
-            conn.execute("UPDATE notification_log SET sent_at = %s WHERE slot = %s AND sent_at IS NOT NULL",
-                         (when + timedelta(minutes=1), f"{hour:02d}:00"))
-            conn.execute("TRUNCATE track_pick, track_outcome, market_fetch, market_bar, market_calendar")
+        # the push went out at its slot's time (the sink's clock is the wall clock), as `make run` stamps it
+        assert demo_run.date_pushes_at_slot(db.database_url(), when.date(), f"{hour:02d}:00",
+                                            when + timedelta(minutes=1)) >= 1
+        with db.connect() as conn:
+            if fresh_record:
+                conn.execute("TRUNCATE track_pick, track_outcome, market_fetch, market_bar, market_calendar")
 
 
 def _record() -> list[dict]:
@@ -303,6 +368,39 @@ class CountingSource:
     @property
     def calls(self) -> list:
         return self.caller.calls
+
+
+def test_the_demo_dates_a_replayed_slot_s_pushes_at_the_slot_so_a_07_00_pick_is_read_at_that_day_s_open(fakes) -> None:
+    """`make run` replays its day's slots whenever it is started: a 07:00 push stamped with the wall clock (say
+    18:54) was referenced at the next day's open. The demo stamps each slot's pushes at the slot's time."""
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles = [article(1, shanghai(2026, 2, 4, 6), title="茅台提价",
+                                    body="贵州茅台宣布出厂价上调，经销商订单同比增长两成，白酒旺季备货提前。")]
+    fakes.deepseek.responder = lambda body: ANSWERS["茅台提价"]
+    seven = shanghai(2026, 2, 4, 7)
+    fakes.at(seven)
+    run_slot(seven, now=seven + timedelta(minutes=1))
+    with db.connect() as conn:  # the sink's clock is the wall clock, as in the demo
+        assert conn.execute("SELECT sent_at FROM notification_log WHERE slot = '07:00' AND sent_at IS NOT NULL"
+                            ).fetchone()["sent_at"] > shanghai(2026, 3, 1, 0)
+    assert demo_run.date_pushes_at_slot(db.database_url(), date(2026, 2, 4), "07:00", seven + timedelta(seconds=40)) >= 1
+    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
+    [pick] = [r for r in _record() if r["horizon"] == 1]
+    assert pick["picked_at"] == seven + timedelta(seconds=40) and (pick["ref_day"], pick["ref_kind"]) == (
+        date(2026, 2, 4), "open")
+
+
+def test_the_demo_s_record_dates_the_day_s_report_pick_at_the_22_00_push_not_at_the_replay(fakes) -> None:
+    """The 22:00 slot's own track-record step records the report's picks before the demo stamps that slot's
+    push: the demo's record is taken up again from the stamped pushes."""
+    _day_of_picks(fakes, fresh_record=False)
+    with db.connect() as conn:
+        wall = conn.execute("SELECT picked_at FROM track_pick WHERE title = '茅台再提'").fetchone()["picked_at"]
+    assert wall > shanghai(2026, 3, 1, 0)  # stamped by the replay's wall clock
+    demo_run.record_later(date(2026, 2, 4), db.database_url())
+    picks = {r["title"]: r for r in _record() if r["horizon"] == 1}
+    assert picks["茅台再提"]["picked_at"] == shanghai(2026, 2, 4, 22, 1) and picks["茅台再提"]["ref_day"] == date(2026, 2, 5)
+    assert picks["茅台提价"]["picked_at"] == shanghai(2026, 2, 4, 7, 1) and picks["茅台提价"]["ref_day"] == date(2026, 2, 4)
 
 
 def test_every_pick_of_a_real_day_is_followed_one_per_event_with_its_reason_or_its_returns(fakes) -> None:
@@ -346,6 +444,96 @@ def test_a_rerun_computes_the_same_rows(fakes) -> None:
     assert _record() == first
     track_record.update(db.connect, lambda: CountingSource().source, now=later + timedelta(minutes=2))
     assert _record() == first
+
+
+class Lagging:
+    """A source whose daily bars leave out ``missing`` (that day's bars not yet published at 22:00)."""
+
+    name = "lagging"
+
+    def __init__(self, missing: date) -> None:
+        self.source, self.missing = CountingSource().source, missing
+
+    def daily(self, instrument, start, end):
+        return [b for b in self.source.daily(instrument, start, end) if b.day != self.missing]
+
+    def __getattr__(self, name):
+        return getattr(self.source, name)
+
+
+def test_a_lagging_source_s_missing_bar_waits_and_is_never_a_suspension(fakes) -> None:
+    _day_of_picks(fakes)  # 茅台提价's T+20 is 03-12, 茅台再提's 03-13
+    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 11, 22))
+    track_record.update(db.connect, lambda: Lagging(date(2026, 3, 12)), now=shanghai(2026, 3, 12, 22))
+    [lagged] = [r for r in _record() if r["title"] == "茅台提价" and r["horizon"] == 20]
+    assert (lagged["outcome"], lagged["ret"]) == ("waiting", None) and "停牌" not in lagged["note"]
+    with db.connect() as conn:  # still open: the next day's run computes it again
+        assert {p["title"] for p in track_store.open_picks(conn)} == {"茅台提价", "茅台再提"}
+    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 13, 22))
+    settled = {r["title"]: r for r in _record() if r["horizon"] == 20 and r["outcome"] is not None}
+    assert settled["茅台提价"]["outcome"] == settled["茅台再提"]["outcome"] == "measured"
+    assert settled["茅台提价"]["end_day"] == date(2026, 3, 12)
+    first = _record()
+    with db.connect() as conn:  # a rerun from scratch on the same cache computes the same rows
+        conn.execute("DELETE FROM track_outcome")
+    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 13, 22, 5))
+    assert _record() == first
+
+
+def test_a_missing_bar_is_a_suspension_only_once_the_market_traded_days_without_the_instrument() -> None:
+    bars = _bars(DELISTED)  # no trade after 02-13
+    ref = _ref(DELISTED, shanghai(2026, 2, 2, 22))
+    end = CAL[CAL.index(ref.day) + 20]
+    grace = outcomes.SUSPENDED_GRACE
+    for seen in range(1, grace):  # the benchmark traded ``seen`` days from the end day on, the stock on none
+        through = CAL[CAL.index(end) + seen - 1]
+        early = outcomes.outcome(ref, 20, CAL, bars, BENCH, through, "bullish")
+        assert (early.status, early.end_day) == ("waiting", end) and "停牌" not in early.note
+    lagging = {d: b for d, b in BENCH.items() if d < end}  # the benchmark lags too: nothing says the stock stopped
+    assert outcomes.outcome(ref, 20, CAL, bars, lagging, END, "bullish").status == "waiting"
+    settled = outcomes.outcome(ref, 20, CAL, bars, BENCH, CAL[CAL.index(end) + grace - 1], "bullish")
+    assert settled.status == "suspended" and "2月13日" in settled.note
+
+
+def test_a_suspension_written_without_its_mark_is_computed_again(fakes) -> None:
+    """Rows settled as suspended before marks (a lagging source's missing bar among them) heal on the next run."""
+    _day_of_picks(fakes)
+    later = shanghai(2026, 3, 20, 22)
+    track_record.update(db.connect, lambda: CountingSource().source, now=later)
+    first = _record()
+    with db.connect() as conn:
+        conn.execute("UPDATE track_outcome SET status = 'suspended', ret = NULL, bench_ret = NULL, excess = NULL, "
+                     "signed_excess = NULL, hit = NULL, note = '自 3月11日 后没有成交（停牌或退市）' WHERE horizon = 20")
+        assert len(track_store.open_picks(conn)) == 2
+    track_record.update(db.connect, lambda: CountingSource().source, now=later + timedelta(minutes=1))
+    assert _record() == first
+
+
+def test_the_listings_and_the_5_minute_fetches_stop_at_the_step_s_deadline(fakes) -> None:
+    import time as clock
+
+    _day_of_picks(fakes)
+    with db.connect() as conn:  # the listed names are to be fetched (平安看空 names a company)
+        conn.execute("TRUNCATE market_listing")
+    evening = shanghai(2026, 2, 20, 22)  # within the month the source keeps 5-minute bars
+    late = CountingSource()
+    run = track_record.update(db.connect, lambda: late.source, now=evening, deadline=clock.monotonic() - 1)
+    assert late.calls == [] and run.stopped and run.left  # not the listings, not the calendar, no bars
+    assert {r["title"]: r["status"] for r in _record()}["平安看空"] == "unresolved"  # its name waits for tomorrow
+    track_record.update(db.connect, lambda: CountingSource().source, now=evening)
+    with db.connect() as conn:  # 茅台提价 pushed in the session: its reference needs the day's 5-minute bars
+        conn.execute("UPDATE track_pick SET picked_at = %s WHERE title = '茅台提价'", (shanghai(2026, 2, 4, 10, 30),))
+        conn.execute("DELETE FROM track_outcome WHERE pick_id = (SELECT id FROM track_pick WHERE title = '茅台提价')")
+    late = CountingSource()
+    run = track_record.update(db.connect, lambda: late.source, now=evening + timedelta(minutes=5),
+                              deadline=clock.monotonic() - 1)
+    assert late.calls == [] and run.stopped
+    assert [r["outcome"] for r in _record() if r["title"] == "茅台提价"] == [None]  # it waits, open
+    in_time = CountingSource()
+    track_record.update(db.connect, lambda: in_time.source, now=evening + timedelta(minutes=10))
+    assert [c[0] for c in in_time.calls] == ["stock_zh_a_hist_min_em"]  # the next day's run in time fetches them
+    [moutai] = [r for r in _record() if r["title"] == "茅台提价" and r["horizon"] == 1]
+    assert (moutai["ref_day"], moutai["ref_kind"]) == (date(2026, 2, 4), "close")  # 申万白酒 has no 5-minute bars
 
 
 def test_a_failing_source_alerts_once_and_the_next_day_retries(fakes, monkeypatch) -> None:
@@ -399,8 +587,22 @@ def test_the_record_page_shows_every_pick_with_its_benchmark_and_no_conclusion_b
     assert "/record" in read_page("/", shanghai(2026, 3, 21, 9))
 
 
+def test_a_record_page_past_the_end_says_so_and_links_the_last_page(fakes) -> None:
+    from tests.slotrun import read_page
+
+    with db.connect() as conn:
+        _a_year_of_measured_picks(conn, 60)  # three pages of 25
+    html = read_page("/record?page=50&h=20", shanghai(2026, 3, 21, 9))
+    assert "还没有记录" not in html and "第 50 / 3 页" not in html
+    assert "没有第 50 页" in html and 'href="/record?h=20&amp;page=3"' in html
+    assert html.count('class="item pick"') == 0
+    last = read_page("/record?page=3&h=20", shanghai(2026, 3, 21, 9))
+    assert "第 3 / 3 页" in last and last.count('class="item pick"') == 10
+
+
 @pytest.mark.parametrize("query", ["band=7", "h=3", "page=0", "page=x", "from=2026-13-01", "from=2026-03-02&to=2026-03-01",
-                                   "account=" + "x" * 200, "h=5&h=1", "page=" + "9" * 30])
+                                   "account=" + "x" * 200, "h=5&h=1", "page=" + "9" * 30, "account=%00", "type=%00",
+                                   "account=a%00b", "from=2026-03-01%00"])
 def test_a_malformed_filter_is_a_400_that_says_why_never_a_500(fakes, query) -> None:
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient
@@ -485,22 +687,50 @@ def test_the_analysis_page_writes_the_outcome_part_beside_the_feedback_part(fake
 
 
 def test_the_summaries_aggregated_in_sql_equal_the_ones_counted_pick_by_pick(fakes) -> None:
-    from include.radar.store import track as track_store
-
     _day_of_picks(fakes)
     track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
     with db.connect() as conn:
+        _suspended_picks(conn)
         for horizon in outcomes.HORIZONS:
             rows = conn.execute(
-                "SELECT p.status AS pick_status, o.status, o.hit, o.excess, o.signed_excess FROM track_pick p "
-                "LEFT JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = %s", (horizon,)).fetchall()
+                "SELECT p.status AS pick_status, p.direction, o.status, o.hit, o.excess, o.signed_excess "
+                "FROM track_pick p LEFT JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = %s",
+                (horizon,)).fetchall()
             [total] = [r for r in track_store.summary_groups(conn, track_store.RecordFilters(), horizon)
                        if r["dim"] == "all"]
             counted, summed = outcomes.overall(rows), outcomes.Group.from_sums("all", "全部", total)
-            assert (counted.picks, counted.directional, counted.hits, counted.unmeasurable, counted.waiting) == (
-                summed.picks, summed.directional, summed.hits, summed.unmeasurable, summed.waiting)
+            fields = ("picks", "directional", "hits", "unmeasurable", "waiting", "suspended", "no_data", "marked",
+                      "marked_hits", "unpriced", "unpriced_calls", "undirected", "plain_n")
+            assert {f: getattr(counted, f) for f in fields} == {f: getattr(summed, f) for f in fields}
             assert counted.mean_excess == pytest.approx(summed.mean_excess)
-            assert summed.picks == 4 and summed.unmeasurable == 2
+            assert counted.hit_floor == pytest.approx(summed.hit_floor)
+            assert summed.picks == 8 and summed.unmeasurable == 2 and summed.marked == 2 and summed.unpriced == 2
+
+
+def _suspended_picks(conn, n: int = 4) -> None:
+    """Four picks whose every horizon stopped trading: marked at the last close (a hit, a miss), never traded
+    (no price: unpriced), and a source with nothing for the code (no data)."""
+    cases = [("suspended", 0.05, True), ("suspended", -0.3, False), ("suspended", None, None), ("no_data", None, None)]
+    for i, (status, ret, hit) in enumerate(cases[:n]):
+        item = conn.execute("INSERT INTO content_item (external_id, title, published_at) VALUES (%s, %s, now()) "
+                            "RETURNING id", (f"stop-{i}", f"停牌股 {i}")).fetchone()["id"]
+        analysis = conn.execute(
+            "INSERT INTO analysis_result (content_item_id, score, has_opportunity, top_type, summary, result_json, "
+            "model, prompt_version) VALUES (%s, 80, true, 'stock', 's', '{}', 'm', 'v') RETURNING id",
+            (item,)).fetchone()["id"]
+        pick = conn.execute(
+            "INSERT INTO track_pick (event_id, analysis_id, origin, picked_at, pick_day, score, direction, opp_type, "
+            "account, title, status, instrument, instrument_name, benchmark, benchmark_name) VALUES (%s, %s, 'push', "
+            "now() - interval '90 days', current_date - 90, 80, 'bullish', 'stock', '研究所', %s, 'measurable', "
+            "'SH:600999', '停牌股', 'SH:000300', '沪深300') RETURNING id", (analysis, analysis, f"停牌股 {i}")
+        ).fetchone()["id"]
+        for h in outcomes.HORIZONS:
+            conn.execute(
+                "INSERT INTO track_outcome (pick_id, horizon, status, end_day, ret, bench_ret, excess, signed_excess, "
+                "hit, note) VALUES (%s, %s, %s, current_date - 80, %s, %s, %s, %s, %s, %s)",
+                (pick, h, status, ret, 0.01 if ret is not None else None, ret - 0.01 if ret is not None else None,
+                 ret - 0.01 if ret is not None else None, hit,
+                 "自 1月5日 后没有成交（停牌或退市）：按 1月5日 的最后收盘价计" if ret is not None else "没有成交"))
 
 
 @given(st.lists(st.floats(-0.5, 0.5), min_size=2, max_size=40))
@@ -545,6 +775,24 @@ def _a_year_of_measured_picks(conn, n: int = 160) -> None:
                 "INSERT INTO track_outcome (pick_id, horizon, status, end_day, ret, bench_ret, excess, signed_excess, "
                 "hit) VALUES (%s, %s, 'measured', current_date - %s * 2 + %s, %s, %s, %s, %s, %s)",
                 (pick, h, i + 30, h * 7 // 5, ret, bench, ret - bench, sign * (ret - bench), sign * ret > 0))
+
+
+def test_the_page_counts_suspended_calls_at_their_last_close_and_states_the_bound(fakes) -> None:
+    from tests.slotrun import read_page
+
+    with db.connect() as conn:
+        _a_year_of_measured_picks(conn)
+        _suspended_picks(conn)
+        hits = conn.execute("SELECT count(*) FILTER (WHERE hit) AS h, count(*) AS n FROM track_outcome o "
+                            "JOIN track_pick p ON p.id = o.pick_id WHERE o.horizon = 5 AND o.hit IS NOT NULL "
+                            "AND p.direction IN ('bullish', 'bearish')").fetchone()
+    html = read_page("/record", shanghai(2026, 3, 21, 9))
+    assert hits["n"] == 162  # the 160 measured and the two marked at their last close
+    floor = (hits["h"] - 1) / (hits["n"] + 2)  # the marked hit and the two unpriced calls counted as misses
+    assert f"停牌与缺数据的都算错时 {floor * 100:.0f}%" in html
+    assert "停牌 2 条按最后收盘价计入" in html and "按停牌前最后收盘价" in html
+    card = html[html.index("停牌股 0"):html.index("停牌股 0") + 3000]
+    assert "+5.0%" in card and "最后收盘价计" in card  # the marked figures are shown beside the note
 
 
 @pytest.mark.browser
@@ -642,8 +890,22 @@ def test_the_weekly_push_gains_the_weeks_record(fakes) -> None:
     fakes.at(sunday)
     run_slot(sunday, now=sunday + timedelta(minutes=1))
     [weekly] = [m for m in fakes.sink.received if "【周报】" in json.dumps(m, ensure_ascii=False)]
-    # four picks (two measurable, both measured at T+1 by Friday's close)
-    assert "本周战绩：选出 4 条，T+1 已测 2 条" in json.dumps(weekly, ensure_ascii=False)
+    # four picks (two measurable, both measured at T+1 by Friday's close): the sample, no hits below 30
+    text = json.dumps(weekly, ensure_ascii=False)
+    assert "本周战绩：选出 4 条，T+1 已测 2 条（不足 30 条，不计命中率）" in text and "方向正确" not in text
+
+
+def test_the_weekly_push_gives_a_rate_only_from_30_measured_calls_as_the_page_does() -> None:
+    from include.radar import weekly
+
+    def line(measured: int, hits: int) -> str:
+        row = {"stats": {"record": {"picks": 45, "measured": measured, "hits": hits}}, "digest_json": {}}
+        return next(x for x in weekly.lines(row) if x.startswith("本周战绩"))
+
+    assert line(29, 29) == "本周战绩：选出 45 条，T+1 已测 29 条（不足 30 条，不计命中率）（过往判断的记录，不是投资建议）"
+    low, high = outcomes.wilson(18, 30)
+    assert line(30, 18) == (f"本周战绩：选出 45 条，T+1 已测 30 条，命中率 60%（95% 区间 {low * 100:.0f}%–{high * 100:.0f}%）"
+                            "（过往判断的记录，不是投资建议）")
 
 
 def test_a_code_the_source_knows_nothing_of_is_no_data_said_so(fakes) -> None:
@@ -658,9 +920,40 @@ def test_a_code_the_source_knows_nothing_of_is_no_data_said_so(fakes) -> None:
 
 
 def test_what_a_fetch_could_see_is_dated_by_the_steps_clock_not_the_databases(db_url) -> None:
-    from include.radar.store import track as track_store
-
     later = shanghai(2027, 6, 1, 22, 30)  # a replay (the demo) runs with a clock ahead of the database's
     with db.connect() as conn:
         track_store.record_fetch(conn, "daily:SH:600519", later.date(), later, ok=True, rows=1)
         assert track_record._coverage(conn, ["SH:600519"], later) == {"SH:600519": date(2027, 6, 1)}
+
+
+# ------------------------------------------------------------------------------------------- the benchmark
+
+
+def test_the_track_record_benchmark_runs_and_prints_its_figures(db_url, monkeypatch, capsys) -> None:
+    import re
+
+    from include.radar_demo import year
+    from scripts import bench_track_record
+    from tests import conftest
+
+    monkeypatch.setattr(year, "bench_server_url", conftest._server_url)  # the tests' server, a scratch database
+    assert bench_track_record.main(["--days", "7", "--instruments", "5"]) == 0
+    out = capsys.readouterr().out
+    figures = {m[0]: [int(n) for n in m[2:]] for m in re.findall(
+        r"^(cold|warm|recompute|next day) +([\d.]+) +(\d+) +(\d+) +(\d+) +(\d+) +(\d+)$", out, re.M)}
+    assert list(figures) == ["cold", "warm", "recompute", "next day"], out
+    measurable = int(re.search(r"^\d+ picks \((\d+) measurable\)", out, re.M).group(1))
+    calls, fetched, _, computed, _ = figures["cold"]
+    assert calls >= fetched > 0 and computed == measurable > 0  # the listings: two calls, one fetch
+    assert figures["warm"][:2] == [0, 0]  # the same day: nothing fetched
+    assert figures["recompute"][:2] == [0, 0] and figures["recompute"][3] == measurable  # every pick, no fetch
+    assert figures["next day"][0] > 0
+
+
+def test_no_benchmark_script_imports_another() -> None:
+    from scripts import import_graph
+
+    scripts = {f"scripts.{p.stem}": p for p in (REPO / "scripts").glob("bench_*.py")}
+    assert "scripts.bench_pages" in scripts and "scripts.bench_track_record" in scripts
+    for name, path in scripts.items():
+        assert import_graph.imports_of(path, set(scripts)) == set(), name

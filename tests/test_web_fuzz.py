@@ -133,12 +133,13 @@ _TEXT = st.text(max_size=40) | st.text(min_size=1000, max_size=3000)
 _INTERESTING_PIECE = st.sampled_from(_INTERESTING)
 _PIECE = st.one_of(_INTERESTING_PIECE, _INTERESTING_PIECE, _RAW, _TEXT.map(lambda t: quote(t, safe="")))
 _KNOWN_KEYS = st.sampled_from(["exp", "sig", "q", "from", "to", "account", "band", "watch", "page", "saved",
-                               "recheck", "next", "csrf"])
+                               "recheck", "next", "csrf", "type", "h"])
 _KEYS = st.one_of(_KNOWN_KEYS, _KNOWN_KEYS, _RAW)
 # values the pages accept, so that one odd value among well-formed ones gets past the checks before it
 _WELL_FORMED = {"q": ["储能", "%E5%82%A8%E8%83%BD", "300750"], "from": [DAY.isoformat(), ""],
                 "to": [DAY.isoformat(), ""], "account": ["储能前沿", ""], "band": ["", "80", "0"], "watch": ["1", ""],
-                "page": ["1", "2"], "saved": ["1"], "recheck": ["3"]}
+                "page": ["1", "2"], "saved": ["1"], "recheck": ["3"], "type": ["stock", "sector", ""],
+                "h": ["5", "20"]}
 _COOKIE_NAMES = st.sampled_from(["radar_seen", READ_COOKIE, "radar_csrf", "_token", "x", ""])
 _COOKIE_VALUES = (st.sampled_from(["999999999999", "0", "-1", "1767225600", "٣", "garbage", "1.2", "a" * 4000,
                                    str(int(NOW.timestamp()))])
@@ -232,6 +233,9 @@ def _check(world: World, request: dict[str, Any]) -> int:
 @settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(request=requests(_WORLD))
 @example(request={"who": "reader", "method": "GET", "url": "/search?q=储能&account=a%00b", "headers": [],
+                  "content": b""})
+@example(request={"who": "reader", "method": "GET", "url": "/record?account=%00", "headers": [], "content": b""})
+@example(request={"who": "reader", "method": "GET", "url": "/record?type=a%00b&h=20", "headers": [],
                   "content": b""})
 @example(request={"who": "reader", "method": "GET", "url": "/search?q=储能&to=9999-12-31", "headers": [],
                   "content": b""})

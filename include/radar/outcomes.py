@@ -16,14 +16,21 @@
 
 **The outcome at T+h** (h = 1, 5, 20) is the close of the h-th trading day after the reference day: the
 return ``close / reference − 1``, the benchmark's return over the same span, and the excess return (the
-difference). A day the instrument did not trade is "suspended" (the day and the last trade are stated); a
-benchmark without that day is "no data". **Direction counts**: a bullish call is a hit when the price rose, a
-bearish call when it fell; its signed excess return is the excess in the call's direction. Neutral and
-watch calls have no direction: their returns are shown, they are not counted as hits or misses.
+difference). A day the instrument did not trade is "suspended" (the day and the last trade are stated) once
+the source shows it: a later bar of the instrument, or ``SUSPENDED_GRACE`` trading days of the benchmark from
+that day on without one (until then the horizon waits: a lagging source's missing bar is no suspension). A
+suspended horizon is **marked at the last close** on or before its day (the last price a holder had, never a
+later one) against the benchmark's close of the day, and counts like a measured one: a call on a stock that
+stopped trading is never dropped from the record (no survivorship). A benchmark without the day is "no data".
+**Direction counts**: a bullish call is a hit when the price rose, a bearish call when it fell (the raw return,
+not the excess); its signed excess return is the excess in the call's direction. Neutral and watch calls have
+no direction: their returns are shown, they are not counted as hits or misses.
 
 **The summaries**: per group (score band, account, type, direction) the hit rate with its 95 % Wilson interval
-and the mean signed excess return with its 95 % normal interval, over the group's measured directional picks;
-below ``MIN_SAMPLE`` measured picks no rate is given, only the count.
+and the mean signed excess return with its 95 % normal interval, over the group's directional picks with a
+price (measured, or suspended and marked at the last close); below ``MIN_SAMPLE`` of them no rate is given, only
+the count. A directional call without any price (never traded after the push, or no data) is in the bound's
+denominator: ``hit_floor`` is the hit rate with those and every suspended call counted as misses.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ SESSIONS = {CN: ((time(9, 30), time(11, 30)), (time(13, 0), time(15, 0))),
             HK: ((time(9, 30), time(12, 0)), (time(13, 0), time(16, 0)))}
 PUBLISHED_AT = {CN: time(15, 30), HK: time(16, 30)}  # a day's bar is read only after this
 MAX_SUSPENDED_DAYS = 20
+SUSPENDED_GRACE = 3  # trading days of the benchmark without the instrument before its missing bar is a suspension
 LIMIT_TOLERANCE = 0.003  # an open within 0.3 points of the limit is at the limit (adjusted prices round)
 SIGNS = {"bullish": 1, "bearish": -1}
 DIRECTIONS = {"bullish": "看多", "bearish": "看空", "neutral": "中性", "watch": "关注"}
@@ -155,6 +163,8 @@ def reference(
     start = bisect_left(days, first)
     for offset, candidate in enumerate(days[start:start + MAX_SUSPENDED_DAYS + 1]):
         if candidate > through:
+            if not market_traded_without(first, days, bench, through):  # the source may not have the day yet
+                return Reference("waiting", day=first, note=f"等待 {_md(first)} 的行情")
             return Reference("waiting", day=first, note=f"{_md(first)} 起停牌，等待复牌")
         bar = bars.get(candidate)
         if bar is None or bar.open is None:
@@ -176,6 +186,20 @@ def reference(
     return Reference("suspended", first, note=f"推送后 {MAX_SUSPENDED_DAYS} 个交易日内没有成交（停牌）")
 
 
+def market_traded_without(day: date, days: Sequence[date], bench: Mapping[date, Bar], through: date) -> bool:
+    """Whether the benchmark traded on SUSPENDED_GRACE trading days from ``day`` on (known by ``through``): only
+    then is an instrument without a bar on ``day`` and none later suspended or delisted, not a source that has
+    not published that day yet (a fetch at 22:00 may not hold the day's bar)."""
+    seen = 0
+    for d in days[bisect_left(days, day):]:
+        if d > through:
+            break
+        seen += d in bench
+        if seen >= SUSPENDED_GRACE:
+            return True
+    return False
+
+
 def outcome(
     ref: Reference, horizon: int, days: Sequence[date], bars: Mapping[date, Bar], bench: Mapping[date, Bar],
     through: date, direction: str,
@@ -192,19 +216,34 @@ def outcome(
         return Outcome(horizon, "waiting", end, note=f"等待 {_md(end)} 收盘")
     bar = bars.get(end)
     if bar is None:
-        later = [d for d in bars if end < d <= through]
-        if later:
-            return Outcome(horizon, "suspended", end, note=f"{_md(end)} 停牌，当日没有成交")
-        last = max((d for d in bars if d <= through), default=None)
-        return Outcome(horizon, "suspended", end, note=f"自 {_md(last) if last else '?'} 后没有成交（停牌或退市）")
+        if any(end < d <= through for d in bars):
+            why = f"{_md(end)} 停牌，当日没有成交"
+        elif not market_traded_without(end, days, bench, through):  # the source may simply not have it yet
+            return Outcome(horizon, "waiting", end, note=f"等待 {_md(end)} 的行情（行情源尚未提供）")
+        else:
+            last = max((d for d in bars if d <= through), default=None)
+            why = f"自 {_md(last) if last else '?'} 后没有成交（停牌或退市）"
+        last = max((d for d in bars if ref.day <= d < end), default=None)
+        if last is None:
+            return Outcome(horizon, "suspended", end, note=why)
+        if end not in bench:
+            return Outcome(horizon, "no_data", end, note=f"基准指数缺少 {_md(end)} 的行情")
+        return _figures(ref, horizon, "suspended", end, bars[last].close, bench[end].close, direction,
+                        f"{why}：按 {_md(last)} 的最后收盘价计")
     if end not in bench:
         return Outcome(horizon, "no_data", end, note=f"基准指数缺少 {_md(end)} 的行情")
-    ret = bar.close / ref.price - 1
-    bench_ret = bench[end].close / ref.bench - 1
+    return _figures(ref, horizon, "measured", end, bar.close, bench[end].close, direction)
+
+
+def _figures(ref: Reference, horizon: int, status: str, end: date, price: float, bench_price: float, direction: str,
+             note: str = "") -> Outcome:
+    assert ref.price is not None and ref.bench is not None
+    ret = price / ref.price - 1
+    bench_ret = bench_price / ref.bench - 1
     excess = ret - bench_ret
     sign = SIGNS.get(direction)
-    return Outcome(horizon, "measured", end, bar.close, bench[end].close, ret, bench_ret, excess,
-                   sign * excess if sign else None, (sign * ret > 0) if sign else None)
+    return Outcome(horizon, status, end, price, bench_price, ret, bench_ret, excess,
+                   sign * excess if sign else None, (sign * ret > 0) if sign else None, note)
 
 
 # ------------------------------------------------------------------------------------------- the record
@@ -235,22 +274,27 @@ def mean_interval_of(n: int, total: float, squares: float, z: float = Z95) -> tu
 
 @dataclass
 class Group:
-    """The record of one group of picks at one horizon. Every pick of the group is counted somewhere."""
+    """The record of one group of picks at one horizon. Every pick of the group is counted somewhere: in the
+    sample (a price and a direction), among the directionless, the unpriced, the waiting or the unmeasurable."""
 
     key: str
     label: str
     picks: int = 0  # every pick made in the group
     measured: int = 0  # measured at the horizon (with or without a direction)
-    directional: int = 0  # measured, bullish or bearish: the sample of the hit rate and the mean
+    directional: int = 0  # priced (measured, or suspended and marked), bullish or bearish: the hit rate's sample
     hits: int = 0
     waiting: int = 0
     unmeasurable: int = 0
-    suspended: int = 0
+    suspended: int = 0  # every suspended horizon, marked at its last close or not
     no_data: int = 0
-    undirected: int = 0  # measured, but neutral or watch
+    undirected: int = 0  # priced, but neutral or watch
+    marked: int = 0  # directional and suspended: marked at the last close, in the sample
+    marked_hits: int = 0
+    unpriced: int = 0  # suspended or no data without a price (never traded after the push, no data)
+    unpriced_calls: int = 0  # of them, bullish or bearish: misses in the bound (hit_floor)
     excess_sum: float = 0.0  # of the directional picks' signed excess returns
     excess_squares: float = 0.0
-    plain_n: int = 0  # directionless measured picks with an excess return (shown in the direction table)
+    plain_n: int = 0  # directionless priced picks with an excess return (shown in the direction table)
     plain_sum: float = 0.0
     plain_squares: float = 0.0
 
@@ -267,6 +311,13 @@ class Group:
         return wilson(self.hits, self.directional)
 
     @property
+    def hit_floor(self) -> float | None:
+        """The survivorship bound: the hit rate with every suspended call (even one up at its last close) and
+        every directional call without a price counted as a miss."""
+        n = self.directional + self.unpriced_calls
+        return (self.hits - self.marked_hits) / n if n else None
+
+    @property
     def mean_excess(self) -> tuple[float, float, float] | None:
         return mean_interval_of(self.directional, self.excess_sum, self.excess_squares) if self.directional else None
 
@@ -275,28 +326,36 @@ class Group:
         return mean_interval_of(self.plain_n, self.plain_sum, self.plain_squares) if self.plain_n else None
 
     def add(self, row: Mapping[str, Any]) -> None:
+        """One pick's row: ``pick_status``, ``direction`` and its outcome's ``status``, ``hit``, ``excess``,
+        ``signed_excess`` (None: not computed yet)."""
         self.picks += 1
         status = row.get("status")
         if row.get("pick_status") != "measurable":
             self.unmeasurable += 1
-        elif status == "measured":
-            self.measured += 1
-            if row.get("hit") is None:
-                self.undirected += 1
-                if row.get("excess") is not None:
-                    value = float(row["excess"])
-                    self.plain_n, self.plain_sum, self.plain_squares = (
-                        self.plain_n + 1, self.plain_sum + value, self.plain_squares + value * value)
-            else:
-                value = float(row["signed_excess"])
-                self.directional += 1
-                self.hits += bool(row["hit"])
-                self.excess_sum += value
-                self.excess_squares += value * value
-        elif status == "suspended":
-            self.suspended += 1
-        elif status == "no_data":
-            self.no_data += 1
+            return
+        self.measured += status == "measured"
+        self.suspended += status == "suspended"
+        self.no_data += status == "no_data"
+        priced = status in ("measured", "suspended") and row.get("excess") is not None
+        if priced and row.get("hit") is not None:
+            value = float(row["signed_excess"])
+            self.directional += 1
+            self.hits += bool(row["hit"])
+            self.excess_sum += value
+            self.excess_squares += value * value
+            if status == "suspended":
+                self.marked += 1
+                self.marked_hits += bool(row["hit"])
+        elif priced:
+            value = float(row["excess"])
+            self.undirected += 1
+            self.plain_n, self.plain_sum, self.plain_squares = (
+                self.plain_n + 1, self.plain_sum + value, self.plain_squares + value * value)
+        elif status in ("suspended", "no_data"):
+            self.unpriced += 1
+            self.unpriced_calls += row.get("direction") in SIGNS
+        elif status == "measured":  # a measured row always has its figures; counted, never dropped
+            self.undirected += 1
         else:
             self.waiting += 1
 
@@ -304,7 +363,7 @@ class Group:
     def from_sums(cls, key: str, label: str, row: Mapping[str, Any]) -> Group:
         """A group from SQL aggregates (store.track.summary_groups) instead of one row per pick."""
         fields = ("picks", "measured", "directional", "hits", "waiting", "unmeasurable", "suspended", "no_data",
-                  "undirected", "plain_n")
+                  "undirected", "plain_n", "marked", "marked_hits", "unpriced", "unpriced_calls")
         sums = ("excess_sum", "excess_squares", "plain_sum", "plain_squares")
         return cls(key, label, **{f: int(row.get(f) or 0) for f in fields}, **{f: float(row.get(f) or 0) for f in sums})
 

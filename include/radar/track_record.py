@@ -14,7 +14,8 @@
    the cached bars only and only from bars known by then: a rerun with the same cache writes the same rows
    (keyed by pick and horizon).
 
-The step has its own deadline: past it, the rest waits for the next day (said in the result).
+The step has its own deadline: past it nothing more is fetched (the listings, the calendar, daily and 5-minute
+bars alike), and what needed it waits for the next day (said in the result).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ LISTINGS_MAX_AGE = timedelta(days=7)
 LOOKBACK = timedelta(days=20)  # bars fetched before a pick's day: the previous close (an open at the limit)
 INTRADAY_KEPT = timedelta(days=30)  # the source keeps 5-minute bars about this long
 STOP_AFTER_FAILURES = 3
+AT_DEADLINE = "到了本步骤的时限，其余行情留待次日"
 
 
 @dataclass
@@ -76,13 +78,13 @@ def update(connect: Callable[[], Any], source: Callable[[], Source], *, now: dat
     imports no library). ``deadline``: ``time.monotonic()`` value after which nothing more is fetched."""
     now = now or datetime.now(UTC)
     run = Update()
-    lazy = _Lazy(source)
+    lazy = _Lazy(source, deadline)
     with connect() as conn:
         _record_picks(conn, lazy, now, run)
     with connect() as conn:
-        _fetch(conn, lazy, now, deadline, run)
+        _fetch(conn, lazy, now, run)
     with connect() as conn:
-        _compute(conn, lazy, now, deadline, run)
+        _compute(conn, lazy, now, run)
     log.info("track record: %d new picks (%d measurable, %d not), %d fetches, %d from the cache, %d failed, "
              "%d picks computed, %d measured%s", run.new_picks, run.measurable, run.unmeasurable, run.fetched,
              run.from_cache, len(run.failed), run.computed, run.measured, f"; {run.stopped}" if run.stopped else "")
@@ -90,8 +92,9 @@ def update(connect: Callable[[], Any], source: Callable[[], Source], *, now: dat
 
 
 class _Lazy:
-    def __init__(self, factory: Callable[[], Source]) -> None:
+    def __init__(self, factory: Callable[[], Source], deadline: float | None = None) -> None:
         self.factory = factory
+        self.deadline = deadline  # time.monotonic() after which nothing more is fetched (every kind of fetch)
         self.source: Source | None = None
         self.failures_in_a_row = 0
         self.successes = 0
@@ -104,6 +107,10 @@ class _Lazy:
     @property
     def down(self) -> bool:
         return self.failures_in_a_row >= STOP_AFTER_FAILURES and not self.successes
+
+    @property
+    def late(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
 
 
 def _today(now: datetime) -> date:
@@ -121,6 +128,10 @@ def _try_fetch(conn: Any, lazy: _Lazy, what: str, now: datetime, run: Update, ca
         return True
     if lazy.down:
         run.left += 1
+        return False
+    if lazy.late:  # the listings, the calendar, daily and 5-minute bars alike: the rest waits for tomorrow
+        run.left += 1
+        run.stopped = AT_DEADLINE
         return False
     try:
         rows = save(call(lazy()))
@@ -224,7 +235,7 @@ def _instruments(picks: list[dict[str, Any]]) -> dict[str, tuple[Instrument, dat
     return needed
 
 
-def _fetch(conn: Any, lazy: _Lazy, now: datetime, deadline: float | None, run: Update) -> None:
+def _fetch(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
     picks = track_store.open_picks(conn)
     if not picks:
         return
@@ -235,9 +246,9 @@ def _fetch(conn: Any, lazy: _Lazy, now: datetime, deadline: float | None, run: U
                    lambda days: track_store.save_calendar(conn, CN, days))
     for key in sorted(needed):
         inst, since = needed[key]
-        if deadline is not None and time.monotonic() > deadline:
+        if lazy.late:
             run.left += 1
-            run.stopped = "到了本步骤的时限，其余行情留待次日"
+            run.stopped = AT_DEADLINE
             continue
         last = track_store.last_bar_day(conn, key)
         start = max(since, last - timedelta(days=7)) if last and last >= since else since  # a week of overlap
@@ -291,7 +302,7 @@ def _minutes(conn: Any, lazy: _Lazy, inst: Instrument, day: date, now: datetime,
     return True, [MinuteBar(datetime.fromisoformat(s).replace(tzinfo=SHANGHAI), float(p)) for s, p in cached]
 
 
-def _compute(conn: Any, lazy: _Lazy, now: datetime, deadline: float | None, run: Update) -> None:
+def _compute(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
     picks = track_store.open_picks(conn)
     if not picks:
         return
@@ -324,8 +335,8 @@ def _compute(conn: Any, lazy: _Lazy, now: datetime, deadline: float | None, run:
                                                                        p["direction"]) for h in outcomes.HORIZONS])
             run.computed += 1
             continue
-        ref = outcomes.reference(p["picked_at"], inst.calendar, days, own, theirs, through,
-                                 intraday=minutes, bench_intraday=bench_minutes, limit=price_limit(inst))
+        ref = outcomes.reference(p["picked_at"], inst.calendar, days, own, theirs, through, intraday=minutes,
+                                 bench_intraday=bench_minutes, limit=price_limit(inst, p.get("target") or ""))
         results = [outcomes.outcome(ref, h, days, own, theirs, through, p["direction"]) for h in outcomes.HORIZONS]
         track_store.save_reference(conn, p["id"], ref)
         track_store.save_outcomes(conn, p["id"], results)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from include.radar import decide, events, ranking, store
+from include.radar import decide, events, outcomes, ranking, store
 from include.radar.digest import _md_text
 from include.radar.llm import (
     LLMClient,
@@ -63,7 +63,8 @@ def gather(conn: Any, monday: date, min_picks: int = ranking.DEFAULT_MIN_PICKS
 
 
 def week_record(conn: Any, first: date, last: date) -> dict[str, int]:
-    """The week's picks and how many are measured at T+1 so far, and right (the push's line; the page has more)."""
+    """The week's picks, how many are measured at T+1 so far (with a price and a direction), and how many of
+    them are right (the push says the rate only from outcomes.MIN_SAMPLE of them; the page has more)."""
     groups = track_store.summary_groups(conn, track_store.RecordFilters(first=first, last=last), 1)
     total = next((g for g in groups if g["dim"] == "all"), {})
     return {"picks": int(total.get("picks") or 0), "measured": int(total.get("directional") or 0),
@@ -167,9 +168,15 @@ def lines(row: dict[str, Any]) -> list[str]:
     out = [f"本周分析 {stats.get('analysed', 0)} 篇，{stats.get('events', 0)} 个事件，失败 {stats.get('failed', 0)} 篇"]
     out += decide.top_lines(row["digest_json"])
     record = stats.get("record") or {}
-    if record.get("picks"):
-        out.append(f"本周战绩：选出 {record['picks']} 条，T+1 已测 {record.get('measured', 0)} 条，方向正确 "
-                   f"{record.get('hits', 0)} 条（过往判断的记录，不是投资建议）")
+    if record.get("picks"):  # the page's rule: below MIN_SAMPLE the sample's size only, never hits nor a rate
+        measured, hits = int(record.get("measured") or 0), int(record.get("hits") or 0)
+        said = f"本周战绩：选出 {record['picks']} 条，T+1 已测 {measured} 条"
+        if measured >= outcomes.MIN_SAMPLE:
+            low, high = outcomes.wilson(hits, measured)
+            said += f"，命中率 {hits / measured:.0%}（95% 区间 {low:.0%}–{high:.0%}）"
+        else:
+            said += f"（不足 {outcomes.MIN_SAMPLE} 条，不计命中率）"
+        out.append(said + "（过往判断的记录，不是投资建议）")
     if (row["digest_json"] or {}).get("source") == "fallback":
         out.append("部分结果：摘要由系统根据本周的分析生成")
     return out

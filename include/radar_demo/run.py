@@ -169,6 +169,7 @@ def main() -> int:
         # run is replayed at its time (not a past-dated manual run, which would push nothing)
         at = key.scheduled_at + timedelta(seconds=1)
         run = dag.test(logical_date=at, run_after=at)
+        date_pushes_at_slot(url, day, slot, key.scheduled_at + timedelta(seconds=time.monotonic() - t0))
         sent = sink.received[before:]
         say(f"[demo] slot {slot}: DAG run {run.state}, {len(deepseek.requests)} LLM calls so far, "
               f"{len(sent)} pushed ({time.monotonic() - t0:.0f}s)" + "".join(f"\n         → {m['title']}" for m in sent))
@@ -191,15 +192,23 @@ def main() -> int:
     return 0 if counts["slots_ok"] == 5 else 1
 
 
+def date_pushes_at_slot(url: str, day: date, slot: str, at: datetime) -> int:
+    """The demo replays its day's five slots at once, whenever `make run` is started: their pushes went out at
+    the wall clock's time (a 07:00 push stamped 18:54), which would date the track record's picks then (and
+    measure a 07:00 push from the next day's open). Stamp the slot's sent pushes ``at`` the time they would have
+    gone out on the day (the slot's time plus what its run took), as a scheduled run would have. Demo only: a
+    real slot sends at its time, and a late one really was read late."""
+    with db.connect(url) as conn:
+        return conn.execute(
+            "UPDATE notification_log SET sent_at = %s WHERE report_date = %s AND slot = %s AND sent_at IS NOT NULL",
+            (at, day, slot),
+        ).rowcount
+
+
 def follow_later(day: date, url: str, secret: str, say: Any) -> Path:
     """The track record as it will stand six weeks after the demo day: the real step (track_record.update) on
     the recorded prices, run with that later clock, and a copy of the record page. Demo data, said so."""
-    from include.radar import track_record
-    from include.radar.market.recorded import recorded_source
-
-    later = datetime.combine(day + RECORD_LATER, datetime.min.time(), tzinfo=SHANGHAI).replace(hour=22, minute=30)
-    run = track_record.update(lambda: db.connect(url),
-                              lambda: recorded_source(MARKET, 7 * market_shift_weeks(day)), now=later)
+    later, run = record_later(day, url)
     with db.connect(url) as conn:
         picks = conn.execute(
             "SELECT count(*) AS n, count(*) FILTER (WHERE status = 'measurable') AS measurable FROM track_pick"
@@ -208,6 +217,21 @@ def follow_later(day: date, url: str, secret: str, say: Any) -> Path:
         f"data): {picks['n']} picks, {picks['measurable']} measurable, {run.measured} horizon returns measured, "
         f"{run.fetched} recorded answers read")
     return save_page("/record", f"record-{day.isoformat()}.html", url, secret, later)
+
+
+def record_later(day: date, url: str) -> tuple[datetime, Any]:
+    """The real step six weeks after the demo day, on the recorded prices. The record is taken up afresh from
+    the stamped pushes (date_pushes_at_slot): the 22:00 slot's own step recorded the report's picks with the
+    replay's wall clock, before that slot's push was stamped."""
+    from include.radar import track_record
+    from include.radar.market.recorded import recorded_source
+
+    later = datetime.combine(day + RECORD_LATER, datetime.min.time(), tzinfo=SHANGHAI).replace(hour=22, minute=30)
+    with db.connect(url) as conn:
+        conn.execute("DELETE FROM track_pick")  # demo data only; their outcomes go with them
+    run = track_record.update(lambda: db.connect(url),
+                              lambda: recorded_source(MARKET, 7 * market_shift_weeks(day)), now=later)
+    return later, run
 
 
 def _quiet_airflow(log_file: Path) -> Any:

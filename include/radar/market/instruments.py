@@ -277,13 +277,26 @@ def resolve(opportunities: list[dict], names: Mapping[str, list[Instrument]] | N
     return Resolution(None, None, "", first_direction, first_type, reason)
 
 
-def price_limit(instrument: Instrument) -> float | None:
-    """The daily price limit of an A-share instrument (a fraction), None where there is none (indices, HK).
-    ST stocks (±5 % on the main boards) are told by their name; the limit is only used to note an open at it."""
+STAR_ETFS = ("588", "589")  # Shanghai's codes for ETFs of STAR-market stocks
+GROWTH_BOARD_WORDS = ("创业板", "创业", "双创", "科创")  # an ETF of ChiNext or STAR stocks only: ±20 %
+_NOT_A_NAME = re.compile(r"[0-9\s().:·_-]|SH|SZ|ETF")
+
+
+def price_limit(instrument: Instrument, named: str = "") -> float | None:
+    """The daily price limit of an A-share instrument (a fraction), None where there is none (indices, HK) or
+    where its code does not tell it. ST stocks (±5 % on the main boards) are told by their name. An ETF has
+    ±10 %, ±20 % when it holds ChiNext or STAR stocks only: Shanghai's 588/589 codes, or a name (the listing's
+    or the one the pick wrote, ``named``) saying 创业板, 双创 or 科创; a Shenzhen ETF known by its code only
+    (159915 is ChiNext's, 159919 the CSI 300's) has no limit said. The limit is only used to note an open at it."""
     if instrument.market not in ("SH", "SZ", "BJ") or instrument.kind == "index":
         return None
     if instrument.market == "BJ":
         return 0.30
+    if instrument.kind == "etf":
+        text = normalise(f"{instrument.name} {named}")
+        if instrument.code.startswith(STAR_ETFS) or any(w in text for w in GROWTH_BOARD_WORDS):
+            return 0.20
+        return None if instrument.market == "SZ" and not _NOT_A_NAME.sub("", text) else 0.10
     if instrument.code.startswith(("300", "301", "688", "689")):
         return 0.20
     if "ST" in normalise(instrument.name) and instrument.kind == "stock":

@@ -195,12 +195,15 @@ def resolve_pick(conn: psycopg.Connection, pick_id: int, fields: dict[str, Any])
 
 
 def open_picks(conn: psycopg.Connection) -> list[Row]:
-    """Measurable picks with a horizon still to settle (waiting, or not computed yet)."""
+    """Measurable picks with a horizon still to settle (waiting, no data, or not computed yet). A horizon is
+    settled when measured, or suspended with its mark at the last close; a suspended one without a price only
+    when the reference itself never traded (a row without its mark, as written before marks, is computed again)."""
     return conn.execute(
         """
         SELECT p.* FROM track_pick p
         WHERE p.status = 'measurable' AND (
-            SELECT count(*) FROM track_outcome o WHERE o.pick_id = p.id AND o.status IN ('measured', 'suspended')
+            SELECT count(*) FROM track_outcome o WHERE o.pick_id = p.id AND (o.status = 'measured'
+                OR (o.status = 'suspended' AND (o.ret IS NOT NULL OR p.ref_price IS NULL)))
         ) < 3
         ORDER BY p.picked_at, p.id
         """
@@ -272,8 +275,9 @@ def summary_groups(conn: psycopg.Connection, filters: RecordFilters, horizon: in
     (``dim`` 'band', ``key`` its BANDS key), account, type, direction and one for all (``dim`` 'all'), each with
     the counts of its picks by outcome and the sums the mean and its interval need."""
     band = "CASE " + " ".join(f"WHEN p.score >= {low} THEN '{key}'" for key, _, low, _ in BANDS) + " END"
-    measured, directed = "ok AND status = 'measured'", "ok AND status = 'measured' AND hit IS NOT NULL"
-    undirected = "ok AND status = 'measured' AND hit IS NULL"
+    priced = "ok AND status IN ('measured', 'suspended') AND excess IS NOT NULL"  # suspended: at its last close
+    directed, undirected = f"{priced} AND hit IS NOT NULL", f"{priced} AND hit IS NULL"
+    unpriced = "ok AND status IN ('suspended', 'no_data') AND excess IS NULL"
     return conn.execute(
         f"""
         WITH r AS (
@@ -287,15 +291,19 @@ def summary_groups(conn: psycopg.Connection, filters: RecordFilters, horizon: in
                     ELSE 'all' END AS dim,
                coalesce(band, account, opp_type, direction, '') AS key,
                count(*) AS picks,
-               count(*) FILTER (WHERE {measured}) AS measured,
+               count(*) FILTER (WHERE ok AND status = 'measured') AS measured,
                count(*) FILTER (WHERE {directed}) AS directional,
                count(*) FILTER (WHERE {directed} AND hit) AS hits,
+               count(*) FILTER (WHERE {directed} AND status = 'suspended') AS marked,
+               count(*) FILTER (WHERE {directed} AND status = 'suspended' AND hit) AS marked_hits,
+               count(*) FILTER (WHERE {unpriced}) AS unpriced,
+               count(*) FILTER (WHERE {unpriced} AND direction IN ('bullish', 'bearish')) AS unpriced_calls,
                count(*) FILTER (WHERE NOT ok) AS unmeasurable,
                count(*) FILTER (WHERE ok AND status = 'suspended') AS suspended,
                count(*) FILTER (WHERE ok AND status = 'no_data') AS no_data,
                count(*) FILTER (WHERE ok AND (status IS NULL OR status = 'waiting')) AS waiting,
-               count(*) FILTER (WHERE {undirected}) AS undirected,
-               count(excess) FILTER (WHERE {undirected}) AS plain_n,
+               count(*) FILTER (WHERE {undirected} OR (ok AND status = 'measured' AND excess IS NULL)) AS undirected,
+               count(*) FILTER (WHERE {undirected}) AS plain_n,
                sum(signed_excess) FILTER (WHERE {directed}) AS excess_sum,
                sum(signed_excess * signed_excess) FILTER (WHERE {directed}) AS excess_squares,
                sum(excess) FILTER (WHERE {undirected}) AS plain_sum,
@@ -357,17 +365,18 @@ def pick_of_analysis(conn: psycopg.Connection, analysis_id: int) -> Row | None:
 
 
 def outcome_means(conn: psycopg.Connection, horizon: int) -> list[Row]:
-    """Per account and per type: measured directional picks at ``horizon`` and their mean signed excess return
-    (the rank's outcome part)."""
+    """Per account and per type: directional picks with a price at ``horizon`` (measured, or suspended and marked
+    at the last close) and their mean signed excess return (the rank's outcome part)."""
     return conn.execute(
         """
         SELECT 'account' AS kind, p.account AS key, count(*) AS n, avg(o.signed_excess) AS mean
         FROM track_pick p JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = %(h)s
-        WHERE o.status = 'measured' AND o.signed_excess IS NOT NULL AND p.account <> '' GROUP BY p.account
+        WHERE o.status IN ('measured', 'suspended') AND o.signed_excess IS NOT NULL AND p.account <> ''
+        GROUP BY p.account
         UNION ALL
         SELECT 'type', p.opp_type, count(*), avg(o.signed_excess)
         FROM track_pick p JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = %(h)s
-        WHERE o.status = 'measured' AND o.signed_excess IS NOT NULL GROUP BY p.opp_type
+        WHERE o.status IN ('measured', 'suspended') AND o.signed_excess IS NOT NULL GROUP BY p.opp_type
         """,
         {"h": horizon},
     ).fetchall()

@@ -30,6 +30,7 @@ def record(request: Request, reader: ReaderDep) -> HTMLResponse:
     links = page_links(request)
     tz = zone(settings)
     pages_total = max(1, min(record_views.MAX_PAGE, -(-total // record_views.PAGE_SIZE)))
+    past_end = form.page > pages_total  # a page the record does not have: say so, and link its last page
     return get_pages(request).render(
         request, "record.html", settings=settings, reader=reader, links=links, form=form, total=total,
         picks=[record_views.pick_view(r, links, tz) for r in rows],
@@ -37,7 +38,8 @@ def record(request: Request, reader: ReaderDep) -> HTMLResponse:
         types=[(t, record_views.type_label(t)) for t in types], bands=record_views.BAND_LABELS,
         horizons=record_views.HORIZONS, min_sample=outcomes.MIN_SAMPLE, threshold=settings.push_score_threshold,
         horizon_urls=[(label, form.url(links, h=key), key == form.horizon) for key, label in record_views.HORIZONS.items()],
-        prev_url=form.url(links, form.page - 1) if form.page > 1 else None,
+        prev_url=form.url(links, min(form.page - 1, pages_total)) if form.page > 1 else None,
         next_url=form.url(links, form.page + 1) if form.page < pages_total else None,
-        page_label=f"第 {form.page} / {pages_total} 页",
+        page_label=f"没有第 {form.page} 页 · 共 {pages_total} 页" if past_end else f"第 {form.page} / {pages_total} 页",
+        past_end=past_end, pages_total=pages_total, last_url=form.url(links, pages_total),
     )

@@ -6,6 +6,7 @@ summaries of those rows (outcomes.Group) and say what a figure is: a record of p
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -50,6 +51,9 @@ class RecordForm:
         return links.record() + (f"?{query}" if query else "")
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def _bad(message: str) -> PageError:
     return PageError(400, "筛选条件无效", message)
 
@@ -66,12 +70,16 @@ def _day(value: str, what: str) -> str:
 
 
 def parse_form(params: Any) -> RecordForm:
-    """The page's query parameters, checked; anything else is a 400 saying what is wrong (never a 500)."""
+    """The page's query parameters, checked; anything else is a 400 saying what is wrong (never a 500). No
+    parameter holds a control character (a NUL cannot even reach the database)."""
     def one(name: str) -> str:
         values = params.getlist(name)
         if len(values) > 1:
             raise _bad(f"参数 {name} 重复。")
-        return (values[0] if values else "").strip()
+        value = values[0] if values else ""
+        if _CONTROL.search(value):
+            raise _bad(f"参数 {name} 含有控制字符。")
+        return value.strip()
 
     band, horizon, page = one("band"), one("h") or "5", one("page") or "1"
     if band not in BAND_LABELS:
@@ -108,6 +116,7 @@ class HorizonView:
     hit: bool | None = None
     note: str = ""
     end: str = ""
+    priced: bool = False  # figures to show: measured, or suspended and marked at the last close (note says so)
 
 
 @dataclass(frozen=True)
@@ -142,7 +151,7 @@ def _horizons(raw: Any) -> list[HorizonView]:
         out.append(HorizonView(
             f"T+{h}", str(o.get("status") or "none"), pct(o.get("ret")), pct(o.get("bench_ret")),
             pct(o.get("signed_excess") if o.get("signed_excess") is not None else o.get("excess")),
-            o.get("hit"), str(o.get("note") or ""), str(end)[5:] if end else ""))
+            o.get("hit"), str(o.get("note") or ""), str(end)[5:] if end else "", o.get("ret") is not None))
     return out
 
 
@@ -175,24 +184,28 @@ class SummaryRow:
     conclusive: bool
     hit: str
     excess: str
-    note: str
+    note: str  # the picks outside the sample, by why
+    marked: str = ""  # the suspended calls in the sample, and the bound counting them (and the unpriced) as misses
 
 
 def summary_row(group: outcomes.Group) -> SummaryRow:
     notes = []
-    for n, what in ((group.waiting, "等待"), (group.unmeasurable, "无法测量"), (group.suspended, "停牌"),
-                    (group.no_data, "缺数据"), (group.undirected, "无方向")):
+    for n, what in ((group.waiting, "等待"), (group.unmeasurable, "无法测量"), (group.unpriced, "停牌无价或缺数据"),
+                    (group.undirected, "无方向")):
         if n:
             notes.append(f"{what} {n}")
+    marked = f"停牌 {group.marked} 条按最后收盘价计入" if group.marked else ""
     if not group.conclusive:
         return SummaryRow(group.label, group.picks, group.directional, False,
-                          f"样本 {group.directional}，不足 {outcomes.MIN_SAMPLE}", "—", "，".join(notes))
+                          f"样本 {group.directional}，不足 {outcomes.MIN_SAMPLE}", "—", "，".join(notes), marked)
     low, high = group.hit_interval
     mean = group.mean_excess
     assert mean is not None
+    if group.marked or group.unpriced_calls:
+        marked = "；".join(m for m in (marked, f"停牌与缺数据的都算错时 {pct(group.hit_floor, False)}") if m)
     return SummaryRow(group.label, group.picks, group.directional, True,
                       f"{pct(group.hit_rate, False)}（{pct(low, False)}–{pct(high, False)}）",
-                      f"{pct(mean[0])}（{pct(mean[1])}～{pct(mean[2])}）", "，".join(notes))
+                      f"{pct(mean[0])}（{pct(mean[1])}～{pct(mean[2])}）", "，".join(notes), marked)
 
 
 @dataclass(frozen=True)
