@@ -173,9 +173,11 @@ from include.radar.store.slot_runs import (  # noqa: F401
     slot_runs_for_day,
 )
 from include.radar.store.state import (  # noqa: F401
+    FORM_KEY_STATE,
     delete_state,
     ensure_state,
     get_state,
+    make_form_key,
     set_state,
 )
 from include.radar.store.track import (  # noqa: F401
