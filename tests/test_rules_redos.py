@@ -305,3 +305,86 @@ def test_a_save_is_bounded_in_time_whatever_the_rules(monkeypatch) -> None:
     assert clock[0] <= regex_rules.SAVE_SECONDS + 0.1
     monkeypatch.undo()
     assert len(focus.Profile.build(rules=rules, measure=True).rules) == 100  # on the real clock they pass
+
+
+# ------------------------------------------------------------------------------ a slot's budget for the rules
+
+
+def _hostile(seed_: int, chars: int = 3_000) -> str:
+    import random
+
+    rng = random.Random(seed_)
+    return "K" + "".join(rng.choice("aAbB") for _ in range(chars))
+
+
+def _fake_clock(monkeypatch, step: float) -> list[float]:
+    from include.radar.steps import select_articles
+
+    clock = [1000.0]
+
+    def tick() -> float:
+        clock[0] += step
+        return clock[0]
+
+    monkeypatch.setattr(select_articles, "_rules_clock", tick, raising=False)
+    return clock
+
+
+def test_a_slot_applies_the_rules_within_its_budget_and_the_rest_wait_for_the_next_slot(
+        fakes, monkeypatch, hang_guard) -> None:
+    """The audit's rules stored (saved before the probes saw them): each slot applies them for its budget on
+    its clock, leaves what it did not check waiting (never analysed unfiltered), counts and warns it on the
+    slot and tells the operator once; the next slots go on where it stopped."""
+    _accounts(fakes)
+    _save_rules(r"!/(a+)+$/", *(f"!/{body}/" for body in (*GATED, *NINETEEN)))
+    fakes.werss.articles += [article(n, SLOT - timedelta(minutes=n), body=f"<p>{_hostile(n)}</p><p>订单同比增长</p>")
+                             for n in range(1, 13)]
+    fakes.at(SLOT)
+    fakes.deepseek.responder = lambda body: answer(40)
+    _fake_clock(monkeypatch, 0.25)  # each regex rule run reads the clock: 21 rules, 5 s an article
+    ran = run_slot(SLOT)
+    assert ran["errors"] == {}
+    with db.connect() as conn:
+        run = conn.execute("SELECT id, deferred_count, warnings FROM slot_run ORDER BY id DESC LIMIT 1").fetchone()
+        status = [r["analyzed_status"] for r in conn.execute("SELECT analyzed_status FROM content_item")]
+    analysed = len(fakes.deepseek.requests)
+    assert 1 <= analysed < 12 and status.count(store.DONE) == analysed
+    assert status.count(store.PENDING) == 12 - analysed == run["deferred_count"]  # waiting, not excluded
+    assert any(w["step"] == "select_articles" and "rules:" in w["message"] for w in run["warnings"])
+    assert len(fakes.ops.received) == 1 and "正则" in json.dumps(fakes.ops.received, ensure_ascii=False)
+
+    fakes.at(LATER)
+    run_slot(LATER)  # over budget again: more are checked, the operator is not told twice the same day
+    assert len(fakes.ops.received) == 1
+    later = len(fakes.deepseek.requests)
+    assert analysed < later < 12
+    _fake_clock(monkeypatch, 0.0)  # a clock that stands still: within budget
+    run_slot(LATER, dag_run_id="manual__later")  # within budget: the rest are checked and analysed
+    with db.connect() as conn:
+        assert {r["analyzed_status"] for r in conn.execute("SELECT analyzed_status FROM content_item")} == {store.DONE}
+    assert len(fakes.deepseek.requests) == 12 and len(fakes.ops.received) == 1
+
+
+def test_the_recheck_after_a_change_of_rules_is_capped_per_slot_and_bounded_in_time(fakes, monkeypatch) -> None:
+    from include.radar.steps import select_articles
+
+    _accounts(fakes)
+    _save_rules("!直播")
+    fakes.werss.articles += [article(n, SLOT - timedelta(minutes=n), title=f"直播{n}") for n in range(1, 6)]
+    fakes.at(SLOT)
+    fakes.deepseek.responder = lambda body: answer(40)
+    run_slot(SLOT)
+    assert fakes.deepseek.requests == []  # all five excluded
+    _save_rules("!/抽奖/")
+    monkeypatch.setattr(select_articles, "RECHECK_BATCH", 2, raising=False)
+    fakes.at(LATER)
+    run_slot(LATER)
+    assert len(fakes.deepseek.requests) == 2  # two given back per slot, the newest first
+    run_slot(LATER, dag_run_id="manual__1")
+    assert len(fakes.deepseek.requests) == 4
+    # out of time: the recheck stops, what it did not reach waits excluded for the next slot
+    _fake_clock(monkeypatch, 100.0)
+    run_slot(LATER, dag_run_id="manual__2")
+    assert len(fakes.deepseek.requests) == 4
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM content_item WHERE analyzed_status = 4").fetchone()["n"] == 1

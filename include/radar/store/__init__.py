@@ -104,13 +104,14 @@ from include.radar.store.focus import (  # noqa: F401
     exclude_items,
     excluded_count,
     excluded_items,
+    excluded_to_recheck,
     feedback_for_ranking,
     feedback_of,
     feedback_version,
     get_profile,
-    recheck_excluded,
     save_profile,
     set_feedback,
+    settle_recheck,
     texts_of,
 )
 from include.radar.store.operations import (  # noqa: F401
