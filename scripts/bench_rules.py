@@ -11,6 +11,11 @@ backreferences, lookarounds, state explosions, 200-character rules):
 - **select**: for an accepted rule, the exclusion check of a slot's 50 articles of 30,000 characters each (the
   worst text of the set, ten times each), as select_articles runs it.
 
+- **profiles**: whole profiles saved at once (the audit's 19 gated rules, 100 sensible ones, 100 that RE2
+  compiles slowly, 100 that each cost ~3 ms a probe): a save is bounded by regex_rules.SAVE_SECONDS;
+- **stored**: the audit's rules stored before the probes saw them (a slot does not measure again): how many of
+  50 crafted articles a slot's selection checks within its budget (select_articles.RULES_SECONDS).
+
 Goal (issue 24 §1): every save and every selection well under a second. Prints a table and the worst figures.
 """
 
@@ -27,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from include.radar import focus  # noqa: E402
-from include.radar_demo.hostile_rules import CATASTROPHIC_RULES, texts  # noqa: E402
+from include.radar_demo.hostile_rules import CATASTROPHIC_RULES, GATED_NINETEEN, texts  # noqa: E402
 
 ARTICLES = 50
 
@@ -85,9 +90,58 @@ def main() -> int:
         shown = body if len(body) <= 32 else body[:29] + "…"
         print(f"{family:26} {shown:34} {before(body, corpus, args.before_limit):>12} {save_ms:8.1f} "
               f"{select_ms:9.1f}  {verdict}")
+    worst_save = max(worst_save, profiles(corpus))
     print(f"\n[bench-rules] worst save {worst_save:.1f} ms, worst selection of {ARTICLES} articles "
           f"{worst_select:.1f} ms (goal: well under 1000 ms each)")
+    stored(corpus)
     return 0
+
+
+def profiles(corpus: dict[str, str]) -> float:
+    """Whole profiles saved at once: what a save costs with many rules. Returns the worst save in ms."""
+    print(f"\n{'profile':62} {'save ms':>8}  verdict")
+    worst = 0.0
+    for name, rules in (
+        ("the audit's 19 gated rules together", [f"!/{body}/" for body in GATED_NINETEEN]),
+        ("100 sensible regex rules", [f"!/词{i}.{{0,8}}(订单|中标)/" for i in range(100)]),
+        ("100 rules RE2 compiles slowly (\\pL{999}\\pN{9xx})", [f"!/\\pL{{999}}\\pN{{9{i:02d}}}/" for i in range(100)]),
+        ("100 rules each ~3 ms a probe ([ab]*a[ab]{n}c)", [f"!/[ab]*a[ab]{{{n}}}c{n}/" for n in range(10, 110)]),
+    ):
+        started = time.perf_counter()
+        try:
+            focus.Profile.build(rules=rules, measure=True)
+            verdict = "accepted"
+        except focus.ProfileError as exc:
+            verdict = "refused: " + exc.errors[-1].split("：", 1)[-1][:60]
+        ms = (time.perf_counter() - started) * 1000
+        worst = max(worst, ms)
+        print(f"{name:62} {ms:8.1f}  {verdict}")
+    return worst
+
+
+def stored(corpus: dict[str, str]) -> None:
+    """The audit's rules as a profile stored before the save measured them this way (a slot does not measure
+    again): a slot's selection of 50 crafted articles stops at its budget, the rest wait for the next slot."""
+    from include.radar import regex_rules
+    from include.radar.steps.select_articles import RULES_SECONDS
+
+    profile = focus.Profile.build(rules=["!/(a+)+$/", *(f"!/{b}/" for _, b in CATASTROPHIC_RULES
+                                                        if b.startswith(("K", "公司"))),
+                                         *(f"!/{b}/" for b in GATED_NINETEEN)])
+    text = corpus["a literal, then two letters"][:-20] + "\n订单同比增长。"  # ends as an article ends, not in a+
+    budget = regex_rules.Budget(RULES_SECONDS, time.monotonic)
+    started, checked = time.perf_counter(), 0
+    for _ in range(ARTICLES):
+        try:
+            profile.exclusion("标题", text, budget)
+        except regex_rules.OutOfTime:
+            break
+        checked += 1
+    took = time.perf_counter() - started
+    per = took / max(1, checked) * 1000
+    print(f"[bench-rules] stored before the probes saw them, {len(profile.rules)} rules: a slot's selection of "
+          f"{ARTICLES} crafted articles checked {checked} in {took:.1f} s (~{per:.0f} ms each; budget "
+          f"{RULES_SECONDS:g} s), {ARTICLES - checked} wait for the next slot")
 
 
 if __name__ == "__main__":

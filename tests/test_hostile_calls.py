@@ -309,3 +309,38 @@ def test_close_slot_fails_the_lapsed_claims_of_every_try_of_its_run_and_no_other
         offered = {r["id"] for r in store.items_to_analyse(conn, max_attempts=3, limit=10)}
     assert third not in offered
 
+
+
+# ----------------------------------------------- the calls made through requests: push channels, akshare
+
+
+def test_a_push_channels_compression_bomb_fails_the_send_with_the_memory_bounded(bomb_server):
+    """apprise posts through requests (its own sessions, no transport of ours): the send is capped where
+    requests reads the body, what it decodes counted."""
+    import apprise
+
+    from include.radar import push
+
+    [channel] = push.channels_from([bomb_server("gzip").replace("http://", "json://") + "/hook"])
+    apprise.Apprise.instantiate(channel.url)  # apprise loads its plugin before the measure: no part of the send
+    errors: list[str | None] = []
+    raised, peak = _peak(lambda: errors.append(push.send_one(channel, "标题", "正文")))
+    assert raised is None and errors[0] is not None, (raised, errors)  # before: "sent", after 64 MB decoded
+    assert peak < 4 * http.REQUESTS_PUSH_MAX_BYTES, f"peak {peak:,} bytes"
+
+
+def test_an_akshare_compression_bomb_fails_the_call_with_the_memory_bounded(bomb_server, monkeypatch):
+    """akshare reads Eastmoney and Sina through requests too (some over plain http): capped the same way, in
+    the thread the call runs in."""
+    import types
+
+    import requests
+
+    from include.radar.market.akshare_source import LibraryCaller, SourceError
+
+    url = bomb_server("gzip")
+    monkeypatch.setitem(sys.modules, "akshare", types.SimpleNamespace(
+        stock_zh_a_hist=lambda **kwargs: requests.get(url, timeout=10).json()))
+    raised, peak = _peak(lambda: LibraryCaller(timeout=60, min_interval=0)("stock_zh_a_hist", symbol="600519"))
+    assert isinstance(raised, SourceError) and "once decoded" in str(raised), raised
+    assert peak < 3 * http.REQUESTS_MARKET_MAX_BYTES, f"peak {peak:,} bytes"

@@ -225,3 +225,37 @@ def test_a_daily_push_killed_before_its_send_goes_out_with_the_tasks_retry(fakes
     push_daily_report(Runtime.load(), result["slot"])
     assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1
     assert _alerts(fakes, "推送结果未知") == []
+
+
+def test_a_push_the_sweep_cannot_deliver_is_told_to_the_operator_once(fakes, monkeypatch):
+    """An opportunity push whose sender died after its claim, found by the sweep two hours later: too late to
+    go out (marked failed, not sent), and the operator is told once, not again by later sweeps or a rerun."""
+    afternoon = shanghai(2026, 1, 8, 14)
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles.append(article(1, shanghai(2026, 1, 8, 13), title="文章1"))
+    fakes.deepseek.responder = lambda body: answer(80)
+    fakes.at(afternoon)
+    real = store.start_send
+
+    def killed_before_the_send(conn, msg_uuid):
+        if store.notification(conn, msg_uuid)["push_type"] == "opportunity":
+            raise RuntimeError("the worker was lost")  # claimed, never started
+        return real(conn, msg_uuid)
+
+    monkeypatch.setattr(store, "start_send", killed_before_the_send)
+    result = run_slot(afternoon)
+    monkeypatch.setattr(store, "start_send", real)
+    assert "push" in result["errors"] and fakes.sink.received == [] and fakes.sink2.received == []
+    assert [r["status"] for r in _rows()] == [store.NOTE_PENDING]
+    assert _alerts(fakes, "推送未能补发") == []  # too fresh for the sweep
+    _age(120, push_type="opportunity")
+    slot, rt = result["slot"], Runtime.load()
+    close_slot(rt, slot, [])  # the sweep: two hours late, marked failed
+    [row] = [r for r in _rows() if r["push_type"] == "opportunity"]
+    assert row["status"] == store.NOTE_FAILED and "late is stale" in row["error"]
+    [alert] = _alerts(fakes, "推送未能补发")
+    assert "opportunity「【机会提醒】14:00" in alert["message"] and "late is stale" in alert["message"]
+    close_slot(rt, slot, [])  # a rerun of close_slot, and the next slot's own sweeps: nothing more
+    run_slot(shanghai(2026, 1, 8, 18))
+    assert len(_alerts(fakes, "推送未能补发")) == 1
+    assert fakes.sink.received == [] and fakes.sink2.received == []  # never sent late

@@ -8,6 +8,7 @@ is undone by the first ``COMMIT`` an injected statement sends.
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import timedelta
 
@@ -237,3 +238,55 @@ def test_the_pages_fall_back_to_the_radars_login_without_a_url_of_their_own(monk
     assert db.pages_database_url() == "postgresql://radar@db.example:5432/radar"
     monkeypatch.setenv("RADAR_PAGES_DATABASE_URL", "postgresql://radar_pages@db.example:5432/radar")
     assert db.pages_database_url() == "postgresql://radar_pages@db.example:5432/radar"
+
+
+# ----------------------------------------------------------------------------------- the profile form's key
+
+
+def test_the_profile_form_works_on_the_pages_login_without_a_link_secret(deployment):
+    """The default .env leaves AIRFLOW_VAR_RADAR_LINK_SECRET empty: the form's key is then the radar's own
+    (service_state ``web:form_key``), made by init as the owner; the pages' login only reads it."""
+    from fastapi.testclient import TestClient
+
+    from tests.test_trust_web import _editor_client, _hostile_form
+    from tests.test_web import FakeUser, make_settings
+
+    d = deployment
+    _set_up(d)
+    client = _editor_client(d.pages, FakeUser(), settings=make_settings(link_secret=None))
+    client = TestClient(client.app, raise_server_exceptions=False)
+    page = client.get("/profile")
+    assert page.status_code == 200, page.text[-2000:]
+    token = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+    form = {**_hostile_form(token), "rules": "!直播", "interests": "储能"}
+    saved = client.post("/profile", data=form, follow_redirects=False)
+    assert saved.status_code == 303, saved.text[-2000:]
+    with db.connect(d.owner) as conn:
+        assert conn.execute("SELECT rules FROM reader_profile").fetchone()["rules"] == ["!直播"]
+    _refused(d.pages, "INSERT INTO service_state (key, value) VALUES ('x', '1')")
+
+
+def test_without_the_form_key_and_the_right_to_make_it_the_profile_says_so_never_500(deployment):
+    """A radar database whose init has not run since (the key row deleted by hand, a restore without it):
+    the pages' login cannot make the key; the profile is shown read-only with the reason, a save is a 503
+    page that says what to run, and nothing else is affected."""
+    from fastapi.testclient import TestClient
+
+    from tests.test_trust_web import _editor_client, _hostile_form
+    from tests.test_web import FakeUser, make_settings
+
+    d = deployment
+    _set_up(d)
+    with db.connect(d.owner) as conn:
+        conn.execute("DELETE FROM service_state WHERE key = 'web:form_key'")
+    client = _editor_client(d.pages, FakeUser(), settings=make_settings(link_secret=None))
+    client = TestClient(client.app, raise_server_exceptions=False)
+    page = client.get("/profile")
+    assert page.status_code == 200 and "只能查看" in page.text and "grant-pages" in page.text
+    assert 'name="csrf"' not in page.text
+    refused = client.post("/profile", data=_hostile_form("1.ab"), follow_redirects=False)
+    assert refused.status_code == 503 and "grant-pages" in refused.text
+    # init run again (grant-pages, as the owner) makes it, and the form works
+    roles.grant_pages(d.owner, d.pages)
+    again = _editor_client(d.pages, FakeUser(), settings=make_settings(link_secret=None))
+    assert 'name="csrf"' in again.get("/profile").text

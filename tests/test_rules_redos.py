@@ -81,6 +81,8 @@ def test_every_catastrophic_rule_is_refused_with_its_reason_or_runs_over_long_te
             assert "不支持环视" in verdict, body
         elif family == "backreference":
             assert "不支持反向引用" in verdict, body
+        elif family in ("gated state explosion", "slow to refuse"):
+            assert "在长文上匹配太慢" in verdict, (body, verdict)
         elif family == "state explosion":
             assert verdict == "accepted" or "在长文上匹配太慢" in verdict or "能匹配空文本" in verdict, (body, verdict)
         else:  # RE2 takes these in linear time: no reason to refuse them, unless they match everything
@@ -236,3 +238,155 @@ def test_the_next_slot_applies_changed_rules_to_what_they_excluded(fakes) -> Non
     with db.connect() as conn:
         again = conn.execute("SELECT updated_at FROM content_item WHERE title = '抽奖直播'").fetchone()
     assert again["updated_at"] == rows["抽奖直播"]["updated_at"] and len(fakes.deepseek.requests) == 1
+
+
+# --------------------------------------------------------------- rules gated by a literal, and slow refusals
+
+GATED = (r"K[a-b]*A[a-b]{150}c", r"公司[^。]*增[^。]{200}跌")  # cheap on every probe without their prefix
+NINETEEN = tuple(f"K[a-b]*A[a-b]{{150}}{c}" for c in "cdefghijklmnopqrstu")  # ~1 ms each on the old probes
+SLOW_TO_REFUSE = (r"(?s).*[^\n].{999}[\n]", r"(?s).*\S.{999}\x01")  # ~2 s a probe: 2 s to refuse before
+
+
+@pytest.mark.parametrize("body", [*GATED, NINETEEN[-1], *SLOW_TO_REFUSE])
+def test_a_rule_costly_behind_its_literal_prefix_is_refused_with_the_reason(body: str, hang_guard) -> None:
+    with pytest.raises(focus.ProfileError) as err:
+        focus.Profile.build(rules=["!直播", f"!/{body}/"], measure=True)
+    assert "在长文上匹配太慢" in err.value.errors[0] and f"/{body}/" in err.value.errors[0]
+
+
+def test_the_probes_put_a_rules_literal_prefix_before_its_classes_alphabets() -> None:
+    probes = regex_rules.probes(r"K[a-b]*A[a-b]{150}c")
+    assert any(p[:1] == b"K" and set(p[1:].lower()) <= set(b"ab") and len(p) > 20_000 for p in probes)
+    texts = [p.decode() for p in regex_rules.probes(r"公司[^。]*增[^。]{200}跌")]
+    assert any(t.startswith("公司") and t.count("增") > 100 and "。" not in t for t in texts)
+    # sensible rules behind a prefix are still fine
+    sensible = [r"!/公司.{0,20}(增长|下跌)/", r"+/^【研报】/", r"!/(储能|光伏).{0,8}(订单|中标)/", r"!/K线[^。]{0,30}/"]
+    assert len(focus.Profile.build(rules=sensible, measure=True).rules) == 4
+
+
+def test_probing_stops_at_the_first_probe_over_the_limit_after_a_short_prefix(monkeypatch) -> None:
+    """A rule is first run over a short prefix of each probe, its cost extrapolated to the whole text: one far
+    over the limit is refused on that alone, and no probe runs after the first one over the limit; a cheap
+    one is run over longer and longer parts, up to the whole probe."""
+    clock = [0.0]
+    monkeypatch.setattr(regex_rules, "_cost_clock", lambda: clock[0])
+    runs: list[int] = []
+
+    def costly(text: bytes) -> bool:  # 80 µs a byte: what (?s).*[^\n].{999}[\n] costs
+        runs.append(len(text))
+        clock[0] += 80e-6 * len(text)
+        return False
+
+    def cheap(text: bytes) -> bool:
+        runs.append(len(text))
+        clock[0] += 3e-9 * len(text)
+        return False
+
+    probes = [b"x" * 30_000] * 6
+    assert regex_rules._probe_ms(costly, probes) > 10 * regex_rules.RULE_PROBE_MS
+    assert runs == [regex_rules.SHORT_BYTES]
+    runs.clear()
+    assert regex_rules._probe_ms(cheap, probes) < regex_rules.RULE_PROBE_MS
+    assert runs == [1_000, 4_000, 16_000, 30_000] * 6  # a cheap rule is measured on the whole probes
+
+
+def test_a_save_is_bounded_in_time_whatever_the_rules(monkeypatch) -> None:
+    """However many rules and however slow the machine, a save measures for SAVE_SECONDS at most (a clock
+    that moves 10 ms each time it is read: far slower than RE2), then refuses with the reason."""
+    clock = [0.0]
+
+    def tick() -> float:
+        clock[0] += 0.01
+        return clock[0]
+
+    monkeypatch.setattr(regex_rules, "_clock", tick)
+    rules = [f"!/词{i}.{{0,5}}订单/" for i in range(100)]
+    with pytest.raises(focus.ProfileError) as err:
+        focus.Profile.build(rules=rules, measure=True)
+    assert "来不及检查" in err.value.errors[-1]
+    assert clock[0] <= regex_rules.SAVE_SECONDS + 0.1
+    monkeypatch.undo()
+    assert len(focus.Profile.build(rules=rules, measure=True).rules) == 100  # on the real clock they pass
+
+
+# ------------------------------------------------------------------------------ a slot's budget for the rules
+
+
+def _hostile(seed_: int, chars: int = 3_000) -> str:
+    import random
+
+    rng = random.Random(seed_)
+    return "K" + "".join(rng.choice("aAbB") for _ in range(chars))
+
+
+def _fake_clock(monkeypatch, step: float) -> list[float]:
+    from include.radar.steps import select_articles
+
+    clock = [1000.0]
+
+    def tick() -> float:
+        clock[0] += step
+        return clock[0]
+
+    monkeypatch.setattr(select_articles, "_rules_clock", tick, raising=False)
+    return clock
+
+
+def test_a_slot_applies_the_rules_within_its_budget_and_the_rest_wait_for_the_next_slot(
+        fakes, monkeypatch, hang_guard) -> None:
+    """The audit's rules stored (saved before the probes saw them): each slot applies them for its budget on
+    its clock, leaves what it did not check waiting (never analysed unfiltered), counts and warns it on the
+    slot and tells the operator once; the next slots go on where it stopped."""
+    _accounts(fakes)
+    _save_rules(r"!/(a+)+$/", *(f"!/{body}/" for body in (*GATED, *NINETEEN)))
+    fakes.werss.articles += [article(n, SLOT - timedelta(minutes=n), body=f"<p>{_hostile(n)}</p><p>订单同比增长</p>")
+                             for n in range(1, 13)]
+    fakes.at(SLOT)
+    fakes.deepseek.responder = lambda body: answer(40)
+    _fake_clock(monkeypatch, 0.25)  # each regex rule run reads the clock: 21 rules, 5 s an article
+    ran = run_slot(SLOT)
+    assert ran["errors"] == {}
+    with db.connect() as conn:
+        run = conn.execute("SELECT id, deferred_count, warnings FROM slot_run ORDER BY id DESC LIMIT 1").fetchone()
+        status = [r["analyzed_status"] for r in conn.execute("SELECT analyzed_status FROM content_item")]
+    analysed = len(fakes.deepseek.requests)
+    assert 1 <= analysed < 12 and status.count(store.DONE) == analysed
+    assert status.count(store.PENDING) == 12 - analysed == run["deferred_count"]  # waiting, not excluded
+    assert any(w["step"] == "select_articles" and "rules:" in w["message"] for w in run["warnings"])
+    assert len(fakes.ops.received) == 1 and "正则" in json.dumps(fakes.ops.received, ensure_ascii=False)
+
+    fakes.at(LATER)
+    run_slot(LATER)  # over budget again: more are checked, the operator is not told twice the same day
+    assert len(fakes.ops.received) == 1
+    later = len(fakes.deepseek.requests)
+    assert analysed < later < 12
+    _fake_clock(monkeypatch, 0.0)  # a clock that stands still: within budget
+    run_slot(LATER, dag_run_id="manual__later")  # within budget: the rest are checked and analysed
+    with db.connect() as conn:
+        assert {r["analyzed_status"] for r in conn.execute("SELECT analyzed_status FROM content_item")} == {store.DONE}
+    assert len(fakes.deepseek.requests) == 12 and len(fakes.ops.received) == 1
+
+
+def test_the_recheck_after_a_change_of_rules_is_capped_per_slot_and_bounded_in_time(fakes, monkeypatch) -> None:
+    from include.radar.steps import select_articles
+
+    _accounts(fakes)
+    _save_rules("!直播")
+    fakes.werss.articles += [article(n, SLOT - timedelta(minutes=n), title=f"直播{n}") for n in range(1, 6)]
+    fakes.at(SLOT)
+    fakes.deepseek.responder = lambda body: answer(40)
+    run_slot(SLOT)
+    assert fakes.deepseek.requests == []  # all five excluded
+    _save_rules("!/抽奖/")
+    monkeypatch.setattr(select_articles, "RECHECK_BATCH", 2, raising=False)
+    fakes.at(LATER)
+    run_slot(LATER)
+    assert len(fakes.deepseek.requests) == 2  # two given back per slot, the newest first
+    run_slot(LATER, dag_run_id="manual__1")
+    assert len(fakes.deepseek.requests) == 4
+    # out of time: the recheck stops, what it did not reach waits excluded for the next slot
+    _fake_clock(monkeypatch, 100.0)
+    run_slot(LATER, dag_run_id="manual__2")
+    assert len(fakes.deepseek.requests) == 4
+    with db.connect() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM content_item WHERE analyzed_status = 4").fetchone()["n"] == 1

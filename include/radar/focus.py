@@ -172,8 +172,9 @@ class Profile:
         """A profile from stored or typed lists; raises ProfileError listing every line it cannot use.
 
         ``measure`` (a profile typed on the form): also refuse regex rules too costly to run on every article
-        (regex_rules.cost_errors). A stored profile is not measured again: it passed when it was saved, and a
-        slot must not drop a rule because the machine was busy when it loaded it."""
+        (regex_rules.cost_errors), all of it within regex_rules.SAVE_SECONDS. A stored profile is not measured
+        again: it passed when it was saved, and a slot must not drop a rule because the machine was busy when it
+        loaded it (its selection has a time budget instead)."""
         errors: list[str] = []
         lists = {}
         for name, values, what in (("companies", companies, "公司"), ("tickers", tickers, "股票代码"),
@@ -182,7 +183,11 @@ class Profile:
             errors += problems
         parsed: list[Rule] = []
         lines = [line for value in rules for line in (value or "").splitlines() if line.strip()]
+        budget = regex_rules.Budget(regex_rules.SAVE_SECONDS) if measure else None
         for line in lines[:MAX_RULES]:
+            if budget is not None and budget.spent():  # compiling 100 rules of RE2's largest takes seconds
+                errors.append(regex_rules.too_slow_to_check())
+                break
             try:
                 parsed.append(parse_rule(_CONTROL.sub("", line)))
             except ValueError as exc:
@@ -190,7 +195,7 @@ class Profile:
         if len(lines) > MAX_RULES:
             errors.append(f"过滤规则最多 {MAX_RULES} 行（现有 {len(lines)} 行）")
         if measure and not errors:
-            errors += regex_rules.cost_errors(r.text[1:-1] for r in parsed if r.is_regex)
+            errors += regex_rules.cost_errors((r.text[1:-1] for r in parsed if r.is_regex), budget)
         if errors:
             raise ProfileError(errors)
         watch = [(name, re.compile(re.escape(name), re.IGNORECASE)) for name in (*lists["companies"], *lists["sectors"])]
@@ -210,17 +215,26 @@ class Profile:
     def rule_lines(self) -> list[str]:
         return [r.label for r in self.rules]
 
-    def exclusion(self, title: str, text: str) -> str | None:
-        """Why the rules keep this article from the LLM (the rule, as the reader wrote it), or None."""
+    def exclusion(self, title: str, text: str, budget: regex_rules.Budget | None = None) -> str | None:
+        """Why the rules keep this article from the LLM (the rule, as the reader wrote it), or None.
+
+        With a ``budget``, raises regex_rules.OutOfTime instead of running a regex rule once it is spent: the
+        article is then neither let through nor excluded, it waits."""
         haystack = Haystack.of(title, text)
+
+        def hits(rule: Rule) -> bool:
+            if budget is not None and rule.is_regex:
+                budget.check()
+            return rule.hits(haystack)
+
         for rule in self.rules:
-            if rule.kind == "never" and rule.hits(haystack):
+            if rule.kind == "never" and hits(rule):
                 return f"命中排除词 {rule.label}"
         for rule in self.rules:
-            if rule.kind == "must" and not rule.hits(haystack):
+            if rule.kind == "must" and not hits(rule):
                 return f"缺少必含词 {rule.label}"
         wanted = [r for r in self.rules if r.kind == "any"]
-        if wanted and not any(r.hits(haystack) for r in wanted):
+        if wanted and not any(hits(r) for r in wanted):
             return "不含任何关注词（" + " ".join(r.label for r in wanted[:5]) + (" 等" if len(wanted) > 5 else "") + "）"
         return None
 

@@ -18,6 +18,10 @@ produces (each stage of stacked encodings too, and on the request's deadline), a
 body: a body that passes ``max_bytes`` once decoded fails like one too large on the wire, after at most that
 many bytes were kept. An encoding it does not decode (br, zstd, an unknown one, more than two stacked) is
 refused. The cap holds for every body, inside :func:`limits` or not (outside, :data:`DEFAULT_MAX_BYTES`).
+
+The push channels (apprise) and market data (akshare) call through ``requests`` with sessions of their own:
+their bodies are capped by what they decode to where requests reads them (:func:`requests_capped`); their
+time is bounded by apprise's socket timeouts and the akshare caller's own timeout, not here.
 """
 
 from __future__ import annotations
@@ -250,3 +254,58 @@ def client(timeout: float, *, max_connections: int = 20, **kwargs: Any) -> httpx
     ``max_connections``: requests in flight at once (more wait for a connection, on their own deadline)."""
     return httpx2.Client(transport=BoundedTransport(max_connections=max_connections), timeout=timeout,
                          trust_env=False, **kwargs)
+
+
+# ------------------------------------------------------------------- calls the radar makes through requests
+
+# apprise (the push channels) and akshare (market data) make their own calls through ``requests``, each plugin
+# or function with a session of its own: no transport of ours can be put under them. Their bodies are capped
+# where requests reads them instead: ``Response.iter_content``, which ``Response.content`` (and so ``.text``,
+# ``.json()``) reads through, and which counts what urllib3 decoded (urllib3 ≥ 2.6 decodes in bounded pieces).
+# The cap holds in the thread (context) that opened :func:`requests_capped`, nowhere else.
+REQUESTS_PUSH_MAX_BYTES = 1_000_000  # a push channel's answer is an acknowledgement of a few hundred bytes
+REQUESTS_MARKET_MAX_BYTES = 50_000_000  # akshare's largest answer the radar asks for is a few MB (a day's quotes)
+_requests_cap: contextvars.ContextVar[int | None] = contextvars.ContextVar("radar_requests_cap", default=None)
+
+
+class AnswerTooLarge(ValueError):
+    """A body read through requests passed its cap once decoded."""
+
+
+@contextlib.contextmanager
+def requests_capped(max_bytes: int) -> Iterator[None]:
+    """While open, a body read through ``requests`` in this thread fails past ``max_bytes`` once decoded
+    (requests' own :class:`requests.exceptions.ContentDecodingError`, which its callers handle as a failed
+    request), after at most that many bytes were kept."""
+    _install_requests_cap()
+    token = _requests_cap.set(max_bytes)
+    try:
+        yield
+    finally:
+        _requests_cap.reset(token)
+
+
+def _install_requests_cap() -> None:
+    import requests  # noqa: PLC0415 - only the tasks that push or read market data use it
+
+    original = requests.models.Response.iter_content
+    if getattr(original, "radar_capped", False):
+        return
+
+    def iter_content(self: Any, chunk_size: int | None = 1, decode_unicode: bool = False) -> Any:
+        chunks = original(self, chunk_size, decode_unicode)
+        cap = _requests_cap.get()
+        return chunks if cap is None else _capped(self, chunks, cap)
+
+    def _capped(response: Any, chunks: Iterable[Any], cap: int) -> Iterator[Any]:
+        seen = 0
+        for chunk in chunks:
+            seen += len(chunk)
+            if seen > cap:
+                response.close()
+                raise requests.exceptions.ContentDecodingError(
+                    AnswerTooLarge(f"answer larger than {cap} bytes once decoded"))
+            yield chunk
+
+    iter_content.radar_capped = True  # type: ignore[attr-defined]
+    requests.models.Response.iter_content = iter_content  # type: ignore[method-assign]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from include.radar import redact, store
+from include.radar import http, redact, store
 from include.radar.decide import defang, msg_uuid
 from include.radar.slots import SHANGHAI
 
@@ -158,7 +158,8 @@ def send_one(channel: Channel, title: str, body: str) -> str | None:
     apprise_log = logging.getLogger("apprise")
     propagate, apprise_log.propagate = apprise_log.propagate, False
     try:
-        with apprise.LogCapture(level=logging.INFO) as captured:
+        # the channel's answer is read through requests: capped by what it decodes to (include/radar/http.py)
+        with apprise.LogCapture(level=logging.INFO) as captured, http.requests_capped(http.REQUESTS_PUSH_MAX_BYTES):
             instance = apprise.Apprise.instantiate(channel.url, suppress_exceptions=True)
             if instance is None:
                 return f"{channel.label}: not a valid apprise URL"

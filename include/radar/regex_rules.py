@@ -11,10 +11,16 @@ GIL released while it runs.
 Linear is not yet cheap: a pattern whose DFA has exponentially many states (``[ab]*a[ab]{100}c``) keeps RE2
 rebuilding its state cache and costs up to ~200 ms per 30,000 characters (``scripts/bench_rules.py``). So a
 rule is also **measured when it is saved**: run over probe texts built to drive an automaton into its costly
-states (one letter repeated, random text over two letters, over the rule's own characters, over a mixed
-alphabet), it must stay under :data:`RULE_PROBE_MS`, and all regex rules of a profile together under
-:data:`PROFILE_PROBE_MS`, else the form refuses it and says which rule and why. A sensible rule costs about
-0.1 ms per probe (most of it the text's UTF-8 encoding, done once per article and shared by the rules).
+states (:func:`probes`: one letter repeated, random text over two letters, over a mixed alphabet, over the
+rule's own characters, and the rule's literal prefix followed by random text over each of its classes: a
+rule gated by a literal, ``K[a-b]*A[a-b]{150}c``, is cheap on every text without it), it must stay under
+:data:`RULE_PROBE_MS`, and all regex rules of a profile together under :data:`PROFILE_PROBE_MS`, else the
+form refuses it and says which rule and why. A sensible rule costs about 0.1 ms per probe. Measuring stops at
+the first probe over the limit, runs each probe over a short part first (a rule costing seconds is refused
+after a few milliseconds), and the whole save, compiling included, gets :data:`SAVE_SECONDS`.
+
+A stored profile is not measured again (a busy machine must not drop a saved rule): what a slot spends on the
+rules has a time budget of its own instead (steps/select_articles.py, :class:`Budget`).
 
 What RE2 cannot take is refused with the reason in the reader's language: lookarounds, backreferences, a
 repetition over 1000, a program too large for RE2's memory budget.
@@ -24,9 +30,13 @@ from __future__ import annotations
 
 import random
 import re
+import re._parser as _sre_parser  # Python's own parser of regexes, to find a rule's literals and classes
 import time
+import warnings
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from functools import cache, lru_cache
+from typing import Any
 
 import re2
 
@@ -34,6 +44,9 @@ PROBE_CHARS = 30_000  # the length of text a rule runs over (focus.MATCH_CHARS p
 RULE_PROBE_MS = 5.0  # one rule's worst probe; a sensible rule costs ~0.1 ms, a pathological one 10-200 ms
 PROFILE_PROBE_MS = 20.0  # every regex rule of a profile together, on the worst probe: a slot's 50 articles ≤ 1 s
 RE2_MAX_MEM = 8 << 20  # RE2's budget per compiled rule (program and DFA cache): a rule too large is refused
+SHORT_BYTES = 1_000  # each probe is first run over this much of itself, its cost extrapolated to the whole,
+GROWTH = 4  # then over four times as much, and so on up to the whole probe (_probe_ms)
+SAVE_SECONDS = 0.6  # a save's compiling and measuring of every regex rule together: then it answers, refusing
 
 
 class RuleRefused(ValueError):
@@ -91,73 +104,287 @@ def compile_rule(body: str) -> Callable[[bytes], bool]:
     return hits
 
 
-def _random_text(alphabet: str, seed: int) -> str:
+# ------------------------------------------------------------------------------------------------ the probes
+
+_MIXED = "abcdefxyz0123456789 \n.,;:!?-_/()[]{}储能光伏芯片半导体公司订单增长，。、：；“”（）"
+_MAX_ALPHABET = 64
+_CATEGORIES = {  # RE2's classes are ASCII (its \w is [0-9A-Za-z_])
+    "CATEGORY_DIGIT": lambda c: "0" <= c <= "9",
+    "CATEGORY_SPACE": lambda c: c in " \t\n\r\f\v",
+    "CATEGORY_WORD": lambda c: c.isascii() and (c.isalnum() or c == "_"),
+}
+_CATEGORY_SAMPLES = {"CATEGORY_DIGIT": "0123456789", "CATEGORY_SPACE": " \t\n", "CATEGORY_WORD": "azAZ09_"}
+
+
+@lru_cache(maxsize=64)
+def _random_text(alphabet: str, seed: int) -> bytes:
+    """PROBE_CHARS random characters of ``alphabet`` (at most 256), as UTF-8: ~1 ms, cached per alphabet
+    (64 texts of at most ~90 kB)."""
     rng = random.Random(seed)
-    return "".join(rng.choice(alphabet) for _ in range(PROBE_CHARS))
+    table = {i: alphabet[i % len(alphabet)] for i in range(256)}
+    return rng.randbytes(PROBE_CHARS).decode("latin-1").translate(table).encode()
 
 
 @cache
 def _fixed_probes() -> tuple[bytes, ...]:
-    mixed = "abcdefxyz0123456789 \n.,;:!?-_/()[]{}储能光伏芯片半导体公司订单增长，。、：；“”（）"
-    return tuple(t.encode() for t in ("a" * (PROBE_CHARS - 1) + "!", _random_text("ab", 1), _random_text(mixed, 2)))
+    return (("a" * (PROBE_CHARS - 1) + "!").encode(), _random_text("ab", 1), _random_text(_MIXED, 2))
+
+
+def _in_class(items: list[tuple[Any, Any]], char: str) -> bool:
+    """Whether ``char`` is in the character class ``items`` (Python's parse of ``[...]``), case-insensitively."""
+    negate, hit = False, False
+    for op, value in items:
+        name = str(op)
+        if name == "NEGATE":
+            negate = True
+        elif name == "LITERAL":
+            hit = hit or chr(value) in (char, char.lower(), char.upper())
+        elif name == "RANGE":
+            hit = hit or any(value[0] <= ord(c) <= value[1] for c in (char, char.lower(), char.upper()))
+        elif name == "CATEGORY":
+            test = _CATEGORIES.get(str(value).replace("_NOT", ""))  # CATEGORY_NOT_SPACE: \S
+            if test is not None:
+                hit = hit or (test(char) != ("_NOT_" in str(value)))
+    return hit != negate
+
+
+def _class_samples(items: list[tuple[Any, Any]]) -> str:
+    """Characters a class names itself: its literals, the ends and some middle of its ranges, its categories'."""
+    found = []
+    for op, value in items:
+        name = str(op)
+        if name == "LITERAL":
+            found.append(chr(value))
+        elif name == "RANGE":
+            low, high = value
+            step = max(1, (high - low) // 15)
+            found += [chr(c) for c in range(low, high + 1, step)] + [chr(high)]
+        elif name == "CATEGORY":
+            found.append(_CATEGORY_SAMPLES.get(str(value).replace("_NOT", ""), ""))
+    return "".join(found)
+
+
+@dataclass
+class _Shape:
+    """What the probes of a rule are made of: its literal prefix, its literals, its classes' alphabets."""
+
+    prefix: str = ""
+    literals: list[str] = field(default_factory=list)
+    alphabets: list[str] = field(default_factory=list)
+
+
+def _parsed_shape(body: str) -> _Shape | None:
+    """The shape of ``body`` read by Python's own regex parser (RE2's syntax is close enough for literals and
+    classes); None when Python cannot read it (``\\pL``, ``\\x{4e00}``...)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = list(_sre_parser.parse(body))
+    except Exception:  # noqa: BLE001 - re.error, or RE2-only syntax Python's parser trips on
+        return None
+    shape = _Shape()
+    classes: list[tuple[str, Any]] = []
+    groups: list[str] = []
+
+    def walk(items: Any) -> None:
+        for op, value in items:
+            name = str(op)
+            if name == "LITERAL":
+                shape.literals.append(chr(value))
+            elif name in ("IN", "ANY", "NOT_LITERAL"):
+                classes.append((name, value))
+            elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+                before = len(shape.literals)
+                walk(value[2])
+                if len(shape.literals) - before > 1:  # a repeated group of literals, (储能|储|能)*
+                    groups.append("".join(dict.fromkeys(shape.literals[before:])))
+            elif name == "SUBPATTERN":
+                walk(value[3])
+            elif name == "BRANCH":
+                for alternative in value[1]:
+                    walk(alternative)
+            elif name in ("ATOMIC_GROUP",):
+                walk(value)
+            elif name in ("ASSERT", "ASSERT_NOT"):
+                walk(value[1])
+
+    def prefix(items: Any) -> bool:
+        """Append the literal run ``items`` starts with; False where it stops."""
+        for op, value in items:
+            name = str(op)
+            if name == "AT" and not shape.prefix:
+                continue
+            if name == "LITERAL":
+                shape.prefix += chr(value)
+            elif name == "SUBPATTERN" and prefix(value[3]):
+                continue
+            elif name == "BRANCH":
+                prefix(value[1][0])  # the first alternative stands for the others
+                return False
+            else:
+                return False
+        return True
+
+    walk(tree)
+    prefix(tree)
+    shape.prefix = shape.prefix[:40]
+    base = "".join(dict.fromkeys(_MIXED + "".join(shape.literals)))
+    for name, value in classes:
+        if name == "ANY":
+            alphabet = base.replace("\n", "")
+        elif name == "NOT_LITERAL":
+            alphabet = "".join(c for c in base if c.casefold() != chr(value).casefold())
+        else:
+            candidates = dict.fromkeys(base + _class_samples(value))
+            alphabet = "".join(c for c in candidates if _in_class(value, c))
+        if alphabet:
+            shape.alphabets.append(_spread(alphabet))
+    shape.alphabets += [_spread(group) for group in groups]
+    return shape
+
+
+def _spread(alphabet: str) -> str:
+    """At most _MAX_ALPHABET characters of ``alphabet``, taken across it (not only its start)."""
+    if len(alphabet) <= _MAX_ALPHABET:
+        return alphabet
+    step = len(alphabet) / _MAX_ALPHABET
+    return "".join(alphabet[int(i * step)] for i in range(_MAX_ALPHABET))
 
 
 _GROUP = re.compile(r"\[\^?((?:\\.|[^\]])*)\]|\(((?:\\.|[^()])*)\)")
+_PREFIX = re.compile(r"\^?((?:[^\\.^$|?*+()\[\]{}]|\\[^a-zA-Z0-9])*)")
 
 
 def _alphabet(text: str) -> str:
     return "".join(sorted({c for c in text if c.isalnum() or ord(c) > 127}))
 
 
-def _own_probes(body: str) -> list[bytes]:
-    """Random text over the rule's own characters, and over the characters of each of its classes and groups:
-    what drives *its* automaton into costly states (``[储能]*储[储能]{100}Z`` is cheap on Latin text and on
-    text where Z breaks the runs, and costly on text made of 储 and 能 only)."""
-    alphabets = [_alphabet(body)]
-    for match in _GROUP.finditer(body):
-        alphabets.append(_alphabet(match.group(1) or match.group(2) or ""))
-    probes = []
-    for seed, alphabet in enumerate(dict.fromkeys(a[:64] for a in alphabets if a), start=3):
-        probes.append(_random_text(alphabet, seed).encode())
-        if len(probes) == 4:
-            break
-    return probes
+def _rough_shape(body: str) -> _Shape:
+    """The shape of a rule Python's parser cannot read, from its text: the characters of its classes and
+    groups, the literal run it starts with."""
+    lead = _PREFIX.match(body)
+    run = lead.group(1).replace("\\", "") if lead else ""
+    if body[len(lead.group(0)) if lead else 0:][:1] in ("?", "*", "{"):
+        run = run[:-1]  # the last character is optional or repeated: not part of every match
+    alphabets = [_alphabet(m.group(1) or m.group(2) or "") for m in _GROUP.finditer(body)]
+    return _Shape(prefix=run[:40], literals=list(_alphabet(body)), alphabets=[a[:_MAX_ALPHABET] for a in alphabets if a])
 
 
-def _probe_ms(hits: Callable[[bytes], bool], probes: Iterable[bytes]) -> float:
-    """The rule's worst time over the probes (the better of two runs of a probe, so that a busy machine's
-    hiccup does not refuse a sensible rule)."""
+def probes(body: str) -> list[bytes]:
+    r"""The texts a rule is measured on when it is saved, each PROBE_CHARS long:
+
+    - one letter repeated, random text over two letters and over a mixed alphabet (every rule);
+    - random text over the rule's own characters;
+    - for each of its classes (``[a-b]``, ``[^。]``, ``.``, ``\S``) and repeated groups: the rule's literal prefix
+      (``K`` of ``K[a-b]*A[a-b]{150}c``, ``公司`` of ``公司[^。]*增[^。]{200}跌``) followed by random text over the
+      class's alphabet, with and without the rule's other literals (the last one left out: it would end the
+      runs the class makes). Without the prefix RE2 skips such text at memchr speed, and the costly states are
+      never reached: with it they are, as on an article that starts the way the rule does.
+    """
+    shape = _parsed_shape(body) or _rough_shape(body)
+    lead = shape.prefix.encode()
+    own = _alphabet("".join(shape.literals) + "".join(shape.alphabets))
+    others = "".join(dict.fromkeys(c for c in "".join(shape.literals[:-1]) if c not in shape.prefix[:1]))
+    texts = [_random_text(own[:_MAX_ALPHABET], 3)] if own else []
+    for alphabet in list(dict.fromkeys(shape.alphabets))[:4]:
+        for variant in dict.fromkeys((alphabet, _spread("".join(dict.fromkeys(alphabet + others))))):
+            texts.append(lead + _random_text(variant, 4))  # one seed: rules that share an alphabet share its text
+    return [*_fixed_probes(), *list(dict.fromkeys(texts))[:8]]
+
+
+# ---------------------------------------------------------------------------------------------- measuring
+
+
+_clock = time.perf_counter  # what a save's budget is counted on (wall-clock; a test puts its own clock here)
+# what a probe's cost is counted on: the CPU time of this thread (RE2 runs in it, the GIL released), which the
+# rest of a busy machine does not add to, so that a sensible rule is not refused because of a neighbour
+_cost_clock = time.thread_time
+
+
+class OutOfTime(RuntimeError):
+    """A :class:`Budget` ran out before the regex rules were applied to everything."""
+
+
+class Budget:
+    """An allowance of wall-clock seconds on ``clock`` (default: this module's), counted from its creation."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] | None = None) -> None:
+        self.seconds = seconds
+        self._clock = clock
+        self.started = self.now()
+
+    def now(self) -> float:
+        return (self._clock or _clock)()
+
+    def spent(self) -> bool:
+        return self.now() - self.started >= self.seconds
+
+    def check(self) -> None:
+        if self.spent():
+            raise OutOfTime(f"over {self.seconds:g} s")
+
+
+def _run_ms(hits: Callable[[bytes], bool], text: bytes) -> float:
+    started = _cost_clock()
+    hits(text)
+    return (_cost_clock() - started) * 1000
+
+
+def _probe_ms(hits: Callable[[bytes], bool], probes: Iterable[bytes], budget: Budget | None = None) -> float:
+    """The rule's worst time over the probes, in milliseconds, extrapolated to the whole probe.
+
+    Each probe is run over a growing part of itself, from its start: SHORT_BYTES, four times as much, and so
+    on up to the whole. It stops growing as soon as a part alone took longer than the limit, or took a
+    measurable time that, extrapolated to the whole probe, is far over it: ``(?s).*[^\n].{999}[\n]``
+    (2 s a probe) is refused after one run over SHORT_BYTES. A rule that is cheap on a part goes on to the
+    next (its cost may grow with the text: RE2's automaton gathers states as it reads). The probes stop at
+    the first one over the limit, and when ``budget`` runs out (:class:`OutOfTime`)."""
     worst = 0.0
     for probe in probes:
-        best = float("inf")
-        for _ in range(2):
-            started = time.perf_counter()
-            hits(probe)
-            best = min(best, time.perf_counter() - started)
-            if best * 1000 <= RULE_PROBE_MS or best * 1000 > 3 * RULE_PROBE_MS:
-                break  # under the limit, or far over it: no second run needed
-        worst = max(worst, best)
-    return worst * 1000
+        if budget is not None:
+            budget.check()
+        size = SHORT_BYTES
+        while True:
+            part = probe[:size]
+            took = _run_ms(hits, part)
+            ms = took * len(probe) / max(1, len(part))
+            if len(part) >= len(probe) or took > RULE_PROBE_MS or (
+                    ms > 4 * RULE_PROBE_MS and took >= RULE_PROBE_MS / 10):
+                break
+            size *= GROWTH
+        worst = max(worst, ms)
+        if worst > RULE_PROBE_MS:
+            break  # over the limit: the other probes cannot take it back
+    return worst
 
 
-def cost_errors(bodies: Iterable[str]) -> list[str]:
+def too_slow_to_check() -> str:
+    return (f"正则规则太多或太复杂，保存时来不及检查完（上限 {SAVE_SECONDS:g} 秒）："
+            "请减少或简化正则规则")
+
+
+def cost_errors(bodies: Iterable[str], budget: Budget | None = None) -> list[str]:
     """Why these regex rules (their bodies, without the slashes) are too costly to run on every article;
-    empty when they are fine. Stops measuring once the profile is over budget, so a save answers in well
-    under a second whatever was typed."""
+    empty when they are fine. Stops measuring at the first rule over its limit, once the profile is over
+    budget, and when ``budget`` (the save's time, SAVE_SECONDS) runs out: a save answers within a second
+    whatever was typed."""
     errors: list[str] = []
     total = 0.0
-    for body in dict.fromkeys(bodies):
-        try:
-            hits = compile_rule(body)
-        except RuleRefused:
-            continue  # reported where it was parsed
-        ms = _probe_ms(hits, (*_fixed_probes(), *_own_probes(body)))
-        total += ms
-        if ms > RULE_PROBE_MS:
-            errors.append(f"正则「/{body}/」在长文上匹配太慢（约 {ms:.0f} 毫秒/篇，上限 {RULE_PROBE_MS:.0f}），"
-                          "请去掉嵌套或大范围的重复，如 (a|b)*a(a|b){100}")
-        elif total > PROFILE_PROBE_MS:
-            errors.append(f"正则规则合计在长文上匹配太慢（超过 {PROFILE_PROBE_MS:.0f} 毫秒/篇），请减少或简化正则规则")
-        if total > PROFILE_PROBE_MS:
-            break
+    try:
+        for body in dict.fromkeys(bodies):
+            try:
+                hits = compile_rule(body)
+            except RuleRefused:
+                continue  # reported where it was parsed
+            ms = _probe_ms(hits, probes(body), budget)
+            total += ms
+            if ms > RULE_PROBE_MS:
+                errors.append(f"正则「/{body}/」在长文上匹配太慢（约 {ms:.0f} 毫秒/篇，上限 {RULE_PROBE_MS:.0f}），"
+                              "请去掉嵌套或大范围的重复，如 (a|b)*a(a|b){100}")
+                break
+            if total > PROFILE_PROBE_MS:
+                errors.append(f"正则规则合计在长文上匹配太慢（超过 {PROFILE_PROBE_MS:.0f} 毫秒/篇），请减少或简化正则规则")
+                break
+    except OutOfTime:
+        errors.append(too_slow_to_check())
     return errors

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
+from include.radar import store
+
 # what init refuses as a password: empty, Airflow's and PostgreSQL's well-known defaults
 KNOWN_DEFAULTS = frozenset({"airflow", "postgres", "password", "radar"})
 GENERATE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
@@ -205,7 +207,8 @@ def provision(admin_url: str, owner_url: str, pages_url: str | None = None,
 def grant_pages(owner_url: str, pages_url: str) -> list[str]:
     """As the radar's owner, after the migrations: the pages' login may read every table (those of later
     migrations too) and write the reader's own data only. Idempotent, and it narrows: any other write
-    privilege the login holds on the radar's tables is revoked."""
+    privilege the login holds on the radar's tables is revoked. It also makes what the pages would otherwise
+    have to write for themselves: the profile form's key (service_state ``web:form_key``)."""
     owner = Login.of(owner_url, "RADAR_DATABASE_URL")
     pages = Login.of(pages_url, "RADAR_PAGES_DATABASE_URL")
     if pages.user == owner.user:
@@ -220,8 +223,11 @@ def grant_pages(owner_url: str, pages_url: str) -> list[str]:
             raise ProvisionError(f"the radar schema lacks {missing}: run `python -m include.radar.cli migrate` first")
         for statement in _pages_grants(pages.user, pages.dbname, tables):
             conn.execute(statement)
+        # the profile form's key (without a link_secret, web/csrf.py): made here, as the owner, the pages read it
+        store.make_form_key(conn)
         conn.commit()
-    return [f"role {pages.user}: reads {len(tables)} tables, writes {', '.join(PAGES_WRITE_TABLES)}"]
+    return [f"role {pages.user}: reads {len(tables)} tables, writes {', '.join(PAGES_WRITE_TABLES)}; "
+            f"the profile form's key is in service_state"]
 
 
 def _pages_grants(user: str, dbname: str, tables: Iterable[str]) -> list[sql.Composable]:

@@ -51,7 +51,15 @@ CATASTROPHIC_RULES: list[tuple[str, str]] = [
     ("200 characters", ("(" + "|".join(f"w{i}x?" for i in range(60)))[:RULE_CHARS - 3] + ")*q"),
     ("200 characters", _two_hundred("(.*){9}", "#")),
     ("200 characters", _two_hundred("a?", "a" * 10)),
+    # behind a literal prefix: cheap on any text that lacks it, so probes without it let them through
+    ("gated state explosion", r"K[a-b]*A[a-b]{150}c"),
+    ("gated state explosion", r"公司[^。]*增[^。]{200}跌"),
+    # seconds on every probe: what matters is how fast the save refuses them
+    ("slow to refuse", r"(?s).*[^\n].{999}[\n]"),
+    ("slow to refuse", r"(?s).*\S.{999}\x01"),
 ]
+# nineteen of the gated kind (the audit of issue 24): each ~1 ms on probes without their prefix
+GATED_NINETEEN: list[str] = [f"K[a-b]*A[a-b]{{150}}{c}" for c in "cdefghijklmnopqrstu"]
 
 
 def texts() -> dict[str, str]:
@@ -63,4 +71,6 @@ def texts() -> dict[str, str]:
         "two letters": "".join(rng.choice("ab") for _ in range(TEXT_CHARS)),
         "two characters": "".join(rng.choice("储能") for _ in range(TEXT_CHARS)),
         "mixed": "".join(rng.choice("abcxyz 01\n储能光伏，。") for _ in range(TEXT_CHARS)),
+        "a literal, then two letters": "K" + "".join(rng.choice("aAbB") for _ in range(TEXT_CHARS - 1)),
+        "公司, then no 。": "公司" + "".join(rng.choice("增长订单储能光伏公司，、ab1") for _ in range(TEXT_CHARS - 2)),
     }

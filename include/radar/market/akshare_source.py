@@ -31,6 +31,7 @@ import time
 from datetime import date, datetime, timedelta
 from typing import Any, Protocol
 
+from include.radar import http
 from include.radar.market import Bar, MinuteBar, SourceError
 from include.radar.market.instruments import Instrument, a_share
 from include.radar.slots import SHANGHAI
@@ -65,7 +66,8 @@ class LibraryCaller:
             try:
                 import akshare  # noqa: PLC0415 - heavy (pandas, a JS engine): only the track-record task loads it
 
-                frame = getattr(akshare, function)(**kwargs)
+                with http.requests_capped(http.REQUESTS_MARKET_MAX_BYTES):  # its answers, by what they decode to
+                    frame = getattr(akshare, function)(**kwargs)
                 result["rows"] = [] if frame is None else frame.to_dict("records")
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
                 result["error"] = exc

@@ -12,12 +12,16 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from include.radar import analyst, batches, focus, spending, store
+from include.radar import analyst, batches, focus, regex_rules, spending, store
 from include.radar.runtime import Runtime, slot_key, step, step_deadline
 from include.radar.settings import Settings
 from include.radar.slots import SlotKey, slot_for
 
 log = logging.getLogger(__name__)
+RULES_SECONDS = 10.0  # the reader's regex rules over a slot's articles (50 take ~0.1 s with rules that were saved)
+RECHECK_SECONDS = 5.0  # and over what older rules excluded, after a change of the rules
+RECHECK_BATCH = 500  # excluded articles re-checked per slot, newest first; the next slot takes the rest
+_rules_clock = time.monotonic  # what those budgets are counted on (a test's own clock)
 
 
 def own_articles(key: SlotKey, settings: Settings) -> tuple[datetime, datetime]:
@@ -39,17 +43,15 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
             log.info("slot %s: retry_failed requested: %d failed articles get fresh attempts",
                      slot["slot"], store.reset_failed(conn))
         profile = focus.from_row(store.get_profile(conn))
-        reopened = store.recheck_excluded(conn, slot_key(slot).scheduled_at - timedelta(hours=focus.RECHECK_HOURS),
-                                          profile.exclusion, focus.MATCH_CHARS)
-        if reopened:
-            log.info("slot %s: the reader's changed rules give back %d excluded articles", slot["slot"], reopened)
+        slow: list[str] = []  # what the rules' time budgets left for the next slot
+        _recheck(conn, slot, profile, slow)
         # a backfill or a redo takes only its own slot's articles, whatever order its runs go in
         own_only = slot["run_type"] == "backfill" or slot["explicit"]
         rows = store.items_to_analyse(
             conn, max_attempts=rt.settings.max_analysis_attempts, limit=rt.settings.max_articles_per_slot,
             published_between=own_articles(slot_key(slot), rt.settings) if own_only else None,
         )
-        rows = _without_excluded(conn, slot, profile, rows)
+        rows = _without_excluded(conn, slot, profile, rows, slow)
         spent = spending.budget_reached(conn, rt.settings)
         budget_note = None
         if rows and spent is not None:
@@ -70,28 +72,82 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
             return []
     if budget_note:
         rt.alert("budget", budget_note, slot)
+    if slow:
+        rt.alert("rules_slow", "；".join(slow), slot)
     retries = sum(1 for r in rows if r["analyzed_status"] == store.FAILED)
     log.info("slot %s: %d articles to analyse (%d retries of earlier failures)", slot["slot"], len(rows), retries)
     return [{"item_id": r["id"], "title": r["title"][:80]} for r in rows]
 
 
-def _without_excluded(conn: Any, slot: dict[str, Any], profile: focus.Profile,
-                      rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _rules_budget(seconds: float) -> regex_rules.Budget:
+    return regex_rules.Budget(seconds, lambda: _rules_clock())
+
+
+def _recheck(conn: Any, slot: dict[str, Any], profile: focus.Profile, slow: list[str]) -> None:
+    """After the reader changed their rules: a batch of what the older rules excluded is checked again
+    (RECHECK_BATCH articles, newest first, for RECHECK_SECONDS at most); those the current rules let through
+    wait for analysis again. What this slot does not reach is re-checked by the next."""
+    since = slot_key(slot).scheduled_at - timedelta(hours=focus.RECHECK_HOURS)
+    rows = store.excluded_to_recheck(conn, since, focus.MATCH_CHARS, RECHECK_BATCH)
+    if not rows:
+        return
+    budget = _rules_budget(RECHECK_SECONDS)
+    back: list[int] = []
+    kept: dict[int, str] = {}
+    for row in rows:
+        try:
+            reason = profile.exclusion(row["title"], row["text"], budget)
+        except regex_rules.OutOfTime:
+            left = len(rows) - len(back) - len(kept)
+            store.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
+                f"rules: the re-check of excluded articles stopped after {RECHECK_SECONDS:g} s (the reader's regex "
+                f"rules are slow); {left} wait for the next slot"])
+            slow.append(f"读者的正则规则耗时过长：重新检查已排除文章 {RECHECK_SECONDS:g} 秒内未完成，{left} 篇留给下个时段")
+            log.warning("slot %s: re-checking excluded articles ran out of time; %d wait", slot["slot"], left)
+            break
+        if reason is None:
+            back.append(row["id"])
+        else:
+            kept[row["id"]] = reason
+    reopened = store.settle_recheck(conn, back, kept)
+    if reopened:
+        log.info("slot %s: the reader's changed rules give back %d excluded articles", slot["slot"], reopened)
+
+
+def _without_excluded(conn: Any, slot: dict[str, Any], profile: focus.Profile, rows: list[dict[str, Any]],
+                      slow: list[str]) -> list[dict[str, Any]]:
     """The rows the reader's rules (focus.py) let through; the others are marked excluded and counted on the
-    slot, before anything is paid for them."""
+    slot, before anything is paid for them. The regex rules get RULES_SECONDS: the rows they did not get to
+    in that time are neither analysed nor excluded, they wait for the next slot (counted and warned here)."""
     if not rows or not profile.rules:
         return rows
     texts = store.texts_of(conn, [r["id"] for r in rows], focus.MATCH_CHARS)
+    budget = _rules_budget(RULES_SECONDS)
     reasons = {}
+    checked = 0
     for r in rows:
         text = texts.get(r["id"])
-        reason = profile.exclusion(text["title"], text["text"]) if text else None
+        try:
+            reason = profile.exclusion(text["title"], text["text"], budget) if text else None
+        except regex_rules.OutOfTime:
+            break
+        checked += 1
         if reason:
             reasons[r["id"]] = reason
     if reasons:
         marked = store.exclude_items(conn, slot["slot_run_id"], reasons)
         log.info("slot %s: %d articles excluded by the reader's rules, not sent to the LLM", slot["slot"], marked)
-    return [r for r in rows if r["id"] not in reasons]
+    waiting = len(rows) - checked
+    if waiting:
+        store.add_deferred(conn, slot["slot_run_id"], waiting)
+        store.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
+            f"rules: {waiting} articles left for the next slot (the reader's regex rules took over "
+            f"{RULES_SECONDS:g} s; they are not analysed before the rules have looked at them)"])
+        slow.append(f"读者的正则规则耗时过长：{RULES_SECONDS:g} 秒内只检查了 {checked} 篇，{waiting} 篇留给下个时段"
+                    "（规则检查前不分析）；请在关注设置中简化正则规则")
+        log.warning("slot %s: the reader's regex rules ran out of time after %d articles; %d wait for the next slot",
+                    slot["slot"], checked, waiting)
+    return [r for r in rows[:checked] if r["id"] not in reasons]
 
 
 def analysis_batches(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:

@@ -104,13 +104,14 @@ from include.radar.store.focus import (  # noqa: F401
     exclude_items,
     excluded_count,
     excluded_items,
+    excluded_to_recheck,
     feedback_for_ranking,
     feedback_of,
     feedback_version,
     get_profile,
-    recheck_excluded,
     save_profile,
     set_feedback,
+    settle_recheck,
     texts_of,
 )
 from include.radar.store.operations import (  # noqa: F401
@@ -173,9 +174,11 @@ from include.radar.store.slot_runs import (  # noqa: F401
     slot_runs_for_day,
 )
 from include.radar.store.state import (  # noqa: F401
+    FORM_KEY_STATE,
     delete_state,
     ensure_state,
     get_state,
+    make_form_key,
     set_state,
 )
 from include.radar.store.track import (  # noqa: F401

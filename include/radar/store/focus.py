@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -135,27 +134,28 @@ def feedback_for_ranking(conn: psycopg.Connection, now: datetime, days: int = FE
 
 
 
-def recheck_excluded(conn: psycopg.Connection, since: datetime, exclusion: Callable[[str, str], str | None],
-                     chars: int) -> int:
-    """After the reader changed their rules (run by the next slot, never by the page that saved them):
-    articles published since ``since`` that an older profile excluded are checked against the current one.
-    Those it lets through wait for analysis again; the others keep their exclusion with the reason the current
-    rules give. Each is checked once per profile change; returns how many were given back."""
-    rows = conn.execute(
+def excluded_to_recheck(conn: psycopg.Connection, since: datetime, chars: int, limit: int) -> list[Row]:
+    """After the reader changed their rules (run by the next slot, never by the page that saved them): the
+    articles published since ``since`` that an older profile excluded, newest first, at most ``limit`` (a slot
+    re-checks a batch; the next slot takes the rest: what :func:`settle_recheck` did not touch is still older
+    than the profile)."""
+    return conn.execute(
         """
         SELECT c.id, c.title, left(c.clean_text, %s) AS text FROM content_item c, reader_profile p
         WHERE p.id = 1 AND c.analyzed_status = 4 AND c.published_at > %s AND c.updated_at < p.updated_at
+        ORDER BY c.published_at DESC, c.id DESC LIMIT %s
         """,
-        (chars, since),
+        (chars, since, limit),
     ).fetchall()
-    back = []
-    for r in rows:
-        reason = exclusion(r["title"], r["text"])
-        if reason is None:
-            back.append(r["id"])
-        else:
-            conn.execute("UPDATE content_item SET last_error = %s, updated_at = now() WHERE id = %s AND analyzed_status = 4",
-                         (reason, r["id"]))
+
+
+def settle_recheck(conn: psycopg.Connection, back: list[int], kept: dict[int, str]) -> int:
+    """What a re-check decided: the articles ``back`` wait for analysis again, those ``kept`` stay excluded
+    with the reason the current rules give. Each is checked once per profile change; returns how many came
+    back."""
+    for item_id, reason in kept.items():
+        conn.execute("UPDATE content_item SET last_error = %s, updated_at = now() WHERE id = %s AND analyzed_status = 4",
+                     (reason, item_id))
     if back:
         conn.execute(
             "UPDATE content_item SET analyzed_status = 0, last_error = NULL, updated_at = now() "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from datetime import datetime
 from typing import Any
 
@@ -9,6 +10,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from include.radar.store.common import Row
+
+FORM_KEY_STATE = "web:form_key"  # the profile form's key without a link_secret (web/csrf.py)
 
 
 def get_state(conn: psycopg.Connection, key: str) -> Row | None:
@@ -37,3 +40,10 @@ def ensure_state(conn: psycopg.Connection, key: str, value: Any) -> Any:
     )
     row = conn.execute("SELECT value FROM service_state WHERE key = %s", (key,)).fetchone()
     return row["value"]
+
+
+def make_form_key(conn: psycopg.Connection) -> None:
+    """Store a random profile-form key unless there is one (run as the radar's owner by ``cli grant-pages``:
+    the pages' own login only reads it). Works with any row factory."""
+    conn.execute("INSERT INTO service_state (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+                 (FORM_KEY_STATE, Jsonb(secrets.token_hex(32))))

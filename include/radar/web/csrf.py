@@ -5,8 +5,10 @@ browser says about where the request came from.
   user's identity, with an expiry, made when the form is rendered and valid for FORM_TOKEN_HOURS. Another
   site cannot read it from the page, one user's token is worth nothing to another user, a leaked one expires.
   Its key: derived from ``link_secret`` when that is set, otherwise a random key the radar keeps in its own
-  database (service_state ``web:form_key``, made once by the first page that needs it), so every deployment
-  has one and every api-server worker uses the same.
+  database (service_state ``web:form_key``), so every deployment has one and every api-server worker uses
+  the same. Init makes it as the radar's owner (``cli grant-pages``): the pages' own login may not write
+  service_state. A single-login install makes it on first use; without it and without the right to make
+  it, the profile is shown read-only with the reason and a save is a 503 page (:class:`FormKeyMissing`).
 - **Where a write comes from**, checked on every POST (the profile, a 👍 / 👎 / 🤷): ``Sec-Fetch-Site`` must be
   ``same-origin`` (or ``none``: the user's own action), never ``cross-site`` or ``same-site``; ``Origin``, when
   it names one, must name this host (the request's ``Host`` or ``X-Forwarded-Host``, or the host of
@@ -20,20 +22,24 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+import psycopg
 from fastapi import Request
 
 from include.radar import signing, store
 from include.radar.settings import Settings
 from include.radar.web.auth import PageError
 
+log = logging.getLogger(__name__)
+
 FORM_TOKEN_HOURS = 12
-FORM_KEY_STATE = "web:form_key"
+FORM_KEY_STATE = store.FORM_KEY_STATE
 _PURPOSE = "profile-form:"  # page paths start with "/", votes with "feedback:": no token is another's
 _TOKEN_RE = re.compile(r"([0-9]{1,12})\.([0-9a-f]{64})")
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
@@ -42,15 +48,42 @@ _DEFAULT_PORTS = {"http": "80", "https": "443"}
 # ------------------------------------------------------------------------------------------- the form token
 
 
+class FormKeyMissing(PageError):
+    """The form's key is not in the database and the pages' login may not make it (a deployment whose init
+    has not run ``cli grant-pages`` since, or a restore without it): saving is impossible until it has."""
+
+    def __init__(self) -> None:
+        super().__init__(503, "暂时无法保存关注设置", FORM_KEY_MISSING)
+
+
+FORM_KEY_MISSING = ("机会雷达数据库里还没有关注设置表单的密钥，页面的数据库账号无权生成它。请运营者重新运行 airflow-init"
+                    "（或以雷达数据库属主身份运行 python -m include.radar.cli grant-pages），或设置 "
+                    "AIRFLOW_VAR_RADAR_LINK_SECRET，然后再保存。")
+
+
 def form_key(runtime: Any, settings: Settings) -> str:
-    """The key of the profile form's tokens (see the module's docstring); blocking (may ask the database)."""
+    """The key of the profile form's tokens (see the module's docstring); blocking (may ask the database).
+
+    Without ``link_secret`` the key is read from the database: init makes it as the radar's owner (roles.py),
+    a single-login install (``make run``, the tests) makes it on first use. Raises :class:`FormKeyMissing`
+    when it is not there and this login may not make it."""
     if settings.link_secret is not None:
         secret = settings.link_secret.get_secret_value().encode()
         return hmac.new(secret, b"radar profile form key", hashlib.sha256).hexdigest()
 
     def make() -> str:
-        with runtime.connect_write() as conn:
-            return str(store.ensure_state(conn, FORM_KEY_STATE, secrets.token_hex(32)))
+        with runtime.connect() as conn:
+            row = store.get_state(conn, FORM_KEY_STATE)
+        if row is not None:
+            return str(row["value"])
+        try:
+            with runtime.connect_write() as conn:
+                return str(store.ensure_state(conn, FORM_KEY_STATE, secrets.token_hex(32)))
+        except psycopg.errors.InsufficientPrivilege:
+            log.error("the profile form's key (service_state %s) is missing and the pages' login may not make "
+                      "it: run `python -m include.radar.cli grant-pages` as the owner (airflow-init does)",
+                      FORM_KEY_STATE)
+            raise FormKeyMissing() from None
 
     return runtime.kept(FORM_KEY_STATE, make)
 

@@ -80,10 +80,15 @@ def _profile_response(request: Request, reader: Reader, *, editable: bool, saved
     with runtime.connect() as conn:
         current = focus.from_row(store.get_profile(conn))
         weights = runtime.ranking_weights(conn)
-    token = csrf.form_token(csrf.form_key(runtime, settings), reader.user, runtime.clock()) if editable else ""
+    token, reason = "", "" if editable else EDIT_REFUSED
+    if editable:
+        try:
+            token = csrf.form_token(csrf.form_key(runtime, settings), reader.user, runtime.clock())
+        except csrf.FormKeyMissing:  # shown, not saved, until the operator runs init again
+            editable, reason = False, csrf.FORM_KEY_MISSING
     page = profile_views.profile_page(
         profile=current, weights=weights, action=links.profile(), csrf=token, read_only=not editable,
-        read_only_reason="" if editable else EDIT_REFUSED, tz=zone(settings), saved=saved, errors=errors,
+        read_only_reason=reason, tz=zone(settings), saved=saved, errors=errors,
         typed=typed, recheck=recheck)
     return get_pages(request).render(request, "profile.html", status=status, settings=settings, reader=reader,
                                      links=links, page=page)
