@@ -252,7 +252,7 @@ def test_the_profile_form_works_on_the_pages_login_without_a_link_secret(deploym
     from tests.test_web import FakeUser, make_settings
 
     d = deployment
-    _set_up(d)
+    set_up_deployment(d)
     client = _editor_client(d.pages, FakeUser(), settings=make_settings(link_secret=None))
     client = TestClient(client.app, raise_server_exceptions=False)
     page = client.get("/profile")
@@ -276,7 +276,7 @@ def test_without_the_form_key_and_the_right_to_make_it_the_profile_says_so_never
     from tests.test_web import FakeUser, make_settings
 
     d = deployment
-    _set_up(d)
+    set_up_deployment(d)
     with db.connect(d.owner) as conn:
         conn.execute("DELETE FROM service_state WHERE key = 'web:form_key'")
     client = _editor_client(d.pages, FakeUser(), settings=make_settings(link_secret=None))
