@@ -65,6 +65,14 @@ def test_the_pages_login_reads_everything_and_writes_only_the_readers_own_data(d
         for table in tables:  # every radar table is readable
             conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table)))
     assert {"slot_run", "content_item", "analysis_result", "feedback", "reader_profile"} <= set(tables)
+    # but not the WeRSS login token the tasks cache in service_state (row security, migration 0015)
+    with db.connect(d.owner) as conn:
+        keys = [r["key"] for r in conn.execute("SELECT key FROM service_state").fetchall()]
+    assert any(k.startswith("werss:token:") for k in keys) and "werss:status" in keys
+    with runtime.connect() as conn:
+        seen = [r["key"] for r in conn.execute("SELECT key FROM service_state").fetchall()]
+    assert "werss:status" in seen and "web:form_key" in seen
+    assert not any(k.startswith("werss:token:") for k in seen)
 
     # READ ONLY is undone by the first COMMIT of an injected statement: on the owner's login the write lands,
     # on the pages' login the privileges refuse it
