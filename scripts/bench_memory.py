@@ -262,7 +262,7 @@ def standalone(kind: str, server: str, args: argparse.Namespace) -> dict[str, An
         dag_id = DAG_ID
     print(f"[bench-memory] airflow standalone, {kind}: api-server on {port}, logs in {home / 'standalone.log'}", flush=True)
     proc = start(home / "standalone.log", ["airflow", "standalone"], env)
-    sampler = memory_roles.Sampler([proc.pid])
+    sampler = memory_roles.Sampler([proc.pid], args.interval)
     try:
         sampler.start()
         run = run_to_end(meta_url, dag_id, [proc], env)
@@ -322,7 +322,7 @@ def celery(server: str, args: argparse.Namespace) -> dict[str, Any]:
                   for c in ("api-server", "scheduler", "dag-processor", "triggerer")]
         procs += [start(home / f"{w}.log", ["airflow", "celery", "worker", "--celery-hostname", f"{w}@%h",
                                             "--skip-serve-logs"], {**env, "RADAR_WORKER_NAME": w}) for w in WORKERS]
-        sampler = memory_roles.Sampler([p.pid for p in procs[1:]])
+        sampler = memory_roles.Sampler([p.pid for p in procs[1:]], args.interval)
         sampler.start()
         run = run_to_end(meta_url, DAG_ID, procs, env)
         wait_for(lambda: _answers(base), "the api-server", 300, procs)
@@ -344,6 +344,7 @@ def main() -> int:
                         help="run only these parts (repeatable); default all")
     parser.add_argument("--articles", type=int, default=50, help="new articles in the slot (default 50)")
     parser.add_argument("--latency", type=float, default=0.5, help="seconds DeepSeek takes per call (default 0.5)")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples (default 1)")
     parser.add_argument("--processes", action="store_true", help="also list every process of each role but the tasks")
     args = parser.parse_args()
     parts = args.only or ["standalone", "celery", "imports"]

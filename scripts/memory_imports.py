@@ -43,6 +43,7 @@ STEP_FUNCS = {"open_slot": "open_slot", "ingest": "ingest_articles", "select_art
               "daily_report": "build_daily_report", "weekly_summary": "weekly_summary", "track_record": "follow_picks",
               "retention": "apply_retention", "close_slot": "close_slot"}
 BARE_DAG = '''
+import time
 from datetime import datetime
 from airflow.sdk import dag, task
 
@@ -50,6 +51,7 @@ from airflow.sdk import dag, task
 def bare():
     @task
     def hello() -> int:
+        time.sleep(3)  # long enough for a sampler that looks once a second to see its process
         return 1
 
     hello()
