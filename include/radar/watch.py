@@ -8,11 +8,12 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from include.radar import ingest, redact, store
+from include.radar import redact, store
 from include.radar.settings import Settings
 from include.radar.slots import SlotKey, slots_between, to_local
 
 if TYPE_CHECKING:
+    from include.radar import ingest
     from include.radar.runtime import Runtime
     from include.radar.werss import WeRSSClient
 
