@@ -43,6 +43,7 @@ from urllib.parse import urlencode
 
 import httpx
 import psycopg
+from cryptography.fernet import Fernet
 from psycopg.rows import dict_row
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,6 +97,25 @@ def metadata_database(server: str, name: str) -> str:
     return db.airflow_metadata_url(server, name)
 
 
+class Backends:
+    """The pids of the PostgreSQL backends connected to this script's databases (Airflow's metadata and the
+    radar's), for the sampler: what the server spends on this deployment's connections (the server's own
+    processes and shared buffers, shared with whatever else it serves, are not counted)."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        self.conn: psycopg.Connection | None = None
+
+    def __call__(self) -> list[int]:
+        try:
+            if self.conn is None or self.conn.closed:
+                self.conn = psycopg.connect(self.server, autocommit=True)
+            return [r[0] for r in self.conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname LIKE %s AND pid <> pg_backend_pid()", (f"{PREFIX}%",))]
+        except psycopg.Error:
+            return []
+
+
 def meta_connect(url: str) -> psycopg.Connection:
     return psycopg.connect(url.replace("postgresql+psycopg2://", "postgresql://", 1), autocommit=True,
                            row_factory=dict_row)
@@ -136,8 +156,10 @@ def standins(n: int, latency: float, slot: datetime) -> dict[str, Any]:
                                                                          serve(sink.handle))}
 
 
-def radar_env(port: int, fakes: dict[str, Any], radar_url: str, slot: datetime) -> dict[str, str]:
+def radar_env(port: int, fakes: dict[str, Any], radar_url: str, slot: datetime, extra: list[str]) -> dict[str, str]:
+    settings = dict(item.split("=", 1) for item in extra)
     return {
+        **{f"AIRFLOW_VAR_RADAR_{k.upper()}": v for k, v in settings.items()},
         **standin_env(port, *fakes["at"], "sk-bench"),
         "RADAR_DATABASE_URL": radar_url,
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
@@ -258,11 +280,11 @@ def standalone(kind: str, server: str, args: argparse.Namespace) -> dict[str, An
         slot = daily_slot()
         fakes = standins(args.articles, args.latency, slot)
         radar_url = db.fresh_database(server, f"{PREFIX}_radar")
-        env.update(radar_env(port, fakes, radar_url, slot))
+        env.update(radar_env(port, fakes, radar_url, slot, args.radar_var))
         dag_id = DAG_ID
     print(f"[bench-memory] airflow standalone, {kind}: api-server on {port}, logs in {home / 'standalone.log'}", flush=True)
     proc = start(home / "standalone.log", ["airflow", "standalone"], env)
-    sampler = memory_roles.Sampler([proc.pid], args.interval)
+    sampler = memory_roles.Sampler([proc.pid], args.interval, Backends(server))
     try:
         sampler.start()
         run = run_to_end(meta_url, dag_id, [proc], env)
@@ -306,12 +328,15 @@ def celery(server: str, args: argparse.Namespace) -> dict[str, Any]:
     slot = daily_slot()
     fakes = standins(args.articles, args.latency, slot)
     env = {**base_env(home / "home", meta_url),
-           **radar_env(port, fakes, db.fresh_database(server, f"{PREFIX}_celery_radar"), slot),
+           **radar_env(port, fakes, db.fresh_database(server, f"{PREFIX}_celery_radar"), slot, args.radar_var),
            "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
            "AIRFLOW__CELERY__BROKER_URL": f"redis://127.0.0.1:{redis_port}/0",
            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + meta_url.replace("postgresql+psycopg2://", "postgresql://", 1),
            "AIRFLOW__CELERY__WORKER_CONCURRENCY": "4",
            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{base}/execution/",
+           # one key for every component (standalone writes one into airflow.cfg; separate processes do not,
+           # and the triggerer could not read the deadline callback's arguments the scheduler stored)
+           "AIRFLOW__CORE__FERNET_KEY": Fernet.generate_key().decode(),
            "AIRFLOW__CORE__HOSTNAME_CALLABLE": "include.radar_demo.hostname.worker_hostname"}
     print(f"[bench-memory] CeleryExecutor: api-server on {port}, workers {', '.join(WORKERS)}; logs in {home}", flush=True)
     procs = [start(home / "redis.log", [redis, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
@@ -322,13 +347,14 @@ def celery(server: str, args: argparse.Namespace) -> dict[str, Any]:
                   for c in ("api-server", "scheduler", "dag-processor", "triggerer")]
         procs += [start(home / f"{w}.log", ["airflow", "celery", "worker", "--celery-hostname", f"{w}@%h",
                                             "--skip-serve-logs"], {**env, "RADAR_WORKER_NAME": w}) for w in WORKERS]
-        sampler = memory_roles.Sampler([p.pid for p in procs[1:]], args.interval)
+        sampler = memory_roles.Sampler([p.pid for p in procs[1:]], args.interval, Backends(server))
         sampler.start()
         run = run_to_end(meta_url, DAG_ID, procs, env)
         wait_for(lambda: _answers(base), "the api-server", 300, procs)
         pages = radar_pages(base, env["RADAR_DATABASE_URL"], None)
         return finish("celery", sampler, run, meta_url, pages,
-                      f"; {len(fakes['deepseek'].requests)} DeepSeek calls, {len(fakes['sink'].received)} pushes")
+                      f"; {len(fakes['deepseek'].requests)} DeepSeek calls, {len(fakes['sink'].received)} pushes; "
+                      f"deadline callback in the triggerer: {callback_ran(home / 'triggerer.log')}")
     finally:
         if sampler is not None:
             sampler._running = False
@@ -344,6 +370,8 @@ def main() -> int:
                         help="run only these parts (repeatable); default all")
     parser.add_argument("--articles", type=int, default=50, help="new articles in the slot (default 50)")
     parser.add_argument("--latency", type=float, default=0.5, help="seconds DeepSeek takes per call (default 0.5)")
+    parser.add_argument("--radar-var", action="append", default=[], metavar="NAME=VALUE",
+                        help="a radar setting for the radar's runs, e.g. daily_deadline_alert=false (repeatable)")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples (default 1)")
     parser.add_argument("--processes", action="store_true", help="also list every process of each role but the tasks")
     args = parser.parse_args()

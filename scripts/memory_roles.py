@@ -15,10 +15,12 @@ shows, shared pages counted in full).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,8 +41,9 @@ TITLES = (
     (re.compile(r"airflow[ -]+triggerer"), "triggerer"),
     (re.compile(r"airflow[ -]+standalone"), "standalone (parent)"),
 )
+POSTGRES = "postgres backends"
 ORDER = ("scheduler", "executor workers (idle)", "dag-processor", "api-server", "triggerer", "celery worker",
-         SUPERVISOR, RUNNER, "standalone (parent)", "other")
+         SUPERVISOR, RUNNER, "standalone (parent)", "other", POSTGRES)
 
 
 def own_role(title: str) -> tuple[str, str | None] | None:
@@ -87,10 +90,12 @@ class Peak:
 @dataclass(eq=False)
 class Sampler(threading.Thread):
     """Samples every process under ``roots`` every ``interval`` seconds until :meth:`stop`: per role
-    (:class:`Peak`), per task instance id and role (supervisor, runner), and the whole tree's PSS."""
+    (:class:`Peak`), per task instance id and role (supervisor, runner), and the whole tree's PSS; and the
+    processes ``backends`` names (the PostgreSQL backends serving them), apart from the tree."""
 
     roots: list[int]
     interval: float = 1.0
+    backends: Callable[[], list[int]] | None = None
     roles: dict[str, Peak] = field(default_factory=lambda: defaultdict(Peak))
     tasks: dict[tuple[str, str], Peak] = field(default_factory=lambda: defaultdict(Peak))
     tree: int = 0
@@ -133,13 +138,16 @@ class Sampler(threading.Thread):
                 self.procs.setdefault(p.pid, (role, chain[0], Peak()))[2].add([info])
                 if ti is not None:
                     by_task[(ti, role)].append(info)
+        self.tree = max(self.tree, sum(i.pss for infos in by_role.values() for i in infos))
+        for pid in self.backends() if self.backends else []:
+            with contextlib.suppress(psutil.Error):
+                by_role[POSTGRES].append(psutil.Process(pid).memory_full_info())
         for role, infos in by_role.items():
             self.roles[role].add(infos)
         for role in set(self.roles) - set(by_role):
             self.roles[role].last = 0
         for key, infos in by_task.items():
             self.tasks[key].add(infos)
-        self.tree = max(self.tree, sum(i.pss for infos in by_role.values() for i in infos))
         self.samples += 1
 
     def run(self) -> None:
@@ -175,7 +183,7 @@ def role_table(runs: dict[str, Sampler], *, diff: tuple[str, str] | None = None)
             a, b = runs[diff[0]].roles.get(role, Peak()), runs[diff[1]].roles.get(role, Peak())
             row += f" | {(b.pss - a.pss) / MB:+7.0f} {(b.single_pss - a.single_pss) / MB:+7.0f}"
         lines.append(row)
-    row = f"{'whole tree (peak PSS)':<24}" + "".join(f" | {'':>5} {mb(s.tree)} {'':>21}" for s in runs.values())
+    row = f"{'Airflow (peak PSS)':<24}" + "".join(f" | {'':>5} {mb(s.tree)} {'':>21}" for s in runs.values())
     if diff:
         row += f" | {(runs[diff[1]].tree - runs[diff[0]].tree) / MB:+7.0f}"
     lines.append(row)
@@ -194,6 +202,9 @@ def task_table(sampler: Sampler, names: dict[str, str], baseline: Peak | None = 
     lines = [f"{'task':<24} | runner: PSS    USS    RSS | supervisor PSS" + (" | runner PSS vs bare" if baseline else "")]
     for task in sorted(per_task, key=lambda t: -per_task[t].get(RUNNER, Peak()).single_pss):
         runner, sup = per_task[task].get(RUNNER, Peak()), per_task[task].get(SUPERVISOR, Peak())
+        if not runner.single_pss:  # it lived between two samples
+            lines.append(f"{task:<24} | {'(not sampled)':>21} | {mb(sup.single_pss)}")
+            continue
         line = f"{task:<24} | {mb(runner.single_pss)}{mb(runner.single_uss)}{mb(runner.single_rss)} | {mb(sup.single_pss)}"
         if baseline:
             line += f" | {(runner.single_pss - baseline.single_pss) / MB:+7.0f}"
