@@ -31,6 +31,7 @@ import logging
 import os
 import random
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -203,8 +204,8 @@ def airflow_pages(base: str, bearer: str | None) -> list[str]:
 def radar_pages(base: str, radar_url: str, bearer: str | None) -> list[str]:
     """Every report page once: through a signed link as a pushed one opens (the profile as the admin)."""
     with psycopg.connect(radar_url, row_factory=dict_row) as conn:
-        day = conn.execute("SELECT max(run_date) AS d FROM slot_run").fetchone()["d"]
-        analysis = conn.execute("SELECT max(id) AS id FROM analysis_result").fetchone()["id"]
+        day = conn.execute("SELECT max(run_date) AS d FROM slot_run").fetchone()["d"] or datetime.now(SHANGHAI).date()
+        analysis = conn.execute("SELECT max(id) AS id FROM analysis_result").fetchone()["id"] or 1
         entity = conn.execute("SELECT targets->>0 AS name FROM opportunity WHERE jsonb_array_length(targets) > 0 LIMIT 1").fetchone()
     monday = day - timedelta(days=day.weekday())
     paths = ["/", f"/daily/{day}", f"/analysis/{analysis}", f"/weekly/{monday}",
@@ -334,9 +335,12 @@ def celery(server: str, args: argparse.Namespace) -> dict[str, Any]:
            "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + meta_url.replace("postgresql+psycopg2://", "postgresql://", 1),
            "AIRFLOW__CELERY__WORKER_CONCURRENCY": "4",
            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{base}/execution/",
-           # one key for every component (standalone writes one into airflow.cfg; separate processes do not,
-           # and the triggerer could not read the deadline callback's arguments the scheduler stored)
+           # one key and one secret for every component (standalone writes them into airflow.cfg; separate
+           # processes starting on a new AIRFLOW_HOME each made their own: the triggerer could not read the deadline
+           # callback's arguments, the workers' task tokens were refused)
            "AIRFLOW__CORE__FERNET_KEY": Fernet.generate_key().decode(),
+           "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),  # and one secret for the task tokens
+           "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
            "AIRFLOW__CORE__HOSTNAME_CALLABLE": "include.radar_demo.hostname.worker_hostname"}
     print(f"[bench-memory] CeleryExecutor: api-server on {port}, workers {', '.join(WORKERS)}; logs in {home}", flush=True)
     procs = [start(home / "redis.log", [redis, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
