@@ -355,7 +355,7 @@ def celery(server: str, args: argparse.Namespace) -> dict[str, Any]:
         sampler.start()
         run = run_to_end(meta_url, DAG_ID, procs, env)
         wait_for(lambda: _answers(base), "the api-server", 300, procs)
-        pages = radar_pages(base, env["RADAR_DATABASE_URL"], None)
+        pages = radar_pages(base, env["RADAR_DATABASE_URL"], token(base, home / "home"))
         return finish("celery", sampler, run, meta_url, pages,
                       f"; {len(fakes['deepseek'].requests)} DeepSeek calls, {len(fakes['sink'].received)} pushes; "
                       f"deadline callback in the triggerer: {callback_ran(home / 'triggerer.log')}")
@@ -391,8 +391,10 @@ def main() -> int:
         lines.extend(block)
         print("\n".join(block), flush=True)
 
+    states: list[str] = []
     if "standalone" in parts:
         bare, radar = standalone("bare", server, args), standalone("radar", server, args)
+        states += [bare["run"]["state"], radar["run"]["state"]]
         show("airflow standalone (LocalExecutor): per role, bare Airflow | with the radar (MB)",
              memory_roles.role_table({"bare": bare["sampler"], "radar": radar["sampler"]}, diff=("bare", "radar")))
         show("task processes with the radar, largest instance of each task (MB; bare: its one task's runner)",
@@ -402,6 +404,7 @@ def main() -> int:
                 show(f"every process, standalone {label}", memory_roles.process_table(run["sampler"], COMPONENTS))
     if "celery" in parts:
         run = celery(server, args)
+        states.append(run["run"]["state"])
         show("CeleryExecutor, 2 workers x concurrency 4, with the radar: per role (MB)",
              memory_roles.role_table({"celery": run["sampler"]}))
         show("task processes under Celery (MB)", memory_roles.task_table(run["sampler"], run["names"]))
@@ -414,7 +417,7 @@ def main() -> int:
     print(f"\n[bench-memory] PSS: a shared page counted 1/n in each of the n processes sharing it (a role's sum is "
           f"what it costs the machine); USS: the process's own; RSS: shared pages in full. Sampled once a second: "
           f"a process living under a second may be missed. Results in {OUT / 'results.txt'}")
-    return 0
+    return 0 if all(state == "success" for state in states) else 1
 
 
 if __name__ == "__main__":
