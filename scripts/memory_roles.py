@@ -125,6 +125,8 @@ class Sampler(threading.Thread):
             except psutil.Error:
                 continue
             for p in procs:
+                if not titles[p.pid]:
+                    continue  # starting or ending: no title to go by yet
                 chain, pid = [], p.pid
                 while pid in titles:
                     chain.append(titles[pid])
@@ -135,7 +137,11 @@ class Sampler(threading.Thread):
                 except psutil.Error:
                     continue  # it ended meanwhile
                 by_role[role].append(info)
-                self.procs.setdefault(p.pid, (role, chain[0], Peak()))[2].add([info])
+                seen = self.procs.get(p.pid)
+                peak = seen[2] if seen else Peak()
+                peak.add([info])
+                if seen is None or role not in (SUPERVISOR, RUNNER):  # a worker is listed under its idle role
+                    self.procs[p.pid] = (role, chain[0], peak)
                 if ti is not None:
                     by_task[(ti, role)].append(info)
         self.tree = max(self.tree, sum(i.pss for infos in by_role.values() for i in infos))
