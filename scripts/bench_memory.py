@@ -10,13 +10,15 @@
    (as pushed; the profile as the admin), a search (``/search?q=储能``) among them.
 2. Every process of Airflow's tree is sampled once a second (PSS, USS, RSS; scripts/memory_roles.py) and
    sorted into roles by its title; per role: its processes, its peak PSS (summed over them), its largest
-   process; per task id, the largest task process; and what the radar adds (radar minus bare).
+   process; per task id, the largest task process; and what the radar adds (radar minus bare). The PostgreSQL
+   backends serving the run's databases are sampled too (the server's shared part is not counted).
 3. The same slot under the CeleryExecutor: scheduler, dag-processor, api-server, triggerer and two Celery
    workers (concurrency 4), as scripts/celery_two_workers.py runs them.
 4. The radar's own imports per process in fresh interpreters (scripts/memory_imports.py).
 
-    make bench-memory                                   # everything, ~15 minutes on 2 cores
+    make bench-memory                                   # everything, about 7 minutes on 2 cores
     make bench-memory ARGS="--only standalone"          # or celery, imports; --articles 50 --latency 0.5
+    make bench-memory ARGS="--processes --radar-var daily_deadline_alert=false"   # every process listed
 
 The server is RADAR_TEST_DATABASE_URL's when set, else the radar's (scripts/bootstrap.sh). Figures are also
 written to .local/bench-memory/results.txt.
