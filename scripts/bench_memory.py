@@ -16,7 +16,7 @@
    workers (concurrency 4), as scripts/celery_two_workers.py runs them.
 4. The radar's own imports per process in fresh interpreters (scripts/memory_imports.py).
 
-    make bench-memory                                   # everything, about 7 minutes on 2 cores
+    make bench-memory                                   # everything, 4 to 7 minutes on 2 cores
     make bench-memory ARGS="--only standalone"          # or celery, imports; --articles 50 --latency 0.5
     make bench-memory ARGS="--processes --radar-var daily_deadline_alert=false"   # every process listed
 
