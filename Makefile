@@ -1,6 +1,6 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`.
 SHELL := /bin/bash
-.PHONY: run test ui lint lock bench bench-growth bench-migrate bench-rules bench-track bench-search bench-deadline bench-grouping bench-slot bench-bomb celery backfill-check
+.PHONY: run test ui lint lock bench bench-growth bench-migrate bench-rules bench-track bench-search bench-deadline bench-grouping bench-slot bench-memory bench-bomb celery backfill-check
 
 run:  ## run the five slots of a demo day through the real DAG, offline (Airflow's metadata on the embedded PostgreSQL)
 	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar_demo.run
@@ -40,6 +40,9 @@ bench-bomb:  ## what a gzip/deflate/stacked compression bomb costs the HTTP clie
 
 bench-slot:  ## a slot under airflow standalone (LocalExecutor) for N articles, L s of LLM latency, C calls at once: wall vs ideal
 	export AIRFLOW_HOME="$$PWD/.local/airflow-bench-slot" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_bench_slot && source scripts/bootstrap.sh && python scripts/bench_slot.py $(ARGS)
+
+bench-memory:  ## memory per Airflow process (scheduler, dag-processor, api-server, triggerer, tasks) under standalone, bare and with the radar, and under Celery; what the radar's imports add
+	export AIRFLOW_HOME="$$PWD/.local/airflow-bench-memory" && source scripts/bootstrap.sh && python scripts/bench_memory.py $(ARGS)
 
 celery:  ## the CeleryExecutor on this machine: Redis, scheduler, api-server and two workers run a slot of 20 articles
 	export AIRFLOW_HOME="$$PWD/.local/airflow-celery" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_celery && source scripts/bootstrap.sh && python scripts/celery_two_workers.py

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypeVar
 
-from include.radar import alerts, db, ingest, push, redact, signing, store
+from include.radar import alerts, db, push, redact, signing, store
 from include.radar.deadlines import SlotDeadlines, retry_is_pointless
 from include.radar.llm import LLMClient, LLMConfigError, RateGate
 from include.radar.settings import ConnectionInfo, Settings, SettingsError, check_secret, get_connection, load_settings
@@ -68,6 +68,10 @@ class Runtime:
                           lock_timeout_s=self.settings.db_lock_timeout_seconds)
 
     def werss(self) -> WeRSSClient:
+        # ingest.py cleans HTML (bs4 and lxml, 13 MB): only the task that ingests loads it, not every step,
+        # nor the triggerer running the Deadline Alert's callback (make bench-memory)
+        from include.radar import ingest  # noqa: PLC0415
+
         conn = _required(self.settings.werss_conn_id, "WeRSS")
         extra = conn.extra or {}
         where = f"connection {self.settings.werss_conn_id!r}:"

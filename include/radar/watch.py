@@ -8,12 +8,13 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from include.radar import ingest, redact, store
+from include.radar import redact, store
 from include.radar.coverage import SILENT_FACTOR, WECHAT_STATUS
 from include.radar.settings import Settings
 from include.radar.slots import SlotKey, slots_between, to_local
 
 if TYPE_CHECKING:
+    from include.radar import ingest
     from include.radar.werss import WeRSSClient
 
 log = logging.getLogger(__name__)

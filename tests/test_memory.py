@@ -1,0 +1,52 @@
+"""Issue 26 §3: whatever the radar loads that a process does not need is not loaded there (`make bench-memory`
+measures what each Airflow process holds; README, *What it takes to run*).
+
+Each check imports in a fresh interpreter what one Airflow process imports of the radar and reads
+``sys.modules`` after it: a task process loads its own step's module by name (``steps.load``), the triggerer
+the Deadline Alert's callback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from include.radar import steps
+from tests.conftest import REPO
+
+# bs4 and lxml, through cleaning.py: 13 MB and 0.2 s that only the task that cleans HTML needs
+HTML = {"bs4", "lxml", "include.radar.cleaning"}
+
+
+def loaded_after(code: str, watch: set[str]) -> subprocess.Popen:
+    """A fresh interpreter running ``code``; it prints which modules of ``watch`` it has loaded then."""
+    script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(m for m in {sorted(watch)!r} if m in sys.modules)))"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env={**env, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def result(proc: subprocess.Popen) -> set[str]:
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_only_the_ingest_task_loads_the_html_parser() -> None:
+    """Every step imported runtime.py, which imported ingest.py for the WeRSS token cache: every task process
+    (and the triggerer, below) loaded bs4 and lxml to clean HTML it never sees."""
+    first = {module: next(f for f, m in steps.STEPS.items() if m == module) for module in set(steps.STEPS.values())}
+    procs = {module: loaded_after(f"from include.radar import steps\nsteps.load({func!r})", HTML)
+             for module, func in first.items()}
+    loaded = {module: result(proc) for module, proc in procs.items()}
+    assert loaded.pop("ingest") == HTML  # the check sees them where they are needed
+    assert {m: found for m, found in loaded.items() if found} == {}
+
+
+def test_the_deadline_callback_loads_no_html_parser_into_the_triggerer() -> None:
+    """The Deadline Alert's callback runs in the triggerer, which lives as long as Airflow does: what it imports
+    stays there."""
+    code = ("from include.radar.airflow_alerts import _daily_deadline_missed\n"
+            "_daily_deadline_missed({})  # imports what it needs, then finds no run")
+    assert result(loaded_after(code, HTML)) == set()
