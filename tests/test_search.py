@@ -101,6 +101,15 @@ def test_search_finds_a_word_deep_in_a_long_article_and_filters(seed: Seeder, cl
     assert "没有找到" in client.get(f"/search?q=储能&from={(DAY + timedelta(days=1)).isoformat()}").text
 
 
+def test_a_page_past_the_last_says_how_many_there_are_and_links_the_last(seed: Seeder, client) -> None:
+    """It said 没有找到 (nothing found) for a word found on page 1."""
+    _corpus(seed)
+    html = client.get("/search?q=储能&page=50").text
+    assert "没有第 50 页" in html and "共找到 2 篇、1 页" in html and "没有找到" not in html
+    assert "page=1" in html.split("看最后一页")[0].rsplit("href=", 1)[1]
+    assert "没有找到" in client.get("/search?q=白酒&page=2").text  # nothing at all is still said as such
+
+
 def test_results_escape_hostile_titles_and_snippets(seed: Seeder, client) -> None:
     _corpus(seed)
     html = client.get("/search?q=储能骗局").text

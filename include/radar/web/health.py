@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 import psycopg
 
 from include.radar import DAG_ID, store
+from include.radar.coverage import SILENT_FACTOR
 from include.radar.settings import Settings
 from include.radar.slots import slot_at, slots_between
 from include.radar.web import views
@@ -25,7 +26,6 @@ from include.radar.web.views import Links, Row, SlotView
 
 RECENT_SLOTS = 5
 MISSED_LOOKBACK_DAYS = 7  # how far back a slot that never ran is looked for (the list shows five anyway)
-SILENT_FACTOR = 3  # watch.SILENT_FACTOR: quiet for three times an account's usual interval
 THROTTLE_AFTER = 2  # ratelimit.THROTTLE_AFTER (not imported: it loads the LLM client into the api-server)
 NO_RECORD = "暂无记录"
 STORAGE_STATUS = "retention:status"  # retention.STATUS_KEY (not imported: the pages need none of the step)

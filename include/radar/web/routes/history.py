@@ -138,6 +138,8 @@ def search_page(request: Request, reader: ReaderDep) -> HTMLResponse:
         if tsquery:
             rows, total = store.search_articles(conn, tsquery, form.filters(tz), search_views.PAGE_SIZE,
                                                 (form.page - 1) * search_views.PAGE_SIZE, terms[0] if terms else "")
+            if not rows and form.page > 1:  # past the last page: how many there are, to say so and link back
+                total = store.search_articles(conn, tsquery, form.filters(tz), 1, 0)[1]
     pages_total = min(search_views.MAX_PAGE, -(-total // search_views.PAGE_SIZE))
     return get_pages(request).render(
         request, "search.html", settings=settings, reader=reader, links=links, form=form,
@@ -147,4 +149,6 @@ def search_page(request: Request, reader: ReaderDep) -> HTMLResponse:
         prev_url=form.url(links, form.page - 1) if form.page > 1 else None,
         next_url=form.url(links, form.page + 1) if form.page < pages_total else None,
         page_label=f"第 {form.page} / {max(pages_total, 1)} 页",
+        past_end=not rows and total > 0, pages_total=pages_total,
+        last_url=form.url(links, max(pages_total, 1)),
     )
