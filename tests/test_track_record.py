@@ -598,6 +598,9 @@ def test_a_record_page_past_the_end_says_so_and_links_the_last_page(fakes) -> No
     assert html.count('class="item pick"') == 0
     last = read_page("/record?page=3&h=20", shanghai(2026, 3, 21, 9))
     assert "第 3 / 3 页" in last and last.count('class="item pick"') == 10
+    # filters that match nothing say so (the page said 还没有记录, as on a radar with no record at all)
+    none = read_page("/record?account=无此公众号", shanghai(2026, 3, 21, 9))
+    assert "这些筛选条件下没有记录" in none and "还没有记录" not in none
 
 
 @pytest.mark.parametrize("query", ["band=7", "h=3", "page=0", "page=x", "from=2026-13-01", "from=2026-03-02&to=2026-03-01",

@@ -43,6 +43,11 @@ class RecordForm:
                              date.fromisoformat(self.last) if self.last else None,
                              self.account or None, self.opp_type or None, band[0], band[1])
 
+    @property
+    def narrowed(self) -> bool:
+        """Whether a filter narrows the record (the horizon only chooses which return is shown)."""
+        return any((self.first, self.last, self.account, self.opp_type, self.band))
+
     def url(self, links: Links, page: int | None = None, **change: str) -> str:
         params = {"from": self.first, "to": self.last, "account": self.account, "type": self.opp_type,
                   "band": self.band, "h": self.horizon if self.horizon != "5" else "", "page": str(page or "")}
