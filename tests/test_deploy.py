@@ -537,7 +537,7 @@ def test_the_api_server_is_published_on_localhost_and_trusts_only_its_proxy(comp
 
 
 def test_behind_the_tls_proxy_the_pages_cookies_are_secure(compose: dict, db_url: str, monkeypatch) -> None:
-    """What the README's TLS set-up rests on: Airflow's api-server takes --proxy-headers, uvicorn then trusts
+    """What the deployment guide's TLS set-up rests on: Airflow's api-server takes --proxy-headers, uvicorn then trusts
     the addresses in FORWARDED_ALLOW_IPS (the variable docker-compose.yaml sets), and a request a trusted
     proxy forwarded as https gets Secure cookies from the pages; the same headers from anyone else change
     nothing. (Needs the radar database: the page that sets the cookie reads it.)"""
