@@ -115,3 +115,13 @@ def test_the_migrations_the_docs_name_exist() -> None:
     files = {p.name for p in (REPO / "include" / "radar" / "migrations").glob("*.sql")}
     named = {m for page in PAGES for m in re.findall(r"\b\d{4}_\w+\.sql\b", _text(page))}
     assert sorted(named - files) == []
+
+
+def test_the_readmes_actions_are_the_trigger_forms() -> None:
+    from include.radar.decide import ACTIONS
+
+    readme = _text(REPO / "README.md")
+    table = readme.split("| 操作 / `action` | what the run does |", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| (\S+) `(\w+)`", table, re.MULTILINE)
+    assert [action for _, action in rows] == list(ACTIONS)
+    assert all(ACTIONS[action].startswith(title) for title, action in rows)
