@@ -58,7 +58,8 @@ def _credentials(client: WeRSSClient, settings: Settings) -> tuple[list[Line], l
     try:
         rows = client.accounts()
     except WeRSSAuthError as exc:
-        return [fail(AREA, "credentials", f"{how} refused: {reason(exc, 160)}",
+        refused = reason(exc, 300).split(": check", 1)[0]  # the client's own advice is said below, in full
+        return [fail(AREA, "credentials", refused,
                      f"correct the {settings.werss_conn_id} connection; not retried: WeRSS locks the account after "
                      "5 failed logins until it restarts")], []
     except WeRSSError as exc:

@@ -143,10 +143,10 @@ def _channel_line(who: str, channel: push.Channel, options: Options) -> Line:
 def link_lines(settings: Settings, problem: SettingsError | None) -> list[Line]:
     """The link secret (``problem``: the settings refused it), the base URL, the links' lifetime."""
     if problem is not None:
-        lines = [fail(LINKS, "link secret", reason(problem, 400).split(": ", 1)[-1], f"set AIRFLOW_VAR_RADAR_LINK_SECRET "
+        lines = [fail(LINKS, "link secret strength", reason(problem, 400).split(": ", 1)[-1], f"set AIRFLOW_VAR_RADAR_LINK_SECRET "
                       f"to at least {MIN_LINK_SECRET_BYTES} random bytes: {GENERATE}")]
     elif settings.link_secret is None:
-        lines = [warn(LINKS, "link secret", "not set: pushed links open only after an Airflow login",
+        lines = [warn(LINKS, "link secret strength", "not set: pushed links open only after an Airflow login",
                       f"set AIRFLOW_VAR_RADAR_LINK_SECRET: {GENERATE}")]
     else:
         size = len(settings.link_secret.get_secret_value().encode())
