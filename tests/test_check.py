@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from include.radar import redact, store
-from include.radar.check import STATE_KEY, Mark, Options
-from include.radar.check import platform, run
+from include.radar.check import STATE_KEY, Mark, Options, platform, run
 from include.radar.check.platform import AirflowFacts
 from include.radar.check.schedule import coverage
 from include.radar.settings import load_settings
