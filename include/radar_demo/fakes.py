@@ -345,7 +345,7 @@ def api_error(status: int, message: str, kind: str = "invalid_request_error") ->
 
 @dataclass
 class FakeDeepSeek:
-    """POST /chat/completions. ``responder`` maps the request body to a completion, a (status, body) pair,
+    """POST /chat/completions and GET /models (``models``: drop one to play a retired model). ``responder`` maps the request body to a completion, a (status, body) pair,
     or a plain string (the content of a normal answer). ``script`` answers take precedence, one per call."""
 
     responder: Responder = field(default=lambda body: "{}")
