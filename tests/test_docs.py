@@ -42,7 +42,7 @@ def _anchors(path: Path) -> set[str]:
 def test_the_readme_stays_short_and_says_what_a_stranger_needs() -> None:
     readme = _text(REPO / "README.md")
     assert len(readme.splitlines()) <= 300
-    for needed in ("make run", "make test", "make ui", "docs/deployment.md", "PYTEST_ARGS",
+    for needed in ("make run", "make test", "make ui", "make check", "docs/deployment.md", "PYTEST_ARGS",
                    "Not investment advice", "LICENSE"):
         assert needed in readme, needed
     assert (REPO / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
