@@ -119,6 +119,13 @@ def listings(conn: psycopg.Connection) -> list[tuple[str, str]]:
     return [(r["instrument"], r["name"]) for r in conn.execute("SELECT instrument, name FROM market_listing")]
 
 
+def listed_names(conn: psycopg.Connection, instruments: Iterable[str]) -> dict[str, str]:
+    """{instrument: its listed name} of the ones the listings hold."""
+    rows = conn.execute("SELECT instrument, name FROM market_listing WHERE instrument = ANY(%s)",
+                        (sorted(set(instruments)),)).fetchall()
+    return {r["instrument"]: r["name"] for r in rows}
+
+
 def listings_updated(conn: psycopg.Connection) -> datetime | None:
     return conn.execute("SELECT max(updated_at) AS at FROM market_listing").fetchone()["at"]
 
