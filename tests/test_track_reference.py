@@ -1,0 +1,108 @@
+"""A price the reader could have had, never one from before the push: the opening auction, Hong Kong's half
+days, a price at the limit only when the bar stayed there, and a re-pushed daily report's new picks dated at
+the push that first showed them.
+
+Every expectation is hand-computed from the bars written here (tests/track_fixtures.py)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+from include.radar import outcomes
+from include.radar.market import Bar, MinuteBar
+from include.radar.market.instruments import CN, HK
+from include.radar.slots import SHANGHAI
+from tests.slotrun import shanghai
+from tests.track_fixtures import flat, weekdays
+
+# ------------------------------------------------------------------------------------- Hong Kong's half days
+
+# 2025-12-24 (Wednesday) is a half day in Hong Kong (morning only, closing at 12:00); 25 and 26 December closed
+HK_DAYS = weekdays(date(2025, 12, 1), date(2026, 1, 30), closed=(date(2025, 12, 25), date(2025, 12, 26),
+                                                                 date(2026, 1, 1)))
+HALF_DAY, NEXT = date(2025, 12, 24), date(2025, 12, 29)
+TENCENT = {**flat([d for d in HK_DAYS if d < HALF_DAY], 370.0),
+           HALF_DAY: Bar(HALF_DAY, 372.0, 381.0, 371.0, 380.0),  # its close, 380, was set at 12:00
+           **{d: Bar(d, 385.0, 390.0, 384.0, 388.0) for d in HK_DAYS if d >= NEXT}}
+HSI_BARS = {**flat([d for d in HK_DAYS if d < NEXT], 25000.0), **flat([d for d in HK_DAYS if d >= NEXT], 25100.0)}
+
+
+def test_a_hong_kong_push_on_a_half_day_afternoon_is_measured_from_the_next_session_s_open() -> None:
+    for hour, minute in ((12, 0), (14, 0), (10, 30)):
+        ref = outcomes.reference(shanghai(2025, 12, 24, hour, minute), HK, HK_DAYS, TENCENT, HSI_BARS,
+                                 date(2026, 1, 30))
+        # not 380 (the half day's close, fixed at 12:00): the open of Monday 29 December
+        assert (ref.status, ref.day, ref.kind, ref.price, ref.bench) == ("ok", NEXT, "open", 385.0, 25100.0)
+
+
+def test_a_hong_kong_push_before_the_auction_gets_that_day_s_open() -> None:
+    ref = outcomes.reference(shanghai(2025, 12, 24, 9, 0), HK, HK_DAYS, TENCENT, HSI_BARS, date(2026, 1, 30))
+    assert (ref.day, ref.kind, ref.price) == (HALF_DAY, "open", 372.0)
+
+
+# ----------------------------------------------------------------------------------- the opening auction
+
+CN_DAYS = weekdays(date(2026, 1, 19), date(2026, 3, 31), closed=tuple(date(2026, 2, d) for d in range(16, 24)))
+DAY = date(2026, 2, 4)
+
+
+def _minutes(*bars: tuple[int, int, float]) -> list[MinuteBar]:
+    return [MinuteBar(datetime(2026, 2, 4, h, m, tzinfo=SHANGHAI), price) for h, m, price in bars]
+
+
+STOCK = {**flat([d for d in CN_DAYS if d < DAY], 10.0), DAY: Bar(DAY, 10.2, 10.6, 10.1, 10.5),
+         **flat([d for d in CN_DAYS if d > DAY], 10.5)}
+CSI = flat(CN_DAYS, 4000.0)
+# the bar starting 09:30 opens at the auction's price (10.20, set at 09:25); the next one at 10.30
+STOCK_MINUTES = _minutes((9, 30, 10.2), (9, 35, 10.3), (9, 40, 10.4))
+CSI_MINUTES = _minutes((9, 30, 4000.0), (9, 35, 4004.0), (9, 40, 4008.0))
+
+
+def test_a_push_during_the_opening_auction_is_measured_after_it_never_at_the_open_fixed_before_it() -> None:
+    ref = outcomes.reference(shanghai(2026, 2, 4, 9, 27), CN, CN_DAYS, STOCK, CSI, date(2026, 3, 31),
+                             intraday=STOCK_MINUTES, bench_intraday=CSI_MINUTES, limit=0.1)
+    assert (ref.day, ref.kind, ref.price, ref.bench) == (DAY, "intraday", 10.3, 4004.0)  # the 09:35 bar's open
+    at_open = outcomes.reference(shanghai(2026, 2, 4, 9, 30), CN, CN_DAYS, STOCK, CSI, date(2026, 3, 31),
+                                 intraday=STOCK_MINUTES, bench_intraday=CSI_MINUTES, limit=0.1)
+    assert (at_open.kind, at_open.price) == ("intraday", 10.3)
+    assert outcomes.during_session(shanghai(2026, 2, 4, 9, 26), CN, CN_DAYS)
+
+
+def test_a_push_before_the_auction_gets_the_open_and_without_5_minute_bars_a_push_after_it_the_close() -> None:
+    before = outcomes.reference(shanghai(2026, 2, 4, 9, 20), CN, CN_DAYS, STOCK, CSI, date(2026, 3, 31))
+    assert (before.kind, before.price) == ("open", 10.2)
+    after = outcomes.reference(shanghai(2026, 2, 4, 9, 27), CN, CN_DAYS, STOCK, CSI, date(2026, 3, 31))
+    assert (after.kind, after.price, after.bench) == ("close", 10.5, 4000.0)
+
+
+# ------------------------------------------------------------------------------------------------- limits
+
+
+def _limit_case(day_bar: Bar, at: datetime, minutes: list[MinuteBar] | None = None) -> outcomes.Reference:
+    """A stock that closed at 10.00 the day before: its ±10 % limit is 11.00 / 9.00 on 2026-02-04."""
+    bars = {**flat([d for d in CN_DAYS if d < DAY], 10.0), DAY: day_bar}
+    bench_minutes = _minutes(*((m.start.hour, m.start.minute, 4000.0) for m in minutes or ()))
+    return outcomes.reference(at, CN, CN_DAYS, bars, CSI, date(2026, 3, 31), intraday=minutes,
+                              bench_intraday=bench_minutes or None, limit=0.1)
+
+
+def test_an_open_near_the_limit_that_traded_above_it_is_tradable_and_one_sealed_at_it_is_not() -> None:
+    evening = shanghai(2026, 2, 3, 22)
+    near = _limit_case(Bar(DAY, 10.98, 11.0, 10.7, 10.8), evening)  # +9.8 %, then traded up to 11.00
+    assert (near.price, near.limit_open) == (10.98, None) and "涨停" not in near.note
+    sealed = _limit_case(Bar(DAY, 11.0, 11.0, 10.9, 11.0), evening)  # open = high = 11.00
+    assert (sealed.price, sealed.limit_open) == (11.0, "up") and "涨停开盘" in sealed.note
+    floor = _limit_case(Bar(DAY, 9.0, 9.3, 9.0, 9.2), evening)  # open = low = 9.00
+    assert floor.limit_open == "down" and "跌停开盘" in floor.note
+
+
+def test_an_intraday_or_closing_reference_at_a_sealed_limit_is_noted() -> None:
+    sealed_day = Bar(DAY, 10.5, 11.0, 10.4, 11.0)  # reached 11.00 and closed there
+    intraday = _limit_case(sealed_day, shanghai(2026, 2, 4, 10, 32), _minutes((10, 30, 10.9), (10, 35, 11.0)))
+    assert (intraday.kind, intraday.price, intraday.limit_open) == ("intraday", 11.0, "up")
+    assert "封板至收盘" in intraday.note
+    closing = _limit_case(sealed_day, shanghai(2026, 2, 4, 10, 32))  # no 5-minute bars: the close, 11.00
+    assert (closing.kind, closing.price, closing.limit_open) == ("close", 11.0, "up")
+    reopened = _limit_case(Bar(DAY, 10.5, 11.0, 10.4, 10.8), shanghai(2026, 2, 4, 10, 32),
+                           _minutes((10, 35, 11.0)))  # touched 11.00, closed at 10.80: it traded below
+    assert reopened.limit_open is None
