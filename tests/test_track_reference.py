@@ -6,6 +6,7 @@ Every expectation is hand-computed from the bars written here (tests/track_fixtu
 
 from __future__ import annotations
 
+import json
 from datetime import date, datetime
 
 from include.radar import outcomes
@@ -106,3 +107,64 @@ def test_an_intraday_or_closing_reference_at_a_sealed_limit_is_noted() -> None:
     reopened = _limit_case(Bar(DAY, 10.5, 11.0, 10.4, 10.8), shanghai(2026, 2, 4, 10, 32),
                            _minutes((10, 35, 11.0)))  # touched 11.00, closed at 10.80: it traded below
     assert reopened.limit_open is None
+
+
+# ------------------------------------------------------------------------------------ a re-pushed report
+
+
+def test_a_pick_first_shown_by_a_later_push_of_a_rebuilt_report_is_dated_at_that_push(fakes) -> None:
+    """The 22:00 report listed 茅台提价 only; rebuilt and pushed again the next morning at 10:01 it also lists
+    宁德订单: that pick is dated 10:01 on 5 February (a reader saw it then), not at the first push."""
+    from datetime import timedelta
+
+    from include.radar import db, track_record
+    from include.radar.market.recorded import recorded_source
+    from tests.conftest import REPO
+    from tests.slotrun import article, run_slot
+    from tests.test_track_record import ANSWERS, _answer
+
+    answers = {**ANSWERS, "宁德订单": _answer(70, {"type": "stock", "targets": ["宁德时代（300750）"],
+                                                   "direction": "bullish"})}
+
+    fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
+    fakes.werss.articles = [
+        article(1, shanghai(2026, 2, 4, 20, 30), title="茅台提价", body="贵州茅台宣布出厂价上调，经销商订单同比增长两成。"),
+        article(4, shanghai(2026, 2, 4, 21), title="宁德订单", body="宁德时代储能电池海外大单落地，订单同比增长三成，排产饱满。"),
+    ]
+
+    def respond(body):
+        user = body["messages"][1]["content"]
+        if "<<<DATA_START>>>" in user:
+            data = json.loads(user.split("<<<DATA_START>>>")[1].split("<<<DATA_END>>>")[0])
+            ids = {a["title"]: a["analysis_id"] for a in data["analyses"]}
+            return json.dumps({"has_opportunity": True, "digest_md": "## 要点", "watchlist": [], "stats": {},
+                               "top_opportunities": [{"analysis_id": ids[t], "title": t, "reason": "催化"}
+                                                     for t in tops]}, ensure_ascii=False)
+        return answers[next(t for t in sorted(answers, key=len, reverse=True) if f"标题：{t}" in user)]
+
+    tops = ["茅台提价"]
+    fakes.deepseek.responder = respond
+    first, second = shanghai(2026, 2, 4, 22, 1), shanghai(2026, 2, 5, 10, 1)
+
+    def slot(when: datetime, at: datetime, **extra) -> None:
+        fakes.at(when)
+        run_slot(when, now=when + timedelta(minutes=1), **extra)
+        with db.connect() as conn:  # the push went out at ``at`` (the sink's clock is the wall clock)
+            conn.execute("UPDATE notification_log SET sent_at = %s WHERE push_type = 'daily' AND sent_at IS NOT NULL "
+                         "AND sent_at NOT IN (%s, %s)", (at, first, second))
+            conn.execute("TRUNCATE track_pick, track_outcome, market_fetch, market_bar, market_calendar")
+
+    slot(shanghai(2026, 2, 4, 22), first)
+    # a late article makes the rebuild write a new digest, which lists 宁德订单 too; pushed again, forced
+    fakes.werss.articles.append(article(6, shanghai(2026, 2, 4, 21, 30), title="机器人",
+                                        body="人形机器人量产在即，零部件订单同比增长明显，丝杠需求旺盛。"))
+    tops.append("宁德订单")
+    slot(shanghai(2026, 2, 5, 10), second, run_type="manual", dag_run_id="rebuild",
+         params={"run_date": "2026-02-04", "push_mode": "force"})
+    track_record.update(db.connect, lambda: recorded_source(REPO / "include" / "radar_demo" / "data" / "market"),
+                        now=shanghai(2026, 2, 20, 22))
+    with db.connect() as conn:
+        picks = {r["title"]: r for r in conn.execute("SELECT title, origin, picked_at, ref_day, ref_kind FROM track_pick")}
+    assert picks["茅台提价"]["picked_at"] == first and picks["茅台提价"]["ref_day"] == date(2026, 2, 5)
+    assert picks["宁德订单"]["origin"] == "daily" and picks["宁德订单"]["picked_at"] == second
+    assert (picks["宁德订单"]["ref_day"], picks["宁德订单"]["ref_kind"]) == (date(2026, 2, 5), "close")  # not the open
