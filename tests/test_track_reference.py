@@ -168,3 +168,34 @@ def test_a_pick_first_shown_by_a_later_push_of_a_rebuilt_report_is_dated_at_that
     assert picks["茅台提价"]["picked_at"] == first and picks["茅台提价"]["ref_day"] == date(2026, 2, 5)
     assert picks["宁德订单"]["origin"] == "daily" and picks["宁德订单"]["picked_at"] == second
     assert (picks["宁德订单"]["ref_day"], picks["宁德订单"]["ref_kind"]) == (date(2026, 2, 5), "close")  # not the open
+
+
+# ------------------------------------------------------------------------------------- the week's horizon
+
+
+def test_the_weekly_page_and_the_weekly_push_state_the_week_s_record_at_one_named_horizon(fakes) -> None:
+    """A pick of Monday 2026-02-02 measured at T+1 (a hit) and still waiting at T+5 by Sunday: the push and the
+    page both count it at T+1, and both say T+1."""
+    from include.radar import db, weekly
+    from tests.slotrun import read_page
+
+    with db.connect() as conn:
+        analysis = conn.execute(
+            "WITH c AS (INSERT INTO content_item (external_id, title, published_at) VALUES ('w', '周一机会', now()) "
+            "RETURNING id) INSERT INTO analysis_result (content_item_id, score, has_opportunity, top_type, summary, "
+            "result_json, model, prompt_version) SELECT id, 80, true, 'stock', 's', '{}', 'm', 'v' FROM c RETURNING id"
+        ).fetchone()["id"]
+        pick = conn.execute(
+            "INSERT INTO track_pick (event_id, analysis_id, origin, picked_at, pick_day, score, direction, opp_type, "
+            "title, status, instrument, instrument_name, benchmark, benchmark_name) VALUES (%s, %s, 'push', %s, "
+            "'2026-02-02', 80, 'bullish', 'stock', '周一机会', 'measurable', 'SH:600519', '贵州茅台', 'SH:000300', "
+            "'沪深300') RETURNING id", (analysis, analysis, shanghai(2026, 2, 2, 7))).fetchone()["id"]
+        conn.execute("INSERT INTO track_outcome (pick_id, horizon, status, ret, bench_ret, excess, signed_excess, hit) "
+                     "VALUES (%s, 1, 'measured', 0.02, 0.01, 0.01, 0.01, true), (%s, 5, 'waiting', NULL, NULL, NULL, "
+                     "NULL, NULL)", (pick, pick))
+        record = weekly.week_record(conn, date(2026, 2, 2), date(2026, 2, 8))
+    assert record == {"picks": 1, "measured": 1, "hits": 1}
+    said = next(x for x in weekly.lines({"stats": {"record": record}, "digest_json": {}}) if x.startswith("本周战绩"))
+    assert said.startswith("本周战绩：选出 1 条，T+1 已测 1 条")
+    page = read_page("/weekly/2026-02-02", shanghai(2026, 2, 8, 23))
+    assert "T+1 已测（有方向）1 条" in page

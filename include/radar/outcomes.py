@@ -53,6 +53,8 @@ from include.radar.market.instruments import CN, HK
 from include.radar.slots import SHANGHAI
 
 HORIZONS = (1, 5, 20)
+# the week's record, on the weekly page and in its push alike: the horizon a week's picks have reached by Sunday
+WEEK_HORIZON = 1
 MIN_SAMPLE = 30  # no conclusion below this many measured picks
 Z95 = 1.959964
 SESSIONS = {CN: ((time(9, 30), time(11, 30)), (time(13, 0), time(15, 0))),
