@@ -182,9 +182,10 @@ def test_no_look_ahead_the_reference_is_never_before_the_push_nor_an_outcome_aft
     if ref.status == "ok":
         assert ref.day >= picked.date() and ref.day <= through
         if ref.kind == "open":
-            assert ref.day > picked.date() or picked.time() < outcomes.SESSIONS[CN][0][0]
+            assert ref.day > picked.date() or picked.time() < outcomes.OPEN_FIXED[CN]  # before the auction
         if ref.kind == "intraday":
             assert ref.day == picked.date() and any(m.start >= picked and m.open == ref.price for m in minutes)
+            assert ref.price != minutes[0].open or minutes[0].open == minutes[1].open  # never the auction's
     for h in outcomes.HORIZONS:
         result = outcomes.outcome(ref, h, CAL, bars, BENCH, through, direction)
         assert result.status in ("waiting", "measured", "suspended", "no_data")

@@ -254,6 +254,13 @@ def top_lines(digest_json: Any, limit: int = 3) -> list[str]:
     return lines
 
 
+def top_analysis_ids(digest_json: Any) -> list[int]:
+    """The analysis ids of a report's top opportunities (stored LLM output: only whole numbers are taken)."""
+    tops = digest_json.get("top_opportunities") if isinstance(digest_json, dict) else None
+    ids = [top.get("analysis_id") for top in tops if isinstance(top, dict)] if isinstance(tops, list) else []
+    return [i for i in ids if isinstance(i, int) and not isinstance(i, bool) and 0 < i < 10**18]
+
+
 def sources_line(sources: list[str], limit: int = 4) -> list[str]:
     """The push's line naming the accounts that wrote about one event, when more than one did."""
     if len(sources) < 2:

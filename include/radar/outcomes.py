@@ -1,18 +1,24 @@
 """How a pick did in the market, and what the record says (pure: bars in, figures out; no source, no database).
 
-**The reference price** is the first price a reader could have traded at after the push (``picked_at``):
+**The reference price** is the first price a reader could have traded at after the push (``picked_at``),
+never one set before it:
 
-- pushed before the session opens on a trading day, or outside trading days or after the close: the open of
-  the next session (a day's bar is used only once it is published, 15:30 for the A-share markets, 16:30 in Hong
-  Kong: a step at 22:00 sees the day's bar, one at 07:00 only the day before's);
-- pushed during a session or its lunch break: the open of the first 5-minute bar that starts at or after the
-  push, the benchmark at the same minute; without 5-minute bars (the source keeps a few weeks, and has none
-  for Hong Kong or Shenwan indices) the day's close, said so in the note (a price after the push, never one
-  before it);
+- pushed before the opening auction sets the open (09:25 on the A-share markets, 09:20 in Hong Kong) on a
+  trading day: that day's open; outside trading days or after the close: the open of the next session (a
+  day's bar is used only once it is published, 15:30 for the A-share markets, 16:30 in Hong Kong: a step at
+  22:00 sees the day's bar, one at 07:00 only the day before's);
+- an A-share push from the auction to the close (lunch included): the open of the first 5-minute bar that
+  starts at or after the push, never the bar starting at 09:30 (its open is the auction's price), the
+  benchmark at the same minute; without 5-minute bars (the source keeps a few weeks, and has none for Shenwan
+  indices) the day's close, said so in the note;
+- a Hong Kong push from the auction on: the next session's open (no 5-minute bars, and a half day — 24 and 31
+  December, Lunar New Year's Eve — sets its close at 12:00, before a push at 12:00 or 14:00);
 - a stock that does not trade that day (suspended) is measured from the open of the day it trades again, said
   so; not within 20 trading days: "suspended", stated, never filled in;
-- an A-share open at its upper price limit is noted ("涨停开盘": probably not buyable), at its lower limit
-  likewise for a bearish call; the figures are kept, the note stands beside them.
+- a price a reader could not have had because the stock stayed at its price limit is noted beside the figures,
+  which are kept: an open at the upper limit that is also the day's high ("涨停开盘": sealed from the auction),
+  an intraday price or a close at the limit when the day closed there at its high; likewise at the lower limit
+  for a seller. An open near the limit that traded beyond it is tradable, not noted.
 
 **The outcome at T+h** (h = 1, 5, 20) is the close of the h-th trading day after the reference day: the
 return ``close / reference − 1``, the benchmark's return over the same span, and the excess return (the
@@ -47,10 +53,13 @@ from include.radar.market.instruments import CN, HK
 from include.radar.slots import SHANGHAI
 
 HORIZONS = (1, 5, 20)
+# the week's record, on the weekly page and in its push alike: the horizon a week's picks have reached by Sunday
+WEEK_HORIZON = 1
 MIN_SAMPLE = 30  # no conclusion below this many measured picks
 Z95 = 1.959964
 SESSIONS = {CN: ((time(9, 30), time(11, 30)), (time(13, 0), time(15, 0))),
             HK: ((time(9, 30), time(12, 0)), (time(13, 0), time(16, 0)))}
+OPEN_FIXED = {CN: time(9, 25), HK: time(9, 20)}  # the opening auction sets the day's open then
 PUBLISHED_AT = {CN: time(15, 30), HK: time(16, 30)}  # a day's bar is read only after this
 MAX_SUSPENDED_DAYS = 20
 SUSPENDED_GRACE = 3  # trading days of the benchmark without the instrument before its missing bar is a suspension
@@ -93,13 +102,29 @@ def published_through(as_of: datetime, market: str) -> date:
     return local.date() if local.time() >= PUBLISHED_AT[market] else local.date() - timedelta(days=1)
 
 
-def during_session(picked_at: datetime, market: str, days: Sequence[date]) -> bool:
-    """Whether ``picked_at`` falls between the open and the close of a trading day (lunch included): its
-    reference is then a 5-minute bar of that day."""
+def first_moment(picked_at: datetime, market: str, days: Sequence[date]) -> tuple[date | None, str]:
+    """(the day, ``open`` or ``intraday``) of the first price a reader could have had after ``picked_at``.
+
+    The open is fixed by the opening auction (09:25 in Shanghai and Shenzhen, 09:20 in Hong Kong): a push from
+    then on is during the session, its reference a later price of that day. Hong Kong has no 5-minute bars and
+    its half days (24 and 31 December, Lunar New Year's Eve) close at 12:00, when the day's close is set: a
+    Hong Kong push during or after a session is measured from the next session's open. None: the calendar
+    does not reach the next trading day yet."""
     local = picked_at.astimezone(SHANGHAI)
-    (morning, _), (_, close) = SESSIONS[market]
-    at = bisect_left(days, local.date())
-    return at < len(days) and days[at] == local.date() and morning <= local.time() < close
+    day = local.date()
+    at = bisect_left(days, day)
+    if at < len(days) and days[at] == day:
+        if local.time() < OPEN_FIXED[market]:
+            return day, "open"
+        if market == CN and local.time() < SESSIONS[market][1][1]:
+            return day, "intraday"
+    return _next_day(days, day), "open"
+
+
+def during_session(picked_at: datetime, market: str, days: Sequence[date]) -> bool:
+    """Whether ``picked_at``'s reference is a later price of the push day (first_moment): the 5-minute bars of
+    that day are then needed."""
+    return first_moment(picked_at, market, days)[1] == "intraday"
 
 
 def _md(day: date) -> str:
@@ -111,16 +136,50 @@ def _next_day(days: Sequence[date], after: date) -> date | None:
     return days[i] if i < len(days) else None
 
 
-def limit_open(open_price: float, previous_close: float | None, limit: float | None) -> str | None:
-    """'up' when the day opened at its upper price limit, 'down' at its lower one, else None."""
+def _at_limit(price: float, previous_close: float | None, limit: float | None) -> str | None:
+    """'up' when ``price`` is at the day's upper price limit, 'down' at its lower one (within LIMIT_TOLERANCE:
+    adjusted prices round), else None."""
     if limit is None or not previous_close or previous_close <= 0:
         return None
-    change = open_price / previous_close - 1
+    change = price / previous_close - 1
     if change >= limit - LIMIT_TOLERANCE:
         return "up"
     if change <= -limit + LIMIT_TOLERANCE:
         return "down"
     return None
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+
+
+def not_tradable(bar: Bar, price: float, kind: str, previous_close: float | None, limit: float | None) -> str | None:
+    """'up' when a buyer could not have had ``price`` (the reference taken from ``bar``, of kind ``kind``)
+    because the stock stayed at its upper limit, 'down' when a seller could not at the lower one, else None.
+
+    A price near the limit is tradable when the bar traded beyond it: an open at the upper limit counts only
+    when it is also the day's high (open = high = limit: sealed from the auction on); an intraday price or the
+    close only when the day closed at the limit and that was its high (sealed to the close)."""
+    side = _at_limit(price, previous_close, limit)
+    if side is None:
+        return None
+    extreme = bar.high if side == "up" else bar.low
+    if not _same(price, extreme):
+        return None
+    if kind == "open":
+        return side
+    return side if _same(bar.close, extreme) and _at_limit(bar.close, previous_close, limit) == side else None
+
+
+LIMIT_NOTES = {("open", "up"): "涨停开盘：开盘即封涨停，读者可能买不进",
+               ("open", "down"): "跌停开盘：开盘即封跌停，读者可能卖不出",
+               ("later", "up"): "参考价在涨停价且封板至收盘，读者可能买不进",
+               ("later", "down"): "参考价在跌停价且封板至收盘，读者可能卖不出"}
+
+
+def _previous_close(bars: Mapping[date, Bar], day: date) -> float | None:
+    previous = max((d for d in bars if d < day), default=None)
+    return bars[previous].close if previous else None
 
 
 def reference(
@@ -132,34 +191,42 @@ def reference(
 
     ``days``: the market's trading days, sorted; ``bars``/``bench``: daily bars by day; ``through``: the last day
     whose bars are known (published and fetched: published_through); ``intraday`` / ``bench_intraday``: the
-    5-minute bars of the push day (None: none to be had)."""
-    local = picked_at.astimezone(SHANGHAI)
-    (morning, _), (_, close) = SESSIONS[market]
-    day = local.date()
-    at = bisect_left(days, day)
-    trading_today = at < len(days) and days[at] == day
-    if trading_today and local.time() < morning:
-        first, kind = day, "open"
-    elif trading_today and local.time() < close:
-        first, kind = day, "intraday"
-    else:
-        nxt = _next_day(days, day)
-        if nxt is None:
-            return Reference("waiting", note="等待下一个交易日开盘（交易日历尚未公布）")
-        first, kind = nxt, "open"
+    5-minute bars of the push day (None: none to be had); ``limit``: the instrument's price limit that day."""
+    first, kind = first_moment(picked_at, market, days)
+    if first is None:
+        return Reference("waiting", note="等待下一个交易日开盘（交易日历尚未公布）")
     if first > through:
         return Reference("waiting", day=first, note=f"等待 {_md(first)} 开盘")
     if kind == "intraday" and first in bars:
-        minute = next((m for m in intraday or () if m.start >= local), None)
-        bench_minute = next((m for m in bench_intraday or () if minute and m.start == minute.start), None)
-        if minute is not None and bench_minute is not None:
-            return Reference("ok", first, "intraday", minute.open, bench_minute.open,
-                             f"盘中推送：{minute.start:%H:%M} 起第一根 5 分钟线的开盘价")
-        if first not in bench:
-            return Reference("no_data", first, note=f"基准指数缺少 {_md(first)} 的行情")
-        return Reference("ok", first, "close", bars[first].close, bench[first].close,
-                         "盘中推送，没有推送当日的 5 分钟行情：参考价取当日收盘价")
-    # the open of the first day the instrument trades, from ``first`` on
+        return _intraday_reference(picked_at, market, first, bars, bench, intraday, bench_intraday, limit)
+    return _open_reference(first, kind, days, bars, bench, through, limit)
+
+
+def _intraday_reference(picked_at: datetime, market: str, day: date, bars: Mapping[date, Bar],
+                        bench: Mapping[date, Bar], intraday: Sequence[MinuteBar] | None,
+                        bench_intraday: Sequence[MinuteBar] | None, limit: float | None) -> Reference:
+    """A push during the session: the first 5-minute bar that starts at or after it, never the one starting at
+    the session's open (its open is the auction's price, fixed before a push after 09:25); else the close."""
+    local = picked_at.astimezone(SHANGHAI)
+    session_open = datetime.combine(day, SESSIONS[market][0][0], SHANGHAI)
+    minute = next((m for m in intraday or () if m.start >= local and m.start > session_open
+                   and m.start.astimezone(SHANGHAI).date() == day), None)
+    bench_minute = next((m for m in bench_intraday or () if minute and m.start == minute.start), None)
+    previous = _previous_close(bars, day)
+    if minute is not None and bench_minute is not None:
+        side = not_tradable(bars[day], minute.open, "intraday", previous, limit)
+        notes = [f"盘中推送：{minute.start:%H:%M} 起第一根 5 分钟线的开盘价"] + ([LIMIT_NOTES["later", side]] if side else [])
+        return Reference("ok", day, "intraday", minute.open, bench_minute.open, "；".join(notes), side)
+    if day not in bench:
+        return Reference("no_data", day, note=f"基准指数缺少 {_md(day)} 的行情")
+    side = not_tradable(bars[day], bars[day].close, "close", previous, limit)
+    notes = ["盘中推送，没有推送当日的 5 分钟行情：参考价取当日收盘价"] + ([LIMIT_NOTES["later", side]] if side else [])
+    return Reference("ok", day, "close", bars[day].close, bench[day].close, "；".join(notes), side)
+
+
+def _open_reference(first: date, kind: str, days: Sequence[date], bars: Mapping[date, Bar],
+                    bench: Mapping[date, Bar], through: date, limit: float | None) -> Reference:
+    """The open of the first day the instrument trades, from ``first`` on (a suspension moves it)."""
     start = bisect_left(days, first)
     for offset, candidate in enumerate(days[start:start + MAX_SUSPENDED_DAYS + 1]):
         if candidate > through:
@@ -171,18 +238,15 @@ def reference(
             continue
         if candidate not in bench or bench[candidate].open is None:
             return Reference("no_data", candidate, note=f"基准指数缺少 {_md(candidate)} 的行情")
-        previous = max((d for d in bars if d < candidate), default=None)
-        at_limit = limit_open(bar.open, bars[previous].close if previous else None, limit)
+        side = not_tradable(bar, bar.open, "open", _previous_close(bars, candidate), limit)
         notes = []
         if offset:
             notes.append(f"{_md(first)} 起停牌，参考价取复牌日 {_md(candidate)} 的开盘价")
         if kind == "intraday" and not offset:
             notes.append("盘中推送")
-        if at_limit == "up":
-            notes.append("涨停开盘：开盘即在涨停价，读者可能买不进")
-        elif at_limit == "down":
-            notes.append("跌停开盘：开盘即在跌停价，读者可能卖不出")
-        return Reference("ok", candidate, "open", bar.open, bench[candidate].open, "；".join(notes), at_limit)
+        if side:
+            notes.append(LIMIT_NOTES["open", side])
+        return Reference("ok", candidate, "open", bar.open, bench[candidate].open, "；".join(notes), side)
     return Reference("suspended", first, note=f"推送后 {MAX_SUSPENDED_DAYS} 个交易日内没有成交（停牌）")
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from include.radar import outcomes, store
 from include.radar.market import MinuteBar, Source, SourceError
-from include.radar.market.instruments import CN, HK, HSI, Instrument, from_key, name_index, price_limit, resolve
+from include.radar.market.instruments import CN, HK, HSI, Instrument, Names, from_key, name_index, price_limit, resolve
 from include.radar.slots import SHANGHAI
 from include.radar.store import track as track_store
 
@@ -155,13 +155,19 @@ def _try_fetch(conn: Any, lazy: _Lazy, what: str, now: datetime, run: Update, ca
 # ------------------------------------------------------------------------------------------------- picks
 
 
-def _names(conn: Any, lazy: _Lazy, now: datetime, run: Update, needed: bool) -> dict[str, list[Instrument]] | None:
-    """The listed names (refreshed weekly, only when a pick needs them); None when none could ever be had."""
+def _refresh_listings(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> datetime | None:
+    """Fetch the listed names when the cached ones are older than a week; when they were last updated."""
     updated = track_store.listings_updated(conn)
-    if needed and (updated is None or now - updated > LISTINGS_MAX_AGE):
+    if updated is None or now - updated > LISTINGS_MAX_AGE:
         _try_fetch(conn, lazy, "listings", now, run, lambda s: s.listings(),
                    lambda rows: track_store.save_listings(conn, rows))
         updated = track_store.listings_updated(conn)
+    return updated
+
+
+def _names(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> Names | None:
+    """The listed names (refreshed weekly); None when none could ever be had."""
+    updated = _refresh_listings(conn, lazy, now, run)
     return name_index(track_store.listings(conn)) if updated is not None else None
 
 
@@ -191,8 +197,8 @@ def _record_picks(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
     index = name_index(names) if names else None
     needs = any(resolve(_opportunities(r["result_json"]), index).needs_names for r in [*rows, *waiting])
     if needs or waiting:
-        index = _names(conn, lazy, now, run, needed=True)
-    by_key = {i.key: i.name for items in (index or {}).values() for i in items}
+        index = _names(conn, lazy, now, run)
+    by_key = index.by_key if index is not None else {}
     first: dict[int, dict[str, Any]] = {}
     for r in rows:  # one pick per event: the earliest moment a reader was shown it
         at = r["shown_at"] or now
@@ -241,6 +247,8 @@ def _fetch(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
         return
     needed = _instruments(picks)
     today = _today(now)
+    if any(i.market in ("SH", "SZ") and i.kind != "index" for i, _ in needed.values()):
+        _refresh_listings(conn, lazy, now, run)  # the listed names tell an ST stock's or an ETF's limit
     if any(i.calendar == CN for i, _ in needed.values()):
         _try_fetch(conn, lazy, "calendar:CN", now, run, lambda s: s.calendar(),
                    lambda days: track_store.save_calendar(conn, CN, days))
@@ -311,8 +319,9 @@ def _compute(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
     bars = track_store.bars_of(conn, needed, since)
     coverage = _coverage(conn, list(needed), now)
     calendars = {CN: track_store.calendar(conn, CN, since), HK: track_store.calendar(conn, HK, since)}
+    listed = track_store.listed_names(conn, needed)  # today's names: an ST mark comes and goes
     for p in picks:
-        inst = from_key(p["instrument"], p["instrument_name"])
+        inst = from_key(p["instrument"], listed.get(p["instrument"] or "") or p["instrument_name"])
         bench = from_key(p["benchmark"] or "", p["benchmark_name"])
         if inst is None or bench is None:
             continue
@@ -336,7 +345,7 @@ def _compute(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
             run.computed += 1
             continue
         ref = outcomes.reference(p["picked_at"], inst.calendar, days, own, theirs, through, intraday=minutes,
-                                 bench_intraday=bench_minutes, limit=price_limit(inst, p.get("target") or ""))
+                                 bench_intraday=bench_minutes, limit=price_limit(inst, p.get("target") or "", p["pick_day"]))
         results = [outcomes.outcome(ref, h, days, own, theirs, through, p["direction"]) for h in outcomes.HORIZONS]
         track_store.save_reference(conn, p["id"], ref)
         track_store.save_outcomes(conn, p["id"], results)

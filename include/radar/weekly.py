@@ -63,9 +63,9 @@ def gather(conn: Any, monday: date, min_picks: int = ranking.DEFAULT_MIN_PICKS
 
 
 def week_record(conn: Any, first: date, last: date) -> dict[str, int]:
-    """The week's picks, how many are measured at T+1 so far (with a price and a direction), and how many of
-    them are right (the push says the rate only from outcomes.MIN_SAMPLE of them; the page has more)."""
-    groups = track_store.summary_groups(conn, track_store.RecordFilters(first=first, last=last), 1)
+    """The week's picks, how many are measured at outcomes.WEEK_HORIZON so far (with a price and a direction),
+    and how many of them are right (the push says the rate only from outcomes.MIN_SAMPLE of them, as the page)."""
+    groups = track_store.summary_groups(conn, track_store.RecordFilters(first=first, last=last), outcomes.WEEK_HORIZON)
     total = next((g for g in groups if g["dim"] == "all"), {})
     return {"picks": int(total.get("picks") or 0), "measured": int(total.get("directional") or 0),
             "hits": int(total.get("hits") or 0)}
@@ -170,7 +170,7 @@ def lines(row: dict[str, Any]) -> list[str]:
     record = stats.get("record") or {}
     if record.get("picks"):  # the page's rule: below MIN_SAMPLE the sample's size only, never hits nor a rate
         measured, hits = int(record.get("measured") or 0), int(record.get("hits") or 0)
-        said = f"本周战绩：选出 {record['picks']} 条，T+1 已测 {measured} 条"
+        said = f"本周战绩：选出 {record['picks']} 条，T+{outcomes.WEEK_HORIZON} 已测 {measured} 条"
         if measured >= outcomes.MIN_SAMPLE:
             low, high = outcomes.wilson(hits, measured)
             said += f"，命中率 {hits / measured:.0%}（95% 区间 {low:.0%}–{high:.0%}）"

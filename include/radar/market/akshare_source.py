@@ -19,7 +19,7 @@ the pages and every other task never import it. The calls, verified against aksh
 | Shenwan index, daily | ``index_hist_sw(symbol="801081", period="day")`` (whole history) | 日期 开盘 收盘 最高 最低 |
 | 5-minute bars | ``stock_zh_a_hist_min_em`` / ``fund_etf_hist_min_em(symbol, start_date="2026-02-04 09:30:00", end_date="2026-02-04 15:00:00", period="5", adjust="hfq")``, ``index_zh_a_hist_min_em(symbol, period="5", start_date, end_date)`` | 时间 (the bar's end) 开盘 |
 | A-share calendar | ``tool_trade_date_hist_sina()`` | trade_date |
-| listed names | ``stock_info_a_code_name()`` (code, name); ``stock_hk_spot_em()`` (代码, 名称) | |
+| listed names | ``stock_info_a_code_name()`` (code, name); ``fund_etf_spot_em()``, ``stock_hk_spot_em()`` (代码, 名称) | |
 """
 
 from __future__ import annotations
@@ -197,6 +197,11 @@ class LibrarySource:
             code, name = str(row.get("code", "")).strip().zfill(6), str(row.get("name", "")).strip()
             found = a_share(code, None) if code.isdigit() and len(code) == 6 else None
             if found is not None and name:
+                out.append((found.key, name))
+        for row in self.call("fund_etf_spot_em"):  # an ETF's name tells its limit (创业板ETF: ±20 %)
+            code, name = str(row.get("代码", "")).strip().zfill(6), str(row.get("名称", "")).strip()
+            found = a_share(code, None) if code.isdigit() and len(code) == 6 else None
+            if found is not None and found.kind == "etf" and name:
                 out.append((found.key, name))
         for row in self.call("stock_hk_spot_em"):
             code, name = str(row.get("代码", "")).strip(), str(row.get("名称", "")).strip()

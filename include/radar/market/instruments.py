@@ -6,8 +6,12 @@ What a target may be, tried in this order:
 
 - a code in any spelling the radar already reconciles (``600519``, ``600519.SH``, ``SH600519``), also inside a
   name (``贵州茅台（600519）``); an ETF (``510300``, ``159915``), an index with its exchange (``SH000300``,
-  ``399006``), a Hong Kong code (``00700``, ``0700.HK``, ``HK00700``). A bare ``000300`` is the Shenzhen stock
-  of that code, never the CSI 300: only the exchange prefix makes a Shanghai ``000xxx`` an index;
+  ``399006``), a Hong Kong code (``00700``, ``0700.HK``, ``HK00700``, ``腾讯控股（00700）``). A bare ``000300``
+  is the Shenzhen stock of that code, never the CSI 300: only the exchange prefix, or an index name beside it
+  (``沪深300（000300）``), makes a Shanghai ``000xxx`` an index. **A name beside a code must agree with it**: an
+  index name whose code matches gives the index; a name that contradicts the listed name of the code (``上证
+  180（000010）``, where 000010 is a Shenzhen company) makes the pick not measurable with the reason, never a
+  different company's; a code with a name waits for the listed names when they cannot be had yet;
 - an index by name (沪深300, 恒生指数, …);
 - a sector mapped to a Shenwan industry index (SECTORS: the 2021 level-1 industries and a few level-2 ones,
   with the words articles use for them); a sector word no index covers is "not measurable", with the word;
@@ -22,6 +26,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import date
 
 CN, HK = "CN", "HK"  # calendars: the A-share exchanges (and Shenwan's indices, computed on their days), Hong Kong
 
@@ -112,6 +117,11 @@ _WIDTH = str.maketrans({"（": "(", "）": ")", "．": ".", "　": " "})
 _CODE_IN = re.compile(r"(?<![0-9A-Za-z])(?:(SH|SZ|BJ|SS)\s?)?([0-9]{6})(?:\.(SH|SZ|BJ|SS))?(?![0-9A-Za-z])", re.I)
 _HK_IN = re.compile(r"(?<![0-9A-Za-z])(?:HK\s?([0-9]{4,5})|([0-9]{4,5})\.HK)(?![0-9A-Za-z])", re.I)
 _BARE_HK = re.compile(r"^0[0-9]{4}$")
+_BRACKETED_HK = re.compile(r"\((0[0-9]{3,4}|[0-9]{5})\)")  # 腾讯控股（00700）: A-share codes have six digits
+_CODE_TOKENS = re.compile(r"(?:SH|SZ|BJ|SS|HK)?\s?[0-9]{4,6}(?:\.(?:SH|SZ|BJ|SS|HK))?", re.I)
+_NOT_NAME = re.compile(r"[\s()\[\]【】,，:：;；、/.*-]+")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_ST_MARK = re.compile(r"^S?\*?ST")
 
 
 def normalise(text: str) -> str:
@@ -157,6 +167,9 @@ def parse_code(text: str) -> Instrument | None:
         return Instrument("HK", (hk.group(1) or hk.group(2)).zfill(5), "stock")
     if _BARE_HK.match(norm):
         return Instrument("HK", norm, "stock")
+    bracketed = _BRACKETED_HK.search(norm)
+    if bracketed and not _CODE_IN.search(norm):
+        return Instrument("HK", bracketed.group(1).zfill(5), "stock")
     found = [a_share(m.group(2), (m.group(1) or m.group(3) or "").upper() or None) for m in _CODE_IN.finditer(norm)]
     found = [f for f in found if f is not None]
     return found[0] if len({f.key for f in found}) == 1 else None
@@ -224,14 +237,86 @@ def by_name(target: str, names: Mapping[str, list[Instrument]] | None) -> tuple[
     return None, f"「{target}」不是代码，也没有同名的上市公司"
 
 
-def name_index(listings: Iterable[tuple[str, str]]) -> dict[str, list[Instrument]]:
-    """{normalised name: instruments} from (instrument key, name) rows of the listings cache."""
-    index: dict[str, list[Instrument]] = {}
+class Names(dict[str, list[Instrument]]):
+    """The listed companies by normalised name (what a company name resolves through), and ``by_key``: every
+    listed name by instrument key, ETFs too (what a code's written name is checked against, what tells an ST
+    stock or a ChiNext ETF)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_key: dict[str, str] = {}
+
+
+def name_index(listings: Iterable[tuple[str, str]]) -> Names:
+    """The listed names (Names) from (instrument key, name) rows of the listings cache. An ETF's name is kept by
+    its key only: a company named in a pick is never resolved to a fund."""
+    index = Names()
     for key, name in listings:
-        market, _, code = key.partition(":")
-        kind = "stock" if market in ("SH", "SZ", "BJ", "HK") else "index"
-        index.setdefault(normalise(name), []).append(Instrument(market, code, kind, name))
+        inst = from_key(key, name)
+        if inst is None:
+            continue
+        index.by_key[key] = name
+        if inst.kind != "etf":
+            index.setdefault(normalise(name), []).append(inst)
     return index
+
+
+def name_beside_code(text: str) -> str:
+    """The words written beside a code (``上证指数（000001）`` → ``上证指数``); '' when only a code is written."""
+    return _NOT_NAME.sub("", _CODE_TOKENS.sub("", normalise(text)))
+
+
+def _core(name: str) -> str:
+    return _ST_MARK.sub("", _NOT_NAME.sub("", normalise(name)))
+
+
+def names_agree(written: str, listed: str) -> bool:
+    """Whether a written name can be the listed one: one contains the other once the ST marks are set aside
+    (茅台 and 贵州茅台, 华微电子 and *ST华微)."""
+    a, b = _core(written), _core(listed)
+    return bool(a) and bool(b) and (a in b or b in a)
+
+
+def code_with_name(target: str, code: Instrument, names: Mapping[str, list[Instrument]] | None
+                   ) -> tuple[Instrument | None, str, bool]:
+    """The instrument a code names once the name written beside it agrees: (instrument, why not, waits for the
+    listed names). An index name whose code matches gives the index (``沪深300（000300）``, never the Shenzhen
+    stock 000300); a name that contradicts the code's listed name gives nothing, with the reason; a name in no
+    script the listings use (Latin letters only), or a code the listings do not hold, cannot contradict."""
+    written = name_beside_code(target)
+    if not _CJK.search(written):
+        return code, "", False
+    index = INDEX_NAMES.get(written)
+    if index is not None:
+        if code.code == index.code:
+            return index, "", False
+        return None, f"「{target}」：{index.name}的代码是 {index.code}，与所写代码不符，不作测量", False
+    if code.kind == "index":
+        return code, "", False
+    if names is None:
+        return None, "", True
+    listed = getattr(names, "by_key", {}).get(code.key)
+    if listed is None or names_agree(written, listed):
+        return code, "", False
+    return None, f"「{target}」：代码 {code.code} 是「{listed}」，与所写名称不符，不作测量", False
+
+
+def _target(target: str, opp_type: str, names: Mapping[str, list[Instrument]] | None
+            ) -> tuple[Instrument | None, str, bool]:
+    """What one target names: (instrument, why not, waits for the listed names)."""
+    code = parse_code(target)
+    if code is not None:
+        return code_with_name(target, code, names)
+    found = INDEX_NAMES.get(normalise(target))
+    if found is not None:
+        return found, "", False
+    if opp_type == "sector":
+        found, why = sector_of(target)
+        return found, why or f"「{target}」没有对应的行业指数", False
+    if names is None:
+        return None, "", True
+    found, why = by_name(target, names)
+    return found, why, False
 
 
 def resolve(opportunities: list[dict], names: Mapping[str, list[Instrument]] | None) -> Resolution:
@@ -253,19 +338,11 @@ def resolve(opportunities: list[dict], names: Mapping[str, list[Instrument]] | N
             continue
         sector = next((s for s in (sector_of(t)[0] for t in targets) if s is not None), None)
         for target in targets:
-            found = parse_code(target) or INDEX_NAMES.get(normalise(target))
-            why = ""
-            if found is None and opp_type == "sector":
-                found, why = sector_of(target)
-            if found is None and opp_type != "sector":
-                if names is None:
-                    waiting = True
-                    continue
-                found, why = by_name(target, names)
+            found, why, wait = _target(target, opp_type, names)
+            waiting = waiting or wait
             if found is None:
-                if opp_type == "sector" and not why:
-                    why = f"「{target}」没有对应的行业指数"
-                reasons.append(why or f"「{target}」无法对应到证券")
+                if not wait:
+                    reasons.append(why or f"「{target}」无法对应到证券")
                 continue
             bench = benchmark_for(found, sector if found.kind == "stock" and found.market != "SW" else None)
             return Resolution(found, bench, target, direction, opp_type)
@@ -280,14 +357,41 @@ def resolve(opportunities: list[dict], names: Mapping[str, list[Instrument]] | N
 STAR_ETFS = ("588", "589")  # Shanghai's codes for ETFs of STAR-market stocks
 GROWTH_BOARD_WORDS = ("创业板", "创业", "双创", "科创")  # an ETF of ChiNext or STAR stocks only: ±20 %
 _NOT_A_NAME = re.compile(r"[0-9\s().:·_-]|SH|SZ|ETF")
+_ST = re.compile(r"(?<![A-Z])S?\*?ST(?![A-Z])")
+
+# The daily price limits are the exchanges' dated rules, not constants:
+# - ChiNext: ±10 % (ST ±5 %) until its registration reform, ±20 % for every ChiNext stock from 2020-08-24;
+# - STAR (688/689): ±20 % since it opened (2019-07-22); Beijing ±30 %;
+# - main-board risk-warning (ST, *ST) stocks: ±5 %. The exchanges proposed on 2025-06-27 (征求意见稿, "关于
+#   调整主板风险警示股票价格涨跌幅限制比例及有关事项的通知") to make it ±10 %, like the rest of the main boards;
+#   ST_MAIN_BOARD_TEN_FROM is the day the final notice puts it in force. Until that day is entered here, a
+#   main-board ST stock after the proposal has no limit said (an open at it is not judged), rather than a guess.
+CHINEXT_TWENTY_FROM = date(2020, 8, 24)
+ST_MAIN_BOARD_PROPOSAL = date(2025, 6, 27)
+ST_MAIN_BOARD_TEN_FROM: date | None = None
 
 
-def price_limit(instrument: Instrument, named: str = "") -> float | None:
-    """The daily price limit of an A-share instrument (a fraction), None where there is none (indices, HK) or
-    where its code does not tell it. ST stocks (±5 % on the main boards) are told by their name. An ETF has
-    ±10 %, ±20 % when it holds ChiNext or STAR stocks only: Shanghai's 588/589 codes, or a name (the listing's
-    or the one the pick wrote, ``named``) saying 创业板, 双创 or 科创; a Shenzhen ETF known by its code only
-    (159915 is ChiNext's, 159919 the CSI 300's) has no limit said. The limit is only used to note an open at it."""
+def is_st(*names: str) -> bool:
+    """Whether a name marks a risk-warning stock (ST, *ST, SST, S*ST)."""
+    return any(_ST.search(normalise(n)) for n in names if n)
+
+
+def _st_main_board(day: date | None) -> float | None:
+    """A main-board ST stock's limit on ``day`` (None: the rules in force now)."""
+    if day is not None and day < ST_MAIN_BOARD_PROPOSAL:
+        return 0.05
+    if ST_MAIN_BOARD_TEN_FROM is None:
+        return None  # proposed, its start not entered: not judged
+    return 0.10 if day is None or day >= ST_MAIN_BOARD_TEN_FROM else 0.05
+
+
+def price_limit(instrument: Instrument, named: str = "", day: date | None = None) -> float | None:
+    """The daily price limit (a fraction) of an A-share instrument on ``day`` (None: the rules in force now),
+    None where there is none (indices, HK) or where it is not known. ``named``: what the pick wrote (its
+    target); the instrument's name should be its listed name (ST marks change): an ST mark in either counts.
+    An ETF has ±10 %, ±20 % when it holds ChiNext or STAR stocks only: Shanghai's 588/589 codes, or a name
+    saying 创业板, 双创 or 科创; a Shenzhen ETF whose name is nowhere to be had (159915 is ChiNext's, 159919
+    the CSI 300's) has no limit said. The limit is only used to note a price at it."""
     if instrument.market not in ("SH", "SZ", "BJ") or instrument.kind == "index":
         return None
     if instrument.market == "BJ":
@@ -297,8 +401,9 @@ def price_limit(instrument: Instrument, named: str = "") -> float | None:
         if instrument.code.startswith(STAR_ETFS) or any(w in text for w in GROWTH_BOARD_WORDS):
             return 0.20
         return None if instrument.market == "SZ" and not _NOT_A_NAME.sub("", text) else 0.10
-    if instrument.code.startswith(("300", "301", "688", "689")):
+    st = is_st(instrument.name, named)
+    if instrument.code.startswith(("688", "689")):
         return 0.20
-    if "ST" in normalise(instrument.name) and instrument.kind == "stock":
-        return 0.05
-    return 0.10
+    if instrument.code.startswith(("300", "301")):
+        return 0.20 if day is None or day >= CHINEXT_TWENTY_FROM else 0.05 if st else 0.10
+    return _st_main_board(day) if st else 0.10

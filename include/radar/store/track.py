@@ -119,6 +119,13 @@ def listings(conn: psycopg.Connection) -> list[tuple[str, str]]:
     return [(r["instrument"], r["name"]) for r in conn.execute("SELECT instrument, name FROM market_listing")]
 
 
+def listed_names(conn: psycopg.Connection, instruments: Iterable[str]) -> dict[str, str]:
+    """{instrument: its listed name} of the ones the listings hold."""
+    rows = conn.execute("SELECT instrument, name FROM market_listing WHERE instrument = ANY(%s)",
+                        (sorted(set(instruments)),)).fetchall()
+    return {r["instrument"]: r["name"] for r in rows}
+
+
 def listings_updated(conn: psycopg.Connection) -> datetime | None:
     return conn.execute("SELECT max(updated_at) AS at FROM market_listing").fetchone()["at"]
 
@@ -128,8 +135,9 @@ def listings_updated(conn: psycopg.Connection) -> datetime | None:
 
 def new_picks(conn: psycopg.Connection) -> list[Row]:
     """Analyses a reader was shown as a pick whose event has no pick yet: every sent opportunity push (when it
-    was first sent) and every top pick of a daily report (when the report's push was first sent; NULL when the
-    report was never pushed: the step's own time stands in). The analysis's data come along."""
+    was first sent) and every top pick of a daily report (when the first daily push that showed it was sent,
+    daily_push_pick; a report whose pushes predate that record: its first push; NULL when no push showed it:
+    the step's own time stands in). The analysis's data come along."""
     return conn.execute(
         f"""
         WITH shown AS (
@@ -140,8 +148,13 @@ def new_picks(conn: psycopg.Connection) -> list[Row]:
             GROUP BY 1
             UNION ALL
             SELECT (t.value ->> 'analysis_id')::bigint, 'daily',
-                   (SELECT min(n.sent_at) FROM notification_log n
-                    WHERE n.report_date = r.report_date AND n.push_type = 'daily' AND n.status = 1)
+                   CASE WHEN EXISTS (SELECT 1 FROM daily_push_pick l JOIN notification_log n ON n.id = l.notification_id
+                                     WHERE n.report_date = r.report_date)
+                   THEN (SELECT min(n.sent_at) FROM daily_push_pick l JOIN notification_log n ON n.id = l.notification_id
+                         WHERE n.report_date = r.report_date AND n.status = 1
+                           AND l.analysis_id = (t.value ->> 'analysis_id')::bigint)
+                   ELSE (SELECT min(n.sent_at) FROM notification_log n
+                         WHERE n.report_date = r.report_date AND n.push_type = 'daily' AND n.status = 1) END
             FROM daily_report r
             CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(r.digest_json -> 'top_opportunities')
                 = 'array' THEN r.digest_json -> 'top_opportunities' ELSE '[]'::jsonb END) t
@@ -158,6 +171,31 @@ def new_picks(conn: psycopg.Connection) -> list[Row]:
         ORDER BY s.shown_at NULLS LAST, s.analysis_id
         """
     ).fetchall()
+
+
+def sent_daily_pushes(conn: psycopg.Connection, day: date) -> list[int]:
+    """The notification ids of the daily pushes of ``day`` already sent."""
+    rows = conn.execute("SELECT id FROM notification_log WHERE report_date = %s AND push_type = 'daily' AND status = 1",
+                        (day,)).fetchall()
+    return [r["id"] for r in rows]
+
+
+def link_daily_push_picks(conn: psycopg.Connection, day: date, before: Sequence[int], analysis_ids: Sequence[int]
+                          ) -> int:
+    """Record that the daily pushes of ``day`` sent since ``before`` (sent_daily_pushes before the send) showed
+    ``analysis_ids`` (the report's top picks as pushed): the track record dates a pick at the first of them."""
+    if not analysis_ids:
+        return 0
+    return conn.execute(
+        """
+        INSERT INTO daily_push_pick (notification_id, analysis_id)
+        SELECT n.id, a.id FROM notification_log n
+        CROSS JOIN unnest(%s::bigint[]) AS picked(id) JOIN analysis_result a ON a.id = picked.id
+        WHERE n.report_date = %s AND n.push_type = 'daily' AND n.status = 1 AND NOT n.id = ANY(%s::bigint[])
+        ON CONFLICT DO NOTHING
+        """,
+        (sorted(set(analysis_ids)), day, list(before)),
+    ).rowcount
 
 
 PICK_COLUMNS = ("event_id", "analysis_id", "origin", "picked_at", "pick_day", "score", "direction", "opp_type",

@@ -9,7 +9,7 @@ from datetime import timedelta
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from include.radar import focus, search, store, weekly
+from include.radar import focus, outcomes, search, store, weekly
 from include.radar.store import track as track_store
 from include.radar.web import views
 from include.radar.web.auth import PageError, ReaderDep, require_reader
@@ -57,7 +57,7 @@ def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLRespons
     with runtime.connect() as conn:
         report = store.get_weekly_report(conn, week)
         picks, _ = track_store.record_page(conn, week_filters, WEEK_PICKS, 0)
-        pick_rows = track_store.summary_groups(conn, week_filters, 5)
+        pick_rows = track_store.summary_groups(conn, week_filters, outcomes.WEEK_HORIZON)
     links = page_links(request)
     data = (report or {}).get("digest_json") or {}
     tops = []
@@ -79,7 +79,8 @@ def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLRespons
         next_url=links.weekly(week + timedelta(days=7)) if end < current else None,
         past=end < current, daily_slot=settings.daily_slot,
         record=record_views.week_record(picks, pick_rows, links, zone(settings),
-                                        record_views.RecordForm(first=week.isoformat(), last=end.isoformat())),
+                                        record_views.RecordForm(first=week.isoformat(), last=end.isoformat(),
+                                                                horizon=str(outcomes.WEEK_HORIZON))),
         threshold=settings.push_score_threshold,
     )
 

@@ -281,11 +281,13 @@ class WeekRecord:
     picks: list[PickView]
     summary: SummaryRow
     url: str
+    horizon: int = outcomes.WEEK_HORIZON
 
 
 def week_record(rows: list[dict[str, Any]], groups: list[dict[str, Any]], links: Links, tz: ZoneInfo,
                 form: RecordForm) -> WeekRecord:
-    """The weekly page's section: the week's picks and their record at T+5 (store.track.summary_groups' rows)."""
+    """The weekly page's section: the week's picks and their record at outcomes.WEEK_HORIZON, the horizon the
+    weekly push says too (store.track.summary_groups' rows at it)."""
     overall = _groups(groups).get("all", {}).get("", {})
     return WeekRecord([pick_view(r, links, tz) for r in rows], summary_row(outcomes.Group.from_sums("all", "全部", overall)),
                       form.url(links))

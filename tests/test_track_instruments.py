@@ -1,0 +1,114 @@
+"""The right instrument: a code next to a name must agree with the name, a bracketed Hong Kong code is one, and
+the price limit is the exchanges' dated rule read from the pick's text and today's listed names.
+
+Every expectation is hand-computed from the listings and bars written here (tests/track_fixtures.py)."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from include.radar import db, track_record
+from include.radar.market import Bar
+from include.radar.market.akshare_source import LibrarySource
+from include.radar.market.instruments import Instrument, name_index, parse_code, price_limit, resolve
+from tests.slotrun import shanghai
+from tests.track_fixtures import HandSource, flat, pushed_pick, weekdays
+
+# what stock_info_a_code_name lists under the codes the indices share
+LISTED = [("SZ:000001", "平安银行"), ("SZ:000016", "深康佳A"), ("SZ:000905", "厦门港务"), ("SZ:000300", "大冶特钢"),
+          ("SZ:000010", "美丽生态"), ("SH:600519", "贵州茅台"), ("SH:600360", "*ST华微"), ("HK:00700", "腾讯控股"),
+          ("SZ:159915", "创业板ETF易方达"), ("SZ:159919", "沪深300ETF嘉实")]
+NAMES = name_index(LISTED)
+
+
+def _one(target: str, names=NAMES):
+    return resolve([{"type": "stock", "targets": [target], "direction": "bullish"}], names)
+
+
+@pytest.mark.parametrize(("target", "key"), [
+    ("上证指数（000001）", "SH:000001"), ("上证50（000016）", "SH:000016"), ("中证500（000905）", "SH:000905"),
+    ("科创50（000688）", "SH:000688"), ("沪深300（000300）", "SH:000300"), ("沪深300 (SH000300)", "SH:000300"),
+])
+def test_an_index_written_with_its_code_is_the_index_never_the_shenzhen_stock_of_that_number(target, key) -> None:
+    found = _one(target)
+    assert (found.instrument.key, found.instrument.kind) == (key, "index")
+    assert found.benchmark.key == "SH:000300"
+
+
+def test_a_name_that_contradicts_its_code_is_not_measurable_with_the_reason() -> None:
+    other_index = _one("上证指数（000016）")  # 上证指数 is 000001
+    assert other_index.instrument is None and "上证指数的代码是 000001" in other_index.reason
+    company = _one("平安银行（600519）")  # 600519 is 贵州茅台
+    assert company.instrument is None and "代码 600519 是「贵州茅台」" in company.reason
+    unknown_index = _one("上证180（000010）")  # not an index the radar knows: 000010 is a Shenzhen company
+    assert unknown_index.instrument is None and "美丽生态" in unknown_index.reason
+
+
+def test_a_name_that_agrees_with_its_code_gives_the_company_and_waits_for_the_listings_when_unknown() -> None:
+    assert _one("茅台（600519）").instrument.key == "SH:600519"  # a short form of the listed name
+    assert _one("华微电子（600360）").instrument.key == "SH:600360"  # the ST mark set aside
+    assert _one("600519.SH").instrument.key == "SH:600519"  # a code alone: nothing to contradict
+    waiting = _one("贵州茅台（600519）", names=None)
+    assert waiting.instrument is None and waiting.needs_names
+
+
+def test_a_bracketed_hong_kong_code_after_a_name_is_the_hong_kong_stock() -> None:
+    assert parse_code("腾讯控股（00700）").key == "HK:00700"
+    assert parse_code("小米集团(01810)").key == "HK:01810"
+    found = _one("腾讯控股（00700）")
+    assert (found.instrument.key, found.benchmark.key) == ("HK:00700", "HKI:HSI")
+    assert parse_code("贵州茅台（600519）").key == "SH:600519"  # six digits stay an A-share code
+
+
+def test_the_price_limit_is_the_dated_rule_read_from_the_pick_s_text_too() -> None:
+    plain = Instrument("SH", "600360", "stock")
+    assert price_limit(plain, "*ST华微（600360）", date(2025, 3, 3)) == 0.05  # the ST mark in the target text
+    assert price_limit(Instrument("SH", "600360", "stock", "*ST华微"), "600360", date(2025, 3, 3)) == 0.05
+    # after the exchanges' 2025-06-27 proposal to make it ±10 %: not judged until its start is entered
+    assert price_limit(plain, "*ST华微", date(2025, 9, 1)) is None
+    chinext = Instrument("SZ", "300001", "stock", "ST特锐")
+    assert price_limit(chinext, "", date(2020, 6, 1)) == 0.05 and price_limit(chinext, "", date(2020, 9, 1)) == 0.20
+    assert price_limit(Instrument("SZ", "300750", "stock"), "", date(2020, 6, 1)) == 0.10
+    assert price_limit(Instrument("SH", "600519", "stock", "贵州茅台"), "", date(2026, 2, 4)) == 0.10
+
+
+def test_the_listings_name_the_etfs_so_a_159_etf_known_by_its_code_has_its_limit() -> None:
+    answers = {"stock_info_a_code_name": [{"code": "600519", "name": "贵州茅台"}],
+               "fund_etf_spot_em": [{"代码": "159915", "名称": "创业板ETF易方达"}, {"代码": "510300", "名称": "沪深300ETF"}],
+               "stock_hk_spot_em": [{"代码": "00700", "名称": "腾讯控股"}]}
+    listed = LibrarySource(lambda function, **_: answers[function]).listings()
+    assert ("SZ:159915", "创业板ETF易方达") in listed and ("SH:510300", "沪深300ETF") in listed
+    names = name_index(listed)
+    assert names.by_key["SZ:159915"] == "创业板ETF易方达" and "创业板ETF易方达" not in names  # no company by that name
+    assert price_limit(Instrument("SZ", "159915", "etf", names.by_key["SZ:159915"]), "159915") == 0.20
+
+
+DAYS = weekdays(date(2025, 2, 17), date(2025, 4, 30))
+
+
+def _limit_pick(db_url, target: str, key: str, previous: float, opened: float, limit_listed) -> dict:
+    """A pick of ``target`` pushed on Monday 2025-03-03 at 22:00: its reference is Tuesday's open, ``opened``
+    after a close of ``previous``, and the day's high is the open (it never traded above it)."""
+    bars = {key: flat([d for d in DAYS if d <= date(2025, 3, 3)], previous), "SH:000300": flat(DAYS, 4000.0)}
+    bars[key][date(2025, 3, 4)] = Bar(date(2025, 3, 4), opened, opened, opened * 0.97, opened * 0.98)
+    source = HandSource(DAYS, bars, listings=limit_listed)
+    with db.connect() as conn:
+        pushed_pick(conn, [target], shanghai(2025, 3, 3, 22))
+    track_record.update(db.connect, lambda: source, now=shanghai(2025, 3, 10, 22))
+    with db.connect() as conn:
+        return conn.execute("SELECT instrument, ref_day, ref_price, limit_open, ref_note FROM track_pick").fetchone()
+
+
+def test_a_code_only_st_pick_gets_the_st_limit_from_the_listings(db_url) -> None:
+    # 10.00 → 10.50 is +5 %: the ST limit on 2025-03-04 (±5 %), not the main board's ±10 %
+    pick = _limit_pick(db_url, "600360", "SH:600360", 10.0, 10.5, LISTED)
+    assert (pick["instrument"], pick["ref_day"], pick["ref_price"]) == ("SH:600360", date(2025, 3, 4), 10.5)
+    assert pick["limit_open"] == "up" and "涨停开盘" in pick["ref_note"]
+
+
+def test_a_159_etf_known_only_by_its_code_gets_its_limit_from_its_listed_name(db_url) -> None:
+    # 2.00 → 2.40 is +20 %: the limit of 创业板ETF易方达 (a ChiNext ETF)
+    pick = _limit_pick(db_url, "159915", "SZ:159915", 2.0, 2.4, LISTED)
+    assert (pick["instrument"], pick["ref_price"], pick["limit_open"]) == ("SZ:159915", 2.4, "up")
