@@ -311,7 +311,11 @@ def _here(request: Request, links: views.Links) -> str:
 
 
 def feedback_forms(request: Request, reader: Reader, settings: Settings, links: views.Links) -> feedback.Forms:
-    """The 👍/👎/🤷 forms of this page: signed actions that come back here (web/feedback.py)."""
-    secret = settings.link_secret.get_secret_value() if settings.link_secret else None
+    """The 👍/👎/🤷 forms of this page: signed actions that come back here (web/feedback.py).
+
+    A read session's pages get none: its cookie reaches every analysis of every day, and whoever a push is
+    forwarded to holds it, so votes come only from an Airflow login or from the page a link names (a daily
+    link's own analyses, whose links it signs), never from the session a link opened."""
+    secret = settings.link_secret.get_secret_value() if settings.link_secret and not reader.session else None
     return feedback.Forms(secret, get_runtime(request).clock(), links.root, _here(request, links),
                           reader.signed_exp if reader.signed else None)
