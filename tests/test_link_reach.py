@@ -1,7 +1,7 @@
 """What a pushed link and the read session it opens may do, and for how long: a link votes on the page it
-names only, and the session it opens votes on nothing.
+names only, the session it opens votes on nothing, and a link opens sessions during its first day only.
 
-Rooms: web/runtime.py (the vote forms), web/routes/reports.py.
+Rooms: web/auth.py (the read session), web/runtime.py (the vote forms), web/routes/reports.py.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from include.radar.web.auth import READ_COOKIE
 from tests.test_trust_web import _app
 from tests.test_web import (
     DAY,
+    NOW,
     Seeder,
     commit,
+    make_settings,
     seed,  # noqa: F401 - a fixture (pytest finds it by name)
     signed,
 )
@@ -55,3 +57,25 @@ def test_a_read_session_shows_no_vote_forms_and_casts_no_vote(seed: Seeder, db_u
     assert FORM in own.text and re.search(rf'action="/analysis/{ids["mine"]}/feedback"', own.text)
     assert store.feedback_of(conn, [ids["mine"], ids["other"]]) == {}
 
+
+def test_a_link_opens_read_sessions_during_its_first_day_only(seed: Seeder, db_url) -> None:
+    """Each visit of a valid link used to open a fresh 30-minute session: a forwarded link was seven days of
+    read access to every page. Now the session it opens ends a day after the link was sent, whatever the
+    visits; the link's own page still opens for the link's whole life."""
+    _two_days(seed)
+    clock = [NOW]
+    client = TestClient(_app(db_url, clock=clock))
+    link = signed(f"/daily/{DAY.isoformat()}", now=NOW)
+    assert "Max-Age=1800;" in client.get(link).headers["set-cookie"]
+    clock[0] = NOW + timedelta(hours=23, minutes=50)  # ten minutes of the first day left
+    near_end = client.get(link)
+    assert "Max-Age=600;" in near_end.headers["set-cookie"] and "10 分钟内可继续浏览" in near_end.text
+    clock[0] = NOW + timedelta(days=2)
+    fresh = TestClient(_app(db_url, clock=clock))
+    later = fresh.get(link)
+    assert later.status_code == 200  # the page the link names
+    assert READ_COOKIE not in later.headers.get("set-cookie", "") and "分钟内可继续浏览" not in later.text
+    assert fresh.get("/").status_code == 401 and fresh.get(f"/daily/{(DAY - timedelta(days=1))}").status_code == 401
+    # a link signed under a shorter remember_me_days opens its session on its first day all the same
+    short = TestClient(_app(db_url, settings=make_settings(remember_me_days=2), clock=[NOW]))
+    assert "Max-Age=1800;" in short.get(signed(f"/daily/{DAY.isoformat()}", days=2)).headers["set-cookie"]

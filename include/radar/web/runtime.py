@@ -26,7 +26,7 @@ from include.radar import db, ranking, signing, store
 from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI
 from include.radar.web import feedback, views
-from include.radar.web.auth import AIRFLOW_LOGIN_PATH, PageError, Reader, app_path, local_path, session_opens
+from include.radar.web.auth import AIRFLOW_LOGIN_PATH, PageError, Reader, app_path, local_path
 from include.radar.web.mount import URL_PREFIX
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")
@@ -169,6 +169,12 @@ def page_links(
     return views.Links(root=root, airflow_root=airflow_root, signer=signer, signable=signable)
 
 
+def _session_minutes(request: Request) -> int:
+    """The minutes of the read session this page's link opens (auth.py), rounded up; 0 when it opens none."""
+    session = request.scope.get("state", {}).get("radar_read_session")
+    return -(-session[1] // 60) if session else 0
+
+
 class Pages:
     """Renders templates into responses with the context every page shares (links, demo badge, signature)."""
 
@@ -195,8 +201,7 @@ class Pages:
             tz_label="北京时间",
             signed_until=signed_until,
             read_session=bool(reader is not None and reader.session),
-            session_minutes=settings.link_session_minutes if settings and settings.link_secret and session_opens(
-                settings) else 0,
+            session_minutes=_session_minutes(request),
             # what is personal (watchlist hits, filter rules, learned weights) shows to an Airflow login only
             personal=bool(reader is not None and reader.personal),
             **context,
