@@ -78,7 +78,7 @@ def _profile_response(request: Request, reader: Reader, *, editable: bool, saved
     settings = runtime.settings()
     links = page_links(request)
     with runtime.connect() as conn:
-        current = focus.from_row(store.get_profile(conn))
+        current = focus.from_row(store.get_profile(conn), store.slow_rules(conn))
         weights = runtime.ranking_weights(conn)
     token, reason = "", "" if editable else EDIT_REFUSED
     if editable:
