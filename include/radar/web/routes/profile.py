@@ -84,6 +84,8 @@ def _profile_response(request: Request, reader: Reader, *, editable: bool, saved
     if editable:
         try:
             token = csrf.form_token(csrf.form_key(runtime, settings), reader.user, runtime.clock())
+        except csrf.UnknownUser:  # fails closed: shown, never saved
+            editable, reason = False, csrf.USER_UNKNOWN
         except csrf.FormKeyMissing:  # shown, not saved, until the operator runs init again
             editable, reason = False, csrf.FORM_KEY_MISSING
     page = profile_views.profile_page(
