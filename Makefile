@@ -1,6 +1,6 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`.
 SHELL := /bin/bash
-.PHONY: run test ui lint lock bench bench-growth bench-migrate bench-rules bench-track bench-search bench-deadline bench-grouping bench-slot bench-memory bench-bomb celery backfill-check
+.PHONY: run test ui check lint lock bench bench-growth bench-migrate bench-rules bench-track bench-search bench-deadline bench-grouping bench-slot bench-memory bench-bomb celery backfill-check
 
 run:  ## run the five slots of a demo day through the real DAG, offline (Airflow's metadata on the embedded PostgreSQL)
 	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar_demo.run
@@ -10,6 +10,9 @@ test:  ## the whole test suite, in its own AIRFLOW_HOME (RADAR_TEST_DATABASE_URL
 
 ui:  ## airflow standalone (LocalExecutor, metadata on the embedded PostgreSQL) with this bundle and the report view
 	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar_demo.ui
+
+check:  ## will this deployment work? one line per check (cli check); without real connections, the demo set-up against its stand-ins
+	source scripts/bootstrap.sh && python -m include.radar_demo.check $(ARGS)
 
 lint:
 	source scripts/bootstrap.sh && ruff check .

@@ -17,7 +17,7 @@ At 07:00, 12:00, 14:00, 18:00 and 22:00 (Asia/Shanghai) one run of this DAG:
 
 Manual runs take one `action` (run / redo the slot / rebuild the day's report / force publish / silent), with an
 optional `run_date` + `slot` to name the slot, and `retry_failed` to give failed analyses fresh attempts
-(API callers may still send `push_mode`: auto / force / suppress). Logic lives in `include/radar/`; see README.md.
+(API callers may still send `push_mode`: auto / force / suppress). Logic lives in `include/radar/`; see docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""The README's two-day backfill, run for real under `airflow standalone` (LocalExecutor, metadata on
+"""The two-day backfill of docs/operations.md, run for real under `airflow standalone` (LocalExecutor, metadata on
 PostgreSQL: the `make ui` set-up) against stand-ins, and checked.
 
 WeRSS holds the articles of tests/test_backfill.py (one before the range, the others spread over the ten slots
 of 5-6 January 2026, one exactly at a slot's time); DeepSeek answers every article with a score of 80 (so a
 live slot would push) and the digest with a quiet day. The script unpauses the DAG (a backfill runs only on an
-unpaused DAG; the live run that unpausing starts is left out of the checks), runs the README's
+unpaused DAG; the live run that unpausing starts is left out of the checks), runs the documented
 `airflow backfill create` command as written, and checks (the exit status is 0 only when all hold):
 
 - 10 backfill runs, in date and slot order, one at a time, all successful;
@@ -46,9 +46,9 @@ OUT = REPO / ".local" / "backfill-check"
 PORT = port_from("RADAR_BACKFILL_PORT")
 
 
-def readme_command() -> list[str]:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    command = re.search(r"```\n\s*(airflow backfill create [^`]+?)\n\s*```", readme).group(1).replace("\\\n", " ")
+def documented_command() -> list[str]:
+    doc = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    command = re.search(r"```\n\s*(airflow backfill create [^`]+?)\n\s*```", doc).group(1).replace("\\\n", " ")
     return shlex.split(command)
 
 
@@ -70,8 +70,8 @@ def main() -> int:
         "AIRFLOW_VAR_RADAR_LINK_SECRET": "backfill-check-link-secret-0123456789",
     }
     subprocess.run(["airflow", "dags", "delete", "-y", DAG_ID], env=env, capture_output=True)  # earlier runs
-    command = readme_command()
-    print(f"[backfill] airflow standalone on {PORT}; the README's command: {' '.join(command)}; logs in {OUT}",
+    command = documented_command()
+    print(f"[backfill] airflow standalone on {PORT}; the documented command: {' '.join(command)}; logs in {OUT}",
           flush=True)
     procs = [start(OUT / "standalone.log", ["airflow", "standalone"], env)]
     try:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set-up shared by `make run`, `make test` and `make ui`. Source it: it exports the environment.
 # Creates what is missing and reuses what exists: the virtual environment (from requirements.lock),
-# a project-local AIRFLOW_HOME with a migrated metadata DB (SQLite, or PostgreSQL for `make ui`), and the radar's PostgreSQL
+# a project-local AIRFLOW_HOME with a migrated metadata DB (SQLite for `make test`, PostgreSQL for `make run` and
+# `make ui`), and the radar's PostgreSQL
 # (RADAR_DATABASE_URL when set, else an embedded one from PyPI in .local/pgdata) with its schema.
 set -euo pipefail
 
@@ -54,9 +55,9 @@ else
 fi
 python -m include.radar.cli migrate
 
-# Airflow's metadata: SQLite in AIRFLOW_HOME (the demo day and the tests run `dag.test()` alone), or, with
-# RADAR_AIRFLOW_ON_POSTGRES=1 (`make ui`), a second database "airflow" on the radar's PostgreSQL server with
-# the LocalExecutor, so the scheduler, the api-server and backfills run side by side.
+# Airflow's metadata: SQLite in AIRFLOW_HOME (the tests run `dag.test()` alone), or, with
+# RADAR_AIRFLOW_ON_POSTGRES=1 (`make run`, `make ui`), a second database "airflow" on the radar's PostgreSQL server
+# with the LocalExecutor, so the demo day, the scheduler, the api-server and backfills share one history.
 metadata="sqlite"
 if [ "${RADAR_AIRFLOW_ON_POSTGRES:-}" = "1" ]; then
   AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$(python -m include.radar.cli airflow-db-url | tail -n 1)"

@@ -1,7 +1,7 @@
 """Issue 26 §1: the house stays easy to change. Read from the code's own imports (scripts/import_graph.py,
 type-only and lazy imports included): no import circle under include/, no module of the product over ~500
 lines, no import up a floor (rooms → runtime → steps → the seam to Airflow), each DAG task's step in the module
-named after it; and the README's architecture section true: its table of modules names every module of
+named after it; and docs/architecture.md true: its table of modules names every module of
 include/radar, sub-packages' members included, and only files that exist; its table of tests every test file."""
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ def test_each_dag_task_runs_the_step_of_the_module_named_after_it() -> None:
 
 
 def _architecture() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Which module owns what"):]
-    return section[: section.index("\n### ", 10)]
+    doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Which module owns what"):]
+    return section[: section.index("\n## ", 10)]
 
 
 def _table(head: str) -> list[str]:
@@ -94,7 +94,7 @@ def _resolve(token: str, context: Path, packages: list[Path], root: Path) -> Pat
     return None
 
 
-def test_the_readmes_table_of_modules_names_every_module_and_only_files_that_exist() -> None:
+def test_the_architecture_docs_table_of_modules_names_every_module_and_only_files_that_exist() -> None:
     """Every module of include/radar, sub-packages' members included (``store/claims.py``,
     ``web/routes/record.py``), is named in the row of its package, and every file or directory the table names
     (a name ending in ``.py`` or ``/``, or with a ``/`` in it) exists."""
@@ -123,7 +123,7 @@ def test_the_readmes_table_of_modules_names_every_module_and_only_files_that_exi
     assert sorted(str(p.relative_to(root)) for p in rooms - named) == []
 
 
-def test_the_readmes_table_of_tests_names_every_test_file_and_only_files_that_exist() -> None:
+def test_the_architecture_docs_table_of_tests_names_every_test_file_and_only_files_that_exist() -> None:
     """The tests' layout is written down beside the rooms': every tests/test_*.py is in the table of the tests,
     and every test file it names exists."""
     named = {t for row in _table("| stage or room | tests |") for t in re.findall(r"`(test_\w+\.py)`", row)}
@@ -132,7 +132,7 @@ def test_the_readmes_table_of_tests_names_every_test_file_and_only_files_that_ex
 
 
 def test_no_room_climbs_a_floor_to_the_runtime_a_step_or_the_seam() -> None:
-    """The floors of the README: the seam above the steps, the steps above the runtime, the runtime above the
+    """The floors of docs/architecture.md: the seam above the steps, the steps above the runtime, the runtime above the
     rooms; no room (the pages included) imports anything above it, not even for its types."""
     edges, _ = import_graph.graph()
     seam = {"include.radar.airflow_support", "include.radar.airflow_alerts"}

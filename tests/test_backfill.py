@@ -76,16 +76,16 @@ def test_a_two_day_backfill_in_any_order_analyses_each_article_in_its_own_slot_a
 
 
 @pytest.mark.e2e
-def test_the_readmes_backfill_command_makes_ten_runs_for_two_shanghai_days():
-    """The README's command, run as written with --dry-run: the runs it would create, counted."""
+def test_the_documented_backfill_command_makes_ten_runs_for_two_shanghai_days():
+    """docs/operations.md's command, run as written with --dry-run: the runs it would create, counted."""
     import os
     import re
     import shlex
     import subprocess
     from pathlib import Path
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    command = re.search(r"```\n\s*(airflow backfill create [^`]+?)\n\s*```", readme).group(1).replace("\\\n", " ")
+    doc = (Path(__file__).parents[1] / "docs" / "operations.md").read_text(encoding="utf-8")
+    command = re.search(r"```\n\s*(airflow backfill create [^`]+?)\n\s*```", doc).group(1).replace("\\\n", " ")
     env = {**os.environ, "AIRFLOW__LOGGING__LOGGING_LEVEL": "ERROR"}
     subprocess.run(["airflow", "dags", "reserialize"], env=env, check=True, capture_output=True, timeout=300)
     out = subprocess.run([*shlex.split(command), "--dry-run"], env=env, capture_output=True, text=True, timeout=300)

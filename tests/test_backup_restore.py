@@ -464,7 +464,7 @@ def test_restored_as_the_owner_the_tables_are_the_owners_and_the_pages_login_is_
 
 
 def test_the_compose_restore_as_the_superuser_is_handed_over_by_airflow_init(deployment, fakes, monkeypatch, tmp_path):
-    """The README's docker compose commands: pg_dump and pg_restore (through stdin) run in the postgres
+    """docs/backup-restore.md's docker compose commands: pg_dump and pg_restore (through stdin) run in the postgres
     container as the superuser, onto a new volume where the radar's roles do not exist yet; then `docker
     compose up` runs airflow-init (provision, migrate, grant-pages), which hands everything to the owner."""
     d = deployment

@@ -76,14 +76,15 @@ RADAR_CODE_SERVICES = ("airflow-worker", "airflow-triggerer", "airflow-dag-proce
 
 # Issue 24 §6: each container gets the secrets it needs and no other. What .env holds that a container could
 # receive, and who receives it (a password inside a URL counts: it is the login).
+# (every Airflow container has the Celery broker's URL, and with it Redis's password)
 AIRFLOW_SHARED = {"AIRFLOW_DB_PASSWORD", "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY",
-                  "AIRFLOW__CORE__FERNET_KEY"}
+                  "AIRFLOW__CORE__FERNET_KEY", "REDIS_PASSWORD"}
 RADAR_CALLBACKS = {"RADAR_DB_PASSWORD", "AIRFLOW_CONN_RADAR_PUSH", "AIRFLOW_CONN_RADAR_OPS_PUSH"}
 TASKS = AIRFLOW_SHARED | RADAR_CALLBACKS | {"AIRFLOW_CONN_WERSS_DEFAULT", "AIRFLOW_CONN_DEEPSEEK_DEFAULT",
                                             "AIRFLOW_VAR_RADAR_LINK_SECRET"}
 SECRETS_RECEIVED = {
     "postgres": {"POSTGRES_PASSWORD"},
-    "redis": set(),
+    "redis": {"REDIS_PASSWORD"},
     "airflow-apiserver": AIRFLOW_SHARED | {"RADAR_PAGES_DB_PASSWORD", "AIRFLOW_VAR_RADAR_LINK_SECRET"},
     "airflow-scheduler": AIRFLOW_SHARED,
     "airflow-dag-processor": AIRFLOW_SHARED | RADAR_CALLBACKS,
@@ -92,7 +93,7 @@ SECRETS_RECEIVED = {
     "airflow-cli": TASKS,
     "airflow-init": AIRFLOW_SHARED | {"POSTGRES_PASSWORD", "RADAR_DB_PASSWORD", "RADAR_PAGES_DB_PASSWORD",
                                       "_AIRFLOW_WWW_USER_PASSWORD"},
-    "flower": {"AIRFLOW_DB_PASSWORD", "FLOWER_BASIC_AUTH"},
+    "flower": {"AIRFLOW_DB_PASSWORD", "FLOWER_BASIC_AUTH", "REDIS_PASSWORD"},
     "werss": {"WERSS_PASSWORD", "WERSS_SECRET_KEY"},
 }
 # the services that read the radar's settings (the schedule at parse time, the rest in tasks and pages)
@@ -101,6 +102,9 @@ SETTINGS_SERVICES = ("airflow-apiserver", "airflow-worker", "airflow-triggerer",
 # USERNAME/PASSWORD (os.getenv, defaults admin / admin@123) on first start; config.example.yaml signs the
 # login tokens with `secret: ${SECRET_KEY:-we-mp-rss}`, a public default, and an empty value is taken as is.
 WERSS_REQUIRED = {"PASSWORD": "WERSS_PASSWORD", "SECRET_KEY": "WERSS_SECRET_KEY"}
+# What docker-compose.yaml itself requires of every deployment (${NAME:?...}): the Celery broker's password.
+# .env.example leaves it empty; a user's .env has it (the fixture env_filled).
+COMPOSE_REQUIRED = {"REDIS_PASSWORD": "a-redis-password-the-user-made"}
 # A full version (1.2.3, v1.2.3, 7.2.12-bookworm, 3.3.2-python3.11) or, where upstream publishes no version
 # tags, a digest; never a floating tag such as latest, 16 or 7.2-bookworm.
 FULL_VERSION = re.compile(r"v?\d+\.\d+\.\d+(?:[-+][A-Za-z0-9][\w.-]*)?")
@@ -155,6 +159,12 @@ def read_env_example() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def env_example() -> dict[str, str]:
     return read_env_example()
+
+
+@pytest.fixture(scope="module")
+def env_filled(env_example: dict[str, str]) -> dict[str, str]:
+    """A .env as the user makes it from .env.example: the values it shows, and what compose requires filled in."""
+    return {**env_example, **COMPOSE_REQUIRED}
 
 
 @pytest.fixture(scope="module")
@@ -490,7 +500,7 @@ def test_each_container_receives_only_the_secrets_it_needs(env_example: dict[str
     assert "_AIRFLOW_WWW_USER_PASSWORD" not in _received(services["airflow-worker"], env)
 
 
-def test_the_radars_settings_reach_the_services_that_read_them(compose: dict, env_example: dict[str, str]) -> None:
+def test_the_radars_settings_reach_the_services_that_read_them(compose: dict, env_filled: dict[str, str]) -> None:
     """Each setting of settings.py (but the link secret, a secret) reaches the api-server, the workers, the
     triggerer and the dag-processor from .env; a setting deleted from .env is unset there (its Airflow
     Variable or default applies), never an empty string."""
@@ -499,15 +509,15 @@ def test_the_radars_settings_reach_the_services_that_read_them(compose: dict, en
     assert set(anchor) == names, f"x-radar-settings differs from settings.py: {sorted(set(anchor) ^ names)}"
     assert all(value is None for value in anchor.values()), "settings are passed on from .env, not set here"
     for service in SETTINGS_SERVICES:
-        received = _received(compose["services"][service], env_example)
+        received = _received(compose["services"][service], env_filled)
         assert names <= set(received), f"{service} lacks {sorted(names - set(received))}"
-        assert received[env_name("schedule_slots")] == env_example[env_name("schedule_slots")]
-    without = {k: v for k, v in env_example.items() if k != env_name("window_days")}
+        assert received[env_name("schedule_slots")] == env_filled[env_name("schedule_slots")]
+    without = {k: v for k, v in env_filled.items() if k != env_name("window_days")}
     assert env_name("window_days") not in _received(compose["services"]["airflow-worker"], without)
     assert not any(key.startswith("AIRFLOW_VAR_RADAR_") for key in _received(compose["services"]["airflow-scheduler"],
-                                                                             env_example))
-    init = _received(compose["services"]["airflow-init"], env_example)
-    assert init[env_name("analysis_tasks")] == env_example[env_name("analysis_tasks")]
+                                                                             env_filled))
+    init = _received(compose["services"]["airflow-init"], env_filled)
+    assert init[env_name("analysis_tasks")] == env_filled[env_name("analysis_tasks")]
 
 
 def _published_by_default(service: dict, variable: str, env_example: dict[str, str], port: str) -> None:
@@ -524,20 +534,21 @@ def _published_by_default(service: dict, variable: str, env_example: dict[str, s
 
 
 @pytest.mark.hostile
-def test_the_api_server_is_published_on_localhost_and_trusts_only_its_proxy(compose: dict, env_example: dict[str, str]) -> None:
+def test_the_api_server_is_published_on_localhost_and_trusts_only_its_proxy(compose: dict, env_example: dict[str, str],
+                                                                           env_filled: dict[str, str]) -> None:
     """The UI, the API and the pages answer on 127.0.0.1 unless AIRFLOW_API_BIND_ADDRESS opens them; uvicorn
     takes X-Forwarded-Proto (https: Secure cookies) only from FORWARDED_ALLOW_IPS, 127.0.0.1 by default."""
     api = compose["services"]["airflow-apiserver"]
     _published_by_default(api, "AIRFLOW_API_BIND_ADDRESS", env_example, "8080")
     assert "--proxy-headers" in api["command"].split()
-    for env in ({}, env_example):
+    for env in (COMPOSE_REQUIRED, env_filled):
         assert _received(api, env)["FORWARDED_ALLOW_IPS"] == "127.0.0.1"
-    behind = {**env_example, "AIRFLOW_API_FORWARDED_ALLOW_IPS": "172.18.0.1"}
+    behind = {**env_filled, "AIRFLOW_API_FORWARDED_ALLOW_IPS": "172.18.0.1"}
     assert _received(api, behind)["FORWARDED_ALLOW_IPS"] == "172.18.0.1"
 
 
 def test_behind_the_tls_proxy_the_pages_cookies_are_secure(compose: dict, db_url: str, monkeypatch) -> None:
-    """What the README's TLS set-up rests on: Airflow's api-server takes --proxy-headers, uvicorn then trusts
+    """What the deployment guide's TLS set-up rests on: Airflow's api-server takes --proxy-headers, uvicorn then trusts
     the addresses in FORWARDED_ALLOW_IPS (the variable docker-compose.yaml sets), and a request a trusted
     proxy forwarded as https gets Secure cookies from the pages; the same headers from anyone else change
     nothing. (Needs the radar database: the page that sets the cookie reads it.)"""
@@ -588,12 +599,13 @@ def test_flower_refuses_to_start_without_a_login(compose: dict, tmp_path: Path, 
     assert len(auth) < 6 or auth not in done.stderr
 
 
-def test_flower_starts_with_a_login_on_localhost(compose: dict, tmp_path: Path, env_example: dict[str, str]) -> None:
+def test_flower_starts_with_a_login_on_localhost(compose: dict, tmp_path: Path, env_example: dict[str, str],
+                                                env_filled: dict[str, str]) -> None:
     (tmp_path / "airflow").write_text('#!/bin/sh\necho "airflow $*"\n')
     (tmp_path / "airflow").chmod(0o755)
     flower = compose["services"]["flower"]
     auth = "ops:" + "x" * 24 + ",second:" + "y" * 16
-    received = _received(flower, {**env_example, "FLOWER_BASIC_AUTH": auth})
+    received = _received(flower, {**env_filled, "FLOWER_BASIC_AUTH": auth})
     assert received["AIRFLOW__CELERY__FLOWER_BASIC_AUTH"] == auth
     done = subprocess.run(["bash", "-c", _flower_script(compose)], capture_output=True, text=True, timeout=30,
                           env={"PATH": f"{tmp_path}:/usr/bin:/bin", **received})
@@ -646,7 +658,7 @@ def test_compose_variables_without_default_are_documented(env_example: dict[str,
 
 def test_compose_files_interpolate_with_env_example(env_example: dict[str, str]) -> None:
     """Every compose file interpolates with .env.example plus the secrets it leaves to the user."""
-    secrets = {name: "set-by-the-user" for name in WERSS_REQUIRED.values()}
+    secrets = {**COMPOSE_REQUIRED, **{name: "set-by-the-user" for name in WERSS_REQUIRED.values()}}
     for path in COMPOSE_FILES:
         _interpolated(_load(path), {**env_example, **secrets}, path.name)
 
@@ -678,16 +690,155 @@ def test_werss_refuses_to_start_without_its_secrets(env_example: dict[str, str])
 
 
 @pytest.mark.hostile
-def test_users_without_werss_need_no_werss_secrets(compose: dict, env_example: dict[str, str]) -> None:
+def test_users_without_werss_need_no_werss_secrets(compose: dict, env_filled: dict[str, str]) -> None:
     """Compose interpolates a whole file before it drops the services of inactive profiles (docker/compose#11977),
     so a ${VAR:?} of WeRSS in docker-compose.yaml would stop `docker compose up` for everyone. WeRSS and its
-    required secrets live in docker-compose.werss.yaml, loaded only by those who run it."""
+    required secrets live in docker-compose.werss.yaml, loaded only by those who run it; docker-compose.yaml
+    requires only what every deployment runs with (the broker's password)."""
     assert "werss" not in compose["services"], "werss must not be in docker-compose.yaml"
     assert "werss-data" not in (compose.get("volumes") or {})
-    no_werss = {name: value for name, value in env_example.items() if not name.startswith("WERSS_")}
+    no_werss = {name: value for name, value in env_filled.items() if not name.startswith("WERSS_")}
     _interpolated(compose, no_werss, COMPOSE.name)  # raises RequiredVariableError if anything is required
     required = sorted({name for name, operator in _interpolations(COMPOSE) if "?" in operator})
-    assert not required, f"docker-compose.yaml requires {required}: every user would have to set them"
+    assert required == sorted(COMPOSE_REQUIRED), f"docker-compose.yaml requires {required}: every user must set them"
+
+
+# --- the broker's password, and WeRSS's own network --------------------------------------------------
+
+
+REDIS_PASSWORD = COMPOSE_REQUIRED["REDIS_PASSWORD"]
+
+
+@pytest.mark.hostile
+def test_compose_refuses_to_start_without_the_brokers_password(compose: dict, env_example: dict[str, str]) -> None:
+    """Celery's messages carry Airflow's workload tokens: Redis has a password, and compose stops at once, saying
+    what to set and how to make it, while .env leaves it empty (.env.example does) or unset."""
+    assert env_example.get("REDIS_PASSWORD") == "", ".env.example has an empty REDIS_PASSWORD line"
+    services = compose["services"]
+    for env in (env_example, {k: v for k, v in env_example.items() if k != "REDIS_PASSWORD"}):
+        for name in ("redis", "airflow-worker", "airflow-scheduler", "flower"):
+            with pytest.raises(RequiredVariableError) as raised:
+                _received(services[name], env)
+            assert raised.value.name == "REDIS_PASSWORD"
+            assert ".env" in raised.value.message and "secrets.token_urlsafe" in raised.value.message
+
+
+def test_the_broker_url_and_the_redis_healthcheck_use_the_password(compose: dict, env_filled: dict[str, str],
+                                                                     tmp_path: Path) -> None:
+    """Every container that speaks to the broker has the password in its URL; the redis container gets it, and
+    its healthcheck is healthy only when Redis answers PONG to that password (not to none, not to another)."""
+    services = compose["services"]
+    for name, service in services.items():
+        url = _received(service, env_filled).get("AIRFLOW__CELERY__BROKER_URL")
+        if name in AIRFLOW_SERVICES or name in ("airflow-cli", "flower"):
+            assert url == f"redis://:{REDIS_PASSWORD}@redis:6379/0", (name, url)
+    redis = services["redis"]
+    assert _received(redis, env_filled) == {"REDIS_PASSWORD": REDIS_PASSWORD}
+    kind, command = redis["healthcheck"]["test"]
+    assert kind == "CMD-SHELL"
+    # a redis-cli that answers PONG only to the right password, given as REDISCLI_AUTH (never on a command line)
+    (tmp_path / "redis-cli").write_text(
+        '#!/bin/sh\n[ "$*" = ping ] || exit 2\n'
+        f'if [ "$REDISCLI_AUTH" = "{REDIS_PASSWORD}" ]; then echo PONG; else echo "NOAUTH Authentication required."; fi\n')
+    (tmp_path / "redis-cli").chmod(0o755)
+
+    def healthy(password: str | None) -> bool:
+        env = {"PATH": f"{tmp_path}:/usr/bin:/bin", **({"REDIS_PASSWORD": password} if password is not None else {})}
+        done = subprocess.run(["sh", "-c", _interpolate(command, {})], env=env, capture_output=True, text=True,
+                              timeout=30)
+        return done.returncode == 0
+
+    assert healthy(REDIS_PASSWORD)
+    assert not healthy("another-password-altogether") and not healthy(None)
+
+
+def _run_redis(compose: dict, tmp_path: Path, password: str | None) -> subprocess.CompletedProcess[str]:
+    """The redis service's command, with a stand-in for the image's docker-entrypoint.sh that shows its
+    arguments and the configuration redis-server would read on stdin."""
+    command = compose["services"]["redis"]["command"]
+    assert command[:2] == ["bash", "-c"]
+    (tmp_path / "docker-entrypoint.sh").write_text('#!/bin/sh\necho "args: $*"\necho "stdin: $(cat)"\n')
+    (tmp_path / "docker-entrypoint.sh").chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", **({"REDIS_PASSWORD": password} if password is not None else {})}
+    return subprocess.run(["bash", "-c", _interpolate(command[2], {})], env=env, capture_output=True, text=True,
+                          timeout=30)
+
+
+@pytest.mark.hostile
+def test_redis_starts_with_the_password_as_its_configuration(compose: dict, tmp_path: Path) -> None:
+    """redis-server reads `requirepass` from stdin through the image's entrypoint (which drops root), so the
+    password is on no command line."""
+    done = _run_redis(compose, tmp_path, REDIS_PASSWORD)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["args: redis-server -", f"stdin: requirepass {REDIS_PASSWORD}"]
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("password", [None, "", "x" * 15, "has a space in it here", "p@ss/word:with#url-chars",
+                                      "line\nbreak-in-the-password"])
+def test_redis_refuses_a_password_that_cannot_go_into_the_broker_url(compose: dict, tmp_path: Path,
+                                                                     password: str | None) -> None:
+    """The password goes into AIRFLOW__CELERY__BROKER_URL unescaped and into redis's configuration line: only
+    16 or more URL-safe characters (what secrets.token_urlsafe makes) are taken; anything else stops Redis
+    with a message naming REDIS_PASSWORD, without quoting it."""
+    done = _run_redis(compose, tmp_path, password)
+    assert done.returncode == 1 and "REDIS_PASSWORD" in done.stderr and "token_urlsafe" in done.stderr, done
+    assert "args:" not in done.stdout
+    assert not password or password not in done.stderr
+
+
+def _networks(service: dict) -> set[str]:
+    """The networks a service is attached to; compose puts a service that names none on `default`."""
+    networks = service.get("networks")
+    if networks is None:
+        return {"default"}
+    return set(networks)
+
+
+def _share(a: dict, b: dict) -> bool:
+    return bool(_networks(a) & _networks(b))
+
+
+@pytest.mark.hostile
+def test_werss_is_on_a_network_of_its_own_with_only_its_callers() -> None:
+    """WeRSS parses hostile WeChat pages: it shares a network with the containers that call it (the workers run
+    the tasks; airflow-cli runs `airflow dags test` and `cli check`) and no other — not Redis, whose messages
+    carry Airflow's workload tokens, nor PostgreSQL, nor the api-server."""
+    services = _all_services()
+    werss = services["werss"]
+    assert "default" not in _networks(werss), "werss must not be on the compose network with Redis and PostgreSQL"
+    neighbours = {name for name, service in services.items() if name != "werss" and _share(service, werss)}
+    assert neighbours == {"airflow-worker", "airflow-cli"}, sorted(neighbours)
+    for name in ("redis", "postgres", "airflow-apiserver", "airflow-init", "flower"):
+        assert not _share(services[name], werss), f"{name} shares a network with werss"
+    declared = {name: value or {} for path in COMPOSE_FILES for name, value in (_load(path).get("networks") or {}).items()}
+    for network in _networks(werss):
+        assert network in declared, f"the network {network} is declared in a compose file"
+        assert not declared[network].get("internal"), "WeRSS reaches mp.weixin.qq.com: its network is not internal"
+
+
+def test_the_workers_reach_werss_on_its_network_and_the_rest_on_theirs() -> None:
+    """The tasks need WeRSS, over a network Redis and PostgreSQL are not on, and Redis (the broker), PostgreSQL
+    (both databases) and the api-server (the Execution API); so does airflow-cli, which runs them by hand."""
+    services = _all_services()
+    werss_only = _networks(services["werss"]) - _networks(services["redis"]) - _networks(services["postgres"])
+    for name in ("airflow-worker", "airflow-cli"):
+        assert _networks(services[name]) & werss_only, f"{name} does not reach werss on a network of its own"
+        for other in ("redis", "postgres", "airflow-apiserver"):
+            assert _share(services[name], services[other]), f"{name} cannot reach {other}"
+
+
+def test_werss_fetches_the_bodies_the_radar_analyses(env_example: dict[str, str]) -> None:
+    """WeRSS fetches article bodies with each collection (GATHER.CONTENT; off by default in v1.4.9, where bodies
+    came only 10 per 59 minutes), and its catch-up of missed bodies runs at an interval WeRSS accepts (1-59)."""
+    werss, _ = _service("werss")
+    secrets = {name: "set-by-the-user" for name in WERSS_REQUIRED.values()}
+    for env in ({**secrets}, {**env_example, **secrets}):
+        received = _received(werss, env)
+        assert received["GATHER.CONTENT"] == "True"
+        assert received["GATHER.CONTENT_AUTO_CHECK"] == "True"
+        assert 1 <= int(received["GATHER.CONTENT_AUTO_INTERVAL"]) <= 59
+        assert received["TZ"] == "Asia/Shanghai"  # the zone WeRSS reads its collection tasks' crons in
 
 
 def _published(port: Any) -> tuple[str, str, str]:
@@ -822,13 +973,15 @@ def test_docker_compose_config(tmp_path: Path) -> None:
             capture_output=True, text=True, timeout=120, env={**clean, **env},
         )
 
-    alone = config(COMPOSE.name)
+    no_broker_password = config(COMPOSE.name)
+    assert no_broker_password.returncode != 0 and "REDIS_PASSWORD" in no_broker_password.stderr
+    alone = config(COMPOSE.name, **COMPOSE_REQUIRED)
     assert alone.returncode == 0, alone.stderr
     assert "werss" not in yaml.safe_load(alone.stdout)["services"]
-    refused = config(COMPOSE.name, COMPOSE_WERSS.name)
+    refused = config(COMPOSE.name, COMPOSE_WERSS.name, **COMPOSE_REQUIRED)
     assert refused.returncode != 0 and "secrets.token_urlsafe" in refused.stderr, refused.stderr
     secrets = {name: "set-by-the-user" for name in WERSS_REQUIRED.values()}
-    result = config(COMPOSE.name, COMPOSE_WERSS.name, **secrets)
+    result = config(COMPOSE.name, COMPOSE_WERSS.name, **COMPOSE_REQUIRED, **secrets)
     assert result.returncode == 0, result.stderr
     resolved = yaml.safe_load(result.stdout)
     assert SERVICES | {"werss"} <= set(resolved["services"])
@@ -844,3 +997,7 @@ def test_docker_compose_config(tmp_path: Path) -> None:
     # WeRSS's own secrets (set-by-the-user here) reach WeRSS alone
     assert [name for name, service in resolved["services"].items()
             if "set-by-the-user" in json.dumps(service.get("environment") or {})] == ["werss"]
+    # WeRSS's network is shared with the workers and airflow-cli only
+    on_werss = {name for name, service in resolved["services"].items() if "werss" in (service.get("networks") or {})}
+    # (airflow-cli is under a profile: `config` leaves it out)
+    assert on_werss == {"werss", "airflow-worker"}, sorted(on_werss)

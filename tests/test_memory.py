@@ -1,5 +1,5 @@
 """Issue 26 §3: whatever the radar loads that a process does not need is not loaded there (`make bench-memory`
-measures what each Airflow process holds; README, *What it takes to run*).
+measures what each Airflow process holds; docs/benchmarks.md, *What it takes to run*).
 
 Each check imports in a fresh interpreter what one Airflow process imports of the radar and reads
 ``sys.modules`` after it: a task process loads its own step's module by name (``steps.load``), the triggerer

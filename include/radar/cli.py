@@ -1,5 +1,5 @@
 """Command line for set-up and operations:
-``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages,backup,restore}``."""
+``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages,backup,restore,check}``."""
 
 from __future__ import annotations
 
@@ -31,7 +31,17 @@ def main(argv: list[str] | None = None) -> int:
     load.add_argument("file", help="the dump written by `backup` (its manifest beside it)")
     load.add_argument("--into", help="the target database URL (default: the radar database)")
     load.add_argument("--replace", action="store_true", help="replace the tables of a non-empty target (one transaction)")
+    check = sub.add_parser("check", help="will this deployment work? tries each setting and connection with a real, "
+                           "cheap call, one line each (✓ / ! / ✗); exits 1 when a check fails")
+    check.add_argument("--send-test", action="store_true", help="send one test message to each push channel")
+    check.add_argument("--llm-call", action="store_true", help="make one small paid DeepSeek call")
+    check.add_argument("--timeout", type=float, default=10.0, help="seconds each call may take (default 10)")
     args = parser.parse_args(argv)
+    if args.command == "check":
+        from include.radar.check import Options  # noqa: PLC0415
+        from include.radar.check.run import main as check  # noqa: PLC0415
+
+        return check(Options(timeout=args.timeout, send_test=args.send_test, llm_call=args.llm_call))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         if args.command == "db-url":

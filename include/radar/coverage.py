@@ -1,6 +1,6 @@
 """Which of the subscribed accounts a day covered: the share the 22:00 report states (issue 24 §8).
 
-Definitions (the README's *Account coverage* says the same):
+Definitions (docs/operations.md's *Account coverage* says the same):
 
 - An account is **active** on a day when WeRSS's account list named it at one of that day's slots. When the
   account list could not be read at any slot of the day (WeRSS down all day), the active accounts are those

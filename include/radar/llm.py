@@ -277,6 +277,17 @@ class LLMClient:
             body["reasoning_effort"] = self.reasoning_effort
         return body
 
+    def models(self, timeout: float) -> list[str]:
+        """The ids of the models this key may call (``GET /models``: free); raises LLMConfigError or LLMError."""
+        try:
+            with http.limits(timeout, MAX_ANSWER_BYTES):
+                page = self._client.models.list(timeout=timeout)
+        except _sdk().APIStatusError as exc:
+            raise (e if isinstance(e := _classify(exc, self.model), LLMError) else LLMError(str(e))) from None
+        except _sdk().APIError as exc:
+            raise LLMError(f"DeepSeek unreachable: {exc.__class__.__name__}: {str(exc)[:200]}") from None
+        return [str(m.id) for m in getattr(page, "data", None) or [] if getattr(m, "id", None)]
+
     def complete_json(
         self, system: str, user: str, schema: type[M], *, deadline: float | None = None,
         check: Callable[[Any], str | None] | None = None, usage: Usage | None = None,

@@ -197,7 +197,8 @@ def provision(admin_url: str, owner_url: str, pages_url: str | None = None,
             admin.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
                 sql.Identifier(pages.dbname), sql.Identifier(pages.user)))
     if owner not in local:
-        done.append(f"the radar database is on {owner.host}:{owner.port}: its roles are set up there (README, Deployment)")
+        done.append(f"the radar database is on {owner.host}:{owner.port}: its roles are set up there "
+                    "(docs/deployment.md, Database logins)")
     return done
 
 

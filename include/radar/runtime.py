@@ -26,18 +26,16 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypeVar
 
 from include.radar import alerts, db, push, redact, signing, store
+from include.radar import connections as readers
+from include.radar.connections import ConfigurationError
 from include.radar.deadlines import SlotDeadlines, retry_is_pointless
 from include.radar.llm import LLMClient, LLMConfigError, RateGate
-from include.radar.settings import ConnectionInfo, Settings, SettingsError, check_secret, get_connection, load_settings
+from include.radar.settings import Settings, SettingsError, load_settings
 from include.radar.slots import SlotKey
 from include.radar.werss import WeRSSAuthError, WeRSSClient
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class ConfigurationError(RuntimeError):
-    """A connection or parameter is missing or wrong; retrying cannot help."""
 
 
 class DeadlinePassed(RuntimeError):
@@ -72,60 +70,18 @@ class Runtime:
         # nor the triggerer running the Deadline Alert's callback (make bench-memory)
         from include.radar import ingest  # noqa: PLC0415
 
-        conn = _required(self.settings.werss_conn_id, "WeRSS")
-        extra = conn.extra or {}
-        where = f"connection {self.settings.werss_conn_id!r}:"
-        password = check_secret(conn.password, f"{where} password", header=False)
-        access_key = check_secret(extra.get("access_key"), f"{where} extra access_key")
-        secret_key = check_secret(extra.get("secret_key"), f"{where} extra secret_key")
-        redact.register(password, access_key, secret_key)
-        return WeRSSClient(
-            _base_url(conn),
-            username=conn.login,
-            password=password,
-            access_key=access_key,
-            secret_key=secret_key,
-            timeout=self.settings.werss_timeout_seconds,
-            max_retries=int(extra.get("max_retries", 3)),
-            backoff_seconds=float(extra.get("backoff_seconds", 1.0)),
-            token_cache=ingest.db_token_cache(self.connect, f"werss:token:{_base_url(conn)}:{conn.login}"),
-        )
+        conn = readers.required(self.settings.werss_conn_id, "WeRSS")
+        cache = ingest.db_token_cache(self.connect, f"werss:token:{readers.base_url(conn)}:{conn.login}")
+        return readers.werss_client(self.settings, token_cache=cache)
 
     def llm(self, gate: RateGate | None = None, *, connections: int = 20) -> LLMClient:
-        conn = get_connection(self.settings.deepseek_conn_id)
-        if conn is None:
-            raise ConfigurationError(f"the DeepSeek connection {self.settings.deepseek_conn_id!r} is missing")
-        extra = conn.extra or {}
-        s = self.settings
-        api_key = check_secret(conn.password or extra.get("api_key"), f"the DeepSeek API key (connection {s.deepseek_conn_id!r})")
-        redact.register(api_key)
-        return LLMClient(
-            base_url=_base_url(conn) if conn.host else "https://api.deepseek.com",
-            api_key=api_key or "",
-            model=s.deepseek_model,
-            thinking=s.deepseek_thinking,
-            reasoning_effort=s.deepseek_reasoning_effort,
-            timeout=s.deepseek_timeout_seconds,
-            max_retries=s.deepseek_max_retries,
-            backoff_seconds=float(extra.get("backoff_seconds", 2.0)),
-            max_tokens=s.deepseek_max_tokens,
-            rate_limit_wait=s.deepseek_rate_limit_wait_seconds,
-            gate=gate,
-            max_connections=connections,
-        )
+        return readers.llm_client(self.settings, gate, connections=connections)
 
     def channels(self, conn_id: str | None = None) -> list[push.Channel]:
-        conn = get_connection(conn_id or self.settings.push_conn_id)
-        if conn is None:
-            return []
-        urls = push.parse_urls((conn.extra or {}).get("urls")) or push.parse_urls(conn.password) or push.parse_urls(conn.host)
-        channels = push.channels_from(urls)
-        for channel in channels:
-            redact.register(*push.secret_parts(channel, min_chars=10))
-        return channels
+        return readers.channels(conn_id or self.settings.push_conn_id)
 
     def operator_channels(self) -> tuple[list[push.Channel], bool]:
-        return alerts.operator_channels(self.channels(self.settings.ops_push_conn_id), self.channels())
+        return readers.operator_channels(self.settings)
 
     def alert(self, cause: str, detail: str, slot: dict[str, Any] | None = None, *, day_of: datetime | None = None) -> str:
         """Tell the operator (once per cause and day, the day of ``day_of``, default now; never raises)."""
@@ -164,22 +120,6 @@ class Runtime:
         if report.failed:
             self.alert("push_undelivered", f"发送进程中断后未能送达的推送：{listed(report.failed)}", slot)
         return report
-
-
-def _required(conn_id: str, what: str) -> ConnectionInfo:
-    conn = get_connection(conn_id)
-    if conn is None or not conn.host:
-        raise ConfigurationError(f"the {what} connection {conn_id!r} is missing or has no host")
-    return conn
-
-
-def _base_url(conn: ConnectionInfo) -> str:
-    host = (conn.host or "").rstrip("/")
-    if "://" not in host:
-        host = f"http://{host}"
-    if conn.port and host.count(":") < 2:
-        host = f"{host}:{conn.port}"
-    return host
 
 
 def step(name: str | Callable[..., str]) -> Callable[[F], F]:

@@ -24,7 +24,12 @@ SLOT_RE = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
 
 class SettingsError(ValueError):
-    """A configuration value is invalid; the message names the setting (and the value, unless it is secret)."""
+    """A configuration value is invalid; the message names the setting (and the value, unless it is secret).
+    ``setting`` is the setting's name when one value is at fault."""
+
+    def __init__(self, message: str, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 MIN_LINK_SECRET_BYTES = 32
@@ -351,7 +356,8 @@ def load_settings(lookup: Lookup | None = None, *, use_airflow: bool = True, **o
         value = raw.get(name, first.get("input"))
         shown = "<secret>" if name in SECRET_SETTINGS else repr(value)
         raise SettingsError(
-            f"invalid setting {name}={shown} ({env_name(name)} or Airflow Variable radar_{name}): {message}"
+            f"invalid setting {name}={shown} ({env_name(name)} or Airflow Variable radar_{name}): {message}",
+            name if name in Settings.model_fields else None,
         ) from None
     if settings.link_secret is not None:
         from include.radar import redact

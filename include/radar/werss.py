@@ -344,6 +344,23 @@ class WeRSSClient:
         )
         return rows
 
+    def message_tasks(self) -> list[Any]:
+        """WeRSS's message tasks (消息任务, what makes it collect: ``cron_exp`` and the accounts of ``mps_id``),
+        rows as WeRSS sent them; at most 1,000 (ten pages of 100)."""
+        found: list[Any] = []
+        for _ in range(10):
+            rows, total = _page(self._get(f"{PREFIX}/message_tasks", {"limit": 100, "offset": len(found)}),
+                                "message task list")
+            found.extend(rows)
+            if not rows or len(found) >= total:
+                break
+        return found
+
+    def newest_articles(self, limit: int = 1) -> list[Any]:
+        """The newest ``limit`` articles of every account together (rows as WeRSS sent them)."""
+        rows, _total = _page(self._get(f"{PREFIX}/articles", {"offset": 0, "limit": limit}), "article list")
+        return rows
+
     def wechat_login(self) -> WeChatLogin:
         """WeRSS's WeChat login (``sys/info``). A WeRSS whose ``sys/info`` refuses AK/SK (it took only a login
         token before it took AK/SK) or has no such route does not report it; other failures raise. One attempt,

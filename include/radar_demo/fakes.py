@@ -125,6 +125,17 @@ class FakeArticle:
         return re.sub(r"<img[^>]*>", '<img alt="图片">', html), html
 
 
+def collection_task(cron_exp: str, accounts: list[dict[str, Any]] | None = None, *, status: int = 1,
+                    name: str = "定时采集") -> dict[str, Any]:
+    """A message task as WeRSS v1.4.9 answers it (``core/models/message_task.py``): ``mps_id`` is JSON *text*
+    listing ``{"id", "mp_name"}`` of the accounts it covers ("" or "[]": every account); ``status`` 1 is
+    active (the scheduler loads only those); ``cron_exp`` is in WeRSS's local time."""
+    mps = json.dumps([{"id": a["id"], "mp_name": a.get("mp_name", "")} for a in accounts or []], ensure_ascii=False)
+    return {"id": secrets.token_hex(8), "name": name, "message_type": 0, "message_template": "",
+            "web_hook_url": "", "mps_id": mps if accounts else "", "cron_exp": cron_exp, "status": status,
+            "headers": "", "cookies": "", "created_at": "2026-01-01 08:00:00", "updated_at": "2026-01-01 08:00:00"}
+
+
 @dataclass
 class FakeWeRSS:
     """WeRSS v1.4.9's API surface used by the radar, with switches for failures."""
@@ -155,6 +166,8 @@ class FakeWeRSS:
     wechat_expires_at: int | None = None
     sys_info_takes_keys: bool = True  # False: an older WeRSS whose sys/info takes a login token only
     sys_info_status: int | None = None  # answer sys/info with this HTTP status (an error body) instead
+    # WeRSS's message tasks (消息任务): rows as GET /message_tasks answers them (collection_task() makes one)
+    message_tasks: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.tokens: dict[str, int] = {}  # token -> expiry
@@ -213,6 +226,11 @@ class FakeWeRSS:
             return self._list(request)
         if path == "/api/v1/wx/sys/info":
             return self._sys_info(request)
+        if path == "/api/v1/wx/message_tasks" and request.method == "GET":
+            limit = min(int(request.args.get("limit", 10)), 100)
+            offset = int(request.args.get("offset", 0))
+            return _ok({"list": self.message_tasks[offset: offset + limit], "page": {"limit": limit, "offset": offset},
+                        "total": len(self.message_tasks)})
         match = re.fullmatch(r"/api/v1/wx/articles/([^/]+)", path)
         if match:
             return self._detail(match.group(1))
@@ -327,7 +345,7 @@ def api_error(status: int, message: str, kind: str = "invalid_request_error") ->
 
 @dataclass
 class FakeDeepSeek:
-    """POST /chat/completions. ``responder`` maps the request body to a completion, a (status, body) pair,
+    """POST /chat/completions and GET /models (``models``: drop one to play a retired model). ``responder`` maps the request body to a completion, a (status, body) pair,
     or a plain string (the content of a normal answer). ``script`` answers take precedence, one per call."""
 
     responder: Responder = field(default=lambda body: "{}")
@@ -338,11 +356,14 @@ class FakeDeepSeek:
 
     def __post_init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.model_list_calls = 0
         self.script: list[Any] = []
         self.lock = threading.Lock()
 
     def handle(self, request: Request) -> Response:
         with self.lock:
+            if request.path.endswith("/models") and request.method == "GET":
+                return self._models(request)
             if not request.path.endswith("/chat/completions"):
                 return _json({"error": {"message": "not found"}}, 404)
             if request.headers.get("Authorization") != f"Bearer {self.api_key}":
@@ -365,6 +386,13 @@ class FakeDeepSeek:
         if self.delay_seconds:
             return _kept_alive(json.dumps(answer).encode(), self.delay_seconds)
         return _json(answer)
+
+    def _models(self, request: Request) -> Response:
+        """GET /models: the models this key may call, as DeepSeek lists them (free, no tokens)."""
+        self.model_list_calls += 1
+        if request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return _json(*reversed(api_error(401, "Authentication Fails, Your api key is invalid", "authentication_error")))
+        return _json({"object": "list", "data": [{"id": m, "object": "model", "owned_by": "deepseek"} for m in self.models]})
 
     def user_messages(self) -> list[str]:
         return [next(m["content"] for m in r["messages"] if m["role"] == "user") for r in self.requests]

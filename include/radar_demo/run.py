@@ -21,7 +21,7 @@ from typing import Any
 
 from include.radar import db, store
 from include.radar.slots import SHANGHAI, slot_at
-from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
+from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, collection_task, serve
 
 log = logging.getLogger("radar.demo")
 DATA = Path(__file__).with_name("data")
@@ -47,6 +47,9 @@ DEMO_PROFILE = {"companies": [], "tickers": [], "sectors": ["半导体设备", "
                 "interests": ["国产替代的订单拐点"], "rules": ["!喜报"]}
 
 
+DEMO_COLLECTION_CRON = "45 6,11,13,17,21 * * *"
+
+
 def demo_day() -> date:
     return datetime.now(SHANGHAI).date()
 
@@ -63,8 +66,9 @@ def build_werss(day: date, clock: list[int]) -> FakeWeRSS:
             body_after=midnight + 60 * late if late is not None else None,
             late_content_html=a.get("late_content_html", ""),
         ))
+    # WeRSS collects only through a message task: the demo's covers every account 15 minutes before each slot
     return FakeWeRSS(accounts=load("accounts.json"), articles=articles, username="demo", password="demo-password",
-                     now=lambda: clock[0])
+                     now=lambda: clock[0], message_tasks=[collection_task(DEMO_COLLECTION_CRON)])
 
 
 def build_deepseek() -> FakeDeepSeek:

@@ -1,6 +1,6 @@
 """The market-data source the radar uses: the akshare library (MIT; Eastmoney, Sina and Shenwan's public data).
 
-Why akshare (README, *The track record*): of the three free libraries compared it is the only one that reaches
+Why akshare (docs/track-record.md): of the three free libraries compared it is the only one that reaches
 every instrument a pick can name — A-shares, ETFs, A-share indices, Hong Kong stocks, the Hang Seng and the
 Shenwan industry indices — with backward-adjusted bars and an exchange calendar, without a token. Its calls
 scrape public web endpoints that change, so it is pinned (requirements.txt) and treated as an outside service:

@@ -8,6 +8,7 @@ Routes (paths relative to the mount point), one module per group of pages in web
 - history.py  ``/weekly/{monday}`` the week's summary; ``/entity/{name}`` one company or ticker over time;
               ``/trends`` 30 days of topics and entities; ``/search`` over every analysis and article;
 - profile.py  ``/profile`` the reader's watchlist and include/exclude rules;
+- record.py   ``/record`` the track record (战绩): the summaries, the calibration chart and every pick;
 - here        ``/static/frame.js`` (links inside Airflow's iframe) and ``/static/icon.svg`` (public).
 
 What the routes share (the lazily resolved runtime, the renderer, path parsing) is web/runtime.py; the

@@ -29,6 +29,7 @@ MISSED_LOOKBACK_DAYS = 7  # how far back a slot that never ran is looked for (th
 THROTTLE_AFTER = 2  # ratelimit.THROTTLE_AFTER (not imported: it loads the LLM client into the api-server)
 NO_RECORD = "暂无记录"
 STORAGE_STATUS = "retention:status"  # retention.STATUS_KEY (not imported: the pages need none of the step)
+CHECK_STATUS = "check:last"  # check.STATE_KEY (not imported: the pages need none of the check's clients)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -328,6 +329,33 @@ def deepseek_view(
     return ServiceView("DeepSeek", True, state, label, _when(when, now, tz), facts, warnings, errors)
 
 
+@dataclass(frozen=True)
+class CheckView:
+    """The last ``cli check`` (service_state ``check:last``): when, its counts, the lines that failed."""
+
+    recorded: bool
+    when: str = ""
+    passed: int = 0
+    warnings: int = 0
+    failures: int = 0
+    failing: list[str] = field(default_factory=list)
+
+    @property
+    def state(self) -> str:
+        return "failed" if self.failures else "late" if self.warnings else "done"
+
+
+def check_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo) -> CheckView:
+    """The check's result as stored; its lines were scrubbed when stored and are scrubbed again, and Jinja escapes
+    them (a line quotes what WeRSS or DeepSeek answered)."""
+    if not status:
+        return CheckView(False)
+    raw = status.get("failing")
+    failing = [views.error_text(line, 300) for line in (raw if isinstance(raw, list) else []) if isinstance(line, str)]
+    return CheckView(True, _when(_at(status.get("at")), now, tz), _int(status.get("ok")) or 0,
+                     _int(status.get("warnings")) or 0, _int(status.get("failures")) or 0, failing[:10])
+
+
 # ----------------------------------------------------------------------------------------------- health
 
 
@@ -342,6 +370,7 @@ class HealthView:
     storage: ServiceView
     silent: dict[str, str]  # mp_id -> why the account counts as quiet
     issues: list[str]  # one line per thing that needs a look, for the section's headline
+    check: CheckView = CheckView(False)
 
     @property
     def services(self) -> list[ServiceView]:
@@ -371,6 +400,7 @@ def health_view(
     links: Links,
     storage: Mapping[str, Any] | None = None,
     retention_days: int = 0,
+    check: Mapping[str, Any] | None = None,
 ) -> HealthView:
     today = now.astimezone(tz).date()
     slots = recent_slots(recent_runs, missed, now=now, tz=tz, schedule=schedule,
@@ -396,8 +426,11 @@ def health_view(
         issues.append(f"{len(silent)} 个公众号久未发文")
     storage_v = storage_view(storage or {}, retention_days=retention_days, now=now, tz=tz)
     issues += [f"{storage_v.name}：{w}" for w in storage_v.warnings]
+    check_v = check_view(check or {}, now=now, tz=tz)
+    if check_v.failures:
+        issues.append(f"部署检查 {check_v.failures} 项未通过")
     return HealthView(slots=slots, next_slot=next_slot(now, schedule, tz), alerts=alert_list, werss=werss_v,
-                      deepseek=deepseek_v, spend=spend, storage=storage_v, silent=silent, issues=issues)
+                      deepseek=deepseek_v, spend=spend, storage=storage_v, silent=silent, issues=issues, check=check_v)
 
 
 def gather(conn: psycopg.Connection, settings: Settings, *, now: datetime, tz: ZoneInfo, links: Links,
@@ -430,4 +463,5 @@ def gather(conn: psycopg.Connection, settings: Settings, *, now: datetime, tz: Z
         links=links,
         storage=store.status(conn, STORAGE_STATUS),
         retention_days=settings.retention_days,
+        check=store.status(conn, CHECK_STATUS),
     )

@@ -1,0 +1,141 @@
+"""``cli check``: one command that says whether a deployment will work, one line per check.
+
+It reads the settings and the connections the tasks read (settings.py, connections.py, db.py) and tries each
+with a real, cheap call: the radar's database (and the pages' login), Airflow's metadata (the pool, the DAG),
+WeRSS (one login at most, never retried: five refused logins lock its account), DeepSeek (its model list; a
+paid completion only with ``--llm-call``), the push channels (parsed; one test message each only with
+``--send-test``), the signed links and the market-data source. Every call is bounded by ``--timeout``.
+
+A line is a :class:`Line`: ✓ works, ! works but wants a look, ✗ will not work; a line that is not ✓ says what
+to do. Lines pass through redact.scrub before they are printed or stored, so no secret leaves. The result is
+kept in service_state under :data:`STATE_KEY` (which the pages' login may read) for the health panel; that row
+and the optional test pushes are all the check writes.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from include.radar import redact
+
+STATE_KEY = "check:last"
+DEFAULT_TIMEOUT = 10.0
+T = TypeVar("T")
+
+
+class Mark(StrEnum):
+    OK = "✓"
+    WARN = "!"
+    FAIL = "✗"
+
+
+@dataclass(frozen=True)
+class Line:
+    """One check's outcome: ``area`` (``WeRSS``), what was checked (``login``), what was found, and for a line
+    that is not ✓ what to do about it."""
+
+    area: str
+    name: str
+    mark: Mark
+    text: str
+    fix: str = ""
+
+    def render(self) -> str:
+        fix = f" → {self.fix}" if self.fix and self.mark is not Mark.OK else ""
+        return redact.scrub(f"{self.mark} {self.area} · {self.name}: {self.text}{fix}")
+
+
+def ok(area: str, name: str, text: str) -> Line:
+    return Line(area, name, Mark.OK, text)
+
+
+def warn(area: str, name: str, text: str, fix: str) -> Line:
+    return Line(area, name, Mark.WARN, text, fix)
+
+
+def fail(area: str, name: str, text: str, fix: str) -> Line:
+    return Line(area, name, Mark.FAIL, text, fix)
+
+
+@dataclass
+class Options:
+    timeout: float = DEFAULT_TIMEOUT
+    send_test: bool = False
+    llm_call: bool = False
+
+
+@dataclass
+class Report:
+    lines: list[Line] = field(default_factory=list)
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def count(self, mark: Mark) -> int:
+        return sum(1 for line in self.lines if line.mark is mark)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.count(Mark.FAIL) else 0
+
+    def summary(self) -> str:
+        verdict = "will not work as configured" if self.exit_code else "is ready"
+        return (f"{self.count(Mark.OK)} ✓, {self.count(Mark.WARN)} !, {self.count(Mark.FAIL)} ✗: "
+                f"this deployment {verdict}")
+
+    def as_state(self) -> dict[str, Any]:
+        """What the health panel shows: when, the counts, and the lines that are not ✓ (scrubbed)."""
+        return {"at": self.at.isoformat(), "ok": self.count(Mark.OK), "warnings": self.count(Mark.WARN),
+                "failures": self.count(Mark.FAIL),
+                "failing": [line.render() for line in self.lines if line.mark is Mark.FAIL][:20],
+                "warning_lines": [line.render() for line in self.lines if line.mark is Mark.WARN][:20]}
+
+
+class Timeout(RuntimeError):
+    """A call gave no answer within the check's timeout."""
+
+
+def bounded(call: Callable[[], T], seconds: float, what: str) -> T:
+    """``call()`` in a daemon thread, abandoned after ``seconds``: for the libraries whose own timeouts the
+    check cannot set (Airflow's metadata engine, akshare), so that a dead host costs seconds."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True, name=f"check:{what}")
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise Timeout(f"{what} gave no answer within {seconds:g}s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def reason(exc: BaseException, limit: int = 240) -> str:
+    """An error in one line, scrubbed and cut (what a check line quotes)."""
+    text = re.sub(r"\s+", " ", str(exc)).strip() or exc.__class__.__name__
+    return redact.scrub(text)[:limit]
+
+
+def span(seconds: float) -> str:
+    """A span as an operator reads it: ``40 s``, ``35 min``, ``3 h 5 min``, ``2 d 3 h``."""
+    seconds = int(max(seconds, 0))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"

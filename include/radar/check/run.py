@@ -1,0 +1,98 @@
+"""``cli check``'s run: the settings as the tasks load them, every area's lines in order, the result kept for
+the health panel, the transcript printed."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from include.radar import db, redact, store
+from include.radar.check import STATE_KEY, Line, Options, Report, fail, reason
+from include.radar.check.collection import werss_lines
+from include.radar.check.outside import deepseek_lines, link_lines, market_lines, push_lines
+from include.radar.check.platform import airflow_lines, database_lines
+from include.radar.settings import Settings, SettingsError, env_name, load_settings
+from include.radar.slots import SHANGHAI
+
+SETTINGS = "settings"
+LINK_SECRET = "link_secret"
+
+
+def load(lookup: Callable[[str], str | None] | None = None) -> tuple[Settings, list[SettingsError]]:
+    """The settings the tasks would load; a refused value is reported and its default stands in, so that the
+    other checks still run (a weak link secret must not hide a dead WeRSS)."""
+    overrides: dict[str, Any] = {}
+    problems: list[SettingsError] = []
+    while True:
+        try:
+            return load_settings(lookup, **overrides), problems
+        except SettingsError as exc:
+            if exc.setting is None or exc.setting in overrides:
+                raise
+            problems.append(exc)
+            overrides[exc.setting] = Settings.model_fields[exc.setting].default
+
+
+def _guarded(area: str, produce: Callable[[], list[Line]]) -> list[Line]:
+    """An area's lines; an unexpected error becomes its ✗ line instead of ending the check."""
+    try:
+        return produce()
+    except Exception as exc:  # noqa: BLE001 - one broken area must not hide the others
+        return [fail(area, "check", f"{exc.__class__.__name__}: {reason(exc)}", "report this: the check itself failed")]
+
+
+def run(options: Options) -> Report:
+    try:
+        settings, problems = load()
+    except SettingsError as exc:
+        return Report([fail(SETTINGS, "load", reason(exc, 400), "correct the setting it names")])
+    lines = [fail(SETTINGS, p.setting or "?", reason(p, 400), "correct it where it is set")
+             for p in problems if p.setting != LINK_SECRET]
+    redact.register(os.environ.get(env_name(LINK_SECRET)))
+    url = db.database_url(settings.db_conn_id)
+    redact.register(db.password_of(url))
+    found, reachable = database_lines(url, settings, options)
+    lines += found
+
+    def connect() -> Any:
+        return db.connect(url, statement_timeout_s=options.timeout, lock_timeout_s=options.timeout)
+
+    reads = connect if reachable else None
+    link_problem = next((p for p in problems if p.setting == LINK_SECRET), None)
+    lines += _guarded("Airflow", lambda: airflow_lines(settings, options))
+    lines += _guarded("WeRSS", lambda: werss_lines(settings, options, reads))
+    lines += _guarded("DeepSeek", lambda: deepseek_lines(settings, options, reads))
+    lines += _guarded("push", lambda: push_lines(settings, options))
+    lines += _guarded("links", lambda: link_lines(settings, link_problem))
+    lines += _guarded("market data", lambda: market_lines(settings, options))
+    report = Report(lines)
+    if reachable:
+        record(connect, report)
+    return report
+
+
+def record(connect: Callable[[], Any], report: Report) -> None:
+    """Keep the result for the health panel (service_state, which the pages' login reads)."""
+    with connect() as conn:
+        store.set_state(conn, STATE_KEY, report.as_state(), None)
+
+
+def main(options: Options, out: Callable[[str], None] = print) -> int:
+    # the transcript is the output: the clients' and Airflow's INFO lines (a login, a request) are not
+    logging.disable(logging.INFO)
+    started = datetime.now(SHANGHAI)
+    out(f"Opportunity Radar · check at {started:%Y-%m-%d %H:%M:%S} Asia/Shanghai "
+        f"(each call bounded by {options.timeout:g}s)")
+    report = run(options)
+    area = None
+    for line in report.lines:
+        if line.area != area:
+            area = line.area
+            out("")
+        out(line.render())
+    out("")
+    out(report.summary())
+    return report.exit_code

@@ -1,0 +1,127 @@
+"""The README and docs/ stay true to the code: the tables that mirror code, the links, the commands they name.
+
+The module and test tables of docs/architecture.md are held by test_architecture.py, the backfill command of
+docs/operations.md by test_backfill.py.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+PAGES = [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    text = unicodedata.normalize("NFC", heading.strip().lower())
+    text = "".join(c for c in text if c.isalnum() or c in " -_")
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    found, fence = set(), False
+    for line in _text(path).splitlines():
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence and re.match(r"#{1,6} ", line):
+            found.add(_anchor(line.lstrip("#")))
+    return found
+
+
+def test_the_readme_stays_short_and_says_what_a_stranger_needs() -> None:
+    readme = _text(REPO / "README.md")
+    assert len(readme.splitlines()) <= 300
+    for needed in ("make run", "make test", "make ui", "make check", "docs/deployment.md", "PYTEST_ARGS",
+                   "Not investment advice", "LICENSE"):
+        assert needed in readme, needed
+    assert (REPO / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)|src=\"([^\"]+)\"", _text(page)):
+        target = target[0] or target[1]
+        if re.match(r"[a-z]+:", target):
+            continue  # an outside address
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        if not file.exists():
+            broken.append(target)
+        elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
+            broken.append(target)
+    assert broken == []
+
+
+def test_the_settings_table_is_the_codes() -> None:
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import config_reference
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    assert config_reference.problems(_text(DOCS / "configuration.md")) == []
+
+
+def test_the_settings_table_notices_a_setting_it_does_not_describe() -> None:
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import config_reference
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    doc = _text(DOCS / "configuration.md")
+    row = next(line for line in doc.splitlines() if line.startswith("| `daily_budget` |"))
+    assert config_reference.problems(doc.replace(row + "\n", "")) == [
+        "daily_budget: not described", "the table differs from the code: run python scripts/config_reference.py"]
+    stale_default = doc.replace(row, row.replace("| `0` |", "| `5` |", 1))
+    assert config_reference.problems(stale_default) == [
+        "the table differs from the code: run python scripts/config_reference.py"]
+
+
+def test_the_alerts_table_names_every_alert_the_code_sends_and_no_other() -> None:
+    from include.radar.alerts import CAUSES
+
+    doc = _text(DOCS / "operations.md")
+    table = doc.split("| alert | raised when (by) | what to do |", 1)[1].split("\n\n", 1)[0]
+    documented = re.findall(r"^\| 「([^」]+)」 \|", table, re.MULTILINE)
+    assert sorted(documented) == sorted(cause.title for cause in CAUSES.values())
+
+
+def test_every_make_target_is_documented() -> None:
+    makefile = _text(REPO / "Makefile")
+    targets = set(re.findall(r"^([a-z][\w-]*):", makefile, re.MULTILINE))
+    written = "".join(_text(page) for page in PAGES)
+    assert sorted(t for t in targets if f"make {t}" not in written) == []
+
+
+def test_the_prompt_version_the_docs_name_is_the_codes() -> None:
+    from include.radar.analyst import ANALYSIS_PROMPT
+
+    named = {m for page in PAGES for m in re.findall(r"analysis-v\d+", _text(page))}
+    assert named <= {ANALYSIS_PROMPT.label}
+
+
+def test_the_migrations_the_docs_name_exist() -> None:
+    files = {p.name for p in (REPO / "include" / "radar" / "migrations").glob("*.sql")}
+    named = {m for page in PAGES for m in re.findall(r"\b\d{4}_\w+\.sql\b", _text(page))}
+    assert sorted(named - files) == []
+
+
+def test_the_readmes_actions_are_the_trigger_forms() -> None:
+    from include.radar.decide import ACTIONS
+
+    readme = _text(REPO / "README.md")
+    table = readme.split("| 操作 / `action` | what the run does |", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| (\S+) `(\w+)`", table, re.MULTILINE)
+    assert [action for _, action in rows] == list(ACTIONS)
+    assert all(ACTIONS[action].startswith(title) for title, action in rows)
