@@ -344,3 +344,31 @@ def test_an_akshare_compression_bomb_fails_the_call_with_the_memory_bounded(bomb
     raised, peak = _peak(lambda: LibraryCaller(timeout=60, min_interval=0)("stock_zh_a_hist", symbol="600519"))
     assert isinstance(raised, SourceError) and "once decoded" in str(raised), raised
     assert peak < 3 * http.REQUESTS_MARKET_MAX_BYTES, f"peak {peak:,} bytes"
+
+
+def test_akshares_shenwan_index_calls_verify_tls(monkeypatch):
+    """akshare's index_hist_sw asks requests for ``verify=False``: through the radar's caller it verifies all
+    the same (the transport is a stand-in here: no network)."""
+    import json as json_
+
+    import requests
+
+    from include.radar.market.akshare_source import LibraryCaller
+
+    seen: list[object] = []
+
+    def send(self, request, **kwargs):
+        seen.append(kwargs.get("verify"))
+        answer = requests.Response()
+        answer.status_code, answer.url, answer.request = 200, request.url, request
+        answer._content = json_.dumps({"data": [{
+            "swindexcode": "801081", "bargaindate": "2026-01-08", "openindex": 1.0, "maxindex": 2.0, "minindex": 0.5,
+            "closeindex": 1.5, "hike": 0, "markup": 0, "bargainamount": 1, "bargainsum": 1}]}).encode()
+        return answer
+
+    monkeypatch.setattr(requests.adapters.HTTPAdapter, "send", send)
+    rows = LibraryCaller(timeout=60, min_interval=0)("index_hist_sw", symbol="801081", period="day")
+    assert [r["收盘"] for r in rows] == [1.5]
+    assert len(seen) == 1 and seen[0] not in (False, None)  # True, or the CA bundle REQUESTS_CA_BUNDLE names
+    requests.get("https://example.invalid/x", verify=False)  # outside the caller, requests is left as it was
+    assert seen[1] is False

@@ -125,3 +125,26 @@ def test_defang_is_idempotent_and_leaves_nothing_linkable(text):
     once = decide.defang(text)
     assert decide.defang(once) == once
     assert LINKABLE.search(once) is None, once
+
+
+@pytest.mark.parametrize("form", ["ｅｖｉｌ．ｃｏｍ", "evil﹒com", "evil\u2024com", "evil\u200b.com", "ｗｗｗ.evil.com/x",
+                                  "evil\u00ad.com", "evil\u2060.com"])
+def test_defang_writes_look_alikes_plainly_first(form):
+    """Full-width letters, the small and the leader dot, and zero-width characters hid a host name from the
+    defanging while a linkifier or a browser read it as one."""
+    out = decide.defang(f"利好 {form} 速领")
+    assert "evil[.]com" in out and LINKABLE.search(out) is None, out
+    assert decide.defang(out) == out
+
+
+def test_the_radars_own_tickers_stay_readable_and_nothing_else_does():
+    line = "关注命中：600519.SH、宁德时代；另见 600000.SH 与 evil.sh"
+    out = decide.defang(line, ["600519.SH", "evil.sh", "www.evil.com"])  # only ticker-shaped entries are kept
+    assert out == "关注命中：600519.SH、宁德时代；另见 600000[.]SH 与 evil[.]sh"
+    assert decide.defang(out, ["600519.SH"]) == out
+    assert decide.defang("x600519.SH.evil.com", ["600519.SH"]) == "x600519[.]SH[.]evil[.]com"
+    assert decide.defang("，：（）！") == "，：（）！"  # Chinese punctuation is left as the reader reads it
+    message = push.Message(title="机会 600519.SH", lines=["关注命中：600519.SH", "见 evil.com"],
+                           link="https://radar.example.com/radar/analysis/1", readable=("600519.SH",))
+    title, body = push.fit(message, push.channels_from(["tgram://123456:ABCDEF/42"])[0])
+    assert title == "机会 600519.SH" and "关注命中：600519.SH\n见 evil[.]com\n" in body

@@ -65,12 +65,14 @@ def test_a_signed_link_opens_a_read_session_for_the_other_pages(day, db_url) -> 
 
 
 def test_a_session_never_outlives_its_link(day, db_url) -> None:
-    clock = [NOW]
-    client = _client(db_url, clock)
-    page = client.get(signed(f"/daily/{DAY.isoformat()}", days=0))  # a link that expires now-ish
+    client = TestClient(create_app(lambda: make_settings(remember_me_days=1), db_url, clock=lambda: NOW))
+    # a one-day link that expires in ten minutes
+    page = client.get(signed(f"/daily/{DAY.isoformat()}", now=NOW - timedelta(days=1, minutes=-10), days=1))
     assert page.status_code == 200
     max_age = int(re.search(r"Max-Age=(\d+)", page.headers["set-cookie"]).group(1))
-    assert max_age == 0  # the link's own expiry caps the session
+    assert max_age == 600  # the link's own expiry caps the session
+    ending = client.get(signed(f"/daily/{DAY.isoformat()}", days=0))  # a link that expires now
+    assert ending.status_code == 200 and READ_COOKIE not in ending.headers.get("set-cookie", "")
 
 
 @pytest.mark.parametrize("value", ["", "1.2", "9999999999." + "0" * 64, "garbage", "1770467400.zz"])

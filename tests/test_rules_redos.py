@@ -390,3 +390,62 @@ def test_the_recheck_after_a_change_of_rules_is_capped_per_slot_and_bounded_in_t
     assert len(fakes.deepseek.requests) == 4
     with db.connect() as conn:
         assert conn.execute("SELECT count(*) AS n FROM content_item WHERE analyzed_status = 4").fetchone()["n"] == 1
+
+
+# ------------------------------------------------------------------ rules behind a gate, and the slot's watch
+
+# costly on an article that opens their gate (50-90 ms each over 30,000 characters), cheap on text that does not
+BEHIND_A_GATE = (r"[Kk][ab]*a[ab]{150}c", r"[Kk][a-b]*a[a-b]{200}c", r"\pN[ab]*a[ab]{150}c", r"(K|L)[ab]*a[ab]{150}c",
+                 r"\p{Han}[ab]*a[ab]{150}c", r".*[Kk][ab]*a[ab]{150}c", r"x.*[Kk][ab]*a[ab]{150}c")
+
+
+@pytest.mark.parametrize("body", BEHIND_A_GATE)
+def test_a_rule_costly_behind_a_class_an_alternation_or_a_unicode_class_is_refused(body: str, hang_guard) -> None:
+    """The probes put only a literal prefix before a class's alphabet: a rule gated by ``[Kk]``, ``(K|L)`` or
+    ``\\pN`` was never driven into its costly states, and a profile of a hundred of them passed the save."""
+    with pytest.raises(focus.ProfileError) as err:
+        focus.Profile.build(rules=["!直播", f"!/{body}/"], measure=True)
+    assert "在长文上匹配太慢" in err.value.errors[0] and f"/{body}/" in err.value.errors[0]
+
+
+def test_re2_classes_are_read_as_classes_of_sample_characters() -> None:
+    assert regex_rules._python_syntax(r"\pN[\p{Han}x]\x{4e00}\\pN\z\PL") == r"[0-9][储能光伏芯片x]一\\pN\Z[a-zA-Z]"
+    # sensible rules that start with a class or an alternation are still fine
+    sensible = [r"!/[Kk]线[^。]{0,30}/", r"!/(储能|光伏).{0,8}(订单|中标)/", r"+/\pN{6}\.(SH|SZ)/", r"!/\p{Han}{2}集团/"]
+    assert len(focus.Profile.build(rules=sensible, measure=True).rules) == 4
+
+
+SLOW_IN_SLOT = r"[Kk][a-b]*a[a-b]{200}c"  # stored before the probes saw its gate: ~70 ms on a crafted article
+
+
+def test_a_rule_too_slow_on_an_article_in_a_slot_is_switched_off_and_the_profile_says_so(
+        fakes, monkeypatch, make_client, hang_guard) -> None:
+    """Each regex rule's run on each article is timed (this thread's CPU time): one over the limit is switched
+    off for good, the articles after it are checked without it, the operator is told and the profile page says
+    which rule and why; the other rules go on applying."""
+    monkeypatch.setattr(regex_rules, "SLOT_RULE_MS", 20.0)  # ~70 ms against ~0.1 ms: wide margins either side
+    _accounts(fakes)
+    _save_rules(f"!/{SLOW_IN_SLOT}/", "!/抽奖/")
+    crafted = "K" + _hostile(7, 29_000).replace("A", "a").replace("B", "b")[1:]
+    fakes.werss.articles += [
+        article(1, SLOT - timedelta(minutes=1), title="订单", body=f"<p>{crafted}</p>"),
+        article(2, SLOT - timedelta(minutes=2), title="直播抽奖", body="<p>今晚抽奖</p>"),
+        article(3, SLOT - timedelta(minutes=3), title="储能订单", body="<p>Kaaaaaaaaac 订单同比增长</p>"),
+    ]
+    fakes.at(SLOT)
+    fakes.deepseek.responder = lambda body: answer(40)
+    run_slot(SLOT)
+    with db.connect() as conn:
+        off = store.slow_rules(conn)
+        status = {r["title"]: r["analyzed_status"] for r in conn.execute("SELECT title, analyzed_status FROM content_item")}
+        warnings = conn.execute("SELECT warnings FROM slot_run ORDER BY id DESC LIMIT 1").fetchone()["warnings"]
+    assert list(off) == [f"!/{SLOW_IN_SLOT}/"] and "毫秒" in off[f"!/{SLOW_IN_SLOT}/"]
+    assert status["直播抽奖"] == store.EXCLUDED  # the cheap rule still applies
+    # "Kaaaaaaaaac" matched the slow rule's prefix only; whatever it would say, it no longer runs
+    assert status["储能订单"] == store.DONE and status["订单"] == store.DONE
+    assert any("switched off" in w["message"] for w in warnings)
+    assert "已停用" in json.dumps(fakes.ops.received, ensure_ascii=False)
+    page = make_client().get("/profile").text
+    assert "已自动停用" in page and f"!/{SLOW_IN_SLOT}/" in page
+    with db.connect() as conn:  # the next slot runs without it
+        assert focus.from_row(store.get_profile(conn), store.slow_rules(conn)).rule_lines() == ["!/抽奖/"]

@@ -11,6 +11,10 @@ from datetime import timedelta
 import pytest
 
 from include.radar import search, store
+from include.radar.web.auth import PageError
+from include.radar.web.views import query
+from include.radar.web.views import record as record_views
+from include.radar.web.views import search as search_views
 from tests.test_web import (  # noqa: F401 - fixtures by name
     DAY,
     NOW,
@@ -122,6 +126,7 @@ def test_results_escape_hostile_titles_and_snippets(seed: Seeder, client) -> Non
     ("q=储能&from=2026-13-01", 400, "开始日期"),
     ("q=储能&from=2026-01-09&to=2026-01-08", 400, "开始日期晚于结束日期"),
     ("q=储能&page=0", 400, "页码"),
+    ("q=储能&page=" + "9" * 4301, 400, "页码"),
     ("q=储能&q=光伏", 400, "重复"),
     ("q=！？", 200, "没有可以搜索的词"),
     ("", 200, "搜索"),
@@ -129,6 +134,17 @@ def test_results_escape_hostile_titles_and_snippets(seed: Seeder, client) -> Non
 def test_bad_search_parameters_are_a_clear_page_never_a_500(seed: Seeder, client, query, status, message) -> None:
     answer = client.get(f"/search?{query}")
     assert answer.status_code == status and message in answer.text
+
+
+@pytest.mark.parametrize("max_page", [search_views.MAX_PAGE, record_views.MAX_PAGE])
+def test_one_page_parser_bounds_search_and_record_alike(max_page: int) -> None:
+    def bad(message: str) -> PageError:
+        return PageError(400, "无效", message)
+
+    assert query.page_number("", max_page, bad) == 1 and query.page_number(str(max_page), max_page, bad) == max_page
+    for text in ("0", str(max_page + 1), "9" * 4301, "1" * 5000, "١", "+1", "1.0", "-1"):
+        with pytest.raises(PageError, match="400"):
+            query.page_number(text, max_page, bad)
 
 
 @pytest.mark.browser

@@ -527,3 +527,38 @@ def test_in_a_browser_the_profile_saves_from_its_page_and_never_from_another_sit
         finally:
             evil.shutdown()
     assert store.get_profile(conn)["companies"] == ["宁德时代"]
+
+
+class _IdUser:
+    """An auth manager's user: an id and a name; ``broken``: reading the id raises."""
+
+    def __init__(self, user_id: str, name: str, broken: bool = False) -> None:
+        self.user_id, self.name, self.broken = user_id, name, broken
+
+    def get_id(self) -> str:
+        if self.broken:
+            raise RuntimeError("no id")
+        return self.user_id
+
+    def get_name(self) -> str:
+        return self.name
+
+
+def test_the_profile_token_binds_id_and_name_apart_and_fails_closed(db_url, conn) -> None:
+    """The identity was quoted after joining id and name with "/": id 1 named a/b and id 1/a named b were one
+    user to the token, and a user whose id raised was bound by the name alone."""
+    from include.radar.web import csrf
+
+    key, first, second = "k" * 64, _IdUser("1", "a/b"), _IdUser("1/a", "b")
+    assert csrf.user_identity(first) != csrf.user_identity(second)
+    assert not csrf.form_token_valid(csrf.form_token(key, first, NOW), key, second, NOW)
+    assert csrf.form_token_valid(csrf.form_token(key, first, NOW), key, _IdUser("1", "a/b"), NOW)
+    broken = _IdUser("1", "a/b", broken=True)
+    with pytest.raises(csrf.UnknownUser):
+        csrf.user_identity(broken)
+    assert not csrf.form_token_valid(csrf.form_token(key, first, NOW), key, broken, NOW)
+    client = _editor_client(db_url, broken)
+    page = client.get("/profile")
+    assert page.status_code == 200 and _csrf(page.text) is None and "读取你的 Airflow 账号" in page.text
+    assert client.post("/profile", data=_hostile_form(None), follow_redirects=False).status_code == 403
+    assert store.get_profile(conn) is None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -302,23 +304,45 @@ _HXXP = {"http": "hxxp", "https": "hxxps"}
 _IPV4 = re.compile(r"(?<!\d)\d{1,3}(?:\.\d{1,3}){3}(?!\d)")
 
 
-def defang(text: str) -> str:
+# characters a host name can hide behind: no width, yet a linkifier or a browser drops them
+_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u180e\u200b\u200c\u200d\u2060\ufeff"))
+# what NFKC makes of look-alikes that matter in a host name: full-width letters and digits, ． ﹒ ․ and the like
+_LOOKALIKE = re.compile(r"[^\x00-\u2000\u3000-\u9fff]")
+_TICKER = re.compile(r"[0-9]{4,6}\.(?:SH|SZ|BJ|HK)", re.IGNORECASE)  # an A-share, Beijing or Hong Kong code
+_DEFANGED_TICKER = re.compile(r"(?<![\w.\]])([0-9]{4,6})\[\.\]([A-Za-z]{2})(?![\w\[])")
+
+
+def _plain(char: str) -> str:
+    """``char`` as NFKC writes it when that is an ASCII letter, digit, dot or hyphen; else ``char``: Chinese
+    full-width punctuation (，：（）) stays as the reader reads it."""
+    folded = unicodedata.normalize("NFKC", char)
+    return folded if folded.isascii() and all(c.isalnum() or c in ".-" for c in folded) else char
+
+
+def defang(text: str, readable: Iterable[str] = ()) -> str:
     """``text`` with every URL, host name and e-mail domain turned into text no channel makes a link of:
     ``https://evil.example/x`` → ``hxxps://evil[.]example/x``, ``www.evil.example`` → ``www[.]evil[.]example``,
-    ``javascript:`` → ``javascript[:]``.
+    ``javascript:`` → ``javascript[:]``; look-alikes first written plainly (``ｅｖｉｌ．ｃｏｍ``, ``evil﹒com``,
+    ``evil․com``, ``evil\u200b.com`` are ``evil[.]com``).
 
     A push's lines carry what an article and the LLM wrote (summaries, titles, reasons); WeCom, Telegram and
     e-mail clients link bare URLs and host names by themselves, so plain text is not enough: an article could
     make the model write a phishing URL into the push. The push's own link (``Message.link``) is added after,
-    untouched. Idempotent. Tickers with an exchange suffix (``600519.SH``) read as host names too and are
-    defanged with them: ``.sh`` is a real TLD.
+    untouched. Idempotent. A ticker with an exchange suffix (``600519.SH``) reads as a host name (``.sh`` is a
+    real TLD) and is defanged like one, unless it is among ``readable``: the radar's own tickers, the targets it
+    resolved, which are no links (only ticker-shaped entries count there).
     """
+    text = "".join(map(_plain, text.translate(_INVISIBLE))) if _LOOKALIKE.search(text) else text.translate(_INVISIBLE)
     text = _IPV4.sub(lambda m: m.group(0).replace(".", "[.]"), text)
     text = _SCHEME.sub(lambda m: _HXXP[m.group(1).lower()] + ":" if m.group(1).lower() in _HXXP else m.group(1) + "[:]",
                        text)
     text = _BARE_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}[:]", text)
     text = _IDEOGRAPHIC_DOT.sub("[.]", text)
-    return _HOST_DOT.sub("[.]", text)
+    text = _HOST_DOT.sub("[.]", text)
+    keep = {t.strip().upper() for t in readable if _TICKER.fullmatch(t.strip())}
+    if not keep:
+        return text
+    return _DEFANGED_TICKER.sub(lambda m: f"{m[1]}.{m[2]}" if f"{m[1]}.{m[2]}".upper() in keep else m[0], text)
 
 
 def daily_push_plan(slot: dict[str, Any]) -> tuple[bool, str]:

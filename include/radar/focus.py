@@ -21,7 +21,7 @@ form, when they are too costly on long text (include/radar/regex_rules.py).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -163,6 +163,7 @@ class Profile:
     updated_at: Any = None
     updated_by: str | None = None
     disabled: tuple[str, ...] = ()  # stored rules this version cannot run, with the reason (from_row)
+    slow: tuple[str, ...] = ()  # stored regex rules a slot switched off as too slow, with the reason
     _watch: tuple[tuple[str, re.Pattern[str]], ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
@@ -224,7 +225,7 @@ class Profile:
 
         def hits(rule: Rule) -> bool:
             if budget is not None and rule.is_regex:
-                budget.check()
+                return budget.run(rule.label, lambda: rule.hits(haystack))
             return rule.hits(haystack)
 
         for rule in self.rules:
@@ -237,6 +238,15 @@ class Profile:
         if wanted and not any(hits(r) for r in wanted):
             return "不含任何关注词（" + " ".join(r.label for r in wanted[:5]) + (" 等" if len(wanted) > 5 else "") + "）"
         return None
+
+    def switched_off(self, reasons: Mapping[str, str]) -> Profile:
+        """This profile without the regex rules a slot switched off (``reasons``: rule label → why), which it
+        lists in ``slow`` for the profile page."""
+        off = {r.label for r in self.rules if r.is_regex and r.label in reasons}
+        if not off:
+            return self
+        return replace(self, rules=tuple(r for r in self.rules if r.label not in off),
+                       slow=self.slow + tuple(f"{label}：{reasons[label]}" for label in off))
 
     def watch_hits(self, title: str, text: str) -> list[str]:
         """The watchlist entries (companies, sectors, tickers) named in the title or the text."""
@@ -255,10 +265,14 @@ class Profile:
         return "\n".join(lines)
 
 
-def from_row(row: dict[str, Any] | None) -> Profile:
-    """The stored profile. A row saved by an older version that no longer parses keeps what still does; the
-    rules it drops (a Python-only regex: a lookaround, a backreference) are listed in ``disabled`` with the
-    reason, for the profile page to show."""
+def from_row(row: dict[str, Any] | None, slow: Mapping[str, str] | None = None) -> Profile:
+    """The stored profile, without the regex rules slots switched off (``slow``, store.slow_rules). A row saved
+    by an older version that no longer parses keeps what still does; the rules it drops (a Python-only regex:
+    a lookaround, a backreference) are listed in ``disabled`` with the reason, for the profile page to show."""
+    return _stored(row).switched_off(slow or {})
+
+
+def _stored(row: dict[str, Any] | None) -> Profile:
     if row is None:
         return Profile()
     try:

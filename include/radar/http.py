@@ -309,3 +309,42 @@ def _install_requests_cap() -> None:
 
     iter_content.radar_capped = True  # type: ignore[attr-defined]
     requests.models.Response.iter_content = iter_content  # type: ignore[method-assign]
+
+
+# Whatever a library asks of requests, the radar's calls through it verify TLS: akshare's Shenwan index calls
+# pass ``verify=False`` themselves. Held in the thread (context) that opened :func:`requests_verified`.
+_requests_verify: contextvars.ContextVar[bool] = contextvars.ContextVar("radar_requests_verify", default=False)
+_VERIFY_POSITION = 11  # Session.request(method, url, params, data, headers, cookies, files, auth, timeout,
+#                        allow_redirects, proxies, hooks, stream, verify, ...): verify's index after url
+
+
+@contextlib.contextmanager
+def requests_verified() -> Iterator[None]:
+    """While open, every request ``requests`` makes in this thread verifies the server's certificate (against
+    requests' CA bundle, or ``REQUESTS_CA_BUNDLE``), whatever its caller passed or its session says: a benchmark
+    from a server that cannot prove who it is would be anyone's numbers."""
+    _install_requests_verify()
+    token = _requests_verify.set(True)
+    try:
+        yield
+    finally:
+        _requests_verify.reset(token)
+
+
+def _install_requests_verify() -> None:
+    import requests  # noqa: PLC0415 - only the tasks that push or read market data use it
+
+    original = requests.sessions.Session.request
+    if getattr(original, "radar_verified", False):
+        return
+
+    def request(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if _requests_verify.get():
+            if len(args) > _VERIFY_POSITION:
+                args = (*args[:_VERIFY_POSITION], True, *args[_VERIFY_POSITION + 1:])
+            else:
+                kwargs["verify"] = True
+        return original(self, method, url, *args, **kwargs)
+
+    request.radar_verified = True  # type: ignore[attr-defined]
+    requests.sessions.Session.request = request  # type: ignore[method-assign]

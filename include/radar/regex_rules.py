@@ -12,15 +12,18 @@ Linear is not yet cheap: a pattern whose DFA has exponentially many states (``[a
 rebuilding its state cache and costs up to ~200 ms per 30,000 characters (``scripts/bench_rules.py``). So a
 rule is also **measured when it is saved**: run over probe texts built to drive an automaton into its costly
 states (:func:`probes`: one letter repeated, random text over two letters, over a mixed alphabet, over the
-rule's own characters, and the rule's literal prefix followed by random text over each of its classes: a
-rule gated by a literal, ``K[a-b]*A[a-b]{150}c``, is cheap on every text without it), it must stay under
+rule's own characters, and each text that opens the rule's gates followed by random text over each of its
+classes: a rule gated by a literal, a class, an alternation or a Unicode class, ``K[a-b]*A[a-b]{150}c``,
+``[Kk]…``, ``(K|L)…``, ``\\pN…``, is cheap on every text that does not open its gate), it must stay under
 :data:`RULE_PROBE_MS`, and all regex rules of a profile together under :data:`PROFILE_PROBE_MS`, else the
 form refuses it and says which rule and why. A sensible rule costs about 0.1 ms per probe. Measuring stops at
 the first probe over the limit, runs each probe over a short part first (a rule costing seconds is refused
 after a few milliseconds), and the whole save, compiling included, gets :data:`SAVE_SECONDS`.
 
 A stored profile is not measured again (a busy machine must not drop a saved rule): what a slot spends on the
-rules has a time budget of its own instead (steps/select_articles.py, :class:`Budget`).
+rules has a time budget of its own instead (steps/select_articles.py, :class:`Budget`), and each rule's run on
+each article is timed on this thread's CPU clock: a rule over :data:`SLOT_RULE_MS` on one article is switched
+off for good (the profile page lists it and why) rather than spend every slot's budget again.
 
 What RE2 cannot take is refused with the reason in the reader's language: lookarounds, backreferences, a
 repetition over 1000, a program too large for RE2's memory budget.
@@ -47,6 +50,10 @@ RE2_MAX_MEM = 8 << 20  # RE2's budget per compiled rule (program and DFA cache):
 SHORT_BYTES = 1_000  # each probe is first run over this much of itself, its cost extrapolated to the whole,
 GROWTH = 4  # then over four times as much, and so on up to the whole probe (_probe_ms)
 SAVE_SECONDS = 0.6  # a save's compiling and measuring of every regex rule together: then it answers, refusing
+# one rule on one article in a slot (this thread's CPU time): past it the slot switches the rule off for good.
+# Ten times what a save allows a probe: only text no probe foresaw gets there, and a profile of such rules
+# would otherwise spend the slot's whole budget on every article
+SLOT_RULE_MS = 50.0
 
 
 class RuleRefused(ValueError):
@@ -166,20 +173,71 @@ def _class_samples(items: list[tuple[Any, Any]]) -> str:
 
 @dataclass
 class _Shape:
-    """What the probes of a rule are made of: its literal prefix, its literals, its classes' alphabets."""
+    """What the probes of a rule are made of: the texts a match starts with up to its first repetition of
+    varying length (``leads``: its literal prefix, a character of each class, each alternative), its literals,
+    a character of each of its one-character classes (``gates``), its classes' alphabets."""
 
     prefix: str = ""
     literals: list[str] = field(default_factory=list)
     alphabets: list[str] = field(default_factory=list)
+    leads: list[str] = field(default_factory=list)
+    gates: list[str] = field(default_factory=list)
+
+
+_MAX_LEADS = 4
+_CLASS_OPS = ("IN", "ANY", "NOT_LITERAL")
+
+
+def _class_alphabet(name: str, value: Any, base: str) -> str:
+    """The characters of ``base`` (and those the class names itself) that one class of the rule matches."""
+    if name == "ANY":
+        return base.replace("\n", "")
+    if name == "NOT_LITERAL":
+        return "".join(c for c in base if c.casefold() != chr(value).casefold())
+    candidates = dict.fromkeys(base + _class_samples(value))
+    return "".join(c for c in candidates if _in_class(value, c))
+
+
+def _leads(items: Any, base: str, stops: list[str]) -> list[str]:
+    """The texts a match of ``items`` starts with: a literal is itself, a class one character of it, an
+    alternation each alternative, a repetition its least number of copies (at most _MAX_LEADS texts). Before
+    each repetition of varying length the texts so far go to ``stops``: there a costly part can begin.
+
+    RE2 skips text that cannot start a match at memchr speed, so a rule costly behind a gate
+    (``[Kk][ab]*a[ab]{150}c``, ``(K|L)…``, ``\\pN…``, ``.*[Kk]…``) is measured only on a probe that opens
+    the gate the way an article can."""
+    leads = [""]
+    for op, value in items:
+        name = str(op)
+        if name == "AT":
+            continue
+        if name == "LITERAL":
+            parts = [chr(value)]
+        elif name in _CLASS_OPS:
+            parts = [_class_alphabet(name, value, base)[:1]]
+        elif name == "SUBPATTERN":
+            parts = _leads(value[3], base, stops)
+        elif name == "BRANCH":
+            parts = [lead for alternative in value[1][:_MAX_LEADS] for lead in _leads(alternative, base, stops)]
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and value[0] <= 40:
+            if value[0] != value[1]:
+                stops += leads
+            parts = [lead * value[0] for lead in _leads(value[2], base, [])]
+        else:
+            stops += leads
+            return []
+        leads = list(dict.fromkeys(lead + part for lead in leads for part in parts or [""]))[:_MAX_LEADS]
+    return leads
 
 
 def _parsed_shape(body: str) -> _Shape | None:
     """The shape of ``body`` read by Python's own regex parser (RE2's syntax is close enough for literals and
-    classes); None when Python cannot read it (``\\pL``, ``\\x{4e00}``...)."""
+    classes, once its own classes are written the Python way: :func:`_python_syntax`); None when Python
+    cannot read it."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = list(_sre_parser.parse(body))
+            tree = list(_sre_parser.parse(_python_syntax(body)))
     except Exception:  # noqa: BLE001 - re.error, or RE2-only syntax Python's parser trips on
         return None
     shape = _Shape()
@@ -191,7 +249,7 @@ def _parsed_shape(body: str) -> _Shape | None:
             name = str(op)
             if name == "LITERAL":
                 shape.literals.append(chr(value))
-            elif name in ("IN", "ANY", "NOT_LITERAL"):
+            elif name in _CLASS_OPS:
                 classes.append((name, value))
             elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
                 before = len(shape.literals)
@@ -229,18 +287,51 @@ def _parsed_shape(body: str) -> _Shape | None:
     prefix(tree)
     shape.prefix = shape.prefix[:40]
     base = "".join(dict.fromkeys(_MIXED + "".join(shape.literals)))
+    stops: list[str] = []
+    ends = _leads(tree, base, stops)
+    shape.leads = list(dict.fromkeys(lead[:40] for lead in [*stops, *ends] if lead))[:_MAX_LEADS]
     for name, value in classes:
-        if name == "ANY":
-            alphabet = base.replace("\n", "")
-        elif name == "NOT_LITERAL":
-            alphabet = "".join(c for c in base if c.casefold() != chr(value).casefold())
-        else:
-            candidates = dict.fromkeys(base + _class_samples(value))
-            alphabet = "".join(c for c in candidates if _in_class(value, c))
+        alphabet = _class_alphabet(name, value, base)
         if alphabet:
             shape.alphabets.append(_spread(alphabet))
+            if name == "IN" and len(alphabet) <= 4:  # [Kk]: a gate wherever it stands, not only first
+                shape.gates.append(alphabet[0])
     shape.alphabets += [_spread(group) for group in groups]
     return shape
+
+
+# RE2's Unicode classes, as Python classes of characters they hold (what the probes are made of, not what they
+# match): enough to find a rule's gates and alphabets
+_UNICODE_SAMPLES = {"N": "0-9", "Nd": "0-9", "L": "a-zA-Z储能光伏", "Lu": "A-Z", "Ll": "a-z", "Han": "储能光伏芯片",
+                    "P": "，。、：；.,;:", "Z": " ", "Zs": " "}
+_RE2_ONLY = re.compile(r"\\(?:([pP])(?:\{\^?(\w*)\}|(\w))|x\{([0-9a-fA-F]{1,6})\}|(z)|(C)|(.))", re.S)
+
+
+def _python_syntax(body: str) -> str:
+    """``body`` with RE2's own escapes written so that Python's parser reads it: ``\\pN`` and ``\\p{Han}`` as
+    classes of sample characters (``\\PN`` and any other name as ASCII letters and digits), ``\\x{4e00}`` as
+    the character, ``\\z`` as ``\\Z``, ``\\C`` as ``.``; inside ``[...]`` without the brackets."""
+    out: list[str] = []
+    in_class = False
+    at = 0
+    for match in _RE2_ONLY.finditer(body):
+        text = body[at:match.start()]
+        for char in text:
+            in_class = (in_class and char != "]") or char == "["
+        out.append(text)
+        at = match.end()
+        kind, braced, single, code, end, any_byte, other = match.groups()
+        if kind:
+            name = braced if braced is not None else single
+            chars = _UNICODE_SAMPLES.get(name, "a-zA-Z0-9") if kind == "p" else "a-zA-Z"
+            out.append(chars if in_class else f"[{chars}]")
+        elif code:
+            out.append(re.escape(chr(min(int(code, 16), 0x10FFFF))))
+        else:
+            out.append("\\Z" if end else "." if any_byte and not in_class else match.group(0))
+        in_class = in_class and other != "]"
+    out.append(body[at:])
+    return "".join(out)
 
 
 def _spread(alphabet: str) -> str:
@@ -282,14 +373,16 @@ def probes(body: str) -> list[bytes]:
       never reached: with it they are, as on an article that starts the way the rule does.
     """
     shape = _parsed_shape(body) or _rough_shape(body)
-    lead = shape.prefix.encode()
+    leads = [lead.encode() for lead in shape.leads or [shape.prefix]]
     own = _alphabet("".join(shape.literals) + "".join(shape.alphabets))
-    others = "".join(dict.fromkeys(c for c in "".join(shape.literals[:-1]) if c not in shape.prefix[:1]))
+    others = "".join(dict.fromkeys(c for c in "".join(shape.literals[:-1]) + "".join(shape.gates)
+                                   if c not in shape.prefix[:1]))
     texts = [_random_text(own[:_MAX_ALPHABET], 3)] if own else []
     for alphabet in list(dict.fromkeys(shape.alphabets))[:4]:
         for variant in dict.fromkeys((alphabet, _spread("".join(dict.fromkeys(alphabet + others))))):
-            texts.append(lead + _random_text(variant, 4))  # one seed: rules that share an alphabet share its text
-    return [*_fixed_probes(), *list(dict.fromkeys(texts))[:8]]
+            # one seed: rules that share an alphabet share its text
+            texts += [lead + _random_text(variant, 4) for lead in leads]
+    return [*_fixed_probes(), *list(dict.fromkeys(texts))[:16]]
 
 
 # ---------------------------------------------------------------------------------------------- measuring
@@ -312,6 +405,7 @@ class Budget:
         self.seconds = seconds
         self._clock = clock
         self.started = self.now()
+        self.slow: dict[str, float] = {}  # rule → its worst run over SLOT_RULE_MS, in milliseconds (run)
 
     def now(self) -> float:
         return (self._clock or _clock)()
@@ -322,6 +416,18 @@ class Budget:
     def check(self) -> None:
         if self.spent():
             raise OutOfTime(f"over {self.seconds:g} s")
+
+    def run(self, rule: str, hits: Callable[[], bool]) -> bool:
+        """One regex rule's answer on one article, once the budget allows it (else OutOfTime); a run over
+        SLOT_RULE_MS of this thread's CPU time is noted in ``slow`` for the slot to switch the rule off."""
+        self.check()
+        started = _cost_clock()
+        try:
+            return hits()
+        finally:
+            ms = (_cost_clock() - started) * 1000
+            if ms > SLOT_RULE_MS:
+                self.slow[rule] = max(ms, self.slow.get(rule, 0.0))
 
 
 def _run_ms(hits: Callable[[bytes], bool], text: bytes) -> float:

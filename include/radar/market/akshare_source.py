@@ -5,6 +5,8 @@ every instrument a pick can name — A-shares, ETFs, A-share indices, Hong Kong 
 Shenwan industry indices — with backward-adjusted bars and an exchange calendar, without a token. Its calls
 scrape public web endpoints that change, so it is pinned (requirements.txt) and treated as an outside service:
 each call runs under its own deadline in a worker thread and any failure is a ``SourceError`` for that request.
+Every request a call makes verifies TLS (``http.requests_verified``), also the Shenwan index calls, which ask
+requests for ``verify=False``: a server that cannot prove who it is gives no benchmark.
 
 The library is imported inside ``LibraryCaller.__call__`` only (≈2 s and ≈115 MB the first time): the DAG file,
 the pages and every other task never import it. The calls, verified against akshare 1.19.5's source:
@@ -66,7 +68,8 @@ class LibraryCaller:
             try:
                 import akshare  # noqa: PLC0415 - heavy (pandas, a JS engine): only the track-record task loads it
 
-                with http.requests_capped(http.REQUESTS_MARKET_MAX_BYTES):  # its answers, by what they decode to
+                # its answers capped by what they decode to; TLS verified even where it asks for none (Shenwan)
+                with http.requests_capped(http.REQUESTS_MARKET_MAX_BYTES), http.requests_verified():
                     frame = getattr(akshare, function)(**kwargs)
                 result["rows"] = [] if frame is None else frame.to_dict("records")
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below

@@ -42,9 +42,9 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
         if slot.get("retry_failed"):
             log.info("slot %s: retry_failed requested: %d failed articles get fresh attempts",
                      slot["slot"], store.reset_failed(conn))
-        profile = focus.from_row(store.get_profile(conn))
-        slow: list[str] = []  # what the rules' time budgets left for the next slot
-        _recheck(conn, slot, profile, slow)
+        profile = focus.from_row(store.get_profile(conn), store.slow_rules(conn))
+        slow: list[str] = []  # what the rules' time budgets left for the next slot, the rules switched off
+        profile = _recheck(conn, slot, profile, slow)
         # a backfill or a redo takes only its own slot's articles, whatever order its runs go in
         own_only = slot["run_type"] == "backfill" or slot["explicit"]
         rows = store.items_to_analyse(
@@ -83,14 +83,34 @@ def _rules_budget(seconds: float) -> regex_rules.Budget:
     return regex_rules.Budget(seconds, lambda: _rules_clock())
 
 
-def _recheck(conn: Any, slot: dict[str, Any], profile: focus.Profile, slow: list[str]) -> None:
+def _switch_off_slow(conn: Any, slot: dict[str, Any], profile: focus.Profile, budget: regex_rules.Budget,
+                     slow: list[str]) -> focus.Profile:
+    """The profile without the regex rules that took over regex_rules.SLOT_RULE_MS on one article of this
+    budget's: switched off for good (stored; the profile page lists them and why), warned on the slot and
+    told to the operator. The article it was slow on keeps the rule's answer."""
+    found, budget.slow = budget.slow, {}
+    if not found:
+        return profile
+    reasons = {rule: f"时段 {slot['slot']} 中匹配一篇文章用了 {ms:.0f} 毫秒（上限 {regex_rules.SLOT_RULE_MS:.0f}）"
+               for rule, ms in found.items()}
+    store.switch_off_rules(conn, reasons)
+    store.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
+        f"rules: switched off {len(found)} regex rule(s) over {regex_rules.SLOT_RULE_MS:g} ms on one article"])
+    slow.append("读者的正则规则太慢，已停用：" + "、".join(f"{rule}（{ms:.0f} 毫秒/篇）" for rule, ms in found.items()))
+    log.warning("slot %s: switched off %d regex rules over %g ms on one article", slot["slot"], len(found),
+                regex_rules.SLOT_RULE_MS)
+    return profile.switched_off(reasons)
+
+
+def _recheck(conn: Any, slot: dict[str, Any], profile: focus.Profile, slow: list[str]) -> focus.Profile:
     """After the reader changed their rules: a batch of what the older rules excluded is checked again
     (RECHECK_BATCH articles, newest first, for RECHECK_SECONDS at most); those the current rules let through
-    wait for analysis again. What this slot does not reach is re-checked by the next."""
+    wait for analysis again. What this slot does not reach is re-checked by the next. Returns the profile
+    without the rules switched off on the way (_switch_off_slow)."""
     since = slot_key(slot).scheduled_at - timedelta(hours=focus.RECHECK_HOURS)
     rows = store.excluded_to_recheck(conn, since, focus.MATCH_CHARS, RECHECK_BATCH)
     if not rows:
-        return
+        return profile
     budget = _rules_budget(RECHECK_SECONDS)
     back: list[int] = []
     kept: dict[int, str] = {}
@@ -105,6 +125,7 @@ def _recheck(conn: Any, slot: dict[str, Any], profile: focus.Profile, slow: list
             slow.append(f"读者的正则规则耗时过长：重新检查已排除文章 {RECHECK_SECONDS:g} 秒内未完成，{left} 篇留给下个时段")
             log.warning("slot %s: re-checking excluded articles ran out of time; %d wait", slot["slot"], left)
             break
+        profile = _switch_off_slow(conn, slot, profile, budget, slow)
         if reason is None:
             back.append(row["id"])
         else:
@@ -112,6 +133,7 @@ def _recheck(conn: Any, slot: dict[str, Any], profile: focus.Profile, slow: list
     reopened = store.settle_recheck(conn, back, kept)
     if reopened:
         log.info("slot %s: the reader's changed rules give back %d excluded articles", slot["slot"], reopened)
+    return _switch_off_slow(conn, slot, profile, budget, slow)
 
 
 def _without_excluded(conn: Any, slot: dict[str, Any], profile: focus.Profile, rows: list[dict[str, Any]],
@@ -131,12 +153,14 @@ def _without_excluded(conn: Any, slot: dict[str, Any], profile: focus.Profile, r
             reason = profile.exclusion(text["title"], text["text"], budget) if text else None
         except regex_rules.OutOfTime:
             break
+        profile = _switch_off_slow(conn, slot, profile, budget, slow)
         checked += 1
         if reason:
             reasons[r["id"]] = reason
     if reasons:
         marked = store.exclude_items(conn, slot["slot_run_id"], reasons)
         log.info("slot %s: %d articles excluded by the reader's rules, not sent to the LLM", slot["slot"], marked)
+    _switch_off_slow(conn, slot, profile, budget, slow)  # a rule slow on the article the budget ran out on
     waiting = len(rows) - checked
     if waiting:
         store.add_deferred(conn, slot["slot_run_id"], waiting)

@@ -100,6 +100,7 @@ from include.radar.store.events import (  # noqa: F401
 )
 from include.radar.store.focus import (  # noqa: F401
     EXCLUDED,
+    SLOW_RULES_STATE,
     analyses_since,
     exclude_items,
     excluded_count,
@@ -112,6 +113,8 @@ from include.radar.store.focus import (  # noqa: F401
     save_profile,
     set_feedback,
     settle_recheck,
+    slow_rules,
+    switch_off_rules,
     texts_of,
 )
 from include.radar.store.operations import (  # noqa: F401

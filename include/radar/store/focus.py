@@ -6,11 +6,33 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from include.radar.store.common import Row
 
 EXCLUDED = 4  # content_item.analyzed_status: the reader's rules keep it from the LLM
 FEEDBACK_DAYS = 180  # what the ranking learns from: the verdicts of the last half year
+SLOW_RULES_STATE = "focus:slow_rules"  # service_state: the regex rules slots switched off, rule label → why
+MAX_SLOW_RULES = 200
+
+
+def slow_rules(conn: psycopg.Connection) -> dict[str, str]:
+    """The regex rules slots switched off as too slow (rule label as the reader wrote it → why, in Chinese)."""
+    row = conn.execute("SELECT value FROM service_state WHERE key = %s", (SLOW_RULES_STATE,)).fetchone()
+    value = row["value"] if row else None
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def switch_off_rules(conn: psycopg.Connection, reasons: dict[str, str]) -> None:
+    """Add ``reasons`` to the switched-off rules (the newest MAX_SLOW_RULES kept: a profile holds fewer)."""
+    merged = list({**slow_rules(conn), **reasons}.items())[-MAX_SLOW_RULES:]
+    conn.execute(
+        """
+        INSERT INTO service_state (key, value) VALUES (%s, %s)
+        ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()
+        """,
+        (SLOW_RULES_STATE, Jsonb(dict(merged))),
+    )
 
 
 def get_profile(conn: psycopg.Connection) -> Row | None:

@@ -6,7 +6,7 @@ Three ways to read:
 - a signed link (``?exp=&sig=``, as sent in pushes) for exactly the requested page, no login needed, for at
   most ``remember_me_days`` from now;
 - the short read session such a link opens (a cookie, ``link_session_minutes``, never past the link's expiry)
-  for the pages named in ``link_session_pages``;
+  for the pages named in ``link_session_pages``, reading only; a link opens one during its first day only;
 - an Airflow user (Airflow's own ``get_user``: the UI's ``_token`` cookie or a Bearer token) whose role may
   read the radar DAG (``is_authorized_dag(method="GET", details=DagDetails(id=DAG_ID))`` of Airflow's auth
   manager): being logged in to Airflow is not enough, the pages show that DAG's runs and results.
@@ -89,12 +89,13 @@ class Reader:
 # A valid signed link opens a short read session: an HttpOnly cookie scoped to the app's path, holding an expiry
 # and its HMAC. Its message is ``read-session:`` (page paths start with "/"), so a cookie value is never a
 # link signature or a feedback token, nor the reverse. It lets a reader who came from a push walk to the
-# overview, other days and analyses (the pages of ``link_session_pages``); it never opens what is personal
-# and never lets anyone write.
+# overview, other days and analyses (the pages of ``link_session_pages``) during the link's first day; it
+# never opens what is personal and never lets anyone write (its pages carry no vote forms, web/runtime.py).
 READ_COOKIE = "radar_read"
 _READ_PURPOSE = "read-session:"
 _READ_RE = re.compile(r"([0-9]{1,12})\.([0-9a-f]{64})")
 _CLOCK_SKEW_SECONDS = 60  # between the api-server workers that set and check a cookie
+SESSION_DAYS = 1  # a link opens read sessions during the first day after it was signed only
 
 
 def page_of(path: str) -> str:
@@ -103,11 +104,21 @@ def page_of(path: str) -> str:
     return path.lstrip("/").split("/", 1)[0] or "overview"
 
 
-def read_session_value(secret: str, link_exp: int, now_ts: float, minutes: int) -> tuple[str, int]:
-    """The cookie value and its lifetime in seconds: until the link expires, at most ``minutes``."""
-    expires = int(min(link_exp, now_ts + minutes * 60))
+def read_session_value(secret: str, link_exp: int, now_ts: float, minutes: int,
+                       link_days: int) -> tuple[str, int] | None:
+    """The cookie value and its lifetime in seconds, or None when the link opens no session any more.
+
+    A session lasts at most ``minutes``, never past the link's expiry, and never past the end of the link's
+    first day: a day after it was signed (its expiry less ``link_days``, the lifetime links are signed for).
+    Opening the link again renews the session within that day only, so a forwarded link is a day of walking
+    the pages at most; its own page opens for its whole life. A link signed under a longer ``link_days`` than
+    the current one counts as older than it is: it opens fewer sessions, never more."""
+    first_day_ends = link_exp - link_days * 86400 + SESSION_DAYS * 86400
+    expires = int(min(link_exp, now_ts + minutes * 60, first_day_ends))
+    if expires <= now_ts:
+        return None
     query = signing.sign_until(_READ_PURPOSE, secret, expires)
-    return f"{query['exp']}.{query['sig']}", max(0, expires - int(now_ts))
+    return f"{query['exp']}.{query['sig']}", expires - int(now_ts)
 
 
 def session_opens(settings: Settings) -> bool:
@@ -248,6 +259,18 @@ def _signed_reader(request: Request, path: str, settings: Settings) -> Reader | 
     return Reader(signed_path=path, signed_exp=signing.parse_exp(exps[0], now, longest))
 
 
+def _open_session(request: Request, settings: Settings, reader: Reader) -> None:
+    """Leave the read session's cookie for the middleware to set on the page's response, when the link still
+    opens one (:func:`read_session_value`)."""
+    if not (settings.link_secret and reader.signed_exp and session_opens(settings)):
+        return
+    session = read_session_value(settings.link_secret.get_secret_value(), reader.signed_exp,
+                                 request.app.state.radar.clock().timestamp(), settings.link_session_minutes,
+                                 settings.remember_me_days)
+    if session is not None:
+        request.scope.setdefault("state", {})["radar_read_session"] = session
+
+
 def personal_page_error() -> PageError:
     return PageError(
         401,
@@ -279,11 +302,7 @@ async def require_reader(request: Request) -> Reader:
         settings = await run_in_threadpool(request.app.state.radar.settings)
         reader = _signed_reader(request, path, settings)
         if reader is not None:
-            if settings.link_secret and reader.signed_exp and session_opens(settings):
-                # the middleware sets the cookie on the page's response
-                request.scope.setdefault("state", {})["radar_read_session"] = read_session_value(
-                    settings.link_secret.get_secret_value(), reader.signed_exp,
-                    request.app.state.radar.clock().timestamp(), settings.link_session_minutes)
+            _open_session(request, settings, reader)
             return reader
         raise PageError(
             403,

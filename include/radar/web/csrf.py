@@ -88,20 +88,36 @@ def form_key(runtime: Any, settings: Settings) -> str:
     return runtime.kept(FORM_KEY_STATE, make)
 
 
+class UnknownUser(PageError):
+    """The Airflow user's id or name cannot be read: no token is made for them, none is accepted."""
+
+    def __init__(self) -> None:
+        super().__init__(403, "无法确认你的 Airflow 账号", USER_UNKNOWN, airflow_home=True)
+
+
+USER_UNKNOWN = "读取你的 Airflow 账号（编号、用户名）时出错，关注设置只能查看、不能保存。请重新登录 Airflow 后再试。"
+
+
 def user_identity(user: Any) -> str:
     """Who the token is for: the Airflow user's id and name (an auth manager's user has both; a stand-in
-    may have only a ``username``), percent-quoted so that no name can pass for another."""
+    may have only a ``username``), each named and percent-quoted before they are joined, so that no id and
+    name can pass for another's (``1`` + ``a/b`` is not ``1/a`` + ``b``). A part that is there but cannot be
+    read, or no identity at all, raises UnknownUser: a token that binds nobody would bind everybody."""
     parts = []
     for attr in ("get_id", "get_name"):
         method = getattr(user, attr, None)
         if callable(method):
             try:
-                parts.append(str(method()))
-            except Exception:  # noqa: BLE001 - an identity part that cannot be read is left out
-                continue
+                value = str(method())
+            except Exception:  # noqa: BLE001 - any failure to read who this is refuses
+                raise UnknownUser() from None
+            parts.append(f"{attr}={quote(value, safe='')}")
+    username = str(getattr(user, "username", "") or "")
+    if not parts and username:
+        parts.append(f"username={quote(username, safe='')}")
     if not parts:
-        parts.append(str(getattr(user, "username", "") or ""))
-    return quote("/".join(parts), safe="")
+        raise UnknownUser()
+    return "&".join(parts)
 
 
 def form_token(key: str, user: Any, now: datetime) -> str:
@@ -115,7 +131,11 @@ def form_token_valid(token: str, key: str, user: Any, now: datetime) -> bool:
     match = _TOKEN_RE.fullmatch(token)
     if match is None:
         return False
-    return signing.verify(_PURPOSE + user_identity(user), match.group(1), match.group(2), key, now,
+    try:
+        identity = user_identity(user)
+    except UnknownUser:
+        return False
+    return signing.verify(_PURPOSE + identity, match.group(1), match.group(2), key, now,
                           FORM_TOKEN_HOURS / 24 + 1 / 1440)
 
 

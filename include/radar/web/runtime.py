@@ -26,7 +26,7 @@ from include.radar import db, ranking, signing, store
 from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI
 from include.radar.web import feedback, views
-from include.radar.web.auth import AIRFLOW_LOGIN_PATH, PageError, Reader, app_path, local_path, session_opens
+from include.radar.web.auth import AIRFLOW_LOGIN_PATH, PageError, Reader, app_path, local_path
 from include.radar.web.mount import URL_PREFIX
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")
@@ -169,6 +169,12 @@ def page_links(
     return views.Links(root=root, airflow_root=airflow_root, signer=signer, signable=signable)
 
 
+def _session_minutes(request: Request) -> int:
+    """The minutes of the read session this page's link opens (auth.py), rounded up; 0 when it opens none."""
+    session = request.scope.get("state", {}).get("radar_read_session")
+    return -(-session[1] // 60) if session else 0
+
+
 class Pages:
     """Renders templates into responses with the context every page shares (links, demo badge, signature)."""
 
@@ -195,8 +201,7 @@ class Pages:
             tz_label="北京时间",
             signed_until=signed_until,
             read_session=bool(reader is not None and reader.session),
-            session_minutes=settings.link_session_minutes if settings and settings.link_secret and session_opens(
-                settings) else 0,
+            session_minutes=_session_minutes(request),
             # what is personal (watchlist hits, filter rules, learned weights) shows to an Airflow login only
             personal=bool(reader is not None and reader.personal),
             **context,
@@ -311,7 +316,11 @@ def _here(request: Request, links: views.Links) -> str:
 
 
 def feedback_forms(request: Request, reader: Reader, settings: Settings, links: views.Links) -> feedback.Forms:
-    """The 👍/👎/🤷 forms of this page: signed actions that come back here (web/feedback.py)."""
-    secret = settings.link_secret.get_secret_value() if settings.link_secret else None
+    """The 👍/👎/🤷 forms of this page: signed actions that come back here (web/feedback.py).
+
+    A read session's pages get none: its cookie reaches every analysis of every day, and whoever a push is
+    forwarded to holds it, so votes come only from an Airflow login or from the page a link names (a daily
+    link's own analyses, whose links it signs), never from the session a link opened."""
+    secret = settings.link_secret.get_secret_value() if settings.link_secret and not reader.session else None
     return feedback.Forms(secret, get_runtime(request).clock(), links.root, _here(request, links),
                           reader.signed_exp if reader.signed else None)

@@ -78,12 +78,14 @@ def _profile_response(request: Request, reader: Reader, *, editable: bool, saved
     settings = runtime.settings()
     links = page_links(request)
     with runtime.connect() as conn:
-        current = focus.from_row(store.get_profile(conn))
+        current = focus.from_row(store.get_profile(conn), store.slow_rules(conn))
         weights = runtime.ranking_weights(conn)
     token, reason = "", "" if editable else EDIT_REFUSED
     if editable:
         try:
             token = csrf.form_token(csrf.form_key(runtime, settings), reader.user, runtime.clock())
+        except csrf.UnknownUser:  # fails closed: shown, never saved
+            editable, reason = False, csrf.USER_UNKNOWN
         except csrf.FormKeyMissing:  # shown, not saved, until the operator runs init again
             editable, reason = False, csrf.FORM_KEY_MISSING
     page = profile_views.profile_page(

@@ -22,6 +22,7 @@ class ProfilePage:
     saved: bool = False
     recheck: int = 0  # excluded articles of the last 72 h the next slot checks against the saved rules
     disabled: list[str] = field(default_factory=list)  # stored rules this version cannot run, and why
+    slow: list[str] = field(default_factory=list)  # stored regex rules a slot switched off as too slow, and why
     errors: list[str] = field(default_factory=list)
     updated: str | None = None
     updated_by: str | None = None
@@ -47,7 +48,7 @@ def profile_page(*, profile: focus.Profile, weights: ranking.Weights, action: st
     more, less = weights.learned()
     return ProfilePage(
         action=action, csrf=csrf, values=typed if typed is not None else profile_values(profile), read_only=read_only,
-        read_only_reason=read_only_reason, saved=saved, recheck=recheck, disabled=list(profile.disabled), errors=errors or [], updated=local_time(profile.updated_at, tz) if profile.updated_at else None,
+        read_only_reason=read_only_reason, saved=saved, recheck=recheck, disabled=list(profile.disabled), slow=list(profile.slow), errors=errors or [], updated=local_time(profile.updated_at, tz) if profile.updated_at else None,
         updated_by=profile.updated_by, learned_more=more, learned_less=less,
     )
 

@@ -6,7 +6,6 @@ summaries of those rows (outcomes.Group) and say what a figure is: a record of p
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -17,6 +16,7 @@ from include.radar import outcomes
 from include.radar.store.track import RecordFilters
 from include.radar.web.auth import PageError
 from include.radar.web.charts import Estimate, interval_chart
+from include.radar.web.views import query
 from include.radar.web.views.common import Links, direction_label, local_time, type_label  # noqa: F401 - type_label for the route
 
 PAGE_SIZE = 25
@@ -56,50 +56,31 @@ class RecordForm:
         return links.record() + (f"?{query}" if query else "")
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _bad(message: str) -> PageError:
     return PageError(400, "筛选条件无效", message)
 
 
-def _day(value: str, what: str) -> str:
-    if not value:
-        return ""
-    try:
-        if len(value) == 10:
-            return date.fromisoformat(value).isoformat()
-    except ValueError:
-        pass
-    raise _bad(f"{what}应为 YYYY-MM-DD 格式的日期。")
-
-
 def parse_form(params: Any) -> RecordForm:
     """The page's query parameters, checked; anything else is a 400 saying what is wrong (never a 500). No
     parameter holds a control character (a NUL cannot even reach the database)."""
     def one(name: str) -> str:
-        values = params.getlist(name)
-        if len(values) > 1:
-            raise _bad(f"参数 {name} 重复。")
-        value = values[0] if values else ""
-        if _CONTROL.search(value):
-            raise _bad(f"参数 {name} 含有控制字符。")
-        return value.strip()
+        return query.one(params, name, _bad)
 
-    band, horizon, page = one("band"), one("h") or "5", one("page") or "1"
+    band, horizon = one("band"), one("h") or "5"
     if band not in BAND_LABELS:
         raise _bad("分数段只能是页面上列出的选项。")
     if horizon not in HORIZONS:
         raise _bad("期限只能是 T+1、T+5 或 T+20。")
-    if not (page.isascii() and page.isdigit() and 1 <= int(page) <= MAX_PAGE):
-        raise _bad(f"页码应为 1 到 {MAX_PAGE} 的整数。")
+    page = query.page_number(one("page"), MAX_PAGE, _bad)
     account, opp_type = one("account"), one("type")
     if len(account) > 100 or len(opp_type) > 20:
         raise _bad("公众号或类型过长。")
-    first, last = _day(one("from"), "开始日期"), _day(one("to"), "结束日期")
+    first, last = query.filter_day(one("from"), "开始日期", _bad), query.filter_day(one("to"), "结束日期", _bad)
     if first and last and first > last:
         raise _bad("开始日期晚于结束日期。")
-    return RecordForm(first, last, account, opp_type, band, horizon, int(page))
+    return RecordForm(first, last, account, opp_type, band, horizon, page)
 
 
 # ------------------------------------------------------------------------------------------------ rows

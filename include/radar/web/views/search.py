@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -12,6 +11,7 @@ from zoneinfo import ZoneInfo
 from include.radar import search
 from include.radar.store.searching import Filters
 from include.radar.web.auth import PageError
+from include.radar.web.views import query
 from include.radar.web.views.common import Links, local_time, safe_http_url
 
 PAGE_SIZE = 20
@@ -41,40 +41,17 @@ class SearchForm:
         return f"{links.root}/search?" + urlencode({k: v for k, v in params.items() if v})
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _invalid(message: str) -> PageError:
     return PageError(400, "搜索条件无效", message)
 
 
-def _day(value: str, what: str, first: date, last: date) -> str:
-    """A ``YYYY-MM-DD`` filter date between ``first`` and ``last`` (the pages' own range: date arithmetic on
-    it never leaves ``date``'s), or empty."""
-    if not value:
-        return ""
-    try:
-        day = date.fromisoformat(value) if len(value) == 10 and value.isascii() else None
-    except ValueError:
-        day = None
-    if day is None:
-        raise _invalid(f"{what}应为 YYYY-MM-DD 格式的日期。")
-    if not first <= day <= last:
-        raise _invalid(f"{what}应在 {first.isoformat()} 到 {last.isoformat()} 之间。")
-    return day.isoformat()
-
-
 def parse_form(params: Any, first: date, last: date) -> SearchForm:
     """The form's query parameters, checked; a PageError (400) says what is wrong. Dates lie between ``first``
     and ``last``; no parameter holds a control character (a NUL cannot even reach the database)."""
     def one(name: str) -> str:
-        values = params.getlist(name)
-        if len(values) > 1:
-            raise _invalid(f"参数 {name} 重复。")
-        value = values[0] if values else ""
-        if _CONTROL.search(value):
-            raise _invalid(f"参数 {name} 含有控制字符。")
-        return value.strip()
+        return query.one(params, name, _invalid)
 
     q = one("q")
     if len(q) > search.MAX_QUERY_CHARS:
@@ -82,16 +59,15 @@ def parse_form(params: Any, first: date, last: date) -> SearchForm:
     band = one("band")
     if band not in BAND_LABELS:
         raise _invalid("分数段只能是页面上列出的选项。")
-    page = one("page") or "1"
-    if not (page.isascii() and page.isdigit() and len(page) <= 3 and 1 <= int(page) <= MAX_PAGE):
-        raise _invalid(f"页码应为 1 到 {MAX_PAGE} 的整数。")
+    page = query.page_number(one("page"), MAX_PAGE, _invalid)
     account = one("account")
     if len(account) > 100:
         raise _invalid("公众号名称过长。")
-    after, before = _day(one("from"), "开始日期", first, last), _day(one("to"), "结束日期", first, last)
+    after = query.filter_day(one("from"), "开始日期", _invalid, first, last)
+    before = query.filter_day(one("to"), "结束日期", _invalid, first, last)
     if after and before and after > before:
         raise _invalid("开始日期晚于结束日期。")
-    return SearchForm(q, after, before, account, band, one("watch") == "1", int(page))
+    return SearchForm(q, after, before, account, band, one("watch") == "1", page)
 
 
 @dataclass(frozen=True)
