@@ -1,5 +1,6 @@
 """Command line for set-up and operations:
-``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages,backup,restore}``."""
+``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages,backup,restore}``, and the
+shadow evaluations' ``evaluate`` / ``evaluation`` (evaluation_cli.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 
 import psycopg
 
-from include.radar import backup, db, roles, store
+from include.radar import backup, db, evaluation, evaluation_cli, roles, store
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     load.add_argument("file", help="the dump written by `backup` (its manifest beside it)")
     load.add_argument("--into", help="the target database URL (default: the radar database)")
     load.add_argument("--replace", action="store_true", help="replace the tables of a non-empty target (one transaction)")
+    evaluation_cli.add_parsers(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
@@ -62,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
             return backup.run_backup(db.database_url(), args.out)
         elif args.command == "restore":
             return backup.run_restore(args.file, args.into or db.database_url(), replace=args.replace)
-    except (db.DatabaseUnavailable, roles.ProvisionError, backup.BackupError) as exc:
+        elif args.command in evaluation_cli.COMMANDS:
+            return evaluation_cli.handle(args)
+    except (db.DatabaseUnavailable, roles.ProvisionError, backup.BackupError, evaluation.EvaluationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except psycopg.Error as exc:  # provisioning connects by itself; a URL's password is never printed

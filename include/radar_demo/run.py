@@ -68,9 +68,11 @@ def build_werss(day: date, clock: list[int]) -> FakeWeRSS:
 
 
 def build_deepseek() -> FakeDeepSeek:
-    """Answers from the recorded sample answers: the article is recognised by its title in the prompt."""
+    """Answers from the recorded sample answers: the article is recognised by its title in the prompt, and the
+    model by its name (deepseek-flash has recordings of its own where it answers differently: the evaluation's)."""
     by_title = {a["title"]: a["id"] for a in load("articles.json")}
-    answers = load("answers.json")
+    recorded = load("answers.json")
+    by_model = {"deepseek-flash": {**recorded, **load("answers_flash.json")}}
     digest = load("digest.json")
 
     def respond(body: dict[str, Any]) -> str:
@@ -82,7 +84,7 @@ def build_deepseek() -> FakeDeepSeek:
             return json.dumps({**digest, "top_opportunities": tops}, ensure_ascii=False)
         match = re.search(r"^标题：(.*)$", user, re.MULTILINE)
         article_id = by_title.get(match.group(1).strip()) if match else None
-        answer = answers.get(article_id or "")
+        answer = by_model.get(body.get("model"), recorded).get(article_id or "")
         if answer is None:
             answer = {"score": 10, "has_opportunity": False, "top_type": "none",
                       "summary": "（演示）没有录制的回答：按无机会处理。", "opportunities": []}
