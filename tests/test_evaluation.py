@@ -317,3 +317,53 @@ def test_the_cli_starts_an_evaluation_and_prints_its_summary(fakes, monkeypatch,
     assert cli.main(["evaluation"]) == 0 and "12/12 answered" in capsys.readouterr().out
     assert cli.main(["evaluate", "--model", "deepseek-flash", "--cap", "0.001", "--days", "366"]) == 1
     assert "refused" in capsys.readouterr().out
+
+
+def _page_client(now: Any, *, airflow_user: bool) -> Any:
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi.testclient import TestClient
+
+    from include.radar.web.app import create_app
+    from include.radar.web.auth import may_read_radar
+
+    app = create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=lambda: now)
+    if airflow_user:
+        app.dependency_overrides[get_user] = lambda: object()
+        app.dependency_overrides[may_read_radar] = lambda user: True
+    return TestClient(app)
+
+
+def test_the_page_lists_evaluations_shows_one_escaped_and_answers_head(fakes, monkeypatch) -> None:
+    _demo_day(fakes, monkeypatch)
+    plan = _start()
+    evaluation.run(db.connect, _settings(), plan.evaluation_id)
+    with db.connect() as conn:  # an answer that tries to be markup
+        conn.execute("UPDATE evaluation_item SET summary = '<script>alert(1)</script>' WHERE score = 58")
+    client = _page_client(LATER, airflow_user=True)
+    listing = client.get("/evaluation")
+    assert listing.status_code == 200 and f"/evaluation/{plan.evaluation_id}" in listing.text
+    assert "deepseek-flash · 思考 high · analysis-v3" in listing.text and "12/12 篇已回答" in listing.text
+    page = client.get(f"/evaluation/{plan.evaluation_id}")
+    assert page.status_code == 200 and "<svg" in page.text and page.text.count("fill-opacity=\".7\"") == 12
+    assert "<script>alert(1)</script>" not in page.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+    assert "样本不足，不下结论" in page.text and "0.67［0.20, 1.00］" in page.text
+    head = client.head(f"/evaluation/{plan.evaluation_id}")
+    assert head.status_code == 200 and head.content == b""
+    for bad in ("0", "x", "9" * 30, str(plan.evaluation_id + 100), "%00"):
+        assert client.get(f"/evaluation/{bad}").status_code == 404
+
+
+def test_a_pushed_link_or_its_session_never_opens_the_evaluation_page(fakes, monkeypatch) -> None:
+    from include.radar import signing
+    from include.radar.web.auth import READ_COOKIE, read_session_value
+
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_LINK_SESSION_PAGES", "overview,daily,analysis,record")
+    secret = "test-link-secret-0123456789abcdef01"
+    client = _page_client(LATER, airflow_user=False)
+    for path in ("/evaluation", "/evaluation/1"):
+        signed = client.get(path, params=signing.sign(path, secret, LATER, 1))
+        assert signed.status_code == 401 and "登录" in signed.text
+    cookie, _ = read_session_value(secret, int(LATER.timestamp()) + 86400, LATER.timestamp(), 30)
+    client.cookies.set(READ_COOKIE, cookie)
+    assert client.get("/evaluation").status_code == 401
+    assert client.get(f"/daily/{DAY}").status_code == 200  # the same session opens a report page
