@@ -367,3 +367,32 @@ def test_a_pushed_link_or_its_session_never_opens_the_evaluation_page(fakes, mon
     client.cookies.set(READ_COOKIE, cookie)
     assert client.get("/evaluation").status_code == 401
     assert client.get(f"/daily/{DAY}").status_code == 200  # the same session opens a report page
+
+
+def test_both_set_ups_picks_are_measured_by_the_record_s_rules_from_the_slot_s_time(fakes, monkeypatch) -> None:
+    """The demo day's record six weeks on (recorded prices): the 22:00 slot ran at 22:01, after the close, so each
+    call is measured from 2月5日's open to the close of the 5th trading day after it (2月12日), against CSI 300."""
+    _demo_day(fakes, monkeypatch)
+    with db.connect() as conn:  # the slot ran on time (the replay's wall clock is not the slot's time)
+        conn.execute("UPDATE slot_run SET started_at = scheduled_at + interval '1 minute'")
+    demo_run.date_pushes_at_slot(db.database_url(), DAY, "22:00", shanghai(2026, 2, 4, 22, 1))
+    demo_run.record_later(DAY, db.database_url())
+    plan = _start()
+    evaluation.run(db.connect, _settings(), plan.evaluation_id)
+    with db.connect() as conn:
+        s = evaluation_report.load(conn, plan.evaluation_id, now=shanghai(2026, 3, 18, 22, 30))
+    assert s is not None and s.market is not None and s.market.horizon == 5
+    # picks both made: 设备 (SW:801081) and 集运 (SW:801170) measured; 机器人 names no index, 集采's 医药 index was
+    # never fetched by the record (not among its picks): not measurable
+    semis = 4013.64 / 3733.46 - 1  # 0.075046
+    shipping = 4596.76 / 4325.78 - 1  # 0.062643
+    csi = 3994.13 / 3929.32 - 1  # 0.016494
+    for tally in (s.market.both_current, s.market.both_candidate):
+        assert (tally.picks, tally.measured, tally.not_measurable, tally.hits, tally.directional) == (4, 2, 2, 2, 2)
+        assert sorted(tally.returns) == [pytest.approx(shipping), pytest.approx(semis)]
+        assert tally.mean_signed_excess == pytest.approx(((semis - csi) + (shipping - csi)) / 2)  # 0.052350
+    # only the current set-up: 铜 (a commodity: nothing tradable); only flash: 手机链's 电子 index, never fetched
+    assert (s.market.only_current.picks, s.market.only_current.measured) == (1, 0)
+    assert (s.market.only_candidate.picks, s.market.only_candidate.measured) == (1, 0)
+    page = _page_client(LATER, airflow_user=True).get(f"/evaluation/{plan.evaluation_id}").text
+    assert "与市场对照（T+5" in page and "<td>2 / 2</td><td>2/2</td><td>+5.24%</td>" in page

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
-from include.radar import agreement, outcomes
+from include.radar import agreement, evaluation_market, outcomes
 from include.radar.market import instruments
 from include.radar.store import evaluations as eval_store
 from include.radar.store import track as track_store
@@ -71,6 +72,7 @@ class Summary:
     candidate_ledger: float = 0.0
     disagreements: list[Disagreement] = field(default_factory=list)
     points: list[tuple[int, int]] = field(default_factory=list)  # (current score, candidate score)
+    market: evaluation_market.Market | None = None
 
 
 def _opportunities(value: Any) -> list[dict[str, Any]]:
@@ -164,15 +166,20 @@ def _disagreements(rows: list[dict[str, Any]]) -> list[Disagreement]:
             for r in ranked[:DISAGREEMENTS] if bool(r["b_opp"]) != bool(r["c_opp"]) or r["b_score"] != r["c_score"]]
 
 
-def load(conn: Any, evaluation_id: int) -> Summary | None:
-    """The summary of an evaluation as stored now; None when there is no such evaluation."""
+def load(conn: Any, evaluation_id: int, now: datetime | None = None) -> Summary | None:
+    """The summary of an evaluation as stored ``now``, with the market's verdict on both set-ups' picks from the
+    track record's cache; None when there is no such evaluation."""
     evaluation = eval_store.get(conn, evaluation_id)
     if evaluation is None:
         return None
-    names = track_store.listings(conn)
+    listed = track_store.listings(conn)
+    names = instruments.name_index(listed) if listed else None
     ledger = eval_store.ledger(conn, evaluation_id)
-    return summarise(evaluation, eval_store.pairs(conn, evaluation_id),
-                     instruments.name_index(names) if names else None, float(ledger["cost"]))
+    rows = eval_store.pairs(conn, evaluation_id)
+    summary = summarise(evaluation, rows, names, float(ledger["cost"]))
+    done = [r for r in rows if r["status"] == eval_store.DONE and r["analysis_id"] is not None]
+    summary.market = evaluation_market.measure(conn, done, names, now or datetime.now(UTC))
+    return summary
 
 
 def _pct(value: float | None) -> str:
@@ -210,6 +217,13 @@ def lines(s: Summary, money: Any) -> list[str]:
                    f"hits), {side.completion_tokens} output, {_num(side.latency_ms, 0)} ms per article, "
                    f"{side.repaired} repaired, {side.evidence_refused} evidence refused, "
                    f"{side.opportunities} opportunities, {money(side.cost_per_opportunity)} per opportunity")
+    if s.market is not None:
+        m = s.market
+        for label, tally in (("both, current", m.both_current), ("both, candidate", m.both_candidate),
+                             ("only current", m.only_current), ("only candidate", m.only_candidate)):
+            out.append(f"  market T+{m.horizon}, picks {label}: {tally.picks} picks, {tally.measured} measured, "
+                       f"{tally.not_measurable} not measurable; hits {tally.hits}/{tally.directional}, "
+                       f"mean signed excess {_pct(tally.mean_signed_excess) if tally.directional else '—'}")
     for d in s.disagreements:
         out.append(f"  ≠ {d.title[:40]}: current {d.current['score']} {'✓' if d.current['opportunity'] else '✗'} "
                    f"/ candidate {d.candidate['score']} {'✓' if d.candidate['opportunity'] else '✗'}")

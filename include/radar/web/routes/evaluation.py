@@ -56,5 +56,6 @@ def one(request: Request, evaluation_id: str, reader: OperatorDep) -> HTMLRespon
     return get_pages(request).render(
         request, "evaluation.html", settings=runtime.settings(), reader=reader, links=page_links(request),
         listed=None, summary=summary, row=views.listed(e), setup=views.setup_label(e), chart=chart,
-        costs=views.cost_rows(summary, e["currency"]), pct=views.pct, num=views.num, auc=views.auc_text,
+        costs=views.cost_rows(summary, e["currency"]), market=views.market_rows(summary),
+        horizon=summary.market.horizon if summary.market else None, pct=views.pct, num=views.num, auc=views.auc_text,
     )

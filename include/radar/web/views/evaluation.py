@@ -99,3 +99,17 @@ def scatter(points: Sequence[tuple[int, int]], *, title: str, desc: str) -> Mark
         f'<line x1="{at(0)}" y1="{SIZE - at(60)}" x2="{at(100)}" y2="{SIZE - at(60)}" stroke="#e2e7ee"/>'
         f"{ticks}{dots}</svg>"
     )
+
+
+def market_rows(summary: Summary) -> list[tuple[str, str, str, str, str]]:
+    """(group, picks, measured / not measurable, hits, mean signed excess) of the market table."""
+    m = summary.market
+    if m is None:
+        return []
+    rows = []
+    for label, t in (("两者都选：当前", m.both_current), ("两者都选：候选", m.both_candidate),
+                     ("只有当前选", m.only_current), ("只有候选选", m.only_candidate)):
+        rows.append((label, str(t.picks), f"{t.measured} / {t.not_measurable}",
+                     f"{t.hits}/{t.directional}" if t.directional else "—",
+                     f"{t.mean_signed_excess:+.2%}" if t.mean_signed_excess is not None else "—"))
+    return rows
