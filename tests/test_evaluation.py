@@ -396,3 +396,31 @@ def test_both_set_ups_picks_are_measured_by_the_record_s_rules_from_the_slot_s_t
     assert (s.market.only_candidate.picks, s.market.only_candidate.measured) == (1, 0)
     page = _page_client(LATER, airflow_user=True).get(f"/evaluation/{plan.evaluation_id}").text
     assert "与市场对照（T+5" in page and "<td>2 / 2</td><td>2/2</td><td>+5.24%</td>" in page
+
+
+def test_the_evaluation_dag_is_a_manual_dag_of_its_own_whose_step_runs_and_resumes(fakes, monkeypatch) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    from include.radar import steps
+    from include.radar.runtime import ConfigurationError, Runtime
+    from tests.conftest import REPO
+
+    bag = DagBag(dag_folder=str(REPO / "dags" / "radar_evaluation.py"))
+    assert bag.import_errors == {}
+    dag = bag.dags["opportunity_radar_evaluation"]
+    assert type(dag.timetable).__name__ == "NullTimetable" and [t.task_id for t in dag.tasks] == ["evaluate"]
+    assert dag.tasks[0].pool == "radar_llm" and {"model", "cap", "resume", "only", "size"} <= set(dag.params)
+    _demo_day(fakes, monkeypatch)
+    step = steps.load("evaluate")
+    params = {"model": "deepseek-flash", "thinking": True, "reasoning_effort": "high", "prompt_version": "v3",
+              "connection": None, "days": 366, "size": 50, "only": "feedback", "cap": 1.0, "resume": None}
+    out = step(Runtime.load(), params, attempt=("evaluate", -1, 1), run_id="manual__1")
+    # only the six articles with a verdict; their six answers, one call each
+    assert out["counts"] == {"answered": 6} and _calls_of(fakes, "deepseek-flash") == 6
+    again = step(Runtime.load(), {**params, "resume": out["evaluation_id"]}, attempt=("evaluate", -1, 2),
+                 run_id="manual__1")
+    assert again["counts"] == {} and _calls_of(fakes, "deepseek-flash") == 6  # a retry pays for nothing again
+    with pytest.raises(ConfigurationError, match="refused"):
+        step(Runtime.load(), {**params, "cap": 0.0001}, run_id="manual__2")
+    with pytest.raises(ConfigurationError, match="prompt version"):
+        step(Runtime.load(), {**params, "prompt_version": "v9"}, run_id="manual__3")
