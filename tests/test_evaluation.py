@@ -394,8 +394,12 @@ def test_both_set_ups_picks_are_measured_by_the_record_s_rules_from_the_slot_s_t
     # only the current set-up: 铜 (a commodity: nothing tradable); only flash: 手机链's 电子 index, never fetched
     assert (s.market.only_current.picks, s.market.only_current.measured) == (1, 0)
     assert (s.market.only_candidate.picks, s.market.only_candidate.measured) == (1, 0)
-    page = _page_client(LATER, airflow_user=True).get(f"/evaluation/{plan.evaluation_id}").text
+    six_weeks_on = _page_client(shanghai(2026, 3, 18, 22, 30), airflow_user=True)
+    page = six_weeks_on.get(f"/evaluation/{plan.evaluation_id}").text
     assert "与市场对照（T+5" in page and "<td>2 / 2</td><td>2/2</td><td>+5.24%</td>" in page
+    # the morning after, T+5 is not published yet: nothing measured, nothing read ahead of its time
+    early = _page_client(LATER, airflow_user=True).get(f"/evaluation/{plan.evaluation_id}").text
+    assert "<td>0 / 4</td><td>—</td>" in early
 
 
 def test_the_evaluation_dag_is_a_manual_dag_of_its_own_whose_step_runs_and_resumes(fakes, monkeypatch) -> None:

@@ -223,7 +223,7 @@ def lines(s: Summary, money: Any) -> list[str]:
                              ("only current", m.only_current), ("only candidate", m.only_candidate)):
             out.append(f"  market T+{m.horizon}, picks {label}: {tally.picks} picks, {tally.measured} measured, "
                        f"{tally.not_measurable} not measurable; hits {tally.hits}/{tally.directional}, "
-                       f"mean signed excess {_pct(tally.mean_signed_excess) if tally.directional else '—'}")
+                       f"mean signed excess {f'{tally.mean_signed_excess:+.2%}' if tally.mean_signed_excess is not None else '—'}")
     for d in s.disagreements:
         out.append(f"  ≠ {d.title[:40]}: current {d.current['score']} {'✓' if d.current['opportunity'] else '✗'} "
                    f"/ candidate {d.candidate['score']} {'✓' if d.candidate['opportunity'] else '✗'}")

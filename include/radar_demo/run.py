@@ -21,6 +21,7 @@ from typing import Any
 
 from include.radar import db, store
 from include.radar.slots import SHANGHAI, slot_at
+from include.radar_demo import evaluation_demo
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
 
 log = logging.getLogger("radar.demo")
@@ -177,6 +178,7 @@ def main() -> int:
               f"{len(sent)} pushed ({time.monotonic() - t0:.0f}s)" + "".join(f"\n         → {m['title']}" for m in sent))
     html = save_report(day, url, secret)
     record = follow_later(day, url, secret, say)
+    compared = evaluation_demo.show(url, day, record_later_time(day), OUT, say)
     with db.connect(url) as conn:
         counts = conn.execute(
             "SELECT (SELECT count(*) FROM content_item) AS articles, (SELECT count(*) FROM analysis_result) AS analyses,"
@@ -189,6 +191,7 @@ def main() -> int:
     say(f"  report (saved HTML copy):  {html}")
     say(f"  what was pushed:           {pushes}  ({len(sink.received)} messages)")
     say(f"  track record (HTML copy):  {record}  (demo data: recorded prices, six weeks on)")
+    say(f"  model evaluation (copy):   {compared}  (flash against v4-pro, recorded answers)")
     say(f"  report pages, live:        `make ui`, log in, open {UI_BASE}/daily/{day.isoformat()}")
     say(f"  pushed link (signed):      {sink.received[-1]['message'].splitlines()[-1] if sink.received else '-'}")
     return 0 if counts["slots_ok"] == 5 else 1
@@ -228,12 +231,16 @@ def record_later(day: date, url: str) -> tuple[datetime, Any]:
     from include.radar import track_record
     from include.radar.market.recorded import recorded_source
 
-    later = datetime.combine(day + RECORD_LATER, datetime.min.time(), tzinfo=SHANGHAI).replace(hour=22, minute=30)
+    later = record_later_time(day)
     with db.connect(url) as conn:
         conn.execute("DELETE FROM track_pick")  # demo data only; their outcomes go with them
     run = track_record.update(lambda: db.connect(url),
                               lambda: recorded_source(MARKET, 7 * market_shift_weeks(day)), now=later)
     return later, run
+
+
+def record_later_time(day: date) -> datetime:
+    return datetime.combine(day + RECORD_LATER, datetime.min.time(), tzinfo=SHANGHAI).replace(hour=22, minute=30)
 
 
 def _quiet_airflow(log_file: Path) -> Any:
