@@ -428,3 +428,13 @@ def test_the_evaluation_dag_is_a_manual_dag_of_its_own_whose_step_runs_and_resum
         step(Runtime.load(), {**params, "cap": 0.0001}, run_id="manual__2")
     with pytest.raises(ConfigurationError, match="prompt version"):
         step(Runtime.load(), {**params, "prompt_version": "v9"}, run_id="manual__3")
+
+
+def test_the_day_s_budget_stops_an_evaluation_before_any_call(fakes, monkeypatch) -> None:
+    _demo_day(fakes, monkeypatch)  # the slot spent 12 x 0.001421 today
+    plan = _start()
+    run = evaluation.run(db.connect, _settings(daily_budget=0.01), plan.evaluation_id)
+    assert run.stopped is not None and "day's LLM budget" in run.stopped
+    assert _calls_of(fakes, "deepseek-flash") == 0 and _ledger(plan.evaluation_id) == (0, 0.0)
+    with db.connect() as conn:
+        assert [r["status"] for r in eval_store.pairs(conn, plan.evaluation_id)] == [eval_store.PENDING] * 12

@@ -346,7 +346,10 @@ class _Job:
         except LLMConfigError as exc:
             self._close(claim.attempt_id, "failed" if exc.usage.answered else "released", exc, usage)
             raise
-        except (LLMExhausted, LLMRejected, LLMDeadline) as exc:
+        except LLMDeadline as exc:
+            self._close(claim.attempt_id, "interrupted", exc, usage)
+            return self._count("interrupted")
+        except (LLMExhausted, LLMRejected) as exc:
             self._close(claim.attempt_id, "failed", exc, usage)
             return self._count("failed")
         except BaseException as exc:

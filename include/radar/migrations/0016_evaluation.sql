@@ -62,7 +62,8 @@ CREATE TABLE evaluation_attempt (
     claimed_by      text NOT NULL,
     attempt         integer NOT NULL,
     outcome         text NOT NULL DEFAULT 'running'
-                    CHECK (outcome IN ('running', 'analysed', 'failed', 'crashed', 'released', 'expired')),
+                    CHECK (outcome IN ('running', 'analysed', 'failed', 'crashed', 'released', 'interrupted',
+                                       'expired')),
     error           text,
     llm_calls       integer NOT NULL DEFAULT 0,
     started_at      timestamptz NOT NULL DEFAULT now(),

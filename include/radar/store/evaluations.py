@@ -215,8 +215,9 @@ def store_answer(conn: psycopg.Connection, attempt_id: int, answer: dict[str, An
 
 
 def finish_attempt(conn: psycopg.Connection, attempt_id: int, outcome: str, error: str | None, llm_calls: int) -> None:
-    """An attempt that produced no answer: failed or crashed (retried while attempts remain), or released (a
-    configuration error before any answered call: not counted)."""
+    """An attempt that produced no answer: failed or crashed (retried while attempts remain), interrupted (the
+    run's time ran out mid-ladder: pending again, the attempt counted), or released (a configuration error before
+    any answered call: pending, not counted)."""
     row = conn.execute(
         "UPDATE evaluation_attempt SET outcome = %s, error = %s, llm_calls = %s, finished_at = now() "
         "WHERE id = %s AND outcome = 'running' RETURNING evaluation_id, content_item_id, claimed_by",
@@ -225,9 +226,10 @@ def finish_attempt(conn: psycopg.Connection, attempt_id: int, outcome: str, erro
     if row is None:
         return
     released = outcome == "released"
+    status = PENDING if outcome in ("released", "interrupted") else FAILED
     conn.execute(
         f"""
-        UPDATE evaluation_item SET status = {PENDING if released else FAILED}, last_error = %s, claimed_by = NULL,
+        UPDATE evaluation_item SET status = {status}, last_error = %s, claimed_by = NULL,
                lease_until = NULL, attempts = {"GREATEST(attempts - 1, 0)" if released else "attempts"}
         WHERE evaluation_id = %s AND content_item_id = %s AND claimed_by = %s AND status = 1
         """,
