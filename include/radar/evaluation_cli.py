@@ -7,7 +7,7 @@ import argparse
 import functools
 from typing import Any
 
-from include.radar import db, evaluation, evaluation_report, redact
+from include.radar import analyst, db, evaluation, evaluation_report, redact
 from include.radar.settings import Settings, load_settings
 from include.radar.store import evaluations as eval_store
 
@@ -20,7 +20,7 @@ def add_parsers(sub: Any) -> None:
     run.add_argument("--model", help="the candidate's model, e.g. deepseek-flash")
     run.add_argument("--no-thinking", action="store_true", help="thinking off")
     run.add_argument("--effort", default="high", choices=["low", "medium", "high", "max"], help="reasoning effort")
-    run.add_argument("--prompt", default=evaluation.Candidate(model="x").prompt_version,
+    run.add_argument("--prompt", default=analyst.ANALYSIS_PROMPT.version,
                      help="the analysis prompt version (v1, v2, v3…)")
     run.add_argument("--conn", default=None, help="the candidate's OpenAI-compatible connection (default: DeepSeek's)")
     run.add_argument("--days", type=int, default=14, help="articles published in the last N days")

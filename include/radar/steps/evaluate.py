@@ -8,7 +8,7 @@ import logging
 import time
 from typing import Any
 
-from include.radar import evaluation, evaluation_report
+from include.radar import analyst, evaluation, evaluation_report
 from include.radar.runtime import ConfigurationError, Runtime
 from include.radar.store import evaluations as eval_store
 
@@ -25,7 +25,7 @@ def evaluate(rt: Runtime, params: dict[str, Any], *, attempt: tuple[str, int, in
             candidate = evaluation.Candidate(
                 model=str(params.get("model") or ""), thinking=bool(params.get("thinking", True)),
                 reasoning_effort=str(params.get("reasoning_effort") or "high") if params.get("thinking", True) else None,
-                prompt_version=str(params.get("prompt_version") or evaluation.Candidate(model="x").prompt_version),
+                prompt_version=str(params.get("prompt_version") or analyst.ANALYSIS_PROMPT.version),
                 conn_id=str(params.get("connection") or settings.deepseek_conn_id))
             sample = evaluation.Sample(days=int(params.get("days") or 14), size=int(params.get("size") or 50),
                                        only_with=str(params.get("only") or "all"))
