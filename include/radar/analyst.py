@@ -92,11 +92,11 @@ class ClaimKeeper:
                             self.every, exc_info=True)
 
 
-def system_prompt(threshold: int, profile: focus.Profile | None = None) -> str:
+def system_prompt(threshold: int, profile: focus.Profile | None = None, prompt: Prompt = ANALYSIS_PROMPT) -> str:
     """The system part: rubric, threshold and the reader's watchlist (their own words, delimited, with any
     delimiter run in them cut, so a profile line can never close its block)."""
     block = neutralise_delimiters((profile or focus.Profile()).prompt_block())
-    return (ANALYSIS_PROMPT.system().replace("<RUBRIC>", rubric(threshold))
+    return (prompt.system().replace("<RUBRIC>", rubric(threshold))
             .replace("<THRESHOLD>", str(threshold)).replace("<READER_PROFILE>", block))
 TRUNCATION_NOTICE = "（正文过长已截断，可能缺失关键信息，需核验原文）"
 
@@ -113,13 +113,13 @@ class Outcome:
         return {k: v for k, v in self.__dict__.items()}
 
 
-def article_prompt(item: dict[str, Any], truncate_chars: int) -> str:
+def article_prompt(item: dict[str, Any], truncate_chars: int, prompt: Prompt = ANALYSIS_PROMPT) -> str:
     """The user message: the article as data between delimiters, truncated with the seed's notice."""
     text = item["clean_text"]
     if len(text) > truncate_chars:
         text = text[:truncate_chars] + "\n" + TRUNCATION_NOTICE
     published = to_local(item["published_at"])
-    return ANALYSIS_PROMPT.user(
+    return prompt.user(
         title=neutralise_delimiters(item["title"]).replace("\n", " "),
         mp_name=neutralise_delimiters(item.get("mp_name") or item.get("mp_id") or "").replace("\n", " "),
         published_at=published.strftime("%Y-%m-%d %H:%M") if published else "",

@@ -1,5 +1,6 @@
 """Command line for set-up and operations:
-``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages,backup,restore,check}``."""
+``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages,backup,restore,check}``, and the
+shadow evaluations' ``evaluate`` / ``evaluation`` (evaluation_cli.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 
 import psycopg
 
-from include.radar import backup, db, roles, store
+from include.radar import backup, db, evaluation, evaluation_cli, roles, store
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--send-test", action="store_true", help="send one test message to each push channel")
     check.add_argument("--llm-call", action="store_true", help="make one small paid DeepSeek call")
     check.add_argument("--timeout", type=float, default=10.0, help="seconds each call may take (default 10)")
+    evaluation_cli.add_parsers(sub)
     args = parser.parse_args(argv)
     if args.command == "check":
         from include.radar.check import Options  # noqa: PLC0415
@@ -72,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
             return backup.run_backup(db.database_url(), args.out)
         elif args.command == "restore":
             return backup.run_restore(args.file, args.into or db.database_url(), replace=args.replace)
-    except (db.DatabaseUnavailable, roles.ProvisionError, backup.BackupError) as exc:
+        elif args.command in evaluation_cli.COMMANDS:
+            return evaluation_cli.handle(args)
+    except (db.DatabaseUnavailable, roles.ProvisionError, backup.BackupError, evaluation.EvaluationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except psycopg.Error as exc:  # provisioning connects by itself; a URL's password is never printed

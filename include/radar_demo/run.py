@@ -21,6 +21,7 @@ from typing import Any
 
 from include.radar import db, store
 from include.radar.slots import SHANGHAI, slot_at
+from include.radar_demo import evaluation_demo
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, collection_task, serve
 
 log = logging.getLogger("radar.demo")
@@ -72,9 +73,11 @@ def build_werss(day: date, clock: list[int]) -> FakeWeRSS:
 
 
 def build_deepseek() -> FakeDeepSeek:
-    """Answers from the recorded sample answers: the article is recognised by its title in the prompt."""
+    """Answers from the recorded sample answers: the article is recognised by its title in the prompt, and the
+    model by its name (deepseek-flash has recordings of its own where it answers differently: the evaluation's)."""
     by_title = {a["title"]: a["id"] for a in load("articles.json")}
-    answers = load("answers.json")
+    recorded = load("answers.json")
+    by_model = {"deepseek-flash": {**recorded, **load("answers_flash.json")}}
     digest = load("digest.json")
 
     def respond(body: dict[str, Any]) -> str:
@@ -86,7 +89,7 @@ def build_deepseek() -> FakeDeepSeek:
             return json.dumps({**digest, "top_opportunities": tops}, ensure_ascii=False)
         match = re.search(r"^标题：(.*)$", user, re.MULTILINE)
         article_id = by_title.get(match.group(1).strip()) if match else None
-        answer = answers.get(article_id or "")
+        answer = by_model.get(body.get("model"), recorded).get(article_id or "")
         if answer is None:
             answer = {"score": 10, "has_opportunity": False, "top_type": "none",
                       "summary": "（演示）没有录制的回答：按无机会处理。", "opportunities": []}
@@ -179,6 +182,7 @@ def main() -> int:
               f"{len(sent)} pushed ({time.monotonic() - t0:.0f}s)" + "".join(f"\n         → {m['title']}" for m in sent))
     html = save_report(day, url, secret)
     record = follow_later(day, url, secret, say)
+    compared = evaluation_demo.show(url, day, record_later_time(day), OUT, say)
     with db.connect(url) as conn:
         counts = conn.execute(
             "SELECT (SELECT count(*) FROM content_item) AS articles, (SELECT count(*) FROM analysis_result) AS analyses,"
@@ -191,6 +195,7 @@ def main() -> int:
     say(f"  report (saved HTML copy):  {html}")
     say(f"  what was pushed:           {pushes}  ({len(sink.received)} messages)")
     say(f"  track record (HTML copy):  {record}  (demo data: recorded prices, six weeks on)")
+    say(f"  model evaluation (copy):   {compared}  (flash against v4-pro, recorded answers)")
     say(f"  report pages, live:        `make ui`, log in, open {UI_BASE}/daily/{day.isoformat()}")
     say(f"  pushed link (signed):      {sink.received[-1]['message'].splitlines()[-1] if sink.received else '-'}")
     return 0 if counts["slots_ok"] == 5 else 1
@@ -230,12 +235,16 @@ def record_later(day: date, url: str) -> tuple[datetime, Any]:
     from include.radar import track_record
     from include.radar.market.recorded import recorded_source
 
-    later = datetime.combine(day + RECORD_LATER, datetime.min.time(), tzinfo=SHANGHAI).replace(hour=22, minute=30)
+    later = record_later_time(day)
     with db.connect(url) as conn:
         conn.execute("DELETE FROM track_pick")  # demo data only; their outcomes go with them
     run = track_record.update(lambda: db.connect(url),
                               lambda: recorded_source(MARKET, 7 * market_shift_weeks(day)), now=later)
     return later, run
+
+
+def record_later_time(day: date) -> datetime:
+    return datetime.combine(day + RECORD_LATER, datetime.min.time(), tzinfo=SHANGHAI).replace(hour=22, minute=30)
 
 
 def _quiet_airflow(log_file: Path) -> Any:

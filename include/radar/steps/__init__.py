@@ -45,6 +45,7 @@ STEPS = {
     "follow_picks": "track_record",
     "apply_retention": "retention",
     "close_slot": "close_slot",
+    "evaluate": "evaluate",  # the evaluation DAG's task (dags/radar_evaluation.py), not a slot's
 }
 
 

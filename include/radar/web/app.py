@@ -46,7 +46,7 @@ from include.radar.settings import Settings, SettingsError
 from include.radar.web.auth import PageError
 from include.radar.web.middleware import SECURITY_HEADERS, AddTrailingSlash, SecurityHeadersMiddleware
 from include.radar.web.mount import URL_PREFIX
-from include.radar.web.routes import history, profile, record, reports
+from include.radar.web.routes import evaluation, history, profile, record, reports
 from include.radar.web.runtime import Pages, Runtime
 from include.radar.web.server import install_access_log_filter, server_settings
 
@@ -131,7 +131,7 @@ def create_app(
     def icon() -> Response:
         return Response(ICON_SVG, media_type="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})
 
-    for router in (reports.router, reports.votes, history.router, profile.router, record.router):
+    for router in (reports.router, reports.votes, history.router, profile.router, record.router, evaluation.router):
         app.include_router(router)
     answer_head_like_get(app)
     return app

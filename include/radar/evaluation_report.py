@@ -1,0 +1,230 @@
+"""What an evaluation found, side by side with the current set-up: agreement, the reader's verdicts, cost and time.
+The page (web/routes/evaluation.py) and the CLI (``cli evaluation``) show this one summary.
+
+Only articles both set-ups answered are compared; an article the candidate failed on counts in its cost and
+its failures, never as a disagreement. The current set-up's figures are those of the stored analyses (the
+ladder that produced each); the candidate's money is its whole line in the spend ledger, failed ladders included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from include.radar import agreement, evaluation_market, outcomes
+from include.radar.market import instruments
+from include.radar.store import evaluations as eval_store
+from include.radar.store import track as track_store
+
+DISAGREEMENTS = 10
+
+
+@dataclass(frozen=True)
+class Side:
+    """Cost and time of one set-up over the compared articles."""
+
+    articles: int
+    opportunities: int
+    prompt_tokens: int
+    cache_hit_tokens: int
+    completion_tokens: int
+    cost: float
+    latency_ms: float | None  # mean per article
+    repaired: int  # answers that took more than one call (an invalid answer, or evidence asked again)
+    evidence_refused: int  # answers whose quotes were not found in the article
+
+    @property
+    def cost_per_opportunity(self) -> float | None:
+        return self.cost / self.opportunities if self.opportunities else None
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    content_item_id: int
+    analysis_id: int | None
+    title: str
+    current: dict[str, Any]
+    candidate: dict[str, Any]
+    gap: int
+
+
+@dataclass
+class Summary:
+    evaluation: dict[str, Any]
+    compared: int = 0
+    failed: int = 0
+    pending: int = 0
+    confusion: agreement.Confusion = field(default_factory=agreement.Confusion)
+    spearman: float | None = None
+    mean_abs_diff: float | None = None
+    band_agreement: float | None = None
+    type_agreement: float | None = None
+    direction_agreement: float | None = None
+    directions_compared: int = 0
+    target_overlap: float | None = None
+    targets_compared: int = 0
+    reader_current: agreement.Auc = field(default_factory=lambda: agreement.Auc(None, None, None, 0, 0))
+    reader_candidate: agreement.Auc = field(default_factory=lambda: agreement.Auc(None, None, None, 0, 0))
+    current: Side | None = None
+    candidate: Side | None = None
+    candidate_ledger: float = 0.0
+    disagreements: list[Disagreement] = field(default_factory=list)
+    points: list[tuple[int, int]] = field(default_factory=list)  # (current score, candidate score)
+    market: evaluation_market.Market | None = None
+
+
+def _opportunities(value: Any) -> list[dict[str, Any]]:
+    items = value.get("opportunities") if isinstance(value, dict) else None
+    return [o for o in items or [] if isinstance(o, dict)]
+
+
+def instrument_keys(opportunities: Sequence[Mapping[str, Any]], names: Mapping[str, list[Any]] | None) -> set[str]:
+    """Every instrument the answer's targets name, resolved as the track record resolves them."""
+    keys: set[str] = set()
+    for opp in opportunities:
+        kind = str(opp.get("type") or "other")
+        for target in (t for t in opp.get("targets") or [] if isinstance(t, str) and t.strip()):
+            found = instruments.parse_code(target) or instruments.INDEX_NAMES.get(instruments.normalise(target))
+            if found is None and kind == "sector":
+                found = instruments.sector_of(target)[0]
+            if found is None and kind != "sector" and names is not None:
+                found = instruments.by_name(target, names)[0]
+            if found is not None:
+                keys.add(found.key)
+    return keys
+
+
+def _direction(value: Any) -> str | None:
+    opps = _opportunities(value)
+    return str(opps[0].get("direction") or "watch") if opps else None
+
+
+def summarise(evaluation: dict[str, Any], rows: list[dict[str, Any]], names: Mapping[str, list[Any]] | None,
+              ledger_cost: float = 0.0) -> Summary:
+    """The summary of one evaluation from its rows (store.evaluations.pairs); pure."""
+    done = [r for r in rows if r["status"] == eval_store.DONE and r["analysis_id"] is not None]
+    out = Summary(evaluation, compared=len(done), failed=sum(1 for r in rows if r["status"] == eval_store.FAILED),
+                  pending=sum(1 for r in rows if r["status"] in (eval_store.PENDING, eval_store.CLAIMED)),
+                  candidate_ledger=ledger_cost)
+    current = [int(r["b_score"]) for r in done]
+    cand = [int(r["c_score"]) for r in done]
+    out.points = list(zip(current, cand, strict=True))
+    out.confusion = agreement.confusion([(bool(r["b_opp"]), bool(r["c_opp"])) for r in done])
+    out.spearman = agreement.spearman(current, cand)
+    out.mean_abs_diff = agreement.mean_abs_diff(current, cand)
+    out.band_agreement = agreement.share([outcomes.band_of(a) == outcomes.band_of(b) for a, b in out.points])
+    out.type_agreement = agreement.share([r["b_type"] == r["c_type"] for r in done])
+    directions = [(_direction(r["b_json"]), _direction(r["c_json"])) for r in done if r["b_opp"] and r["c_opp"]]
+    directions = [(a, b) for a, b in directions if a and b]
+    out.direction_agreement, out.directions_compared = agreement.share([a == b for a, b in directions]), len(directions)
+    overlaps = [agreement.jaccard(instrument_keys(_opportunities(r["b_json"]), names),
+                                  instrument_keys(_opportunities(r["c_json"]), names)) for r in done]
+    measured = [o for o in overlaps if o is not None]
+    out.target_overlap = sum(measured) / len(measured) if measured else None
+    out.targets_compared = len(measured)
+    out.reader_current = _separation(done, "b_score")
+    out.reader_candidate = _separation(done, "c_score")
+    out.current, out.candidate = _side(done, "b"), _side(done, "c", ledger_cost)
+    out.disagreements = _disagreements(done)
+    return out
+
+
+def _separation(rows: list[dict[str, Any]], key: str) -> agreement.Auc:
+    return agreement.auc([r[key] for r in rows if r["verdict"] == "up"], [r[key] for r in rows if r["verdict"] == "down"])
+
+
+def _side(rows: list[dict[str, Any]], p: str, ledger_cost: float | None = None) -> Side:
+    latencies = [int(r[f"{p}_latency"] or 0) for r in rows]
+    return Side(
+        articles=len(rows), opportunities=sum(1 for r in rows if r[f"{p}_opp"]),
+        prompt_tokens=sum(int(r[f"{p}_prompt"] or 0) for r in rows),
+        cache_hit_tokens=sum(int(r[f"{p}_hit"] or 0) for r in rows),
+        completion_tokens=sum(int(r[f"{p}_completion"] or 0) for r in rows),
+        cost=float(ledger_cost) if ledger_cost is not None else sum(float(r[f"{p}_cost"] or 0) for r in rows),
+        latency_ms=sum(latencies) / len(latencies) if latencies else None,
+        repaired=sum(1 for r in rows if int(r[f"{p}_calls"] or 0) > 1),
+        evidence_refused=sum(1 for r in rows if r[f"{p}_verified"] is False),
+    )
+
+
+def _brief(row: dict[str, Any], p: str) -> dict[str, Any]:
+    value = row[f"{p}_json"]
+    opps = _opportunities(value)
+    return {"score": row[f"{p}_score"], "opportunity": bool(row[f"{p}_opp"]), "type": row[f"{p}_type"],
+            "summary": row[f"{p}_summary"] or "", "direction": _direction(value),
+            "targets": [str(t) for o in opps for t in (o.get("targets") or []) if isinstance(t, str)][:8]}
+
+
+def _disagreements(rows: list[dict[str, Any]]) -> list[Disagreement]:
+    """The articles where the two differ most: a different call first, then the widest score gap."""
+    ranked = sorted(rows, key=lambda r: (bool(r["b_opp"]) == bool(r["c_opp"]), -abs(r["b_score"] - r["c_score"]),
+                                         r["content_item_id"]))
+    return [Disagreement(r["content_item_id"], r["analysis_id"], r["title"], _brief(r, "b"), _brief(r, "c"),
+                         abs(r["b_score"] - r["c_score"]))
+            for r in ranked[:DISAGREEMENTS] if bool(r["b_opp"]) != bool(r["c_opp"]) or r["b_score"] != r["c_score"]]
+
+
+def load(conn: Any, evaluation_id: int, now: datetime | None = None) -> Summary | None:
+    """The summary of an evaluation as stored ``now``, with the market's verdict on both set-ups' picks from the
+    track record's cache; None when there is no such evaluation."""
+    evaluation = eval_store.get(conn, evaluation_id)
+    if evaluation is None:
+        return None
+    listed = track_store.listings(conn)
+    names = instruments.name_index(listed) if listed else None
+    ledger = eval_store.ledger(conn, evaluation_id)
+    rows = eval_store.pairs(conn, evaluation_id)
+    summary = summarise(evaluation, rows, names, float(ledger["cost"]))
+    done = [r for r in rows if r["status"] == eval_store.DONE and r["analysis_id"] is not None]
+    summary.market = evaluation_market.measure(conn, done, names, now or datetime.now(UTC))
+    return summary
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def auc_text(value: agreement.Auc) -> str:
+    if value.value is None:
+        return f"— (👍 {value.liked}, 👎 {value.disliked})"
+    verdict = "" if value.conclusive else f"; too few verdicts to conclude (at least {agreement.MIN_VOTES} of each)"
+    return (f"{value.value:.2f} [{value.low:.2f}, {value.high:.2f}] (👍 {value.liked}, 👎 {value.disliked}"
+            f"{verdict})")
+
+
+def lines(s: Summary, money: Any) -> list[str]:
+    """The summary as the CLI prints it."""
+    e, c = s.evaluation, s.confusion
+    out = [f"evaluation {e['id']}: {e['model']} ({'thinking ' + (e['reasoning_effort'] or 'on') if e['thinking'] else 'no thinking'}, "
+           f"analysis-{e['prompt_version']}) · {e['status']} · {e['note']}",
+           f"  compared {s.compared} articles; candidate failed {s.failed}, pending {s.pending}",
+           f"  opportunity or not: both {c.both}, only current {c.only_current}, only candidate {c.only_candidate}, "
+           f"neither {c.neither} (agree {_pct(c.agreement)})",
+           f"  score: Spearman {_num(s.spearman)}, mean |difference| {_num(s.mean_abs_diff, 1)}, same band "
+           f"{_pct(s.band_agreement)}; same type {_pct(s.type_agreement)}; same direction {_pct(s.direction_agreement)} "
+           f"of {s.directions_compared}; targets overlap {_num(s.target_overlap)} over {s.targets_compared}",
+           f"  reader's 👍/👎 AUC: current {auc_text(s.reader_current)}; candidate {auc_text(s.reader_candidate)}"]
+    for label, side in (("current", s.current), ("candidate", s.candidate)):
+        if side is None:
+            continue
+        out.append(f"  {label}: {money(side.cost)}, {side.prompt_tokens} prompt tokens ({side.cache_hit_tokens} cache "
+                   f"hits), {side.completion_tokens} output, {_num(side.latency_ms, 0)} ms per article, "
+                   f"{side.repaired} repaired, {side.evidence_refused} evidence refused, "
+                   f"{side.opportunities} opportunities, {money(side.cost_per_opportunity)} per opportunity")
+    if s.market is not None:
+        m = s.market
+        for label, tally in (("both, current", m.both_current), ("both, candidate", m.both_candidate),
+                             ("only current", m.only_current), ("only candidate", m.only_candidate)):
+            out.append(f"  market T+{m.horizon}, picks {label}: {tally.picks} picks, {tally.measured} measured, "
+                       f"{tally.not_measurable} not measurable; hits {tally.hits}/{tally.directional}, "
+                       f"mean signed excess {f'{tally.mean_signed_excess:+.2%}' if tally.mean_signed_excess is not None else '—'}")
+    for d in s.disagreements:
+        out.append(f"  ≠ {d.title[:40]}: current {d.current['score']} {'✓' if d.current['opportunity'] else '✗'} "
+                   f"/ candidate {d.candidate['score']} {'✓' if d.candidate['opportunity'] else '✗'}")
+    return out

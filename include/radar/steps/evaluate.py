@@ -1,0 +1,51 @@
+"""``evaluate`` (the evaluation DAG's one task, triggered by hand, never on a slot's path): a shadow evaluation of a
+candidate model started from the trigger form's params, or a stopped one resumed (include/radar/evaluation.py). Its
+claims belong to the task try, so a retry of the task pays for nothing already answered."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from include.radar import analyst, evaluation, evaluation_report
+from include.radar.runtime import ConfigurationError, Runtime
+from include.radar.store import evaluations as eval_store
+
+log = logging.getLogger(__name__)
+
+
+def evaluate(rt: Runtime, params: dict[str, Any], *, attempt: tuple[str, int, int] | None = None,
+             run_id: str | None = None, seconds: float | None = None) -> dict[str, Any]:
+    """Start (or, with ``resume``, continue) an evaluation; the summary's first lines for the task's XCom."""
+    settings = rt.settings
+    try:
+        evaluation_id = params.get("resume")
+        if not evaluation_id:
+            candidate = evaluation.Candidate(
+                model=str(params.get("model") or ""), thinking=bool(params.get("thinking", True)),
+                reasoning_effort=str(params.get("reasoning_effort") or "high") if params.get("thinking", True) else None,
+                prompt_version=str(params.get("prompt_version") or analyst.ANALYSIS_PROMPT.version),
+                conn_id=str(params.get("connection") or settings.deepseek_conn_id))
+            sample = evaluation.Sample(days=int(params.get("days") or 14), size=int(params.get("size") or 50),
+                                       only_with=str(params.get("only") or "all"))
+            plan = evaluation.start(rt.connect, settings, candidate, sample, float(params.get("cap") or 0),
+                                    created_by=f"dag:{run_id or '-'}")
+            if plan.refused:
+                raise ConfigurationError(f"evaluation {plan.evaluation_id} refused: {plan.refused}")
+            evaluation_id = plan.evaluation_id
+        elif params.get("cap"):
+            with rt.connect() as conn:
+                eval_store.set_cap(conn, int(evaluation_id), float(params["cap"]))
+    except (evaluation.EvaluationError, ValueError, TypeError) as exc:
+        raise ConfigurationError(f"evaluation params: {exc}") from exc
+    owner = "|".join((run_id or "manual", *(str(a) for a in attempt))) if attempt else None
+    result = evaluation.run(rt.connect, settings, int(evaluation_id), claimer=owner,
+                            deadline=None if seconds is None else time.monotonic() + seconds)
+    with rt.connect() as conn:
+        summary = evaluation_report.load(conn, int(evaluation_id))
+    lines = evaluation_report.lines(summary, settings.price_table().money) if summary else []
+    for line in lines:
+        log.info("%s", line)
+    return {"evaluation_id": int(evaluation_id), "stopped": result.stopped, "counts": result.counts,
+            "summary": lines[:6]}
