@@ -28,7 +28,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from include.radar import outcomes, store
-from include.radar.market import MinuteBar, Source, SourceError
+from include.radar.market import MinuteBar, Source, SourceError, basis
 from include.radar.market.instruments import CN, HK, HSI, Instrument, Names, from_key, name_index, price_limit, resolve
 from include.radar.slots import SHANGHAI
 from include.radar.store import track as track_store
@@ -236,6 +236,10 @@ def _instruments(picks: list[dict[str, Any]]) -> dict[str, tuple[Instrument, dat
             since = p["pick_day"] - LOOKBACK
             if key not in needed or since < needed[key][1]:
                 needed[key] = (inst, since)
+    for inst, since in list(needed.values()):  # a total-return index's opens and 5-minute bars are its twin's
+        twin = basis.price_twin(inst)
+        if twin is not None and (twin.key not in needed or since < needed[twin.key][1]):
+            needed[twin.key] = (twin, since)
     if any(i.calendar == HK for i, _ in needed.values()) and HSI.key not in needed:
         needed[HSI.key] = (HSI, min(s for _, s in needed.values()))  # the Hong Kong calendar is the HSI's days
     return needed
@@ -310,6 +314,32 @@ def _minutes(conn: Any, lazy: _Lazy, inst: Instrument, day: date, now: datetime,
     return True, [MinuteBar(datetime.fromisoformat(s).replace(tzinfo=SHANGHAI), float(p)) for s, p in cached]
 
 
+def _benchmark(bars: dict[str, dict[date, Any]], bench: Instrument) -> dict[date, Any]:
+    """The benchmark's daily bars: a total-return index's with its twin's opens, scaled (market/basis.py)."""
+    twin = basis.price_twin(bench)
+    own = bars.get(bench.key, {})
+    return basis.total_return_bars(own, bars.get(twin.key, {})) if twin else own
+
+
+def _session_minutes(conn: Any, lazy: _Lazy, p: Any, inst: Instrument, bench: Instrument, through: date,
+                     bars: dict[str, dict[date, Any]], now: datetime, run: Update
+                     ) -> tuple[bool, list[Any] | None, list[Any] | None]:
+    """(known, the instrument's, the benchmark's 5-minute bars of the push day) for a push during the session;
+    known False when a fetch failed today (the pick waits for tomorrow's run). A total-return benchmark's are
+    its price twin's, scaled by the day's ratio of the closes."""
+    day = p["picked_at"].astimezone(SHANGHAI).date()
+    if day > through:
+        return True, None, None
+    known, minutes = _minutes(conn, lazy, inst, day, now, run)
+    if not (known and minutes):
+        return known, minutes, None
+    twin = basis.price_twin(bench)
+    known, theirs = _minutes(conn, lazy, twin or bench, day, now, run)
+    if twin is not None:
+        theirs = basis.scaled_minutes(theirs, bars.get(bench.key, {}), bars.get(twin.key, {}), day)
+    return known, minutes, theirs
+
+
 def _compute(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
     picks = track_store.open_picks(conn)
     if not picks:
@@ -326,26 +356,21 @@ def _compute(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
         if inst is None or bench is None:
             continue
         days = calendars[inst.calendar]
-        through = min(outcomes.published_through(now, inst.calendar), coverage.get(inst.key, date.min),
-                      coverage.get(bench.key, date.min))
+        twin = basis.price_twin(bench)
+        through = min([outcomes.published_through(now, inst.calendar)]
+                      + [coverage.get(k, date.min) for k in (inst.key, bench.key, *([twin.key] if twin else []))])
         minutes = bench_minutes = None
         if outcomes.during_session(p["picked_at"], inst.calendar, days):
-            day = p["picked_at"].astimezone(SHANGHAI).date()
-            known, minutes = _minutes(conn, lazy, inst, day, now, run) if day <= through else (True, None)
-            known_bench, bench_minutes = (_minutes(conn, lazy, bench, day, now, run)
-                                          if known and minutes and day <= through else (True, None))
-            if not (known and known_bench):
+            known, minutes, bench_minutes = _session_minutes(conn, lazy, p, inst, bench, through, bars, now, run)
+            if not known:
                 continue  # the 5-minute bars could not be had today: tomorrow's run tries again
-        own, theirs = bars.get(inst.key, {}), bars.get(bench.key, {})
+        own, theirs = bars.get(inst.key, {}), _benchmark(bars, bench)
         if not own and inst.key in coverage:  # fetched, and the source has nothing for it: said, not guessed
             ref = outcomes.Reference("no_data", note=f"行情源没有 {inst.key} 的行情（代码有误、未上市或早已退市）")
-            track_store.save_reference(conn, p["id"], ref)
-            track_store.save_outcomes(conn, p["id"], [outcomes.outcome(ref, h, days, own, theirs, through,
-                                                                       p["direction"]) for h in outcomes.HORIZONS])
-            run.computed += 1
-            continue
-        ref = outcomes.reference(p["picked_at"], inst.calendar, days, own, theirs, through, intraday=minutes,
-                                 bench_intraday=bench_minutes, limit=price_limit(inst, p.get("target") or "", p["pick_day"]))
+        else:
+            ref = outcomes.reference(p["picked_at"], inst.calendar, days, own, theirs, through, intraday=minutes,
+                                     bench_intraday=bench_minutes,
+                                     limit=price_limit(inst, p.get("target") or "", p["pick_day"]))
         results = [outcomes.outcome(ref, h, days, own, theirs, through, p["direction"]) for h in outcomes.HORIZONS]
         track_store.save_reference(conn, p["id"], ref)
         track_store.save_outcomes(conn, p["id"], results)

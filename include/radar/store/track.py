@@ -12,7 +12,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from include.radar import redact
-from include.radar.market import Bar
+from include.radar.market import Bar, basis
 from include.radar.outcomes import BANDS
 from include.radar.store.common import PUSHED_ANALYSIS_ID, Row
 
@@ -311,7 +311,8 @@ _WHERE = """
 def summary_groups(conn: psycopg.Connection, filters: RecordFilters, horizon: int) -> list[Row]:
     """The record's summaries at ``horizon`` aggregated in SQL (outcomes.Group.from_sums): one row per score band
     (``dim`` 'band', ``key`` its BANDS key), account, type, direction and one for all (``dim`` 'all'), each with
-    the counts of its picks by outcome and the sums the mean and its interval need."""
+    the counts of its picks by outcome and the sums the mean and its interval need; ``biased``: the sample's
+    picks measured against a price index (market/basis.py: their excess leaves the benchmark's dividends out)."""
     band = "CASE " + " ".join(f"WHEN p.score >= {low} THEN '{key}'" for key, _, low, _ in BANDS) + " END"
     priced = "ok AND status IN ('measured', 'suspended') AND excess IS NOT NULL"  # suspended: at its last close
     directed, undirected = f"{priced} AND hit IS NOT NULL", f"{priced} AND hit IS NULL"
@@ -320,7 +321,9 @@ def summary_groups(conn: psycopg.Connection, filters: RecordFilters, horizon: in
         f"""
         WITH r AS (
             SELECT {band} AS band, p.account, p.opp_type, p.direction, p.status = 'measurable' AS ok, o.status,
-                   o.hit, o.excess, o.signed_excess
+                   o.hit, o.excess, o.signed_excess,
+                   coalesce(p.benchmark <> ALL(%(total_return)s) AND p.instrument !~ {basis.INDEX_KEY_SQL}, false)
+                       AS biased
             FROM track_pick p LEFT JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = %(horizon)s
             WHERE {_WHERE}
         )
@@ -333,6 +336,7 @@ def summary_groups(conn: psycopg.Connection, filters: RecordFilters, horizon: in
                count(*) FILTER (WHERE {directed}) AS directional,
                count(*) FILTER (WHERE {directed} AND hit) AS hits,
                count(*) FILTER (WHERE {directed} AND status = 'suspended') AS marked,
+               count(*) FILTER (WHERE {directed} AND biased) AS biased,
                count(*) FILTER (WHERE {directed} AND status = 'suspended' AND hit) AS marked_hits,
                count(*) FILTER (WHERE {unpriced}) AS unpriced,
                count(*) FILTER (WHERE {unpriced} AND direction IN ('bullish', 'bearish')) AS unpriced_calls,
@@ -348,7 +352,7 @@ def summary_groups(conn: psycopg.Connection, filters: RecordFilters, horizon: in
                sum(excess * excess) FILTER (WHERE {undirected}) AS plain_squares
         FROM r GROUP BY GROUPING SETS ((band), (account), (opp_type), (direction), ())
         """,
-        {**filters.params(), "horizon": horizon},
+        {**filters.params(), "horizon": horizon, "total_return": sorted(basis.PRICE_OF)},
     ).fetchall()
 
 

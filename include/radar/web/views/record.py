@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 from include.radar import outcomes
+from include.radar.market import basis
 from include.radar.store.track import RecordFilters
 from include.radar.web.auth import PageError
 from include.radar.web.charts import Estimate, interval_chart
@@ -142,6 +143,7 @@ class PickView:
     reference: str
     ref_note: str
     horizons: list[HorizonView]
+    bias: str = ""  # what its excess figures leave out (a price-index benchmark), said beside them
 
 
 def _horizons(raw: Any) -> list[HorizonView]:
@@ -175,6 +177,7 @@ def pick_view(row: dict[str, Any], links: Links, tz: ZoneInfo) -> PickView:
         opp_type=type_label(row["opp_type"]), account=row["account"] or "", measurable=measurable,
         reason=row["reason"] or "", instrument=instrument, benchmark=row.get("benchmark_name") or "",
         reference=reference, ref_note=row.get("ref_note") or "", horizons=_horizons(row.get("outcomes")),
+        bias=basis.excess_bias(row.get("instrument"), row.get("benchmark"), row.get("benchmark_name") or ""),
     )
 
 
@@ -191,6 +194,7 @@ class SummaryRow:
     excess: str
     note: str  # the picks outside the sample, by why
     marked: str = ""  # the suspended calls in the sample, and the bound counting them (and the unpriced) as misses
+    bias: str = ""  # the sample's picks measured against a price index, said beside the mean excess
 
 
 def summary_row(group: outcomes.Group) -> SummaryRow:
@@ -208,9 +212,11 @@ def summary_row(group: outcomes.Group) -> SummaryRow:
     assert mean is not None
     if group.marked or group.unpriced_calls:
         marked = "；".join(m for m in (marked, f"停牌与缺数据的都算错时 {pct(group.hit_floor, False)}") if m)
+    bias = (f"其中 {group.biased} 条的基准是价格指数（不含分红），这些超额偏高约为基准同期的股息率"
+            if group.biased else "")
     return SummaryRow(group.label, group.picks, group.directional, True,
                       f"{pct(group.hit_rate, False)}（{pct(low, False)}–{pct(high, False)}）",
-                      f"{pct(mean[0])}（{pct(mean[1])}～{pct(mean[2])}）", "，".join(notes), marked)
+                      f"{pct(mean[0])}（{pct(mean[1])}～{pct(mean[2])}）", "，".join(notes), marked, bias)
 
 
 @dataclass(frozen=True)
