@@ -118,3 +118,54 @@ def test_a_price_benchmark_s_bias_is_said_beside_every_excess_figure_and_a_total
         [total] = [r for r in track_store.summary_groups(conn, track_store.RecordFilters(), 5) if r["dim"] == "all"]
     assert (total["directional"], total["biased"]) == (3, 1)
     assert outcomes.Group.from_sums("all", "全部", total).biased == 1
+
+
+# ------------------------------------------------------------------------------------------------ no data
+
+
+class Unknown(HandSource):
+    """The hand-made source; ``fails``: a code it does not know raises (akshare's KeyError) instead of answering
+    an empty table."""
+
+    def __init__(self, *args, fails: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fails = fails
+
+    def daily(self, instrument, start, end):
+        if self.fails and instrument.key == "SH:688981":
+            self.calls.append(("daily", instrument.key))
+            from include.radar.market import SourceError
+
+            raise SourceError("akshare.stock_zh_a_hist failed: KeyError: '688981'")
+        return super().daily(instrument, start, end)
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_pick_without_data_is_asked_for_less_and_less_often_then_is_no_data_for_good(db_url, fails) -> None:
+    """688981 is pushed on 3 March at 22:00 and the source never has a bar of it. The step runs every evening
+    until 10 April: it asks on 3, 4, 6, 10, 18 and 26 March (after 1, 2, 4, 8, 8 days) — not 39 times — and on
+    2 April, 30 days after the pick, the pick is "no data" for good and never asked for again; it stays in the
+    record's denominators."""
+    from datetime import timedelta
+
+    from include.radar.store import track as track_store
+
+    source = Unknown(DAYS, _bars(), fails=fails)
+    with db.connect() as conn:
+        pushed_pick(conn, ["688981"], shanghai(2026, 3, 3, 22))
+    day = date(2026, 3, 3)
+    while day <= date(2026, 4, 10):
+        track_record.update(db.connect, lambda: source, now=shanghai(day.year, day.month, day.day, 22))
+        day += timedelta(days=1)
+    asked = [c for c in source.calls if c == ("daily", "SH:688981")]
+    assert len(asked) == 6
+    with db.connect() as conn:
+        pick = conn.execute("SELECT id, no_data_final, ref_note FROM track_pick").fetchone()
+        rows = conn.execute("SELECT status, note FROM track_outcome WHERE pick_id = %s ORDER BY horizon",
+                            (pick["id"],)).fetchall()
+        assert pick["no_data_final"] == date(2026, 4, 2) and track_store.open_picks(conn) == []
+        assert [r["status"] for r in rows] == ["no_data"] * 3
+        assert all("行情源没有 SH:688981" in r["note"] and "不再重试" in r["note"] for r in rows)
+        [total] = [r for r in track_store.summary_groups(conn, track_store.RecordFilters(), 5) if r["dim"] == "all"]
+    assert (total["picks"], total["no_data"], total["unpriced_calls"]) == (1, 1, 1)  # still in the denominator
+

@@ -42,6 +42,13 @@ def fetch_failures(conn: psycopg.Connection, day: date) -> list[Row]:
                         (day,)).fetchall()
 
 
+def fetch_attempts(conn: psycopg.Connection, whats: Sequence[str]) -> dict[str, tuple[int, date]]:
+    """{what: (the days it was fetched on, the last of them)}: a fetch that never yields a bar backs off."""
+    rows = conn.execute("SELECT what, count(*) AS n, max(fetched_on) AS last FROM market_fetch WHERE what = ANY(%s) "
+                        "GROUP BY what", (list(whats),)).fetchall()
+    return {r["what"]: (r["n"], r["last"]) for r in rows}
+
+
 def last_bar_day(conn: psycopg.Connection, instrument: str) -> date | None:
     row = conn.execute("SELECT max(day) AS day FROM market_bar WHERE instrument = %s", (instrument,)).fetchone()
     return row["day"] if row else None
@@ -235,17 +242,24 @@ def resolve_pick(conn: psycopg.Connection, pick_id: int, fields: dict[str, Any])
 def open_picks(conn: psycopg.Connection) -> list[Row]:
     """Measurable picks with a horizon still to settle (waiting, no data, or not computed yet). A horizon is
     settled when measured, or suspended with its mark at the last close; a suspended one without a price only
-    when the reference itself never traded (a row without its mark, as written before marks, is computed again)."""
+    when the reference itself never traded (a row without its mark, as written before marks, is computed again).
+    A pick whose missing data was declared final (no_data_final) is closed: its data is not asked for again."""
     return conn.execute(
         """
         SELECT p.* FROM track_pick p
-        WHERE p.status = 'measurable' AND (
+        WHERE p.status = 'measurable' AND p.no_data_final IS NULL AND (
             SELECT count(*) FROM track_outcome o WHERE o.pick_id = p.id AND (o.status = 'measured'
                 OR (o.status = 'suspended' AND (o.ret IS NOT NULL OR p.ref_price IS NULL)))
         ) < 3
         ORDER BY p.picked_at, p.id
         """
     ).fetchall()
+
+
+def close_no_data(conn: psycopg.Connection, pick_id: int, day: date) -> None:
+    """The pick's missing data is final from ``day``: no more fetches, its no-data horizons stay counted."""
+    conn.execute("UPDATE track_pick SET no_data_final = %s, updated_at = now() WHERE id = %s AND no_data_final IS NULL",
+                 (day, pick_id))
 
 
 def save_reference(conn: psycopg.Connection, pick_id: int, ref: Any) -> None:
