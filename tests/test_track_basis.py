@@ -169,3 +169,49 @@ def test_a_pick_without_data_is_asked_for_less_and_less_often_then_is_no_data_fo
         [total] = [r for r in track_store.summary_groups(conn, track_store.RecordFilters(), 5) if r["dim"] == "all"]
     assert (total["picks"], total["no_data"], total["unpriced_calls"]) == (1, 1, 1)  # still in the denominator
 
+
+# ------------------------------------------------------------------------------------------------ the page
+
+
+def _measured_pick(conn, title: str, score: int, direction: str, ret: float, bench: float) -> None:
+    analysis = conn.execute(
+        "WITH c AS (INSERT INTO content_item (external_id, title, published_at) VALUES (%s, %s, now()) RETURNING id) "
+        "INSERT INTO analysis_result (content_item_id, score, has_opportunity, top_type, summary, result_json, model, "
+        "prompt_version) SELECT id, %s, true, 'stock', 's', '{}', 'm', 'v' FROM c RETURNING id",
+        (title, title, score)).fetchone()["id"]
+    pick = conn.execute(
+        "INSERT INTO track_pick (event_id, analysis_id, origin, picked_at, pick_day, score, direction, opp_type, "
+        "title, status, instrument, instrument_name, benchmark, benchmark_name) VALUES (%s, %s, 'push', %s, "
+        "'2026-03-03', %s, %s, 'stock', %s, 'measurable', 'SH:600519', '贵州茅台', 'CSI:H00300', '沪深300全收益') "
+        "RETURNING id", (analysis, analysis, shanghai(2026, 3, 3, 22), score, direction, title)).fetchone()["id"]
+    sign = 1 if direction == "bullish" else -1
+    conn.execute("INSERT INTO track_outcome (pick_id, horizon, status, ret, bench_ret, excess, signed_excess, hit) "
+                 "VALUES (%s, 5, 'measured', %s, %s, %s, %s, %s)",
+                 (pick, ret, bench, ret - bench, sign * (ret - bench), sign * ret > 0))
+
+
+def test_the_page_opens_on_the_figures_with_the_method_folded_and_a_calibration_a_few_picks_can_fill(fakes) -> None:
+    """Two measured calls at T+5: a bullish one scored 82 that rose 3 % (right), a bearish one scored 64 that
+    rose 1 % (wrong). The page opens on the figures — 2 picks, 2 measured, 2 of the 30 a hit rate needs — the
+    method is folded under 怎么算的, and the calibration counts each band's calls toward 30 (80–89: 1, right;
+    60–69: 1, wrong; the others 0) instead of two charts with nothing drawn but n=1."""
+    from tests.slotrun import read_page
+
+    with db.connect() as conn:
+        _measured_pick(conn, "看多茅台", 82, "bullish", 0.03, 0.01)
+        _measured_pick(conn, "看空茅台", 64, "bearish", 0.01, 0.02)
+    html = read_page("/record", shanghai(2026, 3, 21, 9))
+    body = html[html.index("<h1>战绩"):]
+    figures, method = body.index('class="tiles"'), body.index("<summary>怎么算的</summary>")
+    assert figures < method < body.index("参考价是推送之后读者最早能成交的价格")  # the method follows, folded
+    assert body.index("<details") < body.index("参考价是推送之后") < body.index("</details>")
+    tiles = body[figures:method]
+    assert ">2</div>" in tiles and "2 / 30" in tiles and "满 30 条才算命中率" in tiles
+    assert body.index("2 / 30") < body.index('class="item pick"')
+    chart = body[body.index('class="chart progress"'):]
+    chart = chart[:chart.index("</svg>")]
+    for band, said in (("90–100 分", "0 / 30 · 对 0 错 0"), ("80–89 分", "1 / 30 · 对 1 错 0"),
+                       ("60–69 分", "1 / 30 · 对 0 错 1"), ("60 以下 分", "0 / 30 · 对 0 错 0")):
+        assert band in chart and said in chart, band
+    assert chart.index("80–89 分") < chart.index("1 / 30 · 对 1 错 0") < chart.index("60–69 分")
+    assert 'class="chart"' not in body  # no interval chart with nothing to draw

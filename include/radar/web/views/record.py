@@ -17,7 +17,7 @@ from include.radar import outcomes
 from include.radar.market import basis
 from include.radar.store.track import RecordFilters
 from include.radar.web.auth import PageError
-from include.radar.web.charts import Estimate, interval_chart
+from include.radar.web.charts import Estimate, interval_chart, progress_chart
 from include.radar.web.views.common import Links, direction_label, local_time, type_label  # noqa: F401 - type_label for the route
 
 PAGE_SIZE = 25
@@ -229,6 +229,8 @@ class Summaries:
     hit_chart: Any
     excess_chart: Any
     horizon: str
+    calibrated: bool = False  # a score band holds MIN_SAMPLE calls: the two interval charts say something
+    progress_chart: Any = None  # until then: each band's count toward MIN_SAMPLE, its calls right and wrong
 
 
 def _groups(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -260,6 +262,7 @@ def summaries(rows: list[dict[str, Any]], horizon: str) -> Summaries:
             hit_points.append(Estimate(g.label, g.directional))
             excess_points.append(Estimate(g.label, g.directional))
     spread = max([0.05] + [max(abs(p.low or 0), abs(p.high or 0)) for p in excess_points])
+    every_band = [outcomes.Group.from_sums(key, name, band_rows.get(key, {})) for key, name, _, _ in outcomes.BANDS]
     return Summaries(
         overall=summary_row(outcomes.Group.from_sums("all", "全部", by_dim.get("all", {}).get("", {}))),
         bands=[summary_row(g) for g in reversed(bands)],
@@ -276,6 +279,11 @@ def summaries(rows: list[dict[str, Any]], horizon: str) -> Summaries:
             desc=f"各评分段 {label} 按看多/看空方向计的平均超额收益与 95% 区间；样本不足 {outcomes.MIN_SAMPLE} 的只标出样本数",
             low=-spread, high=spread, reference=0.0),
         horizon=label,
+        calibrated=any(g.conclusive for g in bands),
+        progress_chart=progress_chart(
+            [Estimate(f"{g.label} 分", g.directional) for g in every_band], target=outcomes.MIN_SAMPLE,
+            hits=[g.hits for g in every_band], title=f"{label} 各评分段已测的判断",
+            desc=f"各评分段 {label} 已测的看多/看空判断条数（满 {outcomes.MIN_SAMPLE} 条才计命中率）与其中对、错的条数"),
     )
 
 
