@@ -824,7 +824,8 @@ def test_the_record_page_and_an_analysis_outcome_on_a_phone(fakes, db_url: str) 
         from tests.browser import SCREENSHOTS
 
         page.screenshot(path=str(SCREENSHOTS / "record-summary.png"))  # the phone's first screens, for the README
-        page.locator("h2", has_text="评分越高").scroll_into_view_if_needed()
+        page.locator("h2", has_text="评分越高").evaluate(
+            "e => window.scrollTo(0, e.getBoundingClientRect().top + window.scrollY - 90)")  # below the top bar
         page.screenshot(path=str(SCREENSHOTS / "record-calibration.png"))
         page.locator("li.item.pick").first.scroll_into_view_if_needed()
         page.screenshot(path=str(SCREENSHOTS / "record-picks.png"))
