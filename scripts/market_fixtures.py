@@ -8,7 +8,9 @@ machines reach no market-data service, and a fixture's job is the shape and a fe
 - 2026-02-16..20 and 02-23 are the Spring Festival closure (A-shares), 02-17..19 in Hong Kong;
 - 600999 does not trade from 2026-02-04 to 02-11 (suspended) and 000018 not after 2026-02-13 (delisted);
 - 300750 opens at its +20 % limit on 2026-02-05;
-- 600519 and the CSI 300 have 5-minute bars on 2026-02-04.
+- 600519 and the CSI 300 have 5-minute bars on 2026-02-04;
+- the CSI 300's total-return series (H00300) has its closes only, as CSI publishes it, 1.3 times the price
+  index's and a further 0.5 % from 2026-03-16 on (a dividend reinvested).
 
     python scripts/market_fixtures.py      # rewrites the files; the output is the same on every run
 """
@@ -97,6 +99,19 @@ def minutes(day: date, open_: float, close: float, seed: int, index: bool = Fals
     return rows
 
 
+def csindex_rows(bars, code: str, name: str) -> list[dict]:
+    """stock_zh_index_hist_csindex's columns; a total-return series has no open, high or low."""
+    rows, previous = [], None
+    for d, (_, _, _, c) in sorted(bars.items()):
+        rows.append({"日期": d.isoformat(), "指数代码": code, "指数中文全称": name, "指数中文简称": name,
+                     "指数英文全称": "CSI 300 Total Return Index", "指数英文简称": "CSI 300 TR", "开盘": None,
+                     "最高": None, "最低": None, "收盘": c, "涨跌": round(c - (previous or c), 2),
+                     "涨跌幅": round((c / (previous or c) - 1) * 100, 2), "成交量": 1.5e6, "成交金额": 3.2e7,
+                     "样本数量": 300, "滚动市盈率": 13.1})
+        previous = c
+    return rows
+
+
 def write(name: str, rows: list[dict]) -> None:
     target = OUT / name
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -107,6 +122,9 @@ def main() -> None:
     csi = path(CN_DAYS, 300, 4000.0, 0.009)
     market = changes(csi)
     write("index_zh_a_hist/000300.json", em_rows(csi))
+    dividend = date(2026, 3, 16)
+    total = {d: (o, h, low, round(c * 1.3 * (1.005 if d >= dividend else 1.0), 2)) for d, (o, h, low, c) in csi.items()}
+    write("stock_zh_index_hist_csindex/H00300.json", csindex_rows(total, "H00300", "沪深300全收益"))
     write("tool_trade_date_hist_sina.json", [{"trade_date": d.isoformat()} for d in CN_DAYS])
     stocks = {
         "600519": path(CN_DAYS, 519, 9050.0, 0.012, 0.0015, market, 0.9),

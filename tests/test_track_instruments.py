@@ -91,7 +91,8 @@ DAYS = weekdays(date(2025, 2, 17), date(2025, 4, 30))
 def _limit_pick(db_url, target: str, key: str, previous: float, opened: float, limit_listed) -> dict:
     """A pick of ``target`` pushed on Monday 2025-03-03 at 22:00: its reference is Tuesday's open, ``opened``
     after a close of ``previous``, and the day's high is the open (it never traded above it)."""
-    bars = {key: flat([d for d in DAYS if d <= date(2025, 3, 3)], previous), "SH:000300": flat(DAYS, 4000.0)}
+    bars = {key: flat([d for d in DAYS if d <= date(2025, 3, 3)], previous), "SH:000300": flat(DAYS, 4000.0),
+            "CSI:H00300": flat(DAYS, 5200.0)}  # the total-return benchmark of a stock
     bars[key][date(2025, 3, 4)] = Bar(date(2025, 3, 4), opened, opened, opened * 0.97, opened * 0.98)
     source = HandSource(DAYS, bars, listings=limit_listed)
     with db.connect() as conn:

@@ -824,10 +824,12 @@ def test_the_record_page_and_an_analysis_outcome_on_a_phone(fakes, db_url: str) 
         from tests.browser import SCREENSHOTS
 
         page.screenshot(path=str(SCREENSHOTS / "record-summary.png"))  # the phone's first screens, for the README
-        page.locator("h3", has_text="评分越高").scroll_into_view_if_needed()
+        page.locator("h2", has_text="评分越高").evaluate(
+            "e => window.scrollTo(0, e.getBoundingClientRect().top + window.scrollY - 90)")  # below the top bar
         page.screenshot(path=str(SCREENSHOTS / "record-calibration.png"))
         page.locator("li.item.pick").first.scroll_into_view_if_needed()
         page.screenshot(path=str(SCREENSHOTS / "record-picks.png"))
+        page.locator("details.filters summary").click()  # the filters are folded below the figures
         page.select_option("select[name=band]", "80")
         page.click("button[type=submit]")
         assert "band=80" in page.url and page.locator("li.item.pick").count() > 0

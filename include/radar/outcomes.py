@@ -354,6 +354,7 @@ class Group:
     undirected: int = 0  # priced, but neutral or watch
     marked: int = 0  # directional and suspended: marked at the last close, in the sample
     marked_hits: int = 0
+    biased: int = 0  # in the sample, against a price-index benchmark (market/basis.py: excess biased upward)
     unpriced: int = 0  # suspended or no data without a price (never traded after the push, no data)
     unpriced_calls: int = 0  # of them, bullish or bearish: misses in the bound (hit_floor)
     excess_sum: float = 0.0  # of the directional picks' signed excess returns
@@ -407,6 +408,7 @@ class Group:
             self.hits += bool(row["hit"])
             self.excess_sum += value
             self.excess_squares += value * value
+            self.biased += bool(row.get("biased"))
             if status == "suspended":
                 self.marked += 1
                 self.marked_hits += bool(row["hit"])
@@ -427,7 +429,7 @@ class Group:
     def from_sums(cls, key: str, label: str, row: Mapping[str, Any]) -> Group:
         """A group from SQL aggregates (store.track.summary_groups) instead of one row per pick."""
         fields = ("picks", "measured", "directional", "hits", "waiting", "unmeasurable", "suspended", "no_data",
-                  "undirected", "plain_n", "marked", "marked_hits", "unpriced", "unpriced_calls")
+                  "undirected", "plain_n", "marked", "marked_hits", "biased", "unpriced", "unpriced_calls")
         sums = ("excess_sum", "excess_squares", "plain_sum", "plain_squares")
         return cls(key, label, **{f: int(row.get(f) or 0) for f in fields}, **{f: float(row.get(f) or 0) for f in sums})
 

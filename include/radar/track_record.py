@@ -23,12 +23,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from include.radar import outcomes, store
-from include.radar.market import MinuteBar, Source, SourceError
+from include.radar.market import MinuteBar, Source, SourceError, basis
 from include.radar.market.instruments import CN, HK, HSI, Instrument, Names, from_key, name_index, price_limit, resolve
 from include.radar.slots import SHANGHAI
 from include.radar.store import track as track_store
@@ -39,6 +39,12 @@ LISTINGS_MAX_AGE = timedelta(days=7)
 LOOKBACK = timedelta(days=20)  # bars fetched before a pick's day: the previous close (an open at the limit)
 INTRADAY_KEPT = timedelta(days=30)  # the source keeps 5-minute bars about this long
 STOP_AFTER_FAILURES = 3
+# A pick whose data never comes (a code the source does not know, a benchmark without the day) is not asked for
+# every day forever: an instrument that never had a bar is fetched again after 1, 2, 4, then every 8 days, and
+# NO_DATA_FINAL after the day the data is about the pick is "no data" for good (still in the denominators).
+BACKOFF_MAX_DAYS = 8
+NO_DATA_FINAL = timedelta(days=30)
+NO_DATA_NOTE = "30 天后仍缺数据：记为缺数据，不再重试"
 AT_DEADLINE = "到了本步骤的时限，其余行情留待次日"
 
 
@@ -55,6 +61,8 @@ class Update:
     computed: int = 0
     measured: int = 0
     left: int = 0  # instruments not fetched: the deadline came, or the source was down
+    backed_off: int = 0  # instruments never seen with a bar, not asked for today (BACKOFF_MAX_DAYS)
+    closed: int = 0  # picks whose missing data became final today (NO_DATA_FINAL)
     stopped: str = ""
 
     def as_xcom(self) -> dict[str, Any]:
@@ -236,9 +244,24 @@ def _instruments(picks: list[dict[str, Any]]) -> dict[str, tuple[Instrument, dat
             since = p["pick_day"] - LOOKBACK
             if key not in needed or since < needed[key][1]:
                 needed[key] = (inst, since)
+    for inst, since in list(needed.values()):  # a total-return index's opens and 5-minute bars are its twin's
+        twin = basis.price_twin(inst)
+        if twin is not None and (twin.key not in needed or since < needed[twin.key][1]):
+            needed[twin.key] = (twin, since)
     if any(i.calendar == HK for i, _ in needed.values()) and HSI.key not in needed:
         needed[HSI.key] = (HSI, min(s for _, s in needed.values()))  # the Hong Kong calendar is the HSI's days
     return needed
+
+
+def _due(attempts: tuple[int, date] | None, today: date) -> bool:
+    """Whether an instrument that never had a bar is asked for today: at once, then 1, 2, 4 and every
+    BACKOFF_MAX_DAYS days after the last try (``attempts``: the days it was tried on, the last one)."""
+    if attempts is None:
+        return True
+    tried, last = attempts
+    if last > today:  # a try dated after today (a clock set back, a replayed day) says nothing of today's data
+        return True
+    return last == today or (today - last).days >= min(2 ** (tried - 1), BACKOFF_MAX_DAYS)
 
 
 def _fetch(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
@@ -252,6 +275,7 @@ def _fetch(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
     if any(i.calendar == CN for i, _ in needed.values()):
         _try_fetch(conn, lazy, "calendar:CN", now, run, lambda s: s.calendar(),
                    lambda days: track_store.save_calendar(conn, CN, days))
+    attempts = track_store.fetch_attempts(conn, [f"daily:{k}" for k in needed])
     for key in sorted(needed):
         inst, since = needed[key]
         if lazy.late:
@@ -259,6 +283,9 @@ def _fetch(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
             run.stopped = AT_DEADLINE
             continue
         last = track_store.last_bar_day(conn, key)
+        if last is None and not _due(attempts.get(f"daily:{key}"), today):
+            run.backed_off += 1
+            continue
         start = max(since, last - timedelta(days=7)) if last and last >= since else since  # a week of overlap
 
         def save(bars: list[Any], key: str = key) -> int:
@@ -310,6 +337,43 @@ def _minutes(conn: Any, lazy: _Lazy, inst: Instrument, day: date, now: datetime,
     return True, [MinuteBar(datetime.fromisoformat(s).replace(tzinfo=SHANGHAI), float(p)) for s, p in cached]
 
 
+def _benchmark(bars: dict[str, dict[date, Any]], bench: Instrument) -> dict[date, Any]:
+    """The benchmark's daily bars: a total-return index's with its twin's opens, scaled (market/basis.py)."""
+    twin = basis.price_twin(bench)
+    own = bars.get(bench.key, {})
+    return basis.total_return_bars(own, bars.get(twin.key, {})) if twin else own
+
+
+def _session_minutes(conn: Any, lazy: _Lazy, p: Any, inst: Instrument, bench: Instrument, through: date,
+                     bars: dict[str, dict[date, Any]], now: datetime, run: Update
+                     ) -> tuple[bool, list[Any] | None, list[Any] | None]:
+    """(known, the instrument's, the benchmark's 5-minute bars of the push day) for a push during the session;
+    known False when a fetch failed today (the pick waits for tomorrow's run). A total-return benchmark's are
+    its price twin's, scaled by the day's ratio of the closes."""
+    day = p["picked_at"].astimezone(SHANGHAI).date()
+    if day > through:
+        return True, None, None
+    known, minutes = _minutes(conn, lazy, inst, day, now, run)
+    if not (known and minutes):
+        return known, minutes, None
+    twin = basis.price_twin(bench)
+    known, theirs = _minutes(conn, lazy, twin or bench, day, now, run)
+    if twin is not None:
+        theirs = basis.scaled_minutes(theirs, bars.get(bench.key, {}), bars.get(twin.key, {}), day)
+    return known, minutes, theirs
+
+
+def _no_data_final(pick_day: date, ref: outcomes.Reference, results: list[outcomes.Outcome], today: date) -> bool:
+    """Whether the pick's missing data is final: every horizon still open is "no data", NO_DATA_FINAL after the
+    day it is about (its end day, else the reference's or the pick's). A source that has not filled a day in
+    a month will not; a horizon still waiting keeps the pick open."""
+    open_ = [o for o in results if not (o.status == "measured" or (
+        o.status == "suspended" and (o.ret is not None or ref.price is None)))]
+    if not open_ or any(o.status != "no_data" for o in open_):
+        return False
+    return all(today - (o.end_day or ref.day or pick_day) >= NO_DATA_FINAL for o in open_)
+
+
 def _compute(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
     picks = track_store.open_picks(conn)
     if not picks:
@@ -320,33 +384,34 @@ def _compute(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
     coverage = _coverage(conn, list(needed), now)
     calendars = {CN: track_store.calendar(conn, CN, since), HK: track_store.calendar(conn, HK, since)}
     listed = track_store.listed_names(conn, needed)  # today's names: an ST mark comes and goes
+    attempts = track_store.fetch_attempts(conn, [f"daily:{k}" for k in needed])
     for p in picks:
         inst = from_key(p["instrument"], listed.get(p["instrument"] or "") or p["instrument_name"])
         bench = from_key(p["benchmark"] or "", p["benchmark_name"])
         if inst is None or bench is None:
             continue
         days = calendars[inst.calendar]
-        through = min(outcomes.published_through(now, inst.calendar), coverage.get(inst.key, date.min),
-                      coverage.get(bench.key, date.min))
+        twin = basis.price_twin(bench)
+        through = min([outcomes.published_through(now, inst.calendar)]
+                      + [coverage.get(k, date.min) for k in (inst.key, bench.key, *([twin.key] if twin else []))])
         minutes = bench_minutes = None
         if outcomes.during_session(p["picked_at"], inst.calendar, days):
-            day = p["picked_at"].astimezone(SHANGHAI).date()
-            known, minutes = _minutes(conn, lazy, inst, day, now, run) if day <= through else (True, None)
-            known_bench, bench_minutes = (_minutes(conn, lazy, bench, day, now, run)
-                                          if known and minutes and day <= through else (True, None))
-            if not (known and known_bench):
+            known, minutes, bench_minutes = _session_minutes(conn, lazy, p, inst, bench, through, bars, now, run)
+            if not known:
                 continue  # the 5-minute bars could not be had today: tomorrow's run tries again
-        own, theirs = bars.get(inst.key, {}), bars.get(bench.key, {})
-        if not own and inst.key in coverage:  # fetched, and the source has nothing for it: said, not guessed
+        own, theirs = bars.get(inst.key, {}), _benchmark(bars, bench)
+        tried = f"daily:{inst.key}" in attempts and _today(now) - p["pick_day"] >= NO_DATA_FINAL
+        if not own and (inst.key in coverage or tried):  # the source has nothing for it: said, not guessed
             ref = outcomes.Reference("no_data", note=f"行情源没有 {inst.key} 的行情（代码有误、未上市或早已退市）")
-            track_store.save_reference(conn, p["id"], ref)
-            track_store.save_outcomes(conn, p["id"], [outcomes.outcome(ref, h, days, own, theirs, through,
-                                                                       p["direction"]) for h in outcomes.HORIZONS])
-            run.computed += 1
-            continue
-        ref = outcomes.reference(p["picked_at"], inst.calendar, days, own, theirs, through, intraday=minutes,
-                                 bench_intraday=bench_minutes, limit=price_limit(inst, p.get("target") or "", p["pick_day"]))
+        else:
+            ref = outcomes.reference(p["picked_at"], inst.calendar, days, own, theirs, through, intraday=minutes,
+                                     bench_intraday=bench_minutes,
+                                     limit=price_limit(inst, p.get("target") or "", p["pick_day"]))
         results = [outcomes.outcome(ref, h, days, own, theirs, through, p["direction"]) for h in outcomes.HORIZONS]
+        if _no_data_final(p["pick_day"], ref, results, _today(now)):
+            results = [replace(o, note=f"{o.note}；{NO_DATA_NOTE}") if o.status == "no_data" else o for o in results]
+            track_store.close_no_data(conn, p["id"], _today(now))
+            run.closed += 1
         track_store.save_reference(conn, p["id"], ref)
         track_store.save_outcomes(conn, p["id"], results)
         run.computed += 1

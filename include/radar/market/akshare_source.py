@@ -16,6 +16,7 @@ the pages and every other task never import it. The calls, verified against aksh
 | A-share stock, daily | ``stock_zh_a_hist(symbol="600519", period="daily", start_date="20260202", end_date="20260403", adjust="hfq")`` | 日期 开盘 收盘 最高 最低 |
 | ETF, daily | ``fund_etf_hist_em(symbol="510300", period="daily", start_date=…, end_date=…, adjust="hfq")`` | same |
 | A-share index, daily | ``index_zh_a_hist(symbol="000300", period="daily", start_date=…, end_date=…)`` | same |
+| CSI total-return index, daily | ``stock_zh_index_hist_csindex(symbol="H00300", start_date=…, end_date=…)`` (the close only: market/basis.py) | 日期 开盘 收盘 最高 最低 |
 | Hong Kong stock, daily | ``stock_hk_hist(symbol="00700", period="daily", start_date=…, end_date=…, adjust="hfq")`` | same |
 | Hong Kong index, daily | ``stock_hk_index_daily_sina(symbol="HSI")`` (whole history) | date open high low close |
 | Shenwan index, daily | ``index_hist_sw(symbol="801081", period="day")`` (whole history) | 日期 开盘 收盘 最高 最低 |
@@ -166,6 +167,8 @@ class LibrarySource:
             rows = self.call("fund_etf_hist_em", symbol=code, period="daily", adjust="hfq", **span)
         elif instrument.market in ("SH", "SZ") and instrument.kind == "index":
             rows = self.call("index_zh_a_hist", symbol=code, period="daily", **span)
+        elif instrument.market == "CSI":
+            rows = self.call("stock_zh_index_hist_csindex", symbol=code, **span)
         elif instrument.market == "HK":
             rows = self.call("stock_hk_hist", symbol=code, period="daily", adjust="hfq", **span)
         elif instrument.market == "HKI":

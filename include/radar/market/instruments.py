@@ -52,6 +52,8 @@ class Instrument:
 
 
 CSI300 = Instrument("SH", "000300", "index", "沪深300")
+# the CSI 300 with its dividends reinvested (CSI's series): the benchmark of backward-adjusted stocks and ETFs
+CSI300TR = Instrument("CSI", "H00300", "index", "沪深300全收益")
 HSI = Instrument("HKI", "HSI", "index", "恒生指数")
 
 # well-known indices by name (the benchmarks among them); a name is matched whole
@@ -154,7 +156,7 @@ def from_key(key: str, name: str = "") -> Instrument | None:
     if market in ("SH", "SZ", "BJ"):
         found = a_share(code, market) if len(code) == 6 and code.isdigit() else None
         return Instrument(found.market, found.code, found.kind, name) if found else None
-    if market in ("HK", "HKI", "SW") and code:
+    if market in ("HK", "HKI", "SW", "CSI") and code:
         return Instrument(market, code, "stock" if market == "HK" else "index", name)
     return None
 
@@ -208,12 +210,13 @@ class Resolution:
 
 def benchmark_for(instrument: Instrument, sector: Instrument | None) -> Instrument:
     """CSI 300 for the A-share market, the Hang Seng for Hong Kong; for an A-share stock whose opportunity also
-    names a sector with an index, that sector's index."""
+    names a sector with an index, that sector's index. Like against like: a backward-adjusted stock or ETF is
+    measured against the CSI 300's total-return series, an index against the price index (market/basis.py)."""
     if instrument.calendar == HK:
         return HSI
     if instrument.kind == "stock" and sector is not None:
         return sector
-    return CSI300
+    return CSI300 if instrument.kind == "index" else CSI300TR
 
 
 def by_name(target: str, names: Mapping[str, list[Instrument]] | None) -> tuple[Instrument | None, str]:

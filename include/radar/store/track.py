@@ -12,7 +12,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from include.radar import redact
-from include.radar.market import Bar
+from include.radar.market import Bar, basis
 from include.radar.outcomes import BANDS
 from include.radar.store.common import PUSHED_ANALYSIS_ID, Row
 
@@ -40,6 +40,13 @@ def record_fetch(conn: psycopg.Connection, what: str, day: date, at: datetime, *
 def fetch_failures(conn: psycopg.Connection, day: date) -> list[Row]:
     return conn.execute("SELECT what, error FROM market_fetch WHERE fetched_on = %s AND NOT ok ORDER BY what",
                         (day,)).fetchall()
+
+
+def fetch_attempts(conn: psycopg.Connection, whats: Sequence[str]) -> dict[str, tuple[int, date]]:
+    """{what: (the days it was fetched on, the last of them)}: a fetch that never yields a bar backs off."""
+    rows = conn.execute("SELECT what, count(*) AS n, max(fetched_on) AS last FROM market_fetch WHERE what = ANY(%s) "
+                        "GROUP BY what", (list(whats),)).fetchall()
+    return {r["what"]: (r["n"], r["last"]) for r in rows}
 
 
 def last_bar_day(conn: psycopg.Connection, instrument: str) -> date | None:
@@ -235,17 +242,24 @@ def resolve_pick(conn: psycopg.Connection, pick_id: int, fields: dict[str, Any])
 def open_picks(conn: psycopg.Connection) -> list[Row]:
     """Measurable picks with a horizon still to settle (waiting, no data, or not computed yet). A horizon is
     settled when measured, or suspended with its mark at the last close; a suspended one without a price only
-    when the reference itself never traded (a row without its mark, as written before marks, is computed again)."""
+    when the reference itself never traded (a row without its mark, as written before marks, is computed again).
+    A pick whose missing data was declared final (no_data_final) is closed: its data is not asked for again."""
     return conn.execute(
         """
         SELECT p.* FROM track_pick p
-        WHERE p.status = 'measurable' AND (
+        WHERE p.status = 'measurable' AND p.no_data_final IS NULL AND (
             SELECT count(*) FROM track_outcome o WHERE o.pick_id = p.id AND (o.status = 'measured'
                 OR (o.status = 'suspended' AND (o.ret IS NOT NULL OR p.ref_price IS NULL)))
         ) < 3
         ORDER BY p.picked_at, p.id
         """
     ).fetchall()
+
+
+def close_no_data(conn: psycopg.Connection, pick_id: int, day: date) -> None:
+    """The pick's missing data is final from ``day``: no more fetches, its no-data horizons stay counted."""
+    conn.execute("UPDATE track_pick SET no_data_final = %s, updated_at = now() WHERE id = %s AND no_data_final IS NULL",
+                 (day, pick_id))
 
 
 def save_reference(conn: psycopg.Connection, pick_id: int, ref: Any) -> None:
@@ -311,7 +325,8 @@ _WHERE = """
 def summary_groups(conn: psycopg.Connection, filters: RecordFilters, horizon: int) -> list[Row]:
     """The record's summaries at ``horizon`` aggregated in SQL (outcomes.Group.from_sums): one row per score band
     (``dim`` 'band', ``key`` its BANDS key), account, type, direction and one for all (``dim`` 'all'), each with
-    the counts of its picks by outcome and the sums the mean and its interval need."""
+    the counts of its picks by outcome and the sums the mean and its interval need; ``biased``: the sample's
+    picks measured against a price index (market/basis.py: their excess leaves the benchmark's dividends out)."""
     band = "CASE " + " ".join(f"WHEN p.score >= {low} THEN '{key}'" for key, _, low, _ in BANDS) + " END"
     priced = "ok AND status IN ('measured', 'suspended') AND excess IS NOT NULL"  # suspended: at its last close
     directed, undirected = f"{priced} AND hit IS NOT NULL", f"{priced} AND hit IS NULL"
@@ -320,7 +335,9 @@ def summary_groups(conn: psycopg.Connection, filters: RecordFilters, horizon: in
         f"""
         WITH r AS (
             SELECT {band} AS band, p.account, p.opp_type, p.direction, p.status = 'measurable' AS ok, o.status,
-                   o.hit, o.excess, o.signed_excess
+                   o.hit, o.excess, o.signed_excess,
+                   coalesce(p.benchmark <> ALL(%(total_return)s) AND p.instrument !~ {basis.INDEX_KEY_SQL}, false)
+                       AS biased
             FROM track_pick p LEFT JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = %(horizon)s
             WHERE {_WHERE}
         )
@@ -333,6 +350,7 @@ def summary_groups(conn: psycopg.Connection, filters: RecordFilters, horizon: in
                count(*) FILTER (WHERE {directed}) AS directional,
                count(*) FILTER (WHERE {directed} AND hit) AS hits,
                count(*) FILTER (WHERE {directed} AND status = 'suspended') AS marked,
+               count(*) FILTER (WHERE {directed} AND biased) AS biased,
                count(*) FILTER (WHERE {directed} AND status = 'suspended' AND hit) AS marked_hits,
                count(*) FILTER (WHERE {unpriced}) AS unpriced,
                count(*) FILTER (WHERE {unpriced} AND direction IN ('bullish', 'bearish')) AS unpriced_calls,
@@ -348,7 +366,7 @@ def summary_groups(conn: psycopg.Connection, filters: RecordFilters, horizon: in
                sum(excess * excess) FILTER (WHERE {undirected}) AS plain_squares
         FROM r GROUP BY GROUPING SETS ((band), (account), (opp_type), (direction), ())
         """,
-        {**filters.params(), "horizon": horizon},
+        {**filters.params(), "horizon": horizon, "total_return": sorted(basis.PRICE_OF)},
     ).fetchall()
 
 

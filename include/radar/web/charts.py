@@ -162,3 +162,23 @@ def interval_chart(points: Sequence[Estimate], *, title: str, desc: str, low: fl
                      f'fill="#334155">{escape(_num(round(p.value * scale, 1)))}{escape(unit)} · n={p.n}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))
+
+
+def progress_chart(points: Sequence[Estimate], *, title: str, desc: str, target: int, hits: Sequence[int]) -> Markup:
+    """One row per group: how far its sample is toward ``target`` (a bar filled n / target) and, beside it, the
+    count of calls right and wrong — what a few picks can say, without a rate they cannot support yet."""
+    row, label_width = 26, 64
+    height = TOP + row * max(1, len(points)) + 4
+    bar = WIDTH - label_width - RIGHT - 92
+    parts = [f'<svg class="chart progress" viewBox="0 0 {WIDTH} {height}" width="100%" role="img" '
+             f'xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title><desc>{escape(desc)}</desc>']
+    for i, (p, right) in enumerate(zip(points, hits, strict=True)):
+        y = TOP + row * i
+        filled = bar * min(1.0, p.n / target) if target else 0.0
+        parts.append(f'<text x="{label_width - 4}" y="{y + 12:.1f}" font-size="10" text-anchor="end" fill="#334155">'
+                     f'{escape(p.label)}</text><rect x="{label_width}" y="{y + 3:.1f}" width="{bar}" height="12" '
+                     f'fill="#e2e8f0"/><rect x="{label_width}" y="{y + 3:.1f}" width="{filled:.1f}" height="12" '
+                     f'fill="#2563eb"/><text x="{label_width + bar + 4}" y="{y + 12:.1f}" font-size="10" '
+                     f'fill="#334155">{p.n} / {target} · 对 {right} 错 {p.n - right}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))

@@ -13,9 +13,10 @@ from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 from include.radar import outcomes
+from include.radar.market import basis
 from include.radar.store.track import RecordFilters
 from include.radar.web.auth import PageError
-from include.radar.web.charts import Estimate, interval_chart
+from include.radar.web.charts import Estimate, interval_chart, progress_chart
 from include.radar.web.views import query
 from include.radar.web.views.common import Links, direction_label, local_time, type_label  # noqa: F401 - type_label for the route
 
@@ -123,6 +124,7 @@ class PickView:
     reference: str
     ref_note: str
     horizons: list[HorizonView]
+    bias: str = ""  # what its excess figures leave out (a price-index benchmark), said beside them
 
 
 def _horizons(raw: Any) -> list[HorizonView]:
@@ -156,6 +158,7 @@ def pick_view(row: dict[str, Any], links: Links, tz: ZoneInfo) -> PickView:
         opp_type=type_label(row["opp_type"]), account=row["account"] or "", measurable=measurable,
         reason=row["reason"] or "", instrument=instrument, benchmark=row.get("benchmark_name") or "",
         reference=reference, ref_note=row.get("ref_note") or "", horizons=_horizons(row.get("outcomes")),
+        bias=basis.excess_bias(row.get("instrument"), row.get("benchmark"), row.get("benchmark_name") or ""),
     )
 
 
@@ -172,6 +175,7 @@ class SummaryRow:
     excess: str
     note: str  # the picks outside the sample, by why
     marked: str = ""  # the suspended calls in the sample, and the bound counting them (and the unpriced) as misses
+    bias: str = ""  # the sample's picks measured against a price index, said beside the mean excess
 
 
 def summary_row(group: outcomes.Group) -> SummaryRow:
@@ -189,9 +193,11 @@ def summary_row(group: outcomes.Group) -> SummaryRow:
     assert mean is not None
     if group.marked or group.unpriced_calls:
         marked = "；".join(m for m in (marked, f"停牌与缺数据的都算错时 {pct(group.hit_floor, False)}") if m)
+    bias = (f"其中 {group.biased} 条的基准是价格指数（不含分红），这些超额偏高约为基准同期的股息率"
+            if group.biased else "")
     return SummaryRow(group.label, group.picks, group.directional, True,
                       f"{pct(group.hit_rate, False)}（{pct(low, False)}–{pct(high, False)}）",
-                      f"{pct(mean[0])}（{pct(mean[1])}～{pct(mean[2])}）", "，".join(notes), marked)
+                      f"{pct(mean[0])}（{pct(mean[1])}～{pct(mean[2])}）", "，".join(notes), marked, bias)
 
 
 @dataclass(frozen=True)
@@ -204,6 +210,8 @@ class Summaries:
     hit_chart: Any
     excess_chart: Any
     horizon: str
+    calibrated: bool = False  # a score band holds MIN_SAMPLE calls: the two interval charts say something
+    progress_chart: Any = None  # until then: each band's count toward MIN_SAMPLE, its calls right and wrong
 
 
 def _groups(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -235,6 +243,7 @@ def summaries(rows: list[dict[str, Any]], horizon: str) -> Summaries:
             hit_points.append(Estimate(g.label, g.directional))
             excess_points.append(Estimate(g.label, g.directional))
     spread = max([0.05] + [max(abs(p.low or 0), abs(p.high or 0)) for p in excess_points])
+    every_band = [outcomes.Group.from_sums(key, name, band_rows.get(key, {})) for key, name, _, _ in outcomes.BANDS]
     return Summaries(
         overall=summary_row(outcomes.Group.from_sums("all", "全部", by_dim.get("all", {}).get("", {}))),
         bands=[summary_row(g) for g in reversed(bands)],
@@ -251,6 +260,11 @@ def summaries(rows: list[dict[str, Any]], horizon: str) -> Summaries:
             desc=f"各评分段 {label} 按看多/看空方向计的平均超额收益与 95% 区间；样本不足 {outcomes.MIN_SAMPLE} 的只标出样本数",
             low=-spread, high=spread, reference=0.0),
         horizon=label,
+        calibrated=any(g.conclusive for g in bands),
+        progress_chart=progress_chart(
+            [Estimate(f"{g.label} 分", g.directional) for g in every_band], target=outcomes.MIN_SAMPLE,
+            hits=[g.hits for g in every_band], title=f"{label} 各评分段已测的判断",
+            desc=f"各评分段 {label} 已测的看多/看空判断条数（满 {outcomes.MIN_SAMPLE} 条才计命中率）与其中对、错的条数"),
     )
 
 
