@@ -165,82 +165,96 @@ def _extract(html: str) -> tuple[str, int]:
         warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
         warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
         soup = BeautifulSoup(html, "lxml")
-    root = _body_root(soup)
-    out: list[str] = []
-    pending = 0  # line breaks owed before the next text (max of the requests, so nested blocks do not pile up)
-    bullet = False  # an <li> started and its "- " is not written yet
-    cells = 0  # depth inside td/th: breaks become spaces so a row stays on one line
-    pre = items = 0  # depth inside <pre> / <li> (paragraphs inside a list item stay single lines)
-    rows: list[int] = []  # cells seen so far in each open <tr>
-    images = 0
-
-    def brk(n: int) -> None:
-        nonlocal pending
-        if cells:
-            out.append(" ")
-        else:
-            pending = max(pending, min(n, 1) if items else n)
-
-    def emit(s: str) -> None:
-        nonlocal pending, bullet
-        if pending:
-            if s.isspace():
-                return
-            if out:
-                out.append("\n" * pending)
-            pending = 0
-        if bullet and not s.isspace():
-            out.append("- ")
-            bullet = False
-        out.append(s)
-
-    stack: list[object] = [root]
+    writer = _TextWriter()
+    stack: list[object] = [_body_root(soup)]
     while stack:
         node = stack.pop()
         if isinstance(node, tuple):  # ("end", name): leaving a tag
-            name = node[1]
-            if name in ("td", "th"):
-                cells -= 1
-            elif name == "tr" and rows:
-                rows.pop()
-            elif name == "pre":
-                pre -= 1
-            elif name == "li":
-                bullet, items = False, items - 1
-            if name in BLOCK_BREAKS:
-                brk(BLOCK_BREAKS[name])
+            writer.close(node[1])
         elif isinstance(node, NavigableString):
             if not isinstance(node, PreformattedString) and node:
-                emit(str(node) if pre else _WS_RE.sub(" ", node))
-        elif isinstance(node, Tag) and not _dropped(node):
-            name = node.name
-            if name == "br":  # a forced break; inside a pending block break it adds nothing
-                if cells or not pending:
-                    out.append(" " if cells else "\n")
-                continue
-            if name == "img":
-                images += 1
-                alt = node.get("alt")
-                if isinstance(alt, str) and _meaningful_alt(alt):
-                    emit(f" {alt.strip()} ")
-                continue
-            if name in BLOCK_BREAKS:
-                brk(BLOCK_BREAKS[name])
-            if name == "li":
-                bullet, items = True, items + 1
-            elif name == "tr":
-                rows.append(0)
-            elif name in ("td", "th"):
-                if rows:
-                    if rows[-1]:
-                        emit(" | ")
-                    rows[-1] += 1
-                cells += 1
-            elif name == "pre":
-                pre += 1
-            stack.append(("end", name))
+                writer.text(str(node))
+        elif isinstance(node, Tag) and not _dropped(node) and writer.open(node):
+            stack.append(("end", node.name))
             stack.extend(reversed(node.contents))
-    return _normalise("".join(out)), images
+    return _normalise("".join(writer.out)), writer.images
+
+
+class _TextWriter:
+    """The text of a body as its tags open and close: blocks become line breaks, list items bullets, table
+    rows one line with cells between ``|``, ``<pre>`` keeps its spaces, an image's meaningful alt text."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.pending = 0  # line breaks owed before the next text (max of the requests: nested blocks do not pile up)
+        self.bullet = False  # an <li> started and its "- " is not written yet
+        self.cells = 0  # depth inside td/th: breaks become spaces so a row stays on one line
+        self.pre = 0  # depth inside <pre>
+        self.items = 0  # depth inside <li> (paragraphs inside a list item stay single lines)
+        self.rows: list[int] = []  # cells seen so far in each open <tr>
+        self.images = 0
+
+    def open(self, tag: Tag) -> bool:
+        """Enter ``tag``; False when it has no content to walk (a break, an image)."""
+        name = tag.name
+        if name == "br":  # a forced break; inside a pending block break it adds nothing
+            if self.cells or not self.pending:
+                self.out.append(" " if self.cells else "\n")
+            return False
+        if name == "img":
+            self.images += 1
+            alt = tag.get("alt")
+            if isinstance(alt, str) and _meaningful_alt(alt):
+                self.emit(f" {alt.strip()} ")
+            return False
+        if name in BLOCK_BREAKS:
+            self.brk(BLOCK_BREAKS[name])
+        if name == "li":
+            self.bullet, self.items = True, self.items + 1
+        elif name == "tr":
+            self.rows.append(0)
+        elif name in ("td", "th"):
+            if self.rows:
+                if self.rows[-1]:
+                    self.emit(" | ")
+                self.rows[-1] += 1
+            self.cells += 1
+        elif name == "pre":
+            self.pre += 1
+        return True
+
+    def close(self, name: str) -> None:
+        if name in ("td", "th"):
+            self.cells -= 1
+        elif name == "tr" and self.rows:
+            self.rows.pop()
+        elif name == "pre":
+            self.pre -= 1
+        elif name == "li":
+            self.bullet, self.items = False, self.items - 1
+        if name in BLOCK_BREAKS:
+            self.brk(BLOCK_BREAKS[name])
+
+    def text(self, text: str) -> None:
+        self.emit(text if self.pre else _WS_RE.sub(" ", text))
+
+    def brk(self, n: int) -> None:
+        if self.cells:
+            self.out.append(" ")
+        else:
+            self.pending = max(self.pending, min(n, 1) if self.items else n)
+
+    def emit(self, s: str) -> None:
+        if self.pending:
+            if s.isspace():
+                return
+            if self.out:
+                self.out.append("\n" * self.pending)
+            self.pending = 0
+        if self.bullet and not s.isspace():
+            self.out.append("- ")
+            self.bullet = False
+        self.out.append(s)
 
 
 def _meaningful_alt(alt: str) -> bool:
