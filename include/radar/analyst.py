@@ -37,9 +37,9 @@ from include.radar.llm import (
     LLMExhausted,
     LLMRejected,
     Prompt,
-    Usage,
     neutralise_delimiters,
 )
+from include.radar.pricing import Usage
 from include.radar.rubric import rubric
 from include.radar.schemas import ArticleAnalysis
 from include.radar.settings import Settings

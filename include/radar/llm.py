@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from include.radar import http
-from include.radar.pricing import PriceTable
+from include.radar.pricing import Usage
 from include.radar.text import storable_json
 
 if TYPE_CHECKING:
@@ -147,65 +147,6 @@ class Prompt:
     def user(self, **values: str) -> str:
         template = (PROMPTS / f"{self.name}_{self.version}.user.txt").read_text(encoding="utf-8")
         return template.format(**values)
-
-
-@dataclass(frozen=True)
-class CallUsage:
-    """One answered call: when it was answered and what DeepSeek bills for it."""
-
-    at: datetime
-    cache_hit: int
-    cache_miss: int
-    output: int  # completion tokens, reasoning included
-
-
-@dataclass
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cache_hit_tokens: int = 0
-    cache_miss_tokens: int = 0
-    calls: int = 0  # requests made
-    answered: int = 0  # requests DeepSeek answered with a completion (the ones it may bill)
-    latency_ms: int = 0
-    rate_limited: int = 0  # 429 answers (not billed, no rung spent)
-    per_call: list[CallUsage] = field(default_factory=list)
-
-    def add(self, usage: Any, at: datetime | None = None) -> None:
-        """Add one answer's ``usage``, whatever shape it came in (missing, null or junk counts as 0)."""
-        if usage is None:
-            return
-        get = usage.get if isinstance(usage, dict) else lambda k, d=None: getattr(usage, k, d)
-        prompt = _count(get("prompt_tokens", 0))
-        completion = _count(get("completion_tokens", 0))
-        hit = _count(get("prompt_cache_hit_tokens", 0))
-        miss = _count(get("prompt_cache_miss_tokens", 0))
-        self.prompt_tokens += prompt
-        self.completion_tokens += completion
-        self.cache_hit_tokens += hit
-        self.cache_miss_tokens += miss
-        details = get("completion_tokens_details", None)
-        if details is not None:
-            reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else getattr(details, "reasoning_tokens", 0)
-            self.reasoning_tokens += _count(reasoning)
-        # an answer without the cache split bills its whole prompt as cache misses
-        self.per_call.append(CallUsage(at or datetime.now(UTC), hit, miss or max(prompt - hit, 0), completion))
-
-    def cost(self, prices: PriceTable) -> float:
-        """What DeepSeek bills for these calls, each at the prices in force when it was answered."""
-        return round(sum(prices.cost(c.at, cache_hit=c.cache_hit, cache_miss=c.cache_miss, output=c.output)
-                         for c in self.per_call), 6)
-
-    def peak_calls(self, prices: PriceTable) -> int:
-        return sum(1 for c in self.per_call if prices.is_peak(c.at))
-
-
-def _count(value: Any) -> int:
-    """A token count from an answer: a non-negative int, else 0 (never an exception)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value < 0:
-        return 0
-    return int(min(value, 10**9))
 
 
 def neutralise_delimiters(text: str) -> str:
