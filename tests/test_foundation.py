@@ -227,6 +227,43 @@ def test_radar_db_connection_with_special_characters_in_the_password(monkeypatch
     assert db.redact("postgresql://radar:secret@h/db") == "postgresql://radar:***@h/db"
 
 
+def _airflow_connections(monkeypatch, answer):
+    """Airflow's connection lookup answering ``answer`` (a connection, or an exception it raises)."""
+    from airflow.sdk import BaseHook
+
+    def get_connection(conn_id):
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(BaseHook, "get_connection", staticmethod(get_connection))
+
+
+def test_a_connection_in_the_environment_wins_over_airflows(monkeypatch):
+    from airflow.sdk import Connection
+
+    from include.radar.settings import get_connection
+
+    monkeypatch.setenv("AIRFLOW_CONN_RADAR_X", '{"conn_type": "http", "host": "from-env", "login": "env"}')
+    _airflow_connections(monkeypatch, Connection(conn_id="radar_x", conn_type="http", host="from-airflow"))
+    assert (get_connection("radar_x").host, get_connection("radar_x").login) == ("from-env", "env")
+    monkeypatch.delenv("AIRFLOW_CONN_RADAR_X")
+    assert get_connection("radar_x").host == "from-airflow"
+
+
+def test_a_connection_airflow_does_not_have_is_not_set_but_an_airflow_error_raises(monkeypatch):
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    from include.radar.settings import get_connection
+
+    monkeypatch.delenv("AIRFLOW_CONN_RADAR_X", raising=False)
+    _airflow_connections(monkeypatch, AirflowNotFoundException("The conn_id `radar_x` isn't defined"))
+    assert get_connection("radar_x") is None
+    _airflow_connections(monkeypatch, ConnectionError("the Execution API is down"))
+    with pytest.raises(ConnectionError, match="Execution API is down"):
+        get_connection("radar_x")
+
+
 def test_parsing_the_dag_and_starting_a_task_import_nothing_heavy():
     """Every task process and the scheduler's parse loop import the DAG file: the openai SDK, apprise, bs4 (with
     lxml), jieba and scipy are imported only when a step uses them (issue 16 §2), not by importing any step

@@ -377,14 +377,12 @@ class ConnectionInfo:
 
 
 def get_connection(conn_id: str) -> ConnectionInfo | None:
-    """Resolve an Airflow connection (environment ``AIRFLOW_CONN_*`` first, then Airflow), or None."""
-    conn = None
-    try:
-        from airflow.sdk import BaseHook
-
-        conn = BaseHook.get_connection(conn_id)
-    except Exception:  # noqa: BLE001 - missing connection or no Airflow context
-        conn = _connection_from_env(conn_id)
+    """Resolve a connection: the environment's ``AIRFLOW_CONN_<ID>`` first, then Airflow; None when neither
+    has it (or Airflow is not installed). Any other error of Airflow's (the Execution API down, a secrets
+    backend refusing) is raised: a connection silently taken for "not set" would send the radar elsewhere."""
+    conn = _connection_from_env(conn_id)
+    if conn is None:
+        conn = _connection_from_airflow(conn_id)
     if conn is None:
         return None
     extra = conn.extra_dejson if hasattr(conn, "extra_dejson") else {}
@@ -397,6 +395,18 @@ def get_connection(conn_id: str) -> ConnectionInfo | None:
         schema=conn.schema,
         extra=extra or {},
     )
+
+
+def _connection_from_airflow(conn_id: str) -> Any:
+    try:
+        from airflow.sdk import BaseHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
+    except ImportError:  # plain Python: no Airflow installed
+        return None
+    try:
+        return BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return None
 
 
 def _connection_from_env(conn_id: str) -> Any:
