@@ -76,11 +76,6 @@ def daily_deadlines(scheduled_at: datetime, opened_at: datetime, minutes: float)
     return SlotDeadlines({name: start + window * share for name, share in PHASES.items()})
 
 
-def seconds_left(at: datetime | None, now: datetime) -> float | None:
-    """Seconds until ``at`` (negative when past), or None without a deadline."""
-    return None if at is None else (at - now).total_seconds()
-
-
 def retry_is_pointless(step: str, deadlines: SlotDeadlines, now: datetime) -> bool:
     """True when a failed ``step`` should not be retried: its phase is over by the time a retry would run."""
     if step.split(":", 1)[0] not in NO_RETRY_AFTER_PHASE:

@@ -270,15 +270,6 @@ def _best(i: int, docs: Sequence[Doc], row: Any, figures: list[frozenset[str]], 
     return best
 
 
-def clusters(matches: dict[int, Match], docs: Sequence[Doc]) -> dict[int, list[int]]:
-    """Event → its docs' keys, for docs already grouped and those just matched."""
-    out: dict[int, list[int]] = {}
-    for d in docs:
-        e = d.event if d.event is not None else matches[d.key].event
-        out.setdefault(e, []).append(d.key)
-    return out
-
-
 # --------------------------------------------------------------------------------- entries of one event
 
 

@@ -85,10 +85,6 @@ class Reply:
     status_code: int
     body: Any  # the decoded JSON, or None when the body is not JSON
 
-    @property
-    def is_json(self) -> bool:
-        return self.body is not None
-
 
 @dataclass
 class Token:
