@@ -177,7 +177,7 @@ def test_concurrent_openers_of_one_slot_share_one_row(db_url):
             barrier.wait()
             with db.connect(db_url) as conn:
                 rows.append(store.open_slot_run(conn, key, run_type="manual", dag_id="d", dag_run_id=f"r{i}"))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=opener, args=(i,)) for i in range(6)]

@@ -121,7 +121,7 @@ def _peak(call: Callable[[], object]) -> tuple[BaseException | None, int]:
     try:
         call()
         raised = None
-    except Exception as exc:  # noqa: BLE001 - the error is the result
+    except Exception as exc:  # the error is the result
         raised = exc
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()

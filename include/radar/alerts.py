@@ -92,7 +92,7 @@ def raise_alert(
         with connect() as conn:
             alert = store.record_alert(conn, day=day, cause=cause, title=info.title, detail=detail,
                                        slot_run_id=slot_run_id, dag_run_id=dag_run_id)
-    except Exception:  # noqa: BLE001 - alerting must not fail the step that raised it
+    except Exception:  # alerting must not fail the step that raised it
         log.exception("operator alert %s could not be recorded: %s", cause, detail)
         return "unrecorded"
     if alert["delivered"]:
@@ -110,12 +110,12 @@ def raise_alert(
         error = "; ".join(report.failed) or None
         # a channel another raiser is sending to right now is not delivered yet: its outcome decides
         delivered = error is None and not report.pending
-    except Exception as exc:  # noqa: BLE001 - no channel, a broken channel URL: recorded, shown on the page
+    except Exception as exc:  # no channel, a broken channel URL: recorded, shown on the page
         error, delivered = redact.scrub(f"{exc.__class__.__name__}: {exc}"), False
     try:
         with connect() as conn:
             store.finish_alert(conn, alert["id"], error, delivered=delivered)
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.exception("operator alert %s: its delivery could not be recorded", cause)
     if error:
         log.warning("operator alert %s could not be delivered (%s): %s", cause, error, detail)

@@ -87,7 +87,7 @@ class ClaimKeeper:
                 with self.connect() as conn:
                     store.renew_claims(conn, self.owner)
                 self.renewals += 1
-            except Exception:  # noqa: BLE001 - the next beat tries again; the lease has room for a few misses
+            except Exception:  # the next beat tries again; the lease has room for a few misses
                 log.warning("claims of %s: renewing their leases failed; trying again in %.0fs", self.owner,
                             self.every, exc_info=True)
 
@@ -309,7 +309,7 @@ def _record_crash(connect: Callable[[], Any], attempt_id: int, exc: BaseExceptio
         with connect() as conn:
             spend.record(conn)  # an answer paid for before the crash (a database that dropped after it)
             store.finish_attempt(conn, attempt_id, "crashed", error=f"{exc.__class__.__name__}: {exc}")
-    except Exception:  # noqa: BLE001 - the database may be what failed: the lease takes over
+    except Exception:  # the database may be what failed: the lease takes over
         log.exception("could not record the crash of attempt %s; its lease will expire", attempt_id)
 
 

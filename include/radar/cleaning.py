@@ -142,7 +142,7 @@ def _is_conversion_error(html: str) -> bool:
 
 
 def _body_root(soup: BeautifulSoup) -> Tag:
-    from bs4 import Tag  # noqa: PLC0415 - see the top
+    from bs4 import Tag  # imported on first use: see the top
 
     found = soup.find(id="js_content") or soup.find(class_="rich_media_content") or soup.body
     return found if isinstance(found, Tag) else soup
@@ -158,8 +158,8 @@ def _dropped(tag: Tag) -> bool:
 
 def _extract(html: str) -> tuple[str, int]:
     """Walk the body iteratively; returns the normalised text and how many images the body had."""
-    from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, Tag, XMLParsedAsHTMLWarning  # noqa: PLC0415
-    from bs4.element import NavigableString, PreformattedString  # noqa: PLC0415
+    from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, Tag, XMLParsedAsHTMLWarning
+    from bs4.element import NavigableString, PreformattedString
 
     with warnings.catch_warnings():  # short bodies look like file names to bs4; that guess is noise here
         warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)

@@ -115,7 +115,7 @@ def _coverage(conn: Any, day: date) -> Coverage | None:
     try:
         with conn.transaction():
             return coverage_of(conn, day, datetime.now(UTC))
-    except Exception:  # noqa: BLE001 - the report goes out without it rather than not at all
+    except Exception:  # the report goes out without it rather than not at all
         log.exception("the account coverage of %s could not be worked out", day)
         return None
 
@@ -272,7 +272,7 @@ def _group_events(connect: Callable[[], Any]) -> list[str]:
     """Group the analyses no slot grouped yet (a slot failed before its summary); the reason when that failed."""
     try:
         events.group_new(connect)
-    except Exception as exc:  # noqa: BLE001 - the report goes out ungrouped rather than not at all
+    except Exception as exc:  # the report goes out ungrouped rather than not at all
         log.exception("grouping the day's analyses into events failed; the report lists them one by one")
         return [f"grouping: {type(exc).__name__}: {str(exc)[:200]}"]
     return []

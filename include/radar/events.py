@@ -149,7 +149,7 @@ def comparable_texts(docs: Sequence[Doc]) -> list[str]:
 def similarities(docs: Sequence[Doc], rows: Sequence[int] | None = None) -> Any:
     """The cosine matrix (numpy) of the TF-IDF character 2/3-gram vectors of the docs at ``rows`` (all by
     default) against every doc: len(rows) × len(docs), so a pass over a few new articles stays small."""
-    import numpy  # noqa: PLC0415 - only where grouping runs
+    import numpy  # only where grouping runs
 
     texts = comparable_texts(docs)
     rows = list(range(len(docs))) if rows is None else list(rows)
@@ -167,8 +167,8 @@ def tfidf(texts: Sequence[str]) -> Any:
     sublinear term frequency and smoothed idf: what scikit-learn's ``TfidfVectorizer(analyzer="char",
     ngram_range=(2, 3), sublinear_tf=True, lowercase=False)`` computes (a test holds them equal), without
     its import (2.8 s cold, against 0.7 s for scipy.sparse) in the task that groups. None without any n-gram."""
-    import numpy  # noqa: PLC0415
-    import scipy.sparse  # noqa: PLC0415
+    import numpy
+    import scipy.sparse
 
     vocabulary: dict[str, int] = {}
     indptr, indices, counts = [0], [], []
@@ -332,7 +332,7 @@ PASS_SPAN = timedelta(days=1)
 def group_new(connect: Any) -> int:
     """Group every analysis grouping has not seen (under an advisory lock, so two slots never race);
     returns how many were grouped. ``connect``: db.connect-like."""
-    from include.radar import store  # noqa: PLC0415 - the pure part above needs no database
+    from include.radar import store  # the pure part above needs no database
 
     total = 0
     while True:

@@ -286,7 +286,7 @@ def requests_capped(max_bytes: int) -> Iterator[None]:
 
 
 def _install_requests_cap() -> None:
-    import requests  # noqa: PLC0415 - only the tasks that push or read market data use it
+    import requests  # only the tasks that push or read market data use it
 
     original = requests.models.Response.iter_content
     if getattr(original, "radar_capped", False):

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 def _sdk() -> Any:
     """The openai SDK, imported when a client is made: over a second of imports that only the tasks calling
     DeepSeek pay, not every task process parsing the DAG."""
-    import openai  # noqa: PLC0415
+    import openai
 
     return openai
 

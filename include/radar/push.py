@@ -153,7 +153,7 @@ def send_one(channel: Channel, title: str, body: str) -> str | None:
     posts), and the HTTP library below it logs request paths that hold webhook tokens: while it sends, its
     lines go to a private capture only, and a scrubbing filter guards both loggers for good.
     """
-    import apprise  # noqa: PLC0415 - half a second of imports, paid only by the tasks that push
+    import apprise  # half a second of imports, paid only by the tasks that push
 
     apprise_log = logging.getLogger("apprise")
     propagate, apprise_log.propagate = apprise_log.propagate, False
@@ -167,7 +167,7 @@ def send_one(channel: Channel, title: str, body: str) -> str | None:
                 # plain text in: channels that speak HTML or Markdown get it escaped by apprise, so a title or
                 # an account name from an article cannot format (or inject into) the message
                 ok = instance.notify(body=body, title=title, body_format=apprise.NotifyFormat.TEXT)
-            except Exception as exc:  # noqa: BLE001 - a plugin bug must not stop the other channels
+            except Exception as exc:  # a plugin bug must not stop the other channels
                 ok = False
                 captured.write(f"{exc.__class__.__name__}: {exc}\n")
     finally:

@@ -70,7 +70,7 @@ class Runtime:
     def werss(self) -> WeRSSClient:
         # ingest.py cleans HTML (bs4 and lxml, 13 MB): only the task that ingests loads it, not every step,
         # nor the triggerer running the Deadline Alert's callback (make bench-memory)
-        from include.radar import ingest  # noqa: PLC0415
+        from include.radar import ingest
 
         conn = _required(self.settings.werss_conn_id, "WeRSS")
         extra = conn.extra or {}
@@ -150,7 +150,7 @@ class Runtime:
         try:
             channels = [*self.channels(), *self.channels(self.settings.ops_push_conn_id)]
             report = push.sweep(self.connect, channels, stale_after=timedelta(minutes=self.settings.late_after_minutes))
-        except Exception:  # noqa: BLE001 - the next push step or close tries again
+        except Exception:  # the next push step or close tries again
             log.exception("sweeping the pending pushes failed")
             return None
 
@@ -200,7 +200,7 @@ def step(name: str | Callable[..., str]) -> Callable[[F], F]:
                     with rt.connect() as conn:
                         store.record_step(conn, slot["slot_run_id"], label, f"{exc.__class__.__name__}: {exc}",
                                           dag_run_id=slot.get("dag_run_id"))
-                except Exception:  # noqa: BLE001 - the database may be what failed; keep the original error
+                except Exception:  # the database may be what failed; keep the original error
                     log.exception("could not record the failure of step %s", label)
                 if retry_is_pointless(label, deadlines(slot), datetime.now(UTC)):
                     raise DeadlinePassed(

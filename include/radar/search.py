@@ -37,8 +37,8 @@ _EXCHANGES = frozenset({"sh", "sz", "bj", "hk", "ss"})
 
 
 @cache
-def _jieba():  # noqa: ANN202 - the module; imported once per process, quietly (it logs its dictionary load)
-    import jieba  # noqa: PLC0415 - 1 s of dictionary loading, only where text is indexed or searched
+def _jieba():  # the module; imported once per process, quietly (it logs its dictionary load)
+    import jieba  # 1 s of dictionary loading, only where text is indexed or searched
 
     jieba.setLogLevel(logging.WARNING)
     jieba.initialize()
@@ -73,14 +73,14 @@ def _quote(term: str) -> str:
 
 
 @cache
-def _query_cutter():  # noqa: ANN202 - a jieba Tokenizer over the frequent words only
+def _query_cutter():  # a jieba Tokenizer over the frequent words only
     """The cutter of queries: jieba with the words of its dictionary used at least QUERY_MIN_FREQ times (80k of
     349k). Where it cuts a name more finely than the full dictionary would, the pieces and the character pairs
     that cover what is left still match the article (see :func:`query`); and it costs the api-server, where the
     pages cut queries, about 20 MB instead of the full dictionary's 70 (``make bench-search`` measures both)."""
-    import io  # noqa: PLC0415
+    import io
 
-    import jieba  # noqa: PLC0415
+    import jieba
 
     jieba.setLogLevel(logging.WARNING)
     with open(jieba.get_dict_file().name, "rb") as f:
@@ -99,7 +99,7 @@ def _alternatives(word: str) -> str:
     return _quote(word)
 
 
-def query(text: str, *, cutter=None) -> tuple[str, list[str]]:  # noqa: ANN001 - a jieba Tokenizer
+def query(text: str, *, cutter=None) -> tuple[str, list[str]]:  # a jieba Tokenizer
     """A query as tsquery text (every part must match) and the literal terms to mark in snippets.
 
     The query is cut into words (``_query_cutter``; ``cutter`` for the benchmark's comparison): each word of two

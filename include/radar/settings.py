@@ -305,7 +305,7 @@ def _airflow_variables() -> Lookup | None:
         return None
     try:
         get_current_context()
-    except Exception:  # noqa: BLE001 - no task context (api-server, scripts, tests): environment and defaults
+    except Exception:  # no task context (api-server, scripts, tests): environment and defaults
         return None
     stored: set[str] | None = None
     if not _custom_secrets_backend():

@@ -87,26 +87,9 @@ def claim_item(
         """,
         (item_id,),
     ).fetchone()
-    existing = analysis_for_item(conn, item_id)
-    if existing is not None or item["analyzed_status"] == DONE:
-        return Claim("done", item, analysis=existing)
-    if item["body_pruned_at"] is not None:  # retention took its body: there is nothing left to analyse
-        return Claim("pruned", item)
-    if item["analyzed_status"] == ANALYSING and item["leased"]:
-        return Claim("busy", item)
-    if item["content_hash"]:
-        twin = analysis_for_hash(conn, item["content_hash"], item_id)
-        if twin is not None:
-            return Claim("twin", item, analysis=twin)
-        busy = conn.execute(
-            """
-            SELECT 1 FROM content_item WHERE content_hash = %s AND id <> %s AND analyzed_status = 1
-               AND lease_until > now() LIMIT 1
-            """,
-            (item["content_hash"], item_id),
-        ).fetchone()
-        if busy is not None:
-            return Claim("twin_busy", item)
+    refused = _not_claimable(conn, item)
+    if refused is not None:
+        return refused
     if item["analyzed_status"] == ANALYSING:  # its holder's lease ran out: an earlier try of ours, or a lost worker
         own = same_task(claimer, item["claimed_by"])
         _end_running(conn, item_id, "crashed" if own else "expired",
@@ -122,6 +105,37 @@ def claim_item(
             (item_id,),
         )
         return Claim("exhausted", item)
+    return _claim(conn, item, slot_run_id=slot_run_id, claimer=claimer, lease=lease)
+
+
+def _not_claimable(conn: psycopg.Connection, item: Row) -> Claim | None:
+    """Why a locked article is not to be analysed now (done, pruned, busy, a twin done or in progress), or None."""
+    item_id = item["id"]
+    existing = analysis_for_item(conn, item_id)
+    if existing is not None or item["analyzed_status"] == DONE:
+        return Claim("done", item, analysis=existing)
+    if item["body_pruned_at"] is not None:  # retention took its body: there is nothing left to analyse
+        return Claim("pruned", item)
+    if item["analyzed_status"] == ANALYSING and item["leased"]:
+        return Claim("busy", item)
+    if not item["content_hash"]:
+        return None
+    twin = analysis_for_hash(conn, item["content_hash"], item_id)
+    if twin is not None:
+        return Claim("twin", item, analysis=twin)
+    busy = conn.execute(
+        """
+        SELECT 1 FROM content_item WHERE content_hash = %s AND id <> %s AND analyzed_status = 1
+           AND lease_until > now() LIMIT 1
+        """,
+        (item["content_hash"], item_id),
+    ).fetchone()
+    return Claim("twin_busy", item) if busy is not None else None
+
+
+def _claim(conn: psycopg.Connection, item: Row, *, slot_run_id: int, claimer: str, lease: timedelta) -> Claim:
+    """Count an attempt on the article, leased to ``claimer``, and open it."""
+    item_id = item["id"]
     claimed = conn.execute(
         """
         UPDATE content_item SET analyzed_status = 1, attempts = attempts + 1, claimed_by = %s,
