@@ -124,11 +124,18 @@ def test_results_escape_hostile_titles_and_snippets(seed: Seeder, client) -> Non
     ("q=储能&page=0", 400, "页码"),
     ("q=储能&q=光伏", 400, "重复"),
     ("q=！？", 200, "没有可以搜索的词"),
-    ("", 200, "搜索"),
 ])
 def test_bad_search_parameters_are_a_clear_page_never_a_500(seed: Seeder, client, query, status, message) -> None:
     answer = client.get(f"/search?{query}")
     assert answer.status_code == status and message in answer.text
+
+
+def test_the_search_page_without_a_query_is_the_empty_form_and_searches_nothing(seed: Seeder, client) -> None:
+    _corpus(seed)
+    answer = client.get("/search")
+    assert answer.status_code == 200
+    assert '<h1>搜索</h1>' in answer.text and '<input type="search" name="q" value=""' in answer.text
+    assert "results" not in answer.text and "没有找到" not in answer.text and "找到 " not in answer.text
 
 
 @pytest.mark.browser
