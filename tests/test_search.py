@@ -11,19 +11,7 @@ from datetime import timedelta
 import pytest
 
 from include.radar import search, store
-from tests.test_web import (  # noqa: F401 - fixtures by name
-    DAY,
-    NOW,
-    OPPORTUNITY,
-    XSS,
-    XSS_ESCAPED,
-    Seeder,
-    client,
-    commit,
-    make_client,
-    seed,
-    signed,
-)
+from tests.pages import DAY, NOW, XSS, XSS_ESCAPED, Seeder, commit
 
 LONG = "行业综述。" * 1500  # 7,500 characters before the word that matters
 
@@ -142,7 +130,7 @@ def test_the_search_page_without_a_query_is_the_empty_form_and_searches_nothing(
 def test_search_on_a_phone(seed: Seeder, db_url: str) -> None:
     from include.radar.web.app import create_app
     from tests.browser import PHONE, chromium, screenshot, serve
-    from tests.test_web import FakeUser, airflow_get_user, allow_reading, make_settings
+    from tests.pages import FakeUser, airflow_get_user, allow_reading, make_settings
 
     ids = _corpus(seed)
     app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: NOW)
