@@ -365,3 +365,42 @@ def test_an_action_that_cannot_be_carried_out_says_why():
         apply_action({"action": "redo"}, "22:00")
     with pytest.raises(ActionError, match="not one of"):
         apply_action({"action": "delete"}, "22:00")
+
+
+def test_settings_are_read_in_the_one_documented_order(monkeypatch):
+    """The environment first, then the process's Variables (here the api-server's), then the default; the DAG
+    file at parse time reads only its few settings, from the environment alone."""
+    from include.radar import settings as settings_module
+    from include.radar.settings import load_settings, parse_time_lookup, server_lookup
+
+    class Variables:
+        stored = {"radar_window_days": "5", "radar_push_score_threshold": "70"}
+
+        @classmethod
+        def get(cls, key, default_var=None):
+            return cls.stored.get(key, default_var)
+
+    monkeypatch.setattr(settings_module, "_server_variable", lambda: Variables)
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_PUSH_SCORE_THRESHOLD", "80")
+    monkeypatch.delenv("AIRFLOW_VAR_RADAR_WINDOW_DAYS", raising=False)
+    monkeypatch.delenv("AIRFLOW_VAR_RADAR_MAX_ARTICLES_PER_SLOT", raising=False)
+    server = load_settings(server_lookup)
+    assert (server.push_score_threshold, server.window_days, server.max_articles_per_slot) == (80, 5, 50)
+    parsed = load_settings(parse_time_lookup(("schedule_slots",)))
+    assert parsed.push_score_threshold == 60  # set in the environment, but not a parse-time setting
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_SCHEDULE_SLOTS", "08:00,21:00")
+    assert load_settings(parse_time_lookup(("schedule_slots",))).schedule_slots == ("08:00", "21:00")
+
+
+def test_where_the_database_is_comes_from_the_environment_when_asked(monkeypatch, tmp_path):
+    from include.radar.settings import deployment
+
+    monkeypatch.setenv("RADAR_PGDATA", str(tmp_path / "pg"))
+    assert db.embedded_pgdata() == tmp_path / "pg"  # read when asked, not when db.py was imported
+    monkeypatch.setenv("RADAR_PAGES_DATABASE_URL", "postgresql://pages@h/radar")
+    assert db.pages_database_url() == "postgresql://pages@h/radar"
+    monkeypatch.setenv("RADAR_PAGES_DATABASE_URL", "")
+    monkeypatch.setenv("RADAR_DATABASE_URL", "postgresql://tasks@h/radar")
+    assert db.pages_database_url() == "postgresql://tasks@h/radar"  # an empty value is unset
+    with pytest.raises(KeyError, match="RADAR_SECRET"):
+        deployment("RADAR_SECRET")

@@ -37,7 +37,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from include.radar import db, redact, roles, store
+from include.radar import db, redact, roles, settings, store
 
 FORMAT = "opportunity-radar-backup/1"
 MANIFEST_SUFFIX = ".manifest.json"
@@ -428,7 +428,7 @@ def run_backup(url: str, out: str | None) -> int:
 def run_restore(dump: str, into: str, *, replace: bool = False) -> int:
     """``cli restore``: restore, then say what was restored, from when, and what the check found."""
     started = datetime.now(UTC)
-    done = restore(Path(dump), into, replace=replace, pages_url=os.environ.get("RADAR_PAGES_DATABASE_URL"))
+    done = restore(Path(dump), into, replace=replace, pages_url=settings.deployment("RADAR_PAGES_DATABASE_URL"))
     seconds = (datetime.now(UTC) - started).total_seconds()
     if done.created_database:
         print(f"created the database {done.target}")
