@@ -147,7 +147,7 @@ def test_settings_defaults_follow_the_seed():
     s = load_settings({}.get)
     assert (s.window_days, s.push_score_threshold, s.max_articles_per_slot) == (3, 60, 50)
     assert s.schedule_slots == SLOTS and s.daily_slot == "22:00"
-    assert (s.deepseek_max_retries, s.deepseek_content_truncate_chars, s.llm_concurrency, s.remember_me_days) == (3, 16000, 16, 7)  # links: 7 days (issue 24)
+    assert (s.deepseek_max_retries, s.deepseek_content_truncate_chars, s.llm_concurrency, s.remember_me_days) == (3, 16000, 16, 7)  # links: 7 days
     assert s.cron == "0 7,12,14,18,22 * * *"
 
 
@@ -266,8 +266,8 @@ def test_a_connection_airflow_does_not_have_is_not_set_but_an_airflow_error_rais
 
 def test_parsing_the_dag_and_starting_a_task_import_nothing_heavy():
     """Every task process and the scheduler's parse loop import the DAG file: the openai SDK, apprise, bs4 (with
-    lxml), jieba and scipy are imported only when a step uses them (issue 16 §2), not by importing any step
-    module — every step module imports the runtime, and through it ingest.py and cleaning.py (issue 26 §1)."""
+    lxml), jieba and scipy are imported only when a step uses them, not by importing any step
+    module — every step module imports the runtime, and through it ingest.py and cleaning.py."""
     import subprocess
     import sys
 

@@ -408,7 +408,7 @@ def test_unknown_analysis_is_a_404_page(client: TestClient) -> None:
     ],
 )
 def test_malformed_parameters_are_404_pages(client: TestClient, path: str) -> None:
-    """A path that names no report is "no such page" (issue 12; these were 400s before)."""
+    """A path that names no report is "no such page", not a bad request."""
     response = client.get(path)
     assert response.status_code == 404
     assert response.headers["content-type"].startswith("text/html")

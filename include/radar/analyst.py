@@ -1,21 +1,12 @@
 """Analyse one article with the LLM, never paying twice, never leaving it stuck.
 
-Order of checks (seed 000 section 4.1, seed 003 section 4), all inside one claim (store.claim_item): an
-item that already has an analysis is skipped before any call; an item whose clean-text hash was analysed
-under another external id (a repost) reuses that analysis; one whose twin is being analysed right now
-waits for it; one with no attempts left is failed for good; otherwise the claim counts an attempt and the
-LLM is called, and the result is inserted under the unique key ``analysis_result(content_item_id)``.
-
-Every way out closes the attempt: analysed; failed (the ladder or DeepSeek gave up: handled, counted on
-the slot); interrupted (the slot's deadline came first: pending again, for a later slot); released (a
-configuration error before any paid call: not counted); crashed (anything unexpected, including a database
-that drops during the call: counted, and re-raised so the task and the run fail visibly). If even the crash
-cannot be recorded, the claim's lease runs out and the article is failed then, the attempt counted.
-
-Claims belong to a task try and are held by a short lease that a :class:`ClaimKeeper` renews while the try
-runs. A retry that finds an article still claimed by another try of its task waits for it (a live try
-finishes the article and the retry reuses its analysis; a dead try's lease runs out within
-``store.LEASE`` and the retry takes the article over): DeepSeek is called once per article either way.
+All inside one claim (store.claim_item): an article already analysed is skipped, a repost of analysed text
+reuses that analysis, one whose twin is being analysed waits for it, one without attempts left fails for
+good; otherwise an attempt is counted and the LLM called, the result inserted under a unique key. Every way
+out closes the attempt: analysed, failed (counted on the slot), interrupted (the deadline came first: pending
+again), released (a configuration error before any paid call) or crashed (recorded, then re-raised). Claims
+are held by a short lease a :class:`ClaimKeeper` renews while the task try lives; a retry waits for a live
+try to finish or for a dead one's lease to run out, so DeepSeek is called once per article either way.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Turn a WeChat article body from WeRSS into clean text for the LLM.
 
-WeRSS (v1.4.9) hands us one of two shapes: ``content_html``, the original WeChat page with the body in
-``#js_content`` plus scripts, styles and QR-code/follow chrome; or ``content``, a simplified re-render without
-that wrapper in which images are ``<img alt="图片">`` and the follow/share chrome is still present. Both go
-through the same path: pick the body node, walk it iteratively (WeChat markup can nest thousands of levels
-deep, so no recursion), keep paragraph, list and table structure as plain lines, drop the chrome, normalise
-whitespace. The text is what the LLM sees and what is hashed, so it must be deterministic and never markup.
-
-Nothing here raises: a parser failure falls back to a crude regex tag strip, and the reason is recorded so
-the caller can store it next to the article.
+WeRSS hands over ``content_html`` (the WeChat page, the body in ``#js_content``, with scripts and follow
+chrome) or ``content`` (a simplified re-render, chrome included). Both take one path: pick the body node, walk
+it iteratively (WeChat markup nests thousands of levels deep), keep paragraphs, lists and tables as plain
+lines, drop the chrome, normalise whitespace. The text is what the LLM sees and what is hashed: deterministic,
+never markup. Nothing raises: a parser failure falls back to a regex tag strip, with the reason recorded.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which of the subscribed accounts a day covered: the share the 22:00 report states (issue 24 §8).
+"""Which of the subscribed accounts a day covered: the share the 22:00 report states.
 
 Definitions (docs/operations.md's *Account coverage* says the same):
 

@@ -1,4 +1,4 @@
-"""One entry per real-world event (issue 14 §3): analyses of one announcement, company action or data release
+"""One entry per real-world event: analyses of one announcement, company action or data release
 written up by different accounts within 72 hours are grouped, so the reader gets one entry and one push.
 
 How two articles are compared (no LLM call): the title (twice, it names the event) and the first

@@ -1,4 +1,4 @@
-"""Checking an analysis against its article (issue 14 §1, §2): every evidence quote is looked up in the
+"""Checking an analysis against its article: every evidence quote is looked up in the
 cleaned text, and the score must agree with the model's own "has opportunity" flag.
 
 Quotes are compared after normalising both sides: Unicode NFKC (full-width letters, digits and punctuation

@@ -1,23 +1,12 @@
 """DeepSeek through the openai SDK: one JSON answer, validated, with the retry ladder of seed 7.3.
 
-The ladder: the first call, then a plain retry, then a retry with the "JSON only" reminder, then one asking
-for the example's field order with empty values for what is missing. It is walked on 429/5xx, timeouts,
-blank content, ``finish_reason == "length"``, JSON that does not parse and schema failures. 401/402/422 and
-an unknown-model 400 are configuration problems: they fail at once with a message naming the cause. Any
-other 400 (e.g. DeepSeek's content-risk refusal) is about this input: that article fails, without retries. A 429
-spends no rung: it is waited out (``Retry-After``, shared with the slot's other calls through a ``RateGate``)
-up to ``rate_limit_wait`` seconds and ``MAX_RATE_LIMIT_WAITS`` times, then counts as a failed rung. Every
-call sets ``max_tokens``, and its usage is kept per call with its time, so each is priced at the rates in
-force when it was answered (include/radar/pricing.py). The SDK's own retries are
-off (``max_retries=0``) so that its retries, this ladder and Airflow's task retries do not multiply.
-``reasoning_content`` is never sent back: every call sends only the system and user messages.
-
-Every call has a total deadline (``timeout``, and at most what is left before the caller's ``deadline``),
-enforced below HTTP (include/radar/http.py): a server holding the connection open with keep-alive lines
-cannot stretch it; and its answer is capped by what it decodes to (``MAX_ANSWER_BYTES``), whatever
-``Content-Encoding`` the server claims. An answer is read defensively: no choices, a null message, JSON
-nested past the parser's limit, strings with NUL characters or lone surrogates are rungs that failed or text
-made storable, never a crash after the call was paid for.
+The ladder (a plain retry, then "JSON only", then the example's field order) is walked on 5xx, timeouts, blank,
+truncated or unparsable answers and schema failures. A 429 spends no rung: it is waited out (``Retry-After``,
+shared through a ``RateGate``) within ``rate_limit_wait`` and ``MAX_RATE_LIMIT_WAITS``. 401/402/422 and an
+unknown model are configuration errors, raised at once; any other 400 (a content-risk refusal) fails that
+article only. The SDK's own retries are off so that they, the ladder and Airflow's retries do not multiply.
+Each call has a total deadline and a decoded-size cap (http.py), its usage is kept per call to be priced at
+its time (pricing.py), and a malformed answer is a failed rung, never a crash after it was paid for.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a DeepSeek call costs, at the prices in force when it was made (issue 13 section 3).
+"""What a DeepSeek call costs, at the prices in force when it was made.
 
 DeepSeek bills per million tokens in three parts: input served from its context cache (``cache hit``),
 other input (``cache miss``) and output, reasoning tokens included (they are part of

@@ -292,7 +292,7 @@ def sweep(
         rows = store.stale_notifications(conn, older_than)
     for row in rows:
         label = f"{row['push_type']} 「{row['title']}」 to {row['channel']}"
-        if row["send_started_at"] is not None or row["channel_key"] is None:  # (no key: claimed before issue 24)
+        if row["send_started_at"] is not None or row["channel_key"] is None:  # a row without a key: an older claim
             started = row["send_started_at"] or row["updated_at"]
             error = (f"the send started at {started.astimezone(SHANGHAI):%Y-%m-%d %H:%M:%S} (Asia/Shanghai) and its "
                      "sender never recorded an answer: delivery unknown, not resent automatically")

@@ -1,20 +1,11 @@
-"""Every tunable of the radar in one typed object (seed 000 section 13 plus deployment settings), and the one
-reader of the radar's configuration.
+"""Every tunable of the radar in one typed object (seed 000 section 13 plus deployment), and the one reader.
 
-A setting's value comes, in this order, from:
-
-1. the environment, ``AIRFLOW_VAR_RADAR_<NAME>`` (also how Airflow exposes Variables set there);
-2. the Airflow Variable ``radar_<name>``, through the reader of the process asking: a task asks the Execution
-   API (``airflow.sdk``, :func:`task_lookup`), the api-server its secrets backends and then its metadata
-   database (``airflow.models``, :func:`server_lookup`);
-3. the default below.
-
-Settings are read inside tasks and requests. The DAG file, at parse time, reads only the few it needs for
-the schedule, from the environment alone (:func:`parse_time_lookup`). Where the database is
-(``RADAR_DATABASE_URL``, ``RADAR_PAGES_DATABASE_URL``, ``RADAR_PGDATA``: :func:`deployment`) comes from the
-environment alone too: it is needed before anything else can be read. An error while reading (the
-Execution API down) is raised, never taken for "not set"; a bad value fails with a message that names the
-setting and the value.
+A setting comes from the environment (``AIRFLOW_VAR_RADAR_<NAME>``), then the Airflow Variable
+``radar_<name>`` through the reader of the process (a task: :func:`task_lookup`, the Execution API; the
+api-server: :func:`server_lookup`, its secrets backends and metadata database), then the default below. The
+DAG file reads at parse time only its schedule's few settings, from the environment (:func:`parse_time_lookup`);
+where the database is comes from the environment alone (:func:`deployment`). A read that fails (the Execution
+API down) raises rather than defaulting; a bad value fails with a message naming the setting and the value.
 """
 
 from __future__ import annotations
