@@ -1,18 +1,11 @@
 """Claims and the attempts behind them: who may analyse an article now, for how long, and how each try ended.
 
-An article is analysed through *claims*: one conditional update under a lock on its text hash takes it
-for one attempt (counted against ``max_analysis_attempts``) with a lease, and one ``analysis_attempt`` row
-records how that attempt ended. Whatever happens to the worker, the article ends in a state a later slot
-handles: done, failed (retried while attempts remain), pending (a deadline cut the call), or still leased
-until the lease runs out, when it is failed with the attempt counted. Two claims of the same text at the
-same moment pay for one call: the second sees the first holding it and waits for its analysis to reuse.
-
-A claim is owned by one *task try* (:func:`claim_owner`: DAG run, task, map index and try number), and no
-one takes over a claim whose lease is running, not even a retry of the same task: a retry started while
-the earlier try's process still lives (a zombie whose worker lost its heartbeat) would otherwise call
-DeepSeek a second time. The lease is short (:data:`LEASE`) and renewed by the holder every
-:data:`HEARTBEAT` while its attempts run (analyst.ClaimKeeper): a live try keeps its claims, a dead one's
-run out within minutes. What the attempts produce, the analyses, are store/analyses.py's.
+A claim takes an article for one counted attempt with a lease, under a lock on its text hash (two claims of
+one text pay for one call: the second waits to reuse the first's analysis); an ``analysis_attempt`` row says
+how the attempt ended. A claim belongs to one task try (:func:`claim_owner`) and nobody takes over a running
+lease, a retry of the same task included (a zombie try would otherwise call DeepSeek again). The lease is
+short (:data:`LEASE`) and renewed every :data:`HEARTBEAT` by its holder (analyst.ClaimKeeper): a live try
+keeps its claims, a dead one's run out within minutes and its article is failed, the attempt counted.
 """
 
 from __future__ import annotations
