@@ -1,16 +1,11 @@
 """Operator alerts: what is wrong with the radar, told once per cause and day, never with a secret.
 
-Readers' pushes and operator alerts are different messages to (usually) different people. Alerts go to
-the ``radar_ops_push`` connection's channels; without it, to the reader's channels, titled 「运维」.
-Each cause is recorded in ``operator_alert`` (unique per Shanghai day and cause) and delivered through
-the notification log like every push (``push_type='alert'``, identified by the cause), so a rerun, a
-retry or a second worker raising the same cause sends nothing more; a failed delivery is retried by the
-next occurrence. Raising an alert never fails the step that raised it.
-
-Causes are raised where they are seen: in the steps (a WeRSS login refused, a 429 streak, half a slot's
-analyses failed, the budget reached, a slot that never ran) and through Airflow's own mechanisms: the
-``AlertNotifier`` on every task's ``on_failure_callback`` and a Deadline Alert on the daily run
-(``daily_deadline_missed``, run by the triggerer).
+Alerts go to the ``radar_ops_push`` connection's channels (without it, to the reader's, titled 「运维」). Each
+cause is recorded in ``operator_alert`` (unique per Shanghai day and cause) and delivered through the
+notification log (``push_type='alert'``), so reruns, retries and other workers send nothing more; a failed
+delivery is retried by the next occurrence; raising never fails the step. Causes are raised where they are
+seen: in the steps (a refused WeRSS login, a 429 streak, failed analyses, the budget, a slot that never ran),
+by the ``AlertNotifier`` on task failures and by the daily run's Deadline Alert.
 """
 
 from __future__ import annotations

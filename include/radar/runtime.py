@@ -1,18 +1,10 @@
 """What every step of a slot needs, resolved inside the task (never at DAG parse time), and the one way a step
-runs.
-
-- :class:`Runtime`: the settings and the radar's database, and the outside world built from Airflow connections:
-  the WeRSS client, the DeepSeek client, the push channels, the operator's alerts, signed page links; and the
-  sweep of pushes whose sender died, which every push step runs first;
-- :func:`step`: records a step's outcome on the slot run (its error, or cleared), so ``close_slot`` can tell how
-  the slot went from the database alone, and turns a failure past the daily deadline into
-  :class:`DeadlinePassed`;
-- the slot record's helpers: its key, its deadlines (the daily slot's phases, deadlines.py);
-- :func:`not_retryable`: the errors a retry cannot fix, which the seam to Airflow (airflow_support.py) fails
-  without retries.
-
-The steps themselves are in include/radar/steps/, one module per stage of the slot. Nothing here imports them
-or Airflow.
+runs: :class:`Runtime` (settings, database, and the WeRSS and DeepSeek clients, push channels, operator alerts
+and signed links built from Airflow connections; the sweep of pushes whose sender died); :func:`step`, which
+records a step's outcome on the slot run (so ``close_slot`` judges the slot from the database) and turns a
+failure past the daily deadline into :class:`DeadlinePassed`; the slot record's key and deadlines; and
+:func:`not_retryable`, the errors the seam to Airflow fails without retries. Nothing here imports the steps
+(include/radar/steps/) or Airflow.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Search over every article and analysis: Chinese text cut into lexemes in Python, matched by PostgreSQL.
 
-PostgreSQL's own parser does not segment Chinese, and pg_trgm is neither in the embedded PostgreSQL nor
-useful for two-character words (a trigram index needs three). So the words are made here, when an article or
-an analysis is stored, and written as a ``tsvector`` with ``array_to_tsvector`` (lexemes taken as they are,
-whatever the server's locale or parser):
-
-- jieba's search-mode words (``宁德时代`` gives ``宁德``, ``时代`` and ``宁德时代``), lower-cased, with tickers
-  kept whole (``600519``);
-- every pair of adjacent Chinese characters of the title and the opening of the text, so that a query the
-  dictionary cuts differently (a company name it does not know) is still found.
-
-A query is cut the same way and all its lexemes must match (``&``). ``make bench-search`` measures on the
-labelled articles what each way finds against plain substring search, and how fast a year answers.
+PostgreSQL does not segment Chinese, and pg_trgm (missing from the embedded server) needs three characters. So
+the words are made here when an article or analysis is stored, and written with ``array_to_tsvector``
+(whatever the server's locale): jieba's search-mode words, lower-cased, tickers whole; and every pair of
+adjacent Chinese characters of the title and the text's opening, so that a name the dictionary cuts
+differently is still found. A query is cut the same way and all its lexemes must match. ``make bench-search``
+measures what each way finds and how fast.
 """
 
 from __future__ import annotations
