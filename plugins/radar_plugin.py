@@ -24,9 +24,9 @@ try:
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from airflow.plugins_manager import AirflowPlugin  # noqa: E402
+from airflow.plugins_manager import AirflowPlugin
 
-from include.radar.web.mount import URL_PREFIX, AddTrailingSlash, LazyApp  # noqa: E402
+from include.radar.web.mount import URL_PREFIX, AddTrailingSlash, LazyApp
 
 
 class OpportunityRadarPlugin(AirflowPlugin):

@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from werkzeug.wrappers import Request, Response  # noqa: E402
+from werkzeug.wrappers import Request, Response
 
-from include.radar import http  # noqa: E402
-from include.radar.werss import MAX_RESPONSE_BYTES  # noqa: E402
-from include.radar_demo.fakes import serve  # noqa: E402
+from include.radar import http
+from include.radar.werss import MAX_RESPONSE_BYTES
+from include.radar_demo.fakes import serve
 
 
 def bombs(decoded: int) -> dict[str, bytes]:
@@ -64,7 +64,7 @@ def main() -> None:
                 response = client.get(base + "/bomb")
             outcome = f"accepted a body of {len(response.content):,} bytes"
             del response
-        except Exception as exc:  # noqa: BLE001 - what the client raised is the result
+        except Exception as exc:  # what the client raised is the result
             outcome = f"refused: {exc.__class__.__name__}: {exc}"
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()

@@ -191,7 +191,7 @@ def main() -> int:
             "AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE": "recorded",
             "AIRFLOW_VAR_RADAR_MARKET_DATA_RECORDED_DIR": str(REPO / "include" / "radar_demo" / "data" / "market"),
         })
-        from tests.slotrun import run_slot  # noqa: PLC0415 - reads the environment set above
+        from tests.slotrun import run_slot  # reads the environment set above
 
         started = time.perf_counter()
         for offset in range(args.days):
@@ -223,7 +223,7 @@ def main() -> int:
         print(f"\n[bench-growth] a year of slots at {args.articles} articles a day: {year_mb:.0f} MB on disk "
               f"({year_mb * MB / (args.articles * 365) / 1024:.1f} kB per article, every table and index)")
 
-        from include.radar import retention  # noqa: PLC0415
+        from include.radar import retention
 
         keep_days = max(1, args.days // 2)
         now = datetime.combine(first_day + timedelta(days=args.days), datetime.min.time(), tzinfo=SHANGHAI)

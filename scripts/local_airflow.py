@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -62,13 +63,61 @@ def metadata() -> psycopg.Connection:
     return psycopg.connect(url, autocommit=True, row_factory=dict_row)
 
 
-def slots_now() -> tuple[str, str, int]:
-    """A schedule whose latest tick is a daytime slot a few minutes ago and whose daily slot is an hour later:
-    no scheduled tick fires during the script, and every triggered run is that daytime slot (and its time)."""
-    now = (datetime.now(SHANGHAI) - timedelta(minutes=3)).replace(second=0, microsecond=0)
-    if now.hour == 23:  # keep both slots within the day
-        now = now.replace(hour=22)
-    return f"{now:%H:%M}", f"{now.hour + 1:02d}:{now:%M}", int(now.timestamp())
+@dataclass(frozen=True)
+class SlotPlan:
+    """A schedule of two slots for a script that runs a real Airflow: ``daytime`` (HH:MM, Asia/Shanghai) is the
+    schedule's latest tick at ``start_at``, and ``daily`` (the day's last slot) comes at least the script's
+    room later, on the same day. Unpausing the DAG then runs the daytime slot, every run triggered by hand
+    before the daily tick maps to it too (slots.slot_for), and no tick fires while the script runs."""
+
+    daytime: str
+    daily: str
+    slot_epoch: int  # the daytime slot's moment
+    start_at: datetime  # when the script may start: now, or the next midnight when no daily slot fits today
+
+
+def plan_slots(now: datetime, *, room: timedelta = timedelta(minutes=30),
+               fresh: timedelta = timedelta(minutes=20)) -> SlotPlan:
+    """The slots for a script starting at ``now`` (aware), at any hour.
+
+    The daytime slot is a few minutes ago (at most ``fresh``: a run started later than the slot's
+    ``late_after_minutes`` would not push) and on today's date; the daily slot shares its minute (the cron
+    needs it), an hour or more later, still today, and at least ``room`` after the start. Late in the evening
+    no daily slot fits before midnight: the plan then starts at the next midnight.
+    """
+    local = now.astimezone(SHANGHAI)
+    plan = _plan_at(local, room, fresh)
+    if plan is not None:
+        return plan
+    midnight = datetime.combine(local.date() + timedelta(days=1), datetime.min.time(), SHANGHAI)
+    plan = _plan_at(midnight, room, fresh)
+    assert plan is not None, "a day's first minutes always fit"
+    return plan
+
+
+def _plan_at(start: datetime, room: timedelta, fresh: timedelta) -> SlotPlan | None:
+    minute = start.replace(second=0, microsecond=0)
+    backs = [3, 2, 1, 0, *range(4, int(fresh.total_seconds() // 60) + 1)]  # three minutes ago, else the freshest
+    for back in backs:
+        daytime = minute - timedelta(minutes=back)
+        if daytime.date() != start.date() or start - daytime > fresh:
+            continue
+        for hours in range(1, 24 - daytime.hour):
+            daily = daytime + timedelta(hours=hours)
+            if daily - start >= room:
+                return SlotPlan(f"{daytime:%H:%M}", f"{daily:%H:%M}", int(daytime.timestamp()), start)
+    return None
+
+
+def slots_now(room: timedelta = timedelta(minutes=30)) -> tuple[str, str, int]:
+    """The slots of ``plan_slots`` for now; when the evening leaves no room for them, wait for midnight."""
+    plan = plan_slots(datetime.now(SHANGHAI), room=room)
+    wait = (plan.start_at - datetime.now(SHANGHAI)).total_seconds()
+    if wait > 0:
+        print(f"no daily slot fits before midnight (Asia/Shanghai): waiting {wait / 60:.0f} min for "
+              f"{plan.start_at:%Y-%m-%d %H:%M}", flush=True)
+        time.sleep(wait)
+    return plan.daytime, plan.daily, plan.slot_epoch
 
 
 def start(log: Path, args: list[str], env: dict[str, str]) -> subprocess.Popen:

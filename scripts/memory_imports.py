@@ -103,7 +103,7 @@ def bare_dag() -> Path:
 
 
 def probe_dag_processor(_: dict[str, Any]) -> None:
-    import airflow.dag_processing.processor  # noqa: F401
+    import airflow.dag_processing.processor
     import airflow.sdk  # noqa: F401
 
     parse(bare_dag())
@@ -113,7 +113,7 @@ def probe_dag_processor(_: dict[str, Any]) -> None:
 
 
 def probe_api_server(args: dict[str, Any]) -> None:
-    import airflow.api_fastapi.app  # noqa: F401
+    import airflow.api_fastapi.app
     import airflow.api_fastapi.core_api.security  # noqa: F401
     from airflow.models import import_all_models
     from fastapi.testclient import TestClient
@@ -225,7 +225,7 @@ EXERCISES = {
 def probe_triggerer(_: dict[str, Any]) -> None:
     import asyncio
 
-    import airflow.jobs.triggerer_job_runner  # noqa: F401
+    import airflow.jobs.triggerer_job_runner
     import airflow.triggers.callback  # noqa: F401
     from airflow.sdk._shared.module_loading import import_string
 

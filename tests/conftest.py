@@ -233,3 +233,47 @@ def set_up_deployment(d: Deployment) -> None:
     roles.provision(d.admin, d.owner, d.pages, d.metadata)
     db.migrate(d.owner)
     roles.grant_pages(d.owner, d.pages)
+
+
+# ----------------------------------------------------------------------------- the report pages (tests/pages.py)
+
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
+from tests.pages import NOW, FakeUser, Seeder, airflow_get_user, allow_reading, make_settings  # noqa: E402
+
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
+
+    from include.radar.settings import Settings
+
+
+@pytest.fixture
+def seed(conn: Any) -> Seeder:
+    return Seeder(conn)
+
+
+@pytest.fixture
+def make_client(db_url: str):
+    """A factory of TestClients; ``user=True`` overrides Airflow's get_user with a fake logged-in user who may
+    read the radar DAG (and edit it, unless ``editor=False``)."""
+
+    def factory(
+        *, user: bool = True, settings: Settings | None = None, url: str | None = None, editor: bool = True
+    ) -> TestClient:
+        from fastapi.testclient import TestClient  # the web app is imported by the tests of the pages only
+
+        from include.radar.web.app import create_app
+
+        cfg = settings or make_settings()
+        app = create_app(lambda: cfg, url or db_url, clock=lambda: NOW)
+        if user:
+            app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
+            allow_reading(app, edit=editor)
+        return TestClient(app)
+
+    return factory
+
+
+@pytest.fixture
+def client(make_client) -> TestClient:
+    return make_client()

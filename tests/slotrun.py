@@ -60,7 +60,7 @@ def run_slot(when: datetime, *, run_type: str = "scheduled", params: dict[str, A
     def attempt(name: str, func: Any, *args: Any) -> Any:
         try:
             return func(rt, slot, *args)
-        except Exception as exc:  # noqa: BLE001 - mirrors Airflow: the task fails, the DAG goes on
+        except Exception as exc:  # mirrors Airflow: the task fails, the DAG goes on
             errors[name] = f"{exc.__class__.__name__}: {exc}"
             return None
 

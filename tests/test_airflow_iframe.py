@@ -23,7 +23,7 @@ import pytest
 
 from include.radar.slots import SHANGHAI
 from tests.browser import chromium, free_port, require_chromium, screenshot
-from tests.test_web import OPPORTUNITY, SECRET, Seeder, commit, seed  # noqa: F401 - a fixture by name
+from tests.pages import OPPORTUNITY, SECRET, Seeder, commit
 
 REPO = Path(__file__).resolve().parents[1]
 

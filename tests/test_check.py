@@ -19,8 +19,8 @@ from include.radar.check.schedule import coverage
 from include.radar.settings import load_settings
 from include.radar.slots import SHANGHAI
 from include.radar_demo.fakes import FakeArticle, collection_task
+from tests.pages import XSS, XSS_ESCAPED
 from tests.test_health_page import health_html, page
-from tests.test_web import XSS, XSS_ESCAPED
 
 SLOTS = ("07:00", "12:00", "14:00", "18:00", "22:00")
 ACCOUNTS = [{"id": "MP_WXS_1001", "mp_name": "澄观产业研究", "status": 1},

@@ -12,18 +12,7 @@ from urllib.parse import quote
 import pytest
 
 from include.radar.web import charts
-from tests.test_web import (  # noqa: F401 - fixtures by name
-    DAY,
-    NOW,
-    OPPORTUNITY,
-    XSS,
-    XSS_ESCAPED,
-    Seeder,
-    client,
-    commit,
-    make_client,
-    seed,
-)
+from tests.pages import DAY, NOW, OPPORTUNITY, XSS, XSS_ESCAPED, Seeder, commit
 
 
 def _opp(*targets: str) -> dict:
@@ -131,7 +120,7 @@ def test_trends_show_topics_top_entities_and_todays_distribution(mentions, clien
 def test_charts_render_on_a_phone(mentions, db_url: str) -> None:
     from include.radar.web.app import create_app
     from tests.browser import PHONE, chromium, screenshot, serve
-    from tests.test_web import FakeUser, airflow_get_user, allow_reading, make_settings
+    from tests.pages import FakeUser, airflow_get_user, allow_reading, make_settings
 
     app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: NOW)
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()

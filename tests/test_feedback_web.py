@@ -13,20 +13,7 @@ from fastapi.testclient import TestClient
 from include.radar import signing, store
 from include.radar.web.app import create_app
 from include.radar.web.feedback import action_path
-from tests.test_web import (
-    DAY,
-    NOW,
-    OPPORTUNITY,
-    SECRET,
-    XSS,
-    XSS_ESCAPED,
-    Seeder,
-    commit,
-    make_client,  # noqa: F401 - a fixture (pytest finds it by name)
-    make_settings,
-    seed,  # noqa: F401 - a fixture (pytest finds it by name)
-    signed,
-)
+from tests.pages import DAY, NOW, OPPORTUNITY, SECRET, XSS, XSS_ESCAPED, Seeder, commit, make_settings, signed
 
 
 def _forms(html: str) -> dict[str, dict[str, str]]:
@@ -286,7 +273,7 @@ def test_the_focus_pages_render_on_a_phone(seed: Seeder, db_url, conn) -> None:
     store.set_feedback(conn, earlier, "up", "test")
     commit(seed)
     app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: NOW)
-    from tests.test_web import FakeUser, airflow_get_user, allow_reading
+    from tests.pages import FakeUser, airflow_get_user, allow_reading
 
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
     allow_reading(app, edit=True)

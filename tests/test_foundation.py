@@ -147,7 +147,7 @@ def test_settings_defaults_follow_the_seed():
     s = load_settings({}.get)
     assert (s.window_days, s.push_score_threshold, s.max_articles_per_slot) == (3, 60, 50)
     assert s.schedule_slots == SLOTS and s.daily_slot == "22:00"
-    assert (s.deepseek_max_retries, s.deepseek_content_truncate_chars, s.llm_concurrency, s.remember_me_days) == (3, 16000, 16, 7)  # links: 7 days (issue 24)
+    assert (s.deepseek_max_retries, s.deepseek_content_truncate_chars, s.llm_concurrency, s.remember_me_days) == (3, 16000, 16, 7)  # links: 7 days
     assert s.cron == "0 7,12,14,18,22 * * *"
 
 
@@ -177,7 +177,7 @@ def test_concurrent_openers_of_one_slot_share_one_row(db_url):
             barrier.wait()
             with db.connect(db_url) as conn:
                 rows.append(store.open_slot_run(conn, key, run_type="manual", dag_id="d", dag_run_id=f"r{i}"))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=opener, args=(i,)) for i in range(6)]
@@ -227,10 +227,47 @@ def test_radar_db_connection_with_special_characters_in_the_password(monkeypatch
     assert db.redact("postgresql://radar:secret@h/db") == "postgresql://radar:***@h/db"
 
 
+def _airflow_connections(monkeypatch, answer):
+    """Airflow's connection lookup answering ``answer`` (a connection, or an exception it raises)."""
+    from airflow.sdk import BaseHook
+
+    def get_connection(conn_id):
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(BaseHook, "get_connection", staticmethod(get_connection))
+
+
+def test_a_connection_in_the_environment_wins_over_airflows(monkeypatch):
+    from airflow.sdk import Connection
+
+    from include.radar.settings import get_connection
+
+    monkeypatch.setenv("AIRFLOW_CONN_RADAR_X", '{"conn_type": "http", "host": "from-env", "login": "env"}')
+    _airflow_connections(monkeypatch, Connection(conn_id="radar_x", conn_type="http", host="from-airflow"))
+    assert (get_connection("radar_x").host, get_connection("radar_x").login) == ("from-env", "env")
+    monkeypatch.delenv("AIRFLOW_CONN_RADAR_X")
+    assert get_connection("radar_x").host == "from-airflow"
+
+
+def test_a_connection_airflow_does_not_have_is_not_set_but_an_airflow_error_raises(monkeypatch):
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    from include.radar.settings import get_connection
+
+    monkeypatch.delenv("AIRFLOW_CONN_RADAR_X", raising=False)
+    _airflow_connections(monkeypatch, AirflowNotFoundException("The conn_id `radar_x` isn't defined"))
+    assert get_connection("radar_x") is None
+    _airflow_connections(monkeypatch, ConnectionError("the Execution API is down"))
+    with pytest.raises(ConnectionError, match="Execution API is down"):
+        get_connection("radar_x")
+
+
 def test_parsing_the_dag_and_starting_a_task_import_nothing_heavy():
     """Every task process and the scheduler's parse loop import the DAG file: the openai SDK, apprise, bs4 (with
-    lxml), jieba and scipy are imported only when a step uses them (issue 16 §2), not by importing any step
-    module — every step module imports the runtime, and through it ingest.py and cleaning.py (issue 26 §1)."""
+    lxml), jieba and scipy are imported only when a step uses them, not by importing any step
+    module — every step module imports the runtime, and through it ingest.py and cleaning.py."""
     import subprocess
     import sys
 
@@ -328,3 +365,42 @@ def test_an_action_that_cannot_be_carried_out_says_why():
         apply_action({"action": "redo"}, "22:00")
     with pytest.raises(ActionError, match="not one of"):
         apply_action({"action": "delete"}, "22:00")
+
+
+def test_settings_are_read_in_the_one_documented_order(monkeypatch):
+    """The environment first, then the process's Variables (here the api-server's), then the default; the DAG
+    file at parse time reads only its few settings, from the environment alone."""
+    from include.radar import settings as settings_module
+    from include.radar.settings import load_settings, parse_time_lookup, server_lookup
+
+    class Variables:
+        stored = {"radar_window_days": "5", "radar_push_score_threshold": "70"}
+
+        @classmethod
+        def get(cls, key, default_var=None):
+            return cls.stored.get(key, default_var)
+
+    monkeypatch.setattr(settings_module, "_server_variable", lambda: Variables)
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_PUSH_SCORE_THRESHOLD", "80")
+    monkeypatch.delenv("AIRFLOW_VAR_RADAR_WINDOW_DAYS", raising=False)
+    monkeypatch.delenv("AIRFLOW_VAR_RADAR_MAX_ARTICLES_PER_SLOT", raising=False)
+    server = load_settings(server_lookup)
+    assert (server.push_score_threshold, server.window_days, server.max_articles_per_slot) == (80, 5, 50)
+    parsed = load_settings(parse_time_lookup(("schedule_slots",)))
+    assert parsed.push_score_threshold == 60  # set in the environment, but not a parse-time setting
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_SCHEDULE_SLOTS", "08:00,21:00")
+    assert load_settings(parse_time_lookup(("schedule_slots",))).schedule_slots == ("08:00", "21:00")
+
+
+def test_where_the_database_is_comes_from_the_environment_when_asked(monkeypatch, tmp_path):
+    from include.radar.settings import deployment
+
+    monkeypatch.setenv("RADAR_PGDATA", str(tmp_path / "pg"))
+    assert db.embedded_pgdata() == tmp_path / "pg"  # read when asked, not when db.py was imported
+    monkeypatch.setenv("RADAR_PAGES_DATABASE_URL", "postgresql://pages@h/radar")
+    assert db.pages_database_url() == "postgresql://pages@h/radar"
+    monkeypatch.setenv("RADAR_PAGES_DATABASE_URL", "")
+    monkeypatch.setenv("RADAR_DATABASE_URL", "postgresql://tasks@h/radar")
+    assert db.pages_database_url() == "postgresql://tasks@h/radar"  # an empty value is unset
+    with pytest.raises(KeyError, match="RADAR_SECRET"):
+        deployment("RADAR_SECRET")

@@ -21,8 +21,8 @@ from include.radar.slots import SHANGHAI
 from include.radar.web import costs, health, views
 from include.radar.web.app import create_app
 from include.radar_demo.fakes import completion
+from tests.pages import DAY, NOW, XSS, XSS_ESCAPED, FakeUser, Seeder, airflow_get_user, allow_reading, make_settings
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
-from tests.test_web import DAY, NOW, XSS, XSS_ESCAPED, FakeUser, Seeder, airflow_get_user, allow_reading, make_settings
 
 # NOW is 2026-01-08 20:30 in Shanghai: 07:00-14:00 are due, 18:00 is overdue, 22:00 is next
 

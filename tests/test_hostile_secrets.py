@@ -181,7 +181,7 @@ def _migrate_at_once(url: str, processes: int) -> list[object]:
         barrier.wait()
         try:
             outcomes.append(db.migrate(url))
-        except Exception as exc:  # noqa: BLE001 - the assertion reports it
+        except Exception as exc:  # the assertion reports it
             outcomes.append(exc)
 
     threads = [threading.Thread(target=migrate) for _ in range(processes)]

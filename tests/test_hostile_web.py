@@ -14,7 +14,6 @@ import hashlib
 import hmac
 import logging
 import re
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
@@ -26,35 +25,18 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from include.radar import DAG_ID, signing, store
-from include.radar.settings import Settings, load_settings
+from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI
 from include.radar.web import views
 from include.radar.web.app import create_app
+from tests.pages import SECRET, FakeUser, airflow_get_user, make_settings
 
 pytestmark = pytest.mark.hostile
 
-SECRET = "hostile-link-secret-0123456789abcdef"
 # 20:00 in Shanghai on the day the pages are looked at
 NOW = datetime(2026, 1, 8, 20, 0, tzinfo=SHANGHAI).astimezone(UTC)
 TODAY = date(2026, 1, 8)
 BASE = "https://radar.example.com/radar"
-
-
-def make_settings(**overrides: Any) -> Settings:
-    values: dict[str, Any] = {"link_secret": SECRET, "report_base_url": BASE}
-    values.update(overrides)
-    return load_settings({}.get, use_airflow=False, **values)
-
-
-@dataclass
-class FakeUser:
-    username: str = "analyst"
-
-
-def airflow_get_user() -> Any:
-    from airflow.api_fastapi.core_api.security import get_user
-
-    return get_user
 
 
 def permission_seam() -> Any:

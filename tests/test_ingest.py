@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from include.radar import db, store
-from include.radar.ingest import backoff_for
+from include.radar.listing import backoff_for
 from include.radar.runtime import Runtime
 from include.radar.steps.ingest import ingest_articles
 from include.radar.steps.open_slot import open_slot

@@ -13,16 +13,8 @@ from fastapi.testclient import TestClient
 
 from include.radar import store
 from include.radar.web.auth import READ_COOKIE
+from tests.pages import DAY, NOW, Seeder, commit, make_settings, signed
 from tests.test_trust_web import _app
-from tests.test_web import (
-    DAY,
-    NOW,
-    Seeder,
-    commit,
-    make_settings,
-    seed,  # noqa: F401 - a fixture (pytest finds it by name)
-    signed,
-)
 
 FORM = 'class="fb-form"'
 

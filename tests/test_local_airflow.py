@@ -40,3 +40,51 @@ def test_two_celery_workers_share_a_slot_and_nothing_happens_twice():
     assert "[celery] ok   the batches ran on both workers" in out
     assert "20 WeRSS detail calls, 20 DeepSeek calls, 1 push(es)" in out
     assert "0 more calls, 0 more pushes" in out
+
+
+# ------------------------------------------------------------------ the scripts' slots, at any hour
+
+
+def _plan(y: int, mo: int, d: int, h: int, mi: int):
+    import sys
+
+    sys.path.insert(0, str(REPO))
+    from datetime import datetime
+
+    from include.radar.slots import SHANGHAI
+    from scripts.local_airflow import plan_slots
+
+    now = datetime(y, mo, d, h, mi, 30, tzinfo=SHANGHAI)
+    return now, plan_slots(now)
+
+
+@pytest.mark.parametrize(("when", "daytime", "daily", "start"), [
+    ((2026, 3, 10, 15, 21), "15:18", "16:18", "2026-03-10 15:21"),  # the day: three minutes ago, an hour later
+    ((2026, 3, 10, 23, 10), "22:59", "23:59", "2026-03-10 23:10"),  # late: the day's last minute is the daily slot
+    ((2026, 3, 10, 23, 59), "00:00", "01:00", "2026-03-11 00:00"),  # no room before midnight: start at midnight
+    ((2026, 3, 11, 0, 1), "00:00", "01:00", "2026-03-11 00:01"),  # never a slot of the day before
+    ((2026, 1, 31, 23, 59), "00:00", "01:00", "2026-02-01 00:00"),  # across a month's end
+    ((2026, 12, 31, 23, 30), "00:00", "01:00", "2027-01-01 00:00"),  # and a year's
+])
+def test_the_scripts_slots_put_the_daytime_slot_last_and_the_daily_slot_ahead(when, daytime, daily, start):
+    _, plan = _plan(*when)
+    assert (plan.daytime, plan.daily, f"{plan.start_at:%Y-%m-%d %H:%M}") == (daytime, daily, start)
+
+
+def test_at_every_minute_of_a_day_the_scripts_run_the_daytime_slot_and_no_tick_fires():
+    from datetime import timedelta
+
+    from include.radar.settings import Settings
+    from include.radar.slots import slot_at, slot_for
+
+    for minute in range(24 * 60):
+        now, plan = _plan(2026, 2, 28, minute // 60, minute % 60)
+        settings = Settings(schedule_slots=(plan.daytime, plan.daily))
+        assert settings.daily_slot == plan.daily and settings.cron  # the daily slot is the day's last
+        key = slot_for(plan.start_at, settings.schedule_slots)
+        assert (key.slot, key.run_date) == (plan.daytime, plan.start_at.date()), now
+        assert key.scheduled_at.timestamp() == plan.slot_epoch
+        assert timedelta(0) <= plan.start_at - key.scheduled_at <= timedelta(minutes=20), now  # not late
+        daily_tick = slot_at(key.run_date, plan.daily).scheduled_at  # the next tick after the daytime slot
+        assert daily_tick - plan.start_at >= timedelta(minutes=30), now  # no tick while the script runs
+        assert timedelta(0) <= plan.start_at - now <= timedelta(minutes=41), now

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from include.radar.settings import Settings
 from include.radar.web.app import create_app
 from include.radar.web.auth import READ_COOKIE
-from tests.test_web import DAY, NOW, OPPORTUNITY, Seeder, commit, make_settings, seed, signed  # noqa: F401
+from tests.pages import DAY, NOW, OPPORTUNITY, Seeder, commit, make_settings, signed
 
 READ_SESSION_SECONDS = Settings().link_session_minutes * 60  # the default session: 30 minutes
 
@@ -117,7 +117,7 @@ def test_from_a_pushed_link_a_phone_walks_to_other_pages(day, db_url) -> None:
 
 
 def test_the_overview_opens_with_todays_top_and_what_is_new_since_the_last_visit(seed: Seeder, db_url, conn) -> None:
-    from tests.test_web import FakeUser, airflow_get_user, allow_reading
+    from tests.pages import FakeUser, airflow_get_user, allow_reading
 
     morning = seed.slot(DAY, "07:00", new=3)
     seed.article(morning, "低分资讯", 30)

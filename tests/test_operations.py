@@ -16,7 +16,8 @@ import psycopg
 import pytest
 
 from include.radar import airflow_alerts, db, pricing, spending, store
-from include.radar.llm import FIELD_ORDER, JSON_ONLY, Usage
+from include.radar.llm import FIELD_ORDER, JSON_ONLY
+from include.radar.pricing import Usage
 from include.radar.settings import load_settings
 from include.radar_demo.fakes import api_error, completion
 from tests.slotrun import answer, article, run_slot, shanghai

@@ -106,6 +106,8 @@ def test_a_rerun_prunes_the_same_articles_and_a_backfill_of_an_old_day_prunes_no
     fakes.at(LATER)
     run_slot(LATER)
     first = {i: r["body_pruned_at"] for i, r in _items().items()}
+    assert sorted(r["title"] for r in _items().values() if r["body_pruned_at"] is not None) == [
+        "储能订单回暖", "光伏排产回升"]  # both old articles pruned by the daily slot
     run_slot(LATER, dag_run_id="manual__rerun")
     assert {i: r["body_pruned_at"] for i, r in _items().items()} == first  # nothing pruned twice
 

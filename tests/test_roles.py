@@ -256,8 +256,8 @@ def test_the_profile_form_works_on_the_pages_login_without_a_link_secret(deploym
     (service_state ``web:form_key``), made by init as the owner; the pages' login only reads it."""
     from fastapi.testclient import TestClient
 
+    from tests.pages import FakeUser, make_settings
     from tests.test_trust_web import _editor_client, _hostile_form
-    from tests.test_web import FakeUser, make_settings
 
     d = deployment
     set_up_deployment(d)
@@ -280,8 +280,8 @@ def test_without_the_form_key_and_the_right_to_make_it_the_profile_says_so_never
     page that says what to run, and nothing else is affected."""
     from fastapi.testclient import TestClient
 
+    from tests.pages import FakeUser, make_settings
     from tests.test_trust_web import _editor_client, _hostile_form
-    from tests.test_web import FakeUser, make_settings
 
     d = deployment
     set_up_deployment(d)

@@ -21,16 +21,9 @@ import pytest
 
 from include.radar import db, focus, regex_rules, store
 from include.radar_demo.hostile_rules import CATASTROPHIC_RULES
+from tests.pages import DAY, NOW, Seeder, commit
 from tests.slotrun import answer, article, run_slot, shanghai
 from tests.test_feedback_web import _csrf
-from tests.test_web import (  # noqa: F401 - fixtures (pytest finds them by name)
-    DAY,
-    NOW,
-    Seeder,
-    commit,
-    make_client,
-    seed,
-)
 
 REPO_ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 HANG_SECONDS = 120  # far above the milliseconds these take; the old code took hours

@@ -15,19 +15,7 @@ from include.radar.web.auth import PageError
 from include.radar.web.views import query
 from include.radar.web.views import record as record_views
 from include.radar.web.views import search as search_views
-from tests.test_web import (  # noqa: F401 - fixtures by name
-    DAY,
-    NOW,
-    OPPORTUNITY,
-    XSS,
-    XSS_ESCAPED,
-    Seeder,
-    client,
-    commit,
-    make_client,
-    seed,
-    signed,
-)
+from tests.pages import DAY, NOW, XSS, XSS_ESCAPED, Seeder, commit
 
 LONG = "行业综述。" * 1500  # 7,500 characters before the word that matters
 
@@ -129,7 +117,6 @@ def test_results_escape_hostile_titles_and_snippets(seed: Seeder, client) -> Non
     ("q=储能&page=" + "9" * 4301, 400, "页码"),
     ("q=储能&q=光伏", 400, "重复"),
     ("q=！？", 200, "没有可以搜索的词"),
-    ("", 200, "搜索"),
 ])
 def test_bad_search_parameters_are_a_clear_page_never_a_500(seed: Seeder, client, query, status, message) -> None:
     answer = client.get(f"/search?{query}")
@@ -147,11 +134,19 @@ def test_one_page_parser_bounds_search_and_record_alike(max_page: int) -> None:
             query.page_number(text, max_page, bad)
 
 
+def test_the_search_page_without_a_query_is_the_empty_form_and_searches_nothing(seed: Seeder, client) -> None:
+    _corpus(seed)
+    answer = client.get("/search")
+    assert answer.status_code == 200
+    assert '<h1>搜索</h1>' in answer.text and '<input type="search" name="q" value=""' in answer.text
+    assert "results" not in answer.text and "没有找到" not in answer.text and "找到 " not in answer.text
+
+
 @pytest.mark.browser
 def test_search_on_a_phone(seed: Seeder, db_url: str) -> None:
     from include.radar.web.app import create_app
     from tests.browser import PHONE, chromium, screenshot, serve
-    from tests.test_web import FakeUser, airflow_get_user, allow_reading, make_settings
+    from tests.pages import FakeUser, airflow_get_user, allow_reading, make_settings
 
     ids = _corpus(seed)
     app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: NOW)

@@ -803,7 +803,7 @@ def test_the_page_counts_suspended_calls_at_their_last_close_and_states_the_boun
 def test_the_record_page_and_an_analysis_outcome_on_a_phone(fakes, db_url: str) -> None:
     from include.radar.web.app import create_app
     from tests.browser import PHONE, chromium, screenshot, serve
-    from tests.test_web import FakeUser, airflow_get_user, allow_reading, make_settings
+    from tests.pages import FakeUser, airflow_get_user, allow_reading, make_settings
 
     _day_of_picks(fakes)
     track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))

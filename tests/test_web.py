@@ -13,8 +13,7 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -24,262 +23,27 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from include.radar import signing, store
-from include.radar.settings import Settings, load_settings
+from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI, slot_at
 from include.radar.web import views
-from include.radar.web.app import SECURITY_HEADERS, create_app
+from include.radar.web.app import create_app
+from tests.pages import (
+    DAY,
+    NOW,
+    OPPORTUNITY,
+    SECRET,
+    XSS,
+    XSS_ESCAPED,
+    FakeUser,
+    Seeder,
+    airflow_get_user,
+    allow_reading,
+    commit,
+    make_settings,
+    signed,
+)
 
 REPO = Path(__file__).resolve().parents[1]
-SECRET = "test-link-secret-0123456789abcdef01"
-DAY = date(2026, 1, 8)
-# 20:30 in Shanghai: 07:00-14:00 have run, 18:00 is overdue (grace 30 min), 22:00 is still ahead
-NOW = datetime(2026, 1, 8, 20, 30, tzinfo=SHANGHAI).astimezone(UTC)
-XSS = "<script>alert(1)</script>"
-XSS_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
-
-
-def make_settings(**overrides: Any) -> Settings:
-    values: dict[str, Any] = {"link_secret": SECRET, "report_base_url": "https://radar.example.com/radar"}
-    values.update(overrides)
-    return load_settings({}.get, use_airflow=False, **values)
-
-
-@dataclass
-class FakeUser:
-    username: str = "analyst"
-
-
-def airflow_get_user() -> Any:
-    from airflow.api_fastapi.core_api.security import get_user
-
-    return get_user
-
-
-def allow_reading(app: FastAPI, *, edit: bool = False) -> None:
-    """Grant the fake user the role check (read access to the radar DAG; edit access with ``edit``), overridden
-    like get_user."""
-    from include.radar.web.auth import may_edit_radar, may_read_radar
-
-    app.dependency_overrides[may_read_radar] = lambda _user: True
-    app.dependency_overrides[may_edit_radar] = lambda _user: edit
-
-
-def signed(path: str, *, now: datetime = NOW, days: int = 7, secret: str = SECRET) -> str:
-    query = signing.sign(path, secret, now, days)
-    return f"{path}?exp={query['exp']}&sig={query['sig']}"
-
-
-# ------------------------------------------------------------------------------------------------ seeding
-
-
-class Seeder:
-    """Writes rows the way the steps do, through the store's functions (include/radar/store/)."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.threshold = 60
-        self._n = 0
-        self._accounts: dict[str, int] = {}
-
-    def account(self, name: str) -> int:
-        if name not in self._accounts:
-            self._accounts[name] = store.upsert_account(self.conn, f"mp_{len(self._accounts)}", name)["id"]
-        return self._accounts[name]
-
-    def slot(
-        self, day: date, slot: str, *, state: str = "done", error: str | None = None, new: int = 0
-    ) -> dict[str, Any]:
-        key = slot_at(day, slot)
-        run_id = f"scheduled__{key.scheduled_at.isoformat()}"
-        row = store.open_slot_run(self.conn, key, run_type="scheduled", dag_id="opportunity_radar", dag_run_id=run_id)
-        if new:
-            store.record_ingest(self.conn, row["id"], new=new, skipped=0, waiting=0)
-        if error:
-            store.record_step(self.conn, row["id"], "ingest", error)
-        return row
-
-    def close(self, slot_row: dict[str, Any]) -> dict[str, Any]:
-        return store.close_slot_run(self.conn, slot_row["id"], self.threshold)
-
-    def article(
-        self,
-        slot_row: dict[str, Any],
-        title: str,
-        score: int,
-        *,
-        summary: str = "摘要",
-        account: str = "财经观察",
-        url: str = "https://mp.weixin.qq.com/s/abc",
-        published_at: datetime | None = None,
-        opportunities: list[dict[str, Any]] | None = None,
-        reused_from_id: int | None = None,
-    ) -> int:
-        self._n += 1
-        account_id = self.account(account)
-        item_id = store.insert_content_item(
-            self.conn,
-            {
-                "external_id": f"ext-{self._n}",
-                "account_id": account_id,
-                "mp_id": f"mp-{account}",
-                "title": title,
-                "url": url,
-                "published_at": published_at or slot_row["scheduled_at"] - timedelta(hours=1),
-                "raw_html_size": 1000,
-                "clean_text": "正文",
-                "content_hash": f"hash-{self._n}",
-                "body_status": 1,
-                "last_error": None,
-                "slot_run_id": slot_row["id"],
-            },
-        )
-        claim = store.claim_item(self.conn, item_id, slot_run_id=slot_row["id"], claimer="seed", max_attempts=3)
-        opps = opportunities or []
-        analysis_id = store.insert_analysis(
-            self.conn,
-            {
-                "content_item_id": item_id,
-                "slot_run_id": slot_row["id"],
-                "reused_from_id": reused_from_id,
-                "score": score,
-                "has_opportunity": score >= self.threshold,
-                "top_type": opps[0]["type"] if opps else "none",
-                "summary": summary,
-                "result_json": {"score": score, "summary": summary, "opportunities": opps},
-                "model": "deepseek-v4-pro",
-                "prompt_version": "analysis/v1",
-                "prompt_tokens": 5321,
-                "completion_tokens": 812,
-                "reasoning_tokens": 2048,
-                "cache_hit_tokens": 4096,
-                "cache_miss_tokens": 1225,
-                "cost": "0.001234",
-                "currency": "USD",
-                "latency_ms": 23456,
-                "llm_calls": 2,
-            },
-            opps,
-            attempt_id=claim.attempt_id,
-        )
-        assert analysis_id is not None
-        return analysis_id
-
-    def failure(self, slot_row: dict[str, Any], title: str, error: str) -> int:
-        self._n += 1
-        item_id = store.insert_content_item(
-            self.conn,
-            {
-                "external_id": f"ext-{self._n}",
-                "account_id": self.account("失败号"),
-                "mp_id": "mp-fail",
-                "title": title,
-                "url": "https://mp.weixin.qq.com/s/fail",
-                "published_at": slot_row["scheduled_at"] - timedelta(hours=2),
-                "raw_html_size": 1000,
-                "clean_text": "正文",
-                "content_hash": f"hash-{self._n}",
-                "body_status": 1,
-                "last_error": None,
-                "slot_run_id": slot_row["id"],
-            },
-        )
-        claim = store.claim_item(self.conn, item_id, slot_run_id=slot_row["id"], claimer="seed", max_attempts=3)
-        store.finish_attempt(self.conn, claim.attempt_id, "failed", error=error)
-        return item_id
-
-    def push(
-        self, day: date, *, channel: str = "bark://api.day.app", error: str | None = None, sent: bool = True
-    ) -> None:
-        uuid = f"daily-{day}-{channel}"
-        store.claim_notification(
-            self.conn,
-            {
-                "msg_uuid": uuid,
-                "report_date": day,
-                "slot": "22:00",
-                "push_type": "daily",
-                "target_url": f"https://radar.example.com/radar/daily/{day}?exp=1&sig=secret-signature",
-                "channel": channel,
-                "slot_run_id": None,
-                "title": f"【日报】{day}",
-                "channel_key": f"key-{channel}",
-                "body": f"【日报】{day}",
-            },
-        )
-        if sent or error:
-            store.finish_notification(self.conn, uuid, error)
-
-    def report(
-        self,
-        day: date,
-        *,
-        status: int = store.REPORT_OK,
-        digest_md: str = "## 今日要点\n- 储能集采放量",
-        digest_json: dict[str, Any] | None = None,
-        stats: dict[str, Any] | None = None,
-        slots_done: list[str] | None = None,
-        error: str | None = None,
-    ) -> None:
-        store.upsert_daily_report(
-            self.conn,
-            {
-                "report_date": day,
-                "status": status,
-                "digest_md": digest_md,
-                "digest_json": digest_json or {"top_opportunities": [], "watchlist": []},
-                "slots_done": slots_done or [],
-                "stats": stats or {},
-                "model": "deepseek-v4-pro",
-                "prompt_version": "digest/v1",
-                "error": error,
-                "slot_run_id": None,
-            },
-        )
-
-
-OPPORTUNITY = {
-    "name": "储能电芯龙头",
-    "type": "sector",
-    "targets": ["储能", "锂电池"],
-    "direction": "bullish",
-    "horizon": "1-3个月",
-    "catalyst": "四季度集采招标量同比翻倍",
-    "risks": ["碳酸锂价格反弹挤压利润"],
-    "evidence": ["11月储能集采中标规模同比增长120%"],
-    "confidence": 0.7,
-}
-
-
-@pytest.fixture
-def seed(conn: Any) -> Seeder:
-    return Seeder(conn)
-
-
-def commit(seeder: Seeder) -> None:
-    seeder.conn.commit()
-
-
-@pytest.fixture
-def make_client(db_url: str):
-    """A factory of TestClients; ``user=True`` overrides Airflow's get_user with a fake logged-in user who may
-    read the radar DAG (and edit it, unless ``editor=False``)."""
-
-    def factory(
-        *, user: bool = True, settings: Settings | None = None, url: str | None = None, editor: bool = True
-    ) -> TestClient:
-        cfg = settings or make_settings()
-        app = create_app(lambda: cfg, url or db_url, clock=lambda: NOW)
-        if user:
-            app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
-            allow_reading(app, edit=editor)
-        return TestClient(app)
-
-    return factory
-
-
-@pytest.fixture
-def client(make_client) -> TestClient:
-    return make_client()
 
 
 def text_order(html: str, *needles: str) -> list[int]:
@@ -523,7 +287,7 @@ def test_pages_require_an_airflow_login(make_client, path: str) -> None:
     assert response.status_code == 401
     assert response.headers["content-type"].startswith("text/html")
     assert "请先登录 Airflow" in response.text
-    assert response.headers["Content-Security-Policy"] == SECURITY_HEADERS["Content-Security-Policy"]
+    assert response.headers["Content-Security-Policy"] == EXPECTED_SECURITY_HEADERS["Content-Security-Policy"]
 
 
 def test_airflow_tokens_go_through_airflows_get_user(make_client, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -643,7 +407,7 @@ def test_unknown_analysis_is_a_404_page(client: TestClient) -> None:
     ],
 )
 def test_malformed_parameters_are_404_pages(client: TestClient, path: str) -> None:
-    """A path that names no report is "no such page" (issue 12; these were 400s before)."""
+    """A path that names no report is "no such page", not a bad request."""
     response = client.get(path)
     assert response.status_code == 404
     assert response.headers["content-type"].startswith("text/html")
@@ -677,10 +441,21 @@ def test_unexpected_errors_are_a_500_page(db_url: str) -> None:
     assert response.headers["X-Content-Type-Options"] == "nosniff"
 
 
+# what the pages promise a browser, written out: no script but the app's own, no frame but Airflow's, no form
+# posting elsewhere, no referrer (a pushed link's signature is in its query)
+EXPECTED_SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; "
+                               "img-src 'self' data:; frame-ancestors 'self'; base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "SAMEORIGIN",
+}
+
+
 def test_security_headers_on_every_response(client: TestClient) -> None:
     for path in ("/", "/daily/2026-01-08", "/analysis/1", "/analysis/x"):
         response = client.get(path)
-        for name, value in SECURITY_HEADERS.items():
+        for name, value in EXPECTED_SECURITY_HEADERS.items():
             assert response.headers[name] == value, (path, name)
         assert response.headers["Cache-Control"] == "no-store"
     assert client.get("/static/icon.svg").headers["content-type"].startswith("image/svg+xml")

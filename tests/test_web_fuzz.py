@@ -30,7 +30,7 @@ from include.radar import signing, store
 from include.radar.web.app import create_app
 from include.radar.web.auth import READ_COOKIE, may_edit_radar, may_read_radar, read_session_value
 from tests.conftest import TABLES
-from tests.test_web import DAY, NOW, OPPORTUNITY, SECRET, FakeUser, Seeder, airflow_get_user, make_settings
+from tests.pages import DAY, NOW, OPPORTUNITY, SECRET, FakeUser, Seeder, airflow_get_user, make_settings
 
 DEAD_DB = "postgresql://radar:secret@127.0.0.1:1/radar"
 

@@ -134,7 +134,7 @@ def test_the_weekly_page_escapes_hostile_llm_text_and_refuses_other_days(fakes) 
 
     from include.radar.web.app import create_app
     from include.radar.web.auth import may_read_radar
-    from tests.test_web import make_settings  # noqa: F401 - the same app, a reader with access
+    from tests.pages import make_settings
 
     app = create_app(lambda: make_settings(), db.database_url(), clock=lambda: SUNDAY + timedelta(hours=1))
     app.dependency_overrides[get_user] = lambda: object()
@@ -157,7 +157,7 @@ def test_the_week_of_a_day_is_monday_to_sunday() -> None:
 def test_the_weekly_page_on_a_phone(fakes, db_url: str) -> None:
     from include.radar.web.app import create_app
     from tests.browser import PHONE, chromium, screenshot, serve
-    from tests.test_web import FakeUser, airflow_get_user, allow_reading, make_settings
+    from tests.pages import FakeUser, airflow_get_user, allow_reading, make_settings
 
     _setup(fakes)
     fakes.at(THURSDAY)

@@ -42,7 +42,7 @@ class AlertNotifier(BaseNotifier):
     def notify(self, context: Any) -> None:
         try:
             self._notify(context)
-        except Exception:  # noqa: BLE001 - a callback must never mask the task's own failure
+        except Exception:  # a callback must never mask the task's own failure
             log.exception("the operator alert for a failed task could not be raised")
 
     def _notify(self, context: Any) -> None:
@@ -55,7 +55,7 @@ class AlertNotifier(BaseNotifier):
         slot = None
         try:
             slot = ti.xcom_pull(task_ids="open_slot")
-        except Exception:  # noqa: BLE001 - open_slot itself may be what failed
+        except Exception:  # open_slot itself may be what failed
             log.debug("no slot for the alert", exc_info=True)
         where = f"{ti.dag_id} · {ti.run_id} · {task_id}" + (f"[{ti.map_index}]" if getattr(ti, "map_index", -1) >= 0 else "")
         log_url = getattr(ti, "log_url", None)

@@ -21,7 +21,7 @@ def run_step(step: str, *args: Any, **kwargs: Any) -> Any:
     """Run the step function named ``step`` (include/radar/steps/, loaded by name: a task imports only its own
     step's module) with the settings and connections resolved inside the task; fail fast, without retries, on
     bad configuration."""
-    from include.radar import runtime, steps  # noqa: PLC0415 - only the task that runs a step imports it
+    from include.radar import runtime, steps  # only the task that runs a step imports it
 
     func: Callable[..., Any] = steps.load(step)
     try:
@@ -38,13 +38,13 @@ def task_try() -> tuple[str, int, int] | None:
     try:
         ti = get_current_context()["ti"]
         return str(ti.task_id), int(ti.map_index if ti.map_index is not None else -1), int(ti.try_number)
-    except Exception:  # noqa: BLE001 - no task running here
+    except Exception:  # no task running here
         return None
 
 
 def branch(slot: dict[str, Any], summary: dict[str, Any] | None) -> str:
     """The task id the slot's branch follows (pure: needs no database)."""
-    from include.radar.steps.summarise import choose_path  # noqa: PLC0415
+    from include.radar.steps.summarise import choose_path
 
     return choose_path(slot, summary).branch
 
@@ -64,7 +64,7 @@ def failed_tasks(context: dict[str, Any]) -> list[str]:
     ti = context["ti"]
     try:
         states = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id])
-    except Exception:  # noqa: BLE001 - older API or in-process test runner: the step records suffice
+    except Exception:  # older API or in-process test runner: the step records suffice
         log.debug("task states unavailable", exc_info=True)
         return []
     per_run = states.get(ti.run_id, states) if isinstance(states, dict) else {}

@@ -1,16 +1,11 @@
 """Operator alerts: what is wrong with the radar, told once per cause and day, never with a secret.
 
-Readers' pushes and operator alerts are different messages to (usually) different people. Alerts go to
-the ``radar_ops_push`` connection's channels; without it, to the reader's channels, titled 「运维」.
-Each cause is recorded in ``operator_alert`` (unique per Shanghai day and cause) and delivered through
-the notification log like every push (``push_type='alert'``, identified by the cause), so a rerun, a
-retry or a second worker raising the same cause sends nothing more; a failed delivery is retried by the
-next occurrence. Raising an alert never fails the step that raised it.
-
-Causes are raised where they are seen: in the steps (a WeRSS login refused, a 429 streak, half a slot's
-analyses failed, the budget reached, a slot that never ran) and through Airflow's own mechanisms: the
-``AlertNotifier`` on every task's ``on_failure_callback`` and a Deadline Alert on the daily run
-(``daily_deadline_missed``, run by the triggerer).
+Alerts go to the ``radar_ops_push`` connection's channels (without it, to the reader's, titled 「运维」). Each
+cause is recorded in ``operator_alert`` (unique per Shanghai day and cause) and delivered through the
+notification log (``push_type='alert'``), so reruns, retries and other workers send nothing more; a failed
+delivery is retried by the next occurrence; raising never fails the step. Causes are raised where they are
+seen: in the steps (a refused WeRSS login, a 429 streak, failed analyses, the budget, a slot that never ran),
+by the ``AlertNotifier`` on task failures and by the daily run's Deadline Alert.
 """
 
 from __future__ import annotations
@@ -92,7 +87,7 @@ def raise_alert(
         with connect() as conn:
             alert = store.record_alert(conn, day=day, cause=cause, title=info.title, detail=detail,
                                        slot_run_id=slot_run_id, dag_run_id=dag_run_id)
-    except Exception:  # noqa: BLE001 - alerting must not fail the step that raised it
+    except Exception:  # alerting must not fail the step that raised it
         log.exception("operator alert %s could not be recorded: %s", cause, detail)
         return "unrecorded"
     if alert["delivered"]:
@@ -110,12 +105,12 @@ def raise_alert(
         error = "; ".join(report.failed) or None
         # a channel another raiser is sending to right now is not delivered yet: its outcome decides
         delivered = error is None and not report.pending
-    except Exception as exc:  # noqa: BLE001 - no channel, a broken channel URL: recorded, shown on the page
+    except Exception as exc:  # no channel, a broken channel URL: recorded, shown on the page
         error, delivered = redact.scrub(f"{exc.__class__.__name__}: {exc}"), False
     try:
         with connect() as conn:
             store.finish_alert(conn, alert["id"], error, delivered=delivered)
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.exception("operator alert %s: its delivery could not be recorded", cause)
     if error:
         log.warning("operator alert %s could not be delivered (%s): %s", cause, error, detail)

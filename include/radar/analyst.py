@@ -1,21 +1,12 @@
 """Analyse one article with the LLM, never paying twice, never leaving it stuck.
 
-Order of checks (seed 000 section 4.1, seed 003 section 4), all inside one claim (store.claim_item): an
-item that already has an analysis is skipped before any call; an item whose clean-text hash was analysed
-under another external id (a repost) reuses that analysis; one whose twin is being analysed right now
-waits for it; one with no attempts left is failed for good; otherwise the claim counts an attempt and the
-LLM is called, and the result is inserted under the unique key ``analysis_result(content_item_id)``.
-
-Every way out closes the attempt: analysed; failed (the ladder or DeepSeek gave up: handled, counted on
-the slot); interrupted (the slot's deadline came first: pending again, for a later slot); released (a
-configuration error before any paid call: not counted); crashed (anything unexpected, including a database
-that drops during the call: counted, and re-raised so the task and the run fail visibly). If even the crash
-cannot be recorded, the claim's lease runs out and the article is failed then, the attempt counted.
-
-Claims belong to a task try and are held by a short lease that a :class:`ClaimKeeper` renews while the try
-runs. A retry that finds an article still claimed by another try of its task waits for it (a live try
-finishes the article and the retry reuses its analysis; a dead try's lease runs out within
-``store.LEASE`` and the retry takes the article over): DeepSeek is called once per article either way.
+All inside one claim (store.claim_item): an article already analysed is skipped, a repost of analysed text
+reuses that analysis, one whose twin is being analysed waits for it, one without attempts left fails for
+good; otherwise an attempt is counted and the LLM called, the result inserted under a unique key. Every way
+out closes the attempt: analysed, failed (counted on the slot), interrupted (the deadline came first: pending
+again), released (a configuration error before any paid call) or crashed (recorded, then re-raised). Claims
+are held by a short lease a :class:`ClaimKeeper` renews while the task try lives; a retry waits for a live
+try to finish or for a dead one's lease to run out, so DeepSeek is called once per article either way.
 """
 
 from __future__ import annotations
@@ -37,9 +28,9 @@ from include.radar.llm import (
     LLMExhausted,
     LLMRejected,
     Prompt,
-    Usage,
     neutralise_delimiters,
 )
+from include.radar.pricing import Usage
 from include.radar.rubric import rubric
 from include.radar.schemas import ArticleAnalysis
 from include.radar.settings import Settings
@@ -87,7 +78,7 @@ class ClaimKeeper:
                 with self.connect() as conn:
                     store.renew_claims(conn, self.owner)
                 self.renewals += 1
-            except Exception:  # noqa: BLE001 - the next beat tries again; the lease has room for a few misses
+            except Exception:  # the next beat tries again; the lease has room for a few misses
                 log.warning("claims of %s: renewing their leases failed; trying again in %.0fs", self.owner,
                             self.every, exc_info=True)
 
@@ -150,19 +141,45 @@ def analyse_item(
         log.info("item %s: the slot's analysis deadline has passed; left for a later slot", item_id)
         return Outcome(item_id, "deferred", error="the slot's analysis deadline passed; a later slot analyses it")
     llm = llm_factory()  # a configuration problem (a missing or malformed key) surfaces before any claim
-    if settings.daily_budget:
-        with connect() as conn:
-            spent = spending.budget_reached(conn, settings)
-            if spent is not None:
-                store.defer_for_budget(conn, slot_run_id, [item_id], spending.today())
+    over_budget = _over_budget(connect, settings, item_id, slot_run_id, on_budget)
+    if over_budget is not None:
+        return over_budget
+    claim, early, profile = _claim(connect, item_id, slot_run_id=slot_run_id, claimer=claimer, settings=settings,
+                                   deadline=deadline)
+    if early is not None:
+        return early
+    return _analyse_claimed(connect, llm, claim, profile, item_id=item_id, slot_run_id=slot_run_id,
+                            settings=settings, deadline=deadline)
+
+
+def _over_budget(connect: Callable[[], Any], settings: Settings, item_id: int, slot_run_id: int,
+                 on_budget: Callable[[str], None] | None) -> Outcome | None:
+    """The deferral of an item once the day's LLM budget is reached, else None."""
+    if not settings.daily_budget:
+        return None
+    with connect() as conn:
+        spent = spending.budget_reached(conn, settings)
         if spent is not None:
-            reason = (f"the day's LLM budget is reached ({settings.price_table().money(spent)} of "
-                      f"{settings.price_table().money(settings.daily_budget)}); left for the next day")
-            log.warning("item %s: %s", item_id, reason)
-            if on_budget:
-                on_budget(reason)
-            return Outcome(item_id, "deferred", error=reason)
-    # another try of this task holds it: wait for that try to finish it, or for its lease to run out (it died)
+            store.defer_for_budget(conn, slot_run_id, [item_id], spending.today())
+    if spent is None:
+        return None
+    reason = (f"the day's LLM budget is reached ({settings.price_table().money(spent)} of "
+              f"{settings.price_table().money(settings.daily_budget)}); left for the next day")
+    log.warning("item %s: %s", item_id, reason)
+    if on_budget:
+        on_budget(reason)
+    return Outcome(item_id, "deferred", error=reason)
+
+
+def _claim(
+    connect: Callable[[], Any], item_id: int, *, slot_run_id: int, claimer: str, settings: Settings,
+    deadline: float | None,
+) -> tuple[store.Claim, Outcome | None, focus.Profile]:
+    """Claim the item: the claim, the outcome when it needs no call, and the reader's profile for the prompt.
+
+    While another try of this task holds it, wait for that try to finish it, or for its lease to run out
+    (it died), within the slot's deadline.
+    """
     patience = time.monotonic() + store.LEASE.total_seconds() + BUSY_POLL_SECONDS
     if deadline is not None:
         patience = min(patience, deadline - MIN_CALL_SECONDS)
@@ -175,36 +192,25 @@ def analyse_item(
             if not waiting:
                 early = _without_call(conn, claim, item_id, slot_run_id)
                 profile = focus.from_row(store.get_profile(conn)) if early is None else focus.Profile()
-        if not waiting:
-            break
+                return claim, early, profile
+        assert claim.item is not None
         log.info("item %s: another try of this task holds it (%s); waiting for it", item_id, claim.item["claimed_by"])
         time.sleep(max(min(BUSY_POLL_SECONDS, patience - time.monotonic()), 0.05))
-    if early is not None:
-        return early
+
+
+def _analyse_claimed(
+    connect: Callable[[], Any], llm: LLMClient, claim: store.Claim, profile: focus.Profile, *, item_id: int,
+    slot_run_id: int, settings: Settings, deadline: float | None,
+) -> Outcome:
+    """Call the LLM for a claimed item and store its analysis; every way out closes the attempt."""
     item, attempt_id = claim.item, claim.attempt_id
     assert item is not None and attempt_id is not None
     # the ladder's usage is ours from the first call: whatever kills the task, what was paid is recorded
     spend = Spend(settings, item_id=item_id, attempt_id=attempt_id, slot_run_id=slot_run_id, model=llm.model,
                   usage=Usage())
     try:
-        source = evidence.Article(item["clean_text"])
-        threshold = settings.push_score_threshold
-        answer = llm.complete_json(
-            system_prompt(threshold, profile), article_prompt(item, settings.deepseek_content_truncate_chars),
-            ArticleAnalysis,
-            deadline=deadline, check=lambda value: evidence.needs_repair(value, source, threshold), usage=spend.usage,
-        )
-        result, verdict = evidence.settle(answer.value, source, threshold)  # type: ignore[arg-type]
-        record = _record(item_id, slot_run_id, result, answer.usage, answer.model, settings, verdict)
-        record["watch_hits"] = profile.watch_hits(item["title"], item["clean_text"])
-        with connect() as conn:
-            spend.record(conn)
-            analysis_id = store.insert_analysis(conn, record, [o.model_dump() for o in result.opportunities],
-                                                attempt_id=attempt_id)
-            if analysis_id is None:  # a concurrent run stored it first: that one stands
-                store.finish_attempt(conn, attempt_id, "analysed", llm_calls=answer.usage.calls)
-                existing = store.analysis_for_item(conn, item_id)
-                return Outcome(item_id, "skipped", existing["id"] if existing else None, existing and existing["score"])
+        return _call_and_store(connect, llm, item, profile, spend, attempt_id=attempt_id, item_id=item_id,
+                               slot_run_id=slot_run_id, settings=settings, deadline=deadline)
     except LLMDeadline as exc:
         with connect() as conn:
             spend.record(conn, exc.usage)
@@ -229,6 +235,31 @@ def analyse_item(
     except BaseException as exc:  # anything else, even a task timeout: record the crash, then fail the task
         _record_crash(connect, attempt_id, exc, spend)
         raise
+
+
+def _call_and_store(
+    connect: Callable[[], Any], llm: LLMClient, item: dict[str, Any], profile: focus.Profile, spend: Spend, *,
+    attempt_id: int, item_id: int, slot_run_id: int, settings: Settings, deadline: float | None,
+) -> Outcome:
+    """The ladder's answer, its evidence settled, stored with what it cost."""
+    source = evidence.Article(item["clean_text"])
+    threshold = settings.push_score_threshold
+    answer = llm.complete_json(
+        system_prompt(threshold, profile), article_prompt(item, settings.deepseek_content_truncate_chars),
+        ArticleAnalysis,
+        deadline=deadline, check=lambda value: evidence.needs_repair(value, source, threshold), usage=spend.usage,
+    )
+    result, verdict = evidence.settle(answer.value, source, threshold)  # type: ignore[arg-type]
+    record = _record(item_id, slot_run_id, result, answer.usage, answer.model, settings, verdict)
+    record["watch_hits"] = profile.watch_hits(item["title"], item["clean_text"])
+    with connect() as conn:
+        spend.record(conn)
+        analysis_id = store.insert_analysis(conn, record, [o.model_dump() for o in result.opportunities],
+                                            attempt_id=attempt_id)
+        if analysis_id is None:  # a concurrent run stored it first: that one stands
+            store.finish_attempt(conn, attempt_id, "analysed", llm_calls=answer.usage.calls)
+            existing = store.analysis_for_item(conn, item_id)
+            return Outcome(item_id, "skipped", existing["id"] if existing else None, existing and existing["score"])
     log.info("item %s (%s): score %d, %d opportunities, %d calls, %d ms",
              item_id, item["title"], result.score, len(result.opportunities), answer.usage.calls, answer.usage.latency_ms)
     return Outcome(item_id, "analysed", analysis_id, result.score)
@@ -269,7 +300,7 @@ def _record_crash(connect: Callable[[], Any], attempt_id: int, exc: BaseExceptio
         with connect() as conn:
             spend.record(conn)  # an answer paid for before the crash (a database that dropped after it)
             store.finish_attempt(conn, attempt_id, "crashed", error=f"{exc.__class__.__name__}: {exc}")
-    except Exception:  # noqa: BLE001 - the database may be what failed: the lease takes over
+    except Exception:  # the database may be what failed: the lease takes over
         log.exception("could not record the crash of attempt %s; its lease will expire", attempt_id)
 
 

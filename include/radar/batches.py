@@ -1,19 +1,11 @@
 """Analysis batches: how a slot's articles are split over mapped tasks, and how one task runs its batch.
 
-A mapped task per article cost a task process per article (seconds of start-up each on a small machine),
-so a slot's time grew with its article count, not with its LLM calls. A slot's articles are instead split
-into a few batches (``plan``): at least ``analysis_tasks`` of them (the Airflow pool ``radar_llm`` runs
-that many at once, on as many workers), at most ``MAX_BATCH`` articles each, and a multiple of
-``analysis_tasks`` so that the waves are full. A batch runs its articles in a thread pool of
-``ceil(llm_concurrency / analysis_tasks)`` threads, so about ``llm_concurrency`` calls are in flight
-across the slot.
-
-Each article keeps what it had as a mapped task: its own claim, attempts, status and row
-(analyst.analyse_item), its own step record ``analyse:<item id>`` on the slot. An unexpected error in one
-article does not stop its neighbours; the batch task fails at the end, naming the articles that crashed,
-and Airflow's retry (or an operator's clear) runs the batch again: what is already analysed (or failed for
-good) is settled by its claim without a call, so only the unfinished articles are analysed. A
-configuration error (a wrong key, a missing connection) stops the batch's remaining articles at once.
+A task per article paid a process start-up per article, so the articles are split (``plan``) into a few
+batches: at least ``analysis_tasks`` (the ``radar_llm`` pool's size), at most ``MAX_BATCH`` articles each,
+in full waves. A batch runs its articles in ``ceil(llm_concurrency / analysis_tasks)`` threads, so about
+``llm_concurrency`` calls are in flight across the slot. Each article keeps its own claim and step record
+(``analyse:<item id>``); one that crashes does not stop the others, and the batch fails at the end naming
+it, so a retry analyses only what is unfinished. A configuration error stops the batch at once.
 """
 
 from __future__ import annotations
@@ -79,7 +71,7 @@ def run(
             return
         try:
             outcome = analyse(article)
-        except BaseException as exc:  # noqa: BLE001 - every article's end is collected, then judged below
+        except BaseException as exc:  # every article's end is collected, then judged below
             if isinstance(exc, stop_on):
                 stop.set()
             with lock:

@@ -1,30 +1,13 @@
-"""Is a cleaned WeChat body the article, or one of WeChat's own pages that WeRSS saved in its place?
+"""Is a cleaned WeChat body the article, or one of WeChat's own pages that WeRSS saved in its place? Pure.
 
-Pure: no I/O. What WeRSS users meet (github.com/rachelos/we-mp-rss, read in its source and issues):
-
-- **The verification page.** When WeChat's anti-bot check trips, its page says 「环境异常」「当前环境异常，完成验证后
-  即可继续访问。」 and a 「去验证」 button. Older WeRSS saved that page as the article's body (issue #149: the feed's
-  body was ``环境异常 当前环境异常，完成验证后即可继续访问。 去验证``; #311 shows the same page in its log), in
-  ``content`` and ``content_html`` alike. Newer WeRSS (``driver/wxarticle.py``) recognises the phrase and stores
-  no body, which the ingest already treats as a body still to come.
-- **Empty or cut bodies** (#34, #292, #382): a body WeRSS fetched before the page's script filled
-  ``#js_content`` holds only WeChat's chrome (follow/share lines, 「阅读原文」), which cleaning drops; a body
-  cut in transit ends inside a tag, or with its containers left open in mid-sentence; a cut body can be far
-  shorter than the article's own digest (``description``, which WeRSS sometimes fills with the whole text).
-- **Deleted or blocked articles.** WeChat answers 「该内容已被发布者删除」 (English: "The content has been deleted
-  by the author."), 「此内容因违规无法查看」 ("Unable to view this content because it violates regulation") or
-  「此内容发送失败无法查看」. Newer WeRSS marks such articles deleted (status 1000; its detail route then answers
-  404 40401) and older versions saved the page as the body. 「该内容暂时无法查看」 and 「内容审核中」 (under review)
-  are the same pages for an article WeChat may still release.
-
-Such a page is recognised by its shape, never by a word: a body is one of these pages only when, once the
-page's own phrases (and WeChat's chrome lines) are taken out, almost nothing is left. An article that quotes
-「当前环境异常，完成验证后即可继续访问」 in its text is an article and is analysed.
-
-What becomes of each (``Verdict.to_come``): a verification page, a cut body and a page of an article under
-review are *bodies still to come*: the article stays waiting, is rechecked on the waiting schedule, and is
-never sent to the LLM. A deleted or blocked article is *gone*: WeChat will not serve it again (WeRSS itself
-stops fetching it), so rechecking would only spend detail calls; it is stored unusable and never analysed.
+What WeRSS users meet (we-mp-rss #149, #311, #34, #292, #382): the verification page (「环境异常」「当前环境异常，
+完成验证后即可继续访问。」「去验证」), saved as the body by older WeRSS; empty or cut bodies (only WeChat's chrome,
+a body ending inside a tag or mid-sentence, far shorter than its own ``description``); and the pages of deleted,
+blocked or withheld articles (「该内容已被发布者删除」「此内容因违规无法查看」「此内容发送失败无法查看」, 「该内容暂时
+无法查看」「内容审核中」). A page is recognised by its shape, never a word: only when almost nothing is left once
+its own phrases and WeChat's chrome are taken out (an article quoting them is analysed). A verification page,
+a cut body and an article under review are *to come* (``Verdict.to_come``: the article keeps waiting and is
+rechecked, never sent to the LLM); a deleted or blocked article is *gone*: stored unusable, never analysed.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Turn a WeChat article body from WeRSS into clean text for the LLM.
 
-WeRSS (v1.4.9) hands us one of two shapes: ``content_html``, the original WeChat page with the body in
-``#js_content`` plus scripts, styles and QR-code/follow chrome; or ``content``, a simplified re-render without
-that wrapper in which images are ``<img alt="图片">`` and the follow/share chrome is still present. Both go
-through the same path: pick the body node, walk it iteratively (WeChat markup can nest thousands of levels
-deep, so no recursion), keep paragraph, list and table structure as plain lines, drop the chrome, normalise
-whitespace. The text is what the LLM sees and what is hashed, so it must be deterministic and never markup.
-
-Nothing here raises: a parser failure falls back to a crude regex tag strip, and the reason is recorded so
-the caller can store it next to the article.
+WeRSS hands over ``content_html`` (the WeChat page, the body in ``#js_content``, with scripts and follow
+chrome) or ``content`` (a simplified re-render, chrome included). Both take one path: pick the body node, walk
+it iteratively (WeChat markup nests thousands of levels deep), keep paragraphs, lists and tables as plain
+lines, drop the chrome, normalise whitespace. The text is what the LLM sees and what is hashed: deterministic,
+never markup. Nothing raises: a parser failure falls back to a regex tag strip, with the reason recorded.
 """
 
 from __future__ import annotations
@@ -142,7 +138,7 @@ def _is_conversion_error(html: str) -> bool:
 
 
 def _body_root(soup: BeautifulSoup) -> Tag:
-    from bs4 import Tag  # noqa: PLC0415 - see the top
+    from bs4 import Tag  # imported on first use: see the top
 
     found = soup.find(id="js_content") or soup.find(class_="rich_media_content") or soup.body
     return found if isinstance(found, Tag) else soup
@@ -158,89 +154,103 @@ def _dropped(tag: Tag) -> bool:
 
 def _extract(html: str) -> tuple[str, int]:
     """Walk the body iteratively; returns the normalised text and how many images the body had."""
-    from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, Tag, XMLParsedAsHTMLWarning  # noqa: PLC0415
-    from bs4.element import NavigableString, PreformattedString  # noqa: PLC0415
+    from bs4 import BeautifulSoup, MarkupResemblesLocatorWarning, Tag, XMLParsedAsHTMLWarning
+    from bs4.element import NavigableString, PreformattedString
 
     with warnings.catch_warnings():  # short bodies look like file names to bs4; that guess is noise here
         warnings.simplefilter("ignore", MarkupResemblesLocatorWarning)
         warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
         soup = BeautifulSoup(html, "lxml")
-    root = _body_root(soup)
-    out: list[str] = []
-    pending = 0  # line breaks owed before the next text (max of the requests, so nested blocks do not pile up)
-    bullet = False  # an <li> started and its "- " is not written yet
-    cells = 0  # depth inside td/th: breaks become spaces so a row stays on one line
-    pre = items = 0  # depth inside <pre> / <li> (paragraphs inside a list item stay single lines)
-    rows: list[int] = []  # cells seen so far in each open <tr>
-    images = 0
-
-    def brk(n: int) -> None:
-        nonlocal pending
-        if cells:
-            out.append(" ")
-        else:
-            pending = max(pending, min(n, 1) if items else n)
-
-    def emit(s: str) -> None:
-        nonlocal pending, bullet
-        if pending:
-            if s.isspace():
-                return
-            if out:
-                out.append("\n" * pending)
-            pending = 0
-        if bullet and not s.isspace():
-            out.append("- ")
-            bullet = False
-        out.append(s)
-
-    stack: list[object] = [root]
+    writer = _TextWriter()
+    stack: list[object] = [_body_root(soup)]
     while stack:
         node = stack.pop()
         if isinstance(node, tuple):  # ("end", name): leaving a tag
-            name = node[1]
-            if name in ("td", "th"):
-                cells -= 1
-            elif name == "tr" and rows:
-                rows.pop()
-            elif name == "pre":
-                pre -= 1
-            elif name == "li":
-                bullet, items = False, items - 1
-            if name in BLOCK_BREAKS:
-                brk(BLOCK_BREAKS[name])
+            writer.close(node[1])
         elif isinstance(node, NavigableString):
             if not isinstance(node, PreformattedString) and node:
-                emit(str(node) if pre else _WS_RE.sub(" ", node))
-        elif isinstance(node, Tag) and not _dropped(node):
-            name = node.name
-            if name == "br":  # a forced break; inside a pending block break it adds nothing
-                if cells or not pending:
-                    out.append(" " if cells else "\n")
-                continue
-            if name == "img":
-                images += 1
-                alt = node.get("alt")
-                if isinstance(alt, str) and _meaningful_alt(alt):
-                    emit(f" {alt.strip()} ")
-                continue
-            if name in BLOCK_BREAKS:
-                brk(BLOCK_BREAKS[name])
-            if name == "li":
-                bullet, items = True, items + 1
-            elif name == "tr":
-                rows.append(0)
-            elif name in ("td", "th"):
-                if rows:
-                    if rows[-1]:
-                        emit(" | ")
-                    rows[-1] += 1
-                cells += 1
-            elif name == "pre":
-                pre += 1
-            stack.append(("end", name))
+                writer.text(str(node))
+        elif isinstance(node, Tag) and not _dropped(node) and writer.open(node):
+            stack.append(("end", node.name))
             stack.extend(reversed(node.contents))
-    return _normalise("".join(out)), images
+    return _normalise("".join(writer.out)), writer.images
+
+
+class _TextWriter:
+    """The text of a body as its tags open and close: blocks become line breaks, list items bullets, table
+    rows one line with cells between ``|``, ``<pre>`` keeps its spaces, an image's meaningful alt text."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.pending = 0  # line breaks owed before the next text (max of the requests: nested blocks do not pile up)
+        self.bullet = False  # an <li> started and its "- " is not written yet
+        self.cells = 0  # depth inside td/th: breaks become spaces so a row stays on one line
+        self.pre = 0  # depth inside <pre>
+        self.items = 0  # depth inside <li> (paragraphs inside a list item stay single lines)
+        self.rows: list[int] = []  # cells seen so far in each open <tr>
+        self.images = 0
+
+    def open(self, tag: Tag) -> bool:
+        """Enter ``tag``; False when it has no content to walk (a break, an image)."""
+        name = tag.name
+        if name == "br":  # a forced break; inside a pending block break it adds nothing
+            if self.cells or not self.pending:
+                self.out.append(" " if self.cells else "\n")
+            return False
+        if name == "img":
+            self.images += 1
+            alt = tag.get("alt")
+            if isinstance(alt, str) and _meaningful_alt(alt):
+                self.emit(f" {alt.strip()} ")
+            return False
+        if name in BLOCK_BREAKS:
+            self.brk(BLOCK_BREAKS[name])
+        if name == "li":
+            self.bullet, self.items = True, self.items + 1
+        elif name == "tr":
+            self.rows.append(0)
+        elif name in ("td", "th"):
+            if self.rows:
+                if self.rows[-1]:
+                    self.emit(" | ")
+                self.rows[-1] += 1
+            self.cells += 1
+        elif name == "pre":
+            self.pre += 1
+        return True
+
+    def close(self, name: str) -> None:
+        if name in ("td", "th"):
+            self.cells -= 1
+        elif name == "tr" and self.rows:
+            self.rows.pop()
+        elif name == "pre":
+            self.pre -= 1
+        elif name == "li":
+            self.bullet, self.items = False, self.items - 1
+        if name in BLOCK_BREAKS:
+            self.brk(BLOCK_BREAKS[name])
+
+    def text(self, text: str) -> None:
+        self.emit(text if self.pre else _WS_RE.sub(" ", text))
+
+    def brk(self, n: int) -> None:
+        if self.cells:
+            self.out.append(" ")
+        else:
+            self.pending = max(self.pending, min(n, 1) if self.items else n)
+
+    def emit(self, s: str) -> None:
+        if self.pending:
+            if s.isspace():
+                return
+            if self.out:
+                self.out.append("\n" * self.pending)
+            self.pending = 0
+        if self.bullet and not s.isspace():
+            self.out.append("- ")
+            self.bullet = False
+        self.out.append(s)
 
 
 def _meaningful_alt(alt: str) -> bool:

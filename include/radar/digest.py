@@ -115,7 +115,7 @@ def _coverage(conn: Any, day: date) -> Coverage | None:
     try:
         with conn.transaction():
             return coverage_of(conn, day, datetime.now(UTC))
-    except Exception:  # noqa: BLE001 - the report goes out without it rather than not at all
+    except Exception:  # the report goes out without it rather than not at all
         log.exception("the account coverage of %s could not be worked out", day)
         return None
 
@@ -223,100 +223,31 @@ def build_report(
     """
     # the report fails for this slot's own failures (and a failed digest); an earlier slot's hiccup that
     # later slots made up for is a warning, listed in the report, not a failed day
-    reasons = list(upstream_errors or [])
-    try:
-        events.group_new(connect)  # analyses no slot grouped yet (a slot failed before its summary)
-    except Exception as exc:  # noqa: BLE001 - the report goes out ungrouped rather than not at all
-        log.exception("grouping the day's analyses into events failed; the report lists them one by one")
-        reasons.append(f"grouping: {type(exc).__name__}: {str(exc)[:200]}")
+    reasons = list(upstream_errors or []) + _group_events(connect)
     with connect() as conn:
         facts = gather(conn, day, settings.push_score_threshold, settings.deepseek_currency, settings.outcome_min_picks)
-    stats = facts.stats
     if facts.failures and not facts.analyses:  # a failed article never fails its slot, but a day of them fails the report
-        first = (facts.failures[0]["last_error"] or "")[:200]
-        reasons.append(f"analysis: all {len(facts.failures)} analyses of the day failed ({first})")
-    digest: DailyDigest | None = None
-    model = prompt_version = None
+        reasons.append(f"analysis: all {len(facts.failures)} analyses of the day failed "
+                       f"({(facts.failures[0]['last_error'] or '')[:200]})")
     compacted = compact(facts, analysis_url)
     key = digest_key(compacted, settings)
+    asked = Asked(None)
     if facts.analyses:
-        with connect() as conn:
-            kept = stored_digest(store.get_daily_report(conn, day), key)
-        if kept is not None:  # a rerun over the same analyses: the digest was paid for once, it is kept
-            digest, model, prompt_version = kept
-            log.info("digest for %s: the LLM's digest of these same analyses is kept; no second call", day)
-        else:
-            spend = Spend(settings, item_id=None, attempt_id=None, slot_run_id=slot_run_id,
-                          model=settings.deepseek_model, purpose="digest")
-            try:
-                # titles and summaries are outside text: they cannot close the data block
-                data = neutralise_delimiters(json.dumps(compacted, ensure_ascii=False))
-                answer = llm_factory().complete_json(
-                    DIGEST_PROMPT.system(),
-                    DIGEST_PROMPT.user(date=day.isoformat(), threshold=str(settings.push_score_threshold), data=data),
-                    DailyDigest,
-                    deadline=deadline,
-                )
-                spend.usage = answer.usage
-                digest = answer.value  # type: ignore[assignment]
-                model, prompt_version = answer.model, DIGEST_PROMPT.label
-            except (LLMExhausted, LLMConfigError, LLMRejected, LLMDeadline) as exc:
-                spend.usage = exc.usage
-                reasons.append(f"digest: {exc}")
-                log.warning("digest for %s falls back to the database summary: %s", day, exc)
-            with connect() as conn:
-                spend.record(conn)
-    if facts.coverage and facts.coverage.login_lapsed:
-        reasons.append("werss: WeRSS reports its WeChat login lapsed: it collects no new articles until it is "
-                       "scanned again")
-    if facts.budget_deferred:
-        reasons.append(f"budget: {facts.budget_deferred} articles were left for the next day when the day's LLM "
-                       "budget was reached")
-    if facts.pending:
-        reasons.append(f"pending: {len(facts.pending)}{'+' if len(facts.pending) >= MAX_PENDING_LISTED else ''} "
-                       "articles still wait for an analysis (the next slots take them up)")
-
-    if digest is not None:
-        with connect() as conn:
-            known = store.existing_analysis_ids(conn, [t.analysis_id for t in digest.top_opportunities])
-        dropped = [t.analysis_id for t in digest.top_opportunities if t.analysis_id not in known]
-        if dropped:
-            log.warning("digest for %s cited unknown analysis ids %s; dropped", day, dropped)
-        # a pick of any analysis of an event stands for the event's lead, once
-        entry_of = {m["id"]: e for e in facts.entries for m in e.members}
-        tops, seen = [], set()
-        for t in digest.top_opportunities:
-            entry = entry_of.get(t.analysis_id)
-            if t.analysis_id not in known or entry is None or entry.lead["id"] in seen:
-                continue
-            if not decide.verified(entry.lead):
-                dropped.append(t.analysis_id)
-                continue
-            seen.add(entry.lead["id"])
-            tops.append({**t.model_dump(), "analysis_id": entry.lead["id"], "sources": entry.sources})
-        digest_json = {
-            "has_opportunity": stats["opportunities"] > 0,
-            "top_opportunities": tops,
-            "watchlist": digest.watchlist,
-            "dropped_analysis_ids": dropped,
-            "source": "llm",
-            "digest_key": key,  # what the digest was written from: a rerun over the same keeps it (stored_digest)
-            "picks": [t.model_dump() for t in digest.top_opportunities],  # the answer's own, before the leads
-            "warnings": facts.slot_errors,
-            "step_errors": list(upstream_errors or []),
-            "pending": _pending(facts),
-        }
-        digest_md = digest.digest_md
+        asked = _day_digest(connect, llm_factory, compacted, key, day=day, settings=settings,
+                            slot_run_id=slot_run_id, deadline=deadline)
+    if asked.error:
+        reasons.append(asked.error)
+    reasons += _day_warnings(facts)
+    if asked.digest is not None:
+        digest_json = _llm_json(connect, asked.digest, facts, day=day, key=key)
+        digest_md = asked.digest.digest_md
     else:
-        tops = [{"analysis_id": e.lead["id"], "title": e.lead["title"], "reason": f"评分 {e.lead['score']}",
-                 "sources": e.sources}
-                for e in facts.entries if decide.is_opportunity(e.lead, settings.push_score_threshold)][:3]
-        digest_json = {"has_opportunity": bool(tops), "top_opportunities": tops, "watchlist": [],
-                       "source": "fallback", "warnings": facts.slot_errors, "step_errors": list(upstream_errors or []),
-                       "pending": _pending(facts)}
+        digest_json = _fallback_json(facts, settings.push_score_threshold)
         digest_md = fallback_markdown(facts) if (facts.analyses or facts.failures or reasons) else "今日没有新的分析结果。"
-
-    partial = bool(reasons) or (digest is None and bool(facts.analyses))
+    digest_json["step_errors"] = list(upstream_errors or [])
+    digest_json["pending"] = _pending(facts)
+    partial = bool(reasons) or (asked.digest is None and bool(facts.analyses))
+    stats = facts.stats
     report = {
         "report_date": day,
         "status": store.REPORT_PARTIAL if partial else store.REPORT_OK,
@@ -324,8 +255,8 @@ def build_report(
         "digest_json": digest_json,
         "slots_done": facts.slots_done,
         "stats": stats,
-        "model": model,
-        "prompt_version": prompt_version,
+        "model": asked.model,
+        "prompt_version": asked.prompt_version,
         "error": "\n".join(dict.fromkeys(reasons)) or None,
         "slot_run_id": slot_run_id,
     }
@@ -335,6 +266,121 @@ def build_report(
              day, "partial" if partial else "ok", stats["analysed"], stats["opportunities"], stats["failed"],
              stats["pending"])
     return {"report_id": row["id"], "status": row["status"], **stats}
+
+
+def _group_events(connect: Callable[[], Any]) -> list[str]:
+    """Group the analyses no slot grouped yet (a slot failed before its summary); the reason when that failed."""
+    try:
+        events.group_new(connect)
+    except Exception as exc:  # the report goes out ungrouped rather than not at all
+        log.exception("grouping the day's analyses into events failed; the report lists them one by one")
+        return [f"grouping: {type(exc).__name__}: {str(exc)[:200]}"]
+    return []
+
+
+def _day_digest(
+    connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], compacted: dict[str, Any], key: str, *,
+    day: date, settings: Settings, slot_run_id: int | None, deadline: float | None,
+) -> Asked:
+    """The LLM's digest of the day: the one already stored from the same facts (paid for once), else asked."""
+    with connect() as conn:
+        kept = stored_digest(store.get_daily_report(conn, day), key)
+    if kept is not None:  # a rerun over the same analyses: the digest was paid for once, it is kept
+        log.info("digest for %s: the LLM's digest of these same analyses is kept; no second call", day)
+        return Asked(*kept)
+    # titles and summaries are outside text: they cannot close the data block
+    data = neutralise_delimiters(json.dumps(compacted, ensure_ascii=False))
+    user = DIGEST_PROMPT.user(date=day.isoformat(), threshold=str(settings.push_score_threshold), data=data)
+    return ask_llm(connect, llm_factory, DIGEST_PROMPT, user, settings=settings, slot_run_id=slot_run_id,
+                   deadline=deadline, what=f"digest for {day}")
+
+
+def _day_warnings(facts: DayFacts) -> list[str]:
+    """What makes a built day partial besides the digest: a lapsed WeChat login, the budget, pending articles."""
+    reasons = []
+    if facts.coverage and facts.coverage.login_lapsed:
+        reasons.append("werss: WeRSS reports its WeChat login lapsed: it collects no new articles until it is "
+                       "scanned again")
+    if facts.budget_deferred:
+        reasons.append(f"budget: {facts.budget_deferred} articles were left for the next day when the day's LLM "
+                       "budget was reached")
+    if facts.pending:
+        reasons.append(f"pending: {len(facts.pending)}{'+' if len(facts.pending) >= MAX_PENDING_LISTED else ''} "
+                       "articles still wait for an analysis (the next slots take them up)")
+    return reasons
+
+
+def _llm_json(connect: Callable[[], Any], digest: DailyDigest, facts: DayFacts, *, day: date,
+              key: str) -> dict[str, Any]:
+    """The stored form of the LLM's digest: its picks that cite a known, verified analysis, each as its
+    event's lead (once), and the ids it cited that were dropped."""
+    with connect() as conn:
+        known = store.existing_analysis_ids(conn, [t.analysis_id for t in digest.top_opportunities])
+    dropped = [t.analysis_id for t in digest.top_opportunities if t.analysis_id not in known]
+    if dropped:
+        log.warning("digest for %s cited unknown analysis ids %s; dropped", day, dropped)
+    # a pick of any analysis of an event stands for the event's lead, once
+    entry_of = {m["id"]: e for e in facts.entries for m in e.members}
+    tops, seen = [], set()
+    for t in digest.top_opportunities:
+        entry = entry_of.get(t.analysis_id)
+        if t.analysis_id not in known or entry is None or entry.lead["id"] in seen:
+            continue
+        if not decide.verified(entry.lead):
+            dropped.append(t.analysis_id)
+            continue
+        seen.add(entry.lead["id"])
+        tops.append({**t.model_dump(), "analysis_id": entry.lead["id"], "sources": entry.sources})
+    return {
+        "has_opportunity": facts.stats["opportunities"] > 0,
+        "top_opportunities": tops,
+        "watchlist": digest.watchlist,
+        "dropped_analysis_ids": dropped,
+        "source": "llm",
+        "digest_key": key,  # what the digest was written from: a rerun over the same keeps it (stored_digest)
+        "picks": [t.model_dump() for t in digest.top_opportunities],  # the answer's own, before the leads
+        "warnings": facts.slot_errors,
+    }
+
+
+def _fallback_json(facts: DayFacts, threshold: int) -> dict[str, Any]:
+    """The database's summary: the first three events whose lead is an opportunity."""
+    tops = [{"analysis_id": e.lead["id"], "title": e.lead["title"], "reason": f"评分 {e.lead['score']}",
+             "sources": e.sources}
+            for e in facts.entries if decide.is_opportunity(e.lead, threshold)][:3]
+    return {"has_opportunity": bool(tops), "top_opportunities": tops, "watchlist": [],
+            "source": "fallback", "warnings": facts.slot_errors}
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A digest the LLM wrote (with its model and prompt version), or None and why the database's stands in."""
+
+    digest: DailyDigest | None
+    model: str | None = None
+    prompt_version: str | None = None
+    error: str | None = None
+
+
+def ask_llm(
+    connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], prompt: Prompt, user: str, *,
+    settings: Settings, slot_run_id: int | None, deadline: float | None, what: str,
+) -> Asked:
+    """One digest call (the daily report's or the weekly summary's), what it cost recorded whatever happens.
+    An LLM failure is an answer too: no digest, the reason; the caller falls back to the database's summary."""
+    spend = Spend(settings, item_id=None, attempt_id=None, slot_run_id=slot_run_id, model=settings.deepseek_model,
+                  purpose="digest")
+    try:
+        answer = llm_factory().complete_json(prompt.system(), user, DailyDigest, deadline=deadline)
+        spend.usage = answer.usage
+        asked = Asked(answer.value, answer.model, prompt.label)  # type: ignore[arg-type]
+    except (LLMExhausted, LLMConfigError, LLMRejected, LLMDeadline) as exc:
+        spend.usage = exc.usage
+        log.warning("%s falls back to the database summary: %s", what, exc)
+        asked = Asked(None, error=f"digest: {exc}")
+    with connect() as conn:
+        spend.record(conn)
+    return asked
 
 
 def digest_key(compacted: dict[str, Any], settings: Settings) -> str:

@@ -225,7 +225,7 @@ class _Keeper:
             try:
                 with self.connect() as conn:
                     eval_store.renew(conn, self.owner)
-            except Exception:  # noqa: BLE001 - the next beat tries again; the lease has room for a few misses
+            except Exception:
                 log.warning("evaluation claims of %s: renewing failed; trying again", self.owner, exc_info=True)
 
 
@@ -403,6 +403,6 @@ class _Job:
                 self._spend(conn, attempt_id, usage)
                 eval_store.finish_attempt(conn, attempt_id, outcome, f"{exc.__class__.__name__}: {exc}", usage.calls)
                 conn.commit()
-        except Exception:  # noqa: BLE001 - the database may be what failed: the lease takes over
+        except Exception:
             log.exception("evaluation %s: could not close attempt %s; its lease will expire", self.evaluation_id,
                           attempt_id)

@@ -1,24 +1,13 @@
-"""One entry per real-world event (issue 14 §3): analyses of one announcement, company action or data release
-written up by different accounts within 72 hours are grouped, so the reader gets one entry and one push.
+"""One entry per real-world event: analyses of one announcement, company action or data release written up by
+different accounts within 72 hours are grouped, so the reader gets one entry and one push.
 
-How two articles are compared (no LLM call): the title (twice, it names the event) and the first
-``TEXT_CHARS`` characters of the cleaned text, with the paragraphs an account repeats across its articles
-dropped (sign-offs, disclaimers), normalised (NFKC, lower case, whitespace and punctuation dropped), cut into
-character 2- and 3-grams and weighted by TF-IDF over the articles being compared, so a phrase every article
-uses counts for little. Two articles of different accounts published at most ``WINDOW`` apart (and within
-``WINDOW`` of their event's first article, so events cannot chain on for days) are one event when the cosine
-of their vectors is at least ``SAME``; or at least ``FIGURES_SIM`` and they state two figures in common
-(``80亿``, ``3.45%``: the facts of an event survive any rewording); or at least ``FIGURE_ENTITY_SIM`` with one
-figure and one of the model's extracted entities (opportunity names and targets, tickers split out) in
-common; or at least ``RELATED`` with a shared entity. Never when both name tickers and none is shared: two
-companies' announcements are two events however alike their wording and figures. The thresholds were chosen
-on the labelled Chinese articles in tests/data/event_articles.json; ``make bench-grouping`` prints precision
-and recall there, against character-shingle Jaccard (what MinHash estimates), and the time for 500 articles.
-
-Deterministic and stable: articles already grouped keep their event; the others are taken in (published_at,
-id) order and each joins the event of its most similar match (already grouped, or taken before it), else
-starts its own. An event is named by the id of its first analysis (its anchor) for good. A repost (same text,
-the analysis reused) joins the event of the analysis it reuses.
+No LLM call: the title (twice) and the text's opening, without an account's repeated paragraphs, normalised and
+cut into character 2- and 3-grams weighted by TF-IDF. Two articles of different accounts within ``WINDOW`` (of
+each other and of their event's first article) are one event when their cosine reaches ``SAME``, or a lower
+bar with figures (``80亿``) or entities in common (``FIGURES_SIM``, ``FIGURE_ENTITY_SIM``, ``RELATED``); never
+when both name tickers and share none. The thresholds are ``make bench-grouping``'s, on tests/data. Stable:
+grouped articles keep their event, the others join their best match in (published_at, id) order or start one,
+named for good by its first analysis; a repost joins the event of the analysis it reuses.
 """
 
 from __future__ import annotations
@@ -149,7 +138,7 @@ def comparable_texts(docs: Sequence[Doc]) -> list[str]:
 def similarities(docs: Sequence[Doc], rows: Sequence[int] | None = None) -> Any:
     """The cosine matrix (numpy) of the TF-IDF character 2/3-gram vectors of the docs at ``rows`` (all by
     default) against every doc: len(rows) × len(docs), so a pass over a few new articles stays small."""
-    import numpy  # noqa: PLC0415 - only where grouping runs
+    import numpy  # only where grouping runs
 
     texts = comparable_texts(docs)
     rows = list(range(len(docs))) if rows is None else list(rows)
@@ -167,8 +156,8 @@ def tfidf(texts: Sequence[str]) -> Any:
     sublinear term frequency and smoothed idf: what scikit-learn's ``TfidfVectorizer(analyzer="char",
     ngram_range=(2, 3), sublinear_tf=True, lowercase=False)`` computes (a test holds them equal), without
     its import (2.8 s cold, against 0.7 s for scipy.sparse) in the task that groups. None without any n-gram."""
-    import numpy  # noqa: PLC0415
-    import scipy.sparse  # noqa: PLC0415
+    import numpy
+    import scipy.sparse
 
     vocabulary: dict[str, int] = {}
     indptr, indices, counts = [0], [], []
@@ -270,15 +259,6 @@ def _best(i: int, docs: Sequence[Doc], row: Any, figures: list[frozenset[str]], 
     return best
 
 
-def clusters(matches: dict[int, Match], docs: Sequence[Doc]) -> dict[int, list[int]]:
-    """Event → its docs' keys, for docs already grouped and those just matched."""
-    out: dict[int, list[int]] = {}
-    for d in docs:
-        e = d.event if d.event is not None else matches[d.key].event
-        out.setdefault(e, []).append(d.key)
-    return out
-
-
 # --------------------------------------------------------------------------------- entries of one event
 
 
@@ -341,7 +321,7 @@ PASS_SPAN = timedelta(days=1)
 def group_new(connect: Any) -> int:
     """Group every analysis grouping has not seen (under an advisory lock, so two slots never race);
     returns how many were grouped. ``connect``: db.connect-like."""
-    from include.radar import store  # noqa: PLC0415 - the pure part above needs no database
+    from include.radar import store  # the pure part above needs no database
 
     total = 0
     while True:

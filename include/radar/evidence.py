@@ -1,17 +1,11 @@
-"""Checking an analysis against its article (issue 14 §1, §2): every evidence quote is looked up in the
-cleaned text, and the score must agree with the model's own "has opportunity" flag.
+"""Checking an analysis against its article: every evidence quote is looked up in the cleaned text, and the
+score must agree with the model's own "has opportunity" flag.
 
-Quotes are compared after normalising both sides: Unicode NFKC (full-width letters, digits and punctuation
-become half-width), every kind of quotation mark and bracket dropped, all whitespace dropped, Latin letters
-lower-cased. A quote with an ellipsis (``……`` / ``...``) is found when its parts (each at least six
-characters) appear in order within one passage. A number changed by one digit, or cut short, is not the
-same quote. A found quote keeps its place in the article (character offsets)
-and the sentence around it, for the analysis page's anchor.
-
-A contradiction between score and flag is resolved conservatively: ``has_opportunity=false`` with a score
-at or above the threshold keeps the model's "no" (the score is lowered to just below the threshold);
-``true`` with a score far below it drops the flag. Either way the reason is recorded and shown, and the
-ladder asks the model once more first when it has a rung left.
+Quotes are compared normalised (NFKC, no quotation marks, brackets or whitespace, Latin lower-cased); a quote
+with an ellipsis is found when its parts (six characters or more) appear in order in one passage; a changed
+or cut number is not the same quote. A found quote keeps its offsets and sentence, for the analysis page. A
+contradiction is resolved conservatively (a "no" above the threshold is lowered just below it; a "yes" far
+below drops the flag), the reason recorded, after the ladder asked the model once more when it could.
 """
 
 from __future__ import annotations

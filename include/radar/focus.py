@@ -1,21 +1,12 @@
 """The reader's focus: a watchlist the ranking boosts and filter rules that keep articles from the LLM. Pure.
 
-The profile (one row, reader_profile; edited on the /profile page) has five lists:
-
-- companies, tickers, sectors: names the radar looks for itself in an article's title and text. A hit is
-  stored with the analysis (``watch_hits``) and boosts its rank (include/radar/ranking.py);
-- interests: free text only the model reads ("储能产业链的价格拐点"); its answer says whether the article
-  touches the watchlist and how (``watchlist`` in the analysis JSON);
-- rules, one per line, TrendRadar-style, each a word or a ``/regex/``:
-    ``word``   any-of: when there are such lines, an article must contain at least one of them;
-    ``+word``  must: an article must contain every one of them;
-    ``!word``  never: an article that contains one is excluded.
-  An excluded article is never sent to the LLM (nothing is paid), and is counted on the slot that excluded it.
-
-Matching is case-insensitive over the title and the text; a ticker also matches with its exchange suffix or
-prefix stripped (``600519`` finds ``600519.SH`` and ``SH600519``). Regexes are the reader's own: run by RE2 in
-linear time over at most ``MATCH_CHARS`` of text, refused when RE2 cannot take them and, when saved from the
-form, when they are too costly on long text (include/radar/regex_rules.py).
+The profile (reader_profile, edited on /profile) lists companies, tickers and sectors the radar looks for in
+the title and text (a hit is stored as ``watch_hits`` and boosts the rank); interests, free text only the model
+reads; and rules, one per line, each a word or a ``/regex/``: ``word`` (any of them must appear), ``+word``
+(must appear), ``!word`` (excludes). An excluded article is never sent to the LLM and is counted on its slot.
+Matching ignores case; a ticker matches with its exchange prefix or suffix. Regexes run on RE2 in linear time
+over at most ``MATCH_CHARS``, refused when RE2 cannot take them or, saved from the form, when too costly
+(regex_rules.py).
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 """Outgoing HTTP with a total deadline and a size cap per request (WeRSS and DeepSeek both go through here).
 
-httpx's timeouts, like every socket timeout, are per operation: a server that trickles one byte a second
-never trips a 20-second read timeout, and DeepSeek under load holds a request open for minutes with blank
-keep-alive lines. Here every connect, read and write of a request waits at most until that request's
-deadline, and its reads stop once the response passes ``max_bytes``: a slow or huge answer costs a bounded
-time and memory, and the call fails with a timeout the callers already handle.
-
-The bound lives in the network backend (one level below HTTP), so it holds for the status line, the headers
-and the body alike, in the calling thread (no helper thread that could outlive the task). A request opens
-its bound with :func:`limits`; requests made outside one keep the client's own timeouts.
-
-The size cap is also a cap on what a body *decodes* to. httpx decodes ``Content-Encoding`` itself, after the
-bytes were counted: 61 kB of gzip made a 63 MB body against a 20 MB cap, and a hostile server (or anything
-between) could make a worker allocate gigabytes. So the transport asks only for what it decodes itself
-(``Accept-Encoding: gzip, deflate``), decodes every encoded body in bounded pieces while counting what it
-produces (each stage of stacked encodings too, and on the request's deadline), and hands httpx an identity
-body: a body that passes ``max_bytes`` once decoded fails like one too large on the wire, after at most that
-many bytes were kept. An encoding it does not decode (br, zstd, an unknown one, more than two stacked) is
-refused. The cap holds for every body, inside :func:`limits` or not (outside, :data:`DEFAULT_MAX_BYTES`).
-
-The push channels (apprise) and market data (akshare) call through ``requests`` with sessions of their own:
-their bodies are capped by what they decode to where requests reads them (:func:`requests_capped`); their
-time is bounded by apprise's socket timeouts and the akshare caller's own timeout, not here.
+Socket timeouts are per operation (a server trickling a byte a second never trips a read timeout), so here
+every connect, read and write of a request waits at most until the request's deadline (:func:`limits`), in
+the network backend and the calling thread, and reads stop once the response passes ``max_bytes``. The cap
+holds for what a body *decodes* to: httpx decodes ``Content-Encoding`` after counting the bytes, so the
+transport asks only for gzip and deflate, decodes them itself in bounded pieces while counting, and refuses
+any other encoding (a compression bomb costs at most ``max_bytes``; ``make bench-bomb``). The push channels
+and market data go through ``requests``: their bodies are capped by :func:`requests_capped`.
 """
 
 from __future__ import annotations
@@ -286,7 +271,7 @@ def requests_capped(max_bytes: int) -> Iterator[None]:
 
 
 def _install_requests_cap() -> None:
-    import requests  # noqa: PLC0415 - only the tasks that push or read market data use it
+    import requests  # only the tasks that push or read market data use it
 
     original = requests.models.Response.iter_content
     if getattr(original, "radar_capped", False):
@@ -332,7 +317,7 @@ def requests_verified() -> Iterator[None]:
 
 
 def _install_requests_verify() -> None:
-    import requests  # noqa: PLC0415 - only the tasks that push or read market data use it
+    import requests
 
     original = requests.sessions.Session.request
     if getattr(original, "radar_verified", False):

@@ -11,11 +11,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from include.radar import body_check, store
 from include.radar.body_check import Verdict
 from include.radar.cleaning import CleanResult, clean_html, is_missing_body
+from include.radar.listing import AccountWindow, backoff_for, window_metas
 from include.radar.slots import SlotKey
 from include.radar.werss import Token, WeRSSAuthError, WeRSSClient, WeRSSDeadline, WeRSSError, WeRSSNotFound
 from include.radar.werss_rows import ArticleRow, RowRejected, account_row, article_row
@@ -76,82 +78,22 @@ class IngestSummary:
             parts.append("stopped at the step's deadline")
         return ", ".join(parts)
 
+    def count(self, result: ArticleResult) -> None:
+        """Count one article's result."""
+        counter = {Stored.NEW: "new", Stored.WAITING: "waiting", Stored.UNUSABLE: "unusable",
+                   Stored.SKIPPED: "skipped", Stored.ERROR: "detail_errors"}.get(result.stored)
+        if counter:
+            setattr(self, counter, getattr(self, counter) + 1)
+        if result.body_problem:
+            self.body_problems += 1
+        if result.warning:
+            self.warn(result.warning)
+
     def as_xcom(self) -> dict[str, Any]:
         data = asdict(self)
         data["errors"] = data["errors"][:10]
         data["warnings"] = data["warnings"][:10]
         return data
-
-
-def backoff_for(status: int | None, message: str, consecutive_failures: int) -> timedelta:
-    """How long to leave an account alone after a failure (seed 004's error classes).
-
-    429 / rate limit → 6 h; 401 / expired → none (re-login fixes it); 403 / forbidden → 12 h; anything
-    else → 15 min × 2^(failures−1), at most 24 h.
-    """
-    text = message.lower()
-    if status == 429 or "429" in text or "rate" in text or "频繁" in text:
-        return timedelta(hours=6)
-    if status == 401 or "401" in text or "expired" in text or "过期" in text:
-        return timedelta(0)
-    if status == 403 or "403" in text or "forbidden" in text:
-        return timedelta(hours=12)
-    exponent = max(0, min(consecutive_failures, 20) - 1)
-    return min(timedelta(minutes=15) * 2**exponent, timedelta(hours=24))
-
-
-@dataclass
-class AccountWindow:
-    """What listing one account found: valid rows in the window, and the rows it skipped (with reasons)."""
-
-    metas: list[ArticleRow] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # handled oddities of the listing itself
-
-
-def window_metas(
-    client: WeRSSClient, mp_id: str, start: datetime, end: datetime, page_size: int, *,
-    max_pages: int = 50, now: datetime | None = None,
-) -> AccountWindow:
-    """The account's articles published in [start, end], newest first, deduplicated by id.
-
-    Pages newest first and stops at the first page that reaches before ``start``, a short page, a page that
-    brings no id not seen before (a WeRSS that ignores ``offset`` repeats its first page forever), or after
-    ``max_pages`` pages. The server's sort has no tie-breaker, so a row may repeat across pages: the first copy
-    wins. A malformed row is skipped with its reason; the rows beside it go on.
-    """
-    now = now or datetime.now(UTC)
-    found = AccountWindow()
-    seen: dict[str, ArticleRow] = {}
-    offset = 0
-    start_s, end_s = int(start.timestamp()), int(end.timestamp())
-    for page in range(1, max_pages + 1):
-        rows = client.article_page(mp_id, offset, page_size)
-        oldest: int | None = None
-        new_ids = 0
-        for row in rows:
-            try:
-                meta = article_row(row, mp_id=mp_id, now=now)
-            except RowRejected as exc:
-                found.skipped.append(str(exc))
-                log.warning("account %s: skipping a malformed article row: %s", mp_id, exc)
-                continue
-            oldest = meta.publish_time if oldest is None else min(oldest, meta.publish_time)
-            if meta.id not in seen:
-                new_ids += 1
-                seen[meta.id] = meta
-        offset += len(rows)
-        if len(rows) < page_size or (oldest is not None and oldest < start_s):
-            break
-        if not new_ids:
-            found.notes.append(f"page {page} repeated earlier rows (WeRSS ignoring offset?): listing stopped")
-            break
-    else:
-        found.notes.append(f"listing stopped after werss_max_pages={max_pages} pages")
-    found.metas = sorted(
-        (m for m in seen.values() if start_s <= m.publish_time <= end_s), key=lambda m: (-m.publish_time, m.id)
-    )
-    return found
 
 
 def db_token_cache(connect: Callable[[], Any], key: str) -> tuple[Callable[[], Token | None], Callable[[Token | None], None]]:
@@ -224,6 +166,35 @@ def ingest_slot(
     return summary
 
 
+class Stored(StrEnum):
+    """What fetching and storing one article came to."""
+
+    NEW = "new"  # analysable now: a new article, or a waiting one whose body arrived
+    WAITING = "waiting"  # stored, WeRSS has no body for it yet (or sent one of WeChat's pages that may pass)
+    UNUSABLE = "unusable"  # stored, no usable text: never analysed
+    KNOWN = "known"  # a concurrent run stored (or filled) it first
+    SKIPPED = "skipped"  # a malformed detail row
+    ERROR = "error"  # the detail call failed (or the article was deleted): a later slot retries
+
+
+@dataclass(frozen=True)
+class ArticleResult:
+    """One article's outcome, for the caller to count on the slot's summary."""
+
+    stored: Stored
+    warning: str | None = None  # a line for the slot's warnings
+    body_problem: bool = False  # one of WeChat's pages or a cut body instead of the article
+
+
+@dataclass
+class Listing:
+    """What listing the accounts found: every article in the window once, and each account's own rows."""
+
+    metas: dict[str, ArticleRow] = field(default_factory=dict)
+    per_account: dict[str, list[ArticleRow]] = field(default_factory=dict)
+    tried: int = 0
+
+
 def _ingest(
     connect: Callable[[], Any], client: WeRSSClient, summary: IngestSummary, *, slot_run_id: int, key: SlotKey,
     start: datetime, end: datetime, max_articles: int, page_size: int, max_pages: int, now: datetime,
@@ -232,55 +203,91 @@ def _ingest(
     summary.accounts = len(account_rows)
     with connect() as conn:  # active on the slot's day (coverage.py)
         store.record_accounts_listed(conn, [a["id"] for a in account_rows.values()], key.run_date)
+    listing = _list_accounts(connect, client, summary, account_rows, start=start, end=end, page_size=page_size,
+                             max_pages=max_pages, now=now)
+    if listing.tried and summary.accounts_failed == listing.tried:
+        raise WeRSSError(f"ingest failed for all {listing.tried} accounts: " + "; ".join(summary.errors[:3]))
+    summary.in_window = len(listing.metas)
+    with connect() as conn:
+        known = store.known_external_ids(conn, list(listing.metas))
+    candidates = _candidates(listing.metas, known, summary, now=now)
+    if len(candidates) > max_articles:
+        summary.deferred = len(candidates) - max_articles
+        log.info("slot %s: %d articles over max_articles_per_slot=%d wait for the next slot",
+                 key.slot, summary.deferred, max_articles)
+        candidates = candidates[:max_articles]
+    new_by_account = _store_candidates(connect, client, summary, candidates, account_rows, known,
+                                       slot_run_id=slot_run_id, now=now)
+    with connect() as conn:
+        store.record_accounts_read(conn, [account_rows[mp_id]["id"] for mp_id in listing.per_account], key.run_date)
+        for mp_id, found_metas in listing.per_account.items():
+            store.record_account_check(
+                conn, account_rows[mp_id]["id"], hits=1 if new_by_account.get(mp_id) else 0,
+                last_article_at=found_metas[0].published_at if found_metas else None, error=None, backoff_until=None,
+            )
 
-    metas: dict[str, ArticleRow] = {}
-    per_account: dict[str, list[ArticleRow]] = {}
-    tried = 0
+
+def _list_accounts(
+    connect: Callable[[], Any], client: WeRSSClient, summary: IngestSummary, account_rows: dict[str, Any], *,
+    start: datetime, end: datetime, page_size: int, max_pages: int, now: datetime,
+) -> Listing:
+    """List the window of every account not backed off; a failing account is backed off and counted."""
+    listing = Listing()
     for mp_id, account in account_rows.items():
         if account["backoff_until"] and account["backoff_until"] > now:
             summary.accounts_backed_off += 1
             log.info("account %s backed off until %s (%s)", account["name"], account["backoff_until"], account["last_error"])
             continue
-        tried += 1
         try:
             found = window_metas(client, mp_id, start, end, page_size, max_pages=max_pages, now=now)
         except WeRSSAuthError:
             raise
         except WeRSSDeadline as exc:
-            tried -= 1
             _deadline(summary, f"listing stopped before account {account['name']}: {exc}")
             break
         except WeRSSError as exc:
-            failures = account["consecutive_failures"] + 1
-            until = now + backoff_for(exc.status, str(exc), failures)
-            with connect() as conn:
-                store.record_account_check(
-                    conn, account["id"], hits=0, last_article_at=None, error=str(exc),
-                    backoff_until=until if until > now else None,
-                )
-            summary.accounts_failed += 1
-            summary.errors.append(f"{account['name']}: {exc}")
-            summary.warn(f"account {account['name']} failed: {exc}")
-            log.warning("account %s failed (%s); backed off until %s", account["name"], exc, until)
+            listing.tried += 1
+            _account_failed(connect, summary, account, exc, now)
             continue
-        if found.skipped:
-            summary.skipped += len(found.skipped)
-            for reason in found.skipped:
-                summary.warn(f"account {account['name']}: skipped {reason}")
-            with connect() as conn:
-                store.record_account_skips(conn, account["id"], len(found.skipped), found.skipped[-1])
-        for note in found.notes:
-            summary.warn(f"account {account['name']}: {note}")
-        per_account[mp_id] = found.metas
+        listing.tried += 1
+        _note_listing(connect, summary, account, found)
+        listing.per_account[mp_id] = found.metas
         for meta in found.metas:
-            metas.setdefault(meta.id, meta)
+            listing.metas.setdefault(meta.id, meta)
+    return listing
 
-    if tried and summary.accounts_failed == tried:
-        raise WeRSSError(f"ingest failed for all {tried} accounts: " + "; ".join(summary.errors[:3]))
 
-    summary.in_window = len(metas)
+def _account_failed(connect: Callable[[], Any], summary: IngestSummary, account: dict[str, Any], exc: WeRSSError,
+                    now: datetime) -> None:
+    failures = account["consecutive_failures"] + 1
+    until = now + backoff_for(exc.status, str(exc), failures)
     with connect() as conn:
-        known = store.known_external_ids(conn, list(metas))
+        store.record_account_check(
+            conn, account["id"], hits=0, last_article_at=None, error=str(exc),
+            backoff_until=until if until > now else None,
+        )
+    summary.accounts_failed += 1
+    summary.errors.append(f"{account['name']}: {exc}")
+    summary.warn(f"account {account['name']} failed: {exc}")
+    log.warning("account %s failed (%s); backed off until %s", account["name"], exc, until)
+
+
+def _note_listing(connect: Callable[[], Any], summary: IngestSummary, account: dict[str, Any],
+                  found: AccountWindow) -> None:
+    """Count an account's skipped rows (on the slot and the account) and warn of its listing's oddities."""
+    if found.skipped:
+        summary.skipped += len(found.skipped)
+        for reason in found.skipped:
+            summary.warn(f"account {account['name']}: skipped {reason}")
+        with connect() as conn:
+            store.record_account_skips(conn, account["id"], len(found.skipped), found.skipped[-1])
+    for note in found.notes:
+        summary.warn(f"account {account['name']}: {note}")
+
+
+def _candidates(metas: dict[str, ArticleRow], known: dict[str, Any], summary: IngestSummary, *,
+                now: datetime) -> list[ArticleRow]:
+    """The articles to fetch, newest first: new ones, and waiting ones whose body check is due."""
     candidates = []
     for meta in metas.values():
         stored = known.get(meta.id)
@@ -292,32 +299,26 @@ def _ingest(
                 candidates.append(meta)
             else:
                 summary.bodies_backed_off += 1
-    candidates.sort(key=lambda m: (-m.publish_time, m.id))
-    if len(candidates) > max_articles:
-        summary.deferred = len(candidates) - max_articles
-        log.info("slot %s: %d articles over max_articles_per_slot=%d wait for the next slot",
-                 key.slot, summary.deferred, max_articles)
-        candidates = candidates[:max_articles]
+    return sorted(candidates, key=lambda m: (-m.publish_time, m.id))
 
+
+def _store_candidates(
+    connect: Callable[[], Any], client: WeRSSClient, summary: IngestSummary, candidates: list[ArticleRow],
+    account_rows: dict[str, Any], known: dict[str, Any], *, slot_run_id: int, now: datetime,
+) -> dict[str, int]:
+    """Fetch and store each candidate until the deadline; the number of new articles per account."""
     new_by_account: dict[str, int] = {}
     for number, meta in enumerate(candidates):
-        account = account_rows.get(meta.mp_id)
         try:
-            outcome = _store_article(connect, client, meta, account, slot_run_id, was_waiting=meta.id in known,
-                                     summary=summary, now=now)
+            result = _store_article(connect, client, meta, account_rows.get(meta.mp_id), slot_run_id,
+                                    was_waiting=meta.id in known, now=now)
         except WeRSSDeadline as exc:
             _deadline(summary, f"{len(candidates) - number} article details not fetched: {exc}")
             break
-        if outcome == "new":
+        summary.count(result)
+        if result.stored is Stored.NEW:
             new_by_account[meta.mp_id] = new_by_account.get(meta.mp_id, 0) + 1
-
-    with connect() as conn:
-        store.record_accounts_read(conn, [account_rows[mp_id]["id"] for mp_id in per_account], key.run_date)
-        for mp_id, found_metas in per_account.items():
-            store.record_account_check(
-                conn, account_rows[mp_id]["id"], hits=1 if new_by_account.get(mp_id) else 0,
-                last_article_at=found_metas[0].published_at if found_metas else None, error=None, backoff_until=None,
-            )
+    return new_by_account
 
 
 def _accounts(connect: Callable[[], Any], client: WeRSSClient, summary: IngestSummary) -> dict[str, Any]:
@@ -350,46 +351,16 @@ def _store_article(
     slot_run_id: int,
     *,
     was_waiting: bool,
-    summary: IngestSummary,
     now: datetime,
-) -> str:
-    """Fetch, clean and store one article; returns 'new', 'waiting', 'unusable', 'known', 'skipped' or 'error'."""
+) -> ArticleResult:
+    """Fetch, clean and store one article (a new one, or fill a waiting one's body)."""
     account_id = account["id"] if account else None
-    try:
-        raw = client.article(meta.id)
-    except (WeRSSAuthError, WeRSSDeadline):
-        raise
-    except WeRSSNotFound:
-        log.info("article %s (%s) was deleted on WeRSS; skipped", meta.id, meta.title)
-        summary.detail_errors += 1
-        return "error"
-    except WeRSSError as exc:
-        summary.detail_errors += 1
-        summary.warn(f"article {meta.id}: detail failed, a later slot retries: {exc}")
-        log.warning("article %s (%s): detail failed, a later slot retries: %s", meta.id, meta.title, exc)
-        return "error"
-    try:  # the detail row must be as sound as the list row was; its fields win where present
-        detail = article_row({**meta.model_dump(), **{k: v for k, v in raw.items() if v is not None}},
-                             mp_id=meta.mp_id, now=now)
-    except RowRejected as exc:
-        summary.skipped += 1
-        summary.warn(f"skipped the detail of {exc}")
-        if account_id is not None:
-            with connect() as conn:
-                store.record_account_skips(conn, account_id, 1, f"detail of {exc}")
-        log.warning("article %s: skipping a malformed detail row: %s", meta.id, exc)
-        return "skipped"
-
+    fetched = _fetch_detail(connect, client, meta, account_id, now=now)
+    if isinstance(fetched, ArticleResult):
+        return fetched
+    raw, detail = fetched
     cleaned, verdict = read_body(raw)
-    if cleaned is None:
-        body_status, last_error = store.BODY_WAITING, "waiting for WeRSS to fetch the body"
-    elif verdict is not None:  # one of WeChat's own pages, or a cut body: never analysed, never paid for
-        body_status = store.BODY_WAITING if verdict.to_come else store.BODY_UNUSABLE
-        last_error = f"{verdict.reason}; waiting for the real body" if verdict.to_come else verdict.reason
-    elif not cleaned.usable:
-        body_status, last_error = store.BODY_UNUSABLE, cleaned.reason or "no usable text"
-    else:
-        body_status, last_error = store.BODY_READY, cleaned.reason
+    body_status, last_error = body_state(cleaned, verdict)
     usable = verdict is None and cleaned is not None
     item = {
         "external_id": meta.id,
@@ -408,37 +379,76 @@ def _store_article(
         "first_seen_at": now,
         "next_body_check_at": next_body_check(now, now) if body_status == store.BODY_WAITING else None,
     }
+    problem = _problem(meta, item["title"], verdict)
     with connect() as conn:
         if was_waiting:
             filled = store.fill_waiting_body(conn, meta.id, item, next_check=lambda seen: next_body_check(seen, now))
             if filled is None:
-                return "known"  # another run filled it first
-            _count_problem(conn, summary, meta, item["title"], account_id, verdict, missing=cleaned is None)
-            if body_status == store.BODY_WAITING:
-                summary.waiting += 1
-                log.info("article %s (%s): still no body after %d checks (%s); next check %s", meta.id,
-                         item["title"], filled["body_checks"], last_error, filled["next_body_check_at"])
-                return "waiting"
-            if filled["body_status"] == store.BODY_READY:
-                summary.new += 1
-                log.info("article %s (%s): body arrived, now analysable", meta.id, item["title"])
-                return "new"
-            summary.unusable += 1
-            return "unusable"
+                return ArticleResult(Stored.KNOWN)  # another run filled it first
+            _record_problem(conn, meta, item["title"], account_id, verdict, missing=cleaned is None)
+            return _filled(meta, item["title"], filled, last_error, problem)
         inserted = store.insert_content_item(conn, item)
         if inserted is not None:
-            _count_problem(conn, summary, meta, item["title"], account_id, verdict, missing=cleaned is None)
+            _record_problem(conn, meta, item["title"], account_id, verdict, missing=cleaned is None)
     if inserted is None:
-        return "known"  # a concurrent run stored it first
-    if body_status == store.BODY_WAITING:
-        summary.waiting += 1
-        return "waiting"
+        return ArticleResult(Stored.KNOWN)  # a concurrent run stored it first
     if body_status == store.BODY_UNUSABLE:
-        summary.unusable += 1
         log.warning("article %s (%s) has no usable text: %s", meta.id, item["title"], last_error)
-        return "unusable"
-    summary.new += 1
-    return "new"
+    stored = {store.BODY_WAITING: Stored.WAITING, store.BODY_UNUSABLE: Stored.UNUSABLE}.get(body_status, Stored.NEW)
+    return ArticleResult(stored, problem, body_problem=problem is not None)
+
+
+def _fetch_detail(
+    connect: Callable[[], Any], client: WeRSSClient, meta: ArticleRow, account_id: int | None, *, now: datetime,
+) -> tuple[dict[str, Any], ArticleRow] | ArticleResult:
+    """The detail answer and its row checked, or the result of an article that cannot be fetched or read."""
+    try:
+        raw = client.article(meta.id)
+    except (WeRSSAuthError, WeRSSDeadline):
+        raise
+    except WeRSSNotFound:
+        log.info("article %s (%s) was deleted on WeRSS; skipped", meta.id, meta.title)
+        return ArticleResult(Stored.ERROR)
+    except WeRSSError as exc:
+        log.warning("article %s (%s): detail failed, a later slot retries: %s", meta.id, meta.title, exc)
+        return ArticleResult(Stored.ERROR, f"article {meta.id}: detail failed, a later slot retries: {exc}")
+    try:  # the detail row must be as sound as the list row was; its fields win where present
+        detail = article_row({**meta.model_dump(), **{k: v for k, v in raw.items() if v is not None}},
+                             mp_id=meta.mp_id, now=now)
+    except RowRejected as exc:
+        if account_id is not None:
+            with connect() as conn:
+                store.record_account_skips(conn, account_id, 1, f"detail of {exc}")
+        log.warning("article %s: skipping a malformed detail row: %s", meta.id, exc)
+        return ArticleResult(Stored.SKIPPED, f"skipped the detail of {exc}")
+    return raw, detail
+
+
+def body_state(cleaned: CleanResult | None, verdict: Verdict | None) -> tuple[str, str | None]:
+    """The body status to store, and why: no body yet, one of WeChat's pages (never analysed, never paid
+    for), no usable text, or ready."""
+    if cleaned is None:
+        return store.BODY_WAITING, "waiting for WeRSS to fetch the body"
+    if verdict is not None:
+        if verdict.to_come:
+            return store.BODY_WAITING, f"{verdict.reason}; waiting for the real body"
+        return store.BODY_UNUSABLE, verdict.reason
+    if not cleaned.usable:
+        return store.BODY_UNUSABLE, cleaned.reason or "no usable text"
+    return store.BODY_READY, cleaned.reason
+
+
+def _filled(meta: ArticleRow, title: str, filled: dict[str, Any], last_error: str | None,
+            problem: str | None) -> ArticleResult:
+    """The result of checking a waiting article's body again."""
+    if filled["body_status"] == store.BODY_WAITING:
+        log.info("article %s (%s): still no body after %d checks (%s); next check %s", meta.id,
+                 title, filled["body_checks"], last_error, filled["next_body_check_at"])
+        return ArticleResult(Stored.WAITING, problem, body_problem=problem is not None)
+    if filled["body_status"] == store.BODY_READY:
+        log.info("article %s (%s): body arrived, now analysable", meta.id, title)
+        return ArticleResult(Stored.NEW, problem, body_problem=problem is not None)
+    return ArticleResult(Stored.UNUSABLE, problem, body_problem=problem is not None)
 
 
 def read_body(raw: dict[str, Any]) -> tuple[CleanResult | None, Verdict | None]:
@@ -459,19 +469,19 @@ def read_body(raw: dict[str, Any]) -> tuple[CleanResult | None, Verdict | None]:
     return first if first is not None else (None, None)
 
 
-def _count_problem(
-    conn: Any, summary: IngestSummary, meta: ArticleRow, title: str, account_id: int | None,
-    verdict: Verdict | None, *, missing: bool,
-) -> None:
-    """Count a check that found no body, or one of WeChat's pages instead of it, on the slot and the account."""
+def _problem(meta: ArticleRow, title: str, verdict: Verdict | None) -> str | None:
+    """The slot's warning for one of WeChat's pages (or a cut body) found instead of the article."""
+    return None if verdict is None else f"article {meta.id} ({title[:60]}): {verdict.reason}"
+
+
+def _record_problem(conn: Any, meta: ArticleRow, title: str, account_id: int | None, verdict: Verdict | None, *,
+                    missing: bool) -> None:
+    """Count a check that found no body, or one of WeChat's pages instead of it, on the account."""
+    if verdict is not None:
+        log.warning("article %s (%s): %s", meta.id, title, verdict.reason)
+    if account_id is None:
+        return
     if missing:
-        if account_id is not None:
-            store.record_body_missing(conn, account_id)
-        return
-    if verdict is None:
-        return
-    summary.body_problems += 1
-    summary.warn(f"article {meta.id} ({title[:60]}): {verdict.reason}")
-    log.warning("article %s (%s): %s", meta.id, title, verdict.reason)
-    if account_id is not None:
+        store.record_body_missing(conn, account_id)
+    elif verdict is not None:
         store.record_body_problem(conn, account_id, verdict.kind, verdict.reason)

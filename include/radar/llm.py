@@ -1,23 +1,12 @@
 """DeepSeek through the openai SDK: one JSON answer, validated, with the retry ladder of seed 7.3.
 
-The ladder: the first call, then a plain retry, then a retry with the "JSON only" reminder, then one asking
-for the example's field order with empty values for what is missing. It is walked on 429/5xx, timeouts,
-blank content, ``finish_reason == "length"``, JSON that does not parse and schema failures. 401/402/422 and
-an unknown-model 400 are configuration problems: they fail at once with a message naming the cause. Any
-other 400 (e.g. DeepSeek's content-risk refusal) is about this input: that article fails, without retries. A 429
-spends no rung: it is waited out (``Retry-After``, shared with the slot's other calls through a ``RateGate``)
-up to ``rate_limit_wait`` seconds and ``MAX_RATE_LIMIT_WAITS`` times, then counts as a failed rung. Every
-call sets ``max_tokens``, and its usage is kept per call with its time, so each is priced at the rates in
-force when it was answered (include/radar/pricing.py). The SDK's own retries are
-off (``max_retries=0``) so that its retries, this ladder and Airflow's task retries do not multiply.
-``reasoning_content`` is never sent back: every call sends only the system and user messages.
-
-Every call has a total deadline (``timeout``, and at most what is left before the caller's ``deadline``),
-enforced below HTTP (include/radar/http.py): a server holding the connection open with keep-alive lines
-cannot stretch it; and its answer is capped by what it decodes to (``MAX_ANSWER_BYTES``), whatever
-``Content-Encoding`` the server claims. An answer is read defensively: no choices, a null message, JSON
-nested past the parser's limit, strings with NUL characters or lone surrogates are rungs that failed or text
-made storable, never a crash after the call was paid for.
+The ladder (a plain retry, then "JSON only", then the example's field order) is walked on 5xx, timeouts, blank,
+truncated or unparsable answers and schema failures. A 429 spends no rung: it is waited out (``Retry-After``,
+shared through a ``RateGate``) within ``rate_limit_wait`` and ``MAX_RATE_LIMIT_WAITS``. 401/402/422 and an
+unknown model are configuration errors, raised at once; any other 400 (a content-risk refusal) fails that
+article only. The SDK's own retries are off so that they, the ladder and Airflow's retries do not multiply.
+Each call has a total deadline and a decoded-size cap (http.py), its usage is kept per call to be priced at
+its time (pricing.py), and a malformed answer is a failed rung, never a crash after it was paid for.
 """
 
 from __future__ import annotations
@@ -37,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from include.radar import http
-from include.radar.pricing import PriceTable
+from include.radar.pricing import Usage
 from include.radar.text import storable_json
 
 if TYPE_CHECKING:
@@ -47,7 +36,7 @@ if TYPE_CHECKING:
 def _sdk() -> Any:
     """The openai SDK, imported when a client is made: over a second of imports that only the tasks calling
     DeepSeek pay, not every task process parsing the DAG."""
-    import openai  # noqa: PLC0415
+    import openai
 
     return openai
 
@@ -149,65 +138,6 @@ class Prompt:
         return template.format(**values)
 
 
-@dataclass(frozen=True)
-class CallUsage:
-    """One answered call: when it was answered and what DeepSeek bills for it."""
-
-    at: datetime
-    cache_hit: int
-    cache_miss: int
-    output: int  # completion tokens, reasoning included
-
-
-@dataclass
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cache_hit_tokens: int = 0
-    cache_miss_tokens: int = 0
-    calls: int = 0  # requests made
-    answered: int = 0  # requests DeepSeek answered with a completion (the ones it may bill)
-    latency_ms: int = 0
-    rate_limited: int = 0  # 429 answers (not billed, no rung spent)
-    per_call: list[CallUsage] = field(default_factory=list)
-
-    def add(self, usage: Any, at: datetime | None = None) -> None:
-        """Add one answer's ``usage``, whatever shape it came in (missing, null or junk counts as 0)."""
-        if usage is None:
-            return
-        get = usage.get if isinstance(usage, dict) else lambda k, d=None: getattr(usage, k, d)
-        prompt = _count(get("prompt_tokens", 0))
-        completion = _count(get("completion_tokens", 0))
-        hit = _count(get("prompt_cache_hit_tokens", 0))
-        miss = _count(get("prompt_cache_miss_tokens", 0))
-        self.prompt_tokens += prompt
-        self.completion_tokens += completion
-        self.cache_hit_tokens += hit
-        self.cache_miss_tokens += miss
-        details = get("completion_tokens_details", None)
-        if details is not None:
-            reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else getattr(details, "reasoning_tokens", 0)
-            self.reasoning_tokens += _count(reasoning)
-        # an answer without the cache split bills its whole prompt as cache misses
-        self.per_call.append(CallUsage(at or datetime.now(UTC), hit, miss or max(prompt - hit, 0), completion))
-
-    def cost(self, prices: PriceTable) -> float:
-        """What DeepSeek bills for these calls, each at the prices in force when it was answered."""
-        return round(sum(prices.cost(c.at, cache_hit=c.cache_hit, cache_miss=c.cache_miss, output=c.output)
-                         for c in self.per_call), 6)
-
-    def peak_calls(self, prices: PriceTable) -> int:
-        return sum(1 for c in self.per_call if prices.is_peak(c.at))
-
-
-def _count(value: Any) -> int:
-    """A token count from an answer: a non-negative int, else 0 (never an exception)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value < 0:
-        return 0
-    return int(min(value, 10**9))
-
-
 def neutralise_delimiters(text: str) -> str:
     """Outside text can never contain a prompt delimiter: every run of three or more ``<`` or ``>`` is cut
     to two. One pass, so nesting (``<<<ARTICLE_E<<<ARTICLE_END>>>ND>>>``) cannot rebuild a marker."""
@@ -302,77 +232,101 @@ class LLMClient:
         (``time.monotonic()``) came first, LLMConfigError / LLMRejected when retrying cannot help (unless a
         questioned but valid answer is at hand: then it stands); each carries the usage so far.
         """
-        usage = usage if usage is not None else Usage()
-        failures: list[str] = []
-        attempt = 0
-        waited = 0.0  # seconds spent waiting out rate limits (no rung spent, capped by rate_limit_wait)
-        kept: BaseModel | None = None  # a valid answer that check() questioned
-        repair: str | None = None
-        while attempt <= self.max_retries:
-            # a cool-down another call of the slot was told, within what is left of this ladder's wait allowance
-            left = self._left(deadline)
-            allowance = self.rate_limit_wait - waited
-            waited += self.gate.wait(allowance if left is None else min(left, allowance), self.sleep)
-            budget = self._budget(deadline)
+        ladder = _Ladder(usage if usage is not None else Usage(), deadline)
+        while ladder.attempt <= self.max_retries:
+            budget = self._wait_turn(ladder)
             if budget is None:
-                if kept is not None:
-                    return JsonAnswer(value=kept, usage=usage, model=self.model, failures=failures, unsettled=repair)
-                raise LLMDeadline(f"deadline reached after {usage.calls} calls" +
-                                  (f": {' | '.join(failures)}" if failures else ""), usage)
-            rung = min(attempt, 3)
-            suffix = repair or RUNG_SUFFIX[rung]
-            content = user if not suffix else f"{user}\n\n{suffix}"
-            started = time.monotonic()
+                if ladder.kept is not None:
+                    return self._kept_answer(ladder)
+                raise LLMDeadline(f"deadline reached after {ladder.usage.calls} calls" +
+                                  (f": {' | '.join(ladder.failures)}" if ladder.failures else ""), ladder.usage)
             try:
-                with self.gate.in_flight(self._left(deadline) or budget):
-                    value = self._call_once(system, content, schema, usage, budget)
-            except _RateLimited as exc:
-                usage.rate_limited += 1
-                pause = exc.retry_after or max(self.backoff_seconds * 2 ** min(usage.rate_limited - 1, 5), 1.0)
-                self.gate.limited(pause, str(exc))
-                left = self._left(deadline)
-                if (usage.rate_limited <= MAX_RATE_LIMIT_WAITS and waited + pause <= self.rate_limit_wait
-                        and (left is None or left - pause >= MIN_CALL_SECONDS)):
-                    log.warning("LLM rate-limited (%s); waiting %.1fs, no attempt spent", exc, pause)
-                    waited += pause
-                    self.sleep(pause)
-                    continue
-                failures.append(f"call {attempt + 1}: {exc} (rate-limit wait of {self.rate_limit_wait:g}s used up)")
-                attempt += 1
-                continue
-            except _Retryable as exc:
-                self.gate.failed(str(exc))
-                failures.append(f"call {attempt + 1}: {exc}")
-                log.warning("LLM call %d/%d failed: %s", attempt + 1, self.max_retries + 1, exc)
-                if attempt < self.max_retries and self.backoff_seconds:
-                    pause = self.backoff_seconds * 2**attempt
-                    if deadline is not None:
-                        pause = min(pause, max(deadline - time.monotonic(), 0))
-                    self.sleep(pause)
-                attempt += 1
-                continue
+                value = self._rung(system, user, schema, ladder, budget)
             except LLMError as exc:
-                self.gate.failed(str(exc))
-                exc.usage = usage
-                if kept is not None:  # the repair call was refused: the valid answer already paid for stands
+                if ladder.kept is not None:  # the repair call was refused: the valid answer already paid for stands
                     log.warning("LLM repair call failed (%s); the earlier valid answer stands", exc)
-                    return JsonAnswer(value=kept, usage=usage, model=self.model, failures=failures, unsettled=repair)
+                    return self._kept_answer(ladder)
                 raise
-            finally:
-                usage.calls += 1
-                usage.latency_ms += int((time.monotonic() - started) * 1000)
-            self.gate.answered()
+            if value is None:  # the rung failed, or a rate limit was waited out
+                continue
             instruction = check(value) if check else None
-            if instruction is None or attempt >= self.max_retries:
-                return JsonAnswer(value=value, usage=usage, model=self.model, failures=failures, unsettled=instruction)
-            log.warning("LLM call %d/%d: a valid answer that needs another look: %s", attempt + 1,
+            if instruction is None or ladder.attempt >= self.max_retries:
+                return JsonAnswer(value=value, usage=ladder.usage, model=self.model, failures=ladder.failures,
+                                  unsettled=instruction)
+            log.warning("LLM call %d/%d: a valid answer that needs another look: %s", ladder.attempt + 1,
                         self.max_retries + 1, instruction[:80])
-            failures.append(f"call {attempt + 1}: questioned: {instruction[:60]}")
-            kept, repair = value, instruction
-            attempt += 1
-        if kept is not None:  # the rungs after a questioned answer failed: that answer stands
-            return JsonAnswer(value=kept, usage=usage, model=self.model, failures=failures, unsettled=repair)
-        raise LLMExhausted(failures, usage)
+            ladder.failures.append(f"call {ladder.attempt + 1}: questioned: {instruction[:60]}")
+            ladder.kept, ladder.repair = value, instruction
+            ladder.attempt += 1
+        if ladder.kept is not None:  # the rungs after a questioned answer failed: that answer stands
+            return self._kept_answer(ladder)
+        raise LLMExhausted(ladder.failures, ladder.usage)
+
+    def _kept_answer(self, ladder: _Ladder) -> JsonAnswer:
+        assert ladder.kept is not None
+        return JsonAnswer(value=ladder.kept, usage=ladder.usage, model=self.model, failures=ladder.failures,
+                          unsettled=ladder.repair)
+
+    def _wait_turn(self, ladder: _Ladder) -> float | None:
+        """Wait out a cool-down another call of the slot was told (within what is left of this ladder's wait
+        allowance); the seconds the next call may take, None when the deadline leaves no room for one."""
+        left = self._left(ladder.deadline)
+        allowance = self.rate_limit_wait - ladder.waited
+        ladder.waited += self.gate.wait(allowance if left is None else min(left, allowance), self.sleep)
+        return self._budget(ladder.deadline)
+
+    def _rung(self, system: str, user: str, schema: type[M], ladder: _Ladder, budget: float) -> M | None:
+        """One call of the ladder: the valid answer, or None when the call failed in a way worth retrying
+        (the rung spent, or a rate limit waited out). Raises LLMError when retrying cannot help."""
+        suffix = ladder.repair or RUNG_SUFFIX[min(ladder.attempt, 3)]
+        content = user if not suffix else f"{user}\n\n{suffix}"
+        started = time.monotonic()
+        try:
+            with self.gate.in_flight(self._left(ladder.deadline) or budget):
+                value = self._call_once(system, content, schema, ladder.usage, budget)
+        except _RateLimited as exc:
+            self._rate_limited(exc, ladder)
+            return None
+        except _Retryable as exc:
+            self._retryable(exc, ladder)
+            return None
+        except LLMError as exc:
+            self.gate.failed(str(exc))
+            exc.usage = ladder.usage
+            raise
+        finally:  # the waits above count in the call's latency
+            ladder.usage.calls += 1
+            ladder.usage.latency_ms += int((time.monotonic() - started) * 1000)
+        self.gate.answered()
+        return value
+
+    def _rate_limited(self, exc: _RateLimited, ladder: _Ladder) -> None:
+        """A 429: wait it out without spending a rung while the ladder's wait allowance lasts, else spend one."""
+        usage = ladder.usage
+        usage.rate_limited += 1
+        pause = exc.retry_after or max(self.backoff_seconds * 2 ** min(usage.rate_limited - 1, 5), 1.0)
+        self.gate.limited(pause, str(exc))
+        left = self._left(ladder.deadline)
+        if (usage.rate_limited <= MAX_RATE_LIMIT_WAITS and ladder.waited + pause <= self.rate_limit_wait
+                and (left is None or left - pause >= MIN_CALL_SECONDS)):
+            log.warning("LLM rate-limited (%s); waiting %.1fs, no attempt spent", exc, pause)
+            ladder.waited += pause
+            self.sleep(pause)
+            return
+        ladder.failures.append(f"call {ladder.attempt + 1}: {exc} (rate-limit wait of {self.rate_limit_wait:g}s used up)")
+        ladder.attempt += 1
+
+    def _retryable(self, exc: _Retryable, ladder: _Ladder) -> None:
+        """A failed call worth retrying: the rung is spent, and the next waits an exponential backoff."""
+        self.gate.failed(str(exc))
+        ladder.failures.append(f"call {ladder.attempt + 1}: {exc}")
+        log.warning("LLM call %d/%d failed: %s", ladder.attempt + 1, self.max_retries + 1, exc)
+        if ladder.attempt < self.max_retries and self.backoff_seconds:
+            pause = self.backoff_seconds * 2**ladder.attempt
+            if ladder.deadline is not None:
+                pause = min(pause, max(ladder.deadline - time.monotonic(), 0))
+            self.sleep(pause)
+        ladder.attempt += 1
 
     @staticmethod
     def _left(deadline: float | None) -> float | None:
@@ -386,10 +340,23 @@ class LLMClient:
         return None if left < MIN_CALL_SECONDS else min(self.timeout, left)
 
     def _call_once(self, system: str, user: str, schema: type[M], usage: Usage, budget: float) -> M:
+        response = self._request(system, user, budget)
+        usage.answered += 1
+        try:
+            usage.add(getattr(response, "usage", None), datetime.now(UTC))
+            content, finish_reason = _content(response)
+        except (TypeError, AttributeError, ValueError, RecursionError) as exc:
+            raise _Retryable(f"malformed answer ({exc.__class__.__name__})") from None
+        if finish_reason == "length":
+            raise _Retryable("answer truncated (finish_reason=length)")
+        return _parse(content, schema)
+
+    def _request(self, system: str, user: str, budget: float) -> Any:
+        """One chat completion within ``budget`` seconds; a failure raised as retryable or not."""
         openai = _sdk()
         try:
             with http.limits(budget, MAX_ANSWER_BYTES):
-                response = self._client.chat.completions.create(
+                return self._client.chat.completions.create(
                     model=self.model,
                     messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
                     response_format={"type": "json_object"},
@@ -408,31 +375,40 @@ class LLMClient:
             raise _Retryable(f"connection failed: {detail}") from None
         except openai.APIError as exc:  # an answer the SDK could not read
             raise _Retryable(f"unreadable answer: {exc.__class__.__name__}") from None
-        usage.answered += 1
-        try:
-            usage.add(getattr(response, "usage", None), datetime.now(UTC))
-            content, finish_reason = _content(response)
-        except (TypeError, AttributeError, ValueError, RecursionError) as exc:
-            raise _Retryable(f"malformed answer ({exc.__class__.__name__})") from None
-        if finish_reason == "length":
-            raise _Retryable("answer truncated (finish_reason=length)")
-        if not content.strip():
-            raise _Retryable("blank content")
-        try:
-            data = json.loads(_strip_fence(content))
-        except json.JSONDecodeError as exc:
-            raise _Retryable(f"not JSON ({exc.msg} at {exc.pos}): {content[:80]!r}") from None
-        except RecursionError:
-            raise _Retryable("JSON nested too deep") from None
-        if not isinstance(data, dict):
-            raise _Retryable(f"JSON is a {type(data).__name__}, not an object")
-        try:
-            return schema.model_validate(storable_json(data))
-        except RecursionError:
-            raise _Retryable("JSON nested too deep") from None
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:4])
-            raise _Retryable(f"schema: {problems}") from None
+
+
+@dataclass
+class _Ladder:
+    """Where one ``complete_json`` stands: what it paid, why rungs failed, a valid answer check() questioned."""
+
+    usage: Usage
+    deadline: float | None
+    failures: list[str] = field(default_factory=list)
+    attempt: int = 0
+    waited: float = 0.0  # seconds spent waiting out rate limits (no rung spent, capped by rate_limit_wait)
+    kept: BaseModel | None = None  # a valid answer that check() questioned
+    repair: str | None = None  # what check() asked of it
+
+
+def _parse(content: str, schema: type[M]) -> M:
+    """The answer's text as a valid ``schema`` object; anything else is retryable."""
+    if not content.strip():
+        raise _Retryable("blank content")
+    try:
+        data = json.loads(_strip_fence(content))
+    except json.JSONDecodeError as exc:
+        raise _Retryable(f"not JSON ({exc.msg} at {exc.pos}): {content[:80]!r}") from None
+    except RecursionError:
+        raise _Retryable("JSON nested too deep") from None
+    if not isinstance(data, dict):
+        raise _Retryable(f"JSON is a {type(data).__name__}, not an object")
+    try:
+        return schema.model_validate(storable_json(data))
+    except RecursionError:
+        raise _Retryable("JSON nested too deep") from None
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:4])
+        raise _Retryable(f"schema: {problems}") from None
 
 
 def _content(response: Any) -> tuple[str, str | None]:

@@ -1,4 +1,4 @@
-"""What a DeepSeek call costs, at the prices in force when it was made (issue 13 section 3).
+"""What a DeepSeek call costs, at the prices in force when it was made.
 
 DeepSeek bills per million tokens in three parts: input served from its context cache (``cache hit``),
 other input (``cache miss``) and output, reasoning tokens included (they are part of
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, time
 from typing import Any
 
@@ -131,3 +131,62 @@ def format_money(amount: Any, currency: str) -> str:
     if value == 0:
         return f"{sign}0"
     return f"{sign}{value:.4f}" if abs(value) < 1 else f"{sign}{value:,.2f}"
+
+
+@dataclass(frozen=True)
+class CallUsage:
+    """One answered call: when it was answered and what DeepSeek bills for it."""
+
+    at: datetime
+    cache_hit: int
+    cache_miss: int
+    output: int  # completion tokens, reasoning included
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cache_hit_tokens: int = 0
+    cache_miss_tokens: int = 0
+    calls: int = 0  # requests made
+    answered: int = 0  # requests DeepSeek answered with a completion (the ones it may bill)
+    latency_ms: int = 0
+    rate_limited: int = 0  # 429 answers (not billed, no rung spent)
+    per_call: list[CallUsage] = field(default_factory=list)
+
+    def add(self, usage: Any, at: datetime | None = None) -> None:
+        """Add one answer's ``usage``, whatever shape it came in (missing, null or junk counts as 0)."""
+        if usage is None:
+            return
+        get = usage.get if isinstance(usage, dict) else lambda k, d=None: getattr(usage, k, d)
+        prompt = _count(get("prompt_tokens", 0))
+        completion = _count(get("completion_tokens", 0))
+        hit = _count(get("prompt_cache_hit_tokens", 0))
+        miss = _count(get("prompt_cache_miss_tokens", 0))
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        self.cache_hit_tokens += hit
+        self.cache_miss_tokens += miss
+        details = get("completion_tokens_details", None)
+        if details is not None:
+            reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else getattr(details, "reasoning_tokens", 0)
+            self.reasoning_tokens += _count(reasoning)
+        # an answer without the cache split bills its whole prompt as cache misses
+        self.per_call.append(CallUsage(at or datetime.now(UTC), hit, miss or max(prompt - hit, 0), completion))
+
+    def cost(self, prices: PriceTable) -> float:
+        """What DeepSeek bills for these calls, each at the prices in force when it was answered."""
+        return round(sum(prices.cost(c.at, cache_hit=c.cache_hit, cache_miss=c.cache_miss, output=c.output)
+                         for c in self.per_call), 6)
+
+    def peak_calls(self, prices: PriceTable) -> int:
+        return sum(1 for c in self.per_call if prices.is_peak(c.at))
+
+
+def _count(value: Any) -> int:
+    """A token count from an answer: a non-negative int, else 0 (never an exception)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or value < 0:
+        return 0
+    return int(min(value, 10**9))

@@ -1,18 +1,12 @@
 """Deliver a message to every configured channel through apprise, exactly once per channel.
 
-Each (message, channel) pair has a msg_uuid (decide.msg_uuid). Before sending, a pending row is inserted
-under that unique key with the text as fitted for the channel; a conflict means the pair is already handled.
-Just before the channel is called its ``send_started_at`` is committed; success marks it sent, failure
-records the error, and a retry reuses the uuid, so a retry resends only to the channels that have not
-succeeded. apprise's result is checked (the Airflow apprise hook discards it), and its log lines are captured
-and redacted so that no channel secret reaches a task log or the database.
-
-A sender that dies leaves a pending row, and :func:`sweep` accounts for it once it is older than
-:data:`SWEEP_AFTER`: a row whose send never started is delivered now (by whichever sender wins
-``start_send``, so still once) or, for an opportunity alert gone stale, marked failed; a row whose send started
-without an answer is marked *unknown* and never resent automatically — a duplicate is worse than a miss for
-this reader — and the operator is told (Runtime.sweep_pushes, include/radar/runtime.py). A sender that finds a row another sender
-claimed and never started (the retry of a killed push task) delivers it at once, by the same rule.
+Each (message, channel) pair has a unique msg_uuid (decide.msg_uuid): a pending row is inserted under it
+before sending (a conflict: already handled), ``send_started_at`` is committed just before the channel is
+called, and the answer marks it sent or failed, so a retry resends only where it has not succeeded. apprise's
+result is checked and its log captured and redacted (no channel secret reaches a log). A dead sender's row is
+settled by :func:`sweep` after :data:`SWEEP_AFTER`: never started, it is delivered now (or, a stale alert,
+failed); started without an answer, it is marked *unknown* and never resent (a duplicate is worse than a miss
+for this reader), and the operator is told.
 """
 
 from __future__ import annotations
@@ -154,7 +148,7 @@ def send_one(channel: Channel, title: str, body: str) -> str | None:
     posts), and the HTTP library below it logs request paths that hold webhook tokens: while it sends, its
     lines go to a private capture only, and a scrubbing filter guards both loggers for good.
     """
-    import apprise  # noqa: PLC0415 - half a second of imports, paid only by the tasks that push
+    import apprise  # half a second of imports, paid only by the tasks that push
 
     apprise_log = logging.getLogger("apprise")
     propagate, apprise_log.propagate = apprise_log.propagate, False
@@ -168,7 +162,7 @@ def send_one(channel: Channel, title: str, body: str) -> str | None:
                 # plain text in: channels that speak HTML or Markdown get it escaped by apprise, so a title or
                 # an account name from an article cannot format (or inject into) the message
                 ok = instance.notify(body=body, title=title, body_format=apprise.NotifyFormat.TEXT)
-            except Exception as exc:  # noqa: BLE001 - a plugin bug must not stop the other channels
+            except Exception as exc:  # a plugin bug must not stop the other channels
                 ok = False
                 captured.write(f"{exc.__class__.__name__}: {exc}\n")
     finally:
@@ -293,7 +287,7 @@ def sweep(
         rows = store.stale_notifications(conn, older_than)
     for row in rows:
         label = f"{row['push_type']} 「{row['title']}」 to {row['channel']}"
-        if row["send_started_at"] is not None or row["channel_key"] is None:  # (no key: claimed before issue 24)
+        if row["send_started_at"] is not None or row["channel_key"] is None:  # a row without a key: an older claim
             started = row["send_started_at"] or row["updated_at"]
             error = (f"the send started at {started.astimezone(SHANGHAI):%Y-%m-%d %H:%M:%S} (Asia/Shanghai) and its "
                      "sender never recorded an answer: delivery unknown, not resent automatically")

@@ -2,23 +2,12 @@
 
     rank = score + watchlist boost + feedback weight + outcome weight
 
-- watchlist boost: +10 when the radar found a watchlist company, ticker or sector in the article
-  (``watch_hits``, include/radar/focus.py); else +5 when the model said the article touches the reader's
-  watchlist or interests (``watchlist.touches`` in its answer); else 0.
-- feedback weight: the sum of what the reader's verdicts on earlier analyses taught, per key the analysis
-  shares with them, the total capped at ±10:
-    the account:                 👍 +3, 👎 −3, 已知道 −1 each (the last a hint that the account is late);
-    each entity (the opportunities' targets) and the topic (top_type):  👍 +2, 👎 −2 each;
-  every key capped at ±6, so one account or one company never outweighs the score.
-
-- outcome weight (the track record, track_record.py): per account and per opportunity type (the analysis's top
-  type), the mean excess return of its measured picks at T+5 in the calls' direction, shrunk toward zero by
-  n / (n + 30), one point per percent, each key capped at ±6 and the sum at ±10, and only for keys with at
-  least ``outcome_min_picks`` (a setting, 30) measured picks (outcomes.outcome_points).
-
-The threshold still applies to the score alone: the rank decides which article leads (the push, the order of
-the report), never whether an article is an opportunity. Every part is kept (``Rank.parts``) and shown on
-the analysis page, so the reader sees why one article went above another.
+The watchlist boost is +10 for a company, ticker or sector the radar found (``watch_hits``), else +5 when the
+model said the article touches the watchlist; the feedback weight sums what the reader's verdicts taught per
+shared key (the account 👍 +3 / 👎 −3 / 已知道 −1; an entity or the topic ±2), each key capped at ±6 and the
+total at ±10; the outcome weight is the track record's shrunk mean excess return per account and type
+(outcomes.outcome_points, from ``outcome_min_picks`` picks), capped the same. The threshold applies to the
+score alone: the rank orders, it never makes an opportunity. Every part is kept (``Rank.parts``) and shown.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ class DatabaseGate(RateGate):
         try:
             with self.connect() as conn:
                 return store.update_status(conn, KEY, change)
-        except Exception:  # noqa: BLE001 - the gate is advisory
+        except Exception:  # the gate is advisory
             log.warning("the shared DeepSeek rate-limit state could not be updated", exc_info=True)
             return {}
 
@@ -57,7 +57,7 @@ class DatabaseGate(RateGate):
         try:
             with self.connect() as conn:
                 return store.status(conn, KEY)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.warning("the shared DeepSeek rate-limit state could not be read", exc_info=True)
             return {}
 
@@ -90,7 +90,7 @@ class DatabaseGate(RateGate):
                         break
                     time.sleep(POLL_SECONDS)
                 conn.commit()
-            except Exception:  # noqa: BLE001 - the gate is advisory: the call goes on unthrottled
+            except Exception:  # the gate is advisory: the call goes on unthrottled
                 log.warning("the DeepSeek throttle could not be taken", exc_info=True)
             yield
 

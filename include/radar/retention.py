@@ -1,17 +1,11 @@
 """Retention: what the radar keeps, and for how long (the daily slot's ``retention`` task).
 
-Article bodies are most of what a year of slots stores (``make bench-growth``: the text and the search lexemes
-made from it are two thirds of the content table, whose index is the largest). Past ``retention_days`` (180) a
-body is no longer read by any step — the window is three days, grouping a week, the weekly summary seven days —
-and only the search and the analysis page's quote marks look at it. So an old article keeps everything but its
-body: title, link, account, hash (a repost still reuses the analysis), statuses, the analysis with its evidence
-checks (quotes and their context), pushes, feedback and the track record; its search lexemes are cut down to
-the title's and the analysis's, so it is still found by them; ``body_pruned_at`` says when, and a pruned
-article is never offered for analysis again.
-
-Bounded: batches of ``BATCH`` articles, each its own transaction, until the step's time (``SECONDS``) is spent;
-what is left waits for the next day and is shown on the health panel with the database's size
-(``service_state`` ``retention:status``).
+Article bodies are most of what a year stores (``make bench-growth``), and past ``retention_days`` no step
+reads them (the longest window is the week's). So an old article keeps everything but its body: title, link,
+hash (a repost still reuses its analysis), statuses, the analysis with its evidence checks, pushes, feedback,
+the track record, and the search lexemes of its title and analysis; ``body_pruned_at`` says when, and it is
+never offered for analysis again. Bounded: batches of ``BATCH``, each its own transaction, within the step's
+time (``SECONDS``); what is left waits for the next day, shown on the health panel.
 """
 
 from __future__ import annotations

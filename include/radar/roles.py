@@ -1,19 +1,12 @@
 """The database roles of a deployment: which login may do what, on which database.
 
-docker-compose.yaml runs one PostgreSQL for Airflow's metadata and the radar's data. Its superuser
-(``POSTGRES_USER``) is used by airflow-init alone, to keep three logins in shape at every start:
-
-* the radar's owner (``RADAR_DATABASE_URL``): owns the radar database and its schema, runs the migrations,
-  and is what the tasks, the triggerer and the dag-processor connect as;
-* the pages' login (``RADAR_PAGES_DATABASE_URL``, the api-server): reads every radar table and writes only the
-  reader's own data: their profile and their feedback (the articles a changed profile lets through are put
-  back in line by the next slot, as the owner). ``SET TRANSACTION READ ONLY`` on an owner's session is no boundary
-  (``COMMIT; BEGIN READ WRITE`` undoes it); privileges are;
-* Airflow's login (``AIRFLOW__DATABASE__SQL_ALCHEMY_CONN``): owns the metadata database.
-
-Everything here is idempotent: a fresh volume gets the roles and databases, an existing one (where the
-superuser owned everything) has its databases and objects handed over to their owners, and a password
-changed in .env is applied to its role. ``make run`` and the tests keep one login and never call this.
+One PostgreSQL holds Airflow's metadata and the radar's data; its superuser is used by airflow-init alone to
+keep three logins in shape: the radar's owner (``RADAR_DATABASE_URL``: owns the schema, runs the migrations,
+what the tasks connect as); the pages' login (``RADAR_PAGES_DATABASE_URL``, the api-server: reads every radar
+table, writes only the reader's profile and feedback; privileges are the boundary, since ``READ ONLY`` on an
+owner's session can be undone); and Airflow's. Idempotent: a fresh volume gets roles and databases, an older
+one has its objects handed to their owners, a changed password is applied. ``make run`` and the tests keep
+one login and never call this.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The score rubric of the analysis prompt, tied to the push threshold (issue 14 §2): the bands and what
+"""The score rubric of the analysis prompt, tied to the push threshold: the bands and what
 each means, written once; the analysis page names the band of a score the same way."""
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """What every step of a slot needs, resolved inside the task (never at DAG parse time), and the one way a step
-runs.
-
-- :class:`Runtime`: the settings and the radar's database, and the outside world built from Airflow connections:
-  the WeRSS client, the DeepSeek client, the push channels, the operator's alerts, signed page links; and the
-  sweep of pushes whose sender died, which every push step runs first;
-- :func:`step`: records a step's outcome on the slot run (its error, or cleared), so ``close_slot`` can tell how
-  the slot went from the database alone, and turns a failure past the daily deadline into
-  :class:`DeadlinePassed`;
-- the slot record's helpers: its key, its deadlines (the daily slot's phases, deadlines.py);
-- :func:`not_retryable`: the errors a retry cannot fix, which the seam to Airflow (airflow_support.py) fails
-  without retries.
-
-The steps themselves are in include/radar/steps/, one module per stage of the slot. Nothing here imports them
-or Airflow.
+runs: :class:`Runtime` (settings, database, and the WeRSS and DeepSeek clients, push channels, operator alerts
+and signed links built from Airflow connections; the sweep of pushes whose sender died); :func:`step`, which
+records a step's outcome on the slot run (so ``close_slot`` judges the slot from the database) and turns a
+failure past the daily deadline into :class:`DeadlinePassed`; the slot record's key and deadlines; and
+:func:`not_retryable`, the errors the seam to Airflow fails without retries. Nothing here imports the steps
+(include/radar/steps/) or Airflow.
 """
 
 from __future__ import annotations
@@ -68,7 +60,7 @@ class Runtime:
     def werss(self) -> WeRSSClient:
         # ingest.py cleans HTML (bs4 and lxml, 13 MB): only the task that ingests loads it, not every step,
         # nor the triggerer running the Deadline Alert's callback (make bench-memory)
-        from include.radar import ingest  # noqa: PLC0415
+        from include.radar import ingest
 
         conn = readers.required(self.settings.werss_conn_id, "WeRSS")
         cache = ingest.db_token_cache(self.connect, f"werss:token:{readers.base_url(conn)}:{conn.login}")
@@ -106,7 +98,7 @@ class Runtime:
         try:
             channels = [*self.channels(), *self.channels(self.settings.ops_push_conn_id)]
             report = push.sweep(self.connect, channels, stale_after=timedelta(minutes=self.settings.late_after_minutes))
-        except Exception:  # noqa: BLE001 - the next push step or close tries again
+        except Exception:  # the next push step or close tries again
             log.exception("sweeping the pending pushes failed")
             return None
 
@@ -140,7 +132,7 @@ def step(name: str | Callable[..., str]) -> Callable[[F], F]:
                     with rt.connect() as conn:
                         store.record_step(conn, slot["slot_run_id"], label, f"{exc.__class__.__name__}: {exc}",
                                           dag_run_id=slot.get("dag_run_id"))
-                except Exception:  # noqa: BLE001 - the database may be what failed; keep the original error
+                except Exception:  # the database may be what failed; keep the original error
                     log.exception("could not record the failure of step %s", label)
                 if retry_is_pointless(label, deadlines(slot), datetime.now(UTC)):
                     raise DeadlinePassed(

@@ -1,17 +1,11 @@
 """Search over every article and analysis: Chinese text cut into lexemes in Python, matched by PostgreSQL.
 
-PostgreSQL's own parser does not segment Chinese, and pg_trgm is neither in the embedded PostgreSQL nor
-useful for two-character words (a trigram index needs three). So the words are made here, when an article or
-an analysis is stored, and written as a ``tsvector`` with ``array_to_tsvector`` (lexemes taken as they are,
-whatever the server's locale or parser):
-
-- jieba's search-mode words (``宁德时代`` gives ``宁德``, ``时代`` and ``宁德时代``), lower-cased, with tickers
-  kept whole (``600519``);
-- every pair of adjacent Chinese characters of the title and the opening of the text, so that a query the
-  dictionary cuts differently (a company name it does not know) is still found.
-
-A query is cut the same way and all its lexemes must match (``&``). ``make bench-search`` measures on the
-labelled articles what each way finds against plain substring search, and how fast a year answers.
+PostgreSQL does not segment Chinese, and pg_trgm (missing from the embedded server) needs three characters. So
+the words are made here when an article or analysis is stored, and written with ``array_to_tsvector``
+(whatever the server's locale): jieba's search-mode words, lower-cased, tickers whole; and every pair of
+adjacent Chinese characters of the title and the text's opening, so that a name the dictionary cuts
+differently is still found. A query is cut the same way and all its lexemes must match. ``make bench-search``
+measures what each way finds and how fast.
 """
 
 from __future__ import annotations
@@ -37,8 +31,8 @@ _EXCHANGES = frozenset({"sh", "sz", "bj", "hk", "ss"})
 
 
 @cache
-def _jieba():  # noqa: ANN202 - the module; imported once per process, quietly (it logs its dictionary load)
-    import jieba  # noqa: PLC0415 - 1 s of dictionary loading, only where text is indexed or searched
+def _jieba():  # the module; imported once per process, quietly (it logs its dictionary load)
+    import jieba  # 1 s of dictionary loading, only where text is indexed or searched
 
     jieba.setLogLevel(logging.WARNING)
     jieba.initialize()
@@ -73,14 +67,14 @@ def _quote(term: str) -> str:
 
 
 @cache
-def _query_cutter():  # noqa: ANN202 - a jieba Tokenizer over the frequent words only
+def _query_cutter():  # a jieba Tokenizer over the frequent words only
     """The cutter of queries: jieba with the words of its dictionary used at least QUERY_MIN_FREQ times (80k of
     349k). Where it cuts a name more finely than the full dictionary would, the pieces and the character pairs
     that cover what is left still match the article (see :func:`query`); and it costs the api-server, where the
     pages cut queries, about 20 MB instead of the full dictionary's 70 (``make bench-search`` measures both)."""
-    import io  # noqa: PLC0415
+    import io
 
-    import jieba  # noqa: PLC0415
+    import jieba
 
     jieba.setLogLevel(logging.WARNING)
     with open(jieba.get_dict_file().name, "rb") as f:
@@ -99,7 +93,7 @@ def _alternatives(word: str) -> str:
     return _quote(word)
 
 
-def query(text: str, *, cutter=None) -> tuple[str, list[str]]:  # noqa: ANN001 - a jieba Tokenizer
+def query(text: str, *, cutter=None) -> tuple[str, list[str]]:  # a jieba Tokenizer
     """A query as tsquery text (every part must match) and the literal terms to mark in snippets.
 
     The query is cut into words (``_query_cutter``; ``cutter`` for the benchmark's comparison): each word of two

@@ -1,9 +1,11 @@
-"""Every tunable of the radar in one typed object (seed 000 section 13 plus deployment settings).
+"""Every tunable of the radar in one typed object (seed 000 section 13 plus deployment), and the one reader.
 
-Values come, in order, from the environment (``AIRFLOW_VAR_RADAR_<NAME>``, which is also how Airflow
-exposes Variables set through the environment), then from the Airflow Variable ``radar_<name>`` when
-running inside Airflow, then from the defaults below. Settings are read inside tasks and requests,
-never at DAG parse time. A bad value fails with a message that names the setting and the value.
+A setting comes from the environment (``AIRFLOW_VAR_RADAR_<NAME>``), then the Airflow Variable
+``radar_<name>`` through the reader of the process (a task: :func:`task_lookup`, the Execution API; the
+api-server: :func:`server_lookup`, its secrets backends and metadata database), then the default below. The
+DAG file reads at parse time only its schedule's few settings, from the environment (:func:`parse_time_lookup`);
+where the database is comes from the environment alone (:func:`deployment`). A read that fails (the Execution
+API down) raises rather than defaulting; a bad value fails with a message naming the setting and the value.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -294,6 +297,74 @@ def env_name(name: str) -> str:
 
 Lookup = Callable[[str], "str | None"]
 
+# what locates the database, read from the environment alone (see the module's docstring)
+DEPLOYMENT = {
+    "RADAR_DATABASE_URL": "the radar database of the tasks (else the radar_db connection, else an embedded one)",
+    "RADAR_PAGES_DATABASE_URL": "the report pages' own read-only login (else the tasks' database URL)",
+    "RADAR_PGDATA": "where the embedded PostgreSQL keeps its data (else .local/pgdata)",
+    "RADAR_ADMIN_DATABASE_URL": "the PostgreSQL superuser, for cli provision only",
+    "RADAR_AIRFLOW_DB_NAME": "the database of Airflow's metadata beside the radar's (cli airflow-db-url; else airflow)",
+}
+
+
+def deployment(name: str) -> str | None:
+    """The environment's value of one of :data:`DEPLOYMENT` (None when unset or empty)."""
+    if name not in DEPLOYMENT:
+        raise KeyError(f"{name} is not a deployment variable of the radar")
+    return os.environ.get(name) or None
+
+
+def environment(name: str) -> str | None:
+    """The raw value of setting ``name`` in the environment (step 1 of the order)."""
+    return os.environ.get(env_name(name))
+
+
+def parse_time_lookup(names: tuple[str, ...]) -> Lookup:
+    """What the DAG file reads at parse time: ``names`` from the environment, nothing else."""
+    return lambda name: environment(name) if name in names else None
+
+
+def task_lookup(use_airflow: bool = True) -> Lookup:
+    """The order of a task (or a script): the environment, then (``use_airflow``) the task's Variables, listed
+    once on the first setting the environment does not hold."""
+    variables: Lookup | None = None
+
+    def lookup(name: str) -> str | None:
+        nonlocal variables
+        value = environment(name)
+        if value is None and use_airflow:
+            if variables is None:
+                variables = _airflow_variables() or (lambda _: None)
+            value = variables(name)
+        return value
+
+    return lookup
+
+
+def server_lookup(name: str) -> str | None:
+    """The order of the api-server: the environment, then ``Variable.get`` of ``airflow.models``, the
+    api-server's own reader (the configured secrets backends, the environment backend and the metadata
+    database, in Airflow's order; a backend that fails is logged and skipped by Airflow itself). Errors other
+    than Airflow being absent are raised: a silently defaulted ``link_secret`` would refuse every pushed link."""
+    value = environment(name)
+    if value is not None:
+        return value
+    variable = _server_variable()
+    if variable is None:
+        return None
+    found = variable.get(f"radar_{name}", default_var=None)
+    return None if found is None else str(found)
+
+
+@cache
+def _server_variable() -> Any:
+    """``airflow.models.variable.Variable``, or None without Airflow (imported on first use: it is slow)."""
+    try:
+        from airflow.models.variable import Variable
+    except ImportError:
+        return None
+    return Variable
+
 
 def _airflow_variables() -> Lookup | None:
     """A lookup of the Airflow Variables ``radar_<name>``; None outside a task.
@@ -310,7 +381,7 @@ def _airflow_variables() -> Lookup | None:
         return None
     try:
         get_current_context()
-    except Exception:  # noqa: BLE001 - no task context (api-server, scripts, tests): environment and defaults
+    except Exception:  # no task context (api-server, scripts, tests): environment and defaults
         return None
     stored: set[str] | None = None
     if not _custom_secrets_backend():
@@ -332,20 +403,17 @@ def _custom_secrets_backend() -> bool:
 
 
 def load_settings(lookup: Lookup | None = None, *, use_airflow: bool = True, **overrides: Any) -> Settings:
-    """Build the settings; ``lookup`` maps a setting name to its raw string (tests pass a dict.get)."""
+    """Build the settings; ``lookup`` maps a setting name to its raw string: :func:`server_lookup`,
+    :func:`parse_time_lookup`, a test's dict.get; without one, :func:`task_lookup` (``use_airflow``)."""
+    read = lookup or task_lookup(use_airflow)
     raw: dict[str, Any] = {}
-    variables: Lookup | None = None
     for name in SETTING_NAMES:
-        value = lookup(name) if lookup else os.environ.get(env_name(name))
-        if value is None and use_airflow and lookup is None:
-            if variables is None:
-                variables = _airflow_variables() or (lambda _: None)
-            value = variables(name)
+        value = read(name)
         if value is not None:
             raw[name] = value
     raw.update(overrides)
     for old, new in RENAMED.items():
-        if (lookup(old) if lookup else os.environ.get(env_name(old))) is not None:
+        if (lookup or environment)(old) is not None:
             raise SettingsError(f"the setting {old} ({env_name(old)}) is gone: use {new} instead")
     try:
         settings = Settings(**raw)
@@ -383,14 +451,12 @@ class ConnectionInfo:
 
 
 def get_connection(conn_id: str) -> ConnectionInfo | None:
-    """Resolve an Airflow connection (environment ``AIRFLOW_CONN_*`` first, then Airflow), or None."""
-    conn = None
-    try:
-        from airflow.sdk import BaseHook
-
-        conn = BaseHook.get_connection(conn_id)
-    except Exception:  # noqa: BLE001 - missing connection or no Airflow context
-        conn = _connection_from_env(conn_id)
+    """Resolve a connection: the environment's ``AIRFLOW_CONN_<ID>`` first, then Airflow; None when neither
+    has it (or Airflow is not installed). Any other error of Airflow's (the Execution API down, a secrets
+    backend refusing) is raised: a connection silently taken for "not set" would send the radar elsewhere."""
+    conn = _connection_from_env(conn_id)
+    if conn is None:
+        conn = _connection_from_airflow(conn_id)
     if conn is None:
         return None
     extra = conn.extra_dejson if hasattr(conn, "extra_dejson") else {}
@@ -403,6 +469,18 @@ def get_connection(conn_id: str) -> ConnectionInfo | None:
         schema=conn.schema,
         extra=extra or {},
     )
+
+
+def _connection_from_airflow(conn_id: str) -> Any:
+    try:
+        from airflow.sdk import BaseHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
+    except ImportError:  # plain Python: no Airflow installed
+        return None
+    try:
+        return BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return None
 
 
 def _connection_from_env(conn_id: str) -> Any:

@@ -76,14 +76,6 @@ def to_local(moment: datetime | None, tz: ZoneInfo = SHANGHAI) -> datetime | Non
     return None if moment is None else _as_aware(moment).astimezone(tz)
 
 
-def epoch_seconds(value: int | float | str) -> int:
-    """Normalise a WeRSS publish_time: Unix seconds, or milliseconds when above 10^10."""
-    number = int(float(value))
-    if number > 10**10:
-        number //= 1000
-    return number
-
-
 def slots_between(start: datetime, end: datetime, slots: tuple[str, ...], tz: ZoneInfo = SHANGHAI) -> list[SlotKey]:
     """The planned slots with ``start < scheduled_at <= end``, oldest first."""
     keys = []

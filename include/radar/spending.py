@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from include.radar import store
-from include.radar.llm import Usage
+from include.radar.pricing import Usage
 from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI
 

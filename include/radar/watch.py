@@ -53,7 +53,7 @@ def werss_outcome(rt: StepRuntime, slot: dict[str, Any], summary: ingest.IngestS
     try:
         with rt.connect() as conn:
             state = store.update_status(conn, "werss:status", change)
-    except Exception:  # noqa: BLE001 - a status for the pages; the step's own outcome matters more
+    except Exception:  # a status for the pages; the step's own outcome matters more
         log.warning("WeRSS status could not be recorded", exc_info=True)
         return
     if int(state.get("auth_stalled_slots") or 0) >= AUTH_STALL_SLOTS:
@@ -72,7 +72,7 @@ def wechat_login(rt: StepRuntime, slot: dict[str, Any], client: WeRSSClient, *, 
     now = now or datetime.now(UTC)
     try:
         login = client.wechat_login()
-    except Exception as exc:  # noqa: BLE001 - a watcher: its failure must not fail the ingest it follows
+    except Exception as exc:  # a watcher: its failure must not fail the ingest it follows
         log.warning("WeRSS's WeChat login could not be read: %s", redact.scrub(str(exc))[:300])
         return
     expired = login.expired(now)
@@ -89,7 +89,7 @@ def wechat_login(rt: StepRuntime, slot: dict[str, Any], client: WeRSSClient, *, 
     try:
         with rt.connect() as conn:
             state = store.update_status(conn, WECHAT_STATUS, change)
-    except Exception:  # noqa: BLE001 - a status for the pages
+    except Exception:  # a status for the pages
         log.warning("WeRSS's WeChat login could not be recorded", exc_info=True)
         return
     if not login.reported:
@@ -117,7 +117,7 @@ def silent_accounts(rt: StepRuntime, slot: dict[str, Any], at: datetime) -> None
     try:
         with rt.connect() as conn:
             silent = store.silent_accounts(conn, at, SILENT_FACTOR)
-    except Exception:  # noqa: BLE001 - a watcher: its failure must not fail the ingest it follows
+    except Exception:  # a watcher: its failure must not fail the ingest it follows
         log.warning("quiet accounts could not be checked", exc_info=True)
         return
     if silent:

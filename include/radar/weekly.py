@@ -17,19 +17,9 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from include.radar import decide, events, outcomes, ranking, store
-from include.radar.digest import _md_text
-from include.radar.llm import (
-    LLMClient,
-    LLMConfigError,
-    LLMDeadline,
-    LLMExhausted,
-    LLMRejected,
-    Prompt,
-    neutralise_delimiters,
-)
-from include.radar.schemas import DailyDigest
+from include.radar.digest import Asked, _md_text, ask_llm
+from include.radar.llm import LLMClient, Prompt, neutralise_delimiters
 from include.radar.settings import Settings
-from include.radar.spending import Spend
 from include.radar.store import track as track_store
 
 log = logging.getLogger(__name__)
@@ -106,27 +96,14 @@ def build(connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], *, m
             return existing
         entries, stats = gather(conn, monday, settings.outcome_min_picks)
     threshold = settings.push_score_threshold
-    digest: DailyDigest | None = None
-    error = model = prompt_version = None
+    asked = Asked(None)
     if entries:
-        spend = Spend(settings, item_id=None, attempt_id=None, slot_run_id=slot_run_id, model=settings.deepseek_model,
-                      purpose="digest")
-        try:
-            data = neutralise_delimiters(json.dumps(compact(entries, analysis_url), ensure_ascii=False))
-            answer = llm_factory().complete_json(
-                WEEKLY_PROMPT.system(),
-                WEEKLY_PROMPT.user(week_start=monday.isoformat(), week_end=(monday + timedelta(days=6)).isoformat(),
-                                   threshold=str(threshold), data=data),
-                DailyDigest, deadline=deadline)
-            spend.usage = answer.usage
-            digest = answer.value  # type: ignore[assignment]
-            model, prompt_version = answer.model, WEEKLY_PROMPT.label
-        except (LLMExhausted, LLMConfigError, LLMRejected, LLMDeadline) as exc:
-            spend.usage = exc.usage
-            error = f"digest: {exc}"
-            log.warning("weekly summary %s falls back to the database summary: %s", monday, exc)
-        with connect() as conn:
-            spend.record(conn)
+        data = neutralise_delimiters(json.dumps(compact(entries, analysis_url), ensure_ascii=False))
+        user = WEEKLY_PROMPT.user(week_start=monday.isoformat(), week_end=(monday + timedelta(days=6)).isoformat(),
+                                  threshold=str(threshold), data=data)
+        asked = ask_llm(connect, llm_factory, WEEKLY_PROMPT, user, settings=settings, slot_run_id=slot_run_id,
+                        deadline=deadline, what=f"weekly summary {monday}")
+    digest = asked.digest
     lead_of = {m["id"]: e for e in entries for m in e.members}
     if digest is not None:
         tops, seen = [], set()
@@ -146,7 +123,7 @@ def build(connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], *, m
     stats["opportunities"] = sum(1 for e in entries if decide.is_opportunity(e.lead, threshold))
     report = {"week_start": monday, "status": store.REPORT_OK if digest is not None or not entries
               else store.REPORT_PARTIAL, "digest_md": digest_md, "digest_json": digest_json, "stats": stats,
-              "model": model, "prompt_version": prompt_version, "error": error, "slot_run_id": slot_run_id}
+              "model": asked.model, "prompt_version": asked.prompt_version, "error": asked.error, "slot_run_id": slot_run_id}
     with connect() as conn:
         row = store.upsert_weekly_report(conn, report)
     log.info("weekly summary %s: %s, %d analysed, %d events", monday, digest_json["source"], stats["analysed"],

@@ -1,26 +1,12 @@
-"""A client for a self-hosted WeRSS (github.com/rachelos/we-mp-rss) built on the real v1.4.9+ API.
-
-Facts it is built on (../shared/reference/external-apis.md): everything under ``/api/v1/wx``; success is
-``{"code": 0, "data": ...}`` and failures may arrive as HTTP 406/201/202 with ``{"detail": {...}}``; login
-is form-encoded and locks the account after 5 failures, so a failed login is tried once and never looped;
-AK/SK keys go in ``Authorization: AK-SK <ak>:<sk>``; ``limit`` defaults to 5 (we always send it); never send
-``has_content``.
-
-WeRSS's own WeChat login (the QR scan on mp.weixin.qq.com that lets it collect; it lapses every two to three
-days, we-mp-rss #54, #114, #172, #216, and collection then stops without an error, PR #437) is read from
-``GET /api/v1/wx/sys/info`` (JWT, or AK/SK where the route takes ``get_current_user_or_ak``), whose ``data.wx``
-is ``{"token", "expiry_time", "info", "login"}``: ``login`` is WeRSS's ``getStatus()`` (false once the login
-has lapsed: it checks ``info.expiry.expiry_timestamp`` against the clock since PR #437); ``info`` is its stored
-login (``token``, ``cookie``, ``fingerprint``, ``expiry: {expiry_timestamp, remaining_seconds, expiry_time}``);
-``expiry_time`` is ``"%Y-%m-%d %H:%M:%S"`` in WeRSS's local time (our compose file sets Asia/Shanghai), empty
-when not logged in. ``remaining_seconds`` is a snapshot taken at the scan, never read. Versions before the
-``wx`` block answer without it: the login is then "not reported". Only ``login`` and the expiry are read;
-the WeChat token and cookie are never kept, logged or shown.
-
-Every request has a total deadline (``timeout``, and at most the caller's ``deadline``) and a size cap on
-what its answer decodes to, so a WeRSS that trickles, floods or sends a compression bomb costs a bounded time
-and memory (include/radar/http.py). Bodies are decoded leniently
-(invalid UTF-8 becomes U+FFFD) and every page is checked for its shape before it is used.
+"""A client for a self-hosted WeRSS (github.com/rachelos/we-mp-rss) built on the real v1.4.9+ API (the facts:
+../shared/reference/external-apis.md): ``/api/v1/wx``; ``{"code": 0, "data": ...}`` on success, failures as
+HTTP 406/201/202 with ``{"detail": {...}}``; a form login that locks the account after 5 failures (so a failed
+login is tried once, never looped); AK/SK in ``Authorization: AK-SK <ak>:<sk>``; ``limit`` always sent, never
+``has_content``. WeRSS's own WeChat login lapses every few days and collection then stops silently (we-mp-rss
+#54, #114, #172, #216): ``GET /api/v1/wx/sys/info``'s ``data.wx`` says whether it holds (``login``) and until
+when (``expiry_time``, WeRSS's local time); older versions omit it ("not reported"); the WeChat token and
+cookie are never kept, logged or shown. Every request has a total deadline and a decoded-size cap (http.py);
+bodies decode leniently and every page's shape is checked before use.
 """
 
 from __future__ import annotations
@@ -84,10 +70,6 @@ class Reply:
 
     status_code: int
     body: Any  # the decoded JSON, or None when the body is not JSON
-
-    @property
-    def is_json(self) -> bool:
-        return self.body is not None
 
 
 @dataclass

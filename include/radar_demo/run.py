@@ -118,24 +118,9 @@ def link_secret() -> str:
     return path.read_text().strip()
 
 
-def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    OUT.mkdir(parents=True, exist_ok=True)
-    pushes = OUT / "pushes.jsonl"
-    pushes.write_text("")
-    day = demo_day()
-    clock = [0]
-    werss, deepseek = build_werss(day, clock), build_deepseek()
-
-    def record(message: dict[str, Any]) -> None:
-        with pushes.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(message, ensure_ascii=False) + "\n")
-
-    sink = PushSink(on_message=record)
-    werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(sink.handle, PUSH_PORT)
-    url = db.fresh_database(os.environ.get("RADAR_DATABASE_URL") or db.database_url(), DEMO_DB)
-    secret = link_secret()
-    os.environ.update({
+def demo_environment(url: str, werss_at: str, deepseek_at: str, sink_at: str, secret: str, day: date) -> dict[str, str]:
+    """The connections and settings the demo's tasks read: the stand-ins, the demo's database, recorded prices."""
+    return {
         "RADAR_DATABASE_URL": url,
         "AIRFLOW_CONN_WERSS_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{werss_at}",
                                                   "login": "demo", "password": "demo-password"}),
@@ -154,18 +139,14 @@ def main() -> int:
         "AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE": "recorded",
         "AIRFLOW_VAR_RADAR_MARKET_DATA_RECORDED_DIR": str(MARKET),
         "AIRFLOW_VAR_RADAR_MARKET_DATA_SHIFT_WEEKS": str(market_shift_weeks(day)),
-    })
-    (OUT / "database_url").write_text(url)
-    with db.connect(url) as conn:  # a reader's focus, as the profile page saves it (focus.py)
-        store.save_profile(conn, DEMO_PROFILE, "demo")
+    }
 
-    say = _quiet_airflow(OUT / "airflow.log")
+
+def run_slots(day: date, url: str, clock: list[int], sink: PushSink, deepseek: FakeDeepSeek, say: Any) -> None:
+    """The day's five slots through the real DAG (dag.test()), one after the other, each said with its pushes."""
     from airflow.dag_processing.dagbag import DagBag
 
     dag = DagBag(dag_folder=str(db.REPO_ROOT / "dags")).dags["opportunity_radar_slots"]
-    say(f"\n[demo] Opportunity Radar demo day {day} (Asia/Shanghai): sample data, recorded LLM answers, no network")
-    say(f"[demo] task logs: {OUT / 'airflow.log'}\n")
-    started = time.monotonic()
     for slot in ("07:00", "12:00", "14:00", "18:00", "22:00"):
         key = slot_at(day, slot)
         clock[0] = int(key.scheduled_at.timestamp())
@@ -179,22 +160,55 @@ def main() -> int:
         date_pushes_at_slot(url, day, slot, key.scheduled_at + timedelta(seconds=time.monotonic() - t0))
         sent = sink.received[before:]
         say(f"[demo] slot {slot}: DAG run {run.state}, {len(deepseek.requests)} LLM calls so far, "
-              f"{len(sent)} pushed ({time.monotonic() - t0:.0f}s)" + "".join(f"\n         → {m['title']}" for m in sent))
-    html = save_report(day, url, secret)
-    record = follow_later(day, url, secret, say)
-    compared = evaluation_demo.show(url, day, record_later_time(day), OUT, say)
+            f"{len(sent)} pushed ({time.monotonic() - t0:.0f}s)" + "".join(f"\n         → {m['title']}" for m in sent))
+
+
+def day_counts(url: str) -> dict[str, Any]:
     with db.connect(url) as conn:
-        counts = conn.execute(
+        return conn.execute(
             "SELECT (SELECT count(*) FROM content_item) AS articles, (SELECT count(*) FROM analysis_result) AS analyses,"
             " (SELECT count(*) FROM slot_run WHERE status = 1) AS slots_ok,"
             " (SELECT coalesce(sum(excluded_count), 0) FROM slot_run) AS excluded"
         ).fetchone()
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    OUT.mkdir(parents=True, exist_ok=True)
+    pushes = OUT / "pushes.jsonl"
+    pushes.write_text("")
+    day = demo_day()
+    clock = [0]
+    werss, deepseek = build_werss(day, clock), build_deepseek()
+
+    def record(message: dict[str, Any]) -> None:
+        with pushes.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(message, ensure_ascii=False) + "\n")
+
+    sink = PushSink(on_message=record)
+    werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(sink.handle, PUSH_PORT)
+    url = db.fresh_database(os.environ.get("RADAR_DATABASE_URL") or db.database_url(), DEMO_DB)
+    secret = link_secret()
+    os.environ.update(demo_environment(url, werss_at, deepseek_at, sink_at, secret, day))
+    (OUT / "database_url").write_text(url)
+    with db.connect(url) as conn:  # a reader's focus, as the profile page saves it (focus.py)
+        store.save_profile(conn, DEMO_PROFILE, "demo")
+
+    say = _quiet_airflow(OUT / "airflow.log")
+    say(f"\n[demo] Opportunity Radar demo day {day} (Asia/Shanghai): sample data, recorded LLM answers, no network")
+    say(f"[demo] task logs: {OUT / 'airflow.log'}\n")
+    started = time.monotonic()
+    run_slots(day, url, clock, sink, deepseek, say)
+    html = save_report(day, url, secret)
+    record_page = follow_later(day, url, secret, say)
+    compared = evaluation_demo.show(url, day, record_later_time(day), OUT, say)
+    counts = day_counts(url)
     say(f"\n[demo] done in {time.monotonic() - started:.0f}s: {counts['articles']} articles stored, "
         f"{counts['analyses']} analyses, {counts['excluded']} excluded by the reader's rules (no LLM call), "
         f"{counts['slots_ok']}/5 slots succeeded. Where to look:")
     say(f"  report (saved HTML copy):  {html}")
     say(f"  what was pushed:           {pushes}  ({len(sink.received)} messages)")
-    say(f"  track record (HTML copy):  {record}  (demo data: recorded prices, six weeks on)")
+    say(f"  track record (HTML copy):  {record_page}  (demo data: recorded prices, six weeks on)")
     say(f"  model evaluation (copy):   {compared}  (flash against v4-pro, recorded answers)")
     say(f"  report pages, live:        `make ui`, log in, open {UI_BASE}/daily/{day.isoformat()}")
     say(f"  pushed link (signed):      {sink.received[-1]['message'].splitlines()[-1] if sink.received else '-'}")

@@ -107,7 +107,7 @@ def bounded(call: Callable[[], T], seconds: float, what: str) -> T:
     def run() -> None:
         try:
             box["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+        except BaseException as exc:
             box["error"] = exc
 
     worker = threading.Thread(target=run, daemon=True, name=f"check:{what}")

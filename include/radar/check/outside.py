@@ -116,7 +116,7 @@ def push_lines(settings: Settings, options: Options) -> list[Line]:
 
 
 def _parses(channel: push.Channel) -> bool:
-    import apprise  # noqa: PLC0415
+    import apprise
 
     with apprise.LogCapture(level=logging.INFO):  # its lines name the URL: kept out of the output
         return apprise.Apprise.instantiate(channel.url, suppress_exceptions=True) is not None
@@ -193,7 +193,7 @@ def market_lines(settings: Settings, options: Options) -> list[Line]:
     started = time.monotonic()
     try:
         days = bounded(lambda: track_record.source_from(quick)().calendar(), options.timeout + 1, "akshare")
-    except Exception as exc:  # noqa: BLE001 - akshare raises whatever its pages give
+    except Exception as exc:
         return [fail(MARKET, "akshare", f"no answer: {reason(exc, 160)}", "check this host's access to the "
                      "akshare sources (Sina, East Money); the track record retries the next day")]
     last = max(days).isoformat() if days else "none"

@@ -111,11 +111,11 @@ class AirflowFacts:
 
 def read_airflow() -> AirflowFacts:
     """Ask Airflow's own metadata database (read only) about the pool, the DAG and its file's import errors."""
-    from airflow.models.dag import DagModel  # noqa: PLC0415 - a CLI: Airflow only when the check runs
-    from airflow.models.errors import ParseImportError  # noqa: PLC0415
-    from airflow.models.pool import Pool  # noqa: PLC0415
-    from airflow.utils.session import create_session  # noqa: PLC0415
-    from sqlalchemy import select  # noqa: PLC0415
+    from airflow.models.dag import DagModel
+    from airflow.models.errors import ParseImportError
+    from airflow.models.pool import Pool
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     with create_session() as session:
         pool = session.scalar(select(Pool).where(Pool.pool == POOL))
@@ -129,7 +129,7 @@ def read_airflow() -> AirflowFacts:
 
 def parses_here() -> str | None:
     """Parse the DAG file in this process (nothing is written): its import error, or None."""
-    from airflow.dag_processing.dagbag import DagBag  # noqa: PLC0415
+    from airflow.dag_processing.dagbag import DagBag
 
     with contextlib.redirect_stdout(io.StringIO()):  # its progress lines are not the check's
         bag = DagBag(dag_folder=str(db.REPO_ROOT / "dags"))
@@ -142,7 +142,7 @@ def airflow_lines(settings: Settings, options: Options, *, facts: Callable[[], A
                   parse: Callable[[], str | None] = parses_here) -> list[Line]:
     try:
         found = bounded(facts, options.timeout, "Airflow's metadata database")
-    except Exception as exc:  # noqa: BLE001 - whatever Airflow raises, the check goes on
+    except Exception as exc:
         return [fail(AIRFLOW, "metadata database", f"not reachable ({reason(exc)})",
                      "run the check where Airflow runs (docker compose run --rm airflow-cli …), or start its database; "
                      "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN must be that of the deployment")]
@@ -167,7 +167,7 @@ def _dag_line(found: AirflowFacts, settings: Settings, options: Options, parse: 
     if not found.dag_known:
         try:  # in this thread: Airflow bounds a parse itself (dagbag_import_timeout, a signal: main thread only)
             error = parse()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             error = reason(exc)
         if error:
             return fail(AIRFLOW, name, f"does not parse here: {reason(Exception(error))}", f"fix dags/{DAG_FILE}")

@@ -40,7 +40,7 @@ def _guarded(area: str, produce: Callable[[], list[Line]]) -> list[Line]:
     """An area's lines; an unexpected error becomes its ✗ line instead of ending the check."""
     try:
         return produce()
-    except Exception as exc:  # noqa: BLE001 - one broken area must not hide the others
+    except Exception as exc:
         return [fail(area, "check", f"{exc.__class__.__name__}: {reason(exc)}", "report this: the check itself failed")]
 
 

@@ -32,7 +32,7 @@ def analyse_batch(rt: Runtime, slot: dict[str, Any], batch: dict[str, Any], *,
     threads = batches.width(rt.settings.llm_concurrency, rt.settings.analysis_tasks)
     try:  # one SDK client (one connection per thread) for the batch; a bad key surfaces in each article instead
         shared: LLMClient | None = rt.llm(connections=threads)
-    except Exception:  # noqa: BLE001
+    except Exception:
         shared = None
     with analyst.ClaimKeeper(rt.connect, owner, until=None if until is None else until + CLAIM_GRACE_SECONDS):
         return batches.run(

@@ -36,7 +36,7 @@ def _account_for_late_slot(rt: Runtime, slot: dict[str, Any]) -> None:
         digest.build_report(rt.connect, rt.llm, day=day, slot_run_id=slot["slot_run_id"], settings=rt.settings,
                             analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"),
                             deadline=time.monotonic() + REBUILD_DIGEST_SECONDS)
-    except Exception as exc:  # noqa: BLE001 - recorded on the slot (it fails), the close goes on
+    except Exception as exc:  # recorded on the slot (it fails), the close goes on
         log.exception("rebuilding the %s report failed", day)
         error = f"{type(exc).__name__}: {exc}"
     with rt.connect() as conn:  # a clean rebuild clears an earlier run's error

@@ -93,7 +93,7 @@ def _stats_from_database(rt: Runtime, day: date) -> dict[str, Any]:
     try:
         with rt.connect() as conn:
             return digest.gather(conn, day, rt.settings.push_score_threshold, rt.settings.deepseek_currency).stats
-    except Exception:  # noqa: BLE001 - whatever broke the report must not also stop its push
+    except Exception:  # whatever broke the report must not also stop its push
         log.exception("the day's counts could not be gathered for the daily push; pushing without them")
         return {}
 

@@ -33,7 +33,7 @@ def summarise_slot(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     error = None
     try:
         grouped = events.group_new(rt.connect)  # one entry per real-world event, before the push decision
-    except Exception as exc:  # noqa: BLE001 - recorded (the slot fails, visibly); the push goes on ungrouped
+    except Exception as exc:  # recorded (the slot fails, visibly); the push goes on ungrouped
         log.exception("grouping the new analyses into events failed; this slot decides on them one by one")
         grouped, error = 0, f"{type(exc).__name__}: {exc}"
     with rt.connect() as conn:  # a rerun that groups cleanly clears an earlier run's error

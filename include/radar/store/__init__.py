@@ -1,23 +1,11 @@
 """All of the radar's SQL, parameterised, in one package: one room per table group.
 
 Every function takes an open psycopg connection (``db.connect()``) and leaves committing to the caller's
-``with`` block. Idempotency rests on the schema's unique constraints; the functions here use
-``ON CONFLICT`` so that a duplicate is an answer, never an error. Callers use ``store.<name>``; the rooms:
-
-- ``slot_runs``: the run record of each planned slot, what its runs did, its status;
-- ``articles``: WeChat accounts and their articles as ingest stores them;
-- ``claims``: claiming an article for analysis (owner, lease), the attempt log, what is offered to a slot;
-- ``analyses``: storing analyses and their opportunities, reading them back;
-- ``pushes``: the notification log (exactly-once per message and channel);
-- ``events``: which analyses report one real-world event;
-- ``focus``: the reader's profile, the articles its rules exclude, the reader's feedback;
-- ``searching``: search over articles and analyses (lexemes from search.py), indexing what predates it;
-- ``trends``: analyses per entity (the opportunities' targets), per-day counts and scores for the charts;
-- ``reports``: the daily report and the report pages' read-only queries;
-- ``operations``: the LLM spend ledger, budget deferrals, operator alerts, shared service status;
-- ``weekly``: the weekly summary and the week's analyses;
-- ``track``: the track record: the market-data cache, the picks and their outcomes (``store.track``);
-- ``state``: small service state (the WeRSS token, the pages' form key).
+``with`` block; idempotency rests on the schema's unique keys (``ON CONFLICT``: a duplicate is an answer, not
+an error). Callers use ``store.<name>``. The rooms: ``slot_runs``, ``articles`` (accounts and articles),
+``claims`` (claims, leases, attempts), ``analyses``, ``pushes`` (the notification log), ``events``, ``focus``
+(profile, rules, feedback), ``searching``, ``trends``, ``reports`` (the daily report and the pages' queries),
+``operations`` (spend, deferrals, alerts), ``weekly``, ``track`` (``store.track``) and ``state``.
 """
 
 from __future__ import annotations

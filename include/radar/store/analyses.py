@@ -56,6 +56,27 @@ def insert_analysis(
     if row is None:
         return None
     analysis_id = row["id"]
+    _insert_opportunities(conn, analysis_id, opportunities)
+    conn.execute(
+        """
+        UPDATE content_item SET analyzed_status = 2, last_error = NULL, claimed_by = NULL, lease_until = NULL,
+               updated_at = now(), search_tsv = coalesce(search_tsv, ''::tsvector) || array_to_tsvector(%s::text[])
+        WHERE id = %s
+        """,
+        (search.lexemes("", "", analysis_words(record, opportunities)), record["content_item_id"]),
+    )
+    if attempt_id is not None:
+        conn.execute(
+            """
+            UPDATE analysis_attempt SET outcome = 'analysed', llm_calls = %s, finished_at = now()
+            WHERE id = %s AND outcome = 'running'
+            """,
+            (record.get("llm_calls") or 0, attempt_id),
+        )
+    return analysis_id
+
+
+def _insert_opportunities(conn: psycopg.Connection, analysis_id: int, opportunities: list[dict[str, Any]]) -> None:
     for position, opp in enumerate(opportunities):
         conn.execute(
             """
@@ -77,24 +98,6 @@ def insert_analysis(
                 opp.get("confidence", 0),
             ),
         )
-    conn.execute(
-        """
-        UPDATE content_item SET analyzed_status = 2, last_error = NULL, claimed_by = NULL, lease_until = NULL,
-               updated_at = now(), search_tsv = coalesce(search_tsv, ''::tsvector) || array_to_tsvector(%s::text[])
-        WHERE id = %s
-        """,
-        (search.lexemes("", "", analysis_words(record, opportunities)), record["content_item_id"]),
-    )
-    if attempt_id is not None:
-        conn.execute(
-            """
-            UPDATE analysis_attempt SET outcome = 'analysed', llm_calls = %s, finished_at = now()
-            WHERE id = %s AND outcome = 'running'
-            """,
-            (record.get("llm_calls") or 0, attempt_id),
-        )
-    return analysis_id
-
 
 def analysis_words(record: dict[str, Any], opportunities: list[dict[str, Any]]) -> list[str]:
     """What an analysis adds to its article's search lexemes: its summary, opportunity names and targets."""

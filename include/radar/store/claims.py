@@ -1,18 +1,11 @@
 """Claims and the attempts behind them: who may analyse an article now, for how long, and how each try ended.
 
-An article is analysed through *claims*: one conditional update under a lock on its text hash takes it
-for one attempt (counted against ``max_analysis_attempts``) with a lease, and one ``analysis_attempt`` row
-records how that attempt ended. Whatever happens to the worker, the article ends in a state a later slot
-handles: done, failed (retried while attempts remain), pending (a deadline cut the call), or still leased
-until the lease runs out, when it is failed with the attempt counted. Two claims of the same text at the
-same moment pay for one call: the second sees the first holding it and waits for its analysis to reuse.
-
-A claim is owned by one *task try* (:func:`claim_owner`: DAG run, task, map index and try number), and no
-one takes over a claim whose lease is running, not even a retry of the same task: a retry started while
-the earlier try's process still lives (a zombie whose worker lost its heartbeat) would otherwise call
-DeepSeek a second time. The lease is short (:data:`LEASE`) and renewed by the holder every
-:data:`HEARTBEAT` while its attempts run (analyst.ClaimKeeper): a live try keeps its claims, a dead one's
-run out within minutes. What the attempts produce, the analyses, are store/analyses.py's.
+A claim takes an article for one counted attempt with a lease, under a lock on its text hash (two claims of
+one text pay for one call: the second waits to reuse the first's analysis); an ``analysis_attempt`` row says
+how the attempt ended. A claim belongs to one task try (:func:`claim_owner`) and nobody takes over a running
+lease, a retry of the same task included (a zombie try would otherwise call DeepSeek again). The lease is
+short (:data:`LEASE`) and renewed every :data:`HEARTBEAT` by its holder (analyst.ClaimKeeper): a live try
+keeps its claims, a dead one's run out within minutes and its article is failed, the attempt counted.
 """
 
 from __future__ import annotations
@@ -87,26 +80,9 @@ def claim_item(
         """,
         (item_id,),
     ).fetchone()
-    existing = analysis_for_item(conn, item_id)
-    if existing is not None or item["analyzed_status"] == DONE:
-        return Claim("done", item, analysis=existing)
-    if item["body_pruned_at"] is not None:  # retention took its body: there is nothing left to analyse
-        return Claim("pruned", item)
-    if item["analyzed_status"] == ANALYSING and item["leased"]:
-        return Claim("busy", item)
-    if item["content_hash"]:
-        twin = analysis_for_hash(conn, item["content_hash"], item_id)
-        if twin is not None:
-            return Claim("twin", item, analysis=twin)
-        busy = conn.execute(
-            """
-            SELECT 1 FROM content_item WHERE content_hash = %s AND id <> %s AND analyzed_status = 1
-               AND lease_until > now() LIMIT 1
-            """,
-            (item["content_hash"], item_id),
-        ).fetchone()
-        if busy is not None:
-            return Claim("twin_busy", item)
+    refused = _not_claimable(conn, item)
+    if refused is not None:
+        return refused
     if item["analyzed_status"] == ANALYSING:  # its holder's lease ran out: an earlier try of ours, or a lost worker
         own = same_task(claimer, item["claimed_by"])
         _end_running(conn, item_id, "crashed" if own else "expired",
@@ -122,6 +98,37 @@ def claim_item(
             (item_id,),
         )
         return Claim("exhausted", item)
+    return _claim(conn, item, slot_run_id=slot_run_id, claimer=claimer, lease=lease)
+
+
+def _not_claimable(conn: psycopg.Connection, item: Row) -> Claim | None:
+    """Why a locked article is not to be analysed now (done, pruned, busy, a twin done or in progress), or None."""
+    item_id = item["id"]
+    existing = analysis_for_item(conn, item_id)
+    if existing is not None or item["analyzed_status"] == DONE:
+        return Claim("done", item, analysis=existing)
+    if item["body_pruned_at"] is not None:  # retention took its body: there is nothing left to analyse
+        return Claim("pruned", item)
+    if item["analyzed_status"] == ANALYSING and item["leased"]:
+        return Claim("busy", item)
+    if not item["content_hash"]:
+        return None
+    twin = analysis_for_hash(conn, item["content_hash"], item_id)
+    if twin is not None:
+        return Claim("twin", item, analysis=twin)
+    busy = conn.execute(
+        """
+        SELECT 1 FROM content_item WHERE content_hash = %s AND id <> %s AND analyzed_status = 1
+           AND lease_until > now() LIMIT 1
+        """,
+        (item["content_hash"], item_id),
+    ).fetchone()
+    return Claim("twin_busy", item) if busy is not None else None
+
+
+def _claim(conn: psycopg.Connection, item: Row, *, slot_run_id: int, claimer: str, lease: timedelta) -> Claim:
+    """Count an attempt on the article, leased to ``claimer``, and open it."""
+    item_id = item["id"]
     claimed = conn.execute(
         """
         UPDATE content_item SET analyzed_status = 1, attempts = attempts + 1, claimed_by = %s,

@@ -194,7 +194,7 @@ def excluded_count(conn: psycopg.Connection, since: datetime) -> int:
 
 def analyses_since(conn: psycopg.Connection, since: datetime, limit: int) -> tuple[list[Row], int]:
     """The analyses stored after ``since`` (the reader's last visit), newest first, and how many there are."""
-    from include.radar.store.analyses import _ANALYSIS_COLUMNS  # noqa: PLC0415 - the one column list
+    from include.radar.store.analyses import _ANALYSIS_COLUMNS  # the one column list
 
     rows = conn.execute(
         f"""

@@ -69,6 +69,60 @@ def get_daily_report(conn: psycopg.Connection, day: date) -> Row | None:
 # connection; they are shaped so a year of data stays on index scans.
 
 
+_RECENT_DAYS = """
+    WITH days AS (
+        SELECT d::date AS day
+        FROM generate_series(%(start)s::date, %(end)s::date, interval '1 day') AS d
+    ), runs AS (
+        SELECT run_date, count(*) AS slots_run,
+               count(*) FILTER (WHERE status = 1) AS slots_done,
+               count(*) FILTER (WHERE status = 2) AS slots_failed
+        FROM slot_run WHERE run_date BETWEEN %(start)s AND %(end)s
+        GROUP BY run_date
+    ), analysed AS (
+        SELECT s.run_date, count(*) AS analysed,
+               count(*) FILTER (WHERE a.score >= %(threshold)s AND a.reused_from_id IS NULL
+                                AND a.evidence_verified IS NOT FALSE) AS opportunities,
+               max(a.score) AS max_score
+        FROM slot_run s JOIN analysis_result a ON a.slot_run_id = s.id
+        WHERE s.run_date BETWEEN %(start)s AND %(end)s
+        GROUP BY s.run_date
+    ), failed AS (  -- articles that failed in a slot of the day and were not analysed that day (day_failures)
+        SELECT s.run_date, count(DISTINCT t.content_item_id) AS failed
+        FROM slot_run s JOIN analysis_attempt t ON t.slot_run_id = s.id AND t.outcome = ANY(%(failed_outcomes)s)
+        WHERE s.run_date BETWEEN %(start)s AND %(end)s
+          AND NOT EXISTS (SELECT 1 FROM analysis_result r JOIN slot_run rs ON rs.id = r.slot_run_id
+                           WHERE r.content_item_id = t.content_item_id AND rs.run_date = s.run_date)
+        GROUP BY s.run_date
+    ), pushes AS (
+        SELECT report_date, count(*) AS push_total,
+               count(*) FILTER (WHERE status = 1) AS push_sent,
+               count(*) FILTER (WHERE status = 2) AS push_failed,
+               count(*) FILTER (WHERE status = 3) AS push_unknown
+        FROM notification_log
+        WHERE report_date BETWEEN %(start)s AND %(end)s AND push_type = 'daily'
+        GROUP BY report_date
+    ), reports AS (
+        SELECT report_date, status FROM daily_report WHERE report_date BETWEEN %(start)s AND %(end)s
+    )
+    SELECT d.day,
+           coalesce(r.slots_run, 0) AS slots_run, coalesce(r.slots_done, 0) AS slots_done,
+           coalesce(r.slots_failed, 0) AS slots_failed,
+           coalesce(an.analysed, 0) AS analysed, coalesce(an.opportunities, 0) AS opportunities,
+           an.max_score, coalesce(f.failed, 0) AS failed,
+           dr.status AS report_status,
+           coalesce(p.push_total, 0) AS push_total, coalesce(p.push_sent, 0) AS push_sent,
+           coalesce(p.push_failed, 0) AS push_failed, coalesce(p.push_unknown, 0) AS push_unknown
+    FROM days d
+    LEFT JOIN runs r ON r.run_date = d.day
+    LEFT JOIN analysed an ON an.run_date = d.day
+    LEFT JOIN failed f ON f.run_date = d.day
+    LEFT JOIN pushes p ON p.report_date = d.day
+    LEFT JOIN reports dr ON dr.report_date = d.day
+    ORDER BY d.day DESC
+"""
+
+
 def recent_days(conn: psycopg.Connection, end_day: date, days: int, threshold: int) -> list[Row]:
     """One summary row per calendar day of ``[end_day - days + 1, end_day]``, newest first.
 
@@ -78,58 +132,7 @@ def recent_days(conn: psycopg.Connection, end_day: date, days: int, threshold: i
     count the day's ``daily`` notifications by status (one row per channel).
     """
     return conn.execute(
-        """
-        WITH days AS (
-            SELECT d::date AS day
-            FROM generate_series(%(start)s::date, %(end)s::date, interval '1 day') AS d
-        ), runs AS (
-            SELECT run_date, count(*) AS slots_run,
-                   count(*) FILTER (WHERE status = 1) AS slots_done,
-                   count(*) FILTER (WHERE status = 2) AS slots_failed
-            FROM slot_run WHERE run_date BETWEEN %(start)s AND %(end)s
-            GROUP BY run_date
-        ), analysed AS (
-            SELECT s.run_date, count(*) AS analysed,
-                   count(*) FILTER (WHERE a.score >= %(threshold)s AND a.reused_from_id IS NULL
-                                    AND a.evidence_verified IS NOT FALSE) AS opportunities,
-                   max(a.score) AS max_score
-            FROM slot_run s JOIN analysis_result a ON a.slot_run_id = s.id
-            WHERE s.run_date BETWEEN %(start)s AND %(end)s
-            GROUP BY s.run_date
-        ), failed AS (  -- articles that failed in a slot of the day and were not analysed that day (day_failures)
-            SELECT s.run_date, count(DISTINCT t.content_item_id) AS failed
-            FROM slot_run s JOIN analysis_attempt t ON t.slot_run_id = s.id AND t.outcome = ANY(%(failed_outcomes)s)
-            WHERE s.run_date BETWEEN %(start)s AND %(end)s
-              AND NOT EXISTS (SELECT 1 FROM analysis_result r JOIN slot_run rs ON rs.id = r.slot_run_id
-                               WHERE r.content_item_id = t.content_item_id AND rs.run_date = s.run_date)
-            GROUP BY s.run_date
-        ), pushes AS (
-            SELECT report_date, count(*) AS push_total,
-                   count(*) FILTER (WHERE status = 1) AS push_sent,
-                   count(*) FILTER (WHERE status = 2) AS push_failed,
-                   count(*) FILTER (WHERE status = 3) AS push_unknown
-            FROM notification_log
-            WHERE report_date BETWEEN %(start)s AND %(end)s AND push_type = 'daily'
-            GROUP BY report_date
-        ), reports AS (
-            SELECT report_date, status FROM daily_report WHERE report_date BETWEEN %(start)s AND %(end)s
-        )
-        SELECT d.day,
-               coalesce(r.slots_run, 0) AS slots_run, coalesce(r.slots_done, 0) AS slots_done,
-               coalesce(r.slots_failed, 0) AS slots_failed,
-               coalesce(an.analysed, 0) AS analysed, coalesce(an.opportunities, 0) AS opportunities,
-               an.max_score, coalesce(f.failed, 0) AS failed,
-               dr.status AS report_status,
-               coalesce(p.push_total, 0) AS push_total, coalesce(p.push_sent, 0) AS push_sent,
-               coalesce(p.push_failed, 0) AS push_failed, coalesce(p.push_unknown, 0) AS push_unknown
-        FROM days d
-        LEFT JOIN runs r ON r.run_date = d.day
-        LEFT JOIN analysed an ON an.run_date = d.day
-        LEFT JOIN failed f ON f.run_date = d.day
-        LEFT JOIN pushes p ON p.report_date = d.day
-        LEFT JOIN reports dr ON dr.report_date = d.day
-        ORDER BY d.day DESC
-        """,
+        _RECENT_DAYS,
         {"start": date.fromordinal(end_day.toordinal() - days + 1), "end": end_day, "threshold": threshold,
          "failed_outcomes": FAILED_OUTCOMES},
     ).fetchall()
