@@ -116,7 +116,7 @@ DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 ENV_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 SECRET_KEY = re.compile(r"(PASSWORD|SECRET|SECRET_KEY|FERNET_KEY|BASIC_AUTH)$")
 ENV_READ = re.compile(
-    r"""(?:\bos\.getenv\(\s*|\benviron\.get\(\s*|\benviron\[\s*)["']([A-Za-z_][A-Za-z0-9_]*)["']"""
+    r"""(?:\bos\.getenv\(\s*|\benviron\.get\(\s*|\benviron\[\s*|\bdeployment\(\s*)["']([A-Za-z_][A-Za-z0-9_]*)["']"""
 )
 AIRFLOW_ENV_NAME = re.compile(r"\bAIRFLOW_(?:CONN|VAR)_[A-Z0-9_]+(?![A-Za-z0-9_<{*])")
 # ${NAME}, ${NAME:-default}, ${NAME-default}, ${NAME:?err}, ... but not the escaped $${NAME}

@@ -228,7 +228,8 @@ def test_a_body_werss_fetched_by_15_00_for_an_article_first_seen_at_12_00_is_ana
     assert row is not None and row["slot"] == "18:00"
 
 
-@pytest.mark.parametrize(("age_hours", "wait_hours"), [(0, 0), (5, 0), (23.9, 0), (24, 6), (29.9, 6), (30, 24), (60, 24)])
+@pytest.mark.parametrize(("age_hours", "wait_hours"), [(0, 0), (5, 0), (23.9, 0), (23.99, 6), (24, 6), (29.9, 6), (30, 24),
+                                                    (60, 24)])
 def test_a_waiting_body_is_due_every_slot_for_a_day_then_after_6h_then_daily(age_hours, wait_hours):
     from include.radar.ingest import next_body_check
 

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 # it was first seen (WeRSS fetches bodies within hours), then 6 hours later, then daily
 BODY_EVERY_SLOT = timedelta(hours=24)
 BODY_RECHECK_LATER = (timedelta(hours=6), timedelta(hours=24))
+# a slot starts a few seconds to minutes later or earlier from one day to the next: the check at the next day's
+# same slot is the one that ends the first day, whichever side of 24 hours its start fell
+BODY_SLOT_DRIFT = timedelta(minutes=5)
 # a slot keeps at most this many warning lines (the counters keep counting)
 MAX_WARNINGS = 50
 
@@ -124,7 +127,7 @@ def next_body_check(first_seen: datetime, now: datetime) -> datetime:
     the check that ends its first day is followed by one 6 hours later, and that by one a day.
     """
     age = now - first_seen
-    if age < BODY_EVERY_SLOT:
+    if age < BODY_EVERY_SLOT - BODY_SLOT_DRIFT:
         return now
     later = BODY_RECHECK_LATER[0] if age < BODY_EVERY_SLOT + BODY_RECHECK_LATER[0] else BODY_RECHECK_LATER[1]
     return now + later
