@@ -89,6 +89,17 @@ def create_app(
     app.state.radar = Runtime(settings_loader, db_url, clock or (lambda: datetime.now(UTC)))
     pages = app.state.pages = Pages()
     app.add_middleware(SecurityHeadersMiddleware, pages=pages)
+    answer_errors_with_pages(app, pages)
+    serve_static_files(app)
+    for router in (reports.router, reports.votes, history.router, profile.router, record.router, evaluation.router):
+        app.include_router(router)
+    answer_head_like_get(app)
+    return app
+
+
+def answer_errors_with_pages(app: FastAPI, pages: Pages) -> None:
+    """Whatever goes wrong, the reader gets a page: a bad path or input its 4xx, the database down or not
+    migrated a 503, bad settings a 500 that says where to look (the details go to the log only)."""
 
     @app.exception_handler(PageError)
     async def page_error(request: Request, exc: PageError) -> Response:
@@ -122,6 +133,10 @@ def create_app(
         log.error("radar settings are invalid: %s", exc)  # the message may quote a value: log only
         return pages.error(request, 500, "雷达配置无效", "机会雷达的配置有误，详情见 Airflow api-server 日志。")
 
+
+def serve_static_files(app: FastAPI) -> None:
+    """The two static files, public and cached: the pages' one script and the icon."""
+
     @app.get("/static/frame.js", include_in_schema=False)
     def frame_script() -> Response:
         """The pages' one script: links that work inside Airflow's sandboxed iframe (static/frame.js)."""
@@ -130,11 +145,6 @@ def create_app(
     @app.get("/static/icon.svg", include_in_schema=False)
     def icon() -> Response:
         return Response(ICON_SVG, media_type="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})
-
-    for router in (reports.router, reports.votes, history.router, profile.router, record.router, evaluation.router):
-        app.include_router(router)
-    answer_head_like_get(app)
-    return app
 
 
 def answer_head_like_get(app: FastAPI) -> None:
