@@ -1,32 +1,12 @@
 """The reader's ``/regex/`` filter rules, run in time linear in the text whatever the reader types. Pure.
 
-A rule is typed on the profile page by whoever may edit it and then runs over every article's title and up to
-30,000 characters of text: in the slot's ``select_articles`` and, before this module, inside the api-server's
-request. Python's ``re`` backtracks, so ``/(a+)+$/`` over ``"a" * 40 + "!"`` ran for hours with the GIL held.
-Here a rule is compiled by **RE2** (google-re2), whose automata never backtrack, and matched as a one-pattern
-``re2.Set``: a match/no-match answer from RE2's DFA alone, without the submatch pass (``re2.search`` would run
-RE2's NFA over the whole match to place its groups: ``(.*){30}`` took 258 ms there, 0.2 ms here), with the
-GIL released while it runs.
-
-Linear is not yet cheap: a pattern whose DFA has exponentially many states (``[ab]*a[ab]{100}c``) keeps RE2
-rebuilding its state cache and costs up to ~200 ms per 30,000 characters (``scripts/bench_rules.py``). So a
-rule is also **measured when it is saved**: run over probe texts built to drive an automaton into its costly
-states (:func:`probes`: one letter repeated, random text over two letters, over a mixed alphabet, over the
-rule's own characters, and each text that opens the rule's gates followed by random text over each of its
-classes: a rule gated by a literal, a class, an alternation or a Unicode class, ``K[a-b]*A[a-b]{150}c``,
-``[Kk]…``, ``(K|L)…``, ``\\pN…``, is cheap on every text that does not open its gate), it must stay under
-:data:`RULE_PROBE_MS`, and all regex rules of a profile together under :data:`PROFILE_PROBE_MS`, else the
-form refuses it and says which rule and why. A sensible rule costs about 0.1 ms per probe. Measuring stops at
-the first probe over the limit, runs each probe over a short part first (a rule costing seconds is refused
-after a few milliseconds), and the whole save, compiling included, gets :data:`SAVE_SECONDS`.
-
-A stored profile is not measured again (a busy machine must not drop a saved rule): what a slot spends on the
-rules has a time budget of its own instead (steps/select_articles.py, :class:`Budget`), and each rule's run on
-each article is timed on this thread's CPU clock: a rule over :data:`SLOT_RULE_MS` on one article is switched
-off for good (the profile page lists it and why) rather than spend every slot's budget again.
-
-What RE2 cannot take is refused with the reason in the reader's language: lookarounds, backreferences, a
-repetition over 1000, a program too large for RE2's memory budget.
+A rule runs over every article's title and text, so it is compiled by RE2 (automata that never backtrack) and
+matched as a one-pattern ``re2.Set``: a yes/no from RE2's DFA alone, without the submatch pass, the GIL released.
+Linear is not cheap: a DFA with exponentially many states keeps rebuilding its cache. So a rule is measured when
+it is saved, over probes built to open its gates and drive its automaton into costly states (:func:`probes`),
+and refused over the limits below; a stored rule is not measured again (a busy machine must not drop it): a
+slot times each rule instead (:class:`Budget`) and switches off one too slow on one article. What RE2 cannot
+take is refused with the reason. The rules: docs/readers-radar.md; the figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -101,7 +81,7 @@ def compile_rule(body: str) -> Callable[[bytes], bool]:
         matcher = re2.Set.SearchSet(options)
         matcher.Add(body)
         matcher.Compile()
-    except Exception as exc:  # noqa: BLE001 - re2.error, or a compile that ran out of memory
+    except Exception as exc:  # re2.error, or a compile that ran out of memory
         raise _refusal(body, exc) from None
     match = matcher.Match
 
