@@ -166,6 +166,7 @@ class _Shape:
 
 _MAX_LEADS = 4
 _CLASS_OPS = ("IN", "ANY", "NOT_LITERAL")
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
 
 
 def _class_alphabet(name: str, value: Any, base: str) -> str:
@@ -199,7 +200,7 @@ def _leads(items: Any, base: str, stops: list[str]) -> list[str]:
             parts = _leads(value[3], base, stops)
         elif name == "BRANCH":
             parts = [lead for alternative in value[1][:_MAX_LEADS] for lead in _leads(alternative, base, stops)]
-        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and value[0] <= 40:
+        elif name in _REPEATS and value[0] <= 40:
             if value[0] != value[1]:
                 stops += leads
             parts = [lead * value[0] for lead in _leads(value[2], base, [])]
@@ -210,62 +211,73 @@ def _leads(items: Any, base: str, stops: list[str]) -> list[str]:
     return leads
 
 
-def _parsed_shape(body: str) -> _Shape | None:
-    """The shape of ``body`` read by Python's own regex parser (RE2's syntax is close enough for literals and
-    classes, once its own classes are written the Python way: :func:`_python_syntax`); None when Python
-    cannot read it."""
+def _parse(body: str) -> list[tuple[Any, Any]] | None:
+    """``body`` parsed by Python's own regex parser, once RE2's own classes are written the Python way
+    (:func:`_python_syntax`); None when Python cannot read it."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = list(_sre_parser.parse(_python_syntax(body)))
-    except Exception:  # noqa: BLE001 - re.error, or RE2-only syntax Python's parser trips on
+            return list(_sre_parser.parse(_python_syntax(body)))
+    except Exception:  # re.error, or RE2-only syntax Python's parser trips on
+        return None
+
+
+def _collect(items: Any, literals: list[str], classes: list[tuple[str, Any]], groups: list[str]) -> None:
+    """Every literal and one-character class of ``items``, in order, into ``literals`` and ``classes``; a
+    repeated group of several literals (``(储能|储|能)*``) also into ``groups``, as one alphabet."""
+    for op, value in items:
+        name = str(op)
+        if name == "LITERAL":
+            literals.append(chr(value))
+        elif name in _CLASS_OPS:
+            classes.append((name, value))
+        elif name in _REPEATS:
+            before = len(literals)
+            _collect(value[2], literals, classes, groups)
+            if len(literals) - before > 1:
+                groups.append("".join(dict.fromkeys(literals[before:])))
+        elif name == "SUBPATTERN":
+            _collect(value[3], literals, classes, groups)
+        elif name == "BRANCH":
+            for alternative in value[1]:
+                _collect(alternative, literals, classes, groups)
+        elif name == "ATOMIC_GROUP":
+            _collect(value, literals, classes, groups)
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            _collect(value[1], literals, classes, groups)
+
+
+def _literal_prefix(items: Any, prefix: list[str]) -> bool:
+    """Append to ``prefix`` the literal run ``items`` starts with; False where the run stops."""
+    for op, value in items:
+        name = str(op)
+        if name == "AT" and not prefix:
+            continue
+        if name == "LITERAL":
+            prefix.append(chr(value))
+        elif name == "SUBPATTERN" and _literal_prefix(value[3], prefix):
+            continue
+        elif name == "BRANCH":
+            _literal_prefix(value[1][0], prefix)  # the first alternative stands for the others
+            return False
+        else:
+            return False
+    return True
+
+
+def _parsed_shape(body: str) -> _Shape | None:
+    """The shape of ``body`` read by Python's own regex parser (RE2's syntax is close enough for literals and
+    classes); None when Python cannot read it."""
+    tree = _parse(body)
+    if tree is None:
         return None
     shape = _Shape()
     classes: list[tuple[str, Any]] = []
     groups: list[str] = []
-
-    def walk(items: Any) -> None:
-        for op, value in items:
-            name = str(op)
-            if name == "LITERAL":
-                shape.literals.append(chr(value))
-            elif name in _CLASS_OPS:
-                classes.append((name, value))
-            elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-                before = len(shape.literals)
-                walk(value[2])
-                if len(shape.literals) - before > 1:  # a repeated group of literals, (储能|储|能)*
-                    groups.append("".join(dict.fromkeys(shape.literals[before:])))
-            elif name == "SUBPATTERN":
-                walk(value[3])
-            elif name == "BRANCH":
-                for alternative in value[1]:
-                    walk(alternative)
-            elif name in ("ATOMIC_GROUP",):
-                walk(value)
-            elif name in ("ASSERT", "ASSERT_NOT"):
-                walk(value[1])
-
-    def prefix(items: Any) -> bool:
-        """Append the literal run ``items`` starts with; False where it stops."""
-        for op, value in items:
-            name = str(op)
-            if name == "AT" and not shape.prefix:
-                continue
-            if name == "LITERAL":
-                shape.prefix += chr(value)
-            elif name == "SUBPATTERN" and prefix(value[3]):
-                continue
-            elif name == "BRANCH":
-                prefix(value[1][0])  # the first alternative stands for the others
-                return False
-            else:
-                return False
-        return True
-
-    walk(tree)
-    prefix(tree)
-    shape.prefix = shape.prefix[:40]
+    _collect(tree, shape.literals, classes, groups)
+    prefix: list[str] = []
+    _literal_prefix(tree, prefix)
+    shape.prefix = "".join(prefix)[:40]
     base = "".join(dict.fromkeys(_MIXED + "".join(shape.literals)))
     stops: list[str] = []
     ends = _leads(tree, base, stops)
