@@ -19,7 +19,6 @@ def test_ruff_reports_nothing():
 
 # functions not split yet, each with its length today: a longer one, or any other over MAX_FUNCTION_LINES, fails
 LONG_FUNCTIONS_LEFT = {
-    "include/radar/outcomes.py:reference": 61,
     "include/radar_demo/year.py:seed": 252,
 }
 MAX_FUNCTION_LINES = 60
