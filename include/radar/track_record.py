@@ -425,7 +425,7 @@ def _compute(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
 def source_from(settings: Any) -> Callable[[], Source]:
     """The configured source, built only when called (the library is imported then)."""
     if settings.market_data_source == "recorded":
-        from include.radar.market.recorded import recorded_source  # noqa: PLC0415
+        from include.radar.market.recorded import recorded_source
 
         if not settings.market_data_recorded_dir:
             raise ValueError("market_data_source=recorded needs market_data_recorded_dir (a directory of answers)")
@@ -433,7 +433,7 @@ def source_from(settings: Any) -> Callable[[], Source]:
         return lambda: recorded_source(settings.market_data_recorded_dir, 7 * settings.market_data_shift_weeks)
 
     def library() -> Source:
-        from include.radar.market.akshare_source import library_source  # noqa: PLC0415
+        from include.radar.market.akshare_source import library_source
 
         return library_source(settings.market_data_timeout_seconds)
 

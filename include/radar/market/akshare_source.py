@@ -67,13 +67,13 @@ class LibraryCaller:
 
         def run() -> None:
             try:
-                import akshare  # noqa: PLC0415 - heavy (pandas, a JS engine): only the track-record task loads it
+                import akshare  # heavy (pandas, a JS engine): only the track-record task loads it
 
                 # its answers capped by what they decode to; TLS verified even where it asks for none (Shenwan)
                 with http.requests_capped(http.REQUESTS_MARKET_MAX_BYTES), http.requests_verified():
                     frame = getattr(akshare, function)(**kwargs)
                 result["rows"] = [] if frame is None else frame.to_dict("records")
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
+            except BaseException as exc:  # handed to the caller's thread below
                 result["error"] = exc
 
         worker = threading.Thread(target=run, name=f"akshare-{function}", daemon=True)

@@ -170,7 +170,7 @@ def _airflow_security() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
     """Airflow's ``get_user`` and its Bearer scheme, imported on first use (not when the plugin loads)."""
     try:
         from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
-    except Exception:  # noqa: BLE001 - Airflow missing or broken: only signed links can work
+    except Exception:  # Airflow missing or broken: only signed links can work
         log.warning("Airflow's API security module is unavailable; only signed links are accepted", exc_info=True)
         return None
     return get_user, bearer_scheme
@@ -198,7 +198,7 @@ async def airflow_user(request: Request) -> Any:
         return user
     except HTTPException:  # no token, expired or invalid token
         return None
-    except Exception:  # noqa: BLE001 - e.g. auth manager not initialised: deny, but say why in the log
+    except Exception:  # e.g. auth manager not initialised: deny, but say why in the log
         log.warning("Airflow authentication failed", exc_info=True)
         return None
 
@@ -235,7 +235,7 @@ async def _permitted(request: Request, user: Any, seam: Callable[[Any], bool] = 
         allowed = await run_in_threadpool(check, user)
         if inspect.isawaitable(allowed):
             allowed = await allowed
-    except Exception:  # noqa: BLE001 - e.g. auth manager not initialised: fail closed
+    except Exception:  # e.g. auth manager not initialised: fail closed
         log.warning("Airflow authorization (%s) failed; refused", seam.__name__, exc_info=True)
         return False
     return allowed is True

@@ -109,7 +109,7 @@ def user_identity(user: Any) -> str:
         if callable(method):
             try:
                 value = str(method())
-            except Exception:  # noqa: BLE001 - any failure to read who this is refuses
+            except Exception:  # any failure to read who this is refuses
                 raise UnknownUser() from None
             parts.append(f"{attr}={quote(value, safe='')}")
     username = str(getattr(user, "username", "") or "")

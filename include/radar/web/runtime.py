@@ -74,7 +74,7 @@ class Runtime:
             if url is None:
                 try:
                     url = db.pages_database_url(settings.db_conn_id)
-                except Exception as exc:  # noqa: BLE001 - any failure to locate it is "unreachable"
+                except Exception as exc:  # any failure to locate it is "unreachable"
                     raise db.DatabaseUnavailable(f"cannot locate the radar database: {type(exc).__name__}") from exc
             self._settings, self._resolved_url, self._loaded_at = settings, url, time.monotonic()
 
@@ -291,7 +291,7 @@ def user_name(user: Any) -> str:
         if callable(method):
             try:
                 return str(method())[:100]
-            except Exception:  # noqa: BLE001 - a name is for the record only
+            except Exception:  # a name is for the record only
                 continue
     return str(getattr(user, "username", "") or "airflow user")[:100]
 

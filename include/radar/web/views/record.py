@@ -18,7 +18,7 @@ from include.radar.store.track import RecordFilters
 from include.radar.web.auth import PageError
 from include.radar.web.charts import Estimate, interval_chart, progress_chart
 from include.radar.web.views import query
-from include.radar.web.views.common import Links, direction_label, local_time, type_label  # noqa: F401 - type_label for the route
+from include.radar.web.views.common import Links, direction_label, local_time, type_label
 
 PAGE_SIZE = 25
 MAX_PAGE = 400
