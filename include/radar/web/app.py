@@ -11,7 +11,7 @@ Routes (paths relative to the mount point), one module per group of pages in web
 - record.py   ``/record`` the track record (战绩): the summaries, the calibration chart and every pick;
 - here        ``/static/frame.js`` (links inside Airflow's iframe) and ``/static/icon.svg`` (public).
 
-What the routes share (the lazily resolved runtime, the renderer, path parsing) is web/runtime.py; the
+What the routes share (the app's resources: settings and database; the renderer, path parsing) is web/runtime.py; the
 security headers, the 500 page and ``/radar`` without its slash are web/middleware.py.
 
 Access: an Airflow user whose role may read the radar DAG, or a signed link (``?exp=&sig=``) for exactly the
@@ -47,7 +47,7 @@ from include.radar.web.auth import PageError
 from include.radar.web.middleware import SECURITY_HEADERS, AddTrailingSlash, SecurityHeadersMiddleware
 from include.radar.web.mount import URL_PREFIX
 from include.radar.web.routes import evaluation, history, profile, record, reports
-from include.radar.web.runtime import Pages, Runtime
+from include.radar.web.runtime import AppResources, Pages
 from include.radar.web.server import install_access_log_filter, server_settings
 
 __all__ = ["SECURITY_HEADERS", "URL_PREFIX", "AddTrailingSlash", "app", "create_app"]
@@ -86,7 +86,7 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    app.state.radar = Runtime(settings_loader, db_url, clock or (lambda: datetime.now(UTC)))
+    app.state.radar = AppResources(settings_loader, db_url, clock or (lambda: datetime.now(UTC)))
     pages = app.state.pages = Pages()
     app.add_middleware(SecurityHeadersMiddleware, pages=pages)
     answer_errors_with_pages(app, pages)

@@ -61,7 +61,7 @@ FORM_KEY_MISSING = ("机会雷达数据库里还没有关注设置表单的密�
                     "AIRFLOW_VAR_RADAR_LINK_SECRET，然后再保存。")
 
 
-def form_key(runtime: Any, settings: Settings) -> str:
+def form_key(resources: Any, settings: Settings) -> str:
     """The key of the profile form's tokens (see the module's docstring); blocking (may ask the database).
 
     Without ``link_secret`` the key is read from the database: init makes it as the radar's owner (roles.py),
@@ -72,12 +72,12 @@ def form_key(runtime: Any, settings: Settings) -> str:
         return hmac.new(secret, b"radar profile form key", hashlib.sha256).hexdigest()
 
     def make() -> str:
-        with runtime.connect() as conn:
+        with resources.connect() as conn:
             row = store.get_state(conn, FORM_KEY_STATE)
         if row is not None:
             return str(row["value"])
         try:
-            with runtime.connect_write() as conn:
+            with resources.connect_write() as conn:
                 return str(store.ensure_state(conn, FORM_KEY_STATE, secrets.token_hex(32)))
         except psycopg.errors.InsufficientPrivilege:
             log.error("the profile form's key (service_state %s) is missing and the pages' login may not make "
@@ -85,7 +85,7 @@ def form_key(runtime: Any, settings: Settings) -> str:
                       FORM_KEY_STATE)
             raise FormKeyMissing() from None
 
-    return runtime.kept(FORM_KEY_STATE, make)
+    return resources.kept(FORM_KEY_STATE, make)
 
 
 class UnknownUser(PageError):

@@ -1,6 +1,7 @@
-"""What every page route shares: the app's lazily resolved runtime, the page renderer, path parsing.
+"""What every page route shares: the app's resources (settings, the database, the clock), the page renderer,
+path parsing.
 
-A route reaches them through the request (``get_runtime(request)``, ``get_pages(request)``), so the route
+A route reaches them through the request (``get_resources(request)``, ``get_pages(request)``), so the route
 modules (web/routes/) hold no state of their own and ``create_app`` (app.py) decides everything per app.
 """
 
@@ -41,10 +42,10 @@ FIRST_DAY = date(2000, 1, 1)
 DAYS_AHEAD = 366
 
 
-# ------------------------------------------------------------------------------------------------ runtime
+# ------------------------------------------------------------------------------------------ app resources
 
 
-class Runtime:
+class AppResources:
     """Per-app state resolved lazily: settings (briefly cached), the database URL, the clock, the ranking weights,
     the keys the radar keeps in its database (the profile form's, web/csrf.py).
 
@@ -133,7 +134,7 @@ class Runtime:
             yield conn
 
 
-def get_runtime(request: Request) -> Runtime:
+def get_resources(request: Request) -> AppResources:
     return request.app.state.radar
 
 
@@ -142,8 +143,8 @@ def zone(settings: Settings) -> ZoneInfo:
     return SHANGHAI
 
 
-def today(runtime: Runtime, settings: Settings) -> date:
-    return runtime.clock().astimezone(zone(settings)).date()
+def today(resources: AppResources, settings: Settings) -> date:
+    return resources.clock().astimezone(zone(settings)).date()
 
 
 # ------------------------------------------------------------------------------------------- rendering
@@ -322,5 +323,5 @@ def feedback_forms(request: Request, reader: Reader, settings: Settings, links: 
     forwarded to holds it, so votes come only from an Airflow login or from the page a link names (a daily
     link's own analyses, whose links it signs), never from the session a link opened."""
     secret = settings.link_secret.get_secret_value() if settings.link_secret and not reader.session else None
-    return feedback.Forms(secret, get_runtime(request).clock(), links.root, _here(request, links),
+    return feedback.Forms(secret, get_resources(request).clock(), links.root, _here(request, links),
                           reader.signed_exp if reader.signed else None)

@@ -66,7 +66,7 @@ def server_lookup(name: str) -> str | None:
 
 
 def server_settings() -> Settings:
-    """The default settings loader of the report app (the Runtime caches its result for a minute)."""
+    """The default settings loader of the report app (AppResources caches its result for a minute)."""
     return load_settings(server_lookup)
 
 
