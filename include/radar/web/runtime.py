@@ -96,18 +96,18 @@ class AppResources:
 
     def ranking_weights(self, conn: psycopg.Connection) -> ranking.Weights:
         """What the reader's feedback and the track record taught the ranking (ranking.learn), learned again
-        only when a verdict or an outcome changed (store.feedback_version, store.outcome_version) or after
+        only when a verdict or an outcome changed (store.feedback_version, store.track.outcome_version) or after
         SETTINGS_TTL_SECONDS (an account renamed): most pages read it, few requests change it."""
         now = self.clock()
         min_picks = self.settings().outcome_min_picks
         # the track record's outcomes change once a day (its step), the verdicts whenever the reader votes
-        version = (store.feedback_version(conn, now), store.outcome_version(conn), min_picks)
+        version = (store.feedback_version(conn, now), store.track.outcome_version(conn), min_picks)
         with self._lock:
             cached = self._weights
         if cached is not None and cached[0] == version and time.monotonic() - cached[1] < SETTINGS_TTL_SECONDS:
             return cached[2]
         weights = ranking.learn(store.feedback_for_ranking(conn, now),
-                                store.outcome_means(conn, ranking.OUTCOME_HORIZON), min_picks)
+                                store.track.outcome_means(conn, ranking.OUTCOME_HORIZON), min_picks)
         with self._lock:
             self._weights = (version, time.monotonic(), weights)
         return weights

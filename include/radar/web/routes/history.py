@@ -10,7 +10,6 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from include.radar import focus, outcomes, search, store, weekly
-from include.radar.store import track as track_store
 from include.radar.web import views
 from include.radar.web.auth import PageError, ReaderDep, require_reader
 from include.radar.web.runtime import (
@@ -53,11 +52,11 @@ def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLRespons
         raise PageError(404, "没有这一周的周报",
                         f"周报地址应为 /weekly/ 加当周星期一的日期，例如 /weekly/{weekly.week_of(week)[0]}。")
     end = week + timedelta(days=6)
-    week_filters = track_store.RecordFilters(first=week, last=end)
+    week_filters = store.track.RecordFilters(first=week, last=end)
     with resources.connect() as conn:
         report = store.get_weekly_report(conn, week)
-        picks, _ = track_store.record_page(conn, week_filters, WEEK_PICKS, 0)
-        pick_rows = track_store.summary_groups(conn, week_filters, outcomes.WEEK_HORIZON)
+        picks, _ = store.track.record_page(conn, week_filters, WEEK_PICKS, 0)
+        pick_rows = store.track.summary_groups(conn, week_filters, outcomes.WEEK_HORIZON)
     links = page_links(request)
     data = (report or {}).get("digest_json") or {}
     tops = []

@@ -10,7 +10,6 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from include.radar import ranking, store, weekly
-from include.radar.store import track as track_store
 from include.radar.web import costs, csrf, feedback, health, views
 from include.radar.web.auth import PageError, ReaderDep, airflow_user, require_reader
 from include.radar.web.runtime import (
@@ -172,7 +171,7 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
         members = store.event_members(conn, [row["event_id"]]) if row["event_id"] else []
         weights = resources.ranking_weights(conn)
         verdict = store.feedback_of(conn, [wanted]).get(wanted)
-        pick = track_store.pick_of_analysis(conn, wanted)
+        pick = store.track.pick_of_analysis(conn, wanted)
     links = page_links(request)
     page = views.analysis_page(
         row=row,
