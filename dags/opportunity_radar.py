@@ -22,7 +22,6 @@ optional `run_date` + `slot` to name the slot, and `retry_failed` to give failed
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 
 from airflow.sdk import (
@@ -41,13 +40,13 @@ from include.radar import DAG_ID
 from include.radar.airflow_alerts import AlertNotifier, mend_dag_test
 from include.radar.airflow_support import branch, failed_tasks, opened_slot, run_step, task_try
 from include.radar.decide import ACTIONS, BUILD_DAILY, PUSH_OPPORTUNITY, SKIP_PUSH
-from include.radar.settings import env_name, load_settings
+from include.radar.settings import load_settings, parse_time_lookup
 from include.radar.slots import SHANGHAI
 
 # The schedule and the daily deadline are the only settings read at parse time, and only from the
 # environment (no Variable.get).
 PARSE_TIME = ("schedule_slots", "daily_push_deadline_minutes", "daily_deadline_alert")
-SLOTS = load_settings(lambda n: os.environ.get(env_name(n)) if n in PARSE_TIME else None)
+SLOTS = load_settings(parse_time_lookup(PARSE_TIME))
 ANALYSE_TIMEOUT = timedelta(minutes=45)
 BATCH_MARGIN = timedelta(minutes=1)
 
