@@ -1,23 +1,13 @@
-"""
-### Opportunity Radar: five slots a day over WeChat articles
+"""### Opportunity Radar: five slots a day over WeChat articles
 
-At 07:00, 12:00, 14:00, 18:00 and 22:00 (Asia/Shanghai) one run of this DAG:
+At 07:00, 12:00, 14:00, 18:00 and 22:00 (Asia/Shanghai) one run: **open_slot** (the slot's record) →
+**ingest** (new WeRSS articles, cleaned) → **select_articles → analyse[]** (batches, DeepSeek) → **summarise** →
+**choose_path**: daytime, push the best analysis at or over the threshold, else stay silent; 22:00, build the
+daily report and always push its link. After the daily push: **weekly_summary** (Sunday), **track_record**,
+**retention**; **catch_up_daily_report** if yesterday's never ran; **close_slot** fails the run if a step failed.
 
-1. **open_slot** – gets or creates the slot's run record, unique on (run_date, slot);
-2. **ingest** – pulls the last 72 h of articles from WeRSS, stores only new ones, cleaned to text;
-3. **select_articles → analyse[]** – the articles to analyse, in batches: one mapped task per batch, its
-   articles analysed in threads (DeepSeek, JSON, retry ladder), each with its own status and attempts;
-4. **choose_path** – daytime: push the slot's best analysis if it scored ≥ threshold, else stay silent;
-   22:00: build the daily report and always push its link, even when earlier steps failed;
-5. **weekly_summary** – Sunday's 22:00 only, after the daily push: the week's summary, pushed once;
-   **track_record** – 22:00, after the daily push: every pick followed in the market (its own deadline);
-   **retention** – 22:00, after the daily push: article bodies older than `retention_days` pruned (bounded);
-   **catch_up_daily_report** – if yesterday's 22:00 never ran (scheduler down), builds and pushes it late;
-6. **close_slot** – writes the slot's outcome and counts; the run fails when a step failed.
-
-Manual runs take one `action` (run / redo the slot / rebuild the day's report / force publish / silent), with an
-optional `run_date` + `slot` to name the slot, and `retry_failed` to give failed analyses fresh attempts
-(API callers may still send `push_mode`: auto / force / suppress). Logic lives in `include/radar/`; see docs/architecture.md.
+Manual runs take an `action` (run / redo / rebuild the report / force publish / silent), an optional `run_date`
+and `slot`, and `retry_failed`. Logic lives in `include/radar/`; see docs/architecture.md.
 """
 
 from __future__ import annotations

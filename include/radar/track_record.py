@@ -1,21 +1,11 @@
 """The track record's step (after the daily push): every pick followed in the market.
 
-1. **Record the picks**: every opportunity push that was sent and every top pick of a daily report whose event has
-   no pick yet becomes one pick (one per event, however many accounts wrote it up), dated when a reader could
-   first act on it: the push's send time (a report never pushed: when this step first saw it). Its instrument
-   and benchmark are resolved once (market/instruments.py) and kept, so a rerun measures the same thing; a pick
-   whose targets name nothing tradable stays in the record as "not measurable", with the reason.
-2. **Fetch what is missing**: the daily bars of each instrument and benchmark an open pick needs, the A-share
-   calendar, the listed names (weekly), 5-minute bars for a pick pushed during a session — each at most once per
-   Shanghai day (``market_fetch``); bars are cached in PostgreSQL, so a second pick of the same instrument costs
-   no fetch. A failing request is recorded and retried by the next day's run; three failures in a row with no
-   success stop the fetching (the source is down) and the operator is alerted once that day.
-3. **Compute** each open pick's reference and its outcomes at 1, 5 and 20 trading days (outcomes.py, pure), from
-   the cached bars only and only from bars known by then: a rerun with the same cache writes the same rows
-   (keyed by pick and horizon).
-
-The step has its own deadline: past it nothing more is fetched (the listings, the calendar, daily and 5-minute
-bars alike), and what needed it waits for the next day (said in the result).
+It records the picks (each pushed opportunity and each top pick of a report, one per event, dated when a
+reader could first act on it, its instrument resolved once and kept so a rerun measures the same thing);
+fetches what is missing, each thing at most once per Shanghai day, into a cache in PostgreSQL, stopping when
+the source keeps failing; and computes each open pick's reference and outcomes (outcomes.py) from the cached
+bars known by then, so a rerun writes the same rows. It has its own deadline: past it nothing more is fetched
+and what needed it waits for the next day. The rules: docs/track-record.md.
 """
 
 from __future__ import annotations

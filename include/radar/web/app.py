@@ -1,30 +1,13 @@
 """The report pages as a FastAPI app, served by the Airflow api-server under ``/radar`` (plugins/radar_plugin.py).
 
-Routes (paths relative to the mount point), one module per group of pages in web/routes/:
+:func:`create_app` builds it: the error pages, the static files, the routes of web/routes/ (one module per group
+of pages, listed in docs/architecture.md), HEAD answered like GET. Who may read and write is web/auth.py's
+and web/csrf.py's; what the routes share is web/runtime.py's; the security headers web/middleware.py's.
+Whatever a request carries, the answer is a page (a 404, 403 or 400), never a 500.
 
-- reports.py  ``/`` the overview (health at a glance, today's top and what is new since the last visit,
-              today's slots, the last 14 days, WeRSS accounts); ``/daily/{YYYY-MM-DD}`` one day's report;
-              ``/analysis/{id}`` one analysis; ``POST /analysis/{id}/feedback`` a reader's 👍/👎/🤷;
-- history.py  ``/weekly/{monday}`` the week's summary; ``/entity/{name}`` one company or ticker over time;
-              ``/trends`` 30 days of topics and entities; ``/search`` over every analysis and article;
-- profile.py  ``/profile`` the reader's watchlist and include/exclude rules;
-- record.py   ``/record`` the track record (战绩): the summaries, the calibration chart and every pick;
-- here        ``/static/frame.js`` (links inside Airflow's iframe) and ``/static/icon.svg`` (public).
-
-What the routes share (the app's resources: settings and database; the renderer, path parsing) is web/runtime.py; the
-security headers, the 500 page and ``/radar`` without its slash are web/middleware.py.
-
-Access: an Airflow user whose role may read the radar DAG, or a signed link (``?exp=&sig=``) for exactly the
-requested page, as sent in pushes, and the short read session it opens; never a link for what is personal.
-One dependency, :func:`~include.radar.web.auth.require_reader`, decides for every page route (auth.py);
-saving the profile needs edit permission (``require_editor``), and every write comes from this app's own
-page (csrf.py). Whatever a request carries, the answer is a page: a path that names no report (an impossible
-date or id) is a 404, a bad link a 403, bad input a 400, never a 500. Every page answers HEAD like GET.
-
-Nothing here touches the database, the network or Airflow at import time: settings (server.py: environment,
-then Airflow Variables), the database URL and Airflow's security module are resolved on the first request,
-so ``app = create_app()`` is safe to import from the plugin in every Airflow component. Importing this
-module does one thing to the process: it keeps link signatures out of uvicorn's access log (server.py).
+Nothing here touches the database, the network or Airflow at import time (settings, the database and
+Airflow's security module are resolved on the first request), so ``app = create_app()`` is safe to import in
+every Airflow component; importing it keeps link signatures out of uvicorn's access log (server.py).
 """
 
 from __future__ import annotations
