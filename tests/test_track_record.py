@@ -1,4 +1,4 @@
-"""Issue 25: the track record — every pick followed in the market, from recorded prices (no network).
+"""The track record — every pick followed in the market, from recorded prices (no network).
 
 The recorded answers (include/radar_demo/data/market, scripts/market_fixtures.py) have the shapes of akshare's
 calls; their numbers are made up, with stated situations: the Spring Festival closure (2026-02-16..23), 600999

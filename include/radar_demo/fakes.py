@@ -30,7 +30,7 @@ SHANGHAI = ZoneInfo("Asia/Shanghai")  # WeRSS's TZ in our compose file: its loca
 CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'</p>"
 
 # WeChat's own pages as WeRSS saved them in place of an article's body (include/radar/body_check.py has the
-# sources). The verification page: ``content`` is the page's text as older WeRSS stored it (issue #149:
+# sources). The verification page: ``content`` is the page's text as older WeRSS stored it (we-mp-rss #149:
 # 「环境异常 当前环境异常，完成验证后即可继续访问。 去验证」), ``content_html`` the page's markup (a weui message:
 # title, notice, a 「去验证」 button).
 VERIFICATION_TEXT = "环境异常\n当前环境异常，完成验证后即可继续访问。\n去验证"
@@ -277,7 +277,7 @@ class FakeWeRSS:
         if self.wechat_login is not None:
             ahead = max(now, int(time.time())) + 3 * 24 * 3600
             expires = self.wechat_expires_at if self.wechat_expires_at is not None else ahead
-            logged_in = self.wechat_login and expires > now  # getStatus() checks the expiry since PR #437
+            logged_in = self.wechat_login and expires > now  # getStatus() checks the expiry since we-mp-rss PR #437
             local = datetime.fromtimestamp(expires, SHANGHAI).strftime("%Y-%m-%d %H:%M:%S")
             info = {  # the stored login: the WeChat session's token and cookie are in it
                 "token": "1234567890", "cookie": "slave_sid=WECHAT_SESSION_SECRET; slave_user=gh_0123456789ab",
