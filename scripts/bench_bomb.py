@@ -1,12 +1,11 @@
-"""How much memory a compression bomb costs the radar's HTTP client (issue 24 §4).
+"""How much memory a compression bomb costs the radar's HTTP client.
 
 A local server answers every request with a small compressed body that decodes to ``--decoded-mb`` MB of
 zeros, under each ``Content-Encoding`` a hostile WeRSS or DeepSeek could send (gzip, deflate, stacked gzip).
 The client is the one WeRSS and DeepSeek go through (include/radar/http.py), inside the same bound WeRSS
 calls use (20 MB). The script prints, per encoding, the bytes on the wire, what the client made of them
 (the body it accepted, or the error it raised) and the peak of Python allocations during the request
-(tracemalloc): before issue 24 the client accepted a 100 MB body from 100 KB of gzip; now it stops once
-the decoded body passes the cap.
+(tracemalloc): the client stops once the decoded body passes the cap, however small the compressed one.
 
     make bench-bomb                       # 100 MB decoded per bomb
     make bench-bomb ARGS="--decoded-mb 500"

@@ -1,4 +1,4 @@
-"""How well and how fast articles are grouped into real-world events (issue 14 §3). Prints figures; asserts nothing.
+"""How well and how fast articles are grouped into real-world events. Prints figures; asserts nothing.
 
 On the labelled Chinese articles in tests/data/event_articles.json (same event / different events, hard
 negatives included) it prints pairwise precision and recall of:

@@ -1,4 +1,4 @@
-"""What it takes to run: memory per Airflow process, bare and with the radar (issue 26 §3).
+"""What it takes to run: memory per Airflow process, bare and with the radar.
 
 1. ``airflow standalone`` twice (LocalExecutor, each with its own AIRFLOW_HOME under .local/bench-memory, its
    own metadata database on the server and free ports): **bare** (a dags folder with one one-task DAG, an

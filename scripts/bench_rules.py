@@ -3,8 +3,8 @@
 For each rule of include/radar_demo/hostile_rules.py (nested quantifiers, alternation under a star,
 backreferences, lookarounds, state explosions, 200-character rules):
 
-- **before**: Python's ``re`` (what focus.py ran until issue 24) searching the worst of the texts, in a child
-  process killed after ``--before-limit`` seconds (``>2 s`` means it was still running: the issue's
+- **before**: Python's ``re``, a backtracking engine, searching the worst of the texts, in a child
+  process killed after ``--before-limit`` seconds (``>2 s`` means it was still running:
   ``!/(a+)+$/`` over 41 characters runs for hours);
 - **save**: what saving it on the profile page now costs beyond the database write: parsing, RE2's compile and
   the cost probes (``Profile.build(measure=True)``), and the verdict: accepted, or refused with the reason;
@@ -16,7 +16,7 @@ backreferences, lookarounds, state explosions, 200-character rules):
 - **stored**: the audit's rules stored before the probes saw them (a slot does not measure again): how many of
   50 crafted articles a slot's selection checks within its budget (select_articles.RULES_SECONDS).
 
-Goal (issue 24 §1): every save and every selection well under a second. Prints a table and the worst figures.
+Goal: every save and every selection well under a second. Prints a table and the worst figures.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 15 §4: the pages inside the real Airflow UI, as its users open them (Airflow's api-server, its React UI,
+"""The pages inside the real Airflow UI, as its users open them (Airflow's api-server, its React UI,
 the plugin's external view in Chromium).
 
 Airflow 3.3.2 shows a plugin's external view at ``/plugin/<url_route>`` in ``<iframe sandbox="allow-scripts

@@ -1,4 +1,4 @@
-"""Issue 4: analysis through a fake DeepSeek (reasoning_content beside content, cache-hit usage).
+"""Analysis through a fake DeepSeek (reasoning_content beside content, cache-hit usage).
 
 Rooms: steps/analyse.py, analyst.py (one article: its claim, attempts, cost), llm.py (the call, its ladder,
 reading answers), schemas.py.

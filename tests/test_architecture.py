@@ -1,4 +1,4 @@
-"""Issue 26 §1: the house stays easy to change. Read from the code's own imports (scripts/import_graph.py,
+"""The house stays easy to change. Read from the code's own imports (scripts/import_graph.py,
 type-only and lazy imports included): no import circle under include/, no module of the product over ~500
 lines, no import up a floor (rooms → runtime → steps → the seam to Airflow), each DAG task's step in the module
 named after it; and docs/architecture.md true: its table of modules names every module of

@@ -1,4 +1,4 @@
-"""Issue 16 §1: backfills hold whatever order or concurrency their runs go in: each slot analyses only the
+"""Backfills hold whatever order or concurrency their runs go in: each slot analyses only the
 articles of its own slot, each day's report accounts for all of that day's slots, nothing is pushed.
 
 Rooms: steps/open_slot.py (a backfill run's own slot), steps/select_articles.py, steps/daily_report.py with

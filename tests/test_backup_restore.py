@@ -1,4 +1,4 @@
-"""Issue 26 §2: nothing lost. The radar's database backed up with `cli backup`, restored with `cli restore`
+"""Nothing lost. The radar's database backed up with `cli backup`, restored with `cli restore`
 into an empty PostgreSQL server, shows the same pages, and a slot run on it pays for nothing and pushes
 nothing a second time.
 

@@ -1,4 +1,4 @@
-"""Issue 24 §8: the 22:00 report says what share of the accounts the day covered: accounts whose article list
+"""The 22:00 report says what share of the accounts the day covered: accounts whose article list
 was read that day and that are not stalled (quiet far beyond their usual interval, or WeRSS's WeChat login
 lapsed), out of the accounts WeRSS listed that day.
 

@@ -1,4 +1,4 @@
-"""Issue 6: the 22:00 daily report: always built, always pushed, never twice.
+"""The 22:00 daily report: always built, always pushed, never twice.
 
 Rooms: steps/daily_report.py (build, push, catch up), digest.py (the report, its fallback, pending list),
 decide.py (the daily push's text), the daily page.

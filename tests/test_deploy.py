@@ -74,7 +74,7 @@ SERVICES = {*AIRFLOW_SERVICES, "postgres", "redis"}
 # where the radar's own code runs (tasks, callbacks, the schema's migration), as the radar's owner
 RADAR_CODE_SERVICES = ("airflow-worker", "airflow-triggerer", "airflow-dag-processor", "airflow-init", "airflow-cli")
 
-# Issue 24 §6: each container gets the secrets it needs and no other. What .env holds that a container could
+# Each container gets the secrets it needs and no other. What .env holds that a container could
 # receive, and who receives it (a password inside a URL counts: it is the login).
 # (every Airflow container has the Celery broker's URL, and with it Redis's password)
 AIRFLOW_SHARED = {"AIRFLOW_DB_PASSWORD", "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY",
@@ -663,7 +663,7 @@ def test_compose_files_interpolate_with_env_example(env_example: dict[str, str])
         _interpolated(_load(path), {**env_example, **secrets}, path.name)
 
 
-# --- issue 12 §7: deployment secrets -----------------------------------------------------------------
+# --- deployment secrets -----------------------------------------------------------------
 
 
 @pytest.mark.hostile

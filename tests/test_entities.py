@@ -1,4 +1,4 @@
-"""Issue 15 §3: a page per entity, 30-day trends, the day's score distribution — charts as inline SVG.
+"""A page per entity, 30-day trends, the day's score distribution — charts as inline SVG.
 
 Rooms: web/views/trends.py, web/charts.py, web/routes/history.py, store/trends.py, focus.py (ticker spellings).
 """

@@ -1,4 +1,4 @@
-"""Issue 14 §1–§2: evidence quotes are checked against the article, and a score that contradicts the
+"""Evidence quotes are checked against the article, and a score that contradicts the
 model's own flag is repaired or resolved conservatively; hostile answers get the behaviour the reader needs.
 
 Rooms: evidence.py, rubric.py, schemas.py, analyst.py (the re-ask), steps/summarise.py (what may be pushed), the

@@ -1,4 +1,4 @@
-"""Issue 15 §1-§2 on the pages: the profile page, 👍/👎/🤷 as signed actions, what the overview learned.
+"""The reader's focus and feedback on the pages: the profile page, 👍/👎/🤷 as signed actions, what the overview learned.
 
 Rooms: web/routes/profile.py, web/feedback.py, web/csrf.py, web/views/profile.py, store/focus.py, ranking.py.
 """
@@ -237,7 +237,7 @@ def test_excluded_articles_are_counted_on_their_slot_and_listed_on_the_day(seed:
 
 
 def test_saving_rules_leaves_the_recheck_of_excluded_articles_to_the_next_slot(seed: Seeder, make_client, conn) -> None:
-    """The save answers without touching the articles (its time must not grow with them, issue 24 §1); it
+    """The save answers without touching the articles (its time must not grow with them); it
     says how many excluded articles the next slot will look at again (test_focus shows that slot)."""
     morning = seed.slot(DAY, "07:00")
     item = store.insert_content_item(conn, {

@@ -1,4 +1,4 @@
-"""Issue 15 §1-§2: the reader's focus (watchlist, filter rules) and feedback, through a real slot.
+"""The reader's focus (watchlist, filter rules) and feedback, through a real slot.
 
 Rooms: focus.py, ranking.py, store/focus.py, steps/select_articles.py (excluded articles), decide.py and the
 push (the rank's order).

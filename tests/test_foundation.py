@@ -1,4 +1,4 @@
-"""Issue 2: DAG integrity, slot derivation, migrations, settings, concurrent slot openers.
+"""DAG integrity, slot derivation, migrations, settings, concurrent slot openers.
 
 Rooms: dags/opportunity_radar.py, slots.py, steps/open_slot.py, db.py and migrations/, settings.py, decide.py
 (the trigger form's actions), steps/__init__.py (lazy step imports).
@@ -327,7 +327,7 @@ def test_the_product_package_imports_no_test_double():
 
 
 def test_the_trigger_form_labels_every_param_and_every_choice():
-    """Issue 15 §4: titles and descriptions for every param, no bare "null" among the slot's choices."""
+    """Titles and descriptions for every param, no bare "null" among the slot's choices."""
     from airflow.dag_processing.dagbag import DagBag
 
     dag = DagBag(dag_folder="dags/").get_dag("opportunity_radar_slots")

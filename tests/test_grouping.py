@@ -1,4 +1,4 @@
-"""Issue 14 §3–§4: analyses of one real-world event by different accounts are one entry and one push
+"""Analyses of one real-world event by different accounts are one entry and one push
 candidate, listing every source, led by the best-evidenced analysis; grouping is deterministic and cheap.
 
 Rooms: events.py, store/events.py, steps/summarise.py (one candidate per event), steps/push_opportunity.py,

@@ -1,4 +1,4 @@
-"""Issue 13 §2 and the pages' part of §3: health at a glance on the overview, and costs on every page.
+"""Health at a glance on the overview, and costs on every page.
 
 Rows are written with the store functions the pipeline uses (tests/test_web.py's Seeder, store.record_spend,
 store.record_alert, store.update_status); the budget and the failed-attempt cost come from the real pipeline

@@ -1,4 +1,4 @@
-"""Issue 12 §2 and §5 (answers): no article is left "analysing", the attempt cap holds on every path, a
+"""No article is left "analysing", the attempt cap holds on every path, a
 crash is visible, one text is paid for once, and the answer schema is strict.
 
 Rooms: analyst.py, store/claims.py, steps/analyse.py, steps/select_articles.py, llm.py (delimiters), schemas.py.

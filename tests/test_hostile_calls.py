@@ -1,4 +1,4 @@
-"""Issue 24 §4 and §5: an outside answer is bounded by what it decodes to, and a paid call is made once
+"""An outside answer is bounded by what it decodes to, and a paid call is made once
 even when two tries of one analyse task run at the same time.
 
 Rooms: http.py (bounded answers), llm.py, werss.py, analyst.py and store/claims.py (two tries, one call),
@@ -186,7 +186,7 @@ def test_the_decoded_cap_holds_outside_a_bound_too():
         client.get(_server(body, {"Content-Encoding": "gzip"}) + "/x")
 
 
-# -------------------------------------------------------------- §5: claims belong to a task try
+# ---------------------------------------------------------------- claims belong to a task try
 
 
 SLOT = shanghai(2026, 1, 8, 14)

@@ -1,4 +1,4 @@
-"""Issue 12 §3: everything has a deadline. Total deadlines on WeRSS and DeepSeek calls (a trickling server
+"""Everything has a deadline. Total deadlines on WeRSS and DeepSeek calls (a trickling server
 cannot stretch them), bounded database sessions, an execution timeout on every task, the 22:00 report pushed
 by its deadline whatever else is happening, and a failed open_slot that fails the run at once.
 

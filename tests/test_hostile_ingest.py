@@ -1,4 +1,4 @@
-"""Issue 12 §1: one bad WeRSS row never stops the others; a missing body is not refetched every slot; a
+"""One bad WeRSS row never stops the others; a missing body is not refetched every slot; a
 listing that never ends is capped.
 
 Rooms: steps/ingest.py, ingest.py (rows skipped, body rechecks, listing caps), werss_rows.py.

@@ -1,4 +1,4 @@
-"""Issue 24 §5: every push is accounted for, even when its sender dies — between its claim and its send (the
+"""Every push is accounted for, even when its sender dies — between its claim and its send (the
 message is delivered later, once) or between the send and its record (delivery unknown: never resent, the
 operator told once, the overview says so).
 

@@ -1,4 +1,4 @@
-"""Issue 12 §4: reruns never change what a slot was, overlapping runs lose no step errors, and a slot
+"""Reruns never change what a slot was, overlapping runs lose no step errors, and a slot
 alerts at most once whatever a rerun finds.
 
 Rooms: store/slot_runs.py, runtime.py (the step recorder), steps/close_slot.py, alerts.py.

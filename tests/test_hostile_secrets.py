@@ -1,4 +1,4 @@
-"""Issue 12 §6: secrets never leave their box. A malformed secret is refused without being quoted, stored
+"""Secrets never leave their box. A malformed secret is refused without being quoted, stored
 and shown errors are scrubbed, apprise's log lines carry no channel token, the link secret is long enough,
 and two processes migrating at once both succeed.
 

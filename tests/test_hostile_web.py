@@ -1,4 +1,4 @@
-"""Issue 12 (bounded failure), the report pages' part: what a hostile or careless world sends them.
+"""Bounded failure, the report pages' part: what a hostile or careless world sends them.
 
 Each test names the fault it brings: impossible dates and ids, malformed signatures, arbitrary text in every
 path segment and query parameter, a forged Host header, a logged-in user without the right role, links an

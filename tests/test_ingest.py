@@ -1,4 +1,4 @@
-"""Issue 3: ingest from a fake WeRSS that speaks the real API (envelopes, 401/202 bodies, page size 5).
+"""Ingest from a fake WeRSS that speaks the real API (envelopes, 401/202 bodies, page size 5).
 
 Rooms: steps/ingest.py, ingest.py (window, new-only detail fetches, account backoff), werss.py, cleaning.py.
 """
@@ -203,7 +203,7 @@ def test_rerun_after_werss_recovers_closes_the_slot_as_success(fakes):
 
 
 def test_a_body_werss_fetched_by_15_00_for_an_article_first_seen_at_12_00_is_analysed_at_18_00(fakes):
-    """Issue 24 §7: a waiting article is rechecked at every slot for its first 24 hours (one detail call
+    """A waiting article is rechecked at every slot for its first 24 hours (one detail call
     each), so a body WeRSS has at 15:00 is analysed by the 18:00 slot, not left until 22:00."""
     import time_machine
 

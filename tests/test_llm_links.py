@@ -1,4 +1,4 @@
-"""Issue 24 §5: text the LLM wrote never becomes a link — in a push (the channels link bare URLs and host
+"""Text the LLM wrote never becomes a link — in a push (the channels link bare URLs and host
 names themselves, so they are defanged) or a page (the digest's markdown keeps only the radar's own page
 links). Article links come only from WeRSS rows.
 

@@ -1,4 +1,4 @@
-"""A real Airflow on this machine, as an operator runs it (issue 16): `make backfill-check` (docs/operations.md's
+"""A real Airflow on this machine, as an operator runs it: `make backfill-check` (docs/operations.md's
 two-day backfill under the `make ui` set-up) and `make celery` (two Celery workers share a slot).
 
 Each starts its own Airflow (AIRFLOW_HOME, metadata database on the embedded PostgreSQL, stand-ins): about

@@ -1,4 +1,4 @@
-"""Issue 26 §3: whatever the radar loads that a process does not need is not loaded there (`make bench-memory`
+"""Whatever the radar loads that a process does not need is not loaded there (`make bench-memory`
 measures what each Airflow process holds; docs/benchmarks.md, *What it takes to run*).
 
 Each check imports in a fresh interpreter what one Airflow process imports of the radar and reads

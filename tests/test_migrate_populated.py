@@ -1,4 +1,4 @@
-"""Issue 26 §2: migrations on a populated database. Data seeded on the schema of an earlier release migrates
+"""Migrations on a populated database. Data seeded on the schema of an earlier release migrates
 to today's schema under the migration lock, every row and value intact, while two migrators race.
 
 "The previous release" is ``year.PREVIOUS_RELEASE`` (the last migration this round of work started from):

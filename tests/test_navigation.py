@@ -1,4 +1,4 @@
-"""Issue 15 §4: pages that never dead-end — a signed push link opens a short read session for the other pages;
+"""Pages that never dead-end — a signed push link opens a short read session for the other pages;
 the login button comes back to the page the reader was on.
 
 Rooms: web/auth.py (the read session), web/middleware.py, the pages' top bar.

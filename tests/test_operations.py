@@ -1,4 +1,4 @@
-"""Issue 13: operator alerts (one per cause and day, none on a rerun, never a secret), a cost that matches
+"""Operator alerts (one per cause and day, none on a rerun, never a secret), a cost that matches
 DeepSeek's bill (prices at the time of each call, cache hits, peak hours) and a daily budget.
 
 Rooms: alerts.py, airflow_alerts.py (failure callback, Deadline Alert), pricing.py, spending.py, ratelimit.py,

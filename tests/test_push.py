@@ -1,4 +1,4 @@
-"""Issue 5: the slot decision and the push, exactly once, against a real local JSON webhook.
+"""The slot decision and the push, exactly once, against a real local JSON webhook.
 
 Rooms: decide.py (message ids, push or not), push.py, store/pushes.py, steps/push_opportunity.py.
 """

@@ -1,4 +1,4 @@
-"""Issue 26 §3: retention. The daily slot prunes article bodies older than ``retention_days`` (titles, analyses,
+"""Retention. The daily slot prunes article bodies older than ``retention_days`` (titles, analyses,
 pushes, feedback and the record kept), bounded, shown on the health panel; a pruned article is never analysed
 or paid for again, and reruns prune the same articles."""
 

@@ -30,12 +30,12 @@ def _refused(url: str, statement: str, *args: object) -> None:
         conn.execute(statement, args or None)
 
 
-def _pages_runtime():
+def _pages_resources():
     from datetime import UTC, datetime
 
-    from include.radar.web.runtime import Runtime
+    from include.radar.web.runtime import AppResources
 
-    return Runtime(lambda: load_settings(use_airflow=False), None, lambda: datetime.now(UTC))
+    return AppResources(lambda: load_settings(use_airflow=False), None, lambda: datetime.now(UTC))
 
 
 # ------------------------------------------------------------------------------------------- the boundary
@@ -57,8 +57,8 @@ def test_the_pages_login_reads_everything_and_writes_only_the_readers_own_data(d
 
     # the api-server's pages resolve their own login
     monkeypatch.setenv("RADAR_PAGES_DATABASE_URL", d.pages)
-    runtime = _pages_runtime()
-    with runtime.connect() as conn:
+    resources = _pages_resources()
+    with resources.connect() as conn:
         assert conn.execute("SELECT current_user AS u").fetchone()["u"] == d.users[1]
         tables = [r["relname"] for r in conn.execute(
             "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'r'").fetchall()]
@@ -69,7 +69,7 @@ def test_the_pages_login_reads_everything_and_writes_only_the_readers_own_data(d
     with db.connect(d.owner) as conn:
         keys = [r["key"] for r in conn.execute("SELECT key FROM service_state").fetchall()]
     assert any(k.startswith("werss:token:") for k in keys) and "werss:status" in keys
-    with runtime.connect() as conn:
+    with resources.connect() as conn:
         seen = [r["key"] for r in conn.execute("SELECT key FROM service_state").fetchall()]
     assert "werss:status" in seen and "web:form_key" in seen
     assert not any(k.startswith("werss:token:") for k in seen)
@@ -83,9 +83,9 @@ def test_the_pages_login_reads_everything_and_writes_only_the_readers_own_data(d
     with db.connect(d.owner) as conn:
         assert conn.execute("SELECT status FROM slot_run").fetchone()["status"] == 2
         conn.execute("UPDATE slot_run SET status = 1")
-    with pytest.raises(errors.InsufficientPrivilege), runtime.connect() as conn:
+    with pytest.raises(errors.InsufficientPrivilege), resources.connect() as conn:
         conn.execute(injected)
-    with runtime.connect_write() as conn:
+    with resources.connect_write() as conn:
         for refused in ("UPDATE analysis_result SET score = 100", "DELETE FROM feedback",
                         "TRUNCATE notification_log", "UPDATE content_item SET title = 'x'",
                         "UPDATE content_item SET analyzed_status = 0"):
@@ -93,7 +93,7 @@ def test_the_pages_login_reads_everything_and_writes_only_the_readers_own_data(d
                 conn.execute(refused)
 
     # what the pages do write: a vote and the profile
-    with runtime.connect_write() as conn:
+    with resources.connect_write() as conn:
         assert store.set_feedback(conn, analysis["id"], "up", "link") == "recorded"
         store.save_profile(conn, {"companies": ["宁德时代"], "tickers": [], "sectors": [], "interests": [],
                                   "rules": []}, "reader")

@@ -1,4 +1,4 @@
-"""Issue 24 §1: no filter rule a reader can type freezes the api-server or a slot.
+"""No filter rule a reader can type freezes the api-server or a slot.
 
 A rule is run by RE2 (linear time) and measured when it is saved (regex_rules.py); what RE2 cannot take, or
 what would cost too much on every article, is refused on the form with the reason. The re-check of excluded

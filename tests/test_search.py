@@ -1,4 +1,4 @@
-"""Issue 15 §3: search over every article and analysis, Chinese segmented in Python (search.py).
+"""Search over every article and analysis, Chinese segmented in Python (search.py).
 
 Rooms: search.py, store/searching.py, web/routes/history.py, web/views/search.py.
 """

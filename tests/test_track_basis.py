@@ -113,9 +113,9 @@ def test_a_price_benchmark_s_bias_is_said_beside_every_excess_figure_and_a_total
     assert "<sup" not in cards[1] and "价格指数" not in cards[1]  # against the total-return series
     assert "<sup" not in cards[2] and "价格指数" not in cards[2]  # an index against a price index
     with db.connect() as conn:
-        from include.radar.store import track as track_store
+        from include.radar import store
 
-        [total] = [r for r in track_store.summary_groups(conn, track_store.RecordFilters(), 5) if r["dim"] == "all"]
+        [total] = [r for r in store.track.summary_groups(conn, store.track.RecordFilters(), 5) if r["dim"] == "all"]
     assert (total["directional"], total["biased"]) == (3, 1)
     assert outcomes.Group.from_sums("all", "全部", total).biased == 1
 
@@ -148,7 +148,7 @@ def test_a_pick_without_data_is_asked_for_less_and_less_often_then_is_no_data_fo
     record's denominators."""
     from datetime import timedelta
 
-    from include.radar.store import track as track_store
+    from include.radar import store
 
     source = Unknown(DAYS, _bars(), fails=fails)
     with db.connect() as conn:
@@ -163,10 +163,10 @@ def test_a_pick_without_data_is_asked_for_less_and_less_often_then_is_no_data_fo
         pick = conn.execute("SELECT id, no_data_final, ref_note FROM track_pick").fetchone()
         rows = conn.execute("SELECT status, note FROM track_outcome WHERE pick_id = %s ORDER BY horizon",
                             (pick["id"],)).fetchall()
-        assert pick["no_data_final"] == date(2026, 4, 2) and track_store.open_picks(conn) == []
+        assert pick["no_data_final"] == date(2026, 4, 2) and store.track.open_picks(conn) == []
         assert [r["status"] for r in rows] == ["no_data"] * 3
         assert all("行情源没有 SH:688981" in r["note"] and "不再重试" in r["note"] for r in rows)
-        [total] = [r for r in track_store.summary_groups(conn, track_store.RecordFilters(), 5) if r["dim"] == "all"]
+        [total] = [r for r in store.track.summary_groups(conn, store.track.RecordFilters(), 5) if r["dim"] == "all"]
     assert (total["picks"], total["no_data"], total["unpriced_calls"]) == (1, 1, 1)  # still in the denominator
 
 

@@ -1,4 +1,4 @@
-"""Issue 25: the track record — every pick followed in the market, from recorded prices (no network).
+"""The track record — every pick followed in the market, from recorded prices (no network).
 
 The recorded answers (include/radar_demo/data/market, scripts/market_fixtures.py) have the shapes of akshare's
 calls; their numbers are made up, with stated situations: the Spring Festival closure (2026-02-16..23), 600999
@@ -18,14 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from include.radar import db, outcomes, track_record
+from include.radar import db, outcomes, store, track_record
 from include.radar.market import SourceError
 from include.radar.market.akshare_source import LibrarySource
 from include.radar.market.instruments import CN, CSI300, Instrument, name_index, parse_code, resolve
 from include.radar.market.recorded import RecordedCaller, recorded_source
 from include.radar.runtime import Runtime
 from include.radar.slots import SHANGHAI
-from include.radar.store import track as track_store
 from include.radar_demo import run as demo_run
 from tests.conftest import REPO
 from tests.slotrun import article, run_slot, shanghai
@@ -469,7 +468,7 @@ def test_a_lagging_source_s_missing_bar_waits_and_is_never_a_suspension(fakes) -
     [lagged] = [r for r in _record() if r["title"] == "茅台提价" and r["horizon"] == 20]
     assert (lagged["outcome"], lagged["ret"]) == ("waiting", None) and "停牌" not in lagged["note"]
     with db.connect() as conn:  # still open: the next day's run computes it again
-        assert {p["title"] for p in track_store.open_picks(conn)} == {"茅台提价", "茅台再提"}
+        assert {p["title"] for p in store.track.open_picks(conn)} == {"茅台提价", "茅台再提"}
     track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 13, 22))
     settled = {r["title"]: r for r in _record() if r["horizon"] == 20 and r["outcome"] is not None}
     assert settled["茅台提价"]["outcome"] == settled["茅台再提"]["outcome"] == "measured"
@@ -505,7 +504,7 @@ def test_a_suspension_written_without_its_mark_is_computed_again(fakes) -> None:
     with db.connect() as conn:
         conn.execute("UPDATE track_outcome SET status = 'suspended', ret = NULL, bench_ret = NULL, excess = NULL, "
                      "signed_excess = NULL, hit = NULL, note = '自 3月11日 后没有成交（停牌或退市）' WHERE horizon = 20")
-        assert len(track_store.open_picks(conn)) == 2
+        assert len(store.track.open_picks(conn)) == 2
     track_record.update(db.connect, lambda: CountingSource().source, now=later + timedelta(minutes=1))
     assert _record() == first
 
@@ -700,7 +699,7 @@ def test_the_summaries_aggregated_in_sql_equal_the_ones_counted_pick_by_pick(fak
                 "SELECT p.status AS pick_status, p.direction, o.status, o.hit, o.excess, o.signed_excess "
                 "FROM track_pick p LEFT JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = %s",
                 (horizon,)).fetchall()
-            [total] = [r for r in track_store.summary_groups(conn, track_store.RecordFilters(), horizon)
+            [total] = [r for r in store.track.summary_groups(conn, store.track.RecordFilters(), horizon)
                        if r["dim"] == "all"]
             counted, summed = outcomes.overall(rows), outcomes.Group.from_sums("all", "全部", total)
             fields = ("picks", "directional", "hits", "unmeasurable", "waiting", "suspended", "no_data", "marked",
@@ -928,7 +927,7 @@ def test_a_code_the_source_knows_nothing_of_is_no_data_said_so(fakes) -> None:
 def test_what_a_fetch_could_see_is_dated_by_the_steps_clock_not_the_databases(db_url) -> None:
     later = shanghai(2027, 6, 1, 22, 30)  # a replay (the demo) runs with a clock ahead of the database's
     with db.connect() as conn:
-        track_store.record_fetch(conn, "daily:SH:600519", later.date(), later, ok=True, rows=1)
+        store.track.record_fetch(conn, "daily:SH:600519", later.date(), later, ok=True, rows=1)
         assert track_record._coverage(conn, ["SH:600519"], later) == {"SH:600519": date(2027, 6, 1)}
 
 

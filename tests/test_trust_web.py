@@ -1,4 +1,4 @@
-"""Issue 24 §2-§3 on the pages: who may change what, what a pushed link opens, where a write may come from,
+"""Trust on the pages: who may change what, what a pushed link opens, where a write may come from,
 and input that must never make a 500 (and HEAD, which must answer like GET).
 
 Permission tests go through Airflow's real seams (``may_read_radar`` / ``may_edit_radar`` asking the auth

@@ -1,4 +1,4 @@
-"""Issue 24 §3: every route of the report app, driven with generated input, never answers a 5xx (the one
+"""Every route of the report app, driven with generated input, never answers a 5xx (the one
 designed exception: 503 when the radar database is down).
 
 The routes are read from the app's own route table, so a page added later is driven too. Each example picks a

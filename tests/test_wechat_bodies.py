@@ -1,4 +1,4 @@
-"""Issue 24 §8: WeChat's own pages saved by WeRSS as an article's body (the verification page, a deleted or
+"""WeChat's own pages saved by WeRSS as an article's body (the verification page, a deleted or
 blocked article's page) and cut bodies are recognised by their shape, never analysed or paid for, and
 counted per account and on the slot; an article that only quotes such a page is analysed.
 

@@ -1,4 +1,4 @@
-"""Issue 24 §8: WeRSS's WeChat login lapses every two to three days and collection then stops silently. When
+"""WeRSS's WeChat login lapses every two to three days and collection then stops silently. When
 WeRSS reports its login (``sys/info``), the operator is warned before it lapses (once a day) and alerted once
 when it has; the overview shows it; the WeChat session's token and cookie never reach the radar's store or
 pages.

@@ -1,4 +1,4 @@
-"""Issue 15 §3: the weekly summary — Sunday 22:00, one digest call, pushed once, with a fallback.
+"""The weekly summary — Sunday 22:00, one digest call, pushed once, with a fallback.
 
 Rooms: weekly.py, steps/weekly_summary.py, store/weekly.py, web/routes/history.py.
 """

@@ -96,17 +96,15 @@ def is_opportunity(analysis: dict[str, Any], threshold: int) -> bool:
 def summarise(analyses: list[dict[str, Any]], failed: int, threshold: int,
               others: list[dict[str, Any]] | tuple[()] = (), reported: set[int] | frozenset[int] = frozenset()
               ) -> SlotSummary:
-    """``analyses`` are this slot run's analysis rows (store.slot_analyses); ``others`` the analyses of the same
-    events made by other slot runs (store.event_members); ``reported`` the events another slot run's push
-    already linked to (store.pushed_events).
+    """``analyses``: this slot run's analysis rows (store.slot_analyses); ``others``: the analyses of the same
+    events by other slot runs (store.event_members); ``reported``: the events another run's push already linked
+    to (store.pushed_events).
 
-    A repost that reused an earlier analysis is counted as analysed but is not news: it neither counts
-    as an opportunity nor becomes the pushed one, so the same text is never pushed twice. Analyses of one
-    event are one candidate, led by the best-evidenced of them (events.lead_key), so five accounts writing up
-    one announcement make one push; an event another slot's push already linked to is not news again either
-    (one that was only counted — a late slot, a backfill, a failed push — can still be pushed). An event whose
-    lead's evidence was not found in its article (``evidence_verified`` false) cannot trigger the push: it
-    ranks below every verified one and is counted as ``unverified``.
+    Only news is pushed: a repost that reused an earlier analysis counts as analysed, never as an opportunity;
+    one event is one candidate, led by its best-evidenced analysis (events.lead_key), and is not news again once
+    another slot's push linked to it (one only counted can still be pushed); a lead whose evidence was not found
+    in its article (``evidence_verified`` false) ranks below every verified one, never triggers the push, and is
+    counted as ``unverified``.
     """
     mine = {a["id"] for a in analyses}
     fresh = [a for a in analyses if not a.get("reused_from_id")]

@@ -94,7 +94,7 @@ def gather(conn: Any, day: date, threshold: int, currency: str = "USD",
     """The day's analyses, failures and slot runs, the articles published by the day's end that still
     wait for an analysis, and what the day's calls cost."""
     weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)),
-                            store.outcome_means(conn, ranking.OUTCOME_HORIZON), min_picks)
+                            store.track.outcome_means(conn, ranking.OUTCOME_HORIZON), min_picks)
     return DayFacts(
         day=day,
         # ordered by rank: the reader's watchlist and feedback decide which of equal scores comes first

@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from include.radar import outcomes
+from include.radar import outcomes, store
 from include.radar.market import MinuteBar
 from include.radar.market.instruments import CN, HK, Instrument, price_limit, resolve
 from include.radar.slots import SHANGHAI
-from include.radar.store import track as track_store
 
 HORIZON = 5
 LOOKBACK = timedelta(days=20)  # bars before the pick's day: the previous close (an open at the limit)
@@ -108,11 +107,11 @@ class _Prices:
         keys = {i.key for p in picks for i in (p.instrument, p.benchmark) if i is not None}
         days = [p.at.astimezone(SHANGHAI).date() for p in picks if p.at is not None]
         since = min(days, default=now.date()) - LOOKBACK
-        self.bars = track_store.bars_of(conn, keys, since) if keys else {}
-        self.calendars = {CN: track_store.calendar(conn, CN, since), HK: track_store.calendar(conn, HK, since)}
+        self.bars = store.track.bars_of(conn, keys, since) if keys else {}
+        self.calendars = {CN: store.track.calendar(conn, CN, since), HK: store.track.calendar(conn, HK, since)}
 
     def _minutes(self, inst: Instrument, day: date) -> list[MinuteBar] | None:
-        cached = track_store.intraday_of(self.conn, inst.key, day)
+        cached = store.track.intraday_of(self.conn, inst.key, day)
         if not cached:
             return None
         return [MinuteBar(datetime.fromisoformat(s).replace(tzinfo=SHANGHAI), float(p)) for s, p in cached]

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from include.radar import agreement, evaluation_market, outcomes
+from include.radar import agreement, evaluation_market, outcomes, store
 from include.radar.market import instruments
 from include.radar.store import evaluations as eval_store
-from include.radar.store import track as track_store
 
 DISAGREEMENTS = 10
 
@@ -172,7 +171,7 @@ def load(conn: Any, evaluation_id: int, now: datetime | None = None) -> Summary 
     evaluation = eval_store.get(conn, evaluation_id)
     if evaluation is None:
         return None
-    listed = track_store.listings(conn)
+    listed = store.track.listings(conn)
     names = instruments.name_index(listed) if listed else None
     ledger = eval_store.ledger(conn, evaluation_id)
     rows = eval_store.pairs(conn, evaluation_id)

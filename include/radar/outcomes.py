@@ -1,42 +1,11 @@
 """How a pick did in the market, and what the record says (pure: bars in, figures out; no source, no database).
 
-**The reference price** is the first price a reader could have traded at after the push (``picked_at``),
-never one set before it:
-
-- pushed before the opening auction sets the open (09:25 on the A-share markets, 09:20 in Hong Kong) on a
-  trading day: that day's open; outside trading days or after the close: the open of the next session (a
-  day's bar is used only once it is published, 15:30 for the A-share markets, 16:30 in Hong Kong: a step at
-  22:00 sees the day's bar, one at 07:00 only the day before's);
-- an A-share push from the auction to the close (lunch included): the open of the first 5-minute bar that
-  starts at or after the push, never the bar starting at 09:30 (its open is the auction's price), the
-  benchmark at the same minute; without 5-minute bars (the source keeps a few weeks, and has none for Shenwan
-  indices) the day's close, said so in the note;
-- a Hong Kong push from the auction on: the next session's open (no 5-minute bars, and a half day — 24 and 31
-  December, Lunar New Year's Eve — sets its close at 12:00, before a push at 12:00 or 14:00);
-- a stock that does not trade that day (suspended) is measured from the open of the day it trades again, said
-  so; not within 20 trading days: "suspended", stated, never filled in;
-- a price a reader could not have had because the stock stayed at its price limit is noted beside the figures,
-  which are kept: an open at the upper limit that is also the day's high ("涨停开盘": sealed from the auction),
-  an intraday price or a close at the limit when the day closed there at its high; likewise at the lower limit
-  for a seller. An open near the limit that traded beyond it is tradable, not noted.
-
-**The outcome at T+h** (h = 1, 5, 20) is the close of the h-th trading day after the reference day: the
-return ``close / reference − 1``, the benchmark's return over the same span, and the excess return (the
-difference). A day the instrument did not trade is "suspended" (the day and the last trade are stated) once
-the source shows it: a later bar of the instrument, or ``SUSPENDED_GRACE`` trading days of the benchmark from
-that day on without one (until then the horizon waits: a lagging source's missing bar is no suspension). A
-suspended horizon is **marked at the last close** on or before its day (the last price a holder had, never a
-later one) against the benchmark's close of the day, and counts like a measured one: a call on a stock that
-stopped trading is never dropped from the record (no survivorship). A benchmark without the day is "no data".
-**Direction counts**: a bullish call is a hit when the price rose, a bearish call when it fell (the raw return,
-not the excess); its signed excess return is the excess in the call's direction. Neutral and watch calls have
-no direction: their returns are shown, they are not counted as hits or misses.
-
-**The summaries**: per group (score band, account, type, direction) the hit rate with its 95 % Wilson interval
-and the mean signed excess return with its 95 % normal interval, over the group's directional picks with a
-price (measured, or suspended and marked at the last close); below ``MIN_SAMPLE`` of them no rate is given, only
-the count. A directional call without any price (never traded after the push, or no data) is in the bound's
-denominator: ``hit_floor`` is the hit rate with those and every suspended call counted as misses.
+The reference price is the first price a reader could have traded at after the push, never one fixed before
+it (:func:`reference`); the outcome at T+h is the close of the h-th trading day after it against the benchmark
+over the same span, a call judged on its raw return in its direction (:func:`outcome`). Nothing is filled in
+or dropped: a suspended horizon is marked at the last close (no survivorship), a price limit is noted beside
+the figures. A summary gives a rate only from ``MIN_SAMPLE`` picks with a price, with its interval and a bound
+that counts every unpriced call a miss (:class:`Group`). The rules, with examples: docs/track-record.md.
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ class Weights:
 def learn(feedback: Iterable[dict[str, Any]], outcomes: Iterable[dict[str, Any]] = (),
           min_picks: int = DEFAULT_MIN_PICKS) -> Weights:
     """Weights from feedback rows (store.feedback_for_ranking: verdict plus the analysis's account, topic and
-    result_json) and from the track record (store.outcome_means: kind 'account' or 'type', key, n, mean)."""
+    result_json) and from the track record (store.track.outcome_means: kind 'account' or 'type', key, n, mean)."""
     account: dict[str, int] = {}
     entity: dict[str, int] = {}
     topic: dict[str, int] = {}

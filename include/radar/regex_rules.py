@@ -1,32 +1,12 @@
 """The reader's ``/regex/`` filter rules, run in time linear in the text whatever the reader types. Pure.
 
-A rule is typed on the profile page by whoever may edit it and then runs over every article's title and up to
-30,000 characters of text: in the slot's ``select_articles`` and, before this module, inside the api-server's
-request. Python's ``re`` backtracks, so ``/(a+)+$/`` over ``"a" * 40 + "!"`` ran for hours with the GIL held.
-Here a rule is compiled by **RE2** (google-re2), whose automata never backtrack, and matched as a one-pattern
-``re2.Set``: a match/no-match answer from RE2's DFA alone, without the submatch pass (``re2.search`` would run
-RE2's NFA over the whole match to place its groups: ``(.*){30}`` took 258 ms there, 0.2 ms here), with the
-GIL released while it runs.
-
-Linear is not yet cheap: a pattern whose DFA has exponentially many states (``[ab]*a[ab]{100}c``) keeps RE2
-rebuilding its state cache and costs up to ~200 ms per 30,000 characters (``scripts/bench_rules.py``). So a
-rule is also **measured when it is saved**: run over probe texts built to drive an automaton into its costly
-states (:func:`probes`: one letter repeated, random text over two letters, over a mixed alphabet, over the
-rule's own characters, and each text that opens the rule's gates followed by random text over each of its
-classes: a rule gated by a literal, a class, an alternation or a Unicode class, ``K[a-b]*A[a-b]{150}c``,
-``[Kk]…``, ``(K|L)…``, ``\\pN…``, is cheap on every text that does not open its gate), it must stay under
-:data:`RULE_PROBE_MS`, and all regex rules of a profile together under :data:`PROFILE_PROBE_MS`, else the
-form refuses it and says which rule and why. A sensible rule costs about 0.1 ms per probe. Measuring stops at
-the first probe over the limit, runs each probe over a short part first (a rule costing seconds is refused
-after a few milliseconds), and the whole save, compiling included, gets :data:`SAVE_SECONDS`.
-
-A stored profile is not measured again (a busy machine must not drop a saved rule): what a slot spends on the
-rules has a time budget of its own instead (steps/select_articles.py, :class:`Budget`), and each rule's run on
-each article is timed on this thread's CPU clock: a rule over :data:`SLOT_RULE_MS` on one article is switched
-off for good (the profile page lists it and why) rather than spend every slot's budget again.
-
-What RE2 cannot take is refused with the reason in the reader's language: lookarounds, backreferences, a
-repetition over 1000, a program too large for RE2's memory budget.
+A rule runs over every article's title and text, so it is compiled by RE2 (automata that never backtrack) and
+matched as a one-pattern ``re2.Set``: a yes/no from RE2's DFA alone, without the submatch pass, the GIL released.
+Linear is not cheap: a DFA with exponentially many states keeps rebuilding its cache. So a rule is measured when
+it is saved, over probes built to open its gates and drive its automaton into costly states (:func:`probes`),
+and refused over the limits below; a stored rule is not measured again (a busy machine must not drop it): a
+slot times each rule instead (:class:`Budget`) and switches off one too slow on one article. What RE2 cannot
+take is refused with the reason. The rules: docs/readers-radar.md; the figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -101,7 +81,7 @@ def compile_rule(body: str) -> Callable[[bytes], bool]:
         matcher = re2.Set.SearchSet(options)
         matcher.Add(body)
         matcher.Compile()
-    except Exception as exc:  # noqa: BLE001 - re2.error, or a compile that ran out of memory
+    except Exception as exc:  # re2.error, or a compile that ran out of memory
         raise _refusal(body, exc) from None
     match = matcher.Match
 
@@ -186,6 +166,7 @@ class _Shape:
 
 _MAX_LEADS = 4
 _CLASS_OPS = ("IN", "ANY", "NOT_LITERAL")
+_REPEATS = ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
 
 
 def _class_alphabet(name: str, value: Any, base: str) -> str:
@@ -219,7 +200,7 @@ def _leads(items: Any, base: str, stops: list[str]) -> list[str]:
             parts = _leads(value[3], base, stops)
         elif name == "BRANCH":
             parts = [lead for alternative in value[1][:_MAX_LEADS] for lead in _leads(alternative, base, stops)]
-        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and value[0] <= 40:
+        elif name in _REPEATS and value[0] <= 40:
             if value[0] != value[1]:
                 stops += leads
             parts = [lead * value[0] for lead in _leads(value[2], base, [])]
@@ -230,62 +211,73 @@ def _leads(items: Any, base: str, stops: list[str]) -> list[str]:
     return leads
 
 
-def _parsed_shape(body: str) -> _Shape | None:
-    """The shape of ``body`` read by Python's own regex parser (RE2's syntax is close enough for literals and
-    classes, once its own classes are written the Python way: :func:`_python_syntax`); None when Python
-    cannot read it."""
+def _parse(body: str) -> list[tuple[Any, Any]] | None:
+    """``body`` parsed by Python's own regex parser, once RE2's own classes are written the Python way
+    (:func:`_python_syntax`); None when Python cannot read it."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = list(_sre_parser.parse(_python_syntax(body)))
-    except Exception:  # noqa: BLE001 - re.error, or RE2-only syntax Python's parser trips on
+            return list(_sre_parser.parse(_python_syntax(body)))
+    except Exception:  # re.error, or RE2-only syntax Python's parser trips on
+        return None
+
+
+def _collect(items: Any, literals: list[str], classes: list[tuple[str, Any]], groups: list[str]) -> None:
+    """Every literal and one-character class of ``items``, in order, into ``literals`` and ``classes``; a
+    repeated group of several literals (``(储能|储|能)*``) also into ``groups``, as one alphabet."""
+    for op, value in items:
+        name = str(op)
+        if name == "LITERAL":
+            literals.append(chr(value))
+        elif name in _CLASS_OPS:
+            classes.append((name, value))
+        elif name in _REPEATS:
+            before = len(literals)
+            _collect(value[2], literals, classes, groups)
+            if len(literals) - before > 1:
+                groups.append("".join(dict.fromkeys(literals[before:])))
+        elif name == "SUBPATTERN":
+            _collect(value[3], literals, classes, groups)
+        elif name == "BRANCH":
+            for alternative in value[1]:
+                _collect(alternative, literals, classes, groups)
+        elif name == "ATOMIC_GROUP":
+            _collect(value, literals, classes, groups)
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            _collect(value[1], literals, classes, groups)
+
+
+def _literal_prefix(items: Any, prefix: list[str]) -> bool:
+    """Append to ``prefix`` the literal run ``items`` starts with; False where the run stops."""
+    for op, value in items:
+        name = str(op)
+        if name == "AT" and not prefix:
+            continue
+        if name == "LITERAL":
+            prefix.append(chr(value))
+        elif name == "SUBPATTERN" and _literal_prefix(value[3], prefix):
+            continue
+        elif name == "BRANCH":
+            _literal_prefix(value[1][0], prefix)  # the first alternative stands for the others
+            return False
+        else:
+            return False
+    return True
+
+
+def _parsed_shape(body: str) -> _Shape | None:
+    """The shape of ``body`` read by Python's own regex parser (RE2's syntax is close enough for literals and
+    classes); None when Python cannot read it."""
+    tree = _parse(body)
+    if tree is None:
         return None
     shape = _Shape()
     classes: list[tuple[str, Any]] = []
     groups: list[str] = []
-
-    def walk(items: Any) -> None:
-        for op, value in items:
-            name = str(op)
-            if name == "LITERAL":
-                shape.literals.append(chr(value))
-            elif name in _CLASS_OPS:
-                classes.append((name, value))
-            elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-                before = len(shape.literals)
-                walk(value[2])
-                if len(shape.literals) - before > 1:  # a repeated group of literals, (储能|储|能)*
-                    groups.append("".join(dict.fromkeys(shape.literals[before:])))
-            elif name == "SUBPATTERN":
-                walk(value[3])
-            elif name == "BRANCH":
-                for alternative in value[1]:
-                    walk(alternative)
-            elif name in ("ATOMIC_GROUP",):
-                walk(value)
-            elif name in ("ASSERT", "ASSERT_NOT"):
-                walk(value[1])
-
-    def prefix(items: Any) -> bool:
-        """Append the literal run ``items`` starts with; False where it stops."""
-        for op, value in items:
-            name = str(op)
-            if name == "AT" and not shape.prefix:
-                continue
-            if name == "LITERAL":
-                shape.prefix += chr(value)
-            elif name == "SUBPATTERN" and prefix(value[3]):
-                continue
-            elif name == "BRANCH":
-                prefix(value[1][0])  # the first alternative stands for the others
-                return False
-            else:
-                return False
-        return True
-
-    walk(tree)
-    prefix(tree)
-    shape.prefix = shape.prefix[:40]
+    _collect(tree, shape.literals, classes, groups)
+    prefix: list[str] = []
+    _literal_prefix(tree, prefix)
+    shape.prefix = "".join(prefix)[:40]
     base = "".join(dict.fromkeys(_MIXED + "".join(shape.literals)))
     stops: list[str] = []
     ends = _leads(tree, base, stops)

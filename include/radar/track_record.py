@@ -1,21 +1,11 @@
 """The track record's step (after the daily push): every pick followed in the market.
 
-1. **Record the picks**: every opportunity push that was sent and every top pick of a daily report whose event has
-   no pick yet becomes one pick (one per event, however many accounts wrote it up), dated when a reader could
-   first act on it: the push's send time (a report never pushed: when this step first saw it). Its instrument
-   and benchmark are resolved once (market/instruments.py) and kept, so a rerun measures the same thing; a pick
-   whose targets name nothing tradable stays in the record as "not measurable", with the reason.
-2. **Fetch what is missing**: the daily bars of each instrument and benchmark an open pick needs, the A-share
-   calendar, the listed names (weekly), 5-minute bars for a pick pushed during a session — each at most once per
-   Shanghai day (``market_fetch``); bars are cached in PostgreSQL, so a second pick of the same instrument costs
-   no fetch. A failing request is recorded and retried by the next day's run; three failures in a row with no
-   success stop the fetching (the source is down) and the operator is alerted once that day.
-3. **Compute** each open pick's reference and its outcomes at 1, 5 and 20 trading days (outcomes.py, pure), from
-   the cached bars only and only from bars known by then: a rerun with the same cache writes the same rows
-   (keyed by pick and horizon).
-
-The step has its own deadline: past it nothing more is fetched (the listings, the calendar, daily and 5-minute
-bars alike), and what needed it waits for the next day (said in the result).
+It records the picks (each pushed opportunity and each top pick of a report, one per event, dated when a
+reader could first act on it, its instrument resolved once and kept so a rerun measures the same thing);
+fetches what is missing, each thing at most once per Shanghai day, into a cache in PostgreSQL, stopping when
+the source keeps failing; and computes each open pick's reference and outcomes (outcomes.py) from the cached
+bars known by then, so a rerun writes the same rows. It has its own deadline: past it nothing more is fetched
+and what needed it waits for the next day. The rules: docs/track-record.md.
 """
 
 from __future__ import annotations
@@ -31,7 +21,6 @@ from include.radar import outcomes, store
 from include.radar.market import MinuteBar, Source, SourceError, basis
 from include.radar.market.instruments import CN, HK, HSI, Instrument, Names, from_key, name_index, price_limit, resolve
 from include.radar.slots import SHANGHAI
-from include.radar.store import track as track_store
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +119,7 @@ def _try_fetch(conn: Any, lazy: _Lazy, what: str, now: datetime, run: Update, ca
     """Fetch ``what`` unless today's run already did; record the outcome either way. True when usable data is
     in the cache."""
     day = _today(now)
-    done = track_store.fetched(conn, what, day)
+    done = store.track.fetched(conn, what, day)
     if done is not None and done["ok"]:
         run.from_cache += 1
         return True
@@ -146,7 +135,7 @@ def _try_fetch(conn: Any, lazy: _Lazy, what: str, now: datetime, run: Update, ca
     except SourceError as exc:
         lazy.failures_in_a_row += 1
         run.failed.append(f"{what}: {exc}"[:300])
-        track_store.record_fetch(conn, what, day, now, ok=False, error=str(exc))
+        store.track.record_fetch(conn, what, day, now, ok=False, error=str(exc))
         conn.commit()
         log.warning("track record: fetching %s failed (retried by the next day's run): %s", what, exc)
         if lazy.down:
@@ -155,7 +144,7 @@ def _try_fetch(conn: Any, lazy: _Lazy, what: str, now: datetime, run: Update, ca
     lazy.failures_in_a_row = 0
     lazy.successes += 1
     run.fetched += 1
-    track_store.record_fetch(conn, what, day, now, ok=True, rows=rows)
+    store.track.record_fetch(conn, what, day, now, ok=True, rows=rows)
     conn.commit()
     return True
 
@@ -165,18 +154,18 @@ def _try_fetch(conn: Any, lazy: _Lazy, what: str, now: datetime, run: Update, ca
 
 def _refresh_listings(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> datetime | None:
     """Fetch the listed names when the cached ones are older than a week; when they were last updated."""
-    updated = track_store.listings_updated(conn)
+    updated = store.track.listings_updated(conn)
     if updated is None or now - updated > LISTINGS_MAX_AGE:
         _try_fetch(conn, lazy, "listings", now, run, lambda s: s.listings(),
-                   lambda rows: track_store.save_listings(conn, rows))
-        updated = track_store.listings_updated(conn)
+                   lambda rows: store.track.save_listings(conn, rows))
+        updated = store.track.listings_updated(conn)
     return updated
 
 
 def _names(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> Names | None:
     """The listed names (refreshed weekly); None when none could ever be had."""
     updated = _refresh_listings(conn, lazy, now, run)
-    return name_index(track_store.listings(conn)) if updated is not None else None
+    return name_index(store.track.listings(conn)) if updated is not None else None
 
 
 def _fields(resolution: Any, by_key: dict[str, str]) -> dict[str, Any]:
@@ -197,11 +186,11 @@ def _opportunities(result_json: Any) -> list[dict[str, Any]]:
 
 
 def _record_picks(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
-    rows = track_store.new_picks(conn)
-    waiting = track_store.unresolved_picks(conn)
+    rows = store.track.new_picks(conn)
+    waiting = store.track.unresolved_picks(conn)
     if not rows and not waiting:
         return
-    names = track_store.listings(conn)
+    names = store.track.listings(conn)
     index = name_index(names) if names else None
     needs = any(resolve(_opportunities(r["result_json"]), index).needs_names for r in [*rows, *waiting])
     if needs or waiting:
@@ -214,7 +203,7 @@ def _record_picks(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
             first[r["event_id"]] = {**r, "picked_at": at}
     for event_id, r in first.items():
         fields = _fields(resolve(_opportunities(r["result_json"]), index), by_key)
-        inserted = track_store.insert_pick(conn, {
+        inserted = store.track.insert_pick(conn, {
             **fields, "event_id": event_id, "analysis_id": r["analysis_id"], "origin": r["origin"],
             "picked_at": r["picked_at"], "pick_day": r["picked_at"].astimezone(SHANGHAI).date(),
             "score": r["score"], "account": (r["mp_name"] or "")[:100], "title": (r["title"] or "")[:300],
@@ -226,7 +215,7 @@ def _record_picks(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
     for w in waiting:
         fields = _fields(resolve(_opportunities(w["result_json"]), index), by_key)
         if fields["status"] != "unresolved":
-            track_store.resolve_pick(conn, w["id"], fields)
+            store.track.resolve_pick(conn, w["id"], fields)
     conn.commit()
 
 
@@ -265,7 +254,7 @@ def _due(attempts: tuple[int, date] | None, today: date) -> bool:
 
 
 def _fetch(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
-    picks = track_store.open_picks(conn)
+    picks = store.track.open_picks(conn)
     if not picks:
         return
     needed = _instruments(picks)
@@ -274,27 +263,27 @@ def _fetch(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
         _refresh_listings(conn, lazy, now, run)  # the listed names tell an ST stock's or an ETF's limit
     if any(i.calendar == CN for i, _ in needed.values()):
         _try_fetch(conn, lazy, "calendar:CN", now, run, lambda s: s.calendar(),
-                   lambda days: track_store.save_calendar(conn, CN, days))
-    attempts = track_store.fetch_attempts(conn, [f"daily:{k}" for k in needed])
+                   lambda days: store.track.save_calendar(conn, CN, days))
+    attempts = store.track.fetch_attempts(conn, [f"daily:{k}" for k in needed])
     for key in sorted(needed):
         inst, since = needed[key]
         if lazy.late:
             run.left += 1
             run.stopped = AT_DEADLINE
             continue
-        last = track_store.last_bar_day(conn, key)
+        last = store.track.last_bar_day(conn, key)
         if last is None and not _due(attempts.get(f"daily:{key}"), today):
             run.backed_off += 1
             continue
         start = max(since, last - timedelta(days=7)) if last and last >= since else since  # a week of overlap
 
         def save(bars: list[Any], key: str = key) -> int:
-            return track_store.save_bars(conn, key, bars)
+            return store.track.save_bars(conn, key, bars)
 
         _try_fetch(conn, lazy, f"daily:{key}", now, run, lambda s, i=inst, a=start: s.daily(i, a, today), save)
-    hk = track_store.bars_of(conn, [HSI.key], min((s for _, s in needed.values()), default=today))
+    hk = store.track.bars_of(conn, [HSI.key], min((s for _, s in needed.values()), default=today))
     if hk.get(HSI.key):
-        track_store.save_calendar(conn, HK, hk[HSI.key])
+        store.track.save_calendar(conn, HK, hk[HSI.key])
     conn.commit()
 
 
@@ -321,17 +310,17 @@ def _minutes(conn: Any, lazy: _Lazy, inst: Instrument, day: date, now: datetime,
              ) -> tuple[bool, list[Any] | None]:
     """(known, bars): the 5-minute bars of ``day`` (cached, else fetched once); known False when the fetch
     failed today (the pick waits for tomorrow's run)."""
-    cached = track_store.intraday_of(conn, inst.key, day)
+    cached = store.track.intraday_of(conn, inst.key, day)
     if cached is None and _today(now) - day <= INTRADAY_KEPT:
         def save(bars: list[MinuteBar] | None) -> int:
-            track_store.save_intraday(conn, inst.key, day, [[b.start.replace(tzinfo=None).isoformat(), b.open]
+            store.track.save_intraday(conn, inst.key, day, [[b.start.replace(tzinfo=None).isoformat(), b.open]
                                                             for b in bars or []])
             return len(bars or [])
 
         if not _try_fetch(conn, lazy, f"intraday:{inst.key}:{day.isoformat()}", now, run,
                           lambda s: s.intraday(inst, day), save):
             return False, None
-        cached = track_store.intraday_of(conn, inst.key, day)
+        cached = store.track.intraday_of(conn, inst.key, day)
     if cached is None:
         return True, None
     return True, [MinuteBar(datetime.fromisoformat(s).replace(tzinfo=SHANGHAI), float(p)) for s, p in cached]
@@ -375,16 +364,16 @@ def _no_data_final(pick_day: date, ref: outcomes.Reference, results: list[outcom
 
 
 def _compute(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
-    picks = track_store.open_picks(conn)
+    picks = store.track.open_picks(conn)
     if not picks:
         return
     needed = _instruments(picks)
     since = min(s for _, s in needed.values())
-    bars = track_store.bars_of(conn, needed, since)
+    bars = store.track.bars_of(conn, needed, since)
     coverage = _coverage(conn, list(needed), now)
-    calendars = {CN: track_store.calendar(conn, CN, since), HK: track_store.calendar(conn, HK, since)}
-    listed = track_store.listed_names(conn, needed)  # today's names: an ST mark comes and goes
-    attempts = track_store.fetch_attempts(conn, [f"daily:{k}" for k in needed])
+    calendars = {CN: store.track.calendar(conn, CN, since), HK: store.track.calendar(conn, HK, since)}
+    listed = store.track.listed_names(conn, needed)  # today's names: an ST mark comes and goes
+    attempts = store.track.fetch_attempts(conn, [f"daily:{k}" for k in needed])
     for p in picks:
         inst = from_key(p["instrument"], listed.get(p["instrument"] or "") or p["instrument_name"])
         bench = from_key(p["benchmark"] or "", p["benchmark_name"])
@@ -410,10 +399,10 @@ def _compute(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
         results = [outcomes.outcome(ref, h, days, own, theirs, through, p["direction"]) for h in outcomes.HORIZONS]
         if _no_data_final(p["pick_day"], ref, results, _today(now)):
             results = [replace(o, note=f"{o.note}；{NO_DATA_NOTE}") if o.status == "no_data" else o for o in results]
-            track_store.close_no_data(conn, p["id"], _today(now))
+            store.track.close_no_data(conn, p["id"], _today(now))
             run.closed += 1
-        track_store.save_reference(conn, p["id"], ref)
-        track_store.save_outcomes(conn, p["id"], results)
+        store.track.save_reference(conn, p["id"], ref)
+        store.track.save_outcomes(conn, p["id"], results)
         run.computed += 1
         run.measured += sum(o.status == "measured" for o in results)
     conn.commit()
@@ -425,7 +414,7 @@ def _compute(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
 def source_from(settings: Any) -> Callable[[], Source]:
     """The configured source, built only when called (the library is imported then)."""
     if settings.market_data_source == "recorded":
-        from include.radar.market.recorded import recorded_source  # noqa: PLC0415
+        from include.radar.market.recorded import recorded_source
 
         if not settings.market_data_recorded_dir:
             raise ValueError("market_data_source=recorded needs market_data_recorded_dir (a directory of answers)")
@@ -433,7 +422,7 @@ def source_from(settings: Any) -> Callable[[], Source]:
         return lambda: recorded_source(settings.market_data_recorded_dir, 7 * settings.market_data_shift_weeks)
 
     def library() -> Source:
-        from include.radar.market.akshare_source import library_source  # noqa: PLC0415
+        from include.radar.market.akshare_source import library_source
 
         return library_source(settings.market_data_timeout_seconds)
 

@@ -20,7 +20,6 @@ from include.radar import decide, events, outcomes, ranking, store
 from include.radar.digest import Asked, _md_text, ask_llm
 from include.radar.llm import LLMClient, Prompt, neutralise_delimiters
 from include.radar.settings import Settings
-from include.radar.store import track as track_store
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +42,7 @@ def gather(conn: Any, monday: date, min_picks: int = ranking.DEFAULT_MIN_PICKS
            ) -> tuple[list[events.Entry], dict[str, Any]]:
     first, last = monday, monday + timedelta(days=6)
     weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)),
-                            store.outcome_means(conn, ranking.OUTCOME_HORIZON), min_picks)
+                            store.track.outcome_means(conn, ranking.OUTCOME_HORIZON), min_picks)
     rows = ranking.order(ranking.annotate(store.week_analyses(conn, first, last), weights))
     fresh = [r for r in rows if not r.get("reused_from_id")]
     entries = events.entries(fresh)
@@ -55,7 +54,7 @@ def gather(conn: Any, monday: date, min_picks: int = ranking.DEFAULT_MIN_PICKS
 def week_record(conn: Any, first: date, last: date) -> dict[str, int]:
     """The week's picks, how many are measured at outcomes.WEEK_HORIZON so far (with a price and a direction),
     and how many of them are right (the push says the rate only from outcomes.MIN_SAMPLE of them, as the page)."""
-    groups = track_store.summary_groups(conn, track_store.RecordFilters(first=first, last=last), outcomes.WEEK_HORIZON)
+    groups = store.track.summary_groups(conn, store.track.RecordFilters(first=first, last=last), outcomes.WEEK_HORIZON)
     total = next((g for g in groups if g["dim"] == "all"), {})
     return {"picks": int(total.get("picks") or 0), "measured": int(total.get("directional") or 0),
             "hits": int(total.get("hits") or 0)}

@@ -1,24 +1,13 @@
 """Local stand-ins that speak the real APIs: WeRSS, DeepSeek (OpenAI-compatible) and a JSON push sink.
 
-They are werkzeug request handlers, so the tests mount them on pytest-httpserver and the offline demo
-serves them with werkzeug's own server. They follow ../shared/reference/external-apis.md: WeRSS's
-envelopes and error bodies (406/202 ``detail``, 401 ``Could not validate credentials``), its default page
-size of 5, its form-encoded login; DeepSeek's ``reasoning_content`` beside ``content`` and usage with
-cache-hit tokens.
-
-WeRSS's WeChat login, as read in its source (github.com/rachelos/we-mp-rss: ``apis/sys_info.py``,
-``driver/success.py``, ``driver/auth_state.py``, ``driver/token.py``, ``driver/cookies.py``, ``driver/wx.py``):
-``GET /api/v1/wx/sys/info`` answers, beside the host's facts, ``data.wx = {"token", "expiry_time", "info",
-"login"}``. ``login`` is ``getStatus()``: true after a QR scan until the stored expiry passes (since PR #437
-it compares ``info.expiry.expiry_timestamp`` with the clock and flips to false); ``expiry_time`` is
-``"%Y-%m-%d %H:%M:%S"`` in WeRSS's local time, "" when not logged in; ``info`` is the stored login, ``{"token",
-"cookie", "fingerprint", "expiry": {"expiry_timestamp", "remaining_seconds", "expiry_time"}, "ext_data"}``
-(null before the first scan), kept after it lapses. ``remaining_seconds`` is the snapshot taken at the scan.
-The route takes a login token or AK/SK in current WeRSS (``get_current_user_or_ak``), a login token only in
-older ones, and versions before the ``wx`` block answer without it. ``GET /api/v1/wx/auth/qr/status`` (login
-token only) says ``{"login_status", "qr_code"}`` of the scan in progress, not the expiry: the radar does not
-use it. The fake's switches: ``wechat_login`` (None: a WeRSS without the ``wx`` block), ``wechat_expires_at``,
-``sys_info_takes_keys``.
+They are werkzeug request handlers: the tests mount them on pytest-httpserver, the offline demo serves them
+with werkzeug's own server. They follow ../shared/reference/external-apis.md: WeRSS's envelopes, error bodies,
+page size of 5 and form-encoded login; DeepSeek's ``reasoning_content`` and cache-hit usage. WeRSS's WeChat
+login is ``GET /api/v1/wx/sys/info``'s ``data.wx`` (``token``, ``expiry_time`` in WeRSS's local time,
+``info.expiry.expiry_timestamp``, ``login``: false once the expiry passes, since we-mp-rss PR #437), as read in
+we-mp-rss's ``apis/sys_info.py`` and ``driver/``; current versions take a token or AK/SK there, older ones a
+token only, the oldest have no ``wx``. The fake's switches: ``wechat_login`` (None: no ``wx`` block),
+``wechat_expires_at``, ``sys_info_takes_keys``.
 """
 
 from __future__ import annotations
@@ -41,7 +30,7 @@ SHANGHAI = ZoneInfo("Asia/Shanghai")  # WeRSS's TZ in our compose file: its loca
 CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'</p>"
 
 # WeChat's own pages as WeRSS saved them in place of an article's body (include/radar/body_check.py has the
-# sources). The verification page: ``content`` is the page's text as older WeRSS stored it (issue #149:
+# sources). The verification page: ``content`` is the page's text as older WeRSS stored it (we-mp-rss #149:
 # 「环境异常 当前环境异常，完成验证后即可继续访问。 去验证」), ``content_html`` the page's markup (a weui message:
 # title, notice, a 「去验证」 button).
 VERIFICATION_TEXT = "环境异常\n当前环境异常，完成验证后即可继续访问。\n去验证"
@@ -288,7 +277,7 @@ class FakeWeRSS:
         if self.wechat_login is not None:
             ahead = max(now, int(time.time())) + 3 * 24 * 3600
             expires = self.wechat_expires_at if self.wechat_expires_at is not None else ahead
-            logged_in = self.wechat_login and expires > now  # getStatus() checks the expiry since PR #437
+            logged_in = self.wechat_login and expires > now  # getStatus() checks the expiry since we-mp-rss PR #437
             local = datetime.fromtimestamp(expires, SHANGHAI).strftime("%Y-%m-%d %H:%M:%S")
             info = {  # the stored login: the WeChat session's token and cookie are in it
                 "token": "1234567890", "cookie": "slave_sid=WECHAT_SESSION_SECRET; slave_user=gh_0123456789ab",

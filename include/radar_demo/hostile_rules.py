@@ -1,5 +1,5 @@
 """Filter rules a careless or hostile reader can type, and the texts that make a backtracking engine pay for
-them (issue 24 §1). Used by tests/test_rules_redos.py and scripts/bench_rules.py; nothing in the product
+them. Used by tests/test_rules_redos.py and scripts/bench_rules.py; nothing in the product
 imports it."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ CATASTROPHIC_RULES: list[tuple[str, str]] = [
     ("slow to refuse", r"(?s).*[^\n].{999}[\n]"),
     ("slow to refuse", r"(?s).*\S.{999}\x01"),
 ]
-# nineteen of the gated kind (the audit of issue 24): each ~1 ms on probes without their prefix
+# nineteen of the gated kind (an audit's): each ~1 ms on probes without their prefix
 GATED_NINETEEN: list[str] = [f"K[a-b]*A[a-b]{{150}}{c}" for c in "cdefghijklmnopqrstu"]
 
 

@@ -1,28 +1,12 @@
 """The market-data source the radar uses: the akshare library (MIT; Eastmoney, Sina and Shenwan's public data).
 
-Why akshare (docs/track-record.md): of the three free libraries compared it is the only one that reaches
-every instrument a pick can name — A-shares, ETFs, A-share indices, Hong Kong stocks, the Hang Seng and the
-Shenwan industry indices — with backward-adjusted bars and an exchange calendar, without a token. Its calls
-scrape public web endpoints that change, so it is pinned (requirements.txt) and treated as an outside service:
-each call runs under its own deadline in a worker thread and any failure is a ``SourceError`` for that request.
-Every request a call makes verifies TLS (``http.requests_verified``), also the Shenwan index calls, which ask
-requests for ``verify=False``: a server that cannot prove who it is gives no benchmark.
-
-The library is imported inside ``LibraryCaller.__call__`` only (≈2 s and ≈115 MB the first time): the DAG file,
-the pages and every other task never import it. The calls, verified against akshare 1.19.5's source:
-
-| what | call (keyword arguments) | columns read |
-|---|---|---|
-| A-share stock, daily | ``stock_zh_a_hist(symbol="600519", period="daily", start_date="20260202", end_date="20260403", adjust="hfq")`` | 日期 开盘 收盘 最高 最低 |
-| ETF, daily | ``fund_etf_hist_em(symbol="510300", period="daily", start_date=…, end_date=…, adjust="hfq")`` | same |
-| A-share index, daily | ``index_zh_a_hist(symbol="000300", period="daily", start_date=…, end_date=…)`` | same |
-| CSI total-return index, daily | ``stock_zh_index_hist_csindex(symbol="H00300", start_date=…, end_date=…)`` (the close only: market/basis.py) | 日期 开盘 收盘 最高 最低 |
-| Hong Kong stock, daily | ``stock_hk_hist(symbol="00700", period="daily", start_date=…, end_date=…, adjust="hfq")`` | same |
-| Hong Kong index, daily | ``stock_hk_index_daily_sina(symbol="HSI")`` (whole history) | date open high low close |
-| Shenwan index, daily | ``index_hist_sw(symbol="801081", period="day")`` (whole history) | 日期 开盘 收盘 最高 最低 |
-| 5-minute bars | ``stock_zh_a_hist_min_em`` / ``fund_etf_hist_min_em(symbol, start_date="2026-02-04 09:30:00", end_date="2026-02-04 15:00:00", period="5", adjust="hfq")``, ``index_zh_a_hist_min_em(symbol, period="5", start_date, end_date)`` | 时间 (the bar's end) 开盘 |
-| A-share calendar | ``tool_trade_date_hist_sina()`` | trade_date |
-| listed names | ``stock_info_a_code_name()`` (code, name); ``fund_etf_spot_em()``, ``stock_hk_spot_em()`` (代码, 名称) | |
+akshare is the one free library that reaches every instrument a pick can name, with backward-adjusted bars and
+an exchange calendar, without a token; but its calls scrape public endpoints that change. So it is pinned and
+treated as an outside service: each call runs under its own deadline in a worker thread, any failure is a
+``SourceError`` for that request, and every request verifies TLS (the Shenwan calls ask for ``verify=False``:
+a server that cannot prove who it is gives no benchmark). It is imported inside ``LibraryCaller.__call__``
+only (it is heavy): the DAG file, the pages and the other tasks never load it. Why akshare, and the calls
+and columns read: docs/track-record.md.
 """
 
 from __future__ import annotations
@@ -67,13 +51,13 @@ class LibraryCaller:
 
         def run() -> None:
             try:
-                import akshare  # noqa: PLC0415 - heavy (pandas, a JS engine): only the track-record task loads it
+                import akshare  # heavy (pandas, a JS engine): only the track-record task loads it
 
                 # its answers capped by what they decode to; TLS verified even where it asks for none (Shenwan)
                 with http.requests_capped(http.REQUESTS_MARKET_MAX_BYTES), http.requests_verified():
                     frame = getattr(akshare, function)(**kwargs)
                 result["rows"] = [] if frame is None else frame.to_dict("records")
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
+            except BaseException as exc:  # handed to the caller's thread below
                 result["error"] = exc
 
         worker = threading.Thread(target=run, name=f"akshare-{function}", daemon=True)

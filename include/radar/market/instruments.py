@@ -1,23 +1,10 @@
 """Which tradable instrument a pick's targets name (pure: no source, no database).
 
-An instrument is named by a key ``MARKET:CODE``: ``SH:600519`` (Shanghai), ``SZ:300750`` (Shenzhen), ``BJ:830799``
-(Beijing), ``HK:00700`` (Hong Kong), ``HKI:HSI`` (a Hong Kong index), ``SW:801081`` (a Shenwan industry index).
-What a target may be, tried in this order:
-
-- a code in any spelling the radar already reconciles (``600519``, ``600519.SH``, ``SH600519``), also inside a
-  name (``贵州茅台（600519）``); an ETF (``510300``, ``159915``), an index with its exchange (``SH000300``,
-  ``399006``), a Hong Kong code (``00700``, ``0700.HK``, ``HK00700``, ``腾讯控股（00700）``). A bare ``000300``
-  is the Shenzhen stock of that code, never the CSI 300: only the exchange prefix, or an index name beside it
-  (``沪深300（000300）``), makes a Shanghai ``000xxx`` an index. **A name beside a code must agree with it**: an
-  index name whose code matches gives the index; a name that contradicts the listed name of the code (``上证
-  180（000010）``, where 000010 is a Shenzhen company) makes the pick not measurable with the reason, never a
-  different company's; a code with a name waits for the listed names when they cannot be had yet;
-- an index by name (沪深300, 恒生指数, …);
-- a sector mapped to a Shenwan industry index (SECTORS: the 2021 level-1 industries and a few level-2 ones,
-  with the words articles use for them); a sector word no index covers is "not measurable", with the word;
-- a company name, resolved through the listed names only when exactly one listing matches (the name
-  itself, or the only listing whose name contains it); a name that two listings share (an A+H company) is
-  not measured, and the reason names both codes.
+An instrument is a key ``MARKET:CODE`` (``SH:600519``, ``SZ:300750``, ``BJ:830799``, ``HK:00700``, ``HKI:HSI``,
+``SW:801081``). A target is tried as a code in any spelling (a name beside it must agree with the code's listed
+name), an index by name, a sector mapped to a Shenwan industry index (SECTORS), then a company name that exactly
+one listing matches. Anything else, a contradiction or a name two listings share, is "not measurable" with the
+reason, never another company's figures. The rules, with examples: docs/track-record.md.
 """
 
 from __future__ import annotations

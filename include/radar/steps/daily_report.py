@@ -11,7 +11,6 @@ from typing import Any
 
 from include.radar import decide, digest, push, store
 from include.radar.runtime import Runtime, step, step_deadline
-from include.radar.store import track as track_store
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +74,13 @@ def _push_daily(rt: Runtime, day: date, slot: dict[str, Any], *, late: bool, non
         lines=lines, link=rt.page_url(path),
     )
     with rt.connect() as conn:
-        before = track_store.sent_daily_pushes(conn, day)
+        before = store.track.sent_daily_pushes(conn, day)
     delivery = push.deliver(
         rt.connect, rt.channels(), message, report_date=day, slot=rt.settings.daily_slot, push_type="daily",
         target_url=rt.canonical_url(path), slot_run_id=slot["slot_run_id"], nonce=nonce,
     )
     with rt.connect() as conn:  # which picks this push showed: the track record dates each at its first push
-        track_store.link_daily_push_picks(conn, day, before, decide.top_analysis_ids(report["digest_json"]))
+        store.track.link_daily_push_picks(conn, day, before, decide.top_analysis_ids(report["digest_json"]))
     if delivery.failed:
         raise push.PushFailed(f"daily push failed for {', '.join(delivery.failed)}; a retry resends only to those")
     return delivery.as_xcom()

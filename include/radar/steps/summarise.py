@@ -22,7 +22,7 @@ def slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
         others = store.event_members(conn, event_ids)
         reported = store.pushed_events(conn, event_ids, slot["slot_run_id"])
         weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)),
-                                store.outcome_means(conn, ranking.OUTCOME_HORIZON), rt.settings.outcome_min_picks)
+                                store.track.outcome_means(conn, ranking.OUTCOME_HORIZON), rt.settings.outcome_min_picks)
     analyses = ranking.annotate(analyses, weights)  # the reader's watchlist and feedback order the candidates
     return decide.summarise(analyses, failed, rt.settings.push_score_threshold,
                             [o for o in others if o["slot_run_id"] != slot["slot_run_id"]], reported)

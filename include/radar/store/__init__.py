@@ -2,14 +2,16 @@
 
 Every function takes an open psycopg connection (``db.connect()``) and leaves committing to the caller's
 ``with`` block; idempotency rests on the schema's unique keys (``ON CONFLICT``: a duplicate is an answer, not
-an error). Callers use ``store.<name>``. The rooms: ``slot_runs``, ``articles`` (accounts and articles),
-``claims`` (claims, leases, attempts), ``analyses``, ``pushes`` (the notification log), ``events``, ``focus``
-(profile, rules, feedback), ``searching``, ``trends``, ``reports`` (the daily report and the pages' queries),
-``operations`` (spend, deferrals, alerts), ``weekly``, ``track`` (``store.track``) and ``state``.
+an error). Callers use ``store.<name>``, and ``store.track.<name>`` for the track record's room, whose many
+names speak of the market (``calendar``, ``listings``, ``bars_of``). The rooms: ``slot_runs``, ``articles``
+(accounts and articles), ``claims`` (claims, leases, attempts), ``analyses``, ``pushes`` (the notification log),
+``events``, ``focus`` (profile, rules, feedback), ``searching``, ``trends``, ``reports`` (the daily report and
+the pages' queries), ``operations`` (spend, deferrals, alerts), ``weekly``, ``track`` and ``state``.
 """
 
 from __future__ import annotations
 
+from include.radar.store import track  # noqa: F401 - reached as store.track.<name>
 from include.radar.store.analyses import (  # noqa: F401
     analysis_brief,
     analysis_for_hash,
@@ -171,10 +173,6 @@ from include.radar.store.state import (  # noqa: F401
     get_state,
     make_form_key,
     set_state,
-)
-from include.radar.store.track import (  # noqa: F401
-    outcome_means,
-    outcome_version,
 )
 from include.radar.store.trends import (  # noqa: F401
     day_scores,

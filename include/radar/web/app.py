@@ -1,30 +1,13 @@
 """The report pages as a FastAPI app, served by the Airflow api-server under ``/radar`` (plugins/radar_plugin.py).
 
-Routes (paths relative to the mount point), one module per group of pages in web/routes/:
+:func:`create_app` builds it: the error pages, the static files, the routes of web/routes/ (one module per group
+of pages, listed in docs/architecture.md), HEAD answered like GET. Who may read and write is web/auth.py's
+and web/csrf.py's; what the routes share is web/runtime.py's; the security headers web/middleware.py's.
+Whatever a request carries, the answer is a page (a 404, 403 or 400), never a 500.
 
-- reports.py  ``/`` the overview (health at a glance, today's top and what is new since the last visit,
-              today's slots, the last 14 days, WeRSS accounts); ``/daily/{YYYY-MM-DD}`` one day's report;
-              ``/analysis/{id}`` one analysis; ``POST /analysis/{id}/feedback`` a reader's 👍/👎/🤷;
-- history.py  ``/weekly/{monday}`` the week's summary; ``/entity/{name}`` one company or ticker over time;
-              ``/trends`` 30 days of topics and entities; ``/search`` over every analysis and article;
-- profile.py  ``/profile`` the reader's watchlist and include/exclude rules;
-- record.py   ``/record`` the track record (战绩): the summaries, the calibration chart and every pick;
-- here        ``/static/frame.js`` (links inside Airflow's iframe) and ``/static/icon.svg`` (public).
-
-What the routes share (the lazily resolved runtime, the renderer, path parsing) is web/runtime.py; the
-security headers, the 500 page and ``/radar`` without its slash are web/middleware.py.
-
-Access: an Airflow user whose role may read the radar DAG, or a signed link (``?exp=&sig=``) for exactly the
-requested page, as sent in pushes, and the short read session it opens; never a link for what is personal.
-One dependency, :func:`~include.radar.web.auth.require_reader`, decides for every page route (auth.py);
-saving the profile needs edit permission (``require_editor``), and every write comes from this app's own
-page (csrf.py). Whatever a request carries, the answer is a page: a path that names no report (an impossible
-date or id) is a 404, a bad link a 403, bad input a 400, never a 500. Every page answers HEAD like GET.
-
-Nothing here touches the database, the network or Airflow at import time: settings (server.py: environment,
-then Airflow Variables), the database URL and Airflow's security module are resolved on the first request,
-so ``app = create_app()`` is safe to import from the plugin in every Airflow component. Importing this
-module does one thing to the process: it keeps link signatures out of uvicorn's access log (server.py).
+Nothing here touches the database, the network or Airflow at import time (settings, the database and
+Airflow's security module are resolved on the first request), so ``app = create_app()`` is safe to import in
+every Airflow component; importing it keeps link signatures out of uvicorn's access log (server.py).
 """
 
 from __future__ import annotations
@@ -47,7 +30,7 @@ from include.radar.web.auth import PageError
 from include.radar.web.middleware import SECURITY_HEADERS, AddTrailingSlash, SecurityHeadersMiddleware
 from include.radar.web.mount import URL_PREFIX
 from include.radar.web.routes import evaluation, history, profile, record, reports
-from include.radar.web.runtime import Pages, Runtime
+from include.radar.web.runtime import AppResources, Pages
 from include.radar.web.server import install_access_log_filter, server_settings
 
 __all__ = ["SECURITY_HEADERS", "URL_PREFIX", "AddTrailingSlash", "app", "create_app"]
@@ -86,9 +69,20 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    app.state.radar = Runtime(settings_loader, db_url, clock or (lambda: datetime.now(UTC)))
+    app.state.radar = AppResources(settings_loader, db_url, clock or (lambda: datetime.now(UTC)))
     pages = app.state.pages = Pages()
     app.add_middleware(SecurityHeadersMiddleware, pages=pages)
+    answer_errors_with_pages(app, pages)
+    serve_static_files(app)
+    for router in (reports.router, reports.votes, history.router, profile.router, record.router, evaluation.router):
+        app.include_router(router)
+    answer_head_like_get(app)
+    return app
+
+
+def answer_errors_with_pages(app: FastAPI, pages: Pages) -> None:
+    """Whatever goes wrong, the reader gets a page: a bad path or input its 4xx, the database down or not
+    migrated a 503, bad settings a 500 that says where to look (the details go to the log only)."""
 
     @app.exception_handler(PageError)
     async def page_error(request: Request, exc: PageError) -> Response:
@@ -122,6 +116,10 @@ def create_app(
         log.error("radar settings are invalid: %s", exc)  # the message may quote a value: log only
         return pages.error(request, 500, "雷达配置无效", "机会雷达的配置有误，详情见 Airflow api-server 日志。")
 
+
+def serve_static_files(app: FastAPI) -> None:
+    """The two static files, public and cached: the pages' one script and the icon."""
+
     @app.get("/static/frame.js", include_in_schema=False)
     def frame_script() -> Response:
         """The pages' one script: links that work inside Airflow's sandboxed iframe (static/frame.js)."""
@@ -130,11 +128,6 @@ def create_app(
     @app.get("/static/icon.svg", include_in_schema=False)
     def icon() -> Response:
         return Response(ICON_SVG, media_type="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})
-
-    for router in (reports.router, reports.votes, history.router, profile.router, record.router, evaluation.router):
-        app.include_router(router)
-    answer_head_like_get(app)
-    return app
 
 
 def answer_head_like_get(app: FastAPI) -> None:

@@ -1,25 +1,13 @@
 """Who may read the report pages (:func:`require_reader`, once per request) and who may change the profile
 (:func:`require_editor`).
 
-Three ways to read:
-
-- a signed link (``?exp=&sig=``, as sent in pushes) for exactly the requested page, no login needed, for at
-  most ``remember_me_days`` from now;
-- the short read session such a link opens (a cookie, ``link_session_minutes``, never past the link's expiry)
-  for the pages named in ``link_session_pages``, reading only; a link opens one during its first day only;
-- an Airflow user (Airflow's own ``get_user``: the UI's ``_token`` cookie or a Bearer token) whose role may
-  read the radar DAG (``is_authorized_dag(method="GET", details=DagDetails(id=DAG_ID))`` of Airflow's auth
-  manager): being logged in to Airflow is not enough, the pages show that DAG's runs and results.
-
-What is personal — the profile page (watchlist, filter rules, interests, what the feedback taught) and those
-parts of the other pages — is never opened by a link or its session: it asks for an Airflow login. Saving
-the profile needs more than reading: it decides what is analysed and paid for and goes into the system
-prompt, so it needs **edit** permission on the DAG (``is_authorized_dag(method="PUT", ...)``); a reader who
-may only read sees the form read-only, and why.
-
-The Airflow checks have a seam for tests and for running the app outside the api-server, registered the
-FastAPI way in ``app.dependency_overrides``: ``get_user`` (a no-argument callable returning the user),
-:func:`may_read_radar` and :func:`may_edit_radar` (callables taking the user, returning True to allow).
+A reader is a signed link for exactly its page, the short read session such a link opens, or an Airflow user
+whose role may read the radar DAG (being logged in is not enough: the pages show that DAG's runs). What is
+personal (the profile and those parts of the other pages) needs an Airflow login; saving the profile needs
+edit permission on the DAG, since it decides what is analysed, paid for and put in the prompt (the rules:
+docs/security.md). Tests and apps outside the api-server replace Airflow's checks through
+``app.dependency_overrides``: ``get_user`` (returns the user), :func:`may_read_radar` and :func:`may_edit_radar`
+(take it, return True to allow).
 """
 
 from __future__ import annotations
@@ -170,7 +158,7 @@ def _airflow_security() -> tuple[Callable[..., Any], Callable[..., Any]] | None:
     """Airflow's ``get_user`` and its Bearer scheme, imported on first use (not when the plugin loads)."""
     try:
         from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
-    except Exception:  # noqa: BLE001 - Airflow missing or broken: only signed links can work
+    except Exception:  # Airflow missing or broken: only signed links can work
         log.warning("Airflow's API security module is unavailable; only signed links are accepted", exc_info=True)
         return None
     return get_user, bearer_scheme
@@ -198,7 +186,7 @@ async def airflow_user(request: Request) -> Any:
         return user
     except HTTPException:  # no token, expired or invalid token
         return None
-    except Exception:  # noqa: BLE001 - e.g. auth manager not initialised: deny, but say why in the log
+    except Exception:  # e.g. auth manager not initialised: deny, but say why in the log
         log.warning("Airflow authentication failed", exc_info=True)
         return None
 
@@ -235,7 +223,7 @@ async def _permitted(request: Request, user: Any, seam: Callable[[Any], bool] = 
         allowed = await run_in_threadpool(check, user)
         if inspect.isawaitable(allowed):
             allowed = await allowed
-    except Exception:  # noqa: BLE001 - e.g. auth manager not initialised: fail closed
+    except Exception:  # e.g. auth manager not initialised: fail closed
         log.warning("Airflow authorization (%s) failed; refused", seam.__name__, exc_info=True)
         return False
     return allowed is True

@@ -1,4 +1,4 @@
-"""What the radar costs (issue 13 §3), as the pages show it: today's spend against the budget and the 30-day
+"""What the radar costs, as the pages show it: today's spend against the budget and the 30-day
 spend line of the overview's health section, a day's cost (daily page) and an article's every call (analysis
 page). Pure. The spend line is inline SVG drawn here: no script, no charting library (the page's CSP allows
 neither).
@@ -107,7 +107,7 @@ def spend_view(
 
 def day_cost(spent: float | None, currency: str, report: Row | None) -> str:
     """A day's LLM cost: the spend ledger's total, or for a day before the ledger what its report stored
-    (``cost`` in its ``currency``; reports before issue 13 stored ``cost_usd``)."""
+    (``cost`` in its ``currency``; older reports stored ``cost_usd``)."""
     stats = (report or {}).get("stats")
     stats = stats if isinstance(stats, dict) else {}
     if not spent:

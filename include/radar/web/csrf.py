@@ -1,21 +1,11 @@
 """Every write of the pages comes from the pages themselves: a form token bound to the user, and what the
 browser says about where the request came from.
 
-- **The profile form's token** (field ``csrf``): an HMAC (signing.py) over ``profile-form:`` and the Airflow
-  user's identity, with an expiry, made when the form is rendered and valid for FORM_TOKEN_HOURS. Another
-  site cannot read it from the page, one user's token is worth nothing to another user, a leaked one expires.
-  Its key: derived from ``link_secret`` when that is set, otherwise a random key the radar keeps in its own
-  database (service_state ``web:form_key``), so every deployment has one and every api-server worker uses
-  the same. Init makes it as the radar's owner (``cli grant-pages``): the pages' own login may not write
-  service_state. A single-login install makes it on first use; without it and without the right to make
-  it, the profile is shown read-only with the reason and a save is a 503 page (:class:`FormKeyMissing`).
-- **Where a write comes from**, checked on every POST (the profile, a 👍 / 👎 / 🤷): ``Sec-Fetch-Site`` must be
-  ``same-origin`` (or ``none``: the user's own action), never ``cross-site`` or ``same-site``; ``Origin``, when
-  it names one, must name this host (the request's ``Host`` or ``X-Forwarded-Host``, or the host of
-  ``report_base_url``; a forged one can only come from a client that is no browser, which CSRF is not about).
-  A browser too old to send ``Sec-Fetch-Site``, or one that sends ``Origin: null`` (the pages' own forms do:
-  see :func:`check_same_origin`), is let through on the strength of the other checks (the user-bound token,
-  the signed vote).
+The profile form's token (field ``csrf``) is an HMAC (signing.py) over the Airflow user, with an expiry: another
+site cannot read it, another user cannot use it, a leaked one expires. Its key comes from ``link_secret``, else
+from a random key kept in the radar's database (made at init, since the pages' own login may not write it;
+without it the profile is read-only and a save a 503: :class:`FormKeyMissing`). Every POST is also checked for
+where it came from (``Sec-Fetch-Site``, ``Origin``: :func:`check_same_origin`). The rules: docs/security.md.
 """
 
 from __future__ import annotations
@@ -61,7 +51,7 @@ FORM_KEY_MISSING = ("机会雷达数据库里还没有关注设置表单的密�
                     "AIRFLOW_VAR_RADAR_LINK_SECRET，然后再保存。")
 
 
-def form_key(runtime: Any, settings: Settings) -> str:
+def form_key(resources: Any, settings: Settings) -> str:
     """The key of the profile form's tokens (see the module's docstring); blocking (may ask the database).
 
     Without ``link_secret`` the key is read from the database: init makes it as the radar's owner (roles.py),
@@ -72,12 +62,12 @@ def form_key(runtime: Any, settings: Settings) -> str:
         return hmac.new(secret, b"radar profile form key", hashlib.sha256).hexdigest()
 
     def make() -> str:
-        with runtime.connect() as conn:
+        with resources.connect() as conn:
             row = store.get_state(conn, FORM_KEY_STATE)
         if row is not None:
             return str(row["value"])
         try:
-            with runtime.connect_write() as conn:
+            with resources.connect_write() as conn:
                 return str(store.ensure_state(conn, FORM_KEY_STATE, secrets.token_hex(32)))
         except psycopg.errors.InsufficientPrivilege:
             log.error("the profile form's key (service_state %s) is missing and the pages' login may not make "
@@ -85,7 +75,7 @@ def form_key(runtime: Any, settings: Settings) -> str:
                       FORM_KEY_STATE)
             raise FormKeyMissing() from None
 
-    return runtime.kept(FORM_KEY_STATE, make)
+    return resources.kept(FORM_KEY_STATE, make)
 
 
 class UnknownUser(PageError):
@@ -109,7 +99,7 @@ def user_identity(user: Any) -> str:
         if callable(method):
             try:
                 value = str(method())
-            except Exception:  # noqa: BLE001 - any failure to read who this is refuses
+            except Exception:  # any failure to read who this is refuses
                 raise UnknownUser() from None
             parts.append(f"{attr}={quote(value, safe='')}")
     username = str(getattr(user, "username", "") or "")

@@ -1,18 +1,11 @@
 """👍 / 👎 / 已知道: the reader's verdict on an analysis, from any page that shows it, with or without a login.
 
-Each button is a small POST form carrying a **signed action**: an HMAC (signing.py) over
-``feedback:/analysis/<id>`` and an expiry, made when the page is rendered. The token is the whole authority:
-
-- scoped: it names one analysis; it cannot vote on another, and it is no link signature (page paths start
-  with ``/``, this one with ``feedback:``), so it never opens a page either;
-- CSRF-safe: a form on another site cannot know it (it is only in the rendered page), and a page opened
-  from a signed push link hands out tokens that expire with that link;
-- idempotent: the verdict is stored per analysis (store.set_feedback), a second click changes nothing, a
-  different button replaces the verdict.
-
-After the vote the reader is sent back (303) to the page they were on (``back``: a path of this app only),
-at the entry they voted on. Without a link secret no token can be made: the pages then say so instead of
-showing buttons that cannot work.
+Each button is a small POST form carrying a signed action (signing.py: ``feedback:/analysis/<id>`` and an
+expiry, made when the page is rendered), and the token is the whole authority: it names one analysis, is no
+link signature (it opens no page), cannot be known by another site, and expires with the link a page came
+from. The verdict is stored per analysis, so a second click changes nothing. After the vote the reader is
+sent back (303) to the entry they voted on; without a link secret the pages say so instead of showing buttons
+that cannot work. The rules: docs/readers-radar.md, docs/security.md.
 """
 
 from __future__ import annotations

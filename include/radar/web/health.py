@@ -1,4 +1,4 @@
-"""Health at a glance (issue 13 §2): the view models of the overview's opening section (what it costs is
+"""Health at a glance: the view models of the overview's opening section (what it costs is
 web/costs.py's).
 
 :func:`gather` is the one function here that reads (the database, through read-only store queries); every

@@ -40,7 +40,7 @@ class AddTrailingSlash:
             await send({"type": "http.response.body", "body": b""})
             # a pushed link's signature is a credential, and Airflow's access log reads the query from the scope
             # once the response is done (the app redacts it for its own answers; this one never reaches the app)
-            from include.radar.web.server import redact_scope_query  # noqa: PLC0415 - a redirect: api-server only
+            from include.radar.web.server import redact_scope_query  # a redirect: api-server only
 
             redact_scope_query(scope)
             return

@@ -1,6 +1,7 @@
-"""What every page route shares: the app's lazily resolved runtime, the page renderer, path parsing.
+"""What every page route shares: the app's resources (settings, the database, the clock), the page renderer,
+path parsing.
 
-A route reaches them through the request (``get_runtime(request)``, ``get_pages(request)``), so the route
+A route reaches them through the request (``get_resources(request)``, ``get_pages(request)``), so the route
 modules (web/routes/) hold no state of their own and ``create_app`` (app.py) decides everything per app.
 """
 
@@ -41,10 +42,10 @@ FIRST_DAY = date(2000, 1, 1)
 DAYS_AHEAD = 366
 
 
-# ------------------------------------------------------------------------------------------------ runtime
+# ------------------------------------------------------------------------------------------ app resources
 
 
-class Runtime:
+class AppResources:
     """Per-app state resolved lazily: settings (briefly cached), the database URL, the clock, the ranking weights,
     the keys the radar keeps in its database (the profile form's, web/csrf.py).
 
@@ -74,7 +75,7 @@ class Runtime:
             if url is None:
                 try:
                     url = db.pages_database_url(settings.db_conn_id)
-                except Exception as exc:  # noqa: BLE001 - any failure to locate it is "unreachable"
+                except Exception as exc:  # any failure to locate it is "unreachable"
                     raise db.DatabaseUnavailable(f"cannot locate the radar database: {type(exc).__name__}") from exc
             self._settings, self._resolved_url, self._loaded_at = settings, url, time.monotonic()
 
@@ -95,18 +96,18 @@ class Runtime:
 
     def ranking_weights(self, conn: psycopg.Connection) -> ranking.Weights:
         """What the reader's feedback and the track record taught the ranking (ranking.learn), learned again
-        only when a verdict or an outcome changed (store.feedback_version, store.outcome_version) or after
+        only when a verdict or an outcome changed (store.feedback_version, store.track.outcome_version) or after
         SETTINGS_TTL_SECONDS (an account renamed): most pages read it, few requests change it."""
         now = self.clock()
         min_picks = self.settings().outcome_min_picks
         # the track record's outcomes change once a day (its step), the verdicts whenever the reader votes
-        version = (store.feedback_version(conn, now), store.outcome_version(conn), min_picks)
+        version = (store.feedback_version(conn, now), store.track.outcome_version(conn), min_picks)
         with self._lock:
             cached = self._weights
         if cached is not None and cached[0] == version and time.monotonic() - cached[1] < SETTINGS_TTL_SECONDS:
             return cached[2]
         weights = ranking.learn(store.feedback_for_ranking(conn, now),
-                                store.outcome_means(conn, ranking.OUTCOME_HORIZON), min_picks)
+                                store.track.outcome_means(conn, ranking.OUTCOME_HORIZON), min_picks)
         with self._lock:
             self._weights = (version, time.monotonic(), weights)
         return weights
@@ -133,7 +134,7 @@ class Runtime:
             yield conn
 
 
-def get_runtime(request: Request) -> Runtime:
+def get_resources(request: Request) -> AppResources:
     return request.app.state.radar
 
 
@@ -142,8 +143,8 @@ def zone(settings: Settings) -> ZoneInfo:
     return SHANGHAI
 
 
-def today(runtime: Runtime, settings: Settings) -> date:
-    return runtime.clock().astimezone(zone(settings)).date()
+def today(resources: AppResources, settings: Settings) -> date:
+    return resources.clock().astimezone(zone(settings)).date()
 
 
 # ------------------------------------------------------------------------------------------- rendering
@@ -291,7 +292,7 @@ def user_name(user: Any) -> str:
         if callable(method):
             try:
                 return str(method())[:100]
-            except Exception:  # noqa: BLE001 - a name is for the record only
+            except Exception:  # a name is for the record only
                 continue
     return str(getattr(user, "username", "") or "airflow user")[:100]
 
@@ -322,5 +323,5 @@ def feedback_forms(request: Request, reader: Reader, settings: Settings, links: 
     forwarded to holds it, so votes come only from an Airflow login or from the page a link names (a daily
     link's own analyses, whose links it signs), never from the session a link opened."""
     secret = settings.link_secret.get_secret_value() if settings.link_secret and not reader.session else None
-    return feedback.Forms(secret, get_runtime(request).clock(), links.root, _here(request, links),
+    return feedback.Forms(secret, get_resources(request).clock(), links.root, _here(request, links),
                           reader.signed_exp if reader.signed else None)

@@ -1,30 +1,21 @@
-"""What the report app needs from the Airflow api-server process it runs in: settings and quiet access logs.
+"""What the report app needs from the Airflow api-server it runs in: its settings and quiet access logs.
 
-Settings. Tasks read ``radar_<name>`` Airflow Variables through the Task SDK, which only works inside a task
-(settings.py); the api-server has no task context, so without :func:`server_settings` a threshold or a
-``link_secret`` set as a Variable (UI, CLI, secrets backend) would be ignored by the pages and every signed
-link would be refused. The lookup order is the tasks' own: the environment, then the Variable.
+Settings: the api-server has no task context, so the pages read the Variables through Airflow's server-side
+reader (settings.py's :func:`~include.radar.settings.server_lookup`, after the environment); otherwise a
+threshold or a ``link_secret`` kept as a Variable would be ignored, and every signed link refused.
 
-Access logs. A signed link carries its credential in the query string (``sig``), and access logs write the
-query string. Two loggers do in practice: in Airflow 3.3's api-server, Airflow's ``HttpAccessLogMiddleware``
-(structlog ``http.access``; the api-server switches uvicorn's own access log off), which reads the query
-string from the request scope once the response is done and redacts only parameters whose *name* looks
-secret (``token``, ``password``...; ``sig`` is not one); and uvicorn's ``uvicorn.access`` wherever uvicorn
-serves the app with its access log on (``uvicorn include.radar.web.app:app``, other deployments). So the
-signature is removed twice: :func:`redact_scope_query`, which the app applies to the request scope as the
-response starts (after the page has been checked and rendered), and a logging filter on ``uvicorn.access``
-(:func:`install_access_log_filter`) for records that did not pass through the app.
+Access logs: a signed link carries its credential in the query string (``sig``), which access logs write. It
+is redacted in the request scope once the response starts (:func:`redact_scope_query`), and in uvicorn's own
+records by a logging filter (:func:`install_access_log_filter`); docs/security.md says which loggers and why.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from functools import cache
 from typing import Any
 from urllib.parse import unquote_plus
 
-from include.radar.settings import Settings, env_name, load_settings
+from include.radar.settings import Settings, load_settings, server_lookup
 
 ACCESS_LOGGER = "uvicorn.access"
 REDACTED = "***"
@@ -34,39 +25,8 @@ _SECRET_PARAMS = frozenset({"sig"})
 # ----------------------------------------------------------------------------------------------- settings
 
 
-@cache
-def _variable_getter() -> Any:
-    """``airflow.models.variable.Variable`` (server side: secrets backends, then the metadata DB), or None.
-
-    Imported on first use: the plugin module is imported by every Airflow component, and the import is slow.
-    """
-    try:
-        from airflow.models.variable import Variable
-    except ImportError:  # plain Python without Airflow: the environment and the defaults
-        return None
-    return Variable
-
-
-def server_lookup(name: str) -> str | None:
-    """The raw value of setting ``name``: ``AIRFLOW_VAR_RADAR_<NAME>``, else the Airflow Variable ``radar_<name>``.
-
-    ``Variable.get`` of ``airflow.models`` is the api-server's own reader: it asks the configured secrets
-    backends, the environment backend and the metadata database, in Airflow's order (a backend that fails is
-    logged and skipped by Airflow itself). Errors other than Airflow being absent are raised, not taken for
-    "not set": a silently defaulted ``link_secret`` would refuse every pushed link without saying why.
-    """
-    value = os.environ.get(env_name(name))
-    if value is not None:
-        return value
-    variable = _variable_getter()
-    if variable is None:
-        return None
-    found = variable.get(f"radar_{name}", default_var=None)
-    return None if found is None else str(found)
-
-
 def server_settings() -> Settings:
-    """The default settings loader of the report app (the Runtime caches its result for a minute)."""
+    """The default settings loader of the report app (AppResources caches its result for a minute)."""
     return load_settings(server_lookup)
 
 

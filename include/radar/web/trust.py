@@ -1,4 +1,4 @@
-"""What the analysis page shows of an analysis's checks (issue 14): each evidence quote verified or not,
+"""What the analysis page shows of an analysis's checks: each evidence quote verified or not,
 the sentence a verified one came from (an anchor on the page), and a resolved score/flag contradiction."""
 
 from __future__ import annotations

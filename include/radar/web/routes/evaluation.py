@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse
 from include.radar import evaluation_report
 from include.radar.store import evaluations as eval_store
 from include.radar.web.auth import PageError, Reader, ReaderDep
-from include.radar.web.runtime import get_pages, get_runtime, page_links
+from include.radar.web.runtime import get_pages, get_resources, page_links
 from include.radar.web.views import evaluation as views
 
 _ID = re.compile(r"[0-9]{1,19}")
@@ -34,10 +34,10 @@ router = APIRouter()
 
 @router.get("/evaluation", response_class=HTMLResponse)
 def evaluations(request: Request, reader: OperatorDep) -> HTMLResponse:
-    runtime = get_runtime(request)
-    with runtime.connect() as conn:
+    resources = get_resources(request)
+    with resources.connect() as conn:
         rows = eval_store.listing(conn)
-    return get_pages(request).render(request, "evaluation.html", settings=runtime.settings(), reader=reader,
+    return get_pages(request).render(request, "evaluation.html", settings=resources.settings(), reader=reader,
                                      links=page_links(request), listed=[views.listed(r) for r in rows], summary=None)
 
 
@@ -45,8 +45,8 @@ def evaluations(request: Request, reader: OperatorDep) -> HTMLResponse:
 def one(request: Request, evaluation_id: str, reader: OperatorDep) -> HTMLResponse:
     if not _ID.fullmatch(evaluation_id) or not 0 < int(evaluation_id) < 2**63:
         raise PageError(404, "找不到这次评估", "评估地址应为 /evaluation/ 加正整数编号，例如 /evaluation/3。")
-    runtime = get_runtime(request)
-    with runtime.connect() as conn:
+    resources = get_resources(request)
+    with resources.connect() as conn:
         summary = evaluation_report.load(conn, int(evaluation_id), now=request.app.state.radar.clock())
     if summary is None:
         raise PageError(404, "找不到这次评估", f"没有编号为 {int(evaluation_id)} 的评估。")
@@ -54,7 +54,7 @@ def one(request: Request, evaluation_id: str, reader: OperatorDep) -> HTMLRespon
     chart = views.scatter(summary.points, title="两种设置的评分对照",
                           desc=f"横轴为当前设置的评分，纵轴为 {e['model']} 的评分，共 {len(summary.points)} 篇；虚线为评分相同")
     return get_pages(request).render(
-        request, "evaluation.html", settings=runtime.settings(), reader=reader, links=page_links(request),
+        request, "evaluation.html", settings=resources.settings(), reader=reader, links=page_links(request),
         listed=None, summary=summary, row=views.listed(e), setup=views.setup_label(e), chart=chart,
         costs=views.cost_rows(summary, e["currency"]), market=views.market_rows(summary),
         horizon=summary.market.horizon if summary.market else None, pct=views.pct, num=views.num, auc=views.auc_text,

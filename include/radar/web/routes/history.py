@@ -10,14 +10,13 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from include.radar import focus, outcomes, search, store, weekly
-from include.radar.store import track as track_store
 from include.radar.web import views
 from include.radar.web.auth import PageError, ReaderDep, require_reader
 from include.radar.web.runtime import (
     DAYS_AHEAD,
     FIRST_DAY,
     get_pages,
-    get_runtime,
+    get_resources,
     page_links,
     parse_day,
     today,
@@ -36,8 +35,8 @@ router = APIRouter(dependencies=[Depends(require_reader)])
 
 @router.get("/weekly", include_in_schema=False)
 def this_week(request: Request, reader: ReaderDep) -> Response:
-    runtime = get_runtime(request)
-    monday, _ = weekly.week_of(today(runtime, runtime.settings()))
+    resources = get_resources(request)
+    monday, _ = weekly.week_of(today(resources, resources.settings()))
     target = page_links(request).weekly(monday)
     query = request.url.query
     return RedirectResponse(target + (f"?{query}" if query else ""), status_code=307)
@@ -45,19 +44,19 @@ def this_week(request: Request, reader: ReaderDep) -> Response:
 
 @router.get("/weekly/{monday}", response_class=HTMLResponse)
 def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLResponse:
-    runtime = get_runtime(request)
-    settings = runtime.settings()
-    current = today(runtime, settings)
+    resources = get_resources(request)
+    settings = resources.settings()
+    current = today(resources, settings)
     week = parse_day(monday, current)
     if week.weekday() != 0:
         raise PageError(404, "没有这一周的周报",
                         f"周报地址应为 /weekly/ 加当周星期一的日期，例如 /weekly/{weekly.week_of(week)[0]}。")
     end = week + timedelta(days=6)
-    week_filters = track_store.RecordFilters(first=week, last=end)
-    with runtime.connect() as conn:
+    week_filters = store.track.RecordFilters(first=week, last=end)
+    with resources.connect() as conn:
         report = store.get_weekly_report(conn, week)
-        picks, _ = track_store.record_page(conn, week_filters, WEEK_PICKS, 0)
-        pick_rows = track_store.summary_groups(conn, week_filters, outcomes.WEEK_HORIZON)
+        picks, _ = store.track.record_page(conn, week_filters, WEEK_PICKS, 0)
+        pick_rows = store.track.summary_groups(conn, week_filters, outcomes.WEEK_HORIZON)
     links = page_links(request)
     data = (report or {}).get("digest_json") or {}
     tops = []
@@ -88,12 +87,12 @@ def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLRespons
 @router.get("/entity/{name:path}", response_class=HTMLResponse)  # a name may hold "/" (A/H 股)
 def entity(request: Request, name: str, reader: ReaderDep) -> HTMLResponse:
     wanted = trend_views.parse_entity(name)
-    runtime = get_runtime(request)
-    settings = runtime.settings()
+    resources = get_resources(request)
+    settings = resources.settings()
     tz = zone(settings)
-    day = today(runtime, settings)
+    day = today(resources, settings)
     spellings = focus.ticker_spellings(wanted)  # 600519, 600519.SH and SH600519 are one page
-    with runtime.connect() as conn:
+    with resources.connect() as conn:
         rows, total = store.entity_analyses(conn, spellings, ENTITY_LISTED)
         if not rows:
             raise PageError(404, "没有这个标的", f"没有分析提到「{wanted}」。标的名称来自分析页“投资机会”下列出的标的。")
@@ -106,11 +105,11 @@ def entity(request: Request, name: str, reader: ReaderDep) -> HTMLResponse:
 
 @router.get("/trends", response_class=HTMLResponse)
 def trends(request: Request, reader: ReaderDep) -> HTMLResponse:
-    runtime = get_runtime(request)
-    settings = runtime.settings()
-    day = today(runtime, settings)
+    resources = get_resources(request)
+    settings = resources.settings()
+    day = today(resources, settings)
     first = day - timedelta(days=trend_views.DAYS - 1)
-    with runtime.connect() as conn:
+    with resources.connect() as conn:
         topics = store.topic_daily(conn, first, day)
         entities = store.top_entities(conn, first, day, 20)
         scores = store.day_scores(conn, day)
@@ -124,17 +123,17 @@ def trends(request: Request, reader: ReaderDep) -> HTMLResponse:
 
 @router.get("/search", response_class=HTMLResponse)
 def search_page(request: Request, reader: ReaderDep) -> HTMLResponse:
-    runtime = get_runtime(request)
-    settings = runtime.settings()
+    resources = get_resources(request)
+    settings = resources.settings()
     tz = zone(settings)
     form = search_views.parse_form(request.query_params, FIRST_DAY,
-                                   today(runtime, settings) + timedelta(days=DAYS_AHEAD))
+                                   today(resources, settings) + timedelta(days=DAYS_AHEAD))
     if not reader.personal:  # which articles match the watchlist is personal: no filter by it through a link
         form = replace(form, watch=False)
     links = page_links(request)
     tsquery, terms = search.query(form.q) if form.q else ("", [])
     rows, total = [], 0
-    with runtime.connect() as conn:
+    with resources.connect() as conn:
         accounts = store.account_names(conn)
         if tsquery:
             rows, total = store.search_articles(conn, tsquery, form.filters(tz), search_views.PAGE_SIZE,

@@ -14,7 +14,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from include.radar import focus, store
 from include.radar.web import csrf
 from include.radar.web.auth import EDIT_REFUSED, EditorDep, PageError, Reader, ReaderDep, may_edit, require_reader
-from include.radar.web.runtime import get_pages, get_runtime, page_links, read_body, user_name, zone
+from include.radar.web.runtime import get_pages, get_resources, page_links, read_body, user_name, zone
 from include.radar.web.views import profile as profile_views
 
 MAX_PROFILE_BODY = 64 * 1024
@@ -35,8 +35,8 @@ async def profile(request: Request, reader: ReaderDep) -> HTMLResponse:
 async def save_profile(request: Request, reader: EditorDep) -> Response:
     """Save the profile: an Airflow user who may edit the radar DAG (never a pushed link), from this app's own
     page (Origin, Sec-Fetch-Site) with the form's token, made for this user (web/csrf.py)."""
-    runtime = get_runtime(request)
-    settings = await run_in_threadpool(runtime.settings)
+    resources = get_resources(request)
+    settings = await run_in_threadpool(resources.settings)
     csrf.check_same_origin(request, settings)
     body = await read_body(request, MAX_PROFILE_BODY)
     try:
@@ -44,8 +44,8 @@ async def save_profile(request: Request, reader: EditorDep) -> Response:
     except (UnicodeDecodeError, ValueError):
         raise PageError(400, "请求无效", "提交的内容格式不正确。") from None
     form = {k: v[0] for k, v in fields.items() if v}
-    key = await run_in_threadpool(csrf.form_key, runtime, settings)
-    if not csrf.form_token_valid(form.get("csrf", ""), key, reader.user, runtime.clock()):
+    key = await run_in_threadpool(csrf.form_key, resources, settings)
+    if not csrf.form_token_valid(form.get("csrf", ""), key, reader.user, resources.clock()):
         raise PageError(403, "表单已过期", "请重新打开关注设置页面后再保存（表单校验失败）。")
     typed = {name: form.get(name, "") for name in profile_views.FIELDS}
     try:
@@ -60,12 +60,12 @@ async def save_profile(request: Request, reader: EditorDep) -> Response:
              "sectors": list(profile.sectors), "interests": list(profile.interests), "rules": profile.rule_lines()}
 
     def write() -> int:
-        runtime = get_runtime(request)
-        with runtime.connect_write() as conn:
+        resources = get_resources(request)
+        with resources.connect_write() as conn:
             store.save_profile(conn, lists, user_name(reader.user))
             # the next slot applies the new rules to what the old ones excluded (never this request: its time
             # must not depend on how many articles there are); the page says how many it will look at
-            return store.excluded_count(conn, runtime.clock() - timedelta(hours=focus.RECHECK_HOURS))
+            return store.excluded_count(conn, resources.clock() - timedelta(hours=focus.RECHECK_HOURS))
 
     recheck = await run_in_threadpool(write)
     return RedirectResponse(page_links(request).profile() + f"?saved=1&recheck={recheck}", status_code=303)
@@ -74,16 +74,16 @@ async def save_profile(request: Request, reader: EditorDep) -> Response:
 def _profile_response(request: Request, reader: Reader, *, editable: bool, saved: bool = False,
                       errors: list[str] | None = None, typed: dict[str, str] | None = None, status: int = 200,
                       recheck: int = 0) -> HTMLResponse:
-    runtime = get_runtime(request)
-    settings = runtime.settings()
+    resources = get_resources(request)
+    settings = resources.settings()
     links = page_links(request)
-    with runtime.connect() as conn:
+    with resources.connect() as conn:
         current = focus.from_row(store.get_profile(conn), store.slow_rules(conn))
-        weights = runtime.ranking_weights(conn)
+        weights = resources.ranking_weights(conn)
     token, reason = "", "" if editable else EDIT_REFUSED
     if editable:
         try:
-            token = csrf.form_token(csrf.form_key(runtime, settings), reader.user, runtime.clock())
+            token = csrf.form_token(csrf.form_key(resources, settings), reader.user, resources.clock())
         except csrf.UnknownUser:  # fails closed: shown, never saved
             editable, reason = False, csrf.USER_UNKNOWN
         except csrf.FormKeyMissing:  # shown, not saved, until the operator runs init again

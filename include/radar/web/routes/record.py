@@ -7,10 +7,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
-from include.radar import outcomes
-from include.radar.store import track as track_store
+from include.radar import outcomes, store
 from include.radar.web.auth import ReaderDep, require_reader
-from include.radar.web.runtime import get_pages, get_runtime, page_links, zone
+from include.radar.web.runtime import get_pages, get_resources, page_links, zone
 from include.radar.web.views import record as record_views
 
 router = APIRouter(dependencies=[Depends(require_reader)])
@@ -18,15 +17,15 @@ router = APIRouter(dependencies=[Depends(require_reader)])
 
 @router.get("/record", response_class=HTMLResponse)
 def record(request: Request, reader: ReaderDep) -> HTMLResponse:
-    runtime = get_runtime(request)
-    settings = runtime.settings()
+    resources = get_resources(request)
+    settings = resources.settings()
     form = record_views.parse_form(request.query_params)
     filters = form.filters()
-    with runtime.connect() as conn:
-        rows, total = track_store.record_page(conn, filters, record_views.PAGE_SIZE,
+    with resources.connect() as conn:
+        rows, total = store.track.record_page(conn, filters, record_views.PAGE_SIZE,
                                               (form.page - 1) * record_views.PAGE_SIZE)
-        groups = track_store.summary_groups(conn, filters, int(form.horizon))
-        accounts, types = track_store.record_choices(conn)
+        groups = store.track.summary_groups(conn, filters, int(form.horizon))
+        accounts, types = store.track.record_choices(conn)
     links = page_links(request)
     tz = zone(settings)
     pages_total = max(1, min(record_views.MAX_PAGE, -(-total // record_views.PAGE_SIZE)))

@@ -10,14 +10,13 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from include.radar import ranking, store, weekly
-from include.radar.store import track as track_store
 from include.radar.web import costs, csrf, feedback, health, views
 from include.radar.web.auth import PageError, ReaderDep, airflow_user, require_reader
 from include.radar.web.runtime import (
     day_signer,
     feedback_forms,
     get_pages,
-    get_runtime,
+    get_resources,
     page_links,
     parse_day,
     parse_id,
@@ -52,14 +51,14 @@ def _last_seen(request: Request, now: datetime) -> datetime | None:
 
 @router.get("/", response_class=HTMLResponse)
 def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
-    runtime = get_runtime(request)
-    settings = runtime.settings()
+    resources = get_resources(request)
+    settings = resources.settings()
     tz = zone(settings)
-    now = runtime.clock()
+    now = resources.clock()
     today = now.astimezone(tz).date()
     links = page_links(request)
     currency = settings.deepseek_currency
-    with runtime.connect() as conn:
+    with resources.connect() as conn:
         runs = store.slot_runs_for_day(conn, today)
         notes = store.daily_notifications(conn, today)
         days = store.recent_days(conn, today, RECENT_DAYS, settings.push_score_threshold)
@@ -68,7 +67,7 @@ def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
             conn, today - timedelta(days=max(RECENT_DAYS, costs.SPEND_DAYS) - 1), today, currency)
         run_spend = store.slot_spend(conn, [r["id"] for r in runs])
         health_view = health.gather(conn, settings, now=now, tz=tz, links=links, spend_by_day=by_day)
-        weights = runtime.ranking_weights(conn)
+        weights = resources.ranking_weights(conn)
         learned_more, learned_less = weights.learned()
         today_rows = ranking.annotate(store.day_analyses(conn, today), weights)
         last_seen = _last_seen(request, now)
@@ -106,12 +105,12 @@ def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
 
 @router.get("/daily/{day}", response_class=HTMLResponse)
 def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
-    runtime = get_runtime(request)
-    settings = runtime.settings()
+    resources = get_resources(request)
+    settings = resources.settings()
     tz = zone(settings)
-    now = runtime.clock()
+    now = resources.clock()
     report_day = parse_day(day, now.astimezone(tz).date())
-    with runtime.connect() as conn:
+    with resources.connect() as conn:
         report = store.get_daily_report(conn, report_day)
         analyses = store.day_analyses(conn, report_day)
         failures = store.day_failures(conn, report_day)
@@ -120,7 +119,7 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
         spent = store.day_spend(conn, report_day, settings.deepseek_currency)
         run_spend = store.slot_spend(conn, [r["id"] for r in runs])
         budget_deferred = store.day_budget_deferred(conn, report_day)
-        weights = runtime.ranking_weights(conn)
+        weights = resources.ranking_weights(conn)
         verdicts = store.feedback_of(conn, [a["id"] for a in analyses])
         excluded = store.excluded_items(conn, [r["id"] for r in runs])
     histogram, histogram_text = trend_views.score_histogram(
@@ -160,9 +159,9 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
 @router.get("/analysis/{analysis_id}", response_class=HTMLResponse)
 def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLResponse:
     wanted = parse_id(analysis_id)
-    runtime = get_runtime(request)
-    settings = runtime.settings()
-    with runtime.connect() as conn:
+    resources = get_resources(request)
+    settings = resources.settings()
+    with resources.connect() as conn:
         row = store.get_analysis(conn, wanted)
         if row is None:
             raise PageError(404, "找不到这条分析", f"分析 #{wanted} 不存在，可能已被删除或链接有误。")
@@ -170,9 +169,9 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
         reused = store.analysis_brief(conn, row["reused_from_id"]) if row["reused_from_id"] else None
         spend = store.item_spend(conn, row["content_item_id"])
         members = store.event_members(conn, [row["event_id"]]) if row["event_id"] else []
-        weights = runtime.ranking_weights(conn)
+        weights = resources.ranking_weights(conn)
         verdict = store.feedback_of(conn, [wanted]).get(wanted)
-        pick = track_store.pick_of_analysis(conn, wanted)
+        pick = store.track.pick_of_analysis(conn, wanted)
     links = page_links(request)
     page = views.analysis_page(
         row=row,
@@ -199,17 +198,17 @@ async def vote(request: Request, analysis_id: str) -> Response:
     """A 👍 / 👎 / 🤷 from a page: its signed action is the authority (web/feedback.py), no login needed; sent
     from this app's own page (web/csrf.py)."""
     wanted = parse_id(analysis_id)
-    runtime = get_runtime(request)
-    settings = await run_in_threadpool(runtime.settings)
+    resources = get_resources(request)
+    settings = await run_in_threadpool(resources.settings)
     csrf.check_same_origin(request, settings)  # from this app's own page, not another site's
     secret = settings.link_secret.get_secret_value() if settings.link_secret else None
     body = await read_body(request, feedback.MAX_BODY)
-    cast = feedback.parse_vote(body, wanted, secret, runtime.clock(), page_links(request).root)
+    cast = feedback.parse_vote(body, wanted, secret, resources.clock(), page_links(request).root)
     user = await airflow_user(request)
     via = f"user:{user_name(user)}" if user is not None else "link"
 
     def write() -> str:
-        with runtime.connect_write() as conn:
+        with resources.connect_write() as conn:
             return store.set_feedback(conn, wanted, cast.verdict, via)
 
     if await run_in_threadpool(write) == "missing":

@@ -275,6 +275,40 @@ def failure_reasons(report: Row | None, runs: Iterable[Row]) -> list[str]:
     return list(dict.fromkeys(error_text(reason, 500) for reason in reasons))
 
 
+def failure_views(failures: Iterable[Row], tz: ZoneInfo) -> list[FailureView]:
+    """The day's articles whose analysis failed for good, each with its attempts and last error."""
+    return [
+        FailureView(
+            title=f.get("title") or "（无标题）",
+            mp_name=f.get("mp_name") or "",
+            slot=f.get("slot") or "",
+            published=local_time(f.get("published_at"), tz, "%m-%d %H:%M"),
+            attempts=f.get("attempts") or 0,
+            error=error_text(f.get("last_error"), 500) or "未知原因",
+            source_url=safe_http_url(f.get("url")),
+        )
+        for f in failures
+    ]
+
+
+def report_state(
+    report: Row | None, runs: Sequence[Row], slots: Sequence[str], *, has_data: bool
+) -> tuple[str, str | None, list[str]]:
+    """The report's state, the notice above the page and, for a failed or partial report, why."""
+    if report is None and has_data:
+        return REPORT_MISSING, f"当日日报尚未生成（{max(slots) if slots else '22:00'} 生成），以下是已完成的分析。", []
+    if report is None:
+        return REPORT_EMPTY, "这一天没有任何数据：没有运行记录、分析或日报。", []
+    state = _REPORT_STATUS.get(report["status"], REPORT_FAILED)
+    if state == REPORT_FAILED:
+        return state, REPORT_FAILED_NOTICE, failure_reasons(report, runs)
+    if state == REPORT_PARTIAL:
+        return state, REPORT_PARTIAL_NOTICE, failure_reasons(report, runs)
+    if state == REPORT_BUILDING:
+        return state, "日报正在生成，请稍后刷新。", []
+    return state, None, []
+
+
 def daily_page(
     *,
     day: date,
@@ -299,35 +333,7 @@ def daily_page(
     """``cost``: the day's spend (web/costs.py: day_cost); ``budget_deferred``: the articles the budget held back
     that day, for a day whose report does not say (store.day_budget_deferred)."""
     cards = analysis_cards(analyses, threshold=threshold, tz=tz, links=links)
-    failure_views = [
-        FailureView(
-            title=f.get("title") or "（无标题）",
-            mp_name=f.get("mp_name") or "",
-            slot=f.get("slot") or "",
-            published=local_time(f.get("published_at"), tz, "%m-%d %H:%M"),
-            attempts=f.get("attempts") or 0,
-            error=error_text(f.get("last_error"), 500) or "未知原因",
-            source_url=safe_http_url(f.get("url")),
-        )
-        for f in failures
-    ]
-    has_data = bool(cards or failures or runs)
-    notice: str | None = None
-    reasons: list[str] = []
-    if report is not None:
-        state = _REPORT_STATUS.get(report["status"], REPORT_FAILED)
-        if state == REPORT_FAILED:
-            notice, reasons = REPORT_FAILED_NOTICE, failure_reasons(report, runs)
-        elif state == REPORT_PARTIAL:
-            notice, reasons = REPORT_PARTIAL_NOTICE, failure_reasons(report, runs)
-        elif state == REPORT_BUILDING:
-            notice = "日报正在生成，请稍后刷新。"
-    elif has_data:
-        state = REPORT_MISSING
-        notice = f"当日日报尚未生成（{max(slots) if slots else '22:00'} 生成），以下是已完成的分析。"
-    else:
-        state = REPORT_EMPTY
-        notice = "这一天没有任何数据：没有运行记录、分析或日报。"
+    state, notice, reasons = report_state(report, runs, slots, has_data=bool(cards or failures or runs))
     digest_md = (report or {}).get("digest_md") or ""
     digest_json = (report or {}).get("digest_json") or {}
     slot_list = slot_views(day, slots, runs, now=now, late_after_minutes=late_after_minutes, tz=tz, links=links,
@@ -348,7 +354,7 @@ def daily_page(
         top=top_opportunities(digest_json, cards, links),
         watchlist=watchlist(digest_json),
         analyses=cards,
-        failures=failure_views,
+        failures=failure_views(failures, tz),
         pending=pending_views(digest_json, tz),
         stats=_stats(report, cards, failures, budget_deferred),
         slots=slot_list,
@@ -358,6 +364,3 @@ def daily_page(
         cost=cost,
         coverage=Coverage.from_stats(stored.get("coverage")) if isinstance(stored, dict) else None,
     )
-
-
-# ------------------------------------------------------------------------------------------ analysis page

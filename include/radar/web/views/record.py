@@ -12,13 +12,12 @@ from typing import Any
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
-from include.radar import outcomes
+from include.radar import outcomes, store
 from include.radar.market import basis
-from include.radar.store.track import RecordFilters
 from include.radar.web.auth import PageError
 from include.radar.web.charts import Estimate, interval_chart, progress_chart
 from include.radar.web.views import query
-from include.radar.web.views.common import Links, direction_label, local_time, type_label  # noqa: F401 - type_label for the route
+from include.radar.web.views.common import Links, direction_label, local_time, type_label
 
 PAGE_SIZE = 25
 MAX_PAGE = 400
@@ -38,9 +37,9 @@ class RecordForm:
     horizon: str = "5"
     page: int = 1
 
-    def filters(self) -> RecordFilters:
+    def filters(self) -> store.track.RecordFilters:
         band = next(((low, high) for key, _, low, high in outcomes.BANDS if key == self.band), (None, None))
-        return RecordFilters(date.fromisoformat(self.first) if self.first else None,
+        return store.track.RecordFilters(date.fromisoformat(self.first) if self.first else None,
                              date.fromisoformat(self.last) if self.last else None,
                              self.account or None, self.opp_type or None, band[0], band[1])
 
