@@ -56,6 +56,10 @@ def test_auc_counts_pairs_and_has_hanley_mcneil_s_interval() -> None:
     assert result.low == pytest.approx(5 / 6 - 1.959964 * 0.200708, abs=1e-5) and result.high == 1.0
     assert (result.liked, result.disliked, result.conclusive) == (3, 2, False)
     assert agreement.auc([50], [50]).value == 0.5  # a tie counts a half
+    # a perfect split of 2 against 2: the variance is taken at 1 - 1/8 (Q1 = 7/9, Q2 = 49/60), not at 1 (zero)
+    perfect = agreement.auc([90, 80], [20, 10])
+    assert perfect.value == 1.0 and perfect.high == 1.0
+    assert perfect.low == pytest.approx(1 - 1.959964 * 0.207707, abs=1e-5)
     assert agreement.auc([], [1, 2]).value is None
 
 

@@ -3,7 +3,8 @@
 - *rank correlation*: Spearman's rho, the Pearson correlation of the two score lists' ranks (ties share the mean
   of the ranks they span), so a candidate that scores every article 10 points lower still agrees perfectly;
 - *AUC*: the chance that an article the reader liked scores above one they disliked (a tie counts a half), the
-  Mann–Whitney statistic; its interval is Hanley & McNeil's (1982) normal approximation, clipped to [0, 1].
+  Mann–Whitney statistic; its interval is Hanley & McNeil's (1982) normal approximation, clipped to [0, 1], with
+  the variance taken at least half a pair from 0 and 1 (a perfect split of two against two is not [1, 1]).
   Below ``MIN_VOTES`` verdicts of each kind nothing is concluded: the figure is shown with its sample, marked;
 - *the confusion matrix* of the two "opportunity or not" calls, and the share of agreeing calls;
 - *overlap* of two sets of instruments: Jaccard's |A ∩ B| / |A ∪ B|.
@@ -80,9 +81,10 @@ def auc(liked: Sequence[float], disliked: Sequence[float], z: float = Z95) -> Au
         return Auc(None, None, None, p, n)
     wins = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in liked for b in disliked)
     value = wins / (p * n)
-    q1 = value / (2 - value)
-    q2 = 2 * value * value / (1 + value)
-    var = (value * (1 - value) + (p - 1) * (q1 - value * value) + (n - 1) * (q2 - value * value)) / (p * n)
+    a = min(max(value, 0.5 / (p * n)), 1 - 0.5 / (p * n))
+    q1 = a / (2 - a)
+    q2 = 2 * a * a / (1 + a)
+    var = (a * (1 - a) + (p - 1) * (q1 - a * a) + (n - 1) * (q2 - a * a)) / (p * n)
     se = math.sqrt(max(var, 0.0))
     return Auc(value, max(0.0, value - z * se), min(1.0, value + z * se), p, n)
 

@@ -218,12 +218,14 @@ def lines(s: Summary, money: Any) -> list[str]:
                    f"{side.opportunities} opportunities, {money(side.cost_per_opportunity)} per opportunity")
     if s.market is not None:
         m = s.market
-        for label, tally in (("both, current", m.both_current), ("both, candidate", m.both_candidate),
-                             ("only current", m.only_current), ("only candidate", m.only_candidate)):
-            out.append(f"  market T+{m.horizon}, picks {label}: {tally.picks} picks, {tally.measured} measured, "
+        for label, tally in (("picked by both, current's call", m.both_current),
+                             ("picked by both, candidate's call", m.both_candidate),
+                             ("picked by current only", m.only_current), ("picked by candidate only", m.only_candidate)):
+            out.append(f"  market T+{m.horizon}, {label}: {tally.picks} pick{'' if tally.picks == 1 else 's'}, "
+                       f"{tally.measured} measured, "
                        f"{tally.not_measurable} not measurable; hits {tally.hits}/{tally.directional}, "
                        f"mean signed excess {f'{tally.mean_signed_excess:+.2%}' if tally.mean_signed_excess is not None else '—'}")
     for d in s.disagreements:
         out.append(f"  ≠ {d.title[:40]}: current {d.current['score']} {'✓' if d.current['opportunity'] else '✗'} "
-                   f"/ candidate {d.candidate['score']} {'✓' if d.candidate['opportunity'] else '✗'}")
+                   f"/ candidate {d.candidate['score']} {'✓' if d.candidate['opportunity'] else '✗'} (gap {d.gap})")
     return out

@@ -8,7 +8,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from include.radar import db, evaluation, evaluation_report
+from include.radar import db, evaluation, evaluation_report, store
 from include.radar.settings import load_settings
 
 CAP = 0.50  # the demo's calls are answered by the stand-in: the ledger prices them as flash would bill them
@@ -22,9 +22,25 @@ def date_slot_runs(url: str, day: date) -> int:
                             (day,)).rowcount
 
 
+def vote_as_the_reader(url: str, day: date) -> tuple[int, int]:
+    """The reader's verdicts on the day, as the report page's buttons record them: 👍 on the day's two best
+    opportunities, 👎 on its two lowest scores (a repost's copied analysis is not voted on twice). Too few for the
+    AUC to conclude anything, which the summary says."""
+    with db.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT a.id, a.score FROM analysis_result a JOIN slot_run s ON s.id = a.slot_run_id "
+            "WHERE s.run_date = %s AND a.reused_from_id IS NULL ORDER BY a.score DESC, a.id", (day,)).fetchall()
+        liked, disliked = rows[:2], rows[2:][-2:]
+        for row, verdict in [(r, "up") for r in liked] + [(r, "down") for r in disliked]:
+            store.set_feedback(conn, row["id"], verdict, "user:demo")
+    return len(liked), len(disliked)
+
+
 def show(url: str, day: date, later: datetime, out: Path, say: Any) -> Path:
     """Run the evaluation, print its summary as the CLI does, and keep a copy of its page as of ``later``."""
     date_slot_runs(url, day)
+    liked, disliked = vote_as_the_reader(url, day)
+    say(f"\n[demo] the reader's verdicts on the day's report (demo data): 👍 {liked}, 👎 {disliked}")
     settings = load_settings(use_airflow=False)
 
     def connect() -> Any:
@@ -35,7 +51,7 @@ def show(url: str, day: date, later: datetime, out: Path, say: Any) -> Path:
     evaluation.run(connect, settings, plan.evaluation_id)
     with connect() as conn:
         summary = evaluation_report.load(conn, plan.evaluation_id, now=later)
-    say("\n[demo] evaluation (recorded answers per model, demo data): deepseek-flash against deepseek-v4-pro")
+    say("[demo] evaluation (recorded answers per model, demo data): deepseek-flash against deepseek-v4-pro")
     for line in evaluation_report.lines(summary, settings.price_table().money) if summary else []:
         say(line)
     return _save_page(url, f"/evaluation/{plan.evaluation_id}", out / f"evaluation-{day.isoformat()}.html", later)
