@@ -1,17 +1,10 @@
 """Airflow plugin: the Opportunity Radar report pages, mounted on the api-server at ``/radar``.
 
-Airflow 3 serves plugin UIs as FastAPI sub-apps (``fastapi_apps``) and lists them in its navigation through
-``external_views``; with ``url_route`` set, the page opens inside the Airflow UI (a same-origin iframe at
-``/plugin/radar``). The sub-app does its own authentication (Airflow gives plugin apps none): see
-``include/radar/web/app.py``.
-
-Airflow loads plugins in every component (each task process, the scheduler, the dag-processor, the
-triggerer), so this module registers the app lazily (``include/radar/web/mount.py``): the report app is
-imported and built on its first request in the api-server, and nowhere else.
-
-Airflow puts ``plugins/`` on ``sys.path`` but not the bundle root, so the root is added when ``include``
-is not importable. Importing this module imports `include/radar/web/mount.py` alone (standard library); building
-the app touches neither the database nor the network.
+Airflow 3 serves plugin UIs as FastAPI sub-apps (``fastapi_apps``) listed through ``external_views``, and gives
+them no authentication: the app does its own (``include/radar/web/app.py``). Airflow loads plugins in every
+component, so the app is registered lazily (``include/radar/web/mount.py``, standard library only) and built on
+its first request in the api-server. Airflow puts ``plugins/`` on ``sys.path`` but not the bundle root, so the
+root is added when ``include`` is not importable.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ import pytest
 
 from include.radar import agreement, db, evaluation, evaluation_report, store
 from include.radar.settings import load_settings
-from include.radar.store import evaluations as eval_store
 from include.radar_demo import run as demo_run
 from tests.slotrun import run_slot, shanghai
 
@@ -224,8 +223,8 @@ def test_the_cap_stops_a_run_and_a_resumed_run_pays_for_no_article_twice(fakes, 
     assert first.stopped is not None and "cap" in first.stopped and first.counts == {"answered": 11}
     assert _calls_of(fakes, "deepseek-flash") == 14 and _ledger(plan.evaluation_id)[1] == pytest.approx(0.005349)
     with db.connect() as conn:
-        assert eval_store.get(conn, plan.evaluation_id)["status"] == "stopped"
-        eval_store.set_cap(conn, plan.evaluation_id, 0.01)
+        assert store.evaluations.get(conn, plan.evaluation_id)["status"] == "stopped"
+        store.evaluations.set_cap(conn, plan.evaluation_id, 0.01)
     again = evaluation.run(db.connect, one_at_a_time, plan.evaluation_id)
     assert again.stopped is None and again.counts == {"answered": 1}
     assert _calls_of(fakes, "deepseek-flash") == 15  # the same 15 calls as one uninterrupted run
@@ -238,10 +237,10 @@ def test_a_lost_worker_s_claim_is_taken_over_once_its_lease_ran_out_and_a_live_o
     _demo_day(fakes, monkeypatch)
     plan = _start(size=3)  # 设备, 手机链, 铜 (the newest first)
     with db.connect() as conn:
-        items = [r["item_id"] for r in eval_store.open_items(conn, plan.evaluation_id, 3)]
-        dead = eval_store.claim(conn, plan.evaluation_id, items[0], claimer="dead", max_attempts=3,
+        items = [r["item_id"] for r in store.evaluations.open_items(conn, plan.evaluation_id, 3)]
+        dead = store.evaluations.claim(conn, plan.evaluation_id, items[0], claimer="dead", max_attempts=3,
                                 lease=timedelta(seconds=-1))
-        live = eval_store.claim(conn, plan.evaluation_id, items[1], claimer="alive", max_attempts=3)
+        live = store.evaluations.claim(conn, plan.evaluation_id, items[1], claimer="alive", max_attempts=3)
     assert dead.state == live.state == "claimed"
     run = evaluation.run(db.connect, _settings(), plan.evaluation_id, claimer="resumer")
     assert run.counts == {"answered": 2} and run.stopped is not None and "held by another run" in run.stopped
@@ -296,9 +295,9 @@ def test_a_candidate_whose_endpoint_fails_pays_nothing_and_its_articles_wait_for
     assert run.counts == {"failed": 2} and run.stopped is None
     assert _ledger(plan.evaluation_id) == (0, 0.0)  # no answer, nothing billed
     with db.connect() as conn:
-        row = eval_store.get(conn, plan.evaluation_id)
+        row = store.evaluations.get(conn, plan.evaluation_id)
         assert (row["status"], row["failed"], row["answered"]) == ("done", 2, 0) and "retry" in row["note"]
-        errors = [r["last_error"] for r in eval_store.pairs(conn, plan.evaluation_id)]
+        errors = [r["last_error"] for r in store.evaluations.pairs(conn, plan.evaluation_id)]
     assert all("connection failed" in e for e in errors)
     # an unknown model is a configuration error: the first article is released (not counted), the run stops
     unknown = evaluation.Candidate(model="deepseek-chat")
@@ -306,8 +305,8 @@ def test_a_candidate_whose_endpoint_fails_pays_nothing_and_its_articles_wait_for
     run = evaluation.run(db.connect, _settings(llm_concurrency=1, analysis_tasks=1), plan.evaluation_id)
     assert run.stopped is not None and "deepseek-chat" in run.stopped
     with db.connect() as conn:
-        assert [r["attempts"] for r in eval_store.pairs(conn, plan.evaluation_id)] == [0, 0]
-        assert eval_store.get(conn, plan.evaluation_id)["status"] == "stopped"
+        assert [r["attempts"] for r in store.evaluations.pairs(conn, plan.evaluation_id)] == [0, 0]
+        assert store.evaluations.get(conn, plan.evaluation_id)["status"] == "stopped"
 
 
 def test_the_cli_starts_an_evaluation_and_prints_its_summary(fakes, monkeypatch, capsys) -> None:
@@ -441,4 +440,4 @@ def test_the_day_s_budget_stops_an_evaluation_before_any_call(fakes, monkeypatch
     assert run.stopped is not None and "day's LLM budget" in run.stopped
     assert _calls_of(fakes, "deepseek-flash") == 0 and _ledger(plan.evaluation_id) == (0, 0.0)
     with db.connect() as conn:
-        assert [r["status"] for r in eval_store.pairs(conn, plan.evaluation_id)] == [eval_store.PENDING] * 12
+        assert [r["status"] for r in store.evaluations.pairs(conn, plan.evaluation_id)] == [store.evaluations.PENDING] * 12

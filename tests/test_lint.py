@@ -36,6 +36,21 @@ def test_no_function_of_the_dag_or_include_is_over_60_lines():
     assert long == {}
 
 
+MAX_DOCSTRING_LINES = 11  # a docstring says why; the rules it would spell out are docs/'s, the figures benchmarks'
+
+
+def test_no_docstring_of_the_product_runs_to_12_lines():
+    # scripts/ are left out: a script's module docstring is its usage text, what it prints and how to run it
+    long = {}
+    for path in [*(REPO / "include").rglob("*.py"), *(REPO / "dags").rglob("*.py"), *(REPO / "plugins").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                doc = ast.get_docstring(node, clean=False)
+                if doc and len(doc.strip().splitlines()) > MAX_DOCSTRING_LINES:
+                    long[f"{path.relative_to(REPO)}:{getattr(node, 'name', '<module>')}"] = len(doc.strip().splitlines())
+    assert long == {}
+
+
 # A reference to another project's tracker is a fact about that project: ``apache/airflow#73428``, ``we-mp-rss
 # #149, #311`` or ``we-mp-rss PR #437``. Any other issue number is our own tracker's: history, for the commits.
 UPSTREAM_REFERENCE = re.compile(r"(?:apache/airflow|we-mp-rss)(?:\s+(?:PR|issues?))?\s*#\d+(?:\s*,\s*#\d+)*")

@@ -319,16 +319,13 @@ def _plain(char: str) -> str:
 
 def defang(text: str, readable: Iterable[str] = ()) -> str:
     """``text`` with every URL, host name and e-mail domain turned into text no channel makes a link of:
-    ``https://evil.example/x`` → ``hxxps://evil[.]example/x``, ``www.evil.example`` → ``www[.]evil[.]example``,
-    ``javascript:`` → ``javascript[:]``; look-alikes first written plainly (``ｅｖｉｌ．ｃｏｍ``, ``evil﹒com``,
-    ``evil․com``, ``evil\u200b.com`` are ``evil[.]com``).
+    ``https://evil.example/x`` → ``hxxps://evil[.]example/x``, ``javascript:`` → ``javascript[:]``; look-alike
+    dots first written plainly (``ｅｖｉｌ．ｃｏｍ``, ``evil﹒com``, ``evil\u200b.com`` are ``evil[.]com``).
 
-    A push's lines carry what an article and the LLM wrote (summaries, titles, reasons); WeCom, Telegram and
-    e-mail clients link bare URLs and host names by themselves, so plain text is not enough: an article could
-    make the model write a phishing URL into the push. The push's own link (``Message.link``) is added after,
-    untouched. Idempotent. A ticker with an exchange suffix (``600519.SH``) reads as a host name (``.sh`` is a
-    real TLD) and is defanged like one, unless it is among ``readable``: the radar's own tickers, the targets it
-    resolved, which are no links (only ticker-shaped entries count there).
+    WeCom, Telegram and e-mail clients link bare URLs and host names by themselves, so an article could make the
+    model write a phishing URL into a push. The push's own link is added after, untouched. Idempotent. A ticker
+    such as ``600519.SH`` reads as a host name (``.sh`` is a TLD) unless it is in ``readable``: the targets the
+    radar resolved, which are no links.
     """
     text = "".join(map(_plain, text.translate(_INVISIBLE))) if _LOOKALIKE.search(text) else text.translate(_INVISIBLE)
     text = _IPV4.sub(lambda m: m.group(0).replace(".", "[.]"), text)

@@ -1,21 +1,11 @@
 """A shadow evaluation: a candidate set-up (model, thinking, reasoning effort, prompt version, its own connection)
 answers a bounded sample of the reader's stored articles, so the choice of model rests on evidence.
 
-The candidate's answers go through what a slot's do — the retry ladder, the schema, the evidence check and its
-repair rung, the conservative settling of a contradiction (analyst.py, evidence.py) — and are stored apart
-(store/evaluations.py): nothing that pushes, ranks, reports or keeps the track record reads them.
-
-Spend is real money, so:
-
-- the cost of the sample is estimated before any call (each article's own analysis's tokens, or its length when
-  those are unknown, all as cache misses at peak rates: an over-estimate) and the evaluation is **refused** when
-  the estimate is over its cap;
-- every answered ladder goes to the spend ledger under the evaluation (purpose ``evaluation``), so the day's
-  budget counts it, and the evaluation stops (resumable) when its own spend, or the day's, reaches its limit;
-- articles are claimed like a slot's (a lease renewed while the run lives, the attempt limit, an answered
-  article never claimed again): a run started again after a crash pays only for what was not answered;
-- calls share the slots' rate-limit state (ratelimit.py) and at most ``llm_concurrency / analysis_tasks`` run
-  at once.
+The candidate's answers go through what a slot's do (the retry ladder, the schema, the evidence check and its
+repair rung) and are stored apart (store/evaluations.py): nothing that pushes, ranks, reports or keeps the track
+record reads them. Spend is real money, so the estimate is checked against the cap before any call, every ladder
+goes to the spend ledger, and articles are claimed as a slot's are, so a resumed run pays only for what was not
+answered (the rules: docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -44,7 +34,6 @@ from include.radar.llm import (
 )
 from include.radar.schemas import ArticleAnalysis
 from include.radar.settings import Settings, check_secret, get_connection
-from include.radar.store import evaluations as eval_store
 
 log = logging.getLogger(__name__)
 
@@ -150,22 +139,22 @@ def start(connect: Callable[[], Any], settings: Settings, candidate: Candidate, 
     priced = candidate_settings(settings, candidate)
     since = (now or datetime.now(UTC)) - timedelta(days=sample.days)
     with connect() as conn:
-        evaluation_id = eval_store.create(conn, {
+        evaluation_id = store.evaluations.create(conn, {
             "created_by": created_by[:200], "model": candidate.model, "thinking": candidate.thinking,
             "reasoning_effort": candidate.reasoning_effort if candidate.thinking else None,
             "prompt_version": candidate.prompt_version, "conn_id": candidate.conn_id, "days": sample.days,
             "sample_size": sample.size, "only_with": sample.only_with, "cap": cap, "currency": settings.deepseek_currency,
         })
-        rows = eval_store.sample(conn, since=since, size=sample.size, only_with=sample.only_with)
-        eval_store.add_items(conn, evaluation_id, rows)
+        rows = store.evaluations.sample(conn, since=since, size=sample.size, only_with=sample.only_with)
+        store.evaluations.add_items(conn, evaluation_id, rows)
         cost = estimate(rows, priced)
         refused = None
         if cost > cap:
             money = priced.price_table().money
             refused = f"estimated {money(cost)} for {len(rows)} articles is over the cap of {money(cap)}: no call made"
-            eval_store.set_status(conn, evaluation_id, "refused", refused, estimate=cost)
+            store.evaluations.set_status(conn, evaluation_id, "refused", refused, estimate=cost)
         else:
-            eval_store.set_status(conn, evaluation_id, "planned", f"{len(rows)} articles sampled", estimate=cost)
+            store.evaluations.set_status(conn, evaluation_id, "planned", f"{len(rows)} articles sampled", estimate=cost)
         conn.commit()
     log.info("evaluation %s of %s: %d articles, estimated %.4f %s%s", evaluation_id, candidate.label, len(rows), cost,
              settings.deepseek_currency, f"; refused: {refused}" if refused else "")
@@ -205,7 +194,7 @@ def default_claimer() -> str:
 
 class _Keeper:
     """Renews the leases of the claims ``owner`` holds while the run lives (a dead run's run out within
-    ``eval_store.LEASE`` and a later run takes them over)."""
+    ``store.evaluations.LEASE`` and a later run takes them over)."""
 
     def __init__(self, connect: Callable[[], Any], owner: str, every: float = 30.0) -> None:
         self.connect, self.owner, self.every = connect, owner, every
@@ -224,7 +213,7 @@ class _Keeper:
         while not self._stop.wait(self.every):
             try:
                 with self.connect() as conn:
-                    eval_store.renew(conn, self.owner)
+                    store.evaluations.renew(conn, self.owner)
             except Exception:
                 log.warning("evaluation claims of %s: renewing failed; trying again", self.owner, exc_info=True)
 
@@ -251,13 +240,13 @@ def run(connect: Callable[[], Any], settings: Settings, evaluation_id: int, *,
     ``claimer`` owns the claims (this process by default); ``deadline`` (``time.monotonic()``) bounds the run:
     what is left stays pending."""
     with connect() as conn:
-        row = eval_store.get(conn, evaluation_id)
+        row = store.evaluations.get(conn, evaluation_id)
         if row is None:
             raise EvaluationError(f"no evaluation {evaluation_id}")
         if row["status"] == "refused":
             return Run(evaluation_id, {}, row["note"])
-        items = eval_store.open_items(conn, evaluation_id, settings.max_analysis_attempts)
-        eval_store.set_status(conn, evaluation_id, "running", row["note"])
+        items = store.evaluations.open_items(conn, evaluation_id, settings.max_analysis_attempts)
+        store.evaluations.set_status(conn, evaluation_id, "running", row["note"])
         profile = focus.from_row(store.get_profile(conn))
         conn.commit()
     candidate = candidate_of(row)
@@ -283,14 +272,14 @@ def run(connect: Callable[[], Any], settings: Settings, evaluation_id: int, *,
 
 def _finish(connect: Callable[[], Any], evaluation_id: int, counts: dict[str, int], stopped: str | None) -> Run:
     with connect() as conn:
-        row = eval_store.get(conn, evaluation_id)
+        row = store.evaluations.get(conn, evaluation_id)
         assert row is not None
         left = int(row["items"]) - int(row["answered"]) - int(row["failed"])
         if stopped is None and left > 0:
             stopped = f"{left} articles not answered yet (held by another run): run it again to finish"
         note = stopped or (f"{row['answered']} answered, {row['failed']} failed" +
                            (" (run it again to retry those with attempts left)" if row["failed"] else ""))
-        eval_store.set_status(conn, evaluation_id, "stopped" if stopped else "done", note)
+        store.evaluations.set_status(conn, evaluation_id, "stopped" if stopped else "done", note)
     log.info("evaluation %s: %s (%s)", evaluation_id, note, ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
     return Run(evaluation_id, counts, stopped)
 
@@ -319,7 +308,7 @@ class _Job:
 
     def _limits(self, conn: Any) -> None:
         """Stop before a claim when the evaluation's cap or the day's budget would be passed."""
-        spent = eval_store.spent(conn, self.evaluation_id)
+        spent = store.evaluations.spent(conn, self.evaluation_id)
         money = self.settings.price_table().money
         if spent + self.per_article > self.cap:
             raise _Stop(f"the evaluation's cap of {money(self.cap)} is reached ({money(spent)} spent); "
@@ -334,7 +323,7 @@ class _Job:
         item_id = item["item_id"]
         with self.connect() as conn:
             self._limits(conn)
-            claim = eval_store.claim(conn, self.evaluation_id, item_id, claimer=self.owner,
+            claim = store.evaluations.claim(conn, self.evaluation_id, item_id, claimer=self.owner,
                                      max_attempts=self.settings.max_analysis_attempts)
             conn.commit()
         if claim.state != "claimed":
@@ -370,7 +359,7 @@ class _Job:
         result, verdict = evidence.settle(answer.value, source, threshold)  # type: ignore[arg-type]
         with self.connect() as conn:
             self._spend(conn, attempt_id, usage)
-            return eval_store.store_answer(conn, attempt_id, {
+            return store.evaluations.store_answer(conn, attempt_id, {
                 "score": result.score, "has_opportunity": result.has_opportunity, "top_type": result.top_type,
                 "summary": result.summary,
                 "result_json": {**result.model_dump(mode="json"), "checks": evidence.record(verdict)},
@@ -386,7 +375,7 @@ class _Job:
         if not usage.answered or attempt_id in self._paid:
             return
         prices = self.settings.price_table()
-        eval_store.record_spend(conn, {
+        store.evaluations.record_spend(conn, {
             "spent_on": spending.today(), "evaluation_id": self.evaluation_id, "model": self.candidate.model,
             "calls": usage.calls, "answered": usage.answered, "peak_calls": usage.peak_calls(prices),
             "rate_limited": usage.rate_limited, "prompt_tokens": usage.prompt_tokens,
@@ -401,7 +390,7 @@ class _Job:
         try:
             with self.connect() as conn:
                 self._spend(conn, attempt_id, usage)
-                eval_store.finish_attempt(conn, attempt_id, outcome, f"{exc.__class__.__name__}: {exc}", usage.calls)
+                store.evaluations.finish_attempt(conn, attempt_id, outcome, f"{exc.__class__.__name__}: {exc}", usage.calls)
                 conn.commit()
         except Exception:
             log.exception("evaluation %s: could not close attempt %s; its lease will expire", self.evaluation_id,

@@ -7,9 +7,8 @@ import argparse
 import functools
 from typing import Any
 
-from include.radar import analyst, db, evaluation, evaluation_report, redact
+from include.radar import analyst, db, evaluation, evaluation_report, redact, store
 from include.radar.settings import Settings, load_settings
-from include.radar.store import evaluations as eval_store
 
 COMMANDS = ("evaluate", "evaluation")
 
@@ -59,7 +58,7 @@ def handle(args: argparse.Namespace) -> int:
             if not 0 <= args.cap < 1e6:
                 raise evaluation.EvaluationError("cap: a non-negative amount")
             with connect() as conn:
-                eval_store.set_cap(conn, evaluation_id, args.cap)
+                store.evaluations.set_cap(conn, evaluation_id, args.cap)
     result = evaluation.run(connect, settings, evaluation_id)
     if result.stopped:
         print(f"stopped: {result.stopped}")
@@ -75,7 +74,7 @@ def _candidate(args: argparse.Namespace, settings: Settings) -> evaluation.Candi
 def _show(connect: Any, evaluation_id: int | None, money: Any) -> int:
     with connect() as conn:
         if evaluation_id is None:
-            for row in eval_store.listing(conn):
+            for row in store.evaluations.listing(conn):
                 print(f"{row['id']:>5}  {row['created_at']:%Y-%m-%d %H:%M}  {row['model']:<18} {row['status']:<8} "
                       f"{row['answered']}/{row['items']} answered, spent {money(row['spent'])} of {money(row['cap'])}")
             return 0

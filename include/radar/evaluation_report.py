@@ -15,7 +15,6 @@ from typing import Any
 
 from include.radar import agreement, evaluation_market, outcomes, store
 from include.radar.market import instruments
-from include.radar.store import evaluations as eval_store
 
 DISAGREEMENTS = 10
 
@@ -103,9 +102,9 @@ def _direction(value: Any) -> str | None:
 def summarise(evaluation: dict[str, Any], rows: list[dict[str, Any]], names: Mapping[str, list[Any]] | None,
               ledger_cost: float = 0.0) -> Summary:
     """The summary of one evaluation from its rows (store.evaluations.pairs); pure."""
-    done = [r for r in rows if r["status"] == eval_store.DONE and r["analysis_id"] is not None]
-    out = Summary(evaluation, compared=len(done), failed=sum(1 for r in rows if r["status"] == eval_store.FAILED),
-                  pending=sum(1 for r in rows if r["status"] in (eval_store.PENDING, eval_store.CLAIMED)),
+    done = [r for r in rows if r["status"] == store.evaluations.DONE and r["analysis_id"] is not None]
+    out = Summary(evaluation, compared=len(done), failed=sum(1 for r in rows if r["status"] == store.evaluations.FAILED),
+                  pending=sum(1 for r in rows if r["status"] in (store.evaluations.PENDING, store.evaluations.CLAIMED)),
                   candidate_ledger=ledger_cost)
     current = [int(r["b_score"]) for r in done]
     cand = [int(r["c_score"]) for r in done]
@@ -168,15 +167,15 @@ def _disagreements(rows: list[dict[str, Any]]) -> list[Disagreement]:
 def load(conn: Any, evaluation_id: int, now: datetime | None = None) -> Summary | None:
     """The summary of an evaluation as stored ``now``, with the market's verdict on both set-ups' picks from the
     track record's cache; None when there is no such evaluation."""
-    evaluation = eval_store.get(conn, evaluation_id)
+    evaluation = store.evaluations.get(conn, evaluation_id)
     if evaluation is None:
         return None
     listed = store.track.listings(conn)
     names = instruments.name_index(listed) if listed else None
-    ledger = eval_store.ledger(conn, evaluation_id)
-    rows = eval_store.pairs(conn, evaluation_id)
+    ledger = store.evaluations.ledger(conn, evaluation_id)
+    rows = store.evaluations.pairs(conn, evaluation_id)
     summary = summarise(evaluation, rows, names, float(ledger["cost"]))
-    done = [r for r in rows if r["status"] == eval_store.DONE and r["analysis_id"] is not None]
+    done = [r for r in rows if r["status"] == store.evaluations.DONE and r["analysis_id"] is not None]
     summary.market = evaluation_market.measure(conn, done, names, now or datetime.now(UTC))
     return summary
 

@@ -18,7 +18,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from include.radar import store
-from include.radar.store import retention as retention_store
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +52,13 @@ def prune(connect: Callable[[], Any], *, keep_days: int, now: datetime, batch: i
     pruned = batches = 0
     while time.monotonic() - started < seconds:
         with connect() as conn:
-            done = retention_store.prune_bodies(conn, limit, batch)
+            done = store.retention.prune_bodies(conn, limit, batch)
         if not done:
             break
         pruned += done
         batches += 1
     with connect() as conn:
-        remaining = retention_store.unpruned_before(conn, limit)
+        remaining = store.retention.unpruned_before(conn, limit)
     return Pruned(pruned, batches, remaining, round(time.monotonic() - started, 3))
 
 
@@ -76,7 +75,7 @@ def daily(connect: Callable[[], Any], settings: Any, slot: dict[str, Any], now: 
     keep = settings.retention_days
     run = prune(connect, keep_days=keep, now=now, seconds=seconds) if keep else None
     with connect() as conn:
-        held = retention_store.footprint(conn)
+        held = store.retention.footprint(conn)
         status = {"at": datetime.now(UTC).isoformat(), "retention_days": keep, **held,
                   "last": asdict(run) if run else None}
         store.update_status(conn, STATUS_KEY, lambda _old: status)

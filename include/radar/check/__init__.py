@@ -1,15 +1,10 @@
-"""``cli check``: one command that says whether a deployment will work, one line per check.
+"""``cli check``: one command that says whether a deployment will work, one line per check (docs/check.md).
 
-It reads the settings and the connections the tasks read (settings.py, connections.py, db.py) and tries each
-with a real, cheap call: the radar's database (and the pages' login), Airflow's metadata (the pool, the DAG),
-WeRSS (one login at most, never retried: five refused logins lock its account), DeepSeek (its model list; a
-paid completion only with ``--llm-call``), the push channels (parsed; one test message each only with
-``--send-test``), the signed links and the market-data source. Every call is bounded by ``--timeout``.
-
-A line is a :class:`Line`: ✓ works, ! works but wants a look, ✗ will not work; a line that is not ✓ says what
-to do. Lines pass through redact.scrub before they are printed or stored, so no secret leaves. The result is
-kept in service_state under :data:`STATE_KEY` (which the pages' login may read) for the health panel; that row
-and the optional test pushes are all the check writes.
+It reads the settings and connections the tasks read and tries each with a real, cheap call, bounded by
+``--timeout``; WeRSS gets one login at most, never retried (five refused logins lock its account). A
+:class:`Line` is ✓ works, ! works but wants a look, ✗ will not work, and says what to do when not ✓. Lines pass
+through redact.scrub before they are printed or stored, so no secret leaves; the result row in service_state
+(:data:`STATE_KEY`, for the health panel) and the optional test pushes are all the check writes.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Like against like: the basis a pick's excess return is measured on (pure: keys and bars in, bars and words out).
 
-Stocks and ETFs are backward-adjusted (a dividend is reinvested), so their benchmark should be a **total-return**
-index: the CSI 300's (``H00300``, 沪深300全收益, from CSI's own series). Where the library has no total-return
-series — the Hang Seng, the Shenwan industry indices — the benchmark stays a price index and every excess figure
-it gives is biased upward by the benchmark's dividend yield over the window: ``excess_bias`` says so, beside the
-figure. An index measured against a price index is like against like (neither counts dividends).
-
-CSI publishes the total-return index once a day, with its close only (akshare's own note on the call): its opens
-and its 5-minute prices are the price index's scaled by the day's ratio of the two closes. Within a day the two
-move together (the day's dividends are a fixed number of index points, a few hundredths of a per cent of it),
-so the scaled price is the total-return index's at that moment to well under a basis point.
+Stocks and ETFs are backward-adjusted (dividends reinvested), so their benchmark is the CSI 300 total-return
+index (``H00300``); where the library has no total-return series (Hang Seng, Shenwan) the benchmark stays a
+price index and ``excess_bias`` says beside the figure that it is biased upward. CSI publishes H00300's close
+only, so its opens and 5-minute prices are the price index's scaled by the day's ratio of the two closes, which
+within a day is the total-return index's to well under a basis point (docs/track-record.md).
 """
 
 from __future__ import annotations

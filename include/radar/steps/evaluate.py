@@ -8,9 +8,8 @@ import logging
 import time
 from typing import Any
 
-from include.radar import analyst, evaluation, evaluation_report
+from include.radar import analyst, evaluation, evaluation_report, store
 from include.radar.runtime import ConfigurationError, Runtime
-from include.radar.store import evaluations as eval_store
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +35,7 @@ def evaluate(rt: Runtime, params: dict[str, Any], *, attempt: tuple[str, int, in
             evaluation_id = plan.evaluation_id
         elif params.get("cap"):
             with rt.connect() as conn:
-                eval_store.set_cap(conn, int(evaluation_id), float(params["cap"]))
+                store.evaluations.set_cap(conn, int(evaluation_id), float(params["cap"]))
     except (evaluation.EvaluationError, ValueError, TypeError) as exc:
         raise ConfigurationError(f"evaluation params: {exc}") from exc
     owner = "|".join((run_id or "manual", *(str(a) for a in attempt))) if attempt else None

@@ -2,16 +2,16 @@
 
 Every function takes an open psycopg connection (``db.connect()``) and leaves committing to the caller's
 ``with`` block; idempotency rests on the schema's unique keys (``ON CONFLICT``: a duplicate is an answer, not
-an error). Callers use ``store.<name>``, and ``store.track.<name>`` for the track record's room, whose many
-names speak of the market (``calendar``, ``listings``, ``bars_of``). The rooms: ``slot_runs``, ``articles``
+an error). Callers use ``store.<name>``, and ``store.<room>.<name>`` for the rooms whose names would be unclear
+alone: ``track`` (``calendar``, ``listings``, ``bars_of`` speak of the market), ``evaluations``, ``retention``. The rooms: ``slot_runs``, ``articles``
 (accounts and articles), ``claims`` (claims, leases, attempts), ``analyses``, ``pushes`` (the notification log),
 ``events``, ``focus`` (profile, rules, feedback), ``searching``, ``trends``, ``reports`` (the daily report and
-the pages' queries), ``operations`` (spend, deferrals, alerts), ``weekly``, ``track`` and ``state``.
+the pages' queries), ``operations`` (spend, deferrals, alerts), ``weekly``, ``state``, ``track``, ``evaluations`` and ``retention``.
 """
 
 from __future__ import annotations
 
-from include.radar.store import track  # noqa: F401 - reached as store.track.<name>
+from include.radar.store import evaluations, retention, track  # noqa: F401 - reached as store.<room>.<name>
 from include.radar.store.analyses import (  # noqa: F401
     analysis_brief,
     analysis_for_hash,

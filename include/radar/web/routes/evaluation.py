@@ -11,8 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
-from include.radar import evaluation_report
-from include.radar.store import evaluations as eval_store
+from include.radar import evaluation_report, store
 from include.radar.web.auth import PageError, Reader, ReaderDep
 from include.radar.web.runtime import get_pages, get_resources, page_links
 from include.radar.web.views import evaluation as views
@@ -36,7 +35,7 @@ router = APIRouter()
 def evaluations(request: Request, reader: OperatorDep) -> HTMLResponse:
     resources = get_resources(request)
     with resources.connect() as conn:
-        rows = eval_store.listing(conn)
+        rows = store.evaluations.listing(conn)
     return get_pages(request).render(request, "evaluation.html", settings=resources.settings(), reader=reader,
                                      links=page_links(request), listed=[views.listed(r) for r in rows], summary=None)
 
