@@ -235,6 +235,17 @@ def test_plain_http_links_on_a_public_host_fail(good, monkeypatch) -> None:
         "✗ links · report_base_url: http://radar.example.com/radar is plain http on a host other than this machine")
 
 
+def test_the_lifetime_line_says_what_a_link_and_its_session_open(good, monkeypatch) -> None:
+    _, lines = check()
+    assert line(lines, "✓ links · lifetime") == (
+        "✓ links · lifetime: signed links are valid 7 days; in its first 24 h a link also opens a 30-min read session "
+        "(reading only, no votes)")
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_LINK_SESSION_MINUTES", "0")
+    _, lines = check()
+    assert line(lines, "✓ links · lifetime") == (
+        "✓ links · lifetime: signed links are valid 7 days; a link opens its own page only (no read session)")
+
+
 def test_no_secret_reaches_the_output_or_the_stored_result(good, monkeypatch, conn) -> None:
     secrets = ["werss-password-Q9x7", "sk-deepseek-Z8y6w5", "test-link-secret-0123456789abcdef01"]
     monkeypatch.setenv("AIRFLOW_CONN_WERSS_DEFAULT", json.dumps({

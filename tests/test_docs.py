@@ -117,6 +117,12 @@ def test_the_migrations_the_docs_name_exist() -> None:
     assert sorted(named - files) == []
 
 
+def test_a_transcript_s_count_of_migrations_is_today_s() -> None:
+    files = list((REPO / "include" / "radar" / "migrations").glob("*.sql"))
+    counts = {int(n) for page in PAGES for n in re.findall(r"migrated: (\d+) migrations applied", _text(page))}
+    assert counts == {len(files)}  # docs/check.md's transcript says it
+
+
 def test_the_readmes_actions_are_the_trigger_forms() -> None:
     from include.radar.decide import ACTIONS
 

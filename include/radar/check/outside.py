@@ -152,8 +152,8 @@ def link_lines(settings: Settings, problem: SettingsError | None) -> list[Line]:
         size = len(settings.link_secret.get_secret_value().encode())
         lines = [ok(LINKS, "link secret strength", f"{size} bytes (at least {MIN_LINK_SECRET_BYTES})")]
     lines.append(_base_url_line(settings.report_base_url))
-    session = (f"; a link opens a {settings.link_session_minutes}-min read session" if settings.link_session_minutes
-               else "; no read session")
+    session = (f"; in its first 24 h a link also opens a {settings.link_session_minutes}-min read session (reading "
+               "only, no votes)" if settings.link_session_minutes else "; a link opens its own page only (no read session)")
     lines.append(ok(LINKS, "lifetime", f"signed links are valid {settings.remember_me_days} days{session}"))
     return lines
 
