@@ -19,6 +19,14 @@ from tests.test_trust_web import _app
 FORM = 'class="fb-form"'
 
 
+def _tokens(html: str, analysis_id: int) -> dict[str, str]:
+    """The signed fields (exp, tok) of the first vote form aimed at ``analysis_id`` on a page."""
+    form = re.search(rf'action="/analysis/{analysis_id}/feedback" class="fb-form">(.*?)</form>', html, re.S)
+    assert form is not None
+    fields = dict(re.findall(r'name="(\w+)" value="([^"]*)"', form.group(1)))
+    return {"exp": fields["exp"], "tok": fields["tok"]}
+
+
 def _two_days(seed: Seeder) -> dict[str, int]:
     today = seed.slot(DAY, "07:00", new=1)
     mine = seed.article(today, "储能集采放量", 81, account="储能前沿")
@@ -47,6 +55,10 @@ def test_a_read_session_shows_no_vote_forms_and_casts_no_vote(seed: Seeder, db_u
     # a link to one analysis votes on that analysis
     own = client.get(signed(f"/analysis/{ids['mine']}"))
     assert FORM in own.text and re.search(rf'action="/analysis/{ids["mine"]}/feedback"', own.text)
+    # and a vote posted with the cookie alone, or with the token of the link's own analysis, is refused
+    for data in ({"verdict": "down"}, {"verdict": "down", **_tokens(own.text, ids["mine"])}):
+        refused = client.post(f"/analysis/{ids['other']}/feedback", data=data, follow_redirects=False)
+        assert refused.status_code == 403, data
     assert store.feedback_of(conn, [ids["mine"], ids["other"]]) == {}
 
 

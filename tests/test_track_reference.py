@@ -41,6 +41,12 @@ def test_a_hong_kong_push_before_the_auction_gets_that_day_s_open() -> None:
     assert (ref.day, ref.kind, ref.price) == (HALF_DAY, "open", 372.0)
 
 
+def test_a_hong_kong_push_during_the_auction_gets_the_next_session_s_open() -> None:
+    # Hong Kong's opening auction runs 09:00-09:20 and fixes the open: a 09:25 push could not have had it
+    ref = outcomes.reference(shanghai(2025, 12, 23, 9, 25), HK, HK_DAYS, TENCENT, HSI_BARS, date(2026, 1, 30))
+    assert (ref.day, ref.kind) == (date(2025, 12, 24), "open")  # not 23 December's open
+
+
 # ----------------------------------------------------------------------------------- the opening auction
 
 CN_DAYS = weekdays(date(2026, 1, 19), date(2026, 3, 31), closed=tuple(date(2026, 2, d) for d in range(16, 24)))
