@@ -8,20 +8,28 @@ Resolution order for the database:
 
 The report pages connect with ``RADAR_PAGES_DATABASE_URL`` when it is set (docker compose: a login that
 reads everything and writes only the reader's own data, see roles.py), else as above.
+
+Connections come from a pool per process (psycopg_pool), one per database and session bounds.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
+import os
 import re
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import psycopg
 from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 log = logging.getLogger(__name__)
 
@@ -113,25 +121,92 @@ def session_options(statement_timeout_s: float | None, lock_timeout_s: float | N
     return " ".join(parts)
 
 
+CONNECT_TIMEOUT_S = 10
+# Connections a process keeps per database (the analyse task asks for its threads' worth, runtime.py); idle
+# ones close after POOL_IDLE_S so a quiet api-server or scheduler-side process holds none.
+POOL_SIZE = 10
+POOL_IDLE_S = 60.0
+
+
+class _Recording(psycopg.Connection):
+    """A connection class that remembers when its pool last failed to connect, and why: a caller waiting for
+    a connection then fails at once with the server's own reason instead of waiting out the pool's timeout."""
+
+    failures: dict[str, tuple[float, psycopg.OperationalError]] = {}
+
+    @classmethod
+    def connect(cls, conninfo: str = "", **kwargs: Any) -> _Recording:  # type: ignore[override]
+        try:
+            return super().connect(conninfo, **kwargs)
+        except psycopg.OperationalError as exc:
+            cls.failures[conninfo] = (time.monotonic(), exc)
+            raise
+
+
+_pools: dict[tuple[int, str, str], ConnectionPool] = {}
+_pools_lock = threading.Lock()
+
+
+def pool(target: str, options: str, size: int = POOL_SIZE) -> ConnectionPool:
+    """This process's pool for ``target`` with the session ``options``, at least ``size`` connections large.
+    Keyed by the process id too: a forked child never borrows its parent's sockets."""
+    key = (os.getpid(), target, options)
+    with _pools_lock:
+        found = _pools.get(key)
+        if found is None:
+            found = _pools[key] = ConnectionPool(
+                target, connection_class=_Recording, min_size=0, max_size=size, open=True,
+                timeout=CONNECT_TIMEOUT_S, max_idle=POOL_IDLE_S, check=ConnectionPool.check_connection,
+                name=f"radar-{len(_pools)}", num_workers=2,
+                kwargs={"row_factory": dict_row, "connect_timeout": CONNECT_TIMEOUT_S, "autocommit": False,
+                        "options": options, **KEEPALIVES},
+            )
+        elif found.max_size < size:
+            found.resize(0, size)
+    return found
+
+
+@atexit.register
+def close_pools() -> None:
+    """Close this process's pools (their connections end cleanly rather than by the process's exit)."""
+    with _pools_lock:
+        mine = [key for key in _pools if key[0] == os.getpid()]
+        closing = [_pools.pop(key) for key in mine]
+    for each in closing:
+        each.close(timeout=1.0)
+
+
+def _borrow(target: str, shared: ConnectionPool) -> psycopg.Connection:
+    """A connection of ``shared``, or DatabaseUnavailable as soon as the pool fails to connect."""
+    asked = time.monotonic()
+    deadline = asked + CONNECT_TIMEOUT_S
+    while True:
+        try:
+            return shared.getconn(timeout=min(0.25, max(0.01, deadline - time.monotonic())))
+        except PoolTimeout:
+            failed = _Recording.failures.get(target)
+            if failed is not None and failed[0] >= asked:
+                raise DatabaseUnavailable(f"cannot reach the radar database at {redact(target)}: {failed[1]}") from None
+            if time.monotonic() >= deadline:
+                raise DatabaseUnavailable(f"no connection to the radar database at {redact(target)} within "
+                                          f"{CONNECT_TIMEOUT_S} s ({shared.max_size} in use)") from None
+
+
 @contextmanager
 def connect(
     url: str | None = None, *, statement_timeout_s: float | None = STATEMENT_TIMEOUT_S,
-    lock_timeout_s: float | None = LOCK_TIMEOUT_S,
+    lock_timeout_s: float | None = LOCK_TIMEOUT_S, pool_size: int = POOL_SIZE,
 ) -> Iterator[psycopg.Connection]:
-    """A transaction-scoped connection with dict rows; commits on success, rolls back on error."""
+    """A transaction-scoped connection with dict rows from this process's pool; commits on success, rolls
+    back on error, then goes back to the pool (or is replaced, when it broke)."""
     target = url or database_url()
-    try:
-        conn = psycopg.connect(
-            target, row_factory=dict_row, connect_timeout=10, autocommit=False,
-            options=session_options(statement_timeout_s, lock_timeout_s), **KEEPALIVES,
-        )
-    except psycopg.OperationalError as exc:
-        raise DatabaseUnavailable(f"cannot reach the radar database at {redact(target)}: {exc}") from exc
+    shared = pool(target, session_options(statement_timeout_s, lock_timeout_s), pool_size)
+    conn = _borrow(target, shared)
     try:
         with conn:
             yield conn
     finally:
-        conn.close()
+        shared.putconn(conn)
 
 
 def migration_files(directory: Path = MIGRATIONS_DIR) -> list[Path]:

@@ -54,8 +54,10 @@ class Runtime:
         return cls(settings=settings, database_url=url)
 
     def connect(self) -> Any:
+        # the analyse task's threads each hold one while storing, plus its claim keeper and the step records
         return db.connect(self.database_url, statement_timeout_s=self.settings.db_statement_timeout_seconds,
-                          lock_timeout_s=self.settings.db_lock_timeout_seconds)
+                          lock_timeout_s=self.settings.db_lock_timeout_seconds,
+                          pool_size=self.settings.llm_concurrency + 4)
 
     def werss(self) -> WeRSSClient:
         # ingest.py cleans HTML (bs4 and lxml, 13 MB): only the task that ingests loads it, not every step,

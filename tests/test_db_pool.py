@@ -1,0 +1,92 @@
+"""The radar's connections come from a pool per process: reused, bounded like a fresh one, replaced when they
+break, never shared with a forked child, and a dead server still fails at once with its own reason.
+
+Room: db.py.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import psycopg
+import pytest
+
+from include.radar import db
+
+
+def _backend(url: str, **bounds) -> int:
+    with db.connect(url, **bounds) as conn:
+        return conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]
+
+
+def test_a_process_reuses_its_connection_across_transactions(db_url) -> None:
+    assert _backend(db_url) == _backend(db_url) == _backend(db_url)
+    # other session bounds are another pool: a migration's unbounded session never lends its settings
+    assert _backend(db_url, statement_timeout_s=None, lock_timeout_s=None) != _backend(db_url)
+
+
+def test_a_pooled_connection_keeps_its_statement_and_lock_timeouts(db_url) -> None:
+    for _ in range(2):  # the first connection and the same one again
+        with db.connect(db_url, statement_timeout_s=7, lock_timeout_s=3) as conn:
+            shown = conn.execute("SELECT current_setting('statement_timeout') AS s, "
+                                 "current_setting('lock_timeout') AS l").fetchone()
+            assert (shown["s"], shown["l"]) == ("7s", "3s")
+            conn.execute("SET LOCAL statement_timeout = '1s'")  # a page's own bound ends with its transaction
+    with db.connect(db_url, statement_timeout_s=7, lock_timeout_s=3) as conn:
+        assert conn.execute("SELECT current_setting('statement_timeout') AS s").fetchone()["s"] == "7s"
+
+
+def test_an_error_rolls_back_and_the_connection_comes_back_clean(db_url, conn) -> None:
+    with pytest.raises(RuntimeError), db.connect(db_url) as first:
+        first.execute("INSERT INTO service_state (key, value) VALUES ('pool-test', '{}')")
+        raise RuntimeError("the step failed")
+    with db.connect(db_url) as again:
+        assert again.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert again.execute("SELECT count(*) AS n FROM service_state WHERE key = 'pool-test'").fetchone()["n"] == 0
+
+
+def test_a_connection_the_server_ended_is_replaced_not_lent(db_url) -> None:
+    killed = _backend(db_url)
+    with psycopg.connect(db_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (killed,))
+    time.sleep(0.2)
+    fresh = _backend(db_url)  # the pool's check finds the dead one and connects anew
+    assert fresh != killed
+
+
+def test_a_forked_child_opens_its_own_connection(db_url) -> None:
+    parent = _backend(db_url)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        try:
+            os.write(write, str(_backend(db_url)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    in_child = int(os.read(read, 32) or b"0")
+    os.close(read)
+    assert in_child not in (0, parent)
+    assert _backend(db_url) == parent  # and the parent's connection survived the child's exit
+
+
+def test_a_dead_server_fails_at_once_with_its_reason_and_no_password() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"postgresql://radar:s3cret@127.0.0.1:{port}/radar"
+    started = time.monotonic()
+    with pytest.raises(db.DatabaseUnavailable) as caught, db.connect(url):
+        pass
+    assert time.monotonic() - started < 3  # not the pool's 10-second wait
+    assert "refused" in str(caught.value) and "s3cret" not in str(caught.value) and "radar:***@" in str(caught.value)
+
+
+def test_the_analyse_tasks_pool_grows_with_the_llm_concurrency(db_url) -> None:
+    options = db.session_options(db.STATEMENT_TIMEOUT_S, db.LOCK_TIMEOUT_S)
+    assert db.pool(db_url, options, 4).max_size >= 4
+    assert db.pool(db_url, options, 24).max_size == 24  # resized, never shrunk below what a task asked
+    assert db.pool(db_url, options, 4).max_size == 24
