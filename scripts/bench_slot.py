@@ -16,7 +16,10 @@ L and LLM concurrency C it empties the radar database, triggers one slot and pri
 - peak memory: of Airflow's whole process tree (scheduler, api-server, dag-processor, triggerer, task
   processes; proportional set size, shared pages counted once) and the largest RSS of a single process;
 - WeRSS detail calls, LLM calls (both must equal N: nothing fetched or paid twice, no re-ask) and pushes
-  (exactly one: the slot's best opportunity).
+  (exactly one: the slot's best opportunity);
+- sessions: the connections the run opened to the radar database (``pg_stat_database.sessions``), per article;
+- the goals, each ✓ or ✗: at most 2 connections per article; at L = 0 a fixed part ≤ 5 s and ≤ 0.03 s per
+  article; wall / ideal ≤ 1.15 at N = 50, C = 8, L = 5 s and ≤ 1.2 at N = 200, C = 16, L = 5 s.
 
     make bench-slot                                        # N = 10, 50, 200; L = 0, 5 s; C = default, 8
     make bench-slot ARGS="--sizes 50 --latencies 5 --concurrency 8"
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import psycopg
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -137,6 +141,7 @@ def one_run(n: int, latency: float, concurrency: int | None, index: int, slot_ep
     else:
         airflow("variables", "set", "radar_llm_concurrency", str(concurrency), env=env)
     run_id = f"bench_{index}_{int(time.time())}"
+    before = sessions(url)
     sampler.reset()
     airflow("dags", "trigger", DAG_ID, "--run-id", run_id, env=env)
     with metadata() as meta:
@@ -151,6 +156,7 @@ def one_run(n: int, latency: float, concurrency: int | None, index: int, slot_ep
     analyses = [t for t in tis if t["task_id"] == "analyse" and t["start_date"] and t["end_date"]]
     phase = ((max(t["end_date"] for t in analyses) - min(t["start_date"] for t in analyses)).total_seconds()
              if analyses else 0.0)
+    opened = sessions(url) - before - 1  # less the count's own
     with db.connect(url) as conn:
         stored = conn.execute(
             "SELECT (SELECT count(*) FROM analysis_result) AS analyses, (SELECT count(*) FROM analysis_result "
@@ -163,8 +169,23 @@ def one_run(n: int, latency: float, concurrency: int | None, index: int, slot_ep
         "failed_tasks": sorted({t["task_id"] for t in tis if t["state"] == "failed"}),
         "details": sum(werss.detail_calls.values()), "llm": len(deepseek.requests),
         "pushes": len(sink.received) - pushed, **stored,
-        "rss_tree": sampler.tree, "rss_single": sampler.single,
+        "rss_tree": sampler.tree, "rss_single": sampler.single, "sessions": opened,
     }
+
+
+def sessions(url: str) -> int:
+    """Sessions ever opened to the database of ``url`` (the statistics are flushed within a second)."""
+    time.sleep(1.5)
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()").fetchone()[0]
+
+
+GOAL_SESSIONS, GOAL_FIXED, GOAL_SLOPE = 2.0, 5.0, 0.03
+GOAL_RATIOS = {(50, 8, 5.0): 1.15, (200, 16, 5.0): 1.2}
+
+
+def goal(text: str, met: bool) -> str:
+    return f"[bench-slot] goal {'✓' if met else '✗'} {text}"
 
 
 def fixed_and_slope(points: list[tuple[int, float]]) -> tuple[float, float] | None:
@@ -216,6 +237,7 @@ def main() -> int:
     subprocess.run(["airflow", "dags", "delete", "-y", DAG_ID], env=env, capture_output=True)  # earlier benches' runs
     proc = start(log_file, ["airflow", "standalone"], env)
     rows: list[str] = []
+    goals: list[str] = []
     walls: dict[int, list[tuple[int, float]]] = {}
     try:
         with metadata() as meta:
@@ -236,7 +258,7 @@ def main() -> int:
         sampler.start()
         header = (f"{'N':>4} {'L s':>4} {'C':>4} {'batches':>7} {'wall s':>7} {'queued':>6} {'phase s':>7} "
                   f"{'ideal s':>7} {'ratio':>6} {'phase':>6} {'PSS MB':>7} {'RSS MB':>7} {'detail':>6} {'LLM':>5} "
-                  f"{'opps':>5} {'push':>4} state")
+                  f"{'opps':>5} {'push':>4} {'conns':>5} {'/art':>5} state")
         print(header, flush=True)
         index = 0
         for latency in latencies:
@@ -256,10 +278,16 @@ def main() -> int:
                     line = (f"{n:>4} {latency:>4g} {c:>4} {r['batches']:>7} {r['wall']:>7.1f} {r['queued']:>6.1f} "
                             f"{r['phase']:>7.1f} {ideal:>7.1f} {ratio} {phase_ratio} {r['rss_tree'] / 2**20:>7.0f} "
                             f"{r['rss_single'] / 2**20:>7.0f} {r['details']:>6} {r['llm']:>5} {r['opportunities']:>5} "
-                            f"{r['pushes']:>4} {r['state']} {ok}"
+                            f"{r['pushes']:>4} {r['sessions']:>5} {r['sessions'] / n:>5.2f} {r['state']} {ok}"
                             + (f" failed: {','.join(r['failed_tasks'])}" if r["failed_tasks"] else ""))
                     rows.append(line)
                     print(line, flush=True)
+                    goals.append(goal(f"{r['sessions'] / n:.2f} connections per article ≤ {GOAL_SESSIONS:g} "
+                                      f"(N = {n}, L = {latency:g}, C = {c})", r["sessions"] / n <= GOAL_SESSIONS))
+                    wanted = GOAL_RATIOS.get((n, c, latency))
+                    if wanted is not None:
+                        goals.append(goal(f"wall / ideal {r['wall'] / ideal:.2f} ≤ {wanted:g} at N = {n}, C = {c}, "
+                                          f"L = {latency:g} s", r["wall"] / ideal <= wanted))
         sampler.running = False
     finally:
         stop([proc])
@@ -269,14 +297,18 @@ def main() -> int:
         if fit:
             fits.append(f"[bench-slot] at L = 0, C = {c}: a slot costs {fit[0]:.1f} s fixed + {fit[1]:.3f} s per "
                         f"article (least squares over N = {', '.join(str(n) for n, _ in points)})")
-    for line in fits:
+            goals.append(goal(f"fixed {fit[0]:.1f} s ≤ {GOAL_FIXED:g} s at L = 0, C = {c}", fit[0] <= GOAL_FIXED))
+            goals.append(goal(f"{fit[1]:.3f} s per article ≤ {GOAL_SLOPE:g} s at L = 0, C = {c}",
+                              fit[1] <= GOAL_SLOPE))
+    for line in [*fits, *goals]:
         print(line)
-    (OUT / "results.txt").write_text("\n".join([header, *rows, *fits]) + "\n")
+    (OUT / "results.txt").write_text("\n".join([header, *rows, *fits, *goals]) + "\n")
     print(f"[bench-slot] wall = the DAG run from its trigger (queued_at) to its end; queued = trigger to start; "
           f"phase = the analyse tasks' first start to last end; ideal = ceil(N/C) × L; PSS = the Airflow tree's "
-          f"peak, RSS = the largest process's; opps = opportunities stored; push = messages the slot pushed. "
+          f"peak, RSS = the largest process's; opps = opportunities stored; push = messages the slot pushed; "
+          f"conns = connections the run opened to the radar database, /art per article. "
           f"Results in {OUT / 'results.txt'}")
-    return 0 if all("MISMATCH" not in r for r in rows) else 1
+    return 0 if all("MISMATCH" not in r for r in rows) else 1  # a goal missed is a figure, not a failure
 
 
 if __name__ == "__main__":
