@@ -61,7 +61,10 @@ python -m include.radar.cli migrate
 metadata="sqlite"
 if [ "${RADAR_AIRFLOW_ON_POSTGRES:-}" = "1" ]; then
   AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$(python -m include.radar.cli airflow-db-url | tail -n 1)"
-  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN AIRFLOW__CORE__EXECUTOR=LocalExecutor
+  # the LocalExecutor whose workers fork with the task runner already imported (include/radar/airflow_executor.py);
+  # RADAR_EXECUTOR=LocalExecutor runs Airflow's own
+  AIRFLOW__CORE__EXECUTOR="${RADAR_EXECUTOR:-include.radar.airflow_executor.PreloadingLocalExecutor}"
+  export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN AIRFLOW__CORE__EXECUTOR
   metadata="postgres"
 fi
 # the stamp covers the lock, the metadata database and the analysis pool size: a change of any is applied

@@ -22,7 +22,9 @@ def _backend(url: str, **bounds) -> int:
 
 
 def test_a_process_reuses_its_connection_across_transactions(db_url) -> None:
-    assert _backend(db_url) == _backend(db_url) == _backend(db_url)
+    url = f"{db_url} application_name=reuse-test"  # a pool of its own
+    assert _backend(url) == _backend(url) == _backend(url)
+    assert _opened(url) == 1
     # other session bounds are another pool: a migration's unbounded session never lends its settings
     assert _backend(db_url, statement_timeout_s=None, lock_timeout_s=None) != _backend(db_url)
 
@@ -56,21 +58,30 @@ def test_a_connection_the_server_ended_is_replaced_not_lent(db_url) -> None:
     assert fresh != killed
 
 
+def _opened(url: str) -> int:
+    options = db.session_options(db.STATEMENT_TIMEOUT_S, db.LOCK_TIMEOUT_S)
+    return db.pool(url, options).get_stats().get("connections_num", 0)
+
+
 def test_a_forked_child_opens_its_own_connection(db_url) -> None:
-    parent = _backend(db_url)
+    url = f"{db_url} application_name=fork-test"  # a pool of its own, with one connection
+    parents = {_backend(url) for _ in range(4)}
+    assert len(parents) == 1
+    opened = _opened(url)
     read, write = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - runs in the child
         try:
-            os.write(write, str(_backend(db_url)).encode())
+            os.write(write, str(_backend(url)).encode())
         finally:
             os._exit(0)
     os.close(write)
     os.waitpid(child, 0)
     in_child = int(os.read(read, 32) or b"0")
     os.close(read)
-    assert in_child not in (0, parent)
-    assert _backend(db_url) == parent  # and the parent's connection survived the child's exit
+    assert in_child and in_child not in parents
+    # and the parent's connections survived the child's exit: lent again, none opened anew
+    assert {_backend(url) for _ in range(4)} == parents and _opened(url) == opened
 
 
 def test_a_dead_server_fails_at_once_with_its_reason_and_no_password() -> None:
@@ -90,3 +101,20 @@ def test_the_analyse_tasks_pool_grows_with_the_llm_concurrency(db_url) -> None:
     assert db.pool(db_url, options, 4).max_size >= 4
     assert db.pool(db_url, options, 24).max_size == 24  # resized, never shrunk below what a task asked
     assert db.pool(db_url, options, 4).max_size == 24
+
+
+def test_a_session_lock_left_held_is_released_before_the_connection_is_lent_again(db_url) -> None:
+    with db.connect(db_url) as conn:
+        conn.execute("SELECT pg_advisory_lock(4242)")
+    with psycopg.connect(db_url, autocommit=True) as other:  # another session can take it at once
+        assert other.execute("SELECT pg_try_advisory_lock(4242)").fetchone()[0] is True
+
+
+def test_a_connection_whose_borrower_failed_is_closed_not_lent(db_url) -> None:
+    with pytest.raises(ValueError), db.connect(db_url) as conn:
+        failed = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]
+        conn.execute("SELECT pg_advisory_lock(4343)")
+        raise ValueError("mid-transaction")
+    assert _backend(db_url) != failed
+    with psycopg.connect(db_url, autocommit=True) as other:
+        assert other.execute("SELECT pg_try_advisory_lock(4343)").fetchone()[0] is True

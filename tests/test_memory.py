@@ -52,3 +52,23 @@ def test_the_deadline_callback_loads_no_html_parser_into_the_triggerer() -> None
     code = ("from include.radar.airflow_alerts import _daily_deadline_missed\n"
             "_daily_deadline_missed({})  # imports what it needs, then finds no run")
     assert result(loaded_after(code, HTML)) == set()
+
+
+def test_the_executor_preloads_the_task_runner_and_the_steps_but_no_html_parser() -> None:
+    """What the scheduler imports before its LocalExecutor workers fork is in every task process after them."""
+    code = ("from include.radar.airflow_executor import PRELOADED, preload\n"
+            "assert preload() == list(PRELOADED), preload()")
+    watch = HTML | {"airflow.sdk.execution_time.task_runner", "include.radar.steps.analyse", "openai"}
+    assert result(loaded_after(code, watch)) == {"airflow.sdk.execution_time.task_runner",
+                                                 "include.radar.steps.analyse", "openai"}
+
+
+def test_a_module_that_fails_to_preload_is_left_to_its_task(monkeypatch) -> None:
+    from include.radar import airflow_executor
+    from include.radar.airflow_executor import PreloadingLocalExecutor, preload
+
+    warned: list[str] = []
+    monkeypatch.setattr(airflow_executor.log, "warning", lambda text, *args, **_: warned.append(text % args))
+    assert preload(("json", "include.radar.no_such_room")) == ["json"]
+    assert warned == ["could not preload include.radar.no_such_room for the task processes"]
+    assert PreloadingLocalExecutor.is_local  # `airflow standalone` keeps it rather than forcing its own

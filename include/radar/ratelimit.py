@@ -81,7 +81,7 @@ class DatabaseGate(RateGate):
             yield
             return
         with contextlib.ExitStack() as stack:
-            try:  # one session holds the lock for the whole call; closing it releases the lock
+            try:  # one session holds the lock for the whole call and releases it after (its connection is pooled)
                 conn = stack.enter_context(self.connect())
                 give_up = time.monotonic() + max(left, 0)
                 while not conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (_LOCK,)).fetchone()["ok"]:
@@ -89,6 +89,8 @@ class DatabaseGate(RateGate):
                     if time.monotonic() > give_up:
                         break
                     time.sleep(POLL_SECONDS)
+                else:
+                    stack.callback(_release, conn)
                 conn.commit()
             except Exception:  # the gate is advisory: the call goes on unthrottled
                 log.warning("the DeepSeek throttle could not be taken", exc_info=True)
@@ -139,3 +141,10 @@ def _at(value: Any) -> datetime | None:
         return datetime.fromisoformat(value)
     except ValueError:
         return None
+
+
+def _release(conn: Any) -> None:
+    try:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK,))
+    except Exception:  # the pool's reset releases it all the same
+        log.warning("the DeepSeek throttle could not be released", exc_info=True)
