@@ -35,9 +35,9 @@ export AIRFLOW_HOME="${AIRFLOW_HOME:-$REPO/.local/airflow}"
 export AIRFLOW__CORE__DAGS_FOLDER="$REPO/dags"
 export AIRFLOW__CORE__PLUGINS_FOLDER="$REPO/plugins"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
-# the scheduler looks for the next task every 0.5 s instead of every second when idle: a slot is eight tasks
-# in sequence, and this takes 4 s off each (make bench-slot) for 1 % more of a core while idle
-export AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME="${AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME:-0.5}"
+# the scheduler looks for the next task every 0.2 s instead of every second when idle: a slot is eight tasks
+# in sequence (docs/benchmarks.md, Slot time)
+export AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME="${AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME:-0.2}"
 export AIRFLOW__CORE__UNIT_TEST_MODE="${AIRFLOW__CORE__UNIT_TEST_MODE:-False}"
 export AIRFLOW__LOGGING__LOGGING_LEVEL="${AIRFLOW__LOGGING__LOGGING_LEVEL:-INFO}"
 export NO_PROXY="*" no_proxy="*"

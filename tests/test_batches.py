@@ -36,6 +36,26 @@ def test_the_plan_covers_every_article_once_in_full_waves_of_at_most_max_batch(n
     assert len(plan) % tasks == 0 or len(plan) == n  # full waves, unless there are fewer articles than tasks
 
 
+def _rounds(sizes: list[int], threads: int, tasks: int) -> int:
+    """Rounds of LLM calls the slot waits for: each wave of ``tasks`` batches as long as its longest batch."""
+    waves = [sizes[i:i + tasks] for i in range(0, len(sizes), tasks)]
+    return sum(max(-(-size // threads) for size in wave) for wave in waves)
+
+
+@pytest.mark.parametrize(("n", "threads", "expected"), [
+    (200, 8, [48, 48, 48, 56]), (100, 8, [48, 52]), (50, 4, [24, 26]), (17, 8, [8, 9]), (3, 8, [1, 2]),
+])
+def test_batches_hold_whole_rounds_of_their_threads_so_the_slot_waits_no_extra_round(n, threads, expected):
+    plan = batches.plan(_articles(n), 2, threads)
+    sizes = [len(b["articles"]) for b in plan]
+    assert sizes == expected
+    assert [a["item_id"] for b in plan for a in b["articles"]] == list(range(1, n + 1))
+    assert _rounds(sizes, threads, 2) == -(-n // (2 * threads))  # the ideal: ceil(N / C) rounds
+    # the near-equal split of the same articles waited a round more at 200 articles in 8 threads
+    if n == 200:
+        assert _rounds([50, 50, 50, 50], threads, 2) == 14 and _rounds(sizes, threads, 2) == 13
+
+
 def test_an_empty_slot_maps_nothing_and_labels_name_the_first_article():
     assert batches.plan([], 2) == []
     plan = batches.plan(_articles(3), 2)

@@ -56,11 +56,13 @@ def test_the_deadline_callback_loads_no_html_parser_into_the_triggerer() -> None
 
 def test_the_executor_preloads_the_task_runner_and_the_steps_but_no_html_parser() -> None:
     """What the scheduler imports before its LocalExecutor workers fork is in every task process after them."""
-    code = ("from include.radar.airflow_executor import PRELOADED, preload\n"
-            "assert preload() == list(PRELOADED), preload()")
-    watch = HTML | {"airflow.sdk.execution_time.task_runner", "include.radar.steps.analyse", "openai"}
+    code = ("from include.radar.airflow_executor import PRELOADED, preload, warm\n"
+            "assert preload() == list(PRELOADED), preload()\n"
+            "assert warm() == ['jieba_dictionary', 'apprise_plugins', 'grouping'], warm()")
+    watch = HTML | {"airflow.sdk.execution_time.task_runner", "include.radar.steps.analyse", "openai", "jieba",
+                    "scipy.sparse"}
     assert result(loaded_after(code, watch)) == {"airflow.sdk.execution_time.task_runner",
-                                                 "include.radar.steps.analyse", "openai"}
+                                                 "include.radar.steps.analyse", "openai", "jieba", "scipy.sparse"}
 
 
 def test_a_module_that_fails_to_preload_is_left_to_its_task(monkeypatch) -> None:
@@ -71,4 +73,10 @@ def test_a_module_that_fails_to_preload_is_left_to_its_task(monkeypatch) -> None
     monkeypatch.setattr(airflow_executor.log, "warning", lambda text, *args, **_: warned.append(text % args))
     assert preload(("json", "include.radar.no_such_room")) == ["json"]
     assert warned == ["could not preload include.radar.no_such_room for the task processes"]
+
+    def _broken() -> None:
+        raise OSError("no dictionary")
+
+    assert airflow_executor.warm((airflow_executor._apprise_plugins, _broken)) == ["apprise_plugins"]
+    assert warned[-1] == "could not warm _broken for the task processes"
     assert PreloadingLocalExecutor.is_local  # `airflow standalone` keeps it rather than forcing its own

@@ -1,11 +1,10 @@
-"""The LocalExecutor with what every task process imports loaded once, before its workers fork.
+"""The LocalExecutor with what the slot's task processes load done once, in the scheduler, before its workers fork.
 
-Each task runs in a process forked from a LocalExecutor worker, and its first act is to import Airflow's task
-runner (2.5 s cold) and then the radar's runtime: a slot is about eight tasks in sequence, so those imports
-were most of its fixed part (``make bench-slot``). Imported here, in the scheduler before the workers fork,
-every task process inherits them. Only what every step needs: the HTML parser stays with the task that cleans
-(tests/test_memory.py). ``make ui``, ``make run`` and the benchmarks use it (scripts/bootstrap.sh); compose runs
-Celery workers, which this does not touch.
+A task runs in a process forked from a LocalExecutor worker and first imports Airflow's task runner (2.5 s
+cold), then its step, then loads what the step uses once (jieba's dictionary, apprise's plugins): a slot is
+about eight tasks in sequence, so those loads were most of its fixed part (``make bench-slot``). Done here,
+every task process inherits them. The HTML parser is left to the one task that cleans (tests/test_memory.py).
+``make ui`` and the benchmarks run it (scripts/bootstrap.sh); compose's Celery workers are untouched.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from __future__ import annotations
 import importlib
 import logging
 import time
+from collections.abc import Callable
 
 from airflow.executors.local_executor import LocalExecutor
 
@@ -28,6 +28,27 @@ PRELOADED = (
 )
 
 
+def _jieba_dictionary() -> None:  # 0.8 s in each analyse task, which indexes the articles' words
+    from include.radar import search
+
+    search.words("预热")
+
+
+def _apprise_plugins() -> None:  # 0.2 s in each task that pushes: apprise finds its plugins on first use
+    import apprise
+
+    apprise.Apprise().add("json://localhost")
+
+
+def _grouping() -> None:  # 0.3 s in summarise, which groups the slot's analyses into events
+    import numpy  # noqa: F401
+    import scipy.sparse  # noqa: F401
+
+
+# what the steps do once per process, done once here instead (about 80 MB in the scheduler, shared by the forks)
+WARMED = (_jieba_dictionary, _apprise_plugins, _grouping)
+
+
 def preload(modules: tuple[str, ...] = PRELOADED) -> list[str]:
     """Import ``modules``; the ones that fail are logged and left to the tasks (which then fail clearly)."""
     loaded = []
@@ -41,11 +62,24 @@ def preload(modules: tuple[str, ...] = PRELOADED) -> list[str]:
     return loaded
 
 
+def warm(steps: tuple[Callable[[], None], ...] = WARMED) -> list[str]:
+    """Run each warm-up; one that fails is logged and left to the tasks, like a module that fails to load."""
+    done = []
+    for each in steps:
+        try:
+            each()
+        except Exception:
+            log.warning("could not warm %s for the task processes", each.__name__, exc_info=True)
+        else:
+            done.append(each.__name__.lstrip("_"))
+    return done
+
+
 class PreloadingLocalExecutor(LocalExecutor):
     """``AIRFLOW__CORE__EXECUTOR=include.radar.airflow_executor.PreloadingLocalExecutor``."""
 
     def start(self) -> None:
         started = time.monotonic()
-        loaded = preload()
+        loaded = preload() + warm()
         log.info("preloaded %s for the task processes in %.1f s", ", ".join(loaded), time.monotonic() - started)
         super().start()

@@ -1,8 +1,8 @@
 """Analysis batches: how a slot's articles are split over mapped tasks, and how one task runs its batch.
 
 A task per article paid a process start-up per article, so the articles are split (``plan``) into a few
-batches: at least ``analysis_tasks`` (the ``radar_llm`` pool's size), at most ``MAX_BATCH`` articles each,
-in full waves. A batch runs its articles in ``ceil(llm_concurrency / analysis_tasks)`` threads, so about
+batches: at least ``analysis_tasks`` (the ``radar_llm`` pool's size), about ``MAX_BATCH`` articles each,
+in full waves and whole rounds of a batch's threads. A batch runs its articles in ``ceil(llm_concurrency / analysis_tasks)`` threads, so about
 ``llm_concurrency`` calls are in flight across the slot. Each article keeps its own claim and step record
 (``analyse:<item id>``); one that crashes does not stop the others, and the batch fails at the end naming
 it, so a retry analyses only what is unfinished. A configuration error stops the batch at once.
@@ -30,20 +30,39 @@ def width(llm_concurrency: int, analysis_tasks: int) -> int:
     return max(1, -(-llm_concurrency // analysis_tasks))
 
 
-def plan(articles: list[dict[str, Any]], analysis_tasks: int) -> list[dict[str, Any]]:
-    """Split the articles (oldest first) into contiguous batches of near-equal size, each labelled for the grid."""
+def plan(articles: list[dict[str, Any]], analysis_tasks: int, threads: int = 1) -> list[dict[str, Any]]:
+    """Split the articles (oldest first) into contiguous batches, each labelled for the grid: about
+    ``MAX_BATCH`` at most, in full waves of ``analysis_tasks``, and in whole rounds of the batch's ``threads``
+    where there are enough articles (a batch of 50 in 8 threads waits a seventh round for 2 articles)."""
     if not articles:
         return []
     wanted = max(analysis_tasks, -(-len(articles) // MAX_BATCH))
     count = min(len(articles), -(-wanted // analysis_tasks) * analysis_tasks)
     batches = []
-    for i in range(count):
-        part = articles[i * len(articles) // count : (i + 1) * len(articles) // count]
+    start = 0
+    for i, size in enumerate(_sizes(len(articles), count, threads)):
+        part = articles[start : start + size]
+        start += size
         first = part[0]["title"][:30]
         more = f" 等 {len(part)} 篇" if len(part) > 1 else ""
         batches.append({"batch": i + 1, "of": count, "articles": part,
                         "label": f"{i + 1}/{count} · {first}{more}"})
     return batches
+
+
+def _sizes(n: int, count: int, threads: int) -> list[int]:
+    """``count`` batch sizes adding up to ``n``: the rounds of ``threads`` shared out (the larger ones last),
+    the last batches short of the rounds' total; near-equal when there are fewer rounds than batches."""
+    rounds = -(-n // threads)
+    if threads == 1 or rounds < count:
+        return [(i + 1) * n // count - i * n // count for i in range(count)]
+    sizes = [(rounds // count + (i >= count - rounds % count)) * threads for i in range(count)]
+    excess = sum(sizes) - n
+    for i in reversed(range(count)):
+        cut = min(excess, sizes[i] - 1)
+        sizes[i] -= cut
+        excess -= cut
+    return sizes
 
 
 def run(

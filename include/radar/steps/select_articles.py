@@ -176,4 +176,5 @@ def _without_excluded(conn: Any, slot: dict[str, Any], profile: focus.Profile, r
 
 def analysis_batches(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
     """The articles to analyse, split into the batches the mapped analyse task runs (include/radar/batches.py)."""
-    return batches.plan(articles_to_analyse(rt, slot), rt.settings.analysis_tasks)
+    tasks = rt.settings.analysis_tasks
+    return batches.plan(articles_to_analyse(rt, slot), tasks, batches.width(rt.settings.llm_concurrency, tasks))
