@@ -41,7 +41,7 @@ bench-deadline:  ## the 22:00 slot with a 10-minute LLM and a trickling WeRSS: w
 bench-bomb:  ## what a gzip/deflate/stacked compression bomb costs the HTTP client of WeRSS and DeepSeek (peak memory)
 	source scripts/bootstrap.sh && python scripts/bench_bomb.py $(ARGS)
 
-bench-slot:  ## a slot under airflow standalone (LocalExecutor) for N articles, L s of LLM latency, C calls at once: wall vs ideal
+bench-slot:  ## a slot under airflow standalone (the preloading LocalExecutor) for N articles, L s of LLM latency, C calls at once: wall vs ideal
 	export AIRFLOW_HOME="$$PWD/.local/airflow-bench-slot" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_bench_slot && source scripts/bootstrap.sh && python scripts/bench_slot.py $(ARGS)
 
 bench-memory:  ## memory per Airflow process (scheduler, dag-processor, api-server, triggerer, tasks) under standalone, bare and with the radar, and under Celery; what the radar's imports add

@@ -61,6 +61,7 @@ from scripts import memory_imports, memory_roles  # noqa: E402
 from scripts.local_airflow import airflow, free_port, standin_env, start, stop, wait_for  # noqa: E402
 
 OUT = REPO / ".local" / "bench-memory"
+PRELOADING = "include.radar.airflow_executor.PreloadingLocalExecutor"
 PREFIX = "bench_memory"  # every database this script creates (and drops) starts with it
 LINK_SECRET = "bench-memory-link-secret-0123456789"
 ACCOUNTS = 10
@@ -284,6 +285,8 @@ def standalone(kind: str, server: str, args: argparse.Namespace) -> dict[str, An
         fakes = standins(args.articles, args.latency, slot)
         radar_url = db.fresh_database(server, f"{PREFIX}_radar")
         env.update(radar_env(port, fakes, radar_url, slot, args.radar_var))
+        # the executor `make ui` runs (scripts/bootstrap.sh): its scheduler holds what the tasks preload
+        env["AIRFLOW__CORE__EXECUTOR"] = os.environ.get("RADAR_EXECUTOR", PRELOADING)
         dag_id = DAG_ID
     print(f"[bench-memory] airflow standalone, {kind}: api-server on {port}, logs in {home / 'standalone.log'}", flush=True)
     proc = start(home / "standalone.log", ["airflow", "standalone"], env)

@@ -1,6 +1,6 @@
 """What does a slot cost under a real scheduler: its LLM calls, or Airflow's task start-up?
 
-Starts ``airflow standalone`` (LocalExecutor, metadata on PostgreSQL, its own AIRFLOW_HOME and database)
+Starts ``airflow standalone`` (the preloading LocalExecutor of `make ui`, metadata on PostgreSQL, its own database)
 with the radar's DAG against stand-ins on loopback that look like a reader's day: a WeRSS holding N new
 WeChat-like articles (include/radar_demo/wechat_pages.py: ~30 kB of HTML each, styled paragraphs, images,
 banners, over ``ACCOUNTS`` accounts) and a DeepSeek that answers every call after L seconds, concurrently,
@@ -230,7 +230,8 @@ def main() -> int:
     }
     env.pop("AIRFLOW_VAR_RADAR_LLM_CONCURRENCY", None)  # set per run as an Airflow Variable
     log_file = OUT / "standalone.log"
-    print(f"[bench-slot] airflow standalone (LocalExecutor, {psutil.cpu_count()} cores); slot {daytime} "
+    executor = os.environ.get("AIRFLOW__CORE__EXECUTOR", "LocalExecutor").rsplit(".", 1)[-1]
+    print(f"[bench-slot] airflow standalone ({executor}, {psutil.cpu_count()} cores); slot {daytime} "
           f"(Asia/Shanghai); WeChat-like pages of ~{len(wechat_pages.page(0).html.encode()) // 1024} kB over "
           f"{ACCOUNTS} accounts, {sum(x >= 60 for x in SCORES)} in {len(SCORES)} scoring 60+; logs in {log_file}",
           flush=True)

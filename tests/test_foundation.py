@@ -271,7 +271,7 @@ def test_parsing_the_dag_and_starting_a_task_import_nothing_heavy():
     import subprocess
     import sys
 
-    heavy = ("openai", "apprise", "bs4", "lxml", "jieba", "sklearn", "numpy", "scipy")
+    heavy = ("openai", "apprise", "bs4", "lxml", "jieba", "rjieba", "sklearn", "numpy", "scipy")
     probe = ("import sys, {module}; print(','.join(m for m in {heavy!r} if m in sys.modules))")
     from include.radar.steps import STEPS
 

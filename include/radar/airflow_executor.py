@@ -1,7 +1,7 @@
 """The LocalExecutor with what the slot's task processes load done once, in the scheduler, before its workers fork.
 
 A task runs in a process forked from a LocalExecutor worker and first imports Airflow's task runner (2.5 s
-cold), then its step, then loads what the step uses once (jieba's dictionary, apprise's plugins): a slot is
+cold), then its step, then loads what the step uses once (the words' dictionary, apprise's plugins): a slot is
 about eight tasks in sequence, so those loads were most of its fixed part (``make bench-slot``). Done here,
 every task process inherits them. The HTML parser is left to the one task that cleans (tests/test_memory.py).
 ``make ui`` and the benchmarks run it (scripts/bootstrap.sh); compose's Celery workers are untouched.
@@ -28,7 +28,7 @@ PRELOADED = (
 )
 
 
-def _jieba_dictionary() -> None:  # 0.8 s in each analyse task, which indexes the articles' words
+def _word_dictionary() -> None:  # 0.1 s in each task that stores articles or analyses (their search words)
     from include.radar import search
 
     search.words("预热")
@@ -45,8 +45,8 @@ def _grouping() -> None:  # 0.3 s in summarise, which groups the slot's analyses
     import scipy.sparse  # noqa: F401
 
 
-# what the steps do once per process, done once here instead (about 80 MB in the scheduler, shared by the forks)
-WARMED = (_jieba_dictionary, _apprise_plugins, _grouping)
+# what the steps do once per process, done once here instead (its memory shared by the forks)
+WARMED = (_word_dictionary, _apprise_plugins, _grouping)
 
 
 def preload(modules: tuple[str, ...] = PRELOADED) -> list[str]:
