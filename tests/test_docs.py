@@ -131,3 +131,20 @@ def test_the_readmes_actions_are_the_trigger_forms() -> None:
     rows = re.findall(r"^\| (\S+) `(\w+)`", table, re.MULTILINE)
     assert [action for _, action in rows] == list(ACTIONS)
     assert all(ACTIONS[action].startswith(title) for title, action in rows)
+
+
+def test_the_count_of_modules_a_step_loads_is_today_s() -> None:
+    """docs/architecture.md says how much of the product a task process imports with its step."""
+    import subprocess
+
+    said = re.search(r"(\d+) of the product's (\d+) modules \(packages included\) for\s+`open_slot`, (\d+) for "
+                     r"`close_slot`", _text(DOCS / "architecture.md"))
+    assert said is not None
+    total = len([p for p in (REPO / "include" / "radar").rglob("*.py") if "__pycache__" not in p.parts])
+    loaded = {}
+    for step in ("open_slot", "close_slot"):
+        code = (f"import sys\nfrom include.radar.steps import load\nload({step!r})\n"
+                "print(len([m for m in sys.modules if m.startswith('include.radar')]))")
+        out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+        loaded[step] = int(out.stdout.strip().splitlines()[-1])
+    assert (int(said[1]), int(said[2]), int(said[3])) == (loaded["open_slot"], total, loaded["close_slot"])
