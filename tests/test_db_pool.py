@@ -129,3 +129,60 @@ def test_what_a_borrower_set_on_the_connection_is_not_lent_on(db_url) -> None:
     with db.connect(url) as conn:
         assert (conn.read_only, conn.isolation_level, conn.autocommit) == (None, None, False)
         conn.execute("CREATE TEMP TABLE probe (id int) ON COMMIT DROP")  # writes: not a read-only transaction
+
+
+def test_a_malformed_url_fails_at_once_as_before(db_url) -> None:
+    started = time.monotonic()
+    with pytest.raises(psycopg.ProgrammingError), db.connect("radar-db:5432/radar"):
+        pass
+    assert time.monotonic() - started < 1
+
+
+def _upstream(host: str, port: int) -> socket.socket:
+    """A connection to the tests' server, over TCP or, for the embedded one, its Unix socket."""
+    if host.startswith("/"):
+        unix = socket.socket(socket.AF_UNIX)
+        unix.connect(f"{host}/.s.PGSQL.{port}")
+        return unix
+    return socket.create_connection((host, port))
+
+
+def test_a_server_that_comes_back_is_reached_at_once(db_url) -> None:
+    """A failed connect is not retried in the background with doubling waits: the first borrower after the
+    server is back connects."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    info = psycopg.conninfo.conninfo_to_dict(db_url)
+    url = psycopg.conninfo.make_conninfo(**{**info, "host": "127.0.0.1", "port": port})
+    for _ in range(2):  # down, and down again: each borrower is told at once
+        started = time.monotonic()
+        with pytest.raises(db.DatabaseUnavailable), db.connect(url):
+            pass
+        assert time.monotonic() - started < 3
+    real = int(info.get("port") or 5432)
+    with socket.create_server(("127.0.0.1", port)) as relay:  # "the server is back": a relay to the real one
+        import threading
+
+        def pipe(a: socket.socket, b: socket.socket) -> None:
+            try:
+                while data := a.recv(65536):
+                    b.sendall(data)
+            except OSError:
+                pass
+
+        def serve() -> None:
+            while True:
+                try:
+                    client, _ = relay.accept()
+                except OSError:
+                    return
+                upstream = _upstream(info.get("host") or "127.0.0.1", real)
+                threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
+                threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+        started = time.monotonic()
+        with db.connect(url) as conn:
+            assert conn.execute("SELECT 1 AS one").fetchone()["one"] == 1
+        assert time.monotonic() - started < 2

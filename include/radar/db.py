@@ -104,8 +104,10 @@ def pages_database_url(conn_id: str = "radar_db") -> str:
 # error instead of holding a task (and the 22:00 report) hostage. Settings can change both (Runtime).
 STATEMENT_TIMEOUT_S = 60.0
 LOCK_TIMEOUT_S = 10.0
-# A server that vanishes mid-call (a dropped network, a killed host) is noticed within about a minute.
-KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+# A server that vanishes mid-call (a dropped network, a killed host) is noticed within about a minute, and a
+# write to one (a pooled connection's check) gives up after 30 s instead of the kernel's 15 minutes.
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3,
+              "tcp_user_timeout": 30_000}
 
 
 def session_options(statement_timeout_s: float | None, lock_timeout_s: float | None) -> str:
@@ -129,13 +131,13 @@ class _Recording(psycopg.Connection):
     """A connection class that remembers when its pool last failed to connect, and why: a caller waiting for
     a connection then fails at once with the server's own reason instead of waiting out the pool's timeout."""
 
-    failures: dict[str, tuple[float, psycopg.OperationalError]] = {}
+    failures: dict[str, tuple[float, psycopg.Error]] = {}
 
     @classmethod
     def connect(cls, conninfo: str = "", **kwargs: Any) -> _Recording:  # type: ignore[override]
         try:
             return super().connect(conninfo, **kwargs)
-        except psycopg.OperationalError as exc:
+        except psycopg.Error as exc:
             cls.failures[conninfo] = (time.monotonic(), exc)
             raise
 
@@ -147,13 +149,19 @@ _pools_lock = threading.Lock()
 def pool(target: str, options: str, size: int = POOL_SIZE) -> ConnectionPool:
     """This process's pool for ``target`` with the session ``options``, at least ``size`` connections large.
     Keyed by the process id too: a forked child never borrows its parent's sockets."""
+    psycopg.conninfo.conninfo_to_dict(target)  # a malformed URL raises here, at once, with its reason
     key = (os.getpid(), target, options)
     with _pools_lock:
         found = _pools.get(key)
         if found is None:
+            if not any(pid == key[0] for pid, _, _ in _pools):  # a forked task process forgot its parent's hook
+                atexit.register(close_pools)
             found = _pools[key] = ConnectionPool(
                 target, connection_class=_Recording, min_size=0, max_size=size, open=True,
                 timeout=CONNECT_TIMEOUT_S, max_idle=POOL_IDLE_S, check=ConnectionPool.check_connection,
+                # a failed connect is not retried in the background (for 5 minutes, waits doubling): the next
+                # borrower tries again at once, and meets a server that is back at once
+                reconnect_timeout=0,
                 name=f"radar-{len(_pools)}", num_workers=2,
                 # no statement prepared on the server: a pooled session outlives the tables a migration or a
                 # restore drops and makes again, and a plan of the old table fails the borrower's transaction
@@ -165,7 +173,6 @@ def pool(target: str, options: str, size: int = POOL_SIZE) -> ConnectionPool:
     return found
 
 
-@atexit.register
 def close_pools() -> None:
     """Close this process's pools (their connections end cleanly rather than by the process's exit)."""
     with _pools_lock:
@@ -176,31 +183,29 @@ def close_pools() -> None:
 
 
 def _borrow(target: str, shared: ConnectionPool) -> psycopg.Connection:
-    """A connection of ``shared``, or DatabaseUnavailable within a second of the pool failing to connect.
-    (A wait cut shorter than a connection takes to open would make the pool open a second one.)"""
+    """A connection of ``shared``, or DatabaseUnavailable soon after the pool fails to connect: within a second,
+    within 50 ms while the server failed in the last half-minute. (A wait cut shorter than a connection takes to
+    open can make the pool open a second one, so short waits only where connecting fails anyway.)"""
     asked = time.monotonic()
     deadline = asked + CONNECT_TIMEOUT_S
     while True:
+        last = _Recording.failures.get(target)
+        wait = 0.05 if last is not None and asked - last[0] < 30 else 1.0
         try:
-            return shared.getconn(timeout=min(1.0, max(0.01, deadline - time.monotonic())))
+            return shared.getconn(timeout=min(wait, max(0.01, deadline - time.monotonic())))
         except (PoolTimeout, PoolClosed):
             failed = _Recording.failures.get(target)
             if failed is not None and failed[0] >= asked:
-                _forget_if_empty(shared)
                 raise DatabaseUnavailable(f"cannot reach the radar database at {redact(target)}: {failed[1]}") from None
             if time.monotonic() >= deadline or shared.closed:
                 raise DatabaseUnavailable(f"no connection to the radar database at {redact(target)} within "
-                                          f"{CONNECT_TIMEOUT_S} s ({shared.max_size} in use)") from None
+                                          f"{CONNECT_TIMEOUT_S} s{_in_use(shared)}") from None
 
 
-def _forget_if_empty(shared: ConnectionPool) -> None:
-    """A pool that could not connect and lends nothing stops trying in the background; the next call makes
-    a new one."""
-    if shared.get_stats().get("pool_size", 0) == 0:
-        with _pools_lock:
-            for key in [key for key, each in _pools.items() if each is shared]:
-                del _pools[key]
-        shared.close(timeout=0)
+def _in_use(shared: ConnectionPool) -> str:
+    stats = shared.get_stats()
+    full = stats.get("pool_available", 0) == 0 and stats.get("pool_size", 0) >= shared.max_size
+    return f" (all {shared.max_size} of this process's connections in use)" if full else ""
 
 
 @contextmanager
@@ -222,8 +227,10 @@ def connect(
         _release_all(conn)
         raise
     finally:
-        _as_lent(conn)
-        shared.putconn(conn)
+        try:
+            _as_lent(conn)
+        finally:
+            shared.putconn(conn)
 
 
 def _as_lent(conn: psycopg.Connection) -> None:

@@ -33,6 +33,8 @@ from include.radar.web.mount import URL_PREFIX
 TEMPLATES_DIR = Path(__file__).with_name("templates")
 # Settings come from Airflow Variables (a metadata-DB read each) or the environment: cache them briefly.
 SETTINGS_TTL_SECONDS = 60.0
+# a connection per request the api-server runs at once (Starlette's threads: anyio's 40)
+PAGES_POOL_SIZE = 40
 
 _DAY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _ID_RE = re.compile(r"[0-9]{1,19}")
@@ -90,7 +92,7 @@ class AppResources:
         by the transaction here; by its privileges too where the pages have a login of their own (roles.py)."""
         self._refresh()
         assert self._resolved_url is not None
-        with db.connect(self._resolved_url) as conn:
+        with db.connect(self._resolved_url, pool_size=PAGES_POOL_SIZE) as conn:
             conn.execute("SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = '5s'")
             yield conn
 
@@ -129,7 +131,7 @@ class AppResources:
         pages have a login of their own (roles.py), that is all its privileges allow."""
         self._refresh()
         assert self._resolved_url is not None
-        with db.connect(self._resolved_url) as conn:
+        with db.connect(self._resolved_url, pool_size=PAGES_POOL_SIZE) as conn:
             conn.execute("SET LOCAL statement_timeout = '5s'")
             yield conn
 
