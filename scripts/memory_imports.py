@@ -10,7 +10,7 @@ process gained at each step (USS: the memory that is the process's alone) and th
   through a signed link as a pushed one is; the profile as an Airflow user) and a search (the query cutter).
 - **task process**, one probe per step module: the task runner and the DAG file parsed are the baseline (every
   task process has them); then the step module loaded by name (``steps.load``), and its lazy heavy part
-  exercised: ingest cleans a WeChat page and cuts its lexemes (bs4, jieba's full dictionary), analyse makes its
+  exercised: ingest cleans a WeChat page and cuts its lexemes (bs4, rjieba's dictionary), analyse makes its
   DeepSeek client (openai), summarise computes the TF-IDF of grouping (scipy), the push steps send once
   (apprise), track_record builds the configured market source (akshare only when it is the source).
 - **triggerer**: the trigger runner's modules are the baseline; then the Deadline Alert's callback, imported
@@ -35,8 +35,8 @@ if str(REPO) not in sys.path:
 
 MB = 2**20
 # what is worth naming when a step loads it
-HEAVY = ("bs4", "lxml", "jieba", "openai", "apprise", "numpy", "scipy", "sklearn", "pandas", "akshare", "fastapi",
-         "jinja2", "markdown", "re2", "httpx", "pydantic", "psycopg", "include.radar.web.app")
+HEAVY = ("bs4", "lxml", "jieba", "rjieba", "openai", "apprise", "numpy", "scipy", "sklearn", "pandas", "akshare",
+         "fastapi", "jinja2", "markdown", "re2", "httpx", "pydantic", "psycopg", "include.radar.web.app")
 # step module -> the step function that loads it (include/radar/steps/__init__.py)
 STEP_FUNCS = {"open_slot": "open_slot", "ingest": "ingest_articles", "select_articles": "analysis_batches",
               "analyse": "analyse_batch", "summarise": "summarise_slot", "push_opportunity": "push_opportunity",
@@ -212,7 +212,7 @@ def _track_record() -> None:
 
 
 EXERCISES = {
-    "ingest": ("clean a WeChat page + its lexemes (jieba)", _ingest),
+    "ingest": ("clean a WeChat page + its lexemes (rjieba)", _ingest),
     "analyse": ("make the DeepSeek client (openai)", _analyse),
     "summarise": ("group 20 articles (TF-IDF, scipy)", _summarise),
     "push_opportunity": ("send once (apprise)", _push),
