@@ -186,3 +186,18 @@ def test_a_server_that_comes_back_is_reached_at_once(db_url) -> None:
         with db.connect(url) as conn:
             assert conn.execute("SELECT 1 AS one").fetchone()["one"] == 1
         assert time.monotonic() - started < 2
+
+
+def test_a_borrower_that_swallowed_an_error_ends_in_a_rollback_as_with_psycopg_alone(db_url) -> None:
+    url = f"{db_url} application_name=swallow-test"
+    with db.connect(url) as conn:
+        conn.execute("SELECT pg_advisory_lock(4444)")
+        conn.execute("INSERT INTO service_state (key, value) VALUES ('swallowed', '{}')")
+        try:
+            conn.execute("SELECT 1 / 0")
+        except psycopg.errors.DivisionByZero:
+            pass  # and carries on, as some callers of psycopg do
+    with db.connect(url) as conn:
+        assert conn.execute("SELECT count(*) AS n FROM service_state WHERE key = 'swallowed'").fetchone()["n"] == 0
+    with psycopg.connect(db_url, autocommit=True) as other:
+        assert other.execute("SELECT pg_try_advisory_lock(4444)").fetchone()[0] is True

@@ -222,7 +222,12 @@ def connect(
     try:
         with conn:
             yield conn
-            conn.execute("SELECT pg_advisory_unlock_all()")
+            # a borrower that caught an error of its own ends in a rollback, as with psycopg alone
+            aborted = conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+            if not aborted:
+                conn.execute("SELECT pg_advisory_unlock_all()")
+        if aborted:
+            _release_all(conn)
     except BaseException:
         _release_all(conn)
         raise
