@@ -2,10 +2,11 @@
 
 A task per article paid a process start-up per article, so the articles are split (``plan``) into a few
 batches: at least ``analysis_tasks`` (the ``radar_llm`` pool's size), about ``MAX_BATCH`` articles each,
-in full waves and whole rounds of a batch's threads. A batch runs its articles in ``ceil(llm_concurrency / analysis_tasks)`` threads, so about
-``llm_concurrency`` calls are in flight across the slot. Each article keeps its own claim and step record
-(``analyse:<item id>``); one that crashes does not stop the others, and the batch fails at the end naming
-it, so a retry analyses only what is unfinished. A configuration error stops the batch at once.
+in full waves and whole rounds of a batch's threads. A batch runs its articles in
+``ceil(llm_concurrency / analysis_tasks)`` threads, so about ``llm_concurrency`` calls are in flight across
+the slot. Each article keeps its own claim and step record (``analyse:<item id>``); one that crashes does not
+stop the others, and the batch fails at the end naming it, so a retry analyses only what is unfinished. A
+configuration error stops the batch at once.
 """
 
 from __future__ import annotations

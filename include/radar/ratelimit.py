@@ -146,5 +146,5 @@ def _at(value: Any) -> datetime | None:
 def _release(conn: Any) -> None:
     try:
         conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK,))
-    except Exception:  # the pool's reset releases it all the same
+    except Exception:  # db.connect releases it all the same as the connection goes back to its pool
         log.warning("the DeepSeek throttle could not be released", exc_info=True)
