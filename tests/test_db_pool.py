@@ -201,3 +201,18 @@ def test_a_borrower_that_swallowed_an_error_ends_in_a_rollback_as_with_psycopg_a
         assert conn.execute("SELECT count(*) AS n FROM service_state WHERE key = 'swallowed'").fetchone()["n"] == 0
     with psycopg.connect(db_url, autocommit=True) as other:
         assert other.execute("SELECT pg_try_advisory_lock(4444)").fetchone()[0] is True
+
+
+def test_a_process_whose_connections_are_all_lent_waits_its_timeout_then_says_so(db_url, monkeypatch) -> None:
+    """The hanging case: every connection of the pool held (a thread that never gives its back)."""
+    monkeypatch.setattr(db, "CONNECT_TIMEOUT_S", 1)
+    url = f"{db_url} application_name=exhausted-test"
+    with db.connect(url, pool_size=1):
+        started = time.monotonic()
+        with pytest.raises(db.DatabaseUnavailable) as caught, db.connect(url, pool_size=1):
+            pass
+        waited = time.monotonic() - started
+    assert 0.9 <= waited < 3
+    assert "all 1 of this process's connections in use" in str(caught.value)
+    with db.connect(url, pool_size=1) as conn:  # given back: lent again
+        assert conn.execute("SELECT 1 AS one").fetchone()["one"] == 1

@@ -80,3 +80,14 @@ def test_a_module_that_fails_to_preload_is_left_to_its_task(monkeypatch) -> None
     assert airflow_executor.warm((airflow_executor._apprise_plugins, _broken)) == ["apprise_plugins"]
     assert warned[-1] == "could not warm _broken for the task processes"
     assert PreloadingLocalExecutor.is_local  # `airflow standalone` keeps it rather than forcing its own
+
+
+def test_the_executor_make_ui_and_the_benchmarks_name_is_this_one() -> None:
+    from include.radar import airflow_executor
+    from scripts import bench_memory
+
+    bootstrap = (REPO / "scripts" / "bootstrap.sh").read_text(encoding="utf-8")
+    named = bench_memory.PRELOADING
+    assert f'"${{RADAR_EXECUTOR:-{named}}}"' in bootstrap
+    module, cls = named.rsplit(".", 1)
+    assert module == airflow_executor.__name__ and getattr(airflow_executor, cls).is_local
