@@ -1,6 +1,7 @@
 """``cli check``: one line per setting and connection, tried against the stand-ins that speak the real APIs
-(conftest's ``fakes``), in a good set-up and in the broken ones an operator meets — each broken one pinned to its
-exact ✗ line, its advice and the exit status; no secret in the output; the result kept for the health panel."""
+(conftest's ``fakes``, answering as WeRSS v1.4.9 does), in a good set-up and in the broken ones an operator meets —
+each broken one pinned to its exact ✗ or ! line, its advice and the exit status, never ✓; no secret in the
+output; the result kept for the health panel."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from tests.pages import XSS, XSS_ESCAPED
 from tests.test_health_page import health_html, page
 
 SLOTS = ("07:00", "12:00", "14:00", "18:00", "22:00")
+CRON = "30 6,11,13,17,21 * * *"  # the guide's: half an hour before each slot
 ACCOUNTS = [{"id": "MP_WXS_1001", "mp_name": "澄观产业研究", "status": 1},
             {"id": "MP_WXS_1002", "mp_name": "产业前哨站", "status": 1}]
 
@@ -32,8 +34,10 @@ def good(fakes, monkeypatch) -> Any:
     """A deployment that works: two accounts collected before every slot, a fresh article, a budget."""
     now = int(time.time())
     fakes.clock[0] = now
-    fakes.werss.accounts = list(ACCOUNTS)
-    fakes.werss.message_tasks = [collection_task("45 6,11,13,17,21 * * *")]
+    fakes.werss.accounts = [{**a, "created_at": "2026-01-01T08:00:00"} for a in ACCOUNTS]
+    fakes.werss.message_tasks = [collection_task(CRON)]
+    fakes.werss.scheduler_running = True  # applied, and WeRSS's scheduler runs it at its times
+    fakes.werss.apply()
     fakes.werss.articles = [
         FakeArticle(id="1001-1", mp_id="MP_WXS_1001", title="订单拐点", publish_time=now - 1800,
                     content_html="<p>" + "国产设备订单持续增长。" * 40 + "</p>"),
@@ -69,15 +73,15 @@ def test_a_working_deployment_is_all_ticks_and_exits_0(good) -> None:
     code, lines = check()
     assert code == 0
     assert [x for x in lines if not x.startswith("✓")] == []
-    assert len(lines) == 22
-    assert line(lines, "✓ WeRSS · reachable").endswith(", login 'admin' accepted")
-    assert line(lines, "✓ WeRSS · accounts") == "✓ WeRSS · accounts: 2 subscribed"
-    assert "runs before every slot; next run" in line(lines, "✓ WeRSS · collection task")
-    assert line(lines, "✓ WeRSS · bodies") == ("✓ WeRSS · bodies: 1 of the newest 2 wait for their body; the radar "
-                                              "holds 0 waiting")
-    assert line(lines, "✓ WeRSS · newest article") == "✓ WeRSS · newest article: 30 min old"
-    assert line(lines, "✓ DeepSeek · model") == "✓ DeepSeek · model: deepseek-v4-pro offered"
-    assert line(lines, "✓ DeepSeek · daily budget") == "✓ DeepSeek · daily budget: $5.00 a day; spent today $0"
+    assert len(lines) == 23
+    assert line(lines, "✓ WeRSS · 可达").endswith("，账号 'admin' 登录成功")
+    assert line(lines, "✓ WeRSS · 公众号") == "✓ WeRSS · 公众号: 已订阅 2 个"
+    assert "（30 6,11,13,17,21 * * *）在每个时段之前采集；下次" in line(lines, "✓ WeRSS · 采集任务")
+    assert line(lines, "✓ WeRSS · 任务运行").endswith("已运行：2/2 个公众号在其后被采集")
+    assert line(lines, "✓ WeRSS · 正文") == "✓ WeRSS · 正文: 最新 2 篇中有 1 篇还没有正文；雷达有 0 篇在等正文"
+    assert line(lines, "✓ WeRSS · 最新文章") == "✓ WeRSS · 最新文章: 30 分钟前发布"
+    assert line(lines, "✓ DeepSeek · 模型") == "✓ DeepSeek · 模型: deepseek-v4-pro 可用"
+    assert line(lines, "✓ DeepSeek · 每日预算") == "✓ DeepSeek · 每日预算: 每天 $5.00；今天已花 $0"
     assert good.werss.login_attempts == 1
     assert good.deepseek.requests == []  # the model list only: nothing paid
     assert good.deepseek.model_list_calls == 1
@@ -88,8 +92,10 @@ def test_outside_demo_mode_a_single_login_and_recorded_prices_are_warnings_that_
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEMO_MODE", "false")
     code, lines = check()
     assert code == 0
-    assert [x.split(":")[0] for x in lines if x.startswith("!")] == ["! radar database · pages' login",
-                                                                     "! market data · source"]
+    assert [x.split(":")[0] for x in lines if x.startswith("!")] == ["! 雷达数据库 · 页面登录", "! 行情数据 · 来源"]
+
+
+# ------------------------------------------------------------------------------------------- WeRSS
 
 
 def test_a_wrong_werss_password_is_one_login_never_retried(good, monkeypatch) -> None:
@@ -98,10 +104,22 @@ def test_a_wrong_werss_password_is_one_login_never_retried(good, monkeypatch) ->
     code, lines = check()
     assert code == 1
     assert line(lines, "✗ WeRSS") == (
-        "✗ WeRSS · credentials: WeRSS refused the login for user 'admin' (用户名或密码错误) → correct the werss_default connection; not retried: WeRSS locks the account after 5 failed logins until "
-        "it restarts")
+        "✗ WeRSS · 凭据: WeRSS refused the login for user 'admin' (用户名或密码错误) → 改正 werss_default 连接的 "
+        "login/password；不会重试：WeRSS 连续 5 次登录失败会锁定账号，直到它重启")
     assert [x for x in lines if x.startswith("✓ WeRSS") or x.startswith("! WeRSS")] == []
     assert good.werss.login_attempts == 1
+
+
+def test_a_wrong_access_key_is_told_where_keys_are_made_not_about_lockouts(good, monkeypatch) -> None:
+    good.werss.access_key, good.werss.secret_key = "AK-right", "SK-right"
+    monkeypatch.setenv("AIRFLOW_CONN_WERSS_DEFAULT", json.dumps({
+        "conn_type": "http", "host": good.base, "extra": {"access_key": "AK-wrong", "secret_key": "SK-wrong-77"}}))
+    code, lines = check()
+    assert code == 1
+    found = line(lines, "✗ WeRSS · 凭据")
+    assert found.endswith("→ 在 WeRSS → Access Key 新建一对密钥，填入 werss_default 连接的 extra.access_key / "
+                          "extra.secret_key")
+    assert "锁定" not in found and "SK-wrong-77" not in "\n".join(lines)
 
 
 def _blackhole() -> socket.socket:
@@ -125,41 +143,29 @@ def test_an_unreachable_werss_costs_the_timeout_not_minutes(good, monkeypatch) -
     took = time.monotonic() - started
     hole.close()
     assert took < 4
-    assert lines == [f"✗ WeRSS · reachable: WeRSS unreachable at http://127.0.0.1:{port}: no complete answer within 1s "
-                     f"→ start WeRSS or correct the host of werss_default (http://127.0.0.1:{port})"]
+    assert lines == [f"✗ WeRSS · 可达: WeRSS unreachable at http://127.0.0.1:{port}: no complete answer within 1s "
+                     f"→ 启动 WeRSS，或改正 werss_default 连接的 host（http://127.0.0.1:{port}）"]
 
 
-def test_zero_subscribed_accounts_says_how_to_subscribe(good) -> None:
-    good.werss.accounts = []
+def test_a_werss_never_scanned_is_no_login_whatever_its_login_flag_says(good) -> None:
+    """A fresh v1.4.9 answers ``login: true`` with an empty token: that is no WeChat login at all."""
+    good.werss.wechat_scanned = False
     code, lines = check()
     assert code == 1
-    assert line(lines, "✗ WeRSS · accounts") == (
-        "✗ WeRSS · accounts: no account subscribed: WeRSS has nothing to collect → in WeRSS's UI scan the QR code "
-        "with WeChat (授权登录), then search each account by name and add it (公众号 → 添加订阅); or POST "
-        "/api/v1/wx/mps/by_article with one of its articles' URL")
+    assert line(lines, "✗ WeRSS · 微信登录") == (
+        "✗ WeRSS · 微信登录: WeRSS 还没有扫码登录微信（sys/info 的 token 为空）：它采集不到任何文章 → 打开 WeRSS → "
+        "扫码授权，用微信扫码并在手机上确认")
+    # and nothing downstream says ✓ for a collection that cannot happen
+    assert line(lines, "! WeRSS · 任务运行") == ("! WeRSS · 任务运行: 无法判断：微信未登录时 WeRSS 不采集 → "
+                                             "先完成上面的微信登录")
+    assert not [x for x in lines if x.startswith("✓ WeRSS · 任务运行") or x.startswith("✓ WeRSS · 新订阅")]
 
 
-def test_no_collection_task_fails_with_the_cron_to_add(good) -> None:
-    good.werss.message_tasks = [collection_task("45 6,11,13,17,21 * * *", status=0)]
-    code, lines = check()
-    assert code == 1
-    assert line(lines, "✗ WeRSS · collection task") == (
-        "✗ WeRSS · collection task: no active collection task (1 inactive or without a valid cron): WeRSS collects "
-        "nothing new, only what it had when each account was added → in WeRSS: 消息任务 → add a task, cron "
-        "'45 6,11,13,17,21 * * *' (15 min before each slot), accounts left empty (all), status on; PUT "
-        "/api/v1/wx/message_tasks/job/fresh reloads the tasks")
-
-
-def test_a_task_that_misses_slots_or_accounts_is_a_warning(good) -> None:
-    good.werss.message_tasks = [collection_task("0 8 * * *", ACCOUNTS[:1], name="早间")]
-    code, lines = check()
-    assert code == 0
-    assert line(lines, "! WeRSS · collection task: 1 account(s)") == (
-        "! WeRSS · collection task: 1 account(s) in no active task: 产业前哨站 → add them to a task's accounts, or "
-        "leave its accounts empty (all)")
-    assert line(lines, "! WeRSS · collection task: 早间").startswith(
-        "! WeRSS · collection task: 早间 (0 8 * * *): no collection within 1 h before the slot(s) 07:00, 12:00, "
-        "14:00, 18:00, 22:00 → in WeRSS: 消息任务")
+def test_a_qr_code_waiting_for_its_scan_is_said(good) -> None:
+    good.werss.wechat_scanned = False
+    good.werss.qr_waiting = True
+    _, lines = check()
+    assert "：它采集不到任何文章；二维码已生成，正等待扫码 →" in line(lines, "✗ WeRSS · 微信登录")
 
 
 def test_an_expired_wechat_login_fails(good) -> None:
@@ -169,38 +175,197 @@ def test_an_expired_wechat_login_fails(good) -> None:
     from datetime import UTC, datetime
 
     lapsed = datetime.fromtimestamp(good.clock[0] - 3600, UTC).astimezone(SHANGHAI)
-    assert line(lines, "✗ WeRSS · WeChat login") == (
-        f"✗ WeRSS · WeChat login: lapsed at {lapsed:%m-%d %H:%M}: WeRSS collects nothing → open WeRSS and scan its "
-        "QR code with WeChat (the login lapses every two to three days)")
+    assert line(lines, "✗ WeRSS · 微信登录") == (
+        f"✗ WeRSS · 微信登录: 已于 {lapsed:%m-%d %H:%M} 过期：WeRSS 停止了采集 → 打开 WeRSS → 扫码授权，用微信扫码"
+        "并在手机上确认（微信登录每两三天过期一次）")
+
+
+def test_a_login_with_a_token_but_no_expiry_is_a_warning_not_a_tick(good, monkeypatch) -> None:
+    from include.radar.check import collection
+    from include.radar.werss import WeChatLogin
+
+    monkeypatch.setattr(collection, "_login", lambda client: WeChatLogin(True, True, None))
+    _, lines = check()
+    assert line(lines, "! WeRSS · 微信登录") == (
+        "! WeRSS · 微信登录: 已登录，但 WeRSS 没有给出到期时间：过期前无法提醒 → 在 WeRSS → 扫码授权 重新扫码一次，"
+        "WeRSS 会记下到期时间")
+
+
+def test_zero_subscribed_accounts_says_how_to_subscribe(good) -> None:
+    good.werss.accounts = []
+    code, lines = check()
+    assert code == 1
+    assert line(lines, "✗ WeRSS · 公众号") == (
+        "✗ WeRSS · 公众号: 还没有订阅任何公众号：WeRSS 没有可采集的 → 扫码授权后，在 WeRSS → 订阅管理 → 添加订阅 按名称"
+        "搜索公众号并添加")
+
+
+def test_no_collection_task_fails_with_the_cron_to_add(good) -> None:
+    good.werss.message_tasks = [collection_task(CRON, status=0)]
+    code, lines = check()
+    assert code == 1
+    assert line(lines, "✗ WeRSS · 采集任务") == (
+        "✗ WeRSS · 采集任务: 没有会运行的采集任务（1 个停用、cron 无效或无法加载）：WeRSS 不会采集新文章，只有添加公众号时"
+        "的那些 → 在 WeRSS → 消息任务 新建任务：类型 Message，cron 表达式 30 6,11,13,17,21 * * *（每个时段前 30 分钟），"
+        "公众号全选，启用；保存后点「应用」")
+
+
+def test_a_task_whose_mps_id_werss_cannot_read_fails_as_it_fails_in_werss(good) -> None:
+    """``mps_id = ""`` is accepted by WeRSS's API, but its scheduler cannot load it: never "all accounts"."""
+    broken = {**collection_task(CRON), "mps_id": "", "name": "采集"}
+    good.werss.message_tasks = [broken]
+    assert good.werss.apply() is False  # what 「应用」 meets: HTTP 500
+    code, lines = check()
+    assert code == 1
+    assert [x for x in lines if x.startswith("✗ WeRSS · 采集任务")] == [
+        "✗ WeRSS · 采集任务: 任务「采集」无法加载：mps_id 不是 JSON（Expecting value: line 1 column 1 (char 0)）；它在时"
+        "「应用」会失败（HTTP 500），其他任务也可能加载不上 → 在 WeRSS → 消息任务 编辑该任务，重新选择公众号（或全选）并"
+        "保存，再点「应用」",
+        "✗ WeRSS · 采集任务: 没有会运行的采集任务（1 个停用、cron 无效或无法加载）：WeRSS 不会采集新文章，只有添加公众号时"
+        "的那些 → 在 WeRSS → 消息任务 新建任务：类型 Message，cron 表达式 30 6,11,13,17,21 * * *（每个时段前 30 分钟），"
+        "公众号全选，启用；保存后点「应用」"]
+    assert not [x for x in lines if x.startswith("✓ WeRSS · 采集任务")]
+
+
+@pytest.mark.parametrize(("mps_id", "why"), [
+    ("[]", ""), ('[{"id": "MP_WXS_1001", "mp_name": "x"}]', ""),
+    ("", "mps_id 不是 JSON（Expecting value: line 1 column 1 (char 0)）"),
+    ("{}", "mps_id 不是 JSON 列表"), ('["MP_WXS_1001"]', "mps_id 的每一项都应是带 id 的对象"),
+    ('[{"mp_name": "x"}]', "mps_id 的每一项都应是带 id 的对象"), ('[{"id": 5}]', "mps_id 的每一项都应是带 id 的对象"),
+    (None, "mps_id 不是 JSON 列表"),
+])
+def test_mps_id_is_read_as_werss_reads_it(mps_id, why) -> None:
+    from include.radar.check.schedule import accounts_of
+
+    assert accounts_of(mps_id)[1] == why
+
+
+def test_a_task_that_misses_slots_or_accounts_is_a_warning(good) -> None:
+    good.werss.message_tasks = [collection_task("0 8 * * *", ACCOUNTS[:1], name="早间")]
+    good.werss.apply()
+    code, lines = check()
+    assert code == 0
+    assert line(lines, "! WeRSS · 采集任务: 1 个") == (
+        "! WeRSS · 采集任务: 1 个公众号不在任何任务里：产业前哨站 → 在 WeRSS → 消息任务 把它们加进任务的公众号（或全选），"
+        "保存后点「应用」")
+    assert line(lines, "! WeRSS · 采集任务: 「早间」").startswith(
+        "! WeRSS · 采集任务: 「早间」（0 8 * * *）：时段 07:00、12:00、14:00、18:00、22:00 之前 1 小时内没有采集 → "
+        "在 WeRSS → 消息任务")
+
+
+def test_a_task_never_applied_did_not_run_and_says_how_to_apply_it(good) -> None:
+    """Saved long ago but never applied (or WeRSS started without its scheduler): nothing was collected."""
+    good.werss.applied = None
+    code, lines = check()
+    assert code == 1
+    assert line(lines, "✗ WeRSS · 任务运行").endswith(
+        "没有运行：之后没有公众号被采集 → WeRSS 的定时采集没有运行：在 WeRSS → 消息任务 点「应用」（新建或修改任务、订阅新"
+        "公众号后都要点一次才生效）；不用 Docker 时 WeRSS 须以 python main.py -job True 启动，且 config.yaml 的 "
+        "server.enable_job 为 True")
+
+
+def test_a_task_saved_since_its_last_time_is_not_judged_yet(good) -> None:
+    from datetime import UTC, datetime
+
+    saved = datetime.fromtimestamp(good.clock[0] - 60, UTC).astimezone(SHANGHAI)
+    good.werss.message_tasks = [{**collection_task(CRON), "updated_at": f"{saved:%Y-%m-%d %H:%M:%S}"}]
+    good.werss.applied = None
+    _, lines = check()
+    assert line(lines, "! WeRSS · 任务运行").startswith(
+        f"! WeRSS · 任务运行: 任务保存于 {saved:%m-%d %H:%M}，之后还没到过计划时间 → 确认已点「应用」，")
+
+
+def test_an_account_subscribed_after_the_tasks_were_applied_is_named_with_the_fix(good) -> None:
+    """「全部公众号」 is expanded at 「应用」: an account subscribed later is in no task until the next one."""
+    from datetime import UTC, datetime
+
+    later = datetime.fromtimestamp(good.clock[0] - 2 * 86400, UTC).astimezone(SHANGHAI)
+    good.werss.accounts.append({"id": "MP_WXS_1003", "mp_name": "新订阅号", "status": 1,
+                                "created_at": f"{later:%Y-%m-%dT%H:%M:%S}"})
+    code, lines = check()
+    assert code == 0
+    assert line(lines, "! WeRSS · 新订阅") == (
+        "! WeRSS · 新订阅: 1 个公众号订阅后还没被任务采集过：新订阅号；「全部公众号」只包括上次点「应用」时已订阅的 → 在 "
+        "WeRSS → 消息任务 点「应用」（新建或修改任务、订阅新公众号后都要点一次才生效）")
+    good.werss.apply()  # 「应用」: the next runs cover it, and the line goes
+    _, lines = check()
+    assert not [x for x in lines if "新订阅" in x]
+
+
+def test_no_article_yet_is_a_warning_with_the_way_to_collect(good) -> None:
+    good.werss.articles = []
+    code, lines = check()
+    assert line(lines, "! WeRSS · 最新文章") == (
+        "! WeRSS · 最新文章: WeRSS 里还没有任何文章 → 扫码授权后让采集任务运行一次（WeRSS → 消息任务 → 执行），或等它的 "
+        "cron")
+    assert not [x for x in lines if x.startswith("✓ WeRSS · 最新文章") or x.startswith("✓ WeRSS · 正文")]
+
+
+def test_a_werss_of_day_one_never_says_tick_where_it_cannot_collect(good) -> None:
+    """The stranger's day one: never scanned, the task stored with mps_id "", an account added later, no
+    article: every one of those lines is ✗ or !, and so is the check."""
+    good.werss.wechat_scanned = False
+    good.werss.message_tasks = [{**collection_task(CRON), "mps_id": ""}]
+    good.werss.applied = None
+    good.werss.articles = []
+    code, lines = check()
+    assert code == 1
+    werss = [x for x in lines if " WeRSS · " in x]
+    assert [x.split(":")[0] for x in werss] == [
+        "✓ WeRSS · 可达", "✗ WeRSS · 微信登录", "✓ WeRSS · 公众号", "✗ WeRSS · 采集任务", "✗ WeRSS · 采集任务",
+        "! WeRSS · 最新文章"]
+
+
+# ---------------------------------------------------------------------------------------- DeepSeek
 
 
 def test_a_retired_model_fails_before_any_paid_call(good, monkeypatch) -> None:
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_MODEL", "deepseek-reasoner")
     code, lines = check(llm_call=True)
     assert code == 1
-    assert line(lines, "✗ DeepSeek · model") == (
-        "✗ DeepSeek · model: 'deepseek-reasoner' is not offered (offered: deepseek-flash, deepseek-v4-pro): every "
-        "analysis would fail → set AIRFLOW_VAR_RADAR_DEEPSEEK_MODEL (or the Variable radar_deepseek_model) to one "
-        "the list offers")
+    assert line(lines, "✗ DeepSeek · 模型") == (
+        "✗ DeepSeek · 模型: 'deepseek-reasoner' 不在可用列表里（可用：deepseek-flash, deepseek-v4-pro）：每次分析都会失败 → "
+        "把 AIRFLOW_VAR_RADAR_DEEPSEEK_MODEL（或 Variable radar_deepseek_model）设为列表里的一个")
+    assert line(lines, "! DeepSeek · 付费调用") == "! DeepSeek · 付费调用: 没有调用：上面的检查没有通过 → 先修好上面的问题"
     assert good.deepseek.requests == []
 
 
-def test_a_refused_deepseek_key_fails(good, monkeypatch) -> None:
+def test_a_refused_deepseek_key_fails_and_says_the_paid_call_was_not_made(good, monkeypatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_DEEPSEEK_DEFAULT", json.dumps({
         "conn_type": "http", "host": f"{good.base}/deepseek", "password": "sk-wrongkey123456"}))
-    code, lines = check()
+    code, lines = check(llm_call=True)
     assert code == 1
-    assert line(lines, "✗ DeepSeek · key").startswith("✗ DeepSeek · key: DeepSeek rejected the API key (401: "
-                                                       "Authentication Fails, Your api key is invalid)")
+    assert line(lines, "✗ DeepSeek · 密钥").startswith("✗ DeepSeek · 密钥: DeepSeek rejected the API key (401: "
+                                                     "Authentication Fails, Your api key is invalid)")
+    assert line(lines, "! DeepSeek · 付费调用")
     assert "sk-wrongkey123456" not in "\n".join(lines)
+
+
+def test_an_unreachable_deepseek_names_the_host_and_the_cause_not_the_key(good, monkeypatch) -> None:
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    port = hole.getsockname()[1]  # bound, not listening: connections are refused
+    monkeypatch.setenv("AIRFLOW_CONN_DEEPSEEK_DEFAULT", json.dumps({
+        "conn_type": "http", "host": f"http://127.0.0.1:{port}", "password": "sk-test-0000"}))
+    code, lines = check()
+    hole.close()
+    assert code == 1
+    assert line(lines, "✗ DeepSeek · 可达") == (
+        f"✗ DeepSeek · 可达: DeepSeek unreachable at http://127.0.0.1:{port}: ConnectionRefusedError: [Errno 111] "
+        "Connection refused → 检查本机到该地址的网络（代理、防火墙、DNS），或改正 deepseek_default 连接的 host（默认 "
+        "https://api.deepseek.com）")
+    assert not [x for x in lines if x.startswith("✗ DeepSeek · 密钥")]
 
 
 def test_llm_call_makes_exactly_one_paid_call(good) -> None:
     good.deepseek.responder = lambda body: '{"ok": true}'
     code, lines = check(llm_call=True)
     assert code == 0
-    assert line(lines, "✓ DeepSeek · paid call").startswith("✓ DeepSeek · paid call: answered JSON in ")
+    assert "秒内答出 JSON，花费 " in line(lines, "✓ DeepSeek · 付费调用")
     assert len(good.deepseek.requests) == 1
+
+
+# -------------------------------------------------------------------------------------------- push
 
 
 def test_a_bad_apprise_url_fails_by_channel(good, monkeypatch) -> None:
@@ -209,10 +374,47 @@ def test_a_bad_apprise_url_fails_by_channel(good, monkeypatch) -> None:
         "conn_type": "generic", "extra": {"urls": ["nosuchservice://tok3n-abcdef123456", f"json://{hostport}/push/one"]}}))
     code, lines = check()
     assert code == 1
-    assert line(lines, "✗ push") == (
-        "✗ push · reader nosuchservice://: not a valid apprise URL → correct it (https://github.com/caronc/apprise/"
-        "wiki lists each service's URL form)")
+    assert line(lines, "✗ 推送") == (
+        "✗ 推送 · 读者 nosuchservice://: 不是有效的 apprise URL → 改正它（https://github.com/caronc/apprise/wiki 列出每种"
+        "服务的 URL 写法）")
     assert "tok3n-abcdef123456" not in "\n".join(lines)
+
+
+def test_a_channel_that_cannot_be_reached_is_not_blamed_on_its_token(good, monkeypatch) -> None:
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    port = hole.getsockname()[1]
+    monkeypatch.setenv("AIRFLOW_CONN_RADAR_PUSH", json.dumps({
+        "conn_type": "generic", "extra": {"urls": [f"json://127.0.0.1:{port}/hook-token-9f8e7d"]}}))
+    code, lines = check(send_test=True)
+    hole.close()
+    found = line(lines, "✗ 推送 · 读者")
+    assert code == 1
+    assert "测试消息没有送达，连不上该服务：" in found and found.endswith("→ 检查本机到该服务的网络（代理、防火墙、DNS）")
+    assert " - WARNING - " not in found and " - ERROR - " not in found  # apprise's log prefix is not the reader's
+    assert "hook-token-9f8e7d" not in "\n".join(lines)
+
+
+def test_a_channel_that_refuses_the_message_is_told_to_check_its_token(good) -> None:
+    good.sink.fail_next = 10  # the channel answers every attempt with an error status
+    code, lines = check(send_test=True)
+    assert code == 1
+    found = next(x for x in lines if x.startswith("✗ 推送 · 读者"))
+    assert "测试消息没有送达：" in found and found.endswith("→ 该服务拒绝了消息：核对 URL 里的 token / key 与服务的说明")
+
+
+def test_send_test_delivers_one_message_per_channel_reported_one_by_one(good) -> None:
+    code, lines = check(send_test=True)
+    assert code == 0
+    assert (len(good.sink.received), len(good.sink2.received), len(good.ops.received)) == (1, 1, 1)
+    assert good.sink.received[0]["title"] == "机会雷达：连接测试"
+    hostport = good.base.split("://", 1)[1]
+    delivered = [x for x in lines if x.endswith(": 测试消息已送达")]
+    assert [x.split(" · ")[1].rsplit(": 测试", 1)[0] for x in delivered] == [f"读者 json://{hostport}"] * 2 + [
+        f"运维 json://{hostport}"]
+
+
+# ------------------------------------------------------------------------------------------- links
 
 
 def test_a_weak_link_secret_fails_and_the_other_checks_still_run(good, monkeypatch) -> None:
@@ -220,10 +422,10 @@ def test_a_weak_link_secret_fails_and_the_other_checks_still_run(good, monkeypat
     code, lines = check()
     assert code == 1
     assert line(lines, "✗") == (
-        "✗ links · link secret strength: must be at least 32 bytes (it signs the links in pushes); make one with python3 -c "
-        "'import secrets; print(secrets.token_urlsafe(32))' → set AIRFLOW_VAR_RADAR_LINK_SECRET to at least 32 "
-        "random bytes: python3 -c 'import secrets; print(secrets.token_urlsafe(32))'")
-    assert line(lines, "✓ WeRSS · accounts")  # one bad setting does not hide the rest
+        "✗ 链接 · 签名密钥: must be at least 32 bytes (it signs the links in pushes); make one with python3 -c "
+        "'import secrets; print(secrets.token_urlsafe(32))' → 把 AIRFLOW_VAR_RADAR_LINK_SECRET 设为至少 32 字节的随机串："
+        "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'")
+    assert line(lines, "✓ WeRSS · 公众号")  # one bad setting does not hide the rest
     assert "short-secret" not in "\n".join(lines)
 
 
@@ -231,19 +433,54 @@ def test_plain_http_links_on_a_public_host_fail(good, monkeypatch) -> None:
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_REPORT_BASE_URL", "http://radar.example.com/radar")
     code, lines = check()
     assert code == 1
-    assert line(lines, "✗ links · report_base_url").startswith(
-        "✗ links · report_base_url: http://radar.example.com/radar is plain http on a host other than this machine")
+    assert line(lines, "✗ 链接 · report_base_url").startswith(
+        "✗ 链接 · report_base_url: http://radar.example.com/radar 是明文 http，且不在本机：签名链接（凭据）会明文传输 → "
+        "用 https 反向代理")
+
+
+def test_an_unset_report_base_url_is_a_warning_phones_cannot_open_it(good, monkeypatch) -> None:
+    monkeypatch.delenv("AIRFLOW_VAR_RADAR_REPORT_BASE_URL")
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEMO_MODE", "false")
+    _, lines = check()
+    assert line(lines, "! 链接 · report_base_url").startswith(
+        "! 链接 · report_base_url: http://localhost:8080/radar 是本机地址：推送里的链接只在这台机器上能打开，手机打不开 → ")
+
+
+def test_an_invalid_report_base_url_is_one_failure_and_no_tick_for_the_default(good, monkeypatch) -> None:
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_REPORT_BASE_URL", "radar.example.com/radar")
+    code, lines = check()
+    assert code == 1
+    assert [x.split(":")[0] for x in lines if "report_base_url" in x] == ["✗ 链接 · report_base_url"]
 
 
 def test_the_lifetime_line_says_what_a_link_and_its_session_open(good, monkeypatch) -> None:
     _, lines = check()
-    assert line(lines, "✓ links · lifetime") == (
-        "✓ links · lifetime: signed links are valid 7 days; in its first 24 h a link also opens a 30-min read session "
-        "(reading only, no votes)")
+    assert line(lines, "✓ 链接 · 有效期") == (
+        "✓ 链接 · 有效期: 签名链接 7 天内有效；头 24 小时内链接还会开一个 30 分钟的只读会话（只能看，不能投票）")
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_LINK_SESSION_MINUTES", "0")
     _, lines = check()
-    assert line(lines, "✓ links · lifetime") == (
-        "✓ links · lifetime: signed links are valid 7 days; a link opens its own page only (no read session)")
+    assert line(lines, "✓ 链接 · 有效期") == "✓ 链接 · 有效期: 签名链接 7 天内有效；链接只打开它自己那一页（没有只读会话）"
+
+
+# ------------------------------------------------------------------------------------ market data
+
+
+def test_an_unreachable_market_source_is_a_warning_only_the_record_needs_it(good, monkeypatch) -> None:
+    from include.radar import track_record
+
+    def dead(settings: Any) -> Any:
+        raise ConnectionError("no route to the market data source")
+
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE", "akshare")
+    monkeypatch.setattr(track_record, "source_from", dead)
+    code, lines = check()
+    assert code == 0
+    assert line(lines, "! 行情数据 · akshare") == (
+        "! 行情数据 · akshare: 没有回答：no route to the market data source；只影响战绩，次日自动重试 → 检查本机到 akshare "
+        "数据源（新浪、东方财富）的网络")
+
+
+# --------------------------------------------------------------------------------- secrets, result
 
 
 def test_no_secret_reaches_the_output_or_the_stored_result(good, monkeypatch, conn) -> None:
@@ -257,20 +494,9 @@ def test_no_secret_reaches_the_output_or_the_stored_result(good, monkeypatch, co
     stored = json.dumps(store.status(conn, STATE_KEY), ensure_ascii=False)
     transcript = "\n".join(out)
     assert code == 1  # the refused login and key are reported...
-    assert "✗ WeRSS · credentials" in transcript and "✗ DeepSeek · key" in transcript
+    assert "✗ WeRSS · 凭据" in transcript and "✗ DeepSeek · 密钥" in transcript
     for secret in secrets:  # ...without their values
         assert secret not in transcript and secret not in stored
-
-
-def test_send_test_delivers_one_message_per_channel_reported_one_by_one(good) -> None:
-    code, lines = check(send_test=True)
-    assert code == 0
-    assert (len(good.sink.received), len(good.sink2.received), len(good.ops.received)) == (1, 1, 1)
-    assert good.sink.received[0]["title"] == "机会雷达：连接测试"
-    hostport = good.base.split("://", 1)[1]
-    delivered = [x for x in lines if x.endswith(": test message delivered")]
-    assert [x.split(" · ")[1].rsplit(": test", 1)[0] for x in delivered] == [f"reader json://{hostport}"] * 2 + [
-        f"operator json://{hostport}"]
 
 
 def test_the_result_is_stored_and_the_health_panel_shows_it_escaped(good, monkeypatch, db_url, conn) -> None:
@@ -279,16 +505,19 @@ def test_the_result_is_stored_and_the_health_panel_shows_it_escaped(good, monkey
     assert code == 1
     stored = store.status(conn, STATE_KEY)
     assert stored["failures"] == 1 and stored["ok"] >= 15
-    assert stored["failing"][0].startswith(f"✗ DeepSeek · model: '{XSS}' is not offered")
+    assert stored["failing"][0].startswith(f"✗ DeepSeek · 模型: '{XSS}' 不在可用列表里")
     html = health_html(page(db_url))
     assert "部署检查" in html and f"✗ {stored['failures']}" in html
-    assert f"✗ DeepSeek · model: &#39;{XSS_ESCAPED}&#39; is not offered" in html
+    assert f"✗ DeepSeek · 模型: &#39;{XSS_ESCAPED}&#39; 不在可用列表里" in html
     assert XSS not in html
 
 
 def test_the_health_panel_says_when_no_check_has_run(db_url) -> None:
     html = health_html(page(db_url))
     assert "还没有运行过：python -m include.radar.cli check" in html
+
+
+# ----------------------------------------------------------------------------------------- Airflow
 
 
 def test_an_unreachable_airflow_metadata_database_is_a_failure_with_its_fix() -> None:
@@ -299,9 +528,9 @@ def test_an_unreachable_airflow_metadata_database_is_a_failure_with_its_fix() ->
     started = time.monotonic()
     lines = [x.render() for x in platform.airflow_lines(load_settings(), Options(timeout=1), facts=dead)]
     assert time.monotonic() - started < 3
-    assert lines == ["✗ Airflow · metadata database: not reachable (Airflow's metadata database gave no answer within "
-                     "1s) → run the check where Airflow runs (docker compose run --rm airflow-cli …), or start its "
-                     "database; AIRFLOW__DATABASE__SQL_ALCHEMY_CONN must be that of the deployment"]
+    assert lines == ["✗ Airflow · 元数据库: 连不上（Airflow 的元数据库 在 1 秒内没有回答） → 在 Airflow 运行的地方运行 "
+                     "check（docker compose run --rm airflow-cli …），或启动它的数据库；AIRFLOW__DATABASE__SQL_ALCHEMY_CONN "
+                     "必须是这套部署的"]
 
 
 def test_airflow_is_read_from_its_own_metadata_database() -> None:
@@ -309,28 +538,39 @@ def test_airflow_is_read_from_its_own_metadata_database() -> None:
     facts = platform.read_airflow()
     assert facts.pool_slots == 2
     lines = [x.render() for x in platform.airflow_lines(load_settings(), Options(), facts=lambda: facts)]
-    assert lines[0] == "✓ Airflow · pool radar_llm: 2 slots (analysis_tasks = 2)"
+    assert lines[0] == "✓ Airflow · 资源池 radar_llm: 2 个槽位（analysis_tasks = 2）"
 
 
 def test_a_missing_pool_and_a_dag_import_error_fail() -> None:
     facts = AirflowFacts(pool_slots=None, dag_known=False, import_error="NameError: name 'x' is not defined")
     lines = [x.render() for x in platform.airflow_lines(load_settings(), Options(), facts=lambda: facts)]
     assert lines == [
-        "✗ Airflow · pool radar_llm: missing: the analysis tasks would wait forever → run airflow pools set radar_llm 2 "
+        "✗ Airflow · 资源池 radar_llm: 不存在：分析任务会一直等下去 → 运行 airflow pools set radar_llm 2 "
         "'Opportunity Radar: analysis tasks at once'",
-        "✗ Airflow · DAG opportunity_radar_slots: import error: NameError: name 'x' is not defined → fix "
-        "dags/opportunity_radar.py (airflow dags list-import-errors shows the whole trace)"]
+        "✗ Airflow · DAG opportunity_radar_slots: 导入错误：NameError: name 'x' is not defined → 修好 "
+        "dags/opportunity_radar.py（airflow dags list-import-errors 显示完整的错误）"]
+
+
+# ------------------------------------------------------------------------------------------- pure
 
 
 def test_coverage_finds_the_slots_a_cron_does_not_serve() -> None:
     from datetime import datetime
 
     now = datetime(2026, 1, 8, 9, 0, tzinfo=SHANGHAI)
-    assert coverage(["45 6,11,13,17,21 * * *"], SLOTS, now, SHANGHAI).missed == ()
+    assert coverage([CRON], SLOTS, now, SHANGHAI).missed == ()
     assert coverage(["0 7,12,14,18,22 * * *"], SLOTS, now, SHANGHAI).missed == SLOTS  # at the slot is too late
     assert coverage(["30 11 * * *"], SLOTS, now, SHANGHAI).missed == ("07:00", "14:00", "18:00", "22:00")
     found = coverage(["*/20 * * * *"], SLOTS, now, SHANGHAI)
     assert (found.missed, found.next_run, found.next_slot) == ((), datetime(2026, 1, 8, 9, 20, tzinfo=SHANGHAI), "12:00")
+
+
+def test_the_suggested_cron_is_the_guides_half_an_hour_before_each_slot() -> None:
+    from include.radar.check.schedule import suggested_cron
+
+    assert suggested_cron(SLOTS) == "30 6,11,13,17,21 * * *"
+    assert suggested_cron(("00:00", "07:00")) == "30 6,23 * * *"  # the slot at midnight: the evening before
+    assert suggested_cron(("07:15", "12:00")) == "*/30 * * * *"
 
 
 def test_every_line_is_typed_and_a_warning_does_not_fail() -> None:
@@ -339,5 +579,7 @@ def test_every_line_is_typed_and_a_warning_does_not_fail() -> None:
     report = Report([ok("a", "b", "c"), warn("a", "d", "e", "f")])
     assert report.exit_code == 0 and report.lines[1].mark is Mark.WARN
     assert report.lines[1].render() == "! a · d: e → f"
+    assert report.summary() == "1 ✓，1 !，0 ✗：这套部署可以工作，有几处要看一看"
     report.lines.append(fail("a", "g", "h", "i"))
     assert report.exit_code == 1 and report.as_state()["failing"] == ["✗ a · g: h → i"]
+    assert report.summary() == "1 ✓，1 !，1 ✗：这套部署按现在的配置不能工作"

@@ -960,8 +960,10 @@ def test_docker_compose_config(tmp_path: Path) -> None:
     (tmp_path / "deploy").mkdir()
     shutil.copy(POSTGRES_ENTRYPOINT, tmp_path / "deploy" / POSTGRES_ENTRYPOINT.name)
     shutil.copy(ENV_EXAMPLE, tmp_path / ".env")
-    # the shell environment wins over --env-file: keep the caller's WeRSS settings out
-    clean = {name: value for name, value in os.environ.items() if not name.startswith(("WERSS_", "COMPOSE_"))}
+    # the shell environment wins over --env-file: keep the caller's settings out (the tests' own
+    # RADAR_DATABASE_URL, a make target's AIRFLOW__*, a WeRSS of the shell)
+    clean = {name: value for name, value in os.environ.items()
+             if not name.startswith(("WERSS_", "COMPOSE_", "RADAR_", "AIRFLOW"))}
 
     def config(*files: str, **env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

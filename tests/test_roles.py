@@ -298,3 +298,19 @@ def test_without_the_form_key_and_the_right_to_make_it_the_profile_says_so_never
     roles.grant_pages(d.owner, d.pages)
     again = _editor_client(d.pages, FakeUser(), settings=make_settings(link_secret=None))
     assert 'name="csrf"' in again.get("/profile").text
+
+
+def test_a_refused_password_names_the_url_the_user_set_and_compose_s_line_beside_it():
+    with pytest.raises(roles.ProvisionError) as refused:
+        roles.check_password(roles.Login.of("postgresql://postgres@db.example:5432/postgres", "RADAR_ADMIN_DATABASE_URL"))
+    assert str(refused.value).startswith("the password of the database role 'postgres' in RADAR_ADMIN_DATABASE_URL "
+                                         "(with docker compose: POSTGRES_PASSWORD in .env) is empty")
+
+
+def test_a_superuser_on_the_local_socket_needs_no_password_a_role_over_tcp_does():
+    """Debian's PostgreSQL: ``sudo -u postgres`` through the socket (peer authentication), no password at all."""
+    roles.check_password(roles.Login.of("postgresql:///postgres?host=/var/run/postgresql&user=postgres",
+                                        "RADAR_ADMIN_DATABASE_URL"))
+    with pytest.raises(roles.ProvisionError, match="RADAR_DATABASE_URL"):
+        roles.check_password(roles.Login.of("postgresql:///radar?host=/var/run/postgresql&user=radar",
+                                            "RADAR_DATABASE_URL"))

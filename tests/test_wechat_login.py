@@ -78,7 +78,7 @@ def test_a_werss_that_does_not_say_is_not_reported(data):
                                     {"expiry_timestamp": True}, {"expiry_time": "tomorrow"},
                                     {"expiry_time": "1970-01-01 00:00:00"}, {"expiry_time": "x" * 10_000}])
 def test_an_expiry_that_makes_no_sense_is_left_unknown(expiry):
-    login = wechat_login({"wx": {"login": True, "info": {"expiry": expiry}}})
+    login = wechat_login({"wx": {"token": "1234567890", "login": True, "info": {"expiry": expiry}}})
     assert login.reported and login.logged_in and login.expires_at is None
 
 
@@ -143,11 +143,26 @@ def test_a_lapsed_login_alerts_once_and_again_only_after_the_next_lapse(fakes):
     assert len(_alerts(fakes, "WeRSS 的微信登录已过期")) == 2
 
 
-def test_a_werss_never_scanned_is_a_lapsed_login(fakes):
-    _setup(fakes, None, login=False)
+@pytest.mark.parametrize("wx", [
+    {"token": "", "expiry_time": "", "info": None, "login": True},  # v1.4.9 never scanned: login starts true
+    {"token": "", "expiry_time": "", "info": None, "login": False},
+    {"token": "   ", "login": True, "info": {"expiry": {"expiry_timestamp": 1893456000}}},
+    {"login": True},
+])
+def test_no_token_is_no_login_whatever_the_login_flag_says(wx):
+    login = wechat_login({"wx": wx})
+    assert (login.reported, login.scanned, login.logged_in) == (True, False, False)
+    assert login.expired(datetime(2026, 1, 8, tzinfo=UTC))
+
+
+def test_a_werss_never_scanned_is_told_to_scan_not_that_a_login_lapsed(fakes):
+    _setup(fakes, None)
+    fakes.werss.wechat_scanned = False
     _slot(fakes, SLOT)
-    [alert] = _alerts(fakes, "WeRSS 的微信登录已过期")
-    assert "已失效" in alert["message"]
+    [alert] = _alerts(fakes, "WeRSS 还没有扫码登录微信")
+    assert "从未扫码" in alert["message"]
+    assert _alerts(fakes, "WeRSS 的微信登录已过期") == [] and _state()["scanned"] is False
+    assert "WeRSS 还没有扫码登录微信" in read_page("/", SLOT + timedelta(minutes=5))
 
 
 def test_a_failed_delivery_is_retried_by_the_next_slot(fakes):

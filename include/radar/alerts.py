@@ -35,6 +35,11 @@ CAUSES: dict[str, Cause] = {
         "WeRSS 的微信登录即将过期", "到期前在 WeRSS 后台扫码重新登录微信公众平台；过期后 WeRSS 会静默停止采集"),
     "wechat_login_expired": Cause(
         "WeRSS 的微信登录已过期", "在 WeRSS 后台扫码重新登录微信公众平台；过期期间的新文章要等登录后 WeRSS 补采，72 小时内的雷达照常分析"),
+    "wechat_not_scanned": Cause(
+        "WeRSS 还没有扫码登录微信", "打开 WeRSS → 扫码授权，用微信扫码并在手机上确认；登录之前 WeRSS 采集不到任何文章"),
+    "werss_not_collecting": Cause(
+        "WeRSS 没有在采集", "运行 python -m include.radar.cli check：它逐项检查微信登录、采集任务（含「应用」）与 WeRSS 的定时"
+        "采集是否运行"),
     "werss_stale": Cause(
         "公众号长时间没有新文章", "在 WeRSS 中检查这些公众号的抓取状态（授权、限流、被封），或确认它们确实停更"),
     "deepseek": Cause(

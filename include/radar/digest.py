@@ -16,12 +16,12 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
-from include.radar import coverage, decide, events, ranking, store
+from include.radar import decide, events, ranking, store, watch
 from include.radar.coverage import Coverage
 from include.radar.llm import (
     LLMClient,
@@ -114,24 +114,10 @@ def _coverage(conn: Any, day: date) -> Coverage | None:
     """The day's account coverage; a failure to work it out costs only that line of the report."""
     try:
         with conn.transaction():
-            return coverage_of(conn, day, datetime.now(UTC))
+            return watch.coverage_of(conn, day, datetime.now(UTC))
     except Exception:  # the report goes out without it rather than not at all
         log.exception("the account coverage of %s could not be worked out", day)
         return None
-
-
-def coverage_of(conn: Any, day: date, now: datetime) -> Coverage:
-    """The coverage of ``day`` as of ``now`` (or of the day's end, for a day gone by), by coverage.py's rules."""
-    start, end = local_day_bounds(day)
-    at = min(now, end)
-    accounts = store.accounts_of_day(conn, day)
-    listed = bool(accounts)
-    if not listed:
-        accounts = store.accounts_listed_between(conn, day - timedelta(days=coverage.FALLBACK_DAYS),
-                                                 day - timedelta(days=1))
-    stalled = {a["id"] for a in store.silent_accounts(conn, at, coverage.SILENT_FACTOR)}
-    lapsed = coverage.login_lapsed(store.status(conn, coverage.WECHAT_STATUS), start, at)
-    return coverage.summarise(accounts, stalled, login_lapsed=lapsed, listed=listed)
 
 
 def compact(facts: DayFacts, analysis_url: Callable[[int], str]) -> dict[str, Any]:
@@ -298,9 +284,14 @@ def _day_digest(
 def _day_warnings(facts: DayFacts) -> list[str]:
     """What makes a built day partial besides the digest: a lapsed WeChat login, the budget, pending articles."""
     reasons = []
-    if facts.coverage and facts.coverage.login_lapsed:
+    if facts.coverage and facts.coverage.unscanned:
+        reasons.append("werss: WeRSS has no WeChat login (its QR code was never scanned): it collects nothing")
+    elif facts.coverage and facts.coverage.login_lapsed:
         reasons.append("werss: WeRSS reports its WeChat login lapsed: it collects no new articles until it is "
                        "scanned again")
+    elif facts.coverage and facts.coverage.nothing_collected:
+        reasons.append("werss: no account shows that WeRSS is collecting it (no article within its rhythm, no "
+                       "collection of WeRSS's in the last day)")
     if facts.budget_deferred:
         reasons.append(f"budget: {facts.budget_deferred} articles were left for the next day when the day's LLM "
                        "budget was reached")

@@ -17,7 +17,7 @@ from typing import Any
 from include.radar import body_check, store
 from include.radar.body_check import Verdict
 from include.radar.cleaning import CleanResult, clean_html, is_missing_body
-from include.radar.listing import AccountWindow, backoff_for, window_metas
+from include.radar.listing import AccountWindow, backoff_for, read_collection, window_metas
 from include.radar.slots import SlotKey
 from include.radar.werss import Token, WeRSSAuthError, WeRSSClient, WeRSSDeadline, WeRSSError, WeRSSNotFound
 from include.radar.werss_rows import ArticleRow, RowRejected, account_row, article_row
@@ -228,6 +228,9 @@ def _ingest(
                 conn, account_rows[mp_id]["id"], hits=1 if new_by_account.get(mp_id) else 0,
                 last_article_at=found_metas[0].published_at if found_metas else None, error=None, backoff_until=None,
             )
+    newest = {mp_id: metas[0].published_at if metas else account_rows[mp_id].get("last_article_at")
+              for mp_id, metas in listing.per_account.items()}
+    read_collection(connect, client, [(account_rows[mp_id], at) for mp_id, at in newest.items()], now)
 
 
 def _list_accounts(

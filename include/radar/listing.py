@@ -1,16 +1,21 @@
-"""Listing one account's window on WeRSS, page by page, newest first; and how long to leave an account
-alone after it failed."""
+"""Listing one account's window on WeRSS, page by page, newest first; how long to leave an account alone
+after it failed; and when WeRSS last collected the accounts that show no recent article."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from include.radar.werss import WeRSSClient
-from include.radar.werss_rows import ArticleRow, RowRejected, article_row
+from include.radar import redact, store, werss_rows
+from include.radar.werss import WeRSSClient, WeRSSDeadline, WeRSSError
+from include.radar.werss_rows import EARLIEST_PUBLISH, ArticleRow, RowRejected, article_row
 
 log = logging.getLogger(__name__)
+SYNC_READS = 30  # accounts a slot asks WeRSS about their last collection (the rest at later slots)
+FRESH_ARTICLE = timedelta(hours=24)  # an account with an article this recent needs no other evidence
 
 
 def backoff_for(status: int | None, message: str, consecutive_failures: int) -> timedelta:
@@ -82,3 +87,23 @@ def window_metas(
         (m for m in seen.values() if start_s <= m.publish_time <= end_s), key=lambda m: (-m.publish_time, m.id)
     )
     return found
+
+
+def read_collection(connect: Callable[[], Any], client: WeRSSClient, accounts: list[tuple[dict[str, Any], Any]],
+                    now: datetime) -> None:
+    """When WeRSS last collected those of ``accounts`` (each its stored row and its newest article) with no
+    article of the last day: the evidence coverage counts them by (coverage.py). At most SYNC_READS a slot,
+    the longest unasked first; a failure or the deadline leaves the rest for a later slot."""
+    doubtful = [row for row, newest in accounts if newest is None or now - newest > FRESH_ARTICLE]
+    doubtful.sort(key=lambda r: r.get("werss_checked_at") or EARLIEST_PUBLISH)
+    for row in doubtful[:SYNC_READS]:
+        try:
+            detail = client.account(row["mp_id"])
+        except WeRSSDeadline:
+            break
+        except WeRSSError as exc:
+            log.info("WeRSS's record of account %s could not be read: %s", row["name"], redact.scrub(str(exc))[:200])
+            continue
+        if "sync_time" in detail:  # a WeRSS whose record says nothing of it leaves the evidence as it was
+            with connect() as conn:
+                store.record_account_sync(conn, row["id"], werss_rows.synced_at(detail, now))

@@ -153,6 +153,19 @@ class JsonAnswer:
     unsettled: str | None = None  # what check() still questions in the answer returned
 
 
+class LLMUnreachable(LLMError):
+    """No HTTP answer at all (refused, unknown host, timed out, TLS): the key was never looked at."""
+
+
+def _cause(exc: BaseException) -> str:
+    """What lies under the SDK's "Connection error.": the innermost error that says something."""
+    seen: list[BaseException] = [exc]
+    while (inner := seen[-1].__cause__ or seen[-1].__context__) is not None and len(seen) < 8:
+        seen.append(inner)
+    said = [f"{e.__class__.__name__}: {e}" for e in reversed(seen) if str(e).strip()]
+    return (said[0] if said else exc.__class__.__name__)[:300]
+
+
 class LLMClient:
     """A DeepSeek (OpenAI-compatible) chat client that returns validated JSON answers."""
 
@@ -215,7 +228,7 @@ class LLMClient:
         except _sdk().APIStatusError as exc:
             raise (e if isinstance(e := _classify(exc, self.model), LLMError) else LLMError(str(e))) from None
         except _sdk().APIError as exc:
-            raise LLMError(f"DeepSeek unreachable: {exc.__class__.__name__}: {str(exc)[:200]}") from None
+            raise LLMUnreachable(f"DeepSeek unreachable at {self._client.base_url}: {_cause(exc)}") from None
         return [str(m.id) for m in getattr(page, "data", None) or [] if getattr(m, "id", None)]
 
     def complete_json(

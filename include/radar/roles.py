@@ -65,9 +65,19 @@ class Login:
                                               password=self.password, dbname=dbname or self.dbname)
 
 
-def check_password(login: Login, variable: str) -> None:
-    """Refuse an empty or well-known password, naming the variable to set and how to make one."""
+# the .env line that makes each URL in docker compose (the messages name it beside the URL's own variable)
+COMPOSE_SECRET = {"RADAR_ADMIN_DATABASE_URL": "POSTGRES_PASSWORD", "RADAR_DATABASE_URL": "RADAR_DB_PASSWORD",
+                  "RADAR_PAGES_DATABASE_URL": "RADAR_PAGES_DB_PASSWORD",
+                  "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "AIRFLOW_DB_PASSWORD"}
+
+
+def check_password(login: Login) -> None:
+    """Refuse an empty or well-known password, naming the variable to set and how to make one. A superuser
+    reached through a local socket without one (peer authentication, as Debian's PostgreSQL sets it up) is
+    let through: no password travels there."""
     password = login.password or ""
+    if not password and login.variable == "RADAR_ADMIN_DATABASE_URL" and login.host.startswith("/"):
+        return
     if not password:
         problem = "is empty"
     elif password.lower() in KNOWN_DEFAULTS or password == login.user:
@@ -75,8 +85,9 @@ def check_password(login: Login, variable: str) -> None:
     else:
         return
     raise ProvisionError(
-        f"the password of the database role {login.user!r} ({variable} in .env) {problem}: set it to a long random "
-        f"string (URL-safe characters, it goes into database URLs), e.g. the output of {GENERATE}"
+        f"the password of the database role {login.user!r} in {login.variable} (with docker compose: "
+        f"{COMPOSE_SECRET[login.variable]} in .env) {problem}: set it to a long random string (URL-safe characters, "
+        f"it goes into database URLs), e.g. the output of {GENERATE}"
     )
 
 
@@ -156,7 +167,7 @@ def provision(admin_url: str, owner_url: str, pages_url: str | None = None,
     """Set up the logins and databases of the URLs that live on the superuser's server (``admin_url``):
     check their passwords, create or repair the roles, the databases and their ownership. A URL on another
     server is its operator's to set up; the pages' URL must name the radar's database. Returns what was done."""
-    admin_login = Login.of(admin_url, "POSTGRES_PASSWORD")
+    admin_login = Login.of(admin_url, "RADAR_ADMIN_DATABASE_URL")
     owner = Login.of(owner_url, "RADAR_DATABASE_URL")
     pages = Login.of(pages_url, "RADAR_PAGES_DATABASE_URL") if pages_url else None
     metadata = Login.of(metadata_url, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN") if metadata_url else None
@@ -167,12 +178,10 @@ def provision(admin_url: str, owner_url: str, pages_url: str | None = None,
         raise ProvisionError("RADAR_PAGES_DATABASE_URL logs in as the radar's owner: give the pages a role of their own")
     if metadata is not None and metadata.same_server(owner) and metadata.dbname == owner.dbname:
         raise ProvisionError("the radar's database and Airflow's metadata database must differ (RADAR_DB_NAME)")
-    check_password(admin_login, "POSTGRES_PASSWORD")
+    check_password(admin_login)
     local = [login for login in (metadata, owner, pages) if login is not None and login.same_server(admin_login)]
-    secret_of = {"RADAR_DATABASE_URL": "RADAR_DB_PASSWORD", "RADAR_PAGES_DATABASE_URL": "RADAR_PAGES_DB_PASSWORD",
-                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "AIRFLOW_DB_PASSWORD"}
     for login in local:
-        check_password(login, secret_of[login.variable])
+        check_password(login)
     done: list[str] = []
     with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as admin:
         superuser = _current_user(admin)

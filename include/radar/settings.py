@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -356,9 +357,17 @@ def server_lookup(name: str) -> str | None:
     return None if found is None else str(found)
 
 
+def airflow_here() -> bool:
+    """Whether this process has an Airflow to ask: ``AIRFLOW_HOME`` or ``AIRFLOW_CONFIG`` set, or Airflow's
+    default home present. Without one, importing Airflow would write ``~/airflow`` behind the user's back."""
+    return bool(os.environ.get("AIRFLOW_HOME") or os.environ.get("AIRFLOW_CONFIG")) or (Path.home() / "airflow").is_dir()
+
+
 @cache
 def _server_variable() -> Any:
     """``airflow.models.variable.Variable``, or None without Airflow (imported on first use: it is slow)."""
+    if not airflow_here():
+        return None
     try:
         from airflow.models.variable import Variable
     except ImportError:
@@ -375,6 +384,8 @@ def _airflow_variables() -> Lookup | None:
     Inside a task an error reading them (the Execution API down) is raised, not taken for "not set": a
     silently defaulted secret or base URL would send unsigned links to the wrong host.
     """
+    if not airflow_here():
+        return None
     try:
         from airflow.sdk import Variable, get_current_context
     except ImportError:  # plain Python: no Airflow installed
@@ -472,6 +483,8 @@ def get_connection(conn_id: str) -> ConnectionInfo | None:
 
 
 def _connection_from_airflow(conn_id: str) -> Any:
+    if not airflow_here():
+        return None
     try:
         from airflow.sdk import BaseHook
         from airflow.sdk.exceptions import AirflowNotFoundException

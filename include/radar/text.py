@@ -1,4 +1,4 @@
-"""Text that PostgreSQL can store. Pure.
+"""Text that PostgreSQL can store, and spans of time as a reader says them. Pure.
 
 PostgreSQL's ``text`` and ``jsonb`` reject the NUL character, and a lone UTF-16 surrogate (which JSON's
 ``"\\ud800"`` escape decodes to in Python) cannot be encoded as UTF-8 at all: either one in an outside string
@@ -39,3 +39,18 @@ def storable_json(value: Any) -> Any:
     if isinstance(value, list):
         return [storable_json(v) for v in value]
     return value
+
+
+def span(seconds: float) -> str:
+    """A wall-clock span as people say it: ``45 秒``, ``12 分钟``, ``1 小时 5 分``, ``2 天 3 小时``."""
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{max(seconds, 0)} 秒"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} 分钟"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} 小时 {minutes} 分" if minutes else f"{hours} 小时"
+    days, hours = divmod(hours, 24)
+    return f"{days} 天 {hours} 小时" if hours else f"{days} 天"

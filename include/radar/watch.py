@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from include.radar import redact, store
-from include.radar.coverage import SILENT_FACTOR, WECHAT_STATUS
+from include.radar import coverage, redact, store
+from include.radar.coverage import SILENT_FACTOR, WECHAT_STATUS, Coverage
 from include.radar.settings import Settings
-from include.radar.slots import SlotKey, slots_between, to_local
+from include.radar.slots import SlotKey, local_day_bounds, slots_between, to_local
 
 if TYPE_CHECKING:
     from include.radar import ingest
@@ -81,7 +81,7 @@ def wechat_login(rt: StepRuntime, slot: dict[str, Any], client: WeRSSClient, *, 
     def change(state: dict[str, Any]) -> dict[str, Any]:
         if login.reported and not expired:
             state.pop("expired_alerted", None)  # logged in again: the next lapse alerts again
-        state.update(reported=login.reported, logged_in=login.logged_in, expired=expired,
+        state.update(reported=login.reported, logged_in=login.logged_in, expired=expired, scanned=login.scanned,
                      expires_at=login.expires_at.isoformat() if login.expires_at else None,
                      checked_at=now.isoformat(), note=login.note[:200])
         return state
@@ -94,6 +94,10 @@ def wechat_login(rt: StepRuntime, slot: dict[str, Any], client: WeRSSClient, *, 
         return
     if not login.reported:
         log.info("WeRSS does not report its WeChat login: %s", login.note)
+        return
+    if not login.scanned:
+        rt.alert("wechat_not_scanned", "WeRSS 没有微信登录（sys/info 的 token 为空：从未扫码，或已退出）：它采集不到任何"
+                 "文章，雷达读不到新文章", slot)
         return
     if expired:
         if state.get("expired_alerted") == lapse:
@@ -131,6 +135,37 @@ def _span(delta: timedelta) -> str:
     if hours < 1:
         return f"{max(delta.total_seconds() // 60, 0):.0f} 分钟"
     return f"{hours / 24:.1f} 天" if hours >= 48 else f"{hours:.0f} 小时"
+
+
+def coverage_of(conn: Any, day: date, now: datetime) -> Coverage:
+    """The coverage of ``day`` as of ``now`` (or of the day's end, for a day gone by), by coverage.py's rules."""
+    start, end = local_day_bounds(day)
+    at = min(now, end)
+    accounts = store.accounts_of_day(conn, day)
+    listed = bool(accounts)
+    if not listed:
+        accounts = store.accounts_listed_between(conn, day - timedelta(days=coverage.FALLBACK_DAYS),
+                                                 day - timedelta(days=1))
+    found = {r["id"]: r for r in store.collection_evidence(conn, [a["id"] for a in accounts], at)}
+    rows = [{**found.get(a["id"], {}), **a} for a in accounts]
+    login = coverage.login_state(store.status(conn, WECHAT_STATUS), start, at)
+    return coverage.summarise(rows, at=at, login=login, listed=listed)
+
+
+def collecting(rt: StepRuntime, slot: dict[str, Any], key: SlotKey, at: datetime) -> None:
+    """When no account of the day shows that WeRSS is collecting it, and no WeChat login problem (alerted on its
+    own) explains it, the operator hears of it once a day: the report would otherwise be made of nothing. A slot of a day gone by (a backfill,
+    a late rerun) says nothing: the evidence is of today."""
+    if at - key.scheduled_at > coverage.SYNC_FRESH:
+        return
+    try:
+        with rt.connect() as conn:
+            found = coverage_of(conn, key.run_date, at)
+    except Exception:  # a watcher: its failure must not fail the ingest it follows
+        log.warning("the day's collection could not be checked", exc_info=True)
+        return
+    if found.nothing_collected:
+        rt.alert("werss_not_collecting", found.line(), slot)
 
 
 SILENCE_MINUTES = 30

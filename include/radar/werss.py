@@ -87,20 +87,24 @@ TokenCache = tuple[Callable[[], "Token | None"], Callable[["Token | None"], None
 @dataclass(frozen=True)
 class WeChatLogin:
     """WeRSS's WeChat login as ``sys/info`` reports it. ``reported`` False: this WeRSS does not say (``note``
-    says why); then ``logged_in`` and ``expires_at`` mean nothing."""
+    says why); then the rest means nothing. ``scanned`` False: WeRSS holds no WeChat token (its QR code was
+    never scanned, or the login was dropped), whatever its ``login`` flag says: it starts True on a fresh
+    WeRSS, and a collection without a token stops at once (「请先扫码登录公众号平台」)."""
 
     reported: bool
     logged_in: bool = False
     expires_at: datetime | None = None
     note: str = ""
+    scanned: bool = True
 
     def expired(self, now: datetime) -> bool:
         return self.reported and (not self.logged_in or (self.expires_at is not None and self.expires_at <= now))
 
 
 def wechat_login(data: Any) -> WeChatLogin:
-    """Read ``data`` of ``sys/info``: the ``wx`` block's ``login`` and the expiry (``info.expiry``'s
-    ``expiry_timestamp``, else its or the block's ``expiry_time`` in Shanghai time), nothing else of it."""
+    """Read ``data`` of ``sys/info``: whether the ``wx`` block has a ``token`` (never kept), its ``login`` and
+    the expiry (``info.expiry``'s ``expiry_timestamp``, else its or the block's ``expiry_time`` in Shanghai
+    time), nothing else of it."""
     if not isinstance(data, dict):
         return WeChatLogin(False, note=f"sys/info answered {type(data).__name__}, not an object")
     wx = data.get("wx")
@@ -109,6 +113,9 @@ def wechat_login(data: Any) -> WeChatLogin:
     login = wx.get("login")
     if not isinstance(login, bool):
         return WeChatLogin(False, note="sys/info's wx.login is not true or false")
+    token = wx.get("token")
+    if not (isinstance(token, str) and token.strip()):
+        return WeChatLogin(True, False, note="sys/info's wx.token is empty: no QR scan", scanned=False)
     info = wx.get("info")
     expiry = info.get("expiry") if isinstance(info, dict) else None
     expiry = expiry if isinstance(expiry, dict) else {}
@@ -356,6 +363,22 @@ class WeRSSClient:
                 raise
             return WeChatLogin(False, note="this WeRSS's sys/info does not accept AK/SK")
         return wechat_login(data)
+
+    def qr_status(self) -> dict[str, Any] | None:
+        """WeRSS's QR login state (``auth/qr/status``: ``login_status``, ``qr_code`` a code is waiting), or None
+        where it cannot be asked: the route takes a login token, not AK/SK. One attempt, no retry."""
+        if self.uses_keys:
+            return None
+        data = self._get(f"{PREFIX}/auth/qr/status", retries=0)
+        return data if isinstance(data, dict) else None
+
+    def account(self, mp_id: str) -> dict[str, Any]:
+        """One account's record (``mps/{id}``), which says when WeRSS last started collecting it
+        (``sync_time``, Unix seconds, 0 never); one attempt, no retry."""
+        data = self._get(f"{PREFIX}/mps/{mp_id}", retries=0)
+        if not isinstance(data, dict):
+            raise WeRSSMalformed(f"WeRSS account {mp_id}: detail has no data object ({type(data).__name__})")
+        return data
 
     def article(self, article_id: str) -> dict[str, Any]:
         data = self._get(f"{PREFIX}/articles/{article_id}")

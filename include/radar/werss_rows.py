@@ -163,3 +163,26 @@ def _row_id(row: dict[str, Any]) -> str:
     text = value if isinstance(value, str) else repr(value)
     text = "".join(ch if ch.isprintable() and not unstorable(ch) else "?" for ch in text)
     return repr(text[:40])
+
+
+def synced_at(row: Any, now: datetime) -> datetime | None:
+    """When WeRSS last started collecting an account (its record's ``sync_time``, Unix seconds); None for 0
+    (never), a missing or an implausible value."""
+    value = row.get("sync_time") if isinstance(row, dict) else None
+    try:
+        return datetime.fromtimestamp(publish_seconds(value, now), UTC)
+    except ValueError:
+        return None
+
+
+def local_moment(value: Any, tz: Any) -> datetime | None:
+    """A moment WeRSS wrote as ISO text (``created_at``, ``updated_at``), in its local time zone ``tz`` when the
+    text carries no offset; None when missing, unreadable or implausible."""
+    if not isinstance(value, str) or len(value) > 40:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip().replace(" ", "T", 1))
+    except ValueError:
+        return None
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=tz)
+    return moment if EARLIEST_PUBLISH < moment else None

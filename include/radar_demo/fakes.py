@@ -7,7 +7,7 @@ login is ``GET /api/v1/wx/sys/info``'s ``data.wx`` (``token``, ``expiry_time`` i
 ``info.expiry.expiry_timestamp``, ``login``: false once the expiry passes, since we-mp-rss PR #437), as read in
 we-mp-rss's ``apis/sys_info.py`` and ``driver/``; current versions take a token or AK/SK there, older ones a
 token only, the oldest have no ``wx``. The fake's switches: ``wechat_login`` (None: no ``wx`` block),
-``wechat_expires_at``, ``sys_info_takes_keys``.
+``wechat_expires_at``, ``wechat_scanned``, ``sys_info_takes_keys``; its collection: ``apply`` and ``collect``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from zoneinfo import ZoneInfo
 
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
+
+from include.radar_demo import werss_tasks
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")  # WeRSS's TZ in our compose file: its local-time texts are in it
 CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'</p>"
@@ -117,11 +119,11 @@ class FakeArticle:
 def collection_task(cron_exp: str, accounts: list[dict[str, Any]] | None = None, *, status: int = 1,
                     name: str = "定时采集") -> dict[str, Any]:
     """A message task as WeRSS v1.4.9 answers it (``core/models/message_task.py``): ``mps_id`` is JSON *text*
-    listing ``{"id", "mp_name"}`` of the accounts it covers ("" or "[]": every account); ``status`` 1 is
-    active (the scheduler loads only those); ``cron_exp`` is in WeRSS's local time."""
+    listing ``{"id", "mp_name"}`` of the accounts it covers ("[]": every account; "" cannot load);
+    ``status`` 1 is active (the scheduler loads only those); ``cron_exp`` is in WeRSS's local time."""
     mps = json.dumps([{"id": a["id"], "mp_name": a.get("mp_name", "")} for a in accounts or []], ensure_ascii=False)
     return {"id": secrets.token_hex(8), "name": name, "message_type": 0, "message_template": "",
-            "web_hook_url": "", "mps_id": mps if accounts else "", "cron_exp": cron_exp, "status": status,
+            "web_hook_url": "", "mps_id": mps, "cron_exp": cron_exp, "status": status,
             "headers": "", "cookies": "", "created_at": "2026-01-01 08:00:00", "updated_at": "2026-01-01 08:00:00"}
 
 
@@ -157,8 +159,20 @@ class FakeWeRSS:
     sys_info_status: int | None = None  # answer sys/info with this HTTP status (an error body) instead
     # WeRSS's message tasks (消息任务): rows as GET /message_tasks answers them (collection_task() makes one)
     message_tasks: list[dict[str, Any]] = field(default_factory=list)
+    # False: a WeRSS whose QR code was never scanned: v1.4.9 then answers login true with an empty token
+    wechat_scanned: bool = True
+    qr_waiting: bool = False  # a QR code is shown and waits for a scan (auth/qr/status's qr_code)
+    # mp_id -> sync_time (epoch seconds): when WeRSS last started collecting the account (0 or absent: never);
+    # collect() sets it for the accounts the applied tasks cover
+    synced: dict[str, int] = field(default_factory=dict)
+    # True: WeRSS's scheduler runs the applied tasks at their cron times (the demo's healthy WeRSS): an account's
+    # sync_time is then the last such time before now, as if each run had been watched
+    scheduler_running: bool = False
 
     def __post_init__(self) -> None:
+        # task id -> the account ids it collects, fixed when the tasks were applied (「应用」, job/fresh): "all
+        # accounts" means those subscribed then. None: not applied since WeRSS started
+        self.applied: dict[str, frozenset[str]] | None = None
         self.tokens: dict[str, int] = {}  # token -> expiry
         self.login_attempts = 0
         self.failed_logins = 0
@@ -192,6 +206,23 @@ class FakeWeRSS:
             "created_at": datetime.fromtimestamp(article.publish_time, UTC).strftime("%Y-%m-%d %H:%M:%S"),
         }
 
+    def apply(self) -> bool:
+        """What 「应用」 (``PUT message_tasks/job/fresh``) does (werss_tasks.load); False: HTTP 500 there."""
+        loaded = werss_tasks.load(self.message_tasks, self.accounts)
+        if loaded is None:
+            return False
+        self.applied = loaded
+        return True
+
+    def collect(self, at: int | None = None) -> set[str]:
+        """A scheduled run of every applied task at ``at`` (default: now): each covered account's ``sync_time``
+        is set, as WeRSS's collector does when it starts on an account; nothing without a WeChat token."""
+        if not self.wechat_scanned or not self.wechat_login or not self.applied:
+            return set()
+        covered = set().union(*self.applied.values())
+        self.synced.update(dict.fromkeys(covered, self.now() if at is None else at))
+        return covered
+
     # -------------------------------------------------------------------------------------------- routes
 
     def handle(self, request: Request) -> Response:
@@ -220,10 +251,39 @@ class FakeWeRSS:
             offset = int(request.args.get("offset", 0))
             return _ok({"list": self.message_tasks[offset: offset + limit], "page": {"limit": limit, "offset": offset},
                         "total": len(self.message_tasks)})
+        if path == "/api/v1/wx/message_tasks/job/fresh" and request.method == "PUT":
+            if not self.apply():
+                return Response("Internal Server Error", status=500, content_type="text/plain")
+            return _json({"code": 0, "message": "任务已经重载成功", "data": None})
+        if path == "/api/v1/wx/auth/qr/status":
+            if request.headers.get("Authorization", "").startswith("AK-SK "):  # a login token only
+                return _json({"detail": "Could not validate credentials"}, 401)
+            return _ok({"login_status": False, "qr_code": self.qr_waiting})
+        match = re.fullmatch(r"/api/v1/wx/message_tasks/([^/]+)/run", path)
+        if match:
+            return self._run_task(match.group(1))
+        match = re.fullmatch(r"/api/v1/wx/mps/([^/]+)", path)
+        if match:
+            return self._account(match.group(1))
         match = re.fullmatch(r"/api/v1/wx/articles/([^/]+)", path)
         if match:
             return self._detail(match.group(1))
         return _json({"detail": "Not Found"}, 404)
+
+    def _run_task(self, task_id: str) -> Response:
+        body, started = werss_tasks.run(self.message_tasks, self.accounts, task_id)
+        if self.wechat_scanned and self.wechat_login:
+            self.synced.update(dict.fromkeys(started, self.now()))
+        return _json(body)
+
+    def _account(self, mp_id: str) -> Response:
+        """An unknown id fails as WeRSS's handler does (its own 40401 caught by its catch-all: 50001, HTTP 201)."""
+        row = next((a for a in self.accounts if str(a.get("id")) == mp_id), None)
+        if row is None:
+            return _json({"detail": {"code": 50001, "message": "获取公众号详情失败", "data": None}}, 201)
+        scheduled = werss_tasks.last_scheduled_run(self.message_tasks, self.applied or {}, mp_id, self.now(), SHANGHAI) \
+            if self.scheduler_running and self.wechat_scanned and self.wechat_login else 0
+        return _ok(werss_tasks.record(row, max(self.synced.get(mp_id, 0), scheduled)))
 
     def _login(self, request: Request) -> Response:
         self.login_attempts += 1
@@ -286,6 +346,8 @@ class FakeWeRSS:
             } if self.wechat_login else None
             data["wx"] = {"token": "1234567890" if self.wechat_login else "", "expiry_time": local if logged_in else "",
                           "info": info, "login": logged_in}
+            if not self.wechat_scanned:  # driver/success.py starts with WX_LOGIN_ED = True, wx_cfg has nothing
+                data["wx"] = {"token": "", "expiry_time": "", "info": None, "login": True}
         return _ok(data)
 
     def _detail(self, article_id: str) -> Response:

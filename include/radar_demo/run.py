@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from include.radar import db, store
+from include.radar.check.schedule import suggested_cron
+from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI, slot_at
 from include.radar_demo import evaluation_demo
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, collection_task, serve
@@ -48,7 +50,7 @@ DEMO_PROFILE = {"companies": [], "tickers": [], "sectors": ["半导体设备", "
                 "interests": ["国产替代的订单拐点"], "rules": ["!喜报"]}
 
 
-DEMO_COLLECTION_CRON = "45 6,11,13,17,21 * * *"
+DEMO_COLLECTION_CRON = suggested_cron(Settings.model_fields["schedule_slots"].default)
 
 
 def demo_day() -> date:
@@ -67,9 +69,12 @@ def build_werss(day: date, clock: list[int]) -> FakeWeRSS:
             body_after=midnight + 60 * late if late is not None else None,
             late_content_html=a.get("late_content_html", ""),
         ))
-    # WeRSS collects only through a message task: the demo's covers every account 15 minutes before each slot
-    return FakeWeRSS(accounts=load("accounts.json"), articles=articles, username="demo", password="demo-password",
-                     now=lambda: clock[0], message_tasks=[collection_task(DEMO_COLLECTION_CRON)])
+    # WeRSS collects only through a message task: the demo's covers every account 30 minutes before each slot,
+    # applied (「应用」) and run by WeRSS's scheduler
+    werss = FakeWeRSS(accounts=load("accounts.json"), articles=articles, username="demo", password="demo-password",
+                      now=lambda: clock[0], message_tasks=[collection_task(DEMO_COLLECTION_CRON)], scheduler_running=True)
+    werss.apply()
+    return werss
 
 
 def build_deepseek() -> FakeDeepSeek:

@@ -78,9 +78,9 @@ class Report:
         return 1 if self.count(Mark.FAIL) else 0
 
     def summary(self) -> str:
-        verdict = "will not work as configured" if self.exit_code else "is ready"
-        return (f"{self.count(Mark.OK)} ✓, {self.count(Mark.WARN)} !, {self.count(Mark.FAIL)} ✗: "
-                f"this deployment {verdict}")
+        verdict = "按现在的配置不能工作" if self.exit_code else "可以工作" if not self.count(Mark.WARN) else \
+            "可以工作，有几处要看一看"
+        return f"{self.count(Mark.OK)} ✓，{self.count(Mark.WARN)} !，{self.count(Mark.FAIL)} ✗：这套部署{verdict}"
 
     def as_state(self) -> dict[str, Any]:
         """What the health panel shows: when, the counts, and the lines that are not ✓ (scrubbed)."""
@@ -109,7 +109,7 @@ def bounded(call: Callable[[], T], seconds: float, what: str) -> T:
     worker.start()
     worker.join(seconds)
     if worker.is_alive():
-        raise Timeout(f"{what} gave no answer within {seconds:g}s")
+        raise Timeout(f"{what} 在 {seconds:g} 秒内没有回答")
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -119,18 +119,3 @@ def reason(exc: BaseException, limit: int = 240) -> str:
     """An error in one line, scrubbed and cut (what a check line quotes)."""
     text = re.sub(r"\s+", " ", str(exc)).strip() or exc.__class__.__name__
     return redact.scrub(text)[:limit]
-
-
-def span(seconds: float) -> str:
-    """A span as an operator reads it: ``40 s``, ``35 min``, ``3 h 5 min``, ``2 d 3 h``."""
-    seconds = int(max(seconds, 0))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes = seconds // 60
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"

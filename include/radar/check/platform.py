@@ -6,22 +6,24 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from include.radar import DAG_ID, db, roles
 from include.radar.check import Line, Options, bounded, fail, ok, reason, warn
-from include.radar.settings import Settings
+from include.radar.settings import Settings, airflow_here
 
-DB = "radar database"
+DB = "雷达数据库"
 AIRFLOW = "Airflow"
 POOL = "radar_llm"
 DAG_FILE = "opportunity_radar.py"
-MIGRATE = "python -m include.radar.cli migrate (docker compose: airflow-init runs it at every start)"
+MIGRATE = "python -m include.radar.cli migrate（docker compose 的 airflow-init 每次启动都会运行）"
 
 
 def database_lines(url: str, settings: Settings, options: Options) -> tuple[list[Line], bool]:
@@ -29,10 +31,9 @@ def database_lines(url: str, settings: Settings, options: Options) -> tuple[list
     try:
         with db.connect(url, statement_timeout_s=options.timeout, lock_timeout_s=options.timeout) as conn:
             version = conn.execute("SHOW server_version").fetchone()["server_version"]
-            lines = [ok(DB, "reachable", f"PostgreSQL {version.split()[0]} at {db.redact(url)}"), _schema(conn)]
+            lines = [ok(DB, "可连接", f"PostgreSQL {version.split()[0]}，{db.redact(url)}"), _schema(conn)]
     except (db.DatabaseUnavailable, psycopg.Error) as exc:
-        return [fail(DB, "reachable", reason(exc), "start PostgreSQL or correct RADAR_DATABASE_URL / the radar_db "
-                     "connection")], False
+        return [fail(DB, "可连接", reason(exc), "启动 PostgreSQL，或改正 RADAR_DATABASE_URL / radar_db 连接")], False
     lines.append(pages_line(os.environ.get("RADAR_PAGES_DATABASE_URL"), url, settings, options))
     return lines, True
 
@@ -46,42 +47,42 @@ def _schema(conn: psycopg.Connection) -> Line:
     changed = sorted(v for v in set(files) & set(done) if files[v] != done[v])
     unknown = sorted(set(done) - set(files))
     if changed:
-        return fail(DB, "schema", f"applied migration(s) changed since: {', '.join(changed)}",
-                    "restore the migration files of the release that applied them (migrations are append-only)")
+        return fail(DB, "表结构", f"已应用的迁移文件之后被改过：{', '.join(changed)}",
+                    "恢复应用它们的那个版本的迁移文件（迁移只能追加）")
     if unknown:
-        return fail(DB, "schema", f"the database has migrations this code does not know: {', '.join(unknown)}",
-                    "deploy the release that wrote them (this code is older than its database)")
+        return fail(DB, "表结构", f"数据库里有这份代码不认识的迁移：{', '.join(unknown)}",
+                    "部署写下它们的那个版本（这份代码比数据库旧）")
     if pending:
-        return fail(DB, "schema", f"{len(pending)} migration(s) pending: {', '.join(pending)}", f"run {MIGRATE}")
-    return ok(DB, "schema", f"migrated: {len(done)} migrations applied, none pending")
+        return fail(DB, "表结构", f"{len(pending)} 个迁移未应用：{', '.join(pending)}", f"运行 {MIGRATE}")
+    return ok(DB, "表结构", f"已迁移：{len(done)} 个迁移全部应用")
 
 
 def pages_line(pages: str | None, owner_url: str, settings: Settings, options: Options) -> Line:
     """The pages' login: separate from the owner, not a superuser, writing only the reader's own tables, and
     able to read the check's result (row security hides only the WeRSS token from it)."""
     if not pages:
-        text = "RADAR_PAGES_DATABASE_URL is not set: the report pages use the radar's own login"
+        text = "没有设置 RADAR_PAGES_DATABASE_URL：报告页面用雷达自己的登录"
         if settings.demo_mode:
-            return ok(DB, "pages' login", text + " (one login: the demo and make run)")
-        return warn(DB, "pages' login", text, "set RADAR_PAGES_DATABASE_URL to a login of its own and run cli "
-                    "provision + grant-pages (docker compose does both)")
+            return ok(DB, "页面登录", text + "（演示与 make run 只有一个登录）")
+        return warn(DB, "页面登录", text, "给 RADAR_PAGES_DATABASE_URL 一个单独的登录，并运行 cli provision 与 "
+                    "grant-pages（docker compose 两步都做）")
     try:
         with db.connect(pages, statement_timeout_s=options.timeout, lock_timeout_s=options.timeout) as conn:
             facts = _pages_facts(conn)
     except (db.DatabaseUnavailable, psycopg.Error) as exc:
-        return fail(DB, "pages' login", reason(exc), "correct RADAR_PAGES_DATABASE_URL, then run cli provision + grant-pages")
+        return fail(DB, "页面登录", reason(exc), "改正 RADAR_PAGES_DATABASE_URL，再运行 cli provision 与 grant-pages")
     owner = psycopg.conninfo.conninfo_to_dict(owner_url).get("user")
-    grant = "run python -m include.radar.cli grant-pages as the radar's owner (docker compose: airflow-init)"
+    grant = "以雷达数据库的属主运行 python -m include.radar.cli grant-pages（docker compose：airflow-init）"
     if facts["user"] == owner or facts["superuser"]:
-        return fail(DB, "pages' login", f"the pages log in as {facts['user']!r}, "
-                    + ("a superuser" if facts["superuser"] else "the radar's owner"),
-                    "give RADAR_PAGES_DATABASE_URL a login of its own (cli provision)")
+        return fail(DB, "页面登录", f"页面以 {facts['user']!r} 登录，"
+                    + ("是超级用户" if facts["superuser"] else "是雷达数据库的属主"),
+                    "给 RADAR_PAGES_DATABASE_URL 一个单独的登录（cli provision）")
     if facts["writes"]:
-        return fail(DB, "pages' login", f"{facts['user']} may write {', '.join(facts['writes'][:5])}", grant)
+        return fail(DB, "页面登录", f"{facts['user']} 能写 {', '.join(facts['writes'][:5])}", grant)
     if not facts["reads"]:
-        return fail(DB, "pages' login", f"{facts['user']} cannot read service_state (the health panel)", grant)
-    return ok(DB, "pages' login", f"{facts['user']}: reads everything, writes only "
-              f"{', '.join(roles.PAGES_WRITE_TABLES)}; the WeRSS token row hidden from it")
+        return fail(DB, "页面登录", f"{facts['user']} 读不了 service_state（健康面板）", grant)
+    return ok(DB, "页面登录", f"{facts['user']}：能读全部，只能写 {', '.join(roles.PAGES_WRITE_TABLES)}；"
+              "WeRSS 令牌那一行对它不可见")
 
 
 def _pages_facts(conn: psycopg.Connection) -> dict[str, Any]:
@@ -127,60 +128,78 @@ def read_airflow() -> AirflowFacts:
             import_error=(error.stacktrace or "import error").strip().splitlines()[-1][:300] if error else None)
 
 
+def dag_folder() -> Path:
+    """Where this Airflow reads the radar's DAG file: a local DAG bundle that holds it, else the dags folder."""
+    from airflow.configuration import conf
+
+    try:
+        bundles = json.loads(conf.get("dag_processor", "dag_bundle_config_list", fallback="[]") or "[]")
+    except ValueError:
+        bundles = []
+    for bundle in bundles if isinstance(bundles, list) else []:
+        path = (bundle.get("kwargs") or {}).get("path") if isinstance(bundle, dict) else None
+        if isinstance(path, str) and (Path(path) / DAG_FILE).is_file():
+            return Path(path)
+    return Path(conf.get("core", "dags_folder"))
+
+
 def parses_here() -> str | None:
     """Parse the DAG file in this process (nothing is written): its import error, or None."""
     from airflow.dag_processing.dagbag import DagBag
 
     with contextlib.redirect_stdout(io.StringIO()):  # its progress lines are not the check's
-        bag = DagBag(dag_folder=str(db.REPO_ROOT / "dags"))
+        bag = DagBag(dag_folder=str(dag_folder()))
     if bag.import_errors:
         return str(next(iter(bag.import_errors.values()))).strip().splitlines()[-1][:300]
-    return None if DAG_ID in bag.dags else f"the DAG file defines no DAG {DAG_ID}"
+    return None if DAG_ID in bag.dags else f"DAG 文件里没有 DAG {DAG_ID}"
 
 
 def airflow_lines(settings: Settings, options: Options, *, facts: Callable[[], AirflowFacts] = read_airflow,
                   parse: Callable[[], str | None] = parses_here) -> list[Line]:
+    if not airflow_here():  # asking would create ~/airflow, a second Airflow nobody runs
+        return [warn(AIRFLOW, "元数据库", "这里没有 Airflow：AIRFLOW_HOME 没有设置，~/airflow 也不存在",
+                     "在 Airflow 各组件所用的环境里运行 check（设好 AIRFLOW_HOME，或 docker compose run --rm airflow-cli …）")]
     try:
-        found = bounded(facts, options.timeout, "Airflow's metadata database")
+        found = bounded(facts, options.timeout, "Airflow 的元数据库")
     except Exception as exc:
-        return [fail(AIRFLOW, "metadata database", f"not reachable ({reason(exc)})",
-                     "run the check where Airflow runs (docker compose run --rm airflow-cli …), or start its database; "
-                     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN must be that of the deployment")]
+        return [fail(AIRFLOW, "元数据库", f"连不上（{reason(exc)}）",
+                     "在 Airflow 运行的地方运行 check（docker compose run --rm airflow-cli …），或启动它的数据库；"
+                     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN 必须是这套部署的")]
     return [_pool_line(found, settings), _dag_line(found, settings, options, parse)]
 
 
 def _pool_line(found: AirflowFacts, settings: Settings) -> Line:
     make = f"airflow pools set {POOL} {settings.analysis_tasks} 'Opportunity Radar: analysis tasks at once'"
     if found.pool_slots is None:
-        return fail(AIRFLOW, f"pool {POOL}", "missing: the analysis tasks would wait forever", f"run {make}")
+        return fail(AIRFLOW, f"资源池 {POOL}", "不存在：分析任务会一直等下去", f"运行 {make}")
     if found.pool_slots != settings.analysis_tasks:
-        return warn(AIRFLOW, f"pool {POOL}", f"{found.pool_slots} slots, analysis_tasks is {settings.analysis_tasks}",
-                    f"run {make} (or change analysis_tasks)")
-    return ok(AIRFLOW, f"pool {POOL}", f"{found.pool_slots} slots (analysis_tasks = {settings.analysis_tasks})")
+        return warn(AIRFLOW, f"资源池 {POOL}", f"{found.pool_slots} 个槽位，而 analysis_tasks 是 {settings.analysis_tasks}",
+                    f"运行 {make}（或改 analysis_tasks）")
+    return ok(AIRFLOW, f"资源池 {POOL}", f"{found.pool_slots} 个槽位（analysis_tasks = {settings.analysis_tasks}）")
 
 
 def _dag_line(found: AirflowFacts, settings: Settings, options: Options, parse: Callable[[], str | None]) -> Line:
     name = f"DAG {DAG_ID}"
     if found.import_error:
-        return fail(AIRFLOW, name, f"import error: {reason(Exception(found.import_error))}",
-                    f"fix dags/{DAG_FILE} (airflow dags list-import-errors shows the whole trace)")
+        return fail(AIRFLOW, name, f"导入错误：{reason(Exception(found.import_error))}",
+                    f"修好 dags/{DAG_FILE}（airflow dags list-import-errors 显示完整的错误）")
     if not found.dag_known:
         try:  # in this thread: Airflow bounds a parse itself (dagbag_import_timeout, a signal: main thread only)
             error = parse()
         except Exception as exc:
             error = reason(exc)
         if error:
-            return fail(AIRFLOW, name, f"does not parse here: {reason(Exception(error))}", f"fix dags/{DAG_FILE}")
-        text = "parses without import errors; Airflow has not registered it yet"
+            return fail(AIRFLOW, name, f"在这里解析失败：{reason(Exception(error))}", f"修好 dags/{DAG_FILE}")
+        text = "解析无误；Airflow 还没有登记它"
         if settings.demo_mode:
-            return ok(AIRFLOW, name, text + " (demo: make run or make ui registers it)")
-        return warn(AIRFLOW, name, text, "start the dag-processor (docker compose up) or run airflow dags reserialize")
+            return ok(AIRFLOW, name, text + "（演示：make run 或 make ui 会登记）")
+        return warn(AIRFLOW, name, text, "启动 dag-processor（docker compose up），或运行 airflow dags reserialize")
     if found.stale:
-        return warn(AIRFLOW, name, "registered, but stale (its file was not seen at the last parse)",
-                    "check the DAG bundle's folder (AIRFLOW__CORE__DAGS_FOLDER) and the dag-processor")
+        return warn(AIRFLOW, name, "已登记，但已过时（上次解析没看到它的文件）",
+                    "检查 DAG bundle 的目录（dag_bundle_config_list 或 AIRFLOW__CORE__DAGS_FOLDER）与 dag-processor")
     if found.paused:
-        text = "parsed without import errors, paused"
+        text = "解析无误，已暂停"
         if settings.demo_mode:
-            return ok(AIRFLOW, name, text + " (demo: unpause it in make ui to run the slots on schedule)")
-        return warn(AIRFLOW, name, text + ": no slot runs on schedule", f"airflow dags unpause {DAG_ID}")
-    return ok(AIRFLOW, name, "parsed without import errors, not paused")
+            return ok(AIRFLOW, name, text + "（演示：在 make ui 里取消暂停，时段才会按时运行）")
+        return warn(AIRFLOW, name, text + "：时段不会按时运行", f"airflow dags unpause {DAG_ID}")
+    return ok(AIRFLOW, name, "解析无误，未暂停")

@@ -17,8 +17,8 @@ from include.radar.check.platform import airflow_lines, database_lines
 from include.radar.settings import Settings, SettingsError, env_name, load_settings
 from include.radar.slots import SHANGHAI
 
-SETTINGS = "settings"
-LINK_SECRET = "link_secret"
+SETTINGS = "设置"
+LINK_SETTINGS = ("link_secret", "report_base_url")  # reported on the links' lines
 
 
 def load(lookup: Callable[[str], str | None] | None = None) -> tuple[Settings, list[SettingsError]]:
@@ -41,17 +41,17 @@ def _guarded(area: str, produce: Callable[[], list[Line]]) -> list[Line]:
     try:
         return produce()
     except Exception as exc:
-        return [fail(area, "check", f"{exc.__class__.__name__}: {reason(exc)}", "report this: the check itself failed")]
+        return [fail(area, "检查", f"{exc.__class__.__name__}: {reason(exc)}", "请报告这个问题：检查本身出错了")]
 
 
 def run(options: Options) -> Report:
     try:
         settings, problems = load()
     except SettingsError as exc:
-        return Report([fail(SETTINGS, "load", reason(exc, 400), "correct the setting it names")])
-    lines = [fail(SETTINGS, p.setting or "?", reason(p, 400), "correct it where it is set")
-             for p in problems if p.setting != LINK_SECRET]
-    redact.register(os.environ.get(env_name(LINK_SECRET)))
+        return Report([fail(SETTINGS, "读取", reason(exc, 400), "改正它说的那个设置")])
+    lines = [fail(SETTINGS, p.setting or "?", reason(p, 400), "在设置它的地方改正")
+             for p in problems if p.setting not in LINK_SETTINGS]
+    redact.register(os.environ.get(env_name("link_secret")))
     url = db.database_url(settings.db_conn_id)
     redact.register(db.password_of(url))
     found, reachable = database_lines(url, settings, options)
@@ -61,13 +61,13 @@ def run(options: Options) -> Report:
         return db.connect(url, statement_timeout_s=options.timeout, lock_timeout_s=options.timeout)
 
     reads = connect if reachable else None
-    link_problem = next((p for p in problems if p.setting == LINK_SECRET), None)
+    link_problems = {p.setting: p for p in problems if p.setting in LINK_SETTINGS}
     lines += _guarded("Airflow", lambda: airflow_lines(settings, options))
     lines += _guarded("WeRSS", lambda: werss_lines(settings, options, reads))
     lines += _guarded("DeepSeek", lambda: deepseek_lines(settings, options, reads))
-    lines += _guarded("push", lambda: push_lines(settings, options))
-    lines += _guarded("links", lambda: link_lines(settings, link_problem))
-    lines += _guarded("market data", lambda: market_lines(settings, options))
+    lines += _guarded("推送", lambda: push_lines(settings, options))
+    lines += _guarded("链接", lambda: link_lines(settings, link_problems))
+    lines += _guarded("行情数据", lambda: market_lines(settings, options))
     report = Report(lines)
     if reachable:
         record(connect, report)
@@ -84,8 +84,7 @@ def main(options: Options, out: Callable[[str], None] = print) -> int:
     # the transcript is the output: the clients' and Airflow's INFO lines (a login, a request) are not
     logging.disable(logging.INFO)
     started = datetime.now(SHANGHAI)
-    out(f"Opportunity Radar · check at {started:%Y-%m-%d %H:%M:%S} Asia/Shanghai "
-        f"(each call bounded by {options.timeout:g}s)")
+    out(f"机会雷达 · 部署检查 {started:%Y-%m-%d %H:%M:%S}（北京时间；每次调用最多 {options.timeout:g} 秒）")
     report = run(options)
     area = None
     for line in report.lines:

@@ -1,10 +1,10 @@
 """Does WeRSS collect before the radar reads? Its message tasks (消息任务) against the radar's slots (pure).
 
 WeRSS gathers article lists only when a message task fires (``cron_exp``, in WeRSS's local time: Asia/Shanghai in
-our compose file) for the accounts of its ``mps_id`` — JSON text of ``[{"id", "mp_name"}]``; empty, or naming no
-account that exists, means every account — and only tasks with ``status`` 1 are loaded by its scheduler. A slot
-is served when some active task covering the accounts fires within :data:`LEAD` before it; a task firing at the
-slot's own minute is still collecting when the radar reads.
+our compose file) for the accounts of its ``mps_id`` — JSON text of ``[{"id", "mp_name"}]``; ``[]``, or naming
+no account that exists, means every account subscribed when the tasks were applied — and only tasks with
+``status`` 1 are loaded by its scheduler. A slot is served when some task WeRSS can load fires within
+:data:`LEAD` before it; a task firing at the slot's own minute is still collecting when the radar reads.
 """
 
 from __future__ import annotations
@@ -18,8 +18,20 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
+from include.radar.werss_rows import local_moment
+
 LEAD = timedelta(minutes=60)
+BEFORE_SLOT = 30  # the guide's collection runs this many minutes before each slot
 DAYS = 7  # the slots of the next week (a cron may name weekdays)
+
+
+def suggested_cron(slots: Sequence[str], before: int = BEFORE_SLOT) -> str:
+    """The cron of the guide: firing ``before`` minutes ahead of every slot (slots sharing their minute)."""
+    moments = sorted({(int(s[:2]) * 60 + int(s[3:]) - before) % 1440 for s in slots})
+    minutes = sorted({m % 60 for m in moments})
+    if len(minutes) == 1:
+        return f"{minutes[0]} {','.join(str(m // 60) for m in moments)} * * *"
+    return "*/30 * * * *"
 
 
 @dataclass(frozen=True)
@@ -28,7 +40,9 @@ class Task:
     name: str
     cron: str
     active: bool
-    accounts: frozenset[str] | None  # None: every account
+    accounts: frozenset[str] | None  # None: every account (as subscribed when the tasks were last applied)
+    problem: str = ""  # why WeRSS cannot load it (its mps_id), "" when it can
+    saved_at: datetime | None = None  # updated_at: when it was last saved (in WeRSS's time zone)
 
     def covers(self, mp_ids: Iterable[str]) -> set[str]:
         ids = set(mp_ids)
@@ -38,23 +52,48 @@ class Task:
     def valid_cron(self) -> bool:
         return bool(self.cron.strip()) and croniter.is_valid(self.cron.strip())
 
+    @property
+    def runs(self) -> bool:
+        """WeRSS's scheduler loads it: active, a valid cron, and an ``mps_id`` it can read."""
+        return self.active and self.valid_cron and not self.problem
 
-def task_of(row: Any) -> Task | None:
+
+def accounts_of(raw: Any) -> tuple[frozenset[str] | None, str]:
+    """A task's ``mps_id`` read as WeRSS reads it (``json.loads``, then each item's ``"id"`` joined as text):
+    the account ids (None: every account), or the reason it cannot load. ``""`` is not "every account" to
+    WeRSS: it is a JSON error (「Expecting value」), and only ``"[]"`` means all."""
+    try:
+        listed = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError as exc:
+        return None, f"mps_id 不是 JSON（{str(exc)[:80]}）"
+    if not isinstance(listed, list):
+        return None, "mps_id 不是 JSON 列表"
+    if not all(isinstance(item, dict) and isinstance(item.get("id"), str) for item in listed):
+        return None, "mps_id 的每一项都应是带 id 的对象"
+    return frozenset(item["id"] for item in listed) or None, ""
+
+
+def task_of(row: Any, tz: ZoneInfo | None = None) -> Task | None:
     """A message task row as WeRSS answers it; None for a row that is not an object."""
     if not isinstance(row, dict):
         return None
-    accounts: frozenset[str] | None = None
-    raw = row.get("mps_id")
-    try:
-        listed = json.loads(raw) if isinstance(raw, str) and raw.strip() else raw
-    except ValueError:
-        listed = None
-    if isinstance(listed, list):
-        ids = frozenset(str(item["id"]) for item in listed if isinstance(item, dict) and item.get("id"))
-        accounts = ids or None
+    accounts, problem = accounts_of(row.get("mps_id"))
     status = row.get("status")
     return Task(id=str(row.get("id") or "?"), name=str(row.get("name") or "")[:60], cron=str(row.get("cron_exp") or ""),
-                active=status == 1 and not isinstance(status, bool), accounts=accounts)
+                active=status == 1 and not isinstance(status, bool), accounts=accounts, problem=problem,
+                saved_at=local_moment(row.get("updated_at") or row.get("created_at"), tz))
+
+
+def previous_run(crons: Sequence[str], before: datetime) -> datetime | None:
+    """The latest moment before ``before`` at which one of ``crons`` fired (in ``before``'s time zone)."""
+    runs = [croniter(cron, before).get_prev(datetime) for cron in crons]
+    return max(runs) if runs else None
+
+
+def next_run(crons: Sequence[str], after: datetime) -> datetime | None:
+    """The first moment after ``after`` at which one of ``crons`` fires (in ``after``'s time zone)."""
+    runs = [croniter(cron, after).get_next(datetime) for cron in crons]
+    return min(runs) if runs else None
 
 
 @dataclass(frozen=True)
@@ -82,9 +121,8 @@ def coverage(crons: Sequence[str], slots: Sequence[str], now: datetime, tz: Zone
             if not any(_fires_between(cron, at - lead, at) for cron in crons):
                 missed.append(slot)
                 break
-    runs = [croniter(cron, local).get_next(datetime) for cron in crons]
-    next_run = min(runs) if runs else None
-    return Coverage(tuple(missed), next_run, _slot_after(next_run, slots, tz) if next_run else None)
+    upcoming = next_run(crons, local)
+    return Coverage(tuple(missed), upcoming, _slot_after(upcoming, slots, tz) if upcoming else None)
 
 
 def _slot_after(moment: datetime, slots: Sequence[str], tz: ZoneInfo) -> str:

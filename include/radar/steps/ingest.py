@@ -1,10 +1,11 @@
 """``ingest``: the slot's window of articles from WeRSS, new ones only, cleaned and stored (include/radar/ingest.py),
-and what the watchers make of it (watch.py: WeRSS's outcome and login, quiet accounts).
+and what the watchers make of it (watch.py: WeRSS's outcome and login, quiet accounts, a day collecting nothing).
 """
 
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from include.radar import ingest, watch
@@ -35,4 +36,5 @@ def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     watch.werss_outcome(rt, slot, summary, failed=None)
     watch.wechat_login(rt, slot, client)
     watch.silent_accounts(rt, slot, slot_key(slot).scheduled_at)
+    watch.collecting(rt, slot, slot_key(slot), datetime.now(UTC))
     return summary.as_xcom()

@@ -145,6 +145,38 @@ def accounts_listed_between(conn: psycopg.Connection, first: date, last: date) -
     ).fetchall()
 
 
+def record_account_sync(conn: psycopg.Connection, account_id: int, synced_at: datetime | None) -> None:
+    """What WeRSS's record of an account says of its last collection (None: never collected)."""
+    conn.execute(
+        "UPDATE wechat_account SET werss_synced_at = %s, werss_checked_at = now() WHERE id = %s",
+        (synced_at, account_id),
+    )
+
+
+def collection_evidence(conn: psycopg.Connection, account_ids: list[int], at: datetime, *,
+                        history_days: int = 90, min_articles: int = 4) -> list[Row]:
+    """For each account: ``last_article_at`` (its newest article known by ``at``), ``cadence`` (its usual
+    interval over the ``history_days`` before ``at``, from at least ``min_articles`` articles; else None) and
+    ``synced_at`` (WeRSS's last collection of it, as last read)."""
+    return conn.execute(
+        """
+        WITH history AS (
+            SELECT account_id, count(*) AS n, min(published_at) AS first, max(published_at) AS last
+            FROM content_item
+            WHERE account_id = ANY(%(ids)s) AND published_at <= %(at)s
+              AND published_at > %(at)s - make_interval(days => %(days)s)
+            GROUP BY account_id
+        )
+        SELECT a.id, a.mp_id, a.name, a.werss_synced_at AS synced_at,
+               GREATEST(h.last, CASE WHEN a.last_article_at <= %(at)s THEN a.last_article_at END) AS last_article_at,
+               CASE WHEN h.n >= %(min_n)s THEN (h.last - h.first) / (h.n - 1) END AS cadence
+        FROM wechat_account a LEFT JOIN history h ON h.account_id = a.id
+        WHERE a.id = ANY(%(ids)s)
+        """,
+        {"ids": account_ids, "at": at, "days": history_days, "min_n": min_articles},
+    ).fetchall()
+
+
 def silent_accounts(conn: psycopg.Connection, at: datetime, factor: float, *, history_days: int = 90,
                     min_articles: int = 4, min_silence: str = "24 hours") -> list[Row]:
     """Accounts whose last article is older than ``factor`` × their usual interval between articles (over

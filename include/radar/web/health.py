@@ -16,8 +16,8 @@ from zoneinfo import ZoneInfo
 
 import psycopg
 
-from include.radar import DAG_ID, store
-from include.radar.coverage import SILENT_FACTOR
+from include.radar import DAG_ID, store, watch
+from include.radar.coverage import SILENT_FACTOR, Coverage
 from include.radar.settings import Settings
 from include.radar.slots import slot_at, slots_between
 from include.radar.web import views
@@ -213,9 +213,10 @@ _DEEPSEEK_STATES = {"ok": ("done", "正常"), "rate_limited": ("late", "限流�
 
 
 def werss_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo, wechat: Mapping[str, Any] | None = None,
-               warn_hours: float = 24) -> ServiceView:
-    """WeRSS from the last ingest (service_state ``werss:status``) and its WeChat login as WeRSS last reported
-    it (``werss:wechat``): lapsed, lapsing within ``warn_hours``, or valid until when."""
+               warn_hours: float = 24, collection: Coverage | None = None) -> ServiceView:
+    """WeRSS from the last ingest (service_state ``werss:status``), its WeChat login as WeRSS last reported
+    it (``werss:wechat``: never scanned, lapsed, lapsing within ``warn_hours``, or valid until when), and the
+    day's ``collection``: how many accounts show that WeRSS is collecting them (coverage.py)."""
     if not status:
         return ServiceView("WeRSS", False, "pending", NO_RECORD, "")
     state, label = _WERSS_STATES.get(str(status.get("last_status")), ("pending", "未知"))
@@ -227,11 +228,20 @@ def werss_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo, wechat
     if stalled:
         warnings.append(f"连续 {stalled} 个时段没有新文章且提示会话过期：可能需要重新扫码授权")
     login = wechat_login_view(wechat or {}, now=now, tz=tz, warn_hours=warn_hours)
-    if login.state == "expired":
+    if login.state == "unscanned":
+        state, label = "failed", "微信未登录"
+    elif login.state == "expired":
         state, label = "failed", "微信登录已过期"
     elif login.state == "expiring" and state == "done":
         state, label = "late", "微信登录即将过期"
     (warnings if login.warning else facts).extend([login.text] if login.text else [])
+    if collection is not None and collection.active:
+        if collection.covered < collection.active:
+            warnings.append(collection.line())
+        else:
+            facts.append(f"今天 {collection.covered}/{collection.active} 个公众号都有采集到的迹象")
+        if collection.nothing_collected and state == "done":
+            state, label = "failed", "没有在采集"
     raw = status.get("last_errors")
     errors = [views.error_text(e, 200) for e in (raw if isinstance(raw, list) else [raw]) if isinstance(e, str) and e]
     return ServiceView("WeRSS", True, state, label, _when(_at(status.get("last_ingest_at")), now, tz),
@@ -271,7 +281,7 @@ def storage_view(status: Mapping[str, Any], *, retention_days: int, now: datetim
 
 @dataclass(frozen=True)
 class LoginView:
-    state: str  # ok, expiring, expired, unknown (WeRSS does not report it), none (not checked yet)
+    state: str  # ok, expiring, expired, unscanned, unknown (WeRSS does not report it), none (not checked yet)
     text: str
     warning: bool = False
 
@@ -285,6 +295,8 @@ def wechat_login_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo,
     if not status.get("reported"):
         return LoginView("unknown", "WeRSS 未报告微信登录状态（旧版本）：登录失效只能从采集停止看出"
                          + (f"（{checked} 查询）" if checked else ""))
+    if status.get("scanned") is False:
+        return LoginView("unscanned", "WeRSS 还没有扫码登录微信：它采集不到任何文章，请到 WeRSS → 扫码授权", True)
     expires = _at(status.get("expires_at"))
     until = _when(expires, now, tz)
     if not status.get("logged_in") or (expires is not None and expires <= now):
@@ -401,12 +413,13 @@ def health_view(
     storage: Mapping[str, Any] | None = None,
     retention_days: int = 0,
     check: Mapping[str, Any] | None = None,
+    collection: Coverage | None = None,
 ) -> HealthView:
     today = now.astimezone(tz).date()
     slots = recent_slots(recent_runs, missed, now=now, tz=tz, schedule=schedule,
                          late_after_minutes=late_after_minutes, links=links, spend=run_spend, currency=currency)
     names = {r["id"]: f"{r['run_date']:%m-%d} {r['slot']}" for r in recent_runs}
-    werss_v = werss_view(werss, now=now, tz=tz, wechat=wechat, warn_hours=wechat_warn_hours)
+    werss_v = werss_view(werss, now=now, tz=tz, wechat=wechat, warn_hours=wechat_warn_hours, collection=collection)
     deepseek_v = deepseek_view(deepseek, now=now, tz=tz, slot_names=names)
     alert_list = alert_views(alerts, now=now, tz=tz, links=links)
     spend = spend_view(spent_today, spend_by_day, today=today, budget=budget, currency=currency,
@@ -464,4 +477,5 @@ def gather(conn: psycopg.Connection, settings: Settings, *, now: datetime, tz: Z
         storage=store.status(conn, STORAGE_STATUS),
         retention_days=settings.retention_days,
         check=store.status(conn, CHECK_STATUS),
+        collection=watch.coverage_of(conn, today, now),
     )

@@ -11,6 +11,7 @@ wrote stays text).
 
 from __future__ import annotations
 
+from include.radar.text import span  # noqa: F401
 from include.radar.web.views.analysis import (  # noqa: F401
     AnalysisPage,
     EventView,
@@ -71,7 +72,6 @@ from include.radar.web.views.common import (  # noqa: F401
     render_markdown,
     safe_http_url,
     short,
-    span,
     type_label,
 )
 from include.radar.web.views.daily import (  # noqa: F401

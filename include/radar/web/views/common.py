@@ -140,21 +140,6 @@ def duration(ms: int | None) -> str:
     return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
 
 
-def span(seconds: float) -> str:
-    """A wall-clock span as people say it: ``45 秒``, ``12 分钟``, ``1 小时 5 分``, ``2 天 3 小时``."""
-    seconds = int(seconds)
-    if seconds < 60:
-        return f"{max(seconds, 0)} 秒"
-    minutes = seconds // 60
-    if minutes < 60:
-        return f"{minutes} 分钟"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} 小时 {minutes} 分" if minutes else f"{hours} 小时"
-    days, hours = divmod(hours, 24)
-    return f"{days} 天 {hours} 小时" if hours else f"{days} 天"
-
-
 # ------------------------------------------------------------------------------------------------- links
 
 

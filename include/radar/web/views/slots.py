@@ -9,6 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from include.radar.slots import slot_at
+from include.radar.text import span
 from include.radar.web.views.common import (
     _NOTE_STATUS,
     _SLOT_STATUS,
@@ -29,7 +30,6 @@ from include.radar.web.views.common import (
     error_text,
     local_time,
     money,
-    span,
 )
 
 
