@@ -76,7 +76,7 @@ def test_a_working_deployment_is_all_ticks_and_exits_0(good) -> None:
     assert len(lines) == 23
     assert line(lines, "✓ WeRSS · 可达").endswith("，账号 'admin' 登录成功")
     assert line(lines, "✓ WeRSS · 公众号") == "✓ WeRSS · 公众号: 已订阅 2 个"
-    assert "（30 6,11,13,17,21 * * *）在每个时段之前采集；下次" in line(lines, "✓ WeRSS · 采集任务")
+    assert "（30 6,11,13,17,21 * * *）安排在每个时段之前；下次" in line(lines, "✓ WeRSS · 采集任务")
     assert line(lines, "✓ WeRSS · 任务运行").endswith("已运行：2/2 个公众号在其后被采集")
     assert line(lines, "✓ WeRSS · 正文") == "✓ WeRSS · 正文: 最新 2 篇中有 1 篇还没有正文；雷达有 0 篇在等正文"
     assert line(lines, "✓ WeRSS · 最新文章") == "✓ WeRSS · 最新文章: 30 分钟前发布"
@@ -154,7 +154,7 @@ def test_a_werss_never_scanned_is_no_login_whatever_its_login_flag_says(good) ->
     assert code == 1
     assert line(lines, "✗ WeRSS · 微信登录") == (
         "✗ WeRSS · 微信登录: WeRSS 还没有扫码登录微信（sys/info 的 token 为空）：它采集不到任何文章 → 打开 WeRSS → "
-        "扫码授权，用微信扫码并在手机上确认")
+        "右上角头像菜单 → 扫码授权，用微信扫码并在手机上确认")
     # and nothing downstream says ✓ for a collection that cannot happen
     assert line(lines, "! WeRSS · 任务运行") == ("! WeRSS · 任务运行: 无法判断：微信未登录时 WeRSS 不采集 → "
                                              "先完成上面的微信登录")
@@ -176,8 +176,8 @@ def test_an_expired_wechat_login_fails(good) -> None:
 
     lapsed = datetime.fromtimestamp(good.clock[0] - 3600, UTC).astimezone(SHANGHAI)
     assert line(lines, "✗ WeRSS · 微信登录") == (
-        f"✗ WeRSS · 微信登录: 已于 {lapsed:%m-%d %H:%M} 过期：WeRSS 停止了采集 → 打开 WeRSS → 扫码授权，用微信扫码"
-        "并在手机上确认（微信登录每两三天过期一次）")
+        f"✗ WeRSS · 微信登录: 已于 {lapsed:%m-%d %H:%M} 过期：WeRSS 停止了采集 → 打开 WeRSS → 右上角头像菜单 → 扫码授权，"
+        "用微信扫码并在手机上确认（微信登录每两三天过期一次）")
 
 
 def test_a_login_with_a_token_but_no_expiry_is_a_warning_not_a_tick(good, monkeypatch) -> None:
@@ -196,8 +196,8 @@ def test_zero_subscribed_accounts_says_how_to_subscribe(good) -> None:
     code, lines = check()
     assert code == 1
     assert line(lines, "✗ WeRSS · 公众号") == (
-        "✗ WeRSS · 公众号: 还没有订阅任何公众号：WeRSS 没有可采集的 → 扫码授权后，在 WeRSS → 订阅管理 → 添加订阅 按名称"
-        "搜索公众号并添加")
+        "✗ WeRSS · 公众号: 还没有订阅任何公众号：WeRSS 没有可采集的 → 扫码授权后，在 WeRSS → 订阅管理 → 订阅 → 添加公众号 "
+        "按名称搜索公众号并添加")
 
 
 def test_no_collection_task_fails_with_the_cron_to_add(good) -> None:
@@ -206,8 +206,8 @@ def test_no_collection_task_fails_with_the_cron_to_add(good) -> None:
     assert code == 1
     assert line(lines, "✗ WeRSS · 采集任务") == (
         "✗ WeRSS · 采集任务: 没有会运行的采集任务（1 个停用、cron 无效或无法加载）：WeRSS 不会采集新文章，只有添加公众号时"
-        "的那些 → 在 WeRSS → 消息任务 新建任务：类型 Message，cron 表达式 30 6,11,13,17,21 * * *（每个时段前 30 分钟），"
-        "公众号全选，启用；保存后点「应用」")
+        "的那些 → 在 WeRSS → 消息任务 新建任务：任务名称（如 雷达采集），类型 Message，cron 表达式 30 6,11,13,17,21 * * *"
+        "（每个时段前 30 分钟），公众号留空（对所有公众号生效），启用；保存后点「应用」")
 
 
 def test_a_task_whose_mps_id_werss_cannot_read_fails_as_it_fails_in_werss(good) -> None:
@@ -218,12 +218,12 @@ def test_a_task_whose_mps_id_werss_cannot_read_fails_as_it_fails_in_werss(good) 
     code, lines = check()
     assert code == 1
     assert [x for x in lines if x.startswith("✗ WeRSS · 采集任务")] == [
-        "✗ WeRSS · 采集任务: 任务「采集」无法加载：mps_id 不是 JSON（Expecting value: line 1 column 1 (char 0)）；它在时"
-        "「应用」会失败（HTTP 500），其他任务也可能加载不上 → 在 WeRSS → 消息任务 编辑该任务，重新选择公众号（或全选）并"
-        "保存，再点「应用」",
+        "✗ WeRSS · 采集任务: 任务「采集」无法加载：mps_id 不是 JSON（Expecting value: line 1 column 1 (char 0)）；有它在时"
+        "「应用」会失败（HTTP 500），WeRSS 重启后一个任务也不会加载 → 在 WeRSS → 消息任务 编辑该任务，公众号留空（或重新"
+        "选择）后保存，或删掉它；再点「应用」",
         "✗ WeRSS · 采集任务: 没有会运行的采集任务（1 个停用、cron 无效或无法加载）：WeRSS 不会采集新文章，只有添加公众号时"
-        "的那些 → 在 WeRSS → 消息任务 新建任务：类型 Message，cron 表达式 30 6,11,13,17,21 * * *（每个时段前 30 分钟），"
-        "公众号全选，启用；保存后点「应用」"]
+        "的那些 → 在 WeRSS → 消息任务 新建任务：任务名称（如 雷达采集），类型 Message，cron 表达式 30 6,11,13,17,21 * * *"
+        "（每个时段前 30 分钟），公众号留空（对所有公众号生效），启用；保存后点「应用」"]
     assert not [x for x in lines if x.startswith("✓ WeRSS · 采集任务")]
 
 
@@ -246,33 +246,74 @@ def test_a_task_that_misses_slots_or_accounts_is_a_warning(good) -> None:
     code, lines = check()
     assert code == 0
     assert line(lines, "! WeRSS · 采集任务: 1 个") == (
-        "! WeRSS · 采集任务: 1 个公众号不在任何任务里：产业前哨站 → 在 WeRSS → 消息任务 把它们加进任务的公众号（或全选），"
-        "保存后点「应用」")
+        "! WeRSS · 采集任务: 1 个公众号不在任何任务里：产业前哨站 → 在 WeRSS → 消息任务 编辑任务：公众号留空（对所有公众号"
+        "生效）或把它们加进去，保存后点「应用」")
     assert line(lines, "! WeRSS · 采集任务: 「早间」").startswith(
         "! WeRSS · 采集任务: 「早间」（0 8 * * *）：时段 07:00、12:00、14:00、18:00、22:00 之前 1 小时内没有采集 → "
         "在 WeRSS → 消息任务")
 
 
-def test_a_task_never_applied_did_not_run_and_says_how_to_apply_it(good) -> None:
-    """Saved long ago but never applied (or WeRSS started without its scheduler): nothing was collected."""
-    good.werss.applied = None
+def _seen_long_ago(task_id: str) -> None:
+    """What an earlier check kept: this task seen two days ago."""
+    from datetime import UTC, datetime, timedelta
+
+    from include.radar import db
+    from include.radar.check.task_runs import SEEN_KEY
+
+    with db.connect() as conn:
+        store.set_state(conn, SEEN_KEY, {task_id: (datetime.now(UTC) - timedelta(days=2)).isoformat()}, None)
+
+
+def test_a_task_never_applied_is_a_warning_first_and_a_failure_once_it_was_known_before_its_time(good, conn) -> None:
+    """v1.4.9 records no creation time: a task seen for the first time may be new, so no run at its last time is
+    a ! with the time to look again; a task the check already knew before that time did not run: ✗."""
+
+    from include.radar.check.task_runs import SEEN_KEY
+
+    good.werss.applied = None  # saved, never applied: WeRSS's scheduler runs nothing
+    code, lines = check()
+    assert code == 0 and not [x for x in lines if x.startswith("✓ WeRSS · 任务运行")]
+    assert "没有看到上一次计划采集（" in line(lines, "! WeRSS · 任务运行")
+    task_id = good.werss.message_tasks[0]["id"]
+    assert set(store.status(conn, SEEN_KEY)) == {task_id}  # remembered for the next check
+    _seen_long_ago(task_id)
     code, lines = check()
     assert code == 1
     assert line(lines, "✗ WeRSS · 任务运行").endswith(
-        "没有运行：之后没有公众号被采集 → WeRSS 的定时采集没有运行：在 WeRSS → 消息任务 点「应用」（新建或修改任务、订阅新"
-        "公众号后都要点一次才生效）；不用 Docker 时 WeRSS 须以 python main.py -job True 启动，且 config.yaml 的 "
-        "server.enable_job 为 True")
+        "没有运行：那之后 30 分钟内没有公众号开始被采集 → WeRSS 的定时采集没有运行：在 WeRSS → 消息任务 点「应用」（新建或"
+        "修改任务、订阅新公众号后都要点一次才生效）；不用 Docker 时 WeRSS 须以 python main.py -job True 启动，config.yaml 的 "
+        "server.enable_job 为 True，server.auto_reload 为 False")
+
+
+def test_a_manual_run_is_not_taken_for_the_schedule(good, conn) -> None:
+    """「执行」 sets every account's sync_time now, whatever the schedule: only a collection that starts within
+    half an hour of a cron time is that time's run."""
+    from datetime import datetime, timedelta
+
+
+    two_hours_ago = datetime.now(SHANGHAI) - timedelta(hours=2)
+    task = collection_task(f"{two_hours_ago.minute} {two_hours_ago.hour} * * *")
+    good.werss.message_tasks = [task]
+    good.werss.applied = None
+    _seen_long_ago(task["id"])
+    good.werss.synced = {a["id"]: int(time.time()) - 60 for a in good.werss.accounts}  # 执行, a minute ago
+    code, lines = check()
+    assert code == 1 and line(lines, "✗ WeRSS · 任务运行")
+    # the same collection at the task's own time is its run
+    good.werss.synced = {a["id"]: int(two_hours_ago.timestamp()) + 120 for a in good.werss.accounts}
+    _, lines = check()
+    assert line(lines, "✓ WeRSS · 任务运行").endswith("已运行：2/2 个公众号在其后被采集")
 
 
 def test_a_task_saved_since_its_last_time_is_not_judged_yet(good) -> None:
+    """A WeRSS that records when a task was saved (newer than v1.4.9): saved after its last time, not judged."""
     from datetime import UTC, datetime
 
     saved = datetime.fromtimestamp(good.clock[0] - 60, UTC).astimezone(SHANGHAI)
     good.werss.message_tasks = [{**collection_task(CRON), "updated_at": f"{saved:%Y-%m-%d %H:%M:%S}"}]
     good.werss.applied = None
     _, lines = check()
-    assert line(lines, "! WeRSS · 任务运行").startswith(
-        f"! WeRSS · 任务运行: 任务保存于 {saved:%m-%d %H:%M}，之后还没到过计划时间 → 确认已点「应用」，")
+    assert line(lines, "! WeRSS · 任务运行").startswith("! WeRSS · 任务运行: 没有看到上一次计划采集（")
 
 
 def test_an_account_subscribed_after_the_tasks_were_applied_is_named_with_the_fix(good) -> None:
@@ -285,8 +326,8 @@ def test_an_account_subscribed_after_the_tasks_were_applied_is_named_with_the_fi
     code, lines = check()
     assert code == 0
     assert line(lines, "! WeRSS · 新订阅") == (
-        "! WeRSS · 新订阅: 1 个公众号订阅后还没被任务采集过：新订阅号；「全部公众号」只包括上次点「应用」时已订阅的 → 在 "
-        "WeRSS → 消息任务 点「应用」（新建或修改任务、订阅新公众号后都要点一次才生效）")
+        "! WeRSS · 新订阅: 1 个公众号订阅后还没被任务采集过：新订阅号；公众号留空的任务只包括上次点「应用」时已订阅的 → "
+        "在 WeRSS → 消息任务 点「应用」（新建或修改任务、订阅新公众号后都要点一次才生效）")
     good.werss.apply()  # 「应用」: the next runs cover it, and the line goes
     _, lines = check()
     assert not [x for x in lines if "新订阅" in x]
@@ -314,6 +355,25 @@ def test_a_werss_of_day_one_never_says_tick_where_it_cannot_collect(good) -> Non
     assert [x.split(":")[0] for x in werss] == [
         "✓ WeRSS · 可达", "✗ WeRSS · 微信登录", "✓ WeRSS · 公众号", "✗ WeRSS · 采集任务", "✗ WeRSS · 采集任务",
         "! WeRSS · 最新文章"]
+
+
+def test_a_task_werss_cannot_load_takes_the_tick_from_the_good_ones(good) -> None:
+    """One task with mps_id "" stops WeRSS loading the others after a restart: their timing is no tick then."""
+    good.werss.message_tasks = [collection_task(CRON), {**collection_task(CRON), "mps_id": "", "name": "坏任务"}]
+    code, lines = check()
+    assert code == 1 and line(lines, "✗ WeRSS · 采集任务").startswith("✗ WeRSS · 采集任务: 任务「坏任务」无法加载")
+    assert not [x for x in lines if x.startswith("✓ WeRSS · 采集任务")]
+
+
+def test_a_locked_werss_account_is_told_to_restart_werss(good, monkeypatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_WERSS_DEFAULT", json.dumps({
+        "conn_type": "http", "host": good.base, "login": "admin", "password": "werss-pass-5150"}))
+    good.werss.failed_logins = 5  # locked: even the right password is refused until WeRSS restarts
+    code, lines = check()
+    assert code == 1
+    assert line(lines, "✗ WeRSS · 凭据").endswith(
+        "→ WeRSS 已锁住这个账号（连续 5 次登录失败）：重启 WeRSS 解锁（compose：docker compose restart werss；原生："
+        "systemctl restart werss），改正密码后再试；建议改用 AK/SK（账号锁住时 AK/SK 照常可用）")
 
 
 # ---------------------------------------------------------------------------------------- DeepSeek

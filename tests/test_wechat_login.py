@@ -143,6 +143,19 @@ def test_a_lapsed_login_alerts_once_and_again_only_after_the_next_lapse(fakes):
     assert len(_alerts(fakes, "WeRSS 的微信登录已过期")) == 2
 
 
+@pytest.mark.parametrize("token", [1234567890, "1234567890", "abc"])
+def test_a_token_is_a_login_as_a_number_too(token):
+    """WeRSS's config reads an all-digit value as a number, and WeChat's token is digits: sys/info then answers
+    ``"token": 1234567890`` (seen on v1.4.9). A login all the same."""
+    login = wechat_login({"wx": {"token": token, "expiry_time": "2026-01-10 23:23:48", "login": True, "info": None}})
+    assert (login.reported, login.scanned, login.logged_in) == (True, True, True)
+
+
+@pytest.mark.parametrize("token", [0, True, False, None, [], {}, 1.5])
+def test_a_token_that_is_no_token_is_no_login(token):
+    assert wechat_login({"wx": {"token": token, "login": True}}).scanned is False
+
+
 @pytest.mark.parametrize("wx", [
     {"token": "", "expiry_time": "", "info": None, "login": True},  # v1.4.9 never scanned: login starts true
     {"token": "", "expiry_time": "", "info": None, "login": False},

@@ -113,8 +113,8 @@ def wechat_login(data: Any) -> WeChatLogin:
     login = wx.get("login")
     if not isinstance(login, bool):
         return WeChatLogin(False, note="sys/info's wx.login is not true or false")
-    token = wx.get("token")
-    if not (isinstance(token, str) and token.strip()):
+    token = wx.get("token")  # WeRSS's config turns an all-digit value into a number: WeChat's tokens are digits
+    if not (isinstance(token, str) and token.strip() or isinstance(token, int) and not isinstance(token, bool) and token):
         return WeChatLogin(True, False, note="sys/info's wx.token is empty: no QR scan", scanned=False)
     info = wx.get("info")
     expiry = info.get("expiry") if isinstance(info, dict) else None

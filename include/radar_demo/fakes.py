@@ -124,7 +124,7 @@ def collection_task(cron_exp: str, accounts: list[dict[str, Any]] | None = None,
     mps = json.dumps([{"id": a["id"], "mp_name": a.get("mp_name", "")} for a in accounts or []], ensure_ascii=False)
     return {"id": secrets.token_hex(8), "name": name, "message_type": 0, "message_template": "",
             "web_hook_url": "", "mps_id": mps, "cron_exp": cron_exp, "status": status,
-            "headers": "", "cookies": "", "created_at": "2026-01-01 08:00:00", "updated_at": "2026-01-01 08:00:00"}
+            "headers": "", "cookies": "", "created_at": None, "updated_at": None}  # v1.4.9 records neither
 
 
 @dataclass
@@ -258,7 +258,8 @@ class FakeWeRSS:
         if path == "/api/v1/wx/auth/qr/status":
             if request.headers.get("Authorization", "").startswith("AK-SK "):  # a login token only
                 return _json({"detail": "Could not validate credentials"}, 401)
-            return _ok({"login_status": False, "qr_code": self.qr_waiting})
+            # v1.4.9 says only whether a login happened in this process; newer ones add qr_code (a code is shown)
+            return _ok({"login_status": False, **({"qr_code": True} if self.qr_waiting else {})})
         match = re.fullmatch(r"/api/v1/wx/message_tasks/([^/]+)/run", path)
         if match:
             return self._run_task(match.group(1))
@@ -344,7 +345,8 @@ class FakeWeRSS:
                 "fingerprint": "fp0123456789", "ext_data": {"wx_app_name": "雷达测试号"},
                 "expiry": {"expiry_timestamp": expires, "remaining_seconds": 4 * 24 * 3600, "expiry_time": local},
             } if self.wechat_login else None
-            data["wx"] = {"token": "1234567890" if self.wechat_login else "", "expiry_time": local if logged_in else "",
+            # WeRSS's config reads an all-digit value as a number: the token WeChat gives (digits) comes back as one
+            data["wx"] = {"token": 1234567890 if self.wechat_login else "", "expiry_time": local if logged_in else "",
                           "info": info, "login": logged_in}
             if not self.wechat_scanned:  # driver/success.py starts with WX_LOGIN_ED = True, wx_cfg has nothing
                 data["wx"] = {"token": "", "expiry_time": "", "info": None, "login": True}

@@ -4,15 +4,14 @@ them, evidence that they ran and reached the accounts subscribed since, the newe
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from include.radar import connections, ingest, werss_rows
-from include.radar.check import Line, Mark, Options, fail, ok, reason, warn
-from include.radar.check.schedule import LEAD, Task, coverage, next_run, previous_run, suggested_cron, task_of
+from include.radar.check import Line, Mark, Options, fail, ok, reason, task_runs, warn
+from include.radar.check.schedule import LEAD, Task, coverage, suggested_cron, task_of
+from include.radar.check.task_runs import Account
 from include.radar.settings import Settings, SettingsError
 from include.radar.slots import SHANGHAI
 from include.radar.text import span
@@ -20,27 +19,14 @@ from include.radar.werss import WERSS_TZ, WeChatLogin, WeRSSAuthError, WeRSSClie
 
 AREA = "WeRSS"
 SAMPLE = 10  # the newest articles whose bodies are looked at
-DETAILS = 50  # the accounts (newest subscribed first) whose collection time is read
 NEWEST_OLD = timedelta(hours=24)
 BODY_LAG = timedelta(hours=3)
-RUN_GRACE = timedelta(minutes=10)  # a task's run reaches its accounts within this after its time
-SCAN = "打开 WeRSS → 扫码授权，用微信扫码并在手机上确认"
-APPLY = "在 WeRSS → 消息任务 点「应用」（新建或修改任务、订阅新公众号后都要点一次才生效）"
-SUBSCRIBE = "扫码授权后，在 WeRSS → 订阅管理 → 添加订阅 按名称搜索公众号并添加"
-BODIES = ("WeRSS 默认分两步取正文（每 59 分钟最多 10 篇）：在 config.yaml 设 gather.content: True（Docker 环境变量 "
-          "GATHER.CONTENT=True），或缩短 gather.content_auto_interval")
-SCHEDULER = ("WeRSS 的定时采集没有运行：" + APPLY + "；不用 Docker 时 WeRSS 须以 python main.py -job True 启动，"
-             "且 config.yaml 的 server.enable_job 为 True")
-
-
-@dataclass(frozen=True)
-class Account:
-    id: str
-    name: str
-    subscribed_at: datetime | None
-    synced_at: datetime | None = None  # when WeRSS last started collecting it (None: never, or not read)
-    read: bool = False  # its record was read (DETAILS at most)
-
+SCAN = "打开 WeRSS → 右上角头像菜单 → 扫码授权，用微信扫码并在手机上确认"
+SUBSCRIBE = "扫码授权后，在 WeRSS → 订阅管理 → 订阅 → 添加公众号 按名称搜索公众号并添加"
+BODIES = ("让正文随列表一起抓：WeRSS 的 config.yaml 里 gather.content: True（Docker：环境变量 GATHER.CONTENT=True）；"
+          "v1.4.9 补抓缺正文的文章（gather.content_auto_check）只在 config.yaml 有 gather.auto_fetch_article: True 时运行")
+LOCKED = ("WeRSS 已锁住这个账号（连续 5 次登录失败）：重启 WeRSS 解锁（compose：docker compose restart werss；原生："
+          "systemctl restart werss），改正密码后再试；建议改用 AK/SK（账号锁住时 AK/SK 照常可用）")
 
 def werss_lines(settings: Settings, options: Options, connect: Callable[[], Any] | None, *,
                 now: datetime | None = None) -> list[Line]:
@@ -60,7 +46,7 @@ def werss_lines(settings: Settings, options: Options, connect: Callable[[], Any]
     tasks, task_lines_ = task_lines(client, accounts, settings, now)
     lines.extend(task_lines_)
     if accounts and tasks:
-        lines.extend(run_lines(client, accounts, tasks, login, now, options))
+        lines.extend(task_runs.run_lines(client, accounts, tasks, login, now, options, connect))
     lines.extend(article_lines(client, connect, now))
     return lines
 
@@ -73,7 +59,7 @@ def _credentials(client: WeRSSClient, settings: Settings) -> tuple[list[Line], l
     except WeRSSAuthError as exc:
         refused = reason(exc, 300).split(": check", 1)[0]  # the client's own advice is said below
         fix = (f"在 WeRSS → Access Key 新建一对密钥，填入 {settings.werss_conn_id} 连接的 extra.access_key / "
-               "extra.secret_key" if client.uses_keys else
+               "extra.secret_key" if client.uses_keys else LOCKED if "锁定" in refused else
                f"改正 {settings.werss_conn_id} 连接的 login/password；不会重试：WeRSS 连续 5 次登录失败会锁定账号，直到它重启")
         return [fail(AREA, "凭据", refused, fix)], []
     except WeRSSError as exc:
@@ -138,8 +124,8 @@ def _accounts_line(accounts: list[Account]) -> Line:
 
 def _make_task(settings: Settings) -> str:
     cron = suggested_cron(settings.schedule_slots)
-    return (f"在 WeRSS → 消息任务 新建任务：类型 Message，cron 表达式 {cron}（每个时段前 30 分钟），公众号全选，"
-            "启用；保存后点「应用」")
+    return (f"在 WeRSS → 消息任务 新建任务：任务名称（如 雷达采集），类型 Message，cron 表达式 {cron}（每个时段前 30 "
+            "分钟），公众号留空（对所有公众号生效），启用；保存后点「应用」")
 
 
 def task_lines(client: WeRSSClient, accounts: list[Account], settings: Settings,
@@ -153,9 +139,10 @@ def task_lines(client: WeRSSClient, accounts: list[Account], settings: Settings,
         return [], [warn(AREA, name, "这个 WeRSS 没有 message_tasks 接口", "升级 WeRSS 到 v1.4.9 或更新")]
     except WeRSSError as exc:
         return [], [warn(AREA, name, f"读取任务列表失败：{reason(exc, 160)}", "查看 WeRSS 自己的日志")]
-    lines = [fail(AREA, name, f"任务「{t.name or t.id}」无法加载：{t.problem}；它在时「应用」会失败（HTTP 500），"
-                  "其他任务也可能加载不上", "在 WeRSS → 消息任务 编辑该任务，重新选择公众号（或全选）并保存，再点「应用」")
-             for t in tasks if t.active and t.problem]
+    broken = [fail(AREA, name, f"任务「{t.name or t.id}」无法加载：{t.problem}；有它在时「应用」会失败（HTTP 500），"
+                   "WeRSS 重启后一个任务也不会加载", "在 WeRSS → 消息任务 编辑该任务，公众号留空（或重新选择）后保存，或删掉"
+                   "它；再点「应用」") for t in tasks if t.active and t.problem]
+    lines = list(broken)
     running = [t for t in tasks if t.runs]
     if not running:
         idle = f"（{len(tasks)} 个停用、cron 无效或无法加载）" if tasks else ""
@@ -166,8 +153,9 @@ def task_lines(client: WeRSSClient, accounts: list[Account], settings: Settings,
     missing = [a.name for a in accounts if a.id not in covered]
     if missing:
         lines.append(warn(AREA, name, f"{len(missing)} 个公众号不在任何任务里：{'、'.join(missing[:5])}",
-                          "在 WeRSS → 消息任务 把它们加进任务的公众号（或全选），保存后点「应用」"))
-    lines.append(_timing_line(running, settings, now))
+                          "在 WeRSS → 消息任务 编辑任务：公众号留空（对所有公众号生效）或把它们加进去，保存后点「应用」"))
+    if not broken:  # a task WeRSS cannot load stops the others loading: nothing to say of their timing then
+        lines.append(_timing_line(running, settings, now))
     return running, lines
 
 
@@ -179,70 +167,7 @@ def _timing_line(running: list[Task], settings: Settings, now: datetime) -> Line
                     "没有采集", _make_task(settings))
     nxt = cover.next_run.astimezone(SHANGHAI) if cover.next_run else None
     when = f"；下次 {nxt:%H:%M}，在 {cover.next_slot} 时段之前" if nxt else ""
-    return ok(AREA, "采集任务", f"{named}在每个时段之前采集{when}")
-
-
-def run_lines(client: WeRSSClient, accounts: list[Account], tasks: list[Task], login: WeChatLogin | WeRSSError,
-              now: datetime, options: Options) -> list[Line]:
-    """Did the tasks run at their last time, and reach the accounts subscribed since? Read from each account's
-    last collection (its record's ``sync_time``): WeRSS's API says nothing of which tasks are loaded."""
-    name = "任务运行"
-    if isinstance(login, WeChatLogin) and login.reported and login.expired(now):
-        return [warn(AREA, name, "无法判断：微信未登录时 WeRSS 不采集", "先完成上面的微信登录")]
-    read = _read_syncs(client, accounts, now, options)
-    if not any(a.read for a in read):
-        return [warn(AREA, name, "读不到公众号的采集时间（mps/{id} 的 sync_time）：无法判断任务是否运行",
-                     "升级 WeRSS 到 v1.4.9 或更新")]
-    crons = [t.cron for t in tasks]
-    local = now.astimezone(WERSS_TZ)
-    due = previous_run(crons, local - RUN_GRACE)
-    if due is None:
-        return []
-    reached = [a for a in read if a.synced_at and a.synced_at >= due]
-    saved = max((t.saved_at for t in tasks if t.saved_at), default=None)
-    if not reached:
-        if saved and saved > due:
-            upcoming = next_run(crons, local)
-            return [warn(AREA, name, f"任务保存于 {saved.astimezone(SHANGHAI):%m-%d %H:%M}，之后还没到过计划时间",
-                         f"确认已点「应用」，{upcoming.astimezone(SHANGHAI):%H:%M} 之后再运行一次 check")]
-        return [fail(AREA, name, f"上一次计划采集（{due.astimezone(SHANGHAI):%m-%d %H:%M}）没有运行：之后没有公众号被采集",
-                     SCHEDULER)]
-    lines = [ok(AREA, name, f"上一次计划采集（{due.astimezone(SHANGHAI):%m-%d %H:%M}）已运行："
-                f"{len(reached)}/{sum(a.read for a in read)} 个公众号在其后被采集")]
-    lines.extend(_new_accounts_line(read, crons, local))
-    return lines
-
-
-def _read_syncs(client: WeRSSClient, accounts: list[Account], now: datetime, options: Options) -> list[Account]:
-    """The newest-subscribed accounts with their last collection time, within twice the check's timeout."""
-    budget = time.monotonic() + 2 * options.timeout
-    found = []
-    for account in accounts[:DETAILS]:
-        if time.monotonic() > budget:
-            break
-        try:
-            row = client.account(account.id)
-        except WeRSSError:
-            continue
-        if "sync_time" in row:
-            found.append(Account(account.id, account.name, account.subscribed_at, werss_rows.synced_at(row, now), True))
-    return found
-
-
-def _new_accounts_line(read: list[Account], crons: list[str], local: datetime) -> list[Line]:
-    """Accounts a task run should have reached since they were subscribed, and did not: 「全部公众号」 is
-    expanded when the tasks are applied, so an account subscribed later waits for the next 「应用」."""
-    missed = []
-    for account in read:
-        if account.subscribed_at is None:
-            continue
-        first = next_run(crons, account.subscribed_at.astimezone(WERSS_TZ))
-        if first and first + RUN_GRACE <= local and not (account.synced_at and account.synced_at >= first):
-            missed.append(account.name)
-    if not missed:
-        return []
-    return [warn(AREA, "新订阅", f"{len(missed)} 个公众号订阅后还没被任务采集过：{'、'.join(missed[:5])}；"
-                 "「全部公众号」只包括上次点「应用」时已订阅的", APPLY)]
+    return ok(AREA, "采集任务", f"{named}安排在每个时段之前{when}")
 
 
 def article_lines(client: WeRSSClient, connect: Callable[[], Any] | None, now: datetime) -> list[Line]:

@@ -1,0 +1,130 @@
+"""The check's evidence that WeRSS's message tasks run: WeRSS's API says nothing of which tasks are loaded, but
+each account's record says when a collection last started on it (``mps/{id}``'s ``sync_time``, set as a run
+reaches the account, also when its requests then fail). A scheduled run leaves such a time shortly after one
+of the tasks' cron times; a manual 「执行」 leaves one at any moment, and proves nothing about the schedule.
+
+WeRSS v1.4.9 records no time of a task's creation (``created_at`` is null), so a task that never ran at its last
+time may be new rather than never applied: the check remembers when it first saw each task (``service_state``
+:data:`SEEN_KEY`) and says ✗ only for a task it already knew before that time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from include.radar import store, werss_rows
+from include.radar.check import Line, Options, fail, ok, warn
+from include.radar.check.schedule import Task, next_run, previous_run
+from include.radar.slots import SHANGHAI
+from include.radar.werss import WERSS_TZ, WeChatLogin, WeRSSClient, WeRSSError
+
+log = logging.getLogger(__name__)
+AREA = "WeRSS"
+NAME = "任务运行"
+DETAILS = 50  # the accounts (newest subscribed first) whose record is read
+RUN_GRACE = timedelta(minutes=10)  # a scheduled run starts on its first account within this after its time
+RUN_WINDOW = timedelta(minutes=30)  # a collection started this long after a cron time is that time's run
+SEEN_KEY = "check:werss_tasks"  # task id -> when the check first saw it (ISO)
+APPLY = "在 WeRSS → 消息任务 点「应用」（新建或修改任务、订阅新公众号后都要点一次才生效）"
+SCHEDULER = ("WeRSS 的定时采集没有运行：" + APPLY + "；不用 Docker 时 WeRSS 须以 python main.py -job True 启动，"
+             "config.yaml 的 server.enable_job 为 True，server.auto_reload 为 False")
+
+
+@dataclass(frozen=True)
+class Account:
+    id: str
+    name: str
+    subscribed_at: datetime | None
+    synced_at: datetime | None = None  # when WeRSS last started collecting it (None: never, or not read)
+    read: bool = False  # its record was read (DETAILS at most)
+
+
+def run_lines(client: WeRSSClient, accounts: list[Account], tasks: list[Task], login: WeChatLogin | WeRSSError,
+              now: datetime, options: Options, connect: Callable[[], Any] | None) -> list[Line]:
+    """Did the tasks run at their last time, and reach the accounts subscribed since?"""
+    seen = _remember(connect, tasks, now)
+    if isinstance(login, WeChatLogin) and login.reported and login.expired(now):
+        return [warn(AREA, NAME, "无法判断：微信未登录时 WeRSS 不采集", "先完成上面的微信登录")]
+    read = [a for a in _read_syncs(client, accounts, now, options) if a.read]
+    if not read:
+        return [warn(AREA, NAME, "读不到公众号的采集时间（mps/{id} 的 sync_time）：无法判断任务是否运行",
+                     "升级 WeRSS 到 v1.4.9 或更新")]
+    crons = [t.cron for t in tasks]
+    local = now.astimezone(WERSS_TZ)
+    due = previous_run(crons, local - RUN_GRACE)
+    if due is None:
+        return []
+    if any(a.synced_at and due <= a.synced_at <= due + RUN_WINDOW for a in read):
+        reached = sum(1 for a in read if a.synced_at and a.synced_at >= due)
+        return [ok(AREA, NAME, f"上一次计划采集（{due.astimezone(SHANGHAI):%m-%d %H:%M}）已运行：{reached}/{len(read)} 个"
+                   "公众号在其后被采集"), *_new_accounts_line(read, crons, local)]
+    when = f"{due.astimezone(SHANGHAI):%m-%d %H:%M}"
+    known = [t.saved_at or seen.get(t.id) for t in tasks]
+    if any(k is not None and k < due for k in known):
+        return [fail(AREA, NAME, f"上一次计划采集（{when}）没有运行：那之后 30 分钟内没有公众号开始被采集", SCHEDULER)]
+    upcoming = next_run(crons, local)
+    return [warn(AREA, NAME, f"没有看到上一次计划采集（{when}）运行的迹象：任务若是那之后才建或才点「应用」，这还不算问题",
+                 f"{upcoming.astimezone(SHANGHAI):%H:%M} 之后再运行一次 check（它记得这次见到的任务）；若任务早就在，"
+                 + SCHEDULER)]
+
+
+def _remember(connect: Callable[[], Any] | None, tasks: list[Task], now: datetime) -> dict[str, datetime]:
+    """When the check first saw each task (this run's ``now`` for a new one), kept with the check's result."""
+    if connect is None:
+        return {}
+    try:
+        with connect() as conn:
+            stored = store.status(conn, SEEN_KEY)
+            seen = {k: v for k, v in stored.items() if isinstance(k, str) and isinstance(v, str)}
+            for task in tasks:
+                seen.setdefault(task.id, now.isoformat())
+            store.set_state(conn, SEEN_KEY, seen, None)
+    except Exception:  # a memory for the next check: without it this one judges as on a first run
+        log.warning("the tasks the check saw could not be kept", exc_info=True)
+        return {}
+    return {k: moment for k, v in seen.items() if (moment := _moment(v)) is not None}
+
+
+def _moment(value: str) -> datetime | None:
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else None
+
+
+def _read_syncs(client: WeRSSClient, accounts: list[Account], now: datetime, options: Options) -> list[Account]:
+    """The newest-subscribed accounts with their last collection time, within twice the check's timeout."""
+    budget = time.monotonic() + 2 * options.timeout
+    found = []
+    for account in accounts[:DETAILS]:
+        if time.monotonic() > budget:
+            break
+        try:
+            row = client.account(account.id)
+        except WeRSSError:
+            continue
+        if "sync_time" in row:
+            found.append(Account(account.id, account.name, account.subscribed_at, werss_rows.synced_at(row, now), True))
+    return found
+
+
+def _new_accounts_line(read: list[Account], crons: list[str], local: datetime) -> list[Line]:
+    """Accounts a task run should have reached since they were subscribed, and did not: 「全部公众号」 (公众号
+    left empty) is expanded when the tasks are applied, so an account subscribed later waits for the next 「应用」."""
+    missed = []
+    for account in read:
+        if account.subscribed_at is None:
+            continue
+        first = next_run(crons, account.subscribed_at.astimezone(WERSS_TZ))
+        if first and first + RUN_GRACE <= local and not (account.synced_at and account.synced_at >= first):
+            missed.append(account.name)
+    if not missed:
+        return []
+    return [warn(AREA, "新订阅", f"{len(missed)} 个公众号订阅后还没被任务采集过：{'、'.join(missed[:5])}；"
+                 "公众号留空的任务只包括上次点「应用」时已订阅的", APPLY)]
