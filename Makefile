@@ -1,60 +1,63 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`.
 SHELL := /bin/bash
-.PHONY: run test ui check lint lock bench bench-growth bench-migrate bench-rules bench-track bench-search bench-deadline bench-grouping bench-slot bench-memory bench-bomb celery backfill-check
+.PHONY: run test ui check existing-airflow lint lock bench bench-growth bench-migrate bench-rules bench-track bench-search bench-deadline bench-grouping bench-slot bench-memory bench-bomb celery backfill-check
 
 run:  ## run the five slots of a demo day through the real DAG, offline (Airflow's metadata on the embedded PostgreSQL)
-	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar_demo.run
+	RADAR_AIRFLOW_ON_POSTGRES=1 bash scripts/bootstrap.sh python -m include.radar_demo.run
 
 test:  ## the whole test suite, in its own AIRFLOW_HOME (RADAR_TEST_DATABASE_URL's server, else an embedded PostgreSQL)
-	export AIRFLOW_HOME="$$PWD/.local/airflow-test" && source scripts/bootstrap.sh && python -m pytest $(PYTEST_ARGS)
+	AIRFLOW_HOME="$$PWD/.local/airflow-test" bash scripts/bootstrap.sh python -m pytest $(PYTEST_ARGS)
 
 ui:  ## airflow standalone (LocalExecutor, metadata on the embedded PostgreSQL) with this bundle and the report view
-	export RADAR_AIRFLOW_ON_POSTGRES=1 && source scripts/bootstrap.sh && python -m include.radar_demo.ui
+	RADAR_AIRFLOW_ON_POSTGRES=1 bash scripts/bootstrap.sh python -m include.radar_demo.ui
 
 check:  ## will this deployment work? one line per check (cli check); without real connections, the demo set-up against its stand-ins
-	source scripts/bootstrap.sh && python -m include.radar_demo.check $(ARGS)
+	bash scripts/bootstrap.sh python -m include.radar_demo.check $(ARGS)
+
+existing-airflow:  ## the guide's way into an Airflow of your own, walked: a plain Airflow 3.3.2 in its own venv, the radar installed into it, one slot and a report page through its api-server
+	env -u RADAR_DATABASE_URL bash scripts/bootstrap.sh python scripts/existing_airflow.py
 
 lint:
-	source scripts/bootstrap.sh && ruff check .
+	bash scripts/bootstrap.sh ruff check .
 
 bench:  ## seed a year of data and time the report pages (p95 < 50 ms) and search (p95 < 200 ms)
-	source scripts/bootstrap.sh && python scripts/bench_pages.py
+	bash scripts/bootstrap.sh python scripts/bench_pages.py
 
 bench-growth:  ## a week of slots at 200 WeChat-like articles a day through the real steps: MB a year, where, and what retention frees
-	source scripts/bootstrap.sh && python scripts/bench_growth.py $(ARGS)
+	bash scripts/bootstrap.sh python scripts/bench_growth.py $(ARGS)
 
 bench-migrate:  ## a year of data on the previous release's schema, migrated to today's: the time of each migration and the total
-	source scripts/bootstrap.sh && python scripts/bench_migrate.py $(ARGS)
+	bash scripts/bootstrap.sh python scripts/bench_migrate.py $(ARGS)
 
 bench-rules:  ## the reader's catastrophic /regex/ rules: Python's re before (killed after 2 s), RE2 now: save and selection times
-	source scripts/bootstrap.sh && python scripts/bench_rules.py $(ARGS)
+	bash scripts/bootstrap.sh python scripts/bench_rules.py $(ARGS)
 
 bench-track:  ## the track record's step over a year of picks (synthetic prices in akshare's shapes): cold and warm cache
-	source scripts/bootstrap.sh && python scripts/bench_track_record.py $(ARGS)
+	bash scripts/bootstrap.sh python scripts/bench_track_record.py $(ARGS)
 
 bench-search:  ## which Chinese search finds more on the labelled articles: shipped (jieba + character pairs), jieba only, substring
-	source scripts/bootstrap.sh && python scripts/bench_search.py
+	bash scripts/bootstrap.sh python scripts/bench_search.py
 
 bench-deadline:  ## the 22:00 slot with a 10-minute LLM and a trickling WeRSS: when does the report go out?
-	export AIRFLOW_HOME="$$PWD/.local/airflow-bench" && source scripts/bootstrap.sh && python scripts/bench_deadline.py $(ARGS)
+	AIRFLOW_HOME="$$PWD/.local/airflow-bench" bash scripts/bootstrap.sh python scripts/bench_deadline.py $(ARGS)
 
 bench-bomb:  ## what a gzip/deflate/stacked compression bomb costs the HTTP client of WeRSS and DeepSeek (peak memory)
-	source scripts/bootstrap.sh && python scripts/bench_bomb.py $(ARGS)
+	bash scripts/bootstrap.sh python scripts/bench_bomb.py $(ARGS)
 
 bench-slot:  ## a slot under airflow standalone (the preloading LocalExecutor) for N articles, L s of LLM latency, C calls at once: wall vs ideal
-	export AIRFLOW_HOME="$$PWD/.local/airflow-bench-slot" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_bench_slot && source scripts/bootstrap.sh && python scripts/bench_slot.py $(ARGS)
+	AIRFLOW_HOME="$$PWD/.local/airflow-bench-slot" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_bench_slot bash scripts/bootstrap.sh python scripts/bench_slot.py $(ARGS)
 
 bench-memory:  ## memory per Airflow process (scheduler, dag-processor, api-server, triggerer, tasks) under standalone, bare and with the radar, and under Celery; what the radar's imports add
-	export AIRFLOW_HOME="$$PWD/.local/airflow-bench-memory" && source scripts/bootstrap.sh && python scripts/bench_memory.py $(ARGS)
+	AIRFLOW_HOME="$$PWD/.local/airflow-bench-memory" bash scripts/bootstrap.sh python scripts/bench_memory.py $(ARGS)
 
 celery:  ## the CeleryExecutor on this machine: Redis, scheduler, api-server and two workers run a slot of 20 articles
-	export AIRFLOW_HOME="$$PWD/.local/airflow-celery" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_celery && source scripts/bootstrap.sh && python scripts/celery_two_workers.py
+	AIRFLOW_HOME="$$PWD/.local/airflow-celery" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_celery bash scripts/bootstrap.sh python scripts/celery_two_workers.py
 
 backfill-check:  ## the README's two-day backfill under airflow standalone (LocalExecutor, PostgreSQL), checked: 10 runs in order, 2 reports, no push
-	export AIRFLOW_HOME="$$PWD/.local/airflow-backfill" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_backfill && source scripts/bootstrap.sh && python scripts/backfill_check.py
+	AIRFLOW_HOME="$$PWD/.local/airflow-backfill" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_backfill bash scripts/bootstrap.sh python scripts/backfill_check.py
 
 bench-grouping:  ## precision/recall of event grouping on the labelled articles, and its time for a day of 500
-	source scripts/bootstrap.sh && python scripts/bench_grouping.py $(ARGS)
+	bash scripts/bootstrap.sh python scripts/bench_grouping.py $(ARGS)
 
 lock:  ## re-resolve requirements.lock from requirements*.txt
 	.venv/bin/uv pip compile --python-version 3.11 requirements.txt requirements-dev.txt -o requirements.lock

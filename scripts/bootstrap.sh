@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Set-up shared by `make run`, `make test` and `make ui`. Source it: it exports the environment.
-# Creates what is missing and reuses what exists: the virtual environment (from requirements.lock),
-# a project-local AIRFLOW_HOME with a migrated metadata DB (SQLite for `make test`, PostgreSQL for `make run` and
-# `make ui`), and the radar's PostgreSQL
+# Set-up shared by `make run`, `make test`, `make ui` and the other targets: `scripts/bootstrap.sh COMMAND...`
+# sets up what is missing, reuses what exists, then runs COMMAND in that environment; the first failure stops it
+# with its own message. It makes the virtual environment (from requirements.lock), a project-local AIRFLOW_HOME
+# whose airflow.cfg names its metadata database (SQLite for `make test`, PostgreSQL for `make run` and `make ui`,
+# so a plain `airflow ...` with that AIRFLOW_HOME uses the same one), and the radar's PostgreSQL
 # (RADAR_DATABASE_URL when set, else an embedded one from PyPI in .local/pgdata) with its schema.
 set -euo pipefail
 
@@ -49,8 +50,10 @@ if [ -n "${RADAR_DATABASE_URL:-}" ]; then
   export RADAR_DATABASE_URL_FROM_USER=1
 else
   echo "==> starting (or reusing) the embedded PostgreSQL in .local/pgdata"
-  RADAR_DATABASE_URL="$(python -m include.radar.cli db-url 2>/dev/null | grep -E '^postgres(ql)?://' | tail -n 1)"
-  [ -n "$RADAR_DATABASE_URL" ] || { echo "error: the embedded PostgreSQL did not start" >&2; exit 1; }
+  started="$(python -m include.radar.cli db-url 2>"$XDG_RUNTIME_DIR/db-url.log")" \
+    || { tail -5 "$XDG_RUNTIME_DIR/db-url.log" >&2; echo "error: the embedded PostgreSQL did not start" >&2; exit 1; }
+  RADAR_DATABASE_URL="$(grep -E '^postgres(ql)?://' <<<"$started" | tail -n 1)"
+  [ -n "$RADAR_DATABASE_URL" ] || { echo "error: the embedded PostgreSQL gave no URL" >&2; exit 1; }
   export RADAR_DATABASE_URL
 fi
 python -m include.radar.cli migrate
@@ -59,14 +62,18 @@ python -m include.radar.cli migrate
 # RADAR_AIRFLOW_ON_POSTGRES=1 (`make run`, `make ui`), a second database "airflow" on the radar's PostgreSQL server
 # with the LocalExecutor, so the demo day, the scheduler, the api-server and backfills share one history.
 metadata="sqlite"
+cfg=("core.dags_folder=$AIRFLOW__CORE__DAGS_FOLDER" "core.plugins_folder=$AIRFLOW__CORE__PLUGINS_FOLDER"
+     "core.load_examples=False" "api.host=${AIRFLOW__API__HOST:-127.0.0.1}")
 if [ "${RADAR_AIRFLOW_ON_POSTGRES:-}" = "1" ]; then
-  AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$(python -m include.radar.cli airflow-db-url | tail -n 1)"
+  AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$(python -m include.radar.cli airflow-db-url | tail -n 1)" || exit 1
   # the LocalExecutor whose workers fork with the task runner already imported (include/radar/airflow_executor.py);
   # RADAR_EXECUTOR=LocalExecutor runs Airflow's own
   AIRFLOW__CORE__EXECUTOR="${RADAR_EXECUTOR:-include.radar.airflow_executor.PreloadingLocalExecutor}"
   export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN AIRFLOW__CORE__EXECUTOR
+  cfg+=("database.sql_alchemy_conn=$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" "core.executor=$AIRFLOW__CORE__EXECUTOR")
   metadata="postgres"
 fi
+python "$REPO/scripts/airflow_cfg.py" "${cfg[@]}"
 # the stamp covers the lock, the metadata database and the analysis pool size: a change of any is applied
 stamp="$lock_sum $metadata analysis_tasks=${AIRFLOW_VAR_RADAR_ANALYSIS_TASKS:-2}"
 if [ ! -f "$AIRFLOW_HOME/.migrated" ] || [ "$(cat "$AIRFLOW_HOME/.migrated")" != "$stamp" ]; then
@@ -75,3 +82,5 @@ if [ ! -f "$AIRFLOW_HOME/.migrated" ] || [ "$(cat "$AIRFLOW_HOME/.migrated")" !=
   airflow pools set radar_llm "${AIRFLOW_VAR_RADAR_ANALYSIS_TASKS:-2}" "Opportunity Radar: analysis tasks at once" >>"$AIRFLOW_HOME/migrate.log" 2>&1
   echo "$stamp" > "$AIRFLOW_HOME/.migrated"
 fi
+
+exec "$@"

@@ -41,8 +41,10 @@ ENV_ALLOWLIST = {
     "RADAR_PGDATA",
     # the test suite's database server (tests/conftest.py, CI); never read by the deployed code
     "RADAR_TEST_DATABASE_URL",
-    # set by the Airflow image itself (/opt/airflow)
+    # set by the Airflow image itself (/opt/airflow); with AIRFLOW_CONFIG, whether this process has an Airflow
+    # to ask at all (settings.airflow_here: without one, importing Airflow would write ~/airflow)
     "AIRFLOW_HOME",
+    "AIRFLOW_CONFIG",
     # `make ui` only (include/radar_demo/ui.py): the local UI's port, and a marker set by
     # scripts/bootstrap.sh when the user gave RADAR_DATABASE_URL; the deployment never runs ui.py
     "RADAR_UI_PORT",

@@ -56,10 +56,16 @@ def password_of(url: str) -> str | None:
 
 
 def embedded_pgdata() -> Path:
-    """Where the embedded PostgreSQL keeps its data: ``RADAR_PGDATA``, else .local/pgdata."""
+    """Where the embedded PostgreSQL keeps its data: ``RADAR_PGDATA``, else a checkout's .local/pgdata. A radar
+    installed as a package has no checkout to keep it in: it needs a database of its own, said so."""
     from include.radar.settings import deployment
 
-    return Path(deployment("RADAR_PGDATA") or REPO_ROOT / ".local" / "pgdata")
+    if deployment("RADAR_PGDATA"):
+        return Path(deployment("RADAR_PGDATA"))
+    if not (REPO_ROOT / "dags").is_dir():
+        raise DatabaseUnavailable("no radar database configured: set RADAR_DATABASE_URL (or the radar_db connection) "
+                                  "to the PostgreSQL database made for the radar (docs/deployment.md)")
+    return REPO_ROOT / ".local" / "pgdata"
 
 
 def embedded_url(pgdata: Path | None = None) -> str:
@@ -334,10 +340,20 @@ def airflow_metadata_url(server_url: str, name: str = "airflow") -> str:
     """A database for Airflow's own metadata on the radar's PostgreSQL server (created when missing), as the
     SQLAlchemy URL Airflow takes: `make ui` runs the scheduler, the api-server and backfills on PostgreSQL
     with the LocalExecutor, not on SQLite."""
-    with psycopg.connect(server_url, autocommit=True) as admin:
-        if admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
-            admin.execute(f'CREATE DATABASE "{name}"')
     info = psycopg.conninfo.conninfo_to_dict(server_url)
+    try:
+        with psycopg.connect(server_url, autocommit=True, connect_timeout=10) as admin:
+            if admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+                admin.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.errors.InsufficientPrivilege:
+        user = info.get("user") or "postgres"
+        raise DatabaseUnavailable(
+            f"cannot create Airflow's metadata database {name!r} as {user!r} on {redact(server_url)} (permission "
+            f"denied): create it once as a superuser (CREATE DATABASE {name} OWNER {user};), or point "
+            "RADAR_DATABASE_URL at a login that may create databases") from None
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(f"the radar's PostgreSQL at {redact(server_url)} did not answer: "
+                                  f"{str(exc).strip().splitlines()[0][:200]}") from None
     login = quote(info.get("user") or "postgres", safe="") + (
         f":{quote(info['password'], safe='')}" if info.get("password") else "")
     host = str(info.get("host") or "localhost")

@@ -14,15 +14,16 @@ import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from include.radar import pricing
+from include.radar.connection_info import ConnectionInfo as ConnectionInfo
+from include.radar.connection_info import airflow_here
+from include.radar.connection_info import get_connection as get_connection
 
 SLOT_RE = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 
@@ -357,12 +358,6 @@ def server_lookup(name: str) -> str | None:
     return None if found is None else str(found)
 
 
-def airflow_here() -> bool:
-    """Whether this process has an Airflow to ask: ``AIRFLOW_HOME`` or ``AIRFLOW_CONFIG`` set, or Airflow's
-    default home present. Without one, importing Airflow would write ``~/airflow`` behind the user's back."""
-    return bool(os.environ.get("AIRFLOW_HOME") or os.environ.get("AIRFLOW_CONFIG")) or (Path.home() / "airflow").is_dir()
-
-
 @cache
 def _server_variable() -> Any:
     """``airflow.models.variable.Variable``, or None without Airflow (imported on first use: it is slow)."""
@@ -443,67 +438,3 @@ def load_settings(lookup: Lookup | None = None, *, use_airflow: bool = True, **o
 
         redact.register(settings.link_secret.get_secret_value())
     return settings
-
-
-@dataclass(frozen=True)
-class ConnectionInfo:
-    """What the radar needs from an Airflow connection, without depending on Airflow's classes."""
-
-    conn_id: str
-    host: str | None = None
-    login: str | None = None
-    password: str | None = None
-    port: int | None = None
-    schema: str | None = None
-    extra: dict[str, Any] | None = None
-
-    def __repr__(self) -> str:  # never print the password
-        return f"ConnectionInfo(conn_id={self.conn_id!r}, host={self.host!r}, login={self.login!r})"
-
-
-def get_connection(conn_id: str) -> ConnectionInfo | None:
-    """Resolve a connection: the environment's ``AIRFLOW_CONN_<ID>`` first, then Airflow; None when neither
-    has it (or Airflow is not installed). Any other error of Airflow's (the Execution API down, a secrets
-    backend refusing) is raised: a connection silently taken for "not set" would send the radar elsewhere."""
-    conn = _connection_from_env(conn_id)
-    if conn is None:
-        conn = _connection_from_airflow(conn_id)
-    if conn is None:
-        return None
-    extra = conn.extra_dejson if hasattr(conn, "extra_dejson") else {}
-    return ConnectionInfo(
-        conn_id=conn_id,
-        host=conn.host,
-        login=conn.login,
-        password=conn.password,
-        port=conn.port,
-        schema=conn.schema,
-        extra=extra or {},
-    )
-
-
-def _connection_from_airflow(conn_id: str) -> Any:
-    if not airflow_here():
-        return None
-    try:
-        from airflow.sdk import BaseHook
-        from airflow.sdk.exceptions import AirflowNotFoundException
-    except ImportError:  # plain Python: no Airflow installed
-        return None
-    try:
-        return BaseHook.get_connection(conn_id)
-    except AirflowNotFoundException:
-        return None
-
-
-def _connection_from_env(conn_id: str) -> Any:
-    raw = os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}")
-    if not raw:
-        return None
-    try:
-        from airflow.models.connection import Connection
-    except ImportError:
-        return None
-    if raw.lstrip().startswith("{"):
-        return Connection.from_json(raw, conn_id=conn_id)
-    return Connection(conn_id=conn_id, uri=raw)

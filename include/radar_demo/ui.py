@@ -1,8 +1,10 @@
-"""``make ui``: a local Airflow UI (``airflow standalone``) with this bundle and the report view.
+"""``make ui``: a local Airflow UI (``airflow standalone``) with this bundle and the report view, to try the
+radar on this machine (not a deployment: SimpleAuthManager, one process for everything).
 
-When no real WeRSS / DeepSeek / push connection is configured in the environment, the demo stand-ins
-are started too (on fixed local ports, with the wall clock), so slots can be triggered and backfilled
-offline; the pages then show the demo database that ``make run`` filled. Prints the URL and the login.
+It listens on 127.0.0.1 only, port ``RADAR_UI_PORT`` (8080). When no real WeRSS / DeepSeek / push connection is
+configured in the environment, the demo stand-ins are started too (on fixed local ports, with the wall clock), so
+slots can be triggered and backfilled offline; the pages then show the demo database that ``make run`` filled.
+Prints the URL and the login; when Airflow does not come up, the log's last lines say why.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -21,6 +24,7 @@ from include.radar_demo import run as demo
 from include.radar_demo.fakes import PushSink
 
 PORT = int(os.environ.get("RADAR_UI_PORT", "8080"))
+HOST = "127.0.0.1"  # make ui is for this machine: SimpleAuthManager's generated login is not a deployment's
 
 
 def _standins() -> list[str]:
@@ -56,7 +60,16 @@ def _standins() -> list[str]:
     return started
 
 
+def _port_taken(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex((HOST, port)) == 0
+
+
 def main() -> int:
+    if _port_taken(PORT):
+        print(f"error: port {PORT} on {HOST} is in use (another make ui, or an Airflow already running?): stop it, "
+              f"or choose another port with RADAR_UI_PORT=8081 make ui", file=sys.stderr)
+        return 1
     demo.OUT.mkdir(parents=True, exist_ok=True)
     standins = _standins()
     if standins:
@@ -67,13 +80,14 @@ def main() -> int:
     os.environ.setdefault("AIRFLOW_VAR_RADAR_LINK_SECRET", demo.link_secret())
     os.environ.setdefault("AIRFLOW_VAR_RADAR_REPORT_BASE_URL", f"http://localhost:{PORT}/radar")
     os.environ.setdefault("AIRFLOW__API__PORT", str(PORT))
+    os.environ.setdefault("AIRFLOW__API__HOST", HOST)
     os.environ.setdefault("AIRFLOW__API__BASE_URL", f"http://localhost:{PORT}")
     home = Path(os.environ["AIRFLOW_HOME"])
     log_file = demo.OUT / "standalone.log"
     with log_file.open("w") as out:
         # its own process group, so that stopping it also stops the scheduler, api-server and workers it forks
         proc = subprocess.Popen(["airflow", "standalone"], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    signal.signal(signal.SIGTERM, lambda *_: _stop(proc))
+    signal.signal(signal.SIGTERM, lambda *_: (_stop(proc), sys.exit(0)))
     print(f"starting airflow standalone (logs: {log_file}) …", flush=True)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
@@ -83,8 +97,10 @@ def main() -> int:
         except OSError:
             time.sleep(2)
     else:
-        print(f"airflow standalone did not come up; see {log_file}", file=sys.stderr)
-        proc.terminate()
+        tail = log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
+        print("\n".join(tail), file=sys.stderr)
+        print(f"error: airflow standalone did not come up (the lines above are the end of {log_file})", file=sys.stderr)
+        _stop(proc)
         return 1
     passwords = home / "simple_auth_manager_passwords.json.generated"
     login = json.loads(passwords.read_text()) if passwords.exists() else {}
@@ -116,7 +132,6 @@ def _stop(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, signal.SIGKILL)  # stragglers that outlived the standalone process
         except ProcessLookupError:
             pass
-    sys.exit(0)
 
 
 if __name__ == "__main__":

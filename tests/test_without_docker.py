@@ -1,0 +1,264 @@
+"""The ways to run the radar without Docker, held to what the guide says (docs/deployment.md, 二 and 三):
+`make ui` and every make target stop at their first failure with its own message, listen on loopback only and
+leave one metadata database per AIRFLOW_HOME in its airflow.cfg; no radar command writes ~/airflow; the systemd
+units of deploy/systemd verify and keep the secrets where the guide puts them; the package registers the plugin.
+
+Rooms: scripts/bootstrap.sh, scripts/airflow_cfg.py, include/radar_demo/ui.py, deploy/systemd/, pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+UNITS = REPO / "deploy" / "systemd"
+sys.path.insert(0, str(REPO / "scripts"))
+
+from airflow_cfg import set_values  # noqa: E402
+
+
+def _unit(name: str) -> str:
+    return (UNITS / name).read_text(encoding="utf-8")
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "RADAR_"))}
+    return {**keep, **extra}
+
+
+# ------------------------------------------------------------------------------------------ airflow.cfg
+
+
+def test_set_values_replaces_a_multi_line_value_keeps_comments_and_adds_what_is_missing() -> None:
+    cfg = ("[core]\n# the executor\nexecutor = SequentialExecutor\n\n[dag_processor]\n# bundles\n"
+           "dag_bundle_config_list = [\n    {\n      \"name\": \"dags-folder\"\n    }\n  ]\nrefresh_interval = 300\n")
+    done = set_values(cfg, {("core", "executor"): "LocalExecutor", ("core", "load_examples"): "False",
+                            ("dag_processor", "dag_bundle_config_list"): '[{"name": "radar"}]',
+                            ("api", "host"): "127.0.0.1"})
+    assert done == ("[core]\n# the executor\nexecutor = LocalExecutor\nload_examples = False\n\n[dag_processor]\n"
+                    "# bundles\ndag_bundle_config_list = [{\"name\": \"radar\"}]\nrefresh_interval = 300\n\n[api]\n"
+                    "host = 127.0.0.1\n")
+    parsed = configparser.ConfigParser(interpolation=None)
+    parsed.read_string(done)
+    assert json.loads(parsed["dag_processor"]["dag_bundle_config_list"]) == [{"name": "radar"}]
+
+
+def test_the_tests_airflow_home_names_this_bundle_and_loopback_in_its_airflow_cfg() -> None:
+    """scripts/bootstrap.sh wrote it: a plain `airflow …` with this AIRFLOW_HOME sees what make test sees."""
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(Path(os.environ["AIRFLOW_HOME"]) / "airflow.cfg", encoding="utf-8")
+    assert cfg["core"]["dags_folder"] == str(REPO / "dags")
+    assert cfg["core"]["plugins_folder"] == str(REPO / "plugins")
+    assert (cfg["core"]["load_examples"], cfg["api"]["host"]) == ("False", "127.0.0.1")
+
+
+def _server() -> str:
+    url = os.environ.get("RADAR_TEST_DATABASE_URL")
+    if url:
+        return url
+    from include.radar import db
+
+    return db.embedded_url(REPO / ".local" / "pgdata-test")
+
+
+def _database(server: str, name: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(server)
+    info["dbname"] = name
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+def test_bootstrap_stops_at_its_first_failure_with_its_own_message(tmp_path: Path) -> None:
+    """The guide's radar login may not create databases: make ui must say so and stop, not go on to a
+    traceback of Airflow's about an empty URL."""
+    server, role, name = _server(), f"nocreate_{uuid.uuid4().hex[:8]}", f"radar_boot_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN NOCREATEDB')
+        admin.execute(f'CREATE DATABASE "{name}" OWNER "{role}"')
+    info = psycopg.conninfo.conninfo_to_dict(server)
+    info.update(user=role, dbname=name)
+    try:
+        done = subprocess.run(
+            ["bash", "scripts/bootstrap.sh", "echo", "went-on"], cwd=REPO, capture_output=True, text=True, timeout=600,
+            env=_clean_env(RADAR_DATABASE_URL=psycopg.conninfo.make_conninfo(**info), RADAR_AIRFLOW_ON_POSTGRES="1",
+                           AIRFLOW_HOME=str(tmp_path / "home"), PATH=os.environ["PATH"]))
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+    assert done.returncode != 0 and "went-on" not in done.stdout
+    assert f"cannot create Airflow's metadata database 'airflow' as '{role}'" in done.stderr, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "ValueError" not in done.stderr
+
+
+def test_make_ui_and_make_run_leave_one_metadata_database_in_airflow_cfg(tmp_path: Path) -> None:
+    """After bootstrap on PostgreSQL, `airflow config get-value` in that AIRFLOW_HOME, from a shell without any
+    of bootstrap's variables, names the PostgreSQL database: not a second, SQLite one."""
+    from include.radar import db
+
+    server, radar, metadata = _server(), f"radar_boot_{uuid.uuid4().hex[:8]}", f"airflow_boot_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{radar}"')
+    home = tmp_path / "home"
+    try:
+        done = subprocess.run(
+            ["bash", "scripts/bootstrap.sh", "true"], cwd=REPO, capture_output=True, text=True, timeout=900,
+            env=_clean_env(RADAR_DATABASE_URL=_database(server, radar), RADAR_AIRFLOW_ON_POSTGRES="1",
+                           RADAR_AIRFLOW_DB_NAME=metadata, AIRFLOW_HOME=str(home), PATH=os.environ["PATH"]))
+        assert done.returncode == 0, done.stderr[-3000:]
+        said = subprocess.run([str(REPO / ".venv" / "bin" / "airflow"), "config", "get-value", "database",
+                               "sql_alchemy_conn"], capture_output=True, text=True, timeout=300,
+                              env=_clean_env(AIRFLOW_HOME=str(home), PATH=os.environ["PATH"]))
+        assert said.returncode == 0, said.stderr[-2000:]
+        assert said.stdout.strip() == db.airflow_metadata_url(_database(server, radar), metadata)
+    finally:
+        with psycopg.connect(server, autocommit=True) as admin:
+            for name in (radar, metadata):
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_no_radar_command_writes_a_home_airflow_where_no_airflow_is_configured(tmp_path: Path) -> None:
+    """A plain shell, connections in its environment (JSON and URI), no AIRFLOW_HOME: check reads them all and
+    never imports Airflow, which would write ~/airflow."""
+    conns = {"AIRFLOW_CONN_WERSS_DEFAULT": json.dumps({"conn_type": "http", "host": "http://127.0.0.1:9",
+                                                       "extra": {"access_key": "AK1", "secret_key": "SK1"}}),
+             "AIRFLOW_CONN_RADAR_PUSH": "generic://?urls=json%3A%2F%2F127.0.0.1%3A9%2Fpush"}
+    done = subprocess.run(
+        [sys.executable, "-m", "include.radar.cli", "check", "--timeout", "1"], cwd=REPO, capture_output=True,
+        text=True, timeout=300, env=_clean_env(HOME=str(tmp_path), RADAR_DATABASE_URL=_server(), PYTHONPATH=str(REPO),
+                                               PATH=os.environ["PATH"], **conns))
+    assert "! Airflow · 元数据库: 这里没有 Airflow：AIRFLOW_HOME 没有设置，~/airflow 也不存在" in done.stdout, done.stdout
+    assert "✗ WeRSS · 可达: WeRSS unreachable at http://127.0.0.1:9" in done.stdout  # the connection was read
+    assert not (tmp_path / "airflow").exists()
+
+
+@pytest.mark.parametrize("raw", [
+    json.dumps({"conn_type": "http", "host": "https://api.deepseek.com", "password": "sk-a:b@c/d", "port": "8443",
+                "extra": {"urls": ["json://x/y"]}}),
+    json.dumps({"conn_type": "generic", "extra": json.dumps({"urls": ["tgram://t/c"]})}),
+    "postgres://radar:p%40ss%3Aw%2Frd@db.example:5433/radar?sslmode=require",
+    "generic://?__extra__=%7B%22urls%22%3A+%5B%22json%3A%2F%2Fh%2Fp%22%5D%7D",
+])
+def test_a_connection_in_the_environment_reads_as_airflows_own_parser_reads_it(raw, monkeypatch, tmp_path) -> None:
+    from airflow.models.connection import Connection
+
+    from include.radar import connection_info
+
+    ours = connection_info._from_env("x", raw)
+    if raw.startswith("{"):
+        theirs = Connection.from_json(raw, conn_id="x")
+    else:
+        theirs = Connection(conn_id="x", uri=raw)
+        monkeypatch.delenv("AIRFLOW_HOME", raising=False)
+        monkeypatch.setenv("HOME", str(tmp_path))  # no Airflow here: the standard reading, not Airflow's
+        assert connection_info._from_env("x", raw) == ours
+    assert (ours.host, ours.login, ours.password, ours.port, ours.schema, ours.extra) == (
+        theirs.host, theirs.login, theirs.password, theirs.port, theirs.schema, theirs.extra_dejson)
+
+
+# ----------------------------------------------------------------------------------------------- make ui
+
+
+def test_make_ui_listens_on_loopback_and_refuses_a_taken_port(monkeypatch, capsys) -> None:
+    from include.radar_demo import ui
+
+    assert ui.HOST == "127.0.0.1"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        monkeypatch.setattr(ui, "PORT", port)
+        assert ui.main() == 1
+    err = capsys.readouterr().err
+    assert f"error: port {port} on 127.0.0.1 is in use" in err and "RADAR_UI_PORT" in err
+
+
+# ------------------------------------------------------------------------------------ systemd and config
+
+
+def test_the_systemd_units_verify(tmp_path: Path) -> None:
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed here")
+    airflow = REPO / ".venv" / "bin" / "airflow"
+    for unit in UNITS.glob("*.service"):
+        text = unit.read_text(encoding="utf-8").replace("/opt/radar/venv/bin/airflow", str(airflow))
+        (tmp_path / unit.name).write_text(text.replace("/opt/we-mp-rss/venv/bin/python", sys.executable))
+    shutil.copy(UNITS / "opportunity-radar.target", tmp_path)
+    done = subprocess.run(["systemd-analyze", "verify", "--man=no", *sorted(str(p) for p in tmp_path.iterdir())],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout + done.stderr == "", done.stdout + done.stderr
+
+
+def test_the_units_give_each_process_what_the_guide_says_and_no_more() -> None:
+    api = _unit("radar-api-server.service")
+    assert "EnvironmentFile=/etc/opportunity-radar/pages.env" in api and "tasks.env" not in api
+    assert "--proxy-headers" in api and "0.0.0.0" not in api
+    for name in ("scheduler", "dag-processor", "triggerer"):
+        unit = _unit(f"radar-{name}.service")
+        assert "EnvironmentFile=/etc/opportunity-radar/tasks.env" in unit and "pages.env" not in unit
+        assert f"ExecStart=/opt/radar/venv/bin/airflow {name}\n" in unit
+    target = _unit("opportunity-radar.target")
+    assert set(re.findall(r"radar-[\w-]+\.service", target)) == {p.name for p in UNITS.glob("radar-*.service")}
+    pages = _unit("pages.env.example")
+    assert "AIRFLOW_CONN_" not in pages and "RADAR_PAGES_DATABASE_URL=" in pages and "RADAR_DATABASE_URL=" not in pages
+    tasks = _unit("tasks.env.example")
+    assert all(f"{name}=" in tasks for name in ("RADAR_DATABASE_URL", "AIRFLOW_CONN_WERSS_DEFAULT",
+                                                "AIRFLOW_CONN_DEEPSEEK_DEFAULT", "AIRFLOW_CONN_RADAR_PUSH"))
+
+
+def test_werss_runs_natively_with_its_scheduler_in_shanghai_time() -> None:
+    werss = _unit("werss.service")
+    assert "main.py -job True" in werss and "Environment=TZ=Asia/Shanghai" in werss
+
+
+def test_the_airflow_cfg_lines_of_the_guide() -> None:
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(UNITS / "airflow.cfg.radar", encoding="utf-8")
+    assert cfg["core"]["executor"] == "LocalExecutor"
+    assert cfg["core"]["auth_manager"] == "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
+    assert cfg["database"]["sql_alchemy_conn"].startswith("postgresql+psycopg2://airflow:")
+    assert (cfg["api"]["host"], cfg["api"]["port"]) == ("127.0.0.1", "8080")
+    assert cfg["core"]["execution_api_server_url"] == "http://127.0.0.1:8080/execution/"
+    [bundle] = json.loads(cfg["dag_processor"]["dag_bundle_config_list"])
+    assert bundle["classpath"] == "airflow.dag_processing.bundles.local.LocalDagBundle"
+    assert bundle["kwargs"]["path"] == "/opt/radar/dags"
+    from airflow.providers.fab.auth_manager.fab_auth_manager import FabAuthManager  # installed (requirements.txt)
+
+    assert FabAuthManager.__name__ == "FabAuthManager"
+
+
+# --------------------------------------------------------------------------------------------- the package
+
+
+def test_the_package_registers_the_plugin_through_airflows_entry_point() -> None:
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    [(name, target)] = project["project"]["entry-points"]["airflow.plugins"].items()
+    module, _, attribute = target.partition(":")
+    plugin = getattr(__import__(module, fromlist=[attribute]), attribute)
+    assert name == plugin.name == "opportunity_radar"
+    assert plugin.fastapi_apps[0]["url_prefix"] == "/radar"
+    data = project["tool"]["setuptools"]["package-data"]["include.radar"]
+    for pattern in data:  # every kind of file the library reads at run time is shipped
+        assert list((REPO / "include" / "radar").glob(pattern)), pattern
+
+
+def test_a_radar_installed_without_a_checkout_refuses_to_start_a_database_in_site_packages(monkeypatch, tmp_path) -> None:
+    from include.radar import db
+
+    monkeypatch.delenv("RADAR_PGDATA", raising=False)
+    monkeypatch.setattr(db, "REPO_ROOT", tmp_path / "site-packages")
+    with pytest.raises(db.DatabaseUnavailable, match="set RADAR_DATABASE_URL"):
+        db.embedded_pgdata()
