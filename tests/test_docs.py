@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
-PAGES = [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+PAGES = [REPO / "README.md", REPO / "README.en.md", *sorted(DOCS.glob("*.md"))]
 
 
 def _text(path: Path) -> str:
@@ -42,9 +42,12 @@ def _anchors(path: Path) -> set[str]:
 def test_the_readme_stays_short_and_says_what_a_stranger_needs() -> None:
     readme = _text(REPO / "README.md")
     assert len(readme.splitlines()) <= 300
-    for needed in ("make run", "make test", "make ui", "make check", "docs/deployment.md", "PYTEST_ARGS",
-                   "Not investment advice", "LICENSE"):
+    for needed in ("make run", "make test", "make ui", "make check", "make existing-airflow", "docs/deployment.md",
+                   "PYTEST_ARGS", "不构成投资建议", "LICENSE", "README.en.md"):
         assert needed in readme, needed
+    english = _text(REPO / "README.en.md")
+    for needed in ("make run", "make test", "docs/deployment.md", "Not investment advice", "README.md"):
+        assert needed in english, needed
     assert (REPO / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
 
 
@@ -119,7 +122,7 @@ def test_the_migrations_the_docs_name_exist() -> None:
 
 def test_a_transcript_s_count_of_migrations_is_today_s() -> None:
     files = list((REPO / "include" / "radar" / "migrations").glob("*.sql"))
-    counts = {int(n) for page in PAGES for n in re.findall(r"migrated: (\d+) migrations applied", _text(page))}
+    counts = {int(n) for page in PAGES for n in re.findall(r"已迁移：(\d+) 个迁移全部应用", _text(page))}
     assert counts == {len(files)}  # docs/check.md's transcript says it
 
 
@@ -127,7 +130,7 @@ def test_the_readmes_actions_are_the_trigger_forms() -> None:
     from include.radar.decide import ACTIONS
 
     readme = _text(REPO / "README.md")
-    table = readme.split("| 操作 / `action` | what the run does |", 1)[1].split("\n\n", 1)[0]
+    table = readme.split("| 操作 / `action` | 这次运行做什么 |", 1)[1].split("\n\n", 1)[0]
     rows = re.findall(r"^\| (\S+) `(\w+)`", table, re.MULTILINE)
     assert [action for _, action in rows] == list(ACTIONS)
     assert all(ACTIONS[action].startswith(title) for title, action in rows)
@@ -148,3 +151,50 @@ def test_the_count_of_modules_a_step_loads_is_today_s() -> None:
         out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
         loaded[step] = int(out.stdout.strip().splitlines()[-1])
     assert (int(said[1]), int(said[2]), int(said[3])) == (loaded["open_slot"], total, loaded["close_slot"])
+
+
+def _check_line_names() -> set[str]:
+    """Every ``区域 · 名称`` the check can print, read from its code: the ``ok`` / ``warn`` / ``fail`` calls of
+    include/radar/check, their area and name resolved from string constants (``<…>`` where they vary)."""
+    import ast
+
+    from include.radar import DAG_ID
+
+    def render(node: ast.AST, names: dict[str, str]) -> str:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name):
+            return names.get(node.id, "<…>")
+        if isinstance(node, ast.JoinedStr):
+            return "".join(v.value if isinstance(v, ast.Constant) else render(v.value, names) for v in node.values)
+        return "<…>"
+
+    found = set()
+    for path in sorted((REPO / "include" / "radar" / "check").glob("*.py")):
+        tree = ast.parse(_text(path))
+        module = {"DAG_ID": DAG_ID} | {
+            n.targets[0].id: n.value.value for n in tree.body
+            if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Constant)
+            and isinstance(n.value.value, str)}
+        for function in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            local = {n.targets[0].id: render(n.value, module) for n in ast.walk(function)
+                     if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+                     and isinstance(n.value, ast.Constant | ast.JoinedStr)}
+            for call in (n for n in ast.walk(function) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+                if call.func.id in ("ok", "warn", "fail") and len(call.args) >= 2:
+                    found.add(f"{render(call.args[0], module | local)} · {render(call.args[1], module | local)}")
+    return found
+
+
+def test_check_md_lists_every_line_check_can_print_and_no_other() -> None:
+    names = _check_line_names()
+    assert {"WeRSS · 微信登录", "WeRSS · 任务运行", "WeRSS · 新订阅", "推送 · <…> <…>"} <= names  # the reader works
+    table = _text(DOCS / "check.md").split("| 行 | ✓ 的意思 |", 1)[1].split("\n\n", 1)[0]
+    documented = {re.sub(r"<[^>]*>", "<…>", name) for row in re.findall(r"^\| (.+?) \|", table, re.MULTILINE)
+                  for name in re.findall(r"`([^`]+ · [^`]+)`", row)}
+
+    def pattern(name: str) -> re.Pattern[str]:
+        return re.compile("^" + ".+".join(re.escape(part) for part in name.split("<…>")) + "$")
+
+    assert sorted(n for n in names if not any(pattern(n).match(d) or pattern(d).match(n) for d in documented)) == []
+    assert sorted(d for d in documented if not any(pattern(n).match(d) or pattern(d).match(n) for n in names)) == []
