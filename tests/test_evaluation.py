@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import date, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -20,16 +20,8 @@ import pytest
 from include.radar import agreement, db, evaluation, evaluation_report, store
 from include.radar.settings import load_settings
 from include.radar_demo import run as demo_run
+from tests.evaluation_day import DAY, FLASH, FLASH_CALL, LATER, PRO_CALL, calls_of, demo_day, ledger, start
 from tests.slotrun import run_slot, shanghai
-
-DAY = date(2026, 2, 4)
-LATER = shanghai(2026, 2, 5, 9)
-FLASH = evaluation.Candidate(model="deepseek-flash", thinking=True, reasoning_effort="high", prompt_version="v3")
-# what one stand-in call bills (fakes.completion: 1200 prompt tokens, 256 of them cache hits, 400 output), per
-# million tokens at the off-peak rates (pricing.DEFAULT_OFF_PEAK; the peak multiplier is 1 in these tests)
-FLASH_CALL = (256 * 0.003 + 944 * 0.15 + 400 * 0.60) / 1e6  # 0.000382368
-PRO_CALL = (256 * 0.022 + 944 * 0.66 + 400 * 1.98) / 1e6  # 0.001420672
-
 
 # ------------------------------------------------------------------------------------------ pure figures
 
@@ -77,11 +69,12 @@ def test_confusion_overlap_and_difference() -> None:
 
 
 def test_the_estimate_is_every_token_a_cache_miss_at_peak_rates() -> None:
-    settings = evaluation.candidate_settings(load_settings(use_airflow=False), FLASH)
+    prices, source = evaluation.candidate_prices(load_settings(use_airflow=False), FLASH)
     rows = [{"prompt_tokens": 1200, "completion_tokens": 400, "clean_text": "x"},
             {"prompt_tokens": 0, "completion_tokens": 0, "clean_text": "字" * 1000}]
     # peak = off-peak x 2: (1200 * 0.30 + 400 * 1.20) + ((1000 + 3000) * 0.30 + 2000 * 1.20), per million
-    assert evaluation.estimate(rows, settings) == pytest.approx((360 + 480 + 1200 + 2400) / 1e6)
+    assert evaluation.estimate(rows, prices) == pytest.approx((360 + 480 + 1200 + 2400) / 1e6)
+    assert source == "published"
 
 
 @pytest.mark.parametrize(("candidate", "sample"), [
@@ -101,57 +94,19 @@ def test_a_bad_candidate_or_an_unbounded_sample_is_refused_before_anything(candi
 
 # ------------------------------------------------------------------------------------------- end to end
 
-LIKED = ("设备订单拐点已现", "集采规则迎来优化", "人形机器人")
-DISLIKED = ("集运运价三周上涨", "储能集采再现", "铜：矿端扰动再起")
-
-
-def _demo_day(fakes: Any, monkeypatch: Any) -> dict[str, int]:
-    """The demo's articles through a real 22:00 slot, with the reader's verdicts; {title prefix: analysis id}."""
-    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_PEAK_MULTIPLIER", "1")  # the same price at any hour
-    werss = demo_run.build_werss(DAY, fakes.clock)
-    fakes.werss.accounts, fakes.werss.articles = werss.accounts, werss.articles
-    fakes.deepseek.responder = demo_run.build_deepseek().responder
-    with db.connect() as conn:
-        store.save_profile(conn, demo_run.DEMO_PROFILE, "demo")
-    at = shanghai(2026, 2, 4, 22)
-    fakes.at(at)
-    result = run_slot(at)
-    assert not result["errors"], result["errors"]
-    with db.connect() as conn:
-        rows = conn.execute("SELECT a.id, c.title FROM analysis_result a JOIN content_item c ON c.id = a.content_item_id"
-                            ).fetchall()
-        ids = {r["title"]: r["id"] for r in rows}
-        for titles, verdict in ((LIKED, "up"), (DISLIKED, "down")):
-            for prefix in titles:
-                store.set_feedback(conn, next(i for t, i in ids.items() if t.startswith(prefix)), verdict, "test")
-    return ids
-
-
-def _settings(**overrides: Any) -> Any:
-    return load_settings(**overrides)
-
-
-def _calls_of(fakes: Any, model: str) -> int:
-    return sum(1 for r in fakes.deepseek.requests if r.get("model") == model)
-
-
-def _start(cap: float = 1.0, **sample: Any) -> evaluation.Plan:
-    return evaluation.start(db.connect, _settings(), FLASH, evaluation.Sample(**{"days": 14, "size": 50, **sample}),
-                            cap, created_by="test", now=LATER)
-
 
 def test_flash_against_v4_pro_on_the_demo_day_gives_the_hand_computed_figures(fakes, monkeypatch) -> None:
-    _demo_day(fakes, monkeypatch)
-    pro_calls = _calls_of(fakes, "deepseek-v4-pro")
-    plan = _start()
+    demo_day(fakes, monkeypatch)
+    pro_calls = calls_of(fakes, "deepseek-v4-pro")
+    plan = start()
     # 12 analyses: 喜报 is excluded by the reader's rule, 重磅调研 repeats 设备订单's text (reused, not sampled),
     # 黄金 is older than the slot's window; 1200 + 400 tokens each at flash's peak (= off-peak) rates
     assert plan.articles == 12 and plan.refused is None
     assert plan.estimate == pytest.approx(12 * (1200 * 0.15 + 400 * 0.60) / 1e6)
-    run = evaluation.run(db.connect, _settings(), plan.evaluation_id)
+    run = evaluation.run(db.connect, load_settings(), plan.evaluation_id)
     assert run.stopped is None and run.counts == {"answered": 12}
     # 11 answers in one call; 手机链's 62 quotes nothing, so the ladder asks again on every rung (4 calls)
-    assert _calls_of(fakes, "deepseek-flash") == 15 and _calls_of(fakes, "deepseek-v4-pro") == pro_calls
+    assert calls_of(fakes, "deepseek-flash") == 15 and calls_of(fakes, "deepseek-v4-pro") == pro_calls
     with db.connect() as conn:
         s = evaluation_report.load(conn, plan.evaluation_id)
     assert s is not None and (s.compared, s.failed, s.pending) == (12, 0, 0)
@@ -197,52 +152,25 @@ def _spearman_by_hand(points: list[tuple[int, int]]) -> float:
     return num / (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
 
 
-def _ledger(evaluation_id: int) -> tuple[int, float]:
-    with db.connect() as conn:
-        row = conn.execute("SELECT count(*) AS n, coalesce(sum(cost), 0) AS cost FROM llm_spend "
-                           "WHERE evaluation_id = %s AND purpose = 'evaluation'", (evaluation_id,)).fetchone()
-    return int(row["n"]), float(row["cost"])
-
-
 def test_an_estimate_over_the_cap_is_refused_up_front_and_pays_nothing(fakes, monkeypatch) -> None:
-    _demo_day(fakes, monkeypatch)
-    plan = _start(cap=0.005)  # the estimate is 12 x 0.00042 = 0.00504
+    demo_day(fakes, monkeypatch)
+    plan = start(cap=0.005)  # the estimate is 12 x 0.00042 = 0.00504
     assert plan.refused is not None and "over the cap" in plan.refused
-    run = evaluation.run(db.connect, _settings(), plan.evaluation_id)
-    assert run.stopped == plan.refused and _calls_of(fakes, "deepseek-flash") == 0
-    assert _ledger(plan.evaluation_id) == (0, 0.0)
-
-
-def test_the_cap_stops_a_run_and_a_resumed_run_pays_for_no_article_twice(fakes, monkeypatch) -> None:
-    _demo_day(fakes, monkeypatch)
-    plan = _start(cap=0.00504)  # exactly the estimate: accepted
-    one_at_a_time = _settings(llm_concurrency=1, analysis_tasks=1)
-    first = evaluation.run(db.connect, one_at_a_time, plan.evaluation_id)
-    # by id: ten single-call answers (0.000382 each), then 手机链's four calls (0.001529): 0.005349 spent, and
-    # the next article's share of the estimate (0.00042) would pass the cap: 设备 is left pending
-    assert first.stopped is not None and "cap" in first.stopped and first.counts == {"answered": 11}
-    assert _calls_of(fakes, "deepseek-flash") == 14 and _ledger(plan.evaluation_id)[1] == pytest.approx(0.005349)
-    with db.connect() as conn:
-        assert store.evaluations.get(conn, plan.evaluation_id)["status"] == "stopped"
-        store.evaluations.set_cap(conn, plan.evaluation_id, 0.01)
-    again = evaluation.run(db.connect, one_at_a_time, plan.evaluation_id)
-    assert again.stopped is None and again.counts == {"answered": 1}
-    assert _calls_of(fakes, "deepseek-flash") == 15  # the same 15 calls as one uninterrupted run
-    assert _ledger(plan.evaluation_id) == (12, pytest.approx(0.005731))
-    assert evaluation.run(db.connect, one_at_a_time, plan.evaluation_id).counts == {}  # nothing left to pay for
-    assert _calls_of(fakes, "deepseek-flash") == 15
+    run = evaluation.run(db.connect, load_settings(), plan.evaluation_id)
+    assert run.stopped == plan.refused and calls_of(fakes, "deepseek-flash") == 0
+    assert ledger(plan.evaluation_id) == (0, 0.0)
 
 
 def test_a_lost_worker_s_claim_is_taken_over_once_its_lease_ran_out_and_a_live_one_is_left_alone(fakes, monkeypatch) -> None:
-    _demo_day(fakes, monkeypatch)
-    plan = _start(size=3)  # 设备, 手机链, 铜 (the newest first)
+    demo_day(fakes, monkeypatch)
+    plan = start(size=3)  # 设备, 手机链, 铜 (the newest first)
     with db.connect() as conn:
         items = [r["item_id"] for r in store.evaluations.open_items(conn, plan.evaluation_id, 3)]
         dead = store.evaluations.claim(conn, plan.evaluation_id, items[0], claimer="dead", max_attempts=3,
                                 lease=timedelta(seconds=-1))
         live = store.evaluations.claim(conn, plan.evaluation_id, items[1], claimer="alive", max_attempts=3)
     assert dead.state == live.state == "claimed"
-    run = evaluation.run(db.connect, _settings(), plan.evaluation_id, claimer="resumer")
+    run = evaluation.run(db.connect, load_settings(), plan.evaluation_id, claimer="resumer")
     assert run.counts == {"answered": 2} and run.stopped is not None and "held by another run" in run.stopped
     with db.connect() as conn:
         attempts = conn.execute("SELECT content_item_id, claimed_by, attempt, outcome FROM evaluation_attempt "
@@ -261,14 +189,14 @@ def _fingerprint() -> dict[str, Any]:
 
 
 def test_nothing_of_an_evaluation_reaches_pushes_the_analyses_the_record_or_the_rank(fakes, monkeypatch) -> None:
-    ids = _demo_day(fakes, monkeypatch)
+    ids = demo_day(fakes, monkeypatch)
     before = _fingerprint()
     phone = next(i for t, i in ids.items() if t.startswith("手机链"))
     with db.connect() as conn:
         phone_cost = store.item_spend(conn, conn.execute(
             "SELECT content_item_id FROM analysis_result WHERE id = %s", (phone,)).fetchone()["content_item_id"])
-    plan = _start()
-    evaluation.run(db.connect, _settings(), plan.evaluation_id)
+    plan = start()
+    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
     assert _fingerprint() == before  # no analysis, push, pick, report or article row changed
     with db.connect() as conn:
         item = conn.execute("SELECT content_item_id FROM analysis_result WHERE id = %s", (phone,)).fetchone()
@@ -285,32 +213,8 @@ def test_nothing_of_an_evaluation_reaches_pushes_the_analyses_the_record_or_the_
     assert "（flash）" not in read_page("/record", LATER) and "（flash）" not in read_page(f"/daily/{DAY}", LATER)
 
 
-def test_a_candidate_whose_endpoint_fails_pays_nothing_and_its_articles_wait_for_a_later_run(fakes, monkeypatch) -> None:
-    _demo_day(fakes, monkeypatch)
-    monkeypatch.setenv("AIRFLOW_CONN_EVAL_DOWN", json.dumps({
-        "conn_type": "http", "host": "http://127.0.0.1:1", "password": "sk-test", "extra": {"backoff_seconds": 0}}))
-    down = evaluation.Candidate(model="deepseek-flash", conn_id="eval_down")
-    plan = evaluation.start(db.connect, _settings(), down, evaluation.Sample(days=14, size=2), 1.0, now=LATER)
-    run = evaluation.run(db.connect, _settings(llm_concurrency=1, analysis_tasks=1), plan.evaluation_id)
-    assert run.counts == {"failed": 2} and run.stopped is None
-    assert _ledger(plan.evaluation_id) == (0, 0.0)  # no answer, nothing billed
-    with db.connect() as conn:
-        row = store.evaluations.get(conn, plan.evaluation_id)
-        assert (row["status"], row["failed"], row["answered"]) == ("done", 2, 0) and "retry" in row["note"]
-        errors = [r["last_error"] for r in store.evaluations.pairs(conn, plan.evaluation_id)]
-    assert all("connection failed" in e for e in errors)
-    # an unknown model is a configuration error: the first article is released (not counted), the run stops
-    unknown = evaluation.Candidate(model="deepseek-chat")
-    plan = evaluation.start(db.connect, _settings(), unknown, evaluation.Sample(days=14, size=2), 1.0, now=LATER)
-    run = evaluation.run(db.connect, _settings(llm_concurrency=1, analysis_tasks=1), plan.evaluation_id)
-    assert run.stopped is not None and "deepseek-chat" in run.stopped
-    with db.connect() as conn:
-        assert [r["attempts"] for r in store.evaluations.pairs(conn, plan.evaluation_id)] == [0, 0]
-        assert store.evaluations.get(conn, plan.evaluation_id)["status"] == "stopped"
-
-
 def test_the_cli_starts_an_evaluation_and_prints_its_summary(fakes, monkeypatch, capsys) -> None:
-    _demo_day(fakes, monkeypatch)
+    demo_day(fakes, monkeypatch)
     from include.radar import cli
 
     assert cli.main(["evaluate", "--model", "deepseek-flash", "--cap", "1", "--days", "366", "--size", "50"]) == 0
@@ -337,9 +241,9 @@ def _page_client(now: Any, *, airflow_user: bool) -> Any:
 
 
 def test_the_page_lists_evaluations_shows_one_escaped_and_answers_head(fakes, monkeypatch) -> None:
-    _demo_day(fakes, monkeypatch)
-    plan = _start()
-    evaluation.run(db.connect, _settings(), plan.evaluation_id)
+    demo_day(fakes, monkeypatch)
+    plan = start()
+    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
     with db.connect() as conn:  # an answer that tries to be markup
         conn.execute("UPDATE evaluation_item SET summary = '<script>alert(1)</script>' WHERE score = 58")
     client = _page_client(LATER, airflow_user=True)
@@ -375,13 +279,13 @@ def test_a_pushed_link_or_its_session_never_opens_the_evaluation_page(fakes, mon
 def test_both_set_ups_picks_are_measured_by_the_record_s_rules_from_the_slot_s_time(fakes, monkeypatch) -> None:
     """The demo day's record six weeks on (recorded prices): the 22:00 slot ran at 22:01, after the close, so each
     call is measured from 2月5日's open to the close of the 5th trading day after it (2月12日), against CSI 300."""
-    _demo_day(fakes, monkeypatch)
+    demo_day(fakes, monkeypatch)
     with db.connect() as conn:  # the slot ran on time (the replay's wall clock is not the slot's time)
         conn.execute("UPDATE slot_run SET started_at = scheduled_at + interval '1 minute'")
     demo_run.date_pushes_at_slot(db.database_url(), DAY, "22:00", shanghai(2026, 2, 4, 22, 1))
     demo_run.record_later(DAY, db.database_url())
-    plan = _start()
-    evaluation.run(db.connect, _settings(), plan.evaluation_id)
+    plan = start()
+    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
     with db.connect() as conn:
         s = evaluation_report.load(conn, plan.evaluation_id, now=shanghai(2026, 3, 18, 22, 30))
     assert s is not None and s.market is not None and s.market.horizon == 5
@@ -417,27 +321,17 @@ def test_the_evaluation_dag_is_a_manual_dag_of_its_own_whose_step_runs_and_resum
     dag = bag.dags["opportunity_radar_evaluation"]
     assert type(dag.timetable).__name__ == "NullTimetable" and [t.task_id for t in dag.tasks] == ["evaluate"]
     assert dag.tasks[0].pool == "radar_llm" and {"model", "cap", "resume", "only", "size"} <= set(dag.params)
-    _demo_day(fakes, monkeypatch)
+    demo_day(fakes, monkeypatch)
     step = steps.load("evaluate")
     params = {"model": "deepseek-flash", "thinking": True, "reasoning_effort": "high", "prompt_version": "v3",
               "connection": None, "days": 366, "size": 50, "only": "feedback", "cap": 1.0, "resume": None}
     out = step(Runtime.load(), params, attempt=("evaluate", -1, 1), run_id="manual__1")
     # only the six articles with a verdict; their six answers, one call each
-    assert out["counts"] == {"answered": 6} and _calls_of(fakes, "deepseek-flash") == 6
+    assert out["counts"] == {"answered": 6} and calls_of(fakes, "deepseek-flash") == 6
     again = step(Runtime.load(), {**params, "resume": out["evaluation_id"]}, attempt=("evaluate", -1, 2),
                  run_id="manual__1")
-    assert again["counts"] == {} and _calls_of(fakes, "deepseek-flash") == 6  # a retry pays for nothing again
+    assert again["counts"] == {} and calls_of(fakes, "deepseek-flash") == 6  # a retry pays for nothing again
     with pytest.raises(ConfigurationError, match="refused"):
         step(Runtime.load(), {**params, "cap": 0.0001}, run_id="manual__2")
-    with pytest.raises(ConfigurationError, match="prompt version"):
+    with pytest.raises(ConfigurationError, match="--prompt 'v9'"):
         step(Runtime.load(), {**params, "prompt_version": "v9"}, run_id="manual__3")
-
-
-def test_the_day_s_budget_stops_an_evaluation_before_any_call(fakes, monkeypatch) -> None:
-    _demo_day(fakes, monkeypatch)  # the slot spent 12 x 0.001421 today
-    plan = _start()
-    run = evaluation.run(db.connect, _settings(daily_budget=0.01), plan.evaluation_id)
-    assert run.stopped is not None and "day's LLM budget" in run.stopped
-    assert _calls_of(fakes, "deepseek-flash") == 0 and _ledger(plan.evaluation_id) == (0, 0.0)
-    with db.connect() as conn:
-        assert [r["status"] for r in store.evaluations.pairs(conn, plan.evaluation_id)] == [store.evaluations.PENDING] * 12

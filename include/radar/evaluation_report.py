@@ -15,6 +15,7 @@ from typing import Any
 
 from include.radar import agreement, evaluation_market, outcomes, store
 from include.radar.market import instruments
+from include.radar.pricing import format_money
 
 DISAGREEMENTS = 10
 
@@ -164,7 +165,7 @@ def _disagreements(rows: list[dict[str, Any]]) -> list[Disagreement]:
             for r in ranked[:DISAGREEMENTS] if bool(r["b_opp"]) != bool(r["c_opp"]) or r["b_score"] != r["c_score"]]
 
 
-def load(conn: Any, evaluation_id: int, now: datetime | None = None) -> Summary | None:
+def load(conn: Any, evaluation_id: int, now: datetime | None = None, *, settings: Any = None) -> Summary | None:
     """The summary of an evaluation as stored ``now``, with the market's verdict on both set-ups' picks from the
     track record's cache; None when there is no such evaluation."""
     evaluation = store.evaluations.get(conn, evaluation_id)
@@ -196,9 +197,10 @@ def auc_text(value: agreement.Auc) -> str:
             f"{verdict})")
 
 
-def lines(s: Summary, money: Any) -> list[str]:
+def lines(s: Summary, money: Any = None) -> list[str]:
     """The summary as the CLI prints it."""
     e, c = s.evaluation, s.confusion
+    money = money or (lambda value: format_money(value, e["currency"]))
     out = [f"evaluation {e['id']}: {e['model']} ({'thinking ' + (e['reasoning_effort'] or 'on') if e['thinking'] else 'no thinking'}, "
            f"analysis-{e['prompt_version']}) · {e['status']} · {e['note']}",
            f"  compared {s.compared} articles; candidate failed {s.failed}, pending {s.pending}",
