@@ -13,18 +13,30 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import datetime
 from typing import Any
 
 import pytest
 
-from include.radar import cli, connections, db, evaluation, spending, store
-from include.radar.settings import ConnectionInfo
+from include.radar import cli, connections, db, evaluation, signing, spending, store
+from include.radar.settings import ConnectionInfo, load_settings
 from include.radar_demo.fakes import FakeArticle
-from tests.evaluation_day import FLASH, FLASH_CALL, LATER, calls_of, demo_day, ledger, rows_in, settings, start
-from tests.slotrun import run_slot, shanghai
+from tests.evaluation_day import DAY, FLASH, FLASH_CALL, LATER, calls_of, demo_day, ledger, rows_in, settings, start
+from tests.slotrun import read_page, run_slot, shanghai
 
 GIVEN = '{"cache_hit": 0, "cache_miss": 0, "output": 1000}'
 CHEAP = evaluation.Candidate(model="deepseek-flash", prices=GIVEN)
+
+
+SECRET = "test-link-secret-0123456789abcdef01"  # the fakes' link secret
+
+
+def _client(now: datetime) -> Any:
+    from fastapi.testclient import TestClient
+
+    from include.radar.web.app import create_app
+
+    return TestClient(create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=lambda: now))
 
 
 def _capped(monkeypatch: Any) -> None:
@@ -176,6 +188,17 @@ def test_an_evaluation_spends_from_its_own_cap_and_never_holds_back_a_reader_s_a
         analysed = conn.execute("SELECT count(*) AS n FROM analysis_result a JOIN content_item c ON c.id = "
                                 "a.content_item_id WHERE c.title = '早间快讯：一则新消息'").fetchone()["n"]
     assert slot["budget_deferred"] == 0 and analysed == 1
+    # its spend is shown apart: the day's tile and the overview's spend are the slots'; a pushed link sees neither
+    with db.connect() as conn:  # the ledger dates by the wall clock: put it on the demo's day
+        conn.execute("UPDATE llm_spend SET spent_on = %s", (DAY,))
+    daily = read_page(f"/daily/{DAY}", LATER)
+    # the slots: 12 analyses, the digest and the morning's new article (the other it analysed reused a twin's
+    # analysis: no call), 14 x 0.001421 = 0.019894
+    assert '<div class="k">LLM 花费</div><div class="v cost">$0.0199</div>' in daily
+    assert '模型评估（另计，不占预算）</div><div class="v cost">$0.0057</div>' in daily
+    assert "模型评估另计：今日 $0，近 30 天 $0.0057（不占预算，不在上图）" in read_page("/", LATER)
+    link = _client(LATER).get(f"/daily/{DAY}", params=signing.sign(f"/daily/{DAY}", SECRET, LATER, 1))
+    assert link.status_code == 200 and "LLM 花费" in link.text and "模型评估" not in link.text
 
 
 # --------------------------------------------------------------------------------------------- the endpoint
