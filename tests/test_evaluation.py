@@ -39,25 +39,32 @@ def test_spearman_has_its_hand_computed_values() -> None:
     assert agreement.spearman([5, 10], [1, 1]) is None and agreement.spearman([1], [1]) is None
 
 
-def test_auc_counts_pairs_and_has_hanley_mcneil_s_interval() -> None:
-    # liked 80, 70, 60 against disliked 65, 40: 5 of 6 pairs ordered right
-    result = agreement.auc([80, 70, 60], [65, 40])
-    assert result.value == pytest.approx(5 / 6)
-    # Q1 = 5/7, Q2 = 300/396; var = (5/36 + 2 (Q1 - 25/36) + (Q2 - 25/36)) / 6 = 0.0402839; se = 0.200708
-    assert result.low == pytest.approx(5 / 6 - 1.959964 * 0.200708, abs=1e-5) and result.high == 1.0
-    assert (result.liked, result.disliked, result.conclusive) == (3, 2, False)
+def test_auc_counts_pairs_and_has_hanley_mcneil_s_interval_from_ten_of_each() -> None:
+    # liked: five 80s and five 60s; disliked: five 70s and five 40s; 80 beats all ten, 60 the five 40s: 75 of 100
+    result = agreement.auc([80] * 5 + [60] * 5, [70] * 5 + [40] * 5)
+    assert result.value == 0.75 and result.conclusive and result.chance is None
+    # Q1 = 0.75 / 1.25 = 0.6, Q2 = 2 x 0.5625 / 1.75 = 0.642857; var = (0.1875 + 9 (0.0375) + 9 (0.080357)) / 100
+    # = 0.01248214, se = 0.111723
+    assert result.low == pytest.approx(0.75 - 1.959964 * 0.111723, abs=1e-5)
+    assert result.high == pytest.approx(0.75 + 1.959964 * 0.111723, abs=1e-5)
     assert agreement.auc([50], [50]).value == 0.5  # a tie counts a half
-    # a perfect split of 2 against 2: the variance is taken at 1 - 1/8 (Q1 = 7/9, Q2 = 49/60), not at 1 (zero)
-    perfect = agreement.auc([90, 80], [20, 10])
-    assert perfect.value == 1.0 and perfect.high == 1.0
-    assert perfect.low == pytest.approx(1 - 1.959964 * 0.207707, abs=1e-5)
     assert agreement.auc([], [1, 2]).value is None
 
 
-def test_an_auc_concludes_only_from_the_minimum_of_each_verdict() -> None:
+def test_a_small_sample_s_auc_has_no_interval_but_the_exact_chance_of_doing_as_well_at_random() -> None:
+    # 2 liked against 2 disliked, split perfectly: 1 of the C(4, 2) = 6 orders does that
+    perfect = agreement.auc([90, 80], [20, 10])
+    assert (perfect.value, perfect.low, perfect.high) == (1.0, None, None)
+    assert perfect.chance == pytest.approx(1 / 6) and not perfect.conclusive
+    # liked 80, 70, 60 against disliked 65, 40: 5 of 6 pairs; of the C(5, 2) = 10 orders, U >= 5 in 2 (U = 5, 6)
+    assert agreement.auc([80, 70, 60], [65, 40]).chance == pytest.approx(2 / 10)
+    # the counts of U for 3 against 3 (20 orders); a tie counts a half and U is rounded up: 80 beats three, 70 two
+    # and ties one, 50 beats one: U = 6.5, and U >= 7 in 2 + 1 + 1 of the 20 orders
+    assert agreement.u_counts(3, 3) == [1, 1, 2, 3, 3, 3, 3, 2, 1, 1]
+    tied = agreement.auc([80, 70, 50], [70, 60, 40])
+    assert tied.value == pytest.approx(6.5 / 9) and tied.chance == pytest.approx(4 / 20)
     few = agreement.auc([90] * 10, [10] * 9)
-    enough = agreement.auc([90] * 10, [10] * 10)
-    assert not few.conclusive and enough.conclusive and enough.value == 1.0
+    assert not few.conclusive and few.low is None and few.chance == pytest.approx(1 / 92378)  # C(19, 9)
 
 
 def test_confusion_overlap_and_difference() -> None:
@@ -119,7 +126,10 @@ def test_flash_against_v4_pro_on_the_demo_day_gives_the_hand_computed_figures(fa
     assert (s.direction_agreement, s.directions_compared) == (pytest.approx(3 / 4), 4)  # 机器人: bullish → watch
     # liked (82, 63, 71) over disliked (70, 52, 74): 6 of 9 pairs; flash's (75, 66, 71) over (64, 52, 58): all 9
     assert s.reader_current.value == pytest.approx(6 / 9) and s.reader_candidate.value == 1.0
-    assert s.reader_current.low == pytest.approx(2 / 3 - 1.959964 * 0.238307, abs=1e-5)
+    # three of each: no interval; a random order does as well (U >= 6 of 9) in 3 + 2 + 1 + 1 of the C(6, 3) = 20
+    # orders, as well as flash (U = 9) in 1
+    assert (s.reader_current.low, s.reader_current.chance) == (None, pytest.approx(7 / 20))
+    assert s.reader_candidate.chance == pytest.approx(1 / 20)
     assert not s.reader_current.conclusive and (s.reader_current.liked, s.reader_current.disliked) == (3, 3)
     assert s.candidate is not None and s.current is not None
     assert (s.candidate.prompt_tokens, s.candidate.cache_hit_tokens, s.candidate.completion_tokens) == (
@@ -133,7 +143,11 @@ def test_flash_against_v4_pro_on_the_demo_day_gives_the_hand_computed_figures(fa
     assert (s.candidate.repaired, s.candidate.evidence_refused, s.current.repaired) == (1, 1, 0)
     first = s.disagreements[0]  # a different call with the widest gap first: 铜 (74 → 58)
     assert first.title.startswith("铜") and (first.current["score"], first.candidate["score"]) == (74, 58)
+    assert first.differs == ("call", "type", "score")
     assert s.disagreements[1].title.startswith("手机链")
+    robot = s.disagreements[2]  # then a changed direction, the same score and call: 机器人 (71, bullish → watch)
+    assert robot.title.startswith("人形机器人") and robot.differs == ("direction",) and robot.gap == 0
+    assert (robot.current["direction"], robot.candidate["direction"]) == ("bullish", "watch")
     assert s.spearman == pytest.approx(_spearman_by_hand(s.points))
 
 
@@ -220,7 +234,8 @@ def test_the_cli_starts_an_evaluation_and_prints_its_summary(fakes, monkeypatch,
     assert cli.main(["evaluate", "--model", "deepseek-flash", "--cap", "1", "--days", "366", "--size", "50"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"evaluation \d+: 12 articles", out) and "both 4, only current 1, only candidate 1, neither 6" in out
-    assert "too few verdicts to conclude" in out and "≠ 铜" in out
+    assert "too few verdicts for an interval, at least 10 of each; a random order does as well 35%" in out
+    assert "≠ 人形机器人" in out and "current 71 ✓ sector bullish / candidate 71 ✓ sector watch (direction; gap 0)" in out
     assert cli.main(["evaluation"]) == 0 and "12/12 answered" in capsys.readouterr().out
     assert cli.main(["evaluate", "--model", "deepseek-flash", "--cap", "0.001", "--days", "366"]) == 1
     assert "refused" in capsys.readouterr().out
@@ -253,7 +268,8 @@ def test_the_page_lists_evaluations_shows_one_escaped_and_answers_head(fakes, mo
     page = client.get(f"/evaluation/{plan.evaluation_id}")
     assert page.status_code == 200 and "<svg" in page.text and page.text.count("fill-opacity=\".7\"") == 12
     assert "<script>alert(1)</script>" not in page.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
-    assert "样本不足，不下结论" in page.text and "0.67［0.20, 1.00］" in page.text
+    assert "0.67（👍 3 · 👎 3）：样本太少，不给区间（每类至少 10 条）；随机打分也有 35% 的机会分得一样好" in page.text
+    assert "1.00（👍 3 · 👎 3）：样本太少，不给区间（每类至少 10 条）；随机打分也有 1/20 的机会分得一样好" in page.text
     head = client.head(f"/evaluation/{plan.evaluation_id}")
     assert head.status_code == 200 and head.content == b""
     for bad in ("0", "x", "9" * 30, str(plan.evaluation_id + 100), "%00"):
@@ -303,10 +319,15 @@ def test_both_set_ups_picks_are_measured_by_the_record_s_rules_from_the_slot_s_t
     assert (s.market.only_candidate.picks, s.market.only_candidate.measured) == (1, 0)
     six_weeks_on = _page_client(shanghai(2026, 3, 18, 22, 30), airflow_user=True)
     page = six_weeks_on.get(f"/evaluation/{plan.evaluation_id}").text
-    assert "与市场对照（T+5" in page and "<td>2 / 2</td><td>2/2</td><td>+5.24%</td>" in page
-    # the morning after, T+5 is not published yet: nothing measured, nothing read ahead of its time
+    assert "与市场对照（T+5" in page and "<td>2 / 0 / 2</td><td>2/2</td><td>+5.24%</td>" in page
+    # the morning after, T+5 is not published yet: the two measurable picks wait, nothing read ahead of its time
+    with db.connect() as conn:
+        early_summary = evaluation_report.load(conn, plan.evaluation_id, now=LATER)
+    assert early_summary is not None and early_summary.market is not None
+    both = early_summary.market.both_current
+    assert (both.picks, both.measured, both.waiting, both.not_measurable) == (4, 0, 2, 2)
     early = _page_client(LATER, airflow_user=True).get(f"/evaluation/{plan.evaluation_id}").text
-    assert "<td>0 / 4</td><td>—</td>" in early
+    assert "<td>0 / 2 / 2</td><td>—</td>" in early
 
 
 def test_the_evaluation_dag_is_a_manual_dag_of_its_own_whose_step_runs_and_resumes(fakes, monkeypatch) -> None:

@@ -47,6 +47,7 @@ class Disagreement:
     current: dict[str, Any]
     candidate: dict[str, Any]
     gap: int
+    differs: tuple[str, ...] = ()  # what differs: call, type, direction, score
 
 
 @dataclass
@@ -156,13 +157,25 @@ def _brief(row: dict[str, Any], p: str) -> dict[str, Any]:
             "targets": [str(t) for o in opps for t in (o.get("targets") or []) if isinstance(t, str)][:8]}
 
 
+def _differs(row: dict[str, Any]) -> tuple[str, ...]:
+    """What two answers of one article differ in: the call (opportunity or not), the type, the direction of the
+    first opportunity (when both call one), the score."""
+    current, candidate = _direction(row["b_json"]), _direction(row["c_json"])
+    return tuple(what for what, differs in (
+        ("call", bool(row["b_opp"]) != bool(row["c_opp"])), ("type", row["b_type"] != row["c_type"]),
+        ("direction", bool(current and candidate and current != candidate)), ("score", row["b_score"] != row["c_score"]),
+    ) if differs)
+
+
 def _disagreements(rows: list[dict[str, Any]]) -> list[Disagreement]:
-    """The articles where the two differ most: a different call first, then the widest score gap."""
-    ranked = sorted(rows, key=lambda r: (bool(r["b_opp"]) == bool(r["c_opp"]), -abs(r["b_score"] - r["c_score"]),
-                                         r["content_item_id"]))
+    """The articles where the two differ most: a different call first, then a different type or direction, then
+    the widest score gap."""
+    differing = [(r, _differs(r)) for r in rows]
+    ranked = sorted((d for d in differing if d[1]), key=lambda d: (
+        "call" not in d[1], not {"type", "direction"} & set(d[1]), -abs(d[0]["b_score"] - d[0]["c_score"]),
+        d[0]["content_item_id"]))
     return [Disagreement(r["content_item_id"], r["analysis_id"], r["title"], _brief(r, "b"), _brief(r, "c"),
-                         abs(r["b_score"] - r["c_score"]))
-            for r in ranked[:DISAGREEMENTS] if bool(r["b_opp"]) != bool(r["c_opp"]) or r["b_score"] != r["c_score"]]
+                         abs(r["b_score"] - r["c_score"]), what) for r, what in ranked[:DISAGREEMENTS]]
 
 
 def load(conn: Any, evaluation_id: int, now: datetime | None = None, *, settings: Any = None) -> Summary | None:
@@ -189,12 +202,26 @@ def _num(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def one_in(chance: float) -> int | None:
+    """k when a chance is one in a whole number k (within 2 %), as people say it ("1 in 6"), else None."""
+    k = round(1 / chance) if chance > 0 else 0
+    return k if k >= 2 and abs(1 / chance - k) < 0.02 * k else None
+
+
 def auc_text(value: agreement.Auc) -> str:
     if value.value is None:
         return f"— (👍 {value.liked}, 👎 {value.disliked})"
-    verdict = "" if value.conclusive else f"; too few verdicts to conclude (at least {agreement.MIN_VOTES} of each)"
-    return (f"{value.value:.2f} [{value.low:.2f}, {value.high:.2f}] (👍 {value.liked}, 👎 {value.disliked}"
-            f"{verdict})")
+    if value.conclusive:
+        return f"{value.value:.2f} [{value.low:.2f}, {value.high:.2f}] (👍 {value.liked}, 👎 {value.disliked})"
+    chance = value.chance if value.chance is not None else 1.0
+    k = one_in(chance)
+    return (f"{value.value:.2f} (👍 {value.liked}, 👎 {value.disliked}; too few verdicts for an interval, at least "
+            f"{agreement.MIN_VOTES} of each; a random order does as well {f'1 in {k}' if k else f'{chance:.0%}'})")
+
+
+def _call(brief: dict[str, Any]) -> str:
+    mark = f"✓ {brief['type']}" + (f" {brief['direction']}" if brief["direction"] else "") if brief["opportunity"] else "✗"
+    return f"{brief['score']} {mark}"
 
 
 def lines(s: Summary, money: Any = None) -> list[str]:
@@ -223,10 +250,10 @@ def lines(s: Summary, money: Any = None) -> list[str]:
                              ("picked by both, candidate's call", m.both_candidate),
                              ("picked by current only", m.only_current), ("picked by candidate only", m.only_candidate)):
             out.append(f"  market T+{m.horizon}, {label}: {tally.picks} pick{'' if tally.picks == 1 else 's'}, "
-                       f"{tally.measured} measured, "
+                       f"{tally.measured} measured, {tally.waiting} waiting, "
                        f"{tally.not_measurable} not measurable; hits {tally.hits}/{tally.directional}, "
                        f"mean signed excess {f'{tally.mean_signed_excess:+.2%}' if tally.mean_signed_excess is not None else '—'}")
     for d in s.disagreements:
-        out.append(f"  ≠ {d.title[:40]}: current {d.current['score']} {'✓' if d.current['opportunity'] else '✗'} "
-                   f"/ candidate {d.candidate['score']} {'✓' if d.candidate['opportunity'] else '✗'} (gap {d.gap})")
+        out.append(f"  ≠ {d.title[:40]}: current {_call(d.current)} / candidate {_call(d.candidate)} "
+                   f"({', '.join(d.differs)}; gap {d.gap})")
     return out

@@ -10,7 +10,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from include.radar import agreement
+from include.radar import agreement, evaluation_report
 from include.radar.evaluation_report import Summary
 from include.radar.pricing import format_money
 
@@ -52,11 +52,20 @@ def num(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def chance_text(chance: float) -> str:
+    """"1/20" when it is one in a whole number, else a share: "35%"."""
+    k = evaluation_report.one_in(chance)
+    return f"1/{k}" if k else f"{chance:.0%}"
+
+
 def auc_text(value: agreement.Auc) -> str:
     if value.value is None:
         return f"—（👍 {value.liked} · 👎 {value.disliked}）"
-    text = f"{value.value:.2f}［{value.low:.2f}, {value.high:.2f}］（👍 {value.liked} · 👎 {value.disliked}）"
-    return text if value.conclusive else text + f"：样本不足，不下结论（每类至少 {agreement.MIN_VOTES} 条）"
+    if value.conclusive:
+        return f"{value.value:.2f}［{value.low:.2f}, {value.high:.2f}］（👍 {value.liked} · 👎 {value.disliked}）"
+    chance = chance_text(value.chance if value.chance is not None else 1.0)
+    return (f"{value.value:.2f}（👍 {value.liked} · 👎 {value.disliked}）：样本太少，不给区间（每类至少 "
+            f"{agreement.MIN_VOTES} 条）；随机打分也有 {chance} 的机会分得一样好")
 
 
 def cost_rows(summary: Summary, currency: str) -> list[tuple[str, str, str]]:
@@ -102,14 +111,14 @@ def scatter(points: Sequence[tuple[int, int]], *, title: str, desc: str) -> Mark
 
 
 def market_rows(summary: Summary) -> list[tuple[str, str, str, str, str]]:
-    """(group, picks, measured / not measurable, hits, mean signed excess) of the market table."""
+    """(group, picks, measured / waiting / not measurable, hits, mean signed excess) of the market table."""
     m = summary.market
     if m is None:
         return []
     rows = []
     for label, t in (("两者都选：当前", m.both_current), ("两者都选：候选", m.both_candidate),
                      ("只有当前选", m.only_current), ("只有候选选", m.only_candidate)):
-        rows.append((label, str(t.picks), f"{t.measured} / {t.not_measurable}",
+        rows.append((label, str(t.picks), f"{t.measured} / {t.waiting} / {t.not_measurable}",
                      f"{t.hits}/{t.directional}" if t.directional else "—",
                      f"{t.mean_signed_excess:+.2%}" if t.mean_signed_excess is not None else "—"))
     return rows
