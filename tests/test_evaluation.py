@@ -19,6 +19,7 @@ import pytest
 
 from include.radar import agreement, db, evaluation, evaluation_report, store
 from include.radar.settings import load_settings
+from include.radar.slots import SHANGHAI
 from include.radar_demo import run as demo_run
 from tests.evaluation_day import DAY, FLASH, FLASH_CALL, LATER, PRO_CALL, calls_of, demo_day, ledger, start
 from tests.slotrun import run_slot, shanghai
@@ -233,6 +234,10 @@ def test_the_cli_starts_an_evaluation_and_prints_its_summary(fakes, monkeypatch,
 
     assert cli.main(["evaluate", "--model", "deepseek-flash", "--cap", "1", "--days", "366", "--size", "50"]) == 0
     out = capsys.readouterr().out
+    assert "current deepseek-v4-pro (thinking high, analysis-v3) · candidate deepseek-flash (thinking high, analysis-v3)" in out
+    assert ("at a glance: the candidate costs 34% of the current per article ($0.0005 against $0.0014); a month at "
+            "12.0 articles a day (over the last 1 day): $0.1719 against $0.5116, estimated; it misses 1 and adds 1 of 5 "
+            "opportunities; rank agreement 0.91; the reader's verdicts: too few to judge (3 👍, 3 👎; 10 of each needed)") in out
     assert re.search(r"evaluation \d+: 12 articles", out) and "both 4, only current 1, only candidate 1, neither 6" in out
     assert "too few verdicts for an interval, at least 10 of each; a random order does as well 35%" in out
     assert "≠ 人形机器人" in out and "current 71 ✓ sector bullish / candidate 71 ✓ sector watch (direction; gap 0)" in out
@@ -264,7 +269,7 @@ def test_the_page_lists_evaluations_shows_one_escaped_and_answers_head(fakes, mo
     client = _page_client(LATER, airflow_user=True)
     listing = client.get("/evaluation")
     assert listing.status_code == 200 and f"/evaluation/{plan.evaluation_id}" in listing.text
-    assert "deepseek-flash · 思考 high · analysis-v3" in listing.text and "12/12 篇已回答" in listing.text
+    assert "deepseek-flash · 思考·高 · analysis-v3" in listing.text and "12/12 篇已回答" in listing.text
     page = client.get(f"/evaluation/{plan.evaluation_id}")
     assert page.status_code == 200 and "<svg" in page.text and page.text.count("fill-opacity=\".7\"") == 12
     assert "<script>alert(1)</script>" not in page.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
@@ -274,6 +279,36 @@ def test_the_page_lists_evaluations_shows_one_escaped_and_answers_head(fakes, mo
     assert head.status_code == 200 and head.content == b""
     for bad in ("0", "x", "9" * 30, str(plan.evaluation_id + 100), "%00"):
         assert client.get(f"/evaluation/{bad}").status_code == 404
+
+
+def test_the_page_opens_on_the_verdict_naming_both_set_ups_in_chinese(fakes, monkeypatch) -> None:
+    demo_day(fakes, monkeypatch)
+    plan = start()
+    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
+    page = _page_client(LATER, airflow_user=True).get(f"/evaluation/{plan.evaluation_id}").text
+    verdict = page.split('<section class="card verdict">', 1)[1].split("</section>", 1)[0]
+    assert page.index('<section class="card verdict">') < page.index("一致程度")  # the first card
+    assert f"<h1>评估 #{plan.evaluation_id}：deepseek-flash 对比 deepseek-v4-pro</h1>" in verdict
+    assert ("<tr><th>模型</th><td>deepseek-v4-pro</td><td>deepseek-flash</td></tr><tr><th>思考</th><td>思考·高</td>"
+            "<td>思考·高</td></tr><tr><th>提示词</th><td>analysis-v3</td><td>analysis-v3</td></tr>") in verdict
+    # per article: flash's ledger 0.005731 / 12 = 0.000478 against v4-pro's 0.001421: 34%; 12 paid analyses in the
+    # one day before it: 12 a day, 360 a month
+    assert ("候选每篇便宜 66%，机会判断一致 83%（漏掉 1 个、多出 1 个），评分排序 Spearman 0.91；"
+            "你的反馈还不够判断哪个更准。") in verdict
+    assert "<dt>费用</dt><dd>候选为当前的 34%（每篇 $0.0005 对 $0.0014）</dd>" in verdict
+    assert "<dt>一个月</dt><dd>按近 1 天每天约 12.0 篇：候选约 $0.1719，当前约 $0.5116（估算）</dd>" in verdict
+    assert "<dt>你的反馈</dt><dd>不足以判断（👍 3 · 👎 3，每类至少 10 条）</dd>" in verdict
+    assert "候选按 deepseek-flash 的公开价格（USD）计" in verdict and "完成 · 12/12 篇已回答 · 已花 $0.0057 / 上限 $1.00" in verdict
+    with db.connect() as conn:
+        created = store.evaluations.get(conn, plan.evaluation_id)["created_at"]
+    assert f"{created.astimezone(SHANGHAI):%Y-%m-%d %H:%M} · 完成" in verdict  # Beijing time, as every page
+    # the chart's axes are named; the disagreements' enums are in Chinese, the robot's changed direction among them
+    assert ">当前（deepseek-v4-pro）的评分</text>" in page and ">候选（deepseek-flash）的评分</text>" in page
+    assert "不同：方向" in page and "当前 71 分 · 有机会 · 行业 · 看多" in page and "候选 71 分 · 有机会 · 行业 · 观察" in page
+    assert "候选 58 分 · 无机会<" in page
+    body = page.split("<main", 1)[1]
+    assert not [word for word in ("bullish", "bearish", "watch", "sector", "commodity", "done", "stopped")
+                if re.search(rf"[>\s·]{word}[<\s·]", body)]
 
 
 def test_a_pushed_link_or_its_session_never_opens_the_evaluation_page(fakes, monkeypatch) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from include.radar import analyst, db, evaluation, evaluation_report, redact, store
 from include.radar.settings import Settings, load_settings
+from include.radar.slots import SHANGHAI
 
 COMMANDS = ("evaluate", "evaluation")
 DONE, STOPPED, NOT_STARTED, FAILED = 0, 1, 2, 3
@@ -105,7 +106,7 @@ def _show(connect: Any, evaluation_id: int | None, settings: Settings) -> int:
         if evaluation_id is None:
             for row in store.evaluations.listing(conn):
                 money = evaluation.prices_of(row, settings).money
-                print(f"{row['id']:>5}  {row['created_at']:%Y-%m-%d %H:%M}  {row['model']:<18} {row['status']:<8} "
+                print(f"{row['id']:>5}  {row['created_at'].astimezone(SHANGHAI):%Y-%m-%d %H:%M}  {row['model']:<18} {row['status']:<8} "
                       f"{row['answered']}/{row['items']} answered, spent {money(row['spent'])} of {money(row['cap'])}")
             return 0
         summary = evaluation_report.load(conn, evaluation_id, settings=settings)

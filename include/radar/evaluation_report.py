@@ -1,5 +1,7 @@
-"""What an evaluation found, side by side with the current set-up: agreement, the reader's verdicts, cost and time.
-The page (web/routes/evaluation.py) and the CLI (``cli evaluation``) show this one summary.
+"""What an evaluation found, side by side with the current set-up: agreement, the reader's verdicts, cost and time,
+and at a glance (:class:`Glance`): both set-ups, the cost ratio and a month at the reader's volume, the
+opportunities missed and added, the rank agreement, whether the reader's verdicts are enough to judge. The page
+(web/routes/evaluation.py) and the CLI (``cli evaluation``) show this one summary.
 
 Only articles both set-ups answered are compared; an article the candidate failed on counts in its cost and
 its failures, never as a disagreement. The current set-up's figures are those of the stored analyses (the
@@ -8,6 +10,8 @@ ladder that produced each); the candidate's money is its whole line in the spend
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,6 +22,7 @@ from include.radar.market import instruments
 from include.radar.pricing import format_money
 
 DISAGREEMENTS = 10
+VOLUME_DAYS = 30
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,46 @@ class Disagreement:
     differs: tuple[str, ...] = ()  # what differs: call, type, direction, score
 
 
+@dataclass(frozen=True)
+class Setup:
+    """A set-up as the summary names it; ``thinking`` None: not known (the analyses do not say)."""
+
+    model: str
+    thinking: bool | None
+    effort: str | None
+    prompt: str  # analysis-v3
+
+    @property
+    def label(self) -> str:
+        mode = "thinking unknown" if self.thinking is None else (
+            f"thinking {self.effort or 'on'}" if self.thinking else "no thinking")
+        return f"{self.model} ({mode}, {self.prompt})"
+
+
+@dataclass(frozen=True)
+class Glance:
+    """The deciding figures, together: what an article costs each set-up (the candidate's whole ledger over the
+    articles it tried), their ratio, a month of each at the reader's volume (paid analyses a day over the last
+    ``VOLUME_DAYS`` days before the evaluation), and whether the reader's verdicts are enough to judge."""
+
+    current: Setup
+    candidate: Setup
+    per_article: float | None
+    candidate_per_article: float | None
+    per_day: float | None
+    days: int
+    verdicts_enough: bool
+
+    @property
+    def ratio(self) -> float | None:
+        if self.per_article and self.candidate_per_article is not None:
+            return self.candidate_per_article / self.per_article
+        return None
+
+    def month(self, per_article: float | None) -> float | None:
+        return None if per_article is None or self.per_day is None else per_article * self.per_day * 30
+
+
 @dataclass
 class Summary:
     evaluation: dict[str, Any]
@@ -73,6 +118,8 @@ class Summary:
     disagreements: list[Disagreement] = field(default_factory=list)
     points: list[tuple[int, int]] = field(default_factory=list)  # (current score, candidate score)
     market: evaluation_market.Market | None = None
+    glance: Glance | None = None
+    current_estimated: bool = False  # the current set-up's money priced by a table without published prices
 
 
 def _opportunities(value: Any) -> list[dict[str, Any]]:
@@ -191,7 +238,53 @@ def load(conn: Any, evaluation_id: int, now: datetime | None = None, *, settings
     summary = summarise(evaluation, rows, names, float(ledger["cost"]))
     done = [r for r in rows if r["status"] == store.evaluations.DONE and r["analysis_id"] is not None]
     summary.market = evaluation_market.measure(conn, done, names, now or datetime.now(UTC))
+    paid, first = store.evaluations.volume(conn, evaluation["created_at"], VOLUME_DAYS)
+    summary.glance = glance(summary, rows, paid, first)
+    summary.current_estimated = bool(settings is not None and settings.price_table().estimated)
     return summary
+
+
+def current_setup(evaluation: dict[str, Any], rows: list[dict[str, Any]]) -> Setup:
+    """The set-up the compared analyses were made with: their model and prompt (the most frequent), thinking and
+    effort as configured when the evaluation started if that is the same model, else not known."""
+    models = Counter(r["b_model"] for r in rows if r.get("b_model"))
+    prompts = Counter(r["b_prompt_version"] for r in rows if r.get("b_prompt_version"))
+    configured = evaluation.get("baseline") or {}
+    model = models.most_common(1)[0][0] if models else str(configured.get("model") or "?")
+    prompt = prompts.most_common(1)[0][0] if prompts else f"analysis-{configured.get('prompt_version') or '?'}"
+    known = configured.get("model") == model
+    return Setup(model, bool(configured.get("thinking")) if known else None,
+                 configured.get("reasoning_effort") if known else None, prompt)
+
+
+def glance(s: Summary, rows: list[dict[str, Any]], paid: int, first: datetime | None) -> Glance:
+    e = s.evaluation
+    started = e["created_at"]
+    days = max(1, min(VOLUME_DAYS, math.ceil((started - first).total_seconds() / 86400))) if first else VOLUME_DAYS
+    tried = s.compared + s.failed
+    return Glance(
+        current=current_setup(e, rows),
+        candidate=Setup(e["model"], e["thinking"], e["reasoning_effort"], f"analysis-{e['prompt_version']}"),
+        per_article=s.current.cost / s.current.articles if s.current and s.current.articles else None,
+        candidate_per_article=s.candidate_ledger / tried if tried else None,
+        per_day=paid / days if paid else None, days=days, verdicts_enough=s.reader_current.conclusive,
+    )
+
+
+def glance_lines(g: Glance, s: Summary, money: Any) -> list[str]:
+    """The verdict at a glance, as the CLI prints it first."""
+    c = s.confusion
+    ratio = f"{g.ratio:.0%} of the current per article" if g.ratio is not None else "— of the current"
+    plural = "" if g.days == 1 else "s"
+    month = (f"; a month at {g.per_day:.1f} articles a day (over the last {g.days} day{plural}): "
+             f"{money(g.month(g.candidate_per_article))} against {money(g.month(g.per_article))}, estimated"
+             if g.per_day else "")
+    enough = ("enough to judge" if g.verdicts_enough else
+              f"too few to judge ({s.reader_current.liked} 👍, {s.reader_current.disliked} 👎; {agreement.MIN_VOTES} of each needed)")
+    return [f"  current {g.current.label} · candidate {g.candidate.label}",
+            f"  at a glance: the candidate costs {ratio} ({money(g.candidate_per_article)} against "
+            f"{money(g.per_article)}){month}; it misses {c.only_current} and adds {c.only_candidate} of "
+            f"{c.both + c.only_current} opportunities; rank agreement {_num(s.spearman)}; the reader's verdicts: {enough}"]
 
 
 def _pct(value: float | None) -> str:
@@ -228,9 +321,13 @@ def lines(s: Summary, money: Any = None) -> list[str]:
     """The summary as the CLI prints it."""
     e, c = s.evaluation, s.confusion
     money = money or (lambda value: format_money(value, e["currency"]))
+    source = (e.get("prices") or {}).get("source")
     out = [f"evaluation {e['id']}: {e['model']} ({'thinking ' + (e['reasoning_effort'] or 'on') if e['thinking'] else 'no thinking'}, "
            f"analysis-{e['prompt_version']}) · {e['status']} · {e['note']}",
-           f"  compared {s.compared} articles; candidate failed {s.failed}, pending {s.pending}",
+           *(glance_lines(s.glance, s, money) if s.glance else []),
+           f"  compared {s.compared} articles; candidate failed {s.failed}, pending {s.pending}; its money at "
+           f"{e['model']}'s {source or 'estimated'} prices ({e['currency']})"
+           + ("; the current's at estimated prices" if s.current_estimated else ""),
            f"  opportunity or not: both {c.both}, only current {c.only_current}, only candidate {c.only_candidate}, "
            f"neither {c.neither} (agree {_pct(c.agreement)})",
            f"  score: Spearman {_num(s.spearman)}, mean |difference| {_num(s.mean_abs_diff, 1)}, same band "

@@ -245,6 +245,16 @@ def pairs(conn: psycopg.Connection, evaluation_id: int) -> list[Row]:
     ).fetchall()
 
 
+def volume(conn: psycopg.Connection, until: Any, days: int) -> tuple[int, Any]:
+    """The reader's paid analyses (no repost's copy) in the ``days`` days up to ``until``, and when the first was made."""
+    row = conn.execute(
+        "SELECT count(*) AS n, min(created_at) AS first FROM analysis_result WHERE reused_from_id IS NULL "
+        "AND created_at > %(until)s - make_interval(days => %(days)s) AND created_at <= %(until)s",
+        {"until": until, "days": days},
+    ).fetchone()
+    return int(row["n"]), row["first"]
+
+
 def ledger(conn: psycopg.Connection, evaluation_id: int) -> Row:
     return conn.execute(
         """
