@@ -391,3 +391,28 @@ def test_the_evaluation_dag_is_a_manual_dag_of_its_own_whose_step_runs_and_resum
         step(Runtime.load(), {**params, "cap": 0.0001}, run_id="manual__2")
     with pytest.raises(ConfigurationError, match="--prompt 'v9'"):
         step(Runtime.load(), {**params, "prompt_version": "v9"}, run_id="manual__3")
+
+
+@pytest.mark.browser
+def test_the_page_fits_a_phone_of_420_px_and_opens_on_the_verdict(fakes, monkeypatch, db_url: str) -> None:
+    from include.radar.web.app import create_app
+    from tests.browser import SCREENSHOTS, chromium, screenshot, serve
+    from tests.pages import FakeUser, airflow_get_user, allow_reading
+
+    demo_day(fakes, monkeypatch)
+    plan = start()
+    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
+    app = create_app(lambda: load_settings(use_airflow=False), db_url, clock=lambda: LATER)
+    app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
+    allow_reading(app)
+    with serve(app) as base, chromium() as browser:
+        page = browser.new_page(viewport={"width": 420, "height": 1000}, is_mobile=True)
+        assert page.goto(base + f"/evaluation/{plan.evaluation_id}").status == 200
+        assert page.evaluate("document.documentElement.scrollWidth") <= 420  # the cost and market tables included
+        for table in page.locator("table").all():
+            assert table.evaluate("t => t.getBoundingClientRect().right") <= 420
+        verdict = page.locator("section.verdict")
+        assert verdict.is_visible() and verdict.evaluate("e => e.getBoundingClientRect().top") < 200
+        assert page.locator("p.reading").evaluate("e => e.getBoundingClientRect().bottom") < 1000  # on the first screen
+        screenshot(page, "evaluation.png")
+        page.screenshot(path=str(SCREENSHOTS / "evaluation-phone.png"))  # the first screen, for docs/evaluation.md
