@@ -11,6 +11,7 @@ Rooms: evaluation.py, spending.py (the cap), connections.py (the endpoint's URL)
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from datetime import datetime
@@ -323,3 +324,35 @@ def test_the_most_a_call_may_cost_is_every_byte_a_token_and_a_full_answer(fakes,
     longest = max(len(r["clean_text"].encode()) for r in rows)
     # at flash's rates: at least the longest article's bytes and 500 output tokens, a call at the most
     assert flash.most_per_call > (longest * 0.15 + 500 * 0.60) / 1e6
+
+
+def test_an_article_that_crashes_fails_the_evaluation_with_its_reason_and_exit_status(fakes, monkeypatch, capsys) -> None:
+    demo_day(fakes, monkeypatch)
+
+    def broken(*args: Any, **kwargs: Any) -> bool:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(store.evaluations, "store_answer", broken)
+    assert cli.main(["evaluate", "--model", "deepseek-flash", "--cap", "1", "--days", "366", "--size", "2"]) == 3
+    assert "failed: 2 of 2 articles crashed" in capsys.readouterr().out
+    with db.connect() as conn:
+        e = store.evaluations.listing(conn)[0]
+        outcomes = [r["outcome"] for r in conn.execute("SELECT outcome FROM evaluation_attempt").fetchall()]
+    assert (e["status"], e["reason"]) == ("failed", "crashed") and outcomes == ["crashed", "crashed"]
+    assert ledger(e["id"])[0] == 2  # what the two answers cost is in the ledger all the same
+
+
+def test_the_docs_table_of_how_a_run_ends_is_the_code_s() -> None:
+    from include.radar import evaluation_cli
+    from include.radar.web.views import evaluation as views
+    from tests.conftest import REPO
+
+    doc = (REPO / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    table = doc.split("| status | why | exit | what to do |", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `(\w+)`(?: · `(\w+)`)? \| .*? \| (\d) \|", table, re.MULTILINE)
+    exits = {"done": evaluation_cli.DONE, "stopped": evaluation_cli.STOPPED, "refused": evaluation_cli.STOPPED,
+             "failed": evaluation_cli.FAILED}
+    assert {reason for _, reason, _ in rows if reason} == set(views.REASONS)
+    assert all(int(code) == exits[status] for status, _, code in rows)
+    assert {status for status, _, _ in rows} | {"planned", "running"} == set(views.STATUS)
+    assert {reason for status, reason, _ in rows if status == "failed"} == set(evaluation.FAILING)

@@ -8,7 +8,7 @@ import argparse
 import functools
 from typing import Any
 
-from include.radar import analyst, db, evaluation, evaluation_report, redact, store
+from include.radar import analyst, batches, db, evaluation, evaluation_report, redact, store
 from include.radar.settings import Settings, load_settings
 from include.radar.slots import SHANGHAI
 
@@ -87,7 +87,11 @@ def plan_lines(plan: evaluation.Plan, candidate: evaluation.Candidate, cap: floa
 
 
 def _run(connect: Any, settings: Settings, evaluation_id: int) -> int:
-    result = evaluation.run(connect, settings, evaluation_id)
+    try:
+        result = evaluation.run(connect, settings, evaluation_id)
+    except batches.BatchFailed as exc:  # articles crashed: recorded on their attempts, the evaluation failed
+        print(f"failed: {exc}")
+        return _show(connect, evaluation_id, settings) or FAILED
     if result.stopped:
         print(f"{'failed' if result.failed else 'stopped'}: {result.stopped}")
     shown = _show(connect, evaluation_id, settings)
