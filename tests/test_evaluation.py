@@ -21,7 +21,7 @@ from include.radar import agreement, db, evaluation, evaluation_report, store
 from include.radar.settings import load_settings
 from include.radar.slots import SHANGHAI
 from include.radar_demo import run as demo_run
-from tests.evaluation_day import DAY, FLASH, FLASH_CALL, LATER, PRO_CALL, calls_of, demo_day, ledger, start
+from tests.evaluation_day import DAY, FLASH, FLASH_CALL, LATER, PRO_CALL, calls_of, demo_day, ledger, rows_in, start
 from tests.slotrun import run_slot, shanghai
 
 # ------------------------------------------------------------------------------------------ pure figures
@@ -376,11 +376,15 @@ def test_the_evaluation_dag_is_a_manual_dag_of_its_own_whose_step_runs_and_resum
     assert bag.import_errors == {}
     dag = bag.dags["opportunity_radar_evaluation"]
     assert type(dag.timetable).__name__ == "NullTimetable" and [t.task_id for t in dag.tasks] == ["evaluate"]
-    assert dag.tasks[0].pool == "radar_llm" and {"model", "cap", "resume", "only", "size"} <= set(dag.params)
+    assert dag.tasks[0].pool == "radar_llm"
+    assert {"model", "cap", "resume", "only", "size", "prices", "dry_run"} <= set(dag.params)
     demo_day(fakes, monkeypatch)
     step = steps.load("evaluate")
     params = {"model": "deepseek-flash", "thinking": True, "reasoning_effort": "high", "prompt_version": "v3",
               "connection": None, "days": 366, "size": 50, "only": "feedback", "cap": 1.0, "resume": None}
+    dry = step(Runtime.load(), {**params, "dry_run": True}, run_id="manual__0")  # the form's 只估算
+    assert dry["evaluation_id"] is None and "6 articles; estimated at most $0.0025" in dry["summary"][1]
+    assert rows_in("evaluation") == {"evaluation": 0} and calls_of(fakes, "deepseek-flash") == 0
     out = step(Runtime.load(), params, attempt=("evaluate", -1, 1), run_id="manual__1")
     # only the six articles with a verdict; their six answers, one call each
     assert out["counts"] == {"answered": 6} and calls_of(fakes, "deepseek-flash") == 6
@@ -391,6 +395,9 @@ def test_the_evaluation_dag_is_a_manual_dag_of_its_own_whose_step_runs_and_resum
         step(Runtime.load(), {**params, "cap": 0.0001}, run_id="manual__2")
     with pytest.raises(ConfigurationError, match="--prompt 'v9'"):
         step(Runtime.load(), {**params, "prompt_version": "v9"}, run_id="manual__3")
+    fakes.deepseek.responder = lambda body: (503, {"error": {"message": "upstream down"}})
+    with pytest.raises(ConfigurationError, match="failed: 3 articles in a row failed"):  # a failed run fails its task
+        step(Runtime.load(), {**params, "only": "all"}, run_id="manual__4")
 
 
 @pytest.mark.browser
