@@ -12,24 +12,17 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import date, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from include.radar import agreement, db, evaluation, evaluation_report, store
 from include.radar.settings import load_settings
+from include.radar.slots import SHANGHAI
 from include.radar_demo import run as demo_run
+from tests.evaluation_day import DAY, FLASH, FLASH_CALL, LATER, PRO_CALL, calls_of, demo_day, ledger, rows_in, start
 from tests.slotrun import run_slot, shanghai
-
-DAY = date(2026, 2, 4)
-LATER = shanghai(2026, 2, 5, 9)
-FLASH = evaluation.Candidate(model="deepseek-flash", thinking=True, reasoning_effort="high", prompt_version="v3")
-# what one stand-in call bills (fakes.completion: 1200 prompt tokens, 256 of them cache hits, 400 output), per
-# million tokens at the off-peak rates (pricing.DEFAULT_OFF_PEAK; the peak multiplier is 1 in these tests)
-FLASH_CALL = (256 * 0.003 + 944 * 0.15 + 400 * 0.60) / 1e6  # 0.000382368
-PRO_CALL = (256 * 0.022 + 944 * 0.66 + 400 * 1.98) / 1e6  # 0.001420672
-
 
 # ------------------------------------------------------------------------------------------ pure figures
 
@@ -47,25 +40,32 @@ def test_spearman_has_its_hand_computed_values() -> None:
     assert agreement.spearman([5, 10], [1, 1]) is None and agreement.spearman([1], [1]) is None
 
 
-def test_auc_counts_pairs_and_has_hanley_mcneil_s_interval() -> None:
-    # liked 80, 70, 60 against disliked 65, 40: 5 of 6 pairs ordered right
-    result = agreement.auc([80, 70, 60], [65, 40])
-    assert result.value == pytest.approx(5 / 6)
-    # Q1 = 5/7, Q2 = 300/396; var = (5/36 + 2 (Q1 - 25/36) + (Q2 - 25/36)) / 6 = 0.0402839; se = 0.200708
-    assert result.low == pytest.approx(5 / 6 - 1.959964 * 0.200708, abs=1e-5) and result.high == 1.0
-    assert (result.liked, result.disliked, result.conclusive) == (3, 2, False)
+def test_auc_counts_pairs_and_has_hanley_mcneil_s_interval_from_ten_of_each() -> None:
+    # liked: five 80s and five 60s; disliked: five 70s and five 40s; 80 beats all ten, 60 the five 40s: 75 of 100
+    result = agreement.auc([80] * 5 + [60] * 5, [70] * 5 + [40] * 5)
+    assert result.value == 0.75 and result.conclusive and result.chance is None
+    # Q1 = 0.75 / 1.25 = 0.6, Q2 = 2 x 0.5625 / 1.75 = 0.642857; var = (0.1875 + 9 (0.0375) + 9 (0.080357)) / 100
+    # = 0.01248214, se = 0.111723
+    assert result.low == pytest.approx(0.75 - 1.959964 * 0.111723, abs=1e-5)
+    assert result.high == pytest.approx(0.75 + 1.959964 * 0.111723, abs=1e-5)
     assert agreement.auc([50], [50]).value == 0.5  # a tie counts a half
-    # a perfect split of 2 against 2: the variance is taken at 1 - 1/8 (Q1 = 7/9, Q2 = 49/60), not at 1 (zero)
-    perfect = agreement.auc([90, 80], [20, 10])
-    assert perfect.value == 1.0 and perfect.high == 1.0
-    assert perfect.low == pytest.approx(1 - 1.959964 * 0.207707, abs=1e-5)
     assert agreement.auc([], [1, 2]).value is None
 
 
-def test_an_auc_concludes_only_from_the_minimum_of_each_verdict() -> None:
+def test_a_small_sample_s_auc_has_no_interval_but_the_exact_chance_of_doing_as_well_at_random() -> None:
+    # 2 liked against 2 disliked, split perfectly: 1 of the C(4, 2) = 6 orders does that
+    perfect = agreement.auc([90, 80], [20, 10])
+    assert (perfect.value, perfect.low, perfect.high) == (1.0, None, None)
+    assert perfect.chance == pytest.approx(1 / 6) and not perfect.conclusive
+    # liked 80, 70, 60 against disliked 65, 40: 5 of 6 pairs; of the C(5, 2) = 10 orders, U >= 5 in 2 (U = 5, 6)
+    assert agreement.auc([80, 70, 60], [65, 40]).chance == pytest.approx(2 / 10)
+    # the counts of U for 3 against 3 (20 orders); a tie counts a half and U is rounded up: 80 beats three, 70 two
+    # and ties one, 50 beats one: U = 6.5, and U >= 7 in 2 + 1 + 1 of the 20 orders
+    assert agreement.u_counts(3, 3) == [1, 1, 2, 3, 3, 3, 3, 2, 1, 1]
+    tied = agreement.auc([80, 70, 50], [70, 60, 40])
+    assert tied.value == pytest.approx(6.5 / 9) and tied.chance == pytest.approx(4 / 20)
     few = agreement.auc([90] * 10, [10] * 9)
-    enough = agreement.auc([90] * 10, [10] * 10)
-    assert not few.conclusive and enough.conclusive and enough.value == 1.0
+    assert not few.conclusive and few.low is None and few.chance == pytest.approx(1 / 92378)  # C(19, 9)
 
 
 def test_confusion_overlap_and_difference() -> None:
@@ -77,11 +77,12 @@ def test_confusion_overlap_and_difference() -> None:
 
 
 def test_the_estimate_is_every_token_a_cache_miss_at_peak_rates() -> None:
-    settings = evaluation.candidate_settings(load_settings(use_airflow=False), FLASH)
+    prices, source = evaluation.candidate_prices(load_settings(use_airflow=False), FLASH)
     rows = [{"prompt_tokens": 1200, "completion_tokens": 400, "clean_text": "x"},
             {"prompt_tokens": 0, "completion_tokens": 0, "clean_text": "字" * 1000}]
     # peak = off-peak x 2: (1200 * 0.30 + 400 * 1.20) + ((1000 + 3000) * 0.30 + 2000 * 1.20), per million
-    assert evaluation.estimate(rows, settings) == pytest.approx((360 + 480 + 1200 + 2400) / 1e6)
+    assert evaluation.estimate(rows, prices) == pytest.approx((360 + 480 + 1200 + 2400) / 1e6)
+    assert source == "published"
 
 
 @pytest.mark.parametrize(("candidate", "sample"), [
@@ -101,57 +102,19 @@ def test_a_bad_candidate_or_an_unbounded_sample_is_refused_before_anything(candi
 
 # ------------------------------------------------------------------------------------------- end to end
 
-LIKED = ("设备订单拐点已现", "集采规则迎来优化", "人形机器人")
-DISLIKED = ("集运运价三周上涨", "储能集采再现", "铜：矿端扰动再起")
-
-
-def _demo_day(fakes: Any, monkeypatch: Any) -> dict[str, int]:
-    """The demo's articles through a real 22:00 slot, with the reader's verdicts; {title prefix: analysis id}."""
-    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_PEAK_MULTIPLIER", "1")  # the same price at any hour
-    werss = demo_run.build_werss(DAY, fakes.clock)
-    fakes.werss.accounts, fakes.werss.articles = werss.accounts, werss.articles
-    fakes.deepseek.responder = demo_run.build_deepseek().responder
-    with db.connect() as conn:
-        store.save_profile(conn, demo_run.DEMO_PROFILE, "demo")
-    at = shanghai(2026, 2, 4, 22)
-    fakes.at(at)
-    result = run_slot(at)
-    assert not result["errors"], result["errors"]
-    with db.connect() as conn:
-        rows = conn.execute("SELECT a.id, c.title FROM analysis_result a JOIN content_item c ON c.id = a.content_item_id"
-                            ).fetchall()
-        ids = {r["title"]: r["id"] for r in rows}
-        for titles, verdict in ((LIKED, "up"), (DISLIKED, "down")):
-            for prefix in titles:
-                store.set_feedback(conn, next(i for t, i in ids.items() if t.startswith(prefix)), verdict, "test")
-    return ids
-
-
-def _settings(**overrides: Any) -> Any:
-    return load_settings(**overrides)
-
-
-def _calls_of(fakes: Any, model: str) -> int:
-    return sum(1 for r in fakes.deepseek.requests if r.get("model") == model)
-
-
-def _start(cap: float = 1.0, **sample: Any) -> evaluation.Plan:
-    return evaluation.start(db.connect, _settings(), FLASH, evaluation.Sample(**{"days": 14, "size": 50, **sample}),
-                            cap, created_by="test", now=LATER)
-
 
 def test_flash_against_v4_pro_on_the_demo_day_gives_the_hand_computed_figures(fakes, monkeypatch) -> None:
-    _demo_day(fakes, monkeypatch)
-    pro_calls = _calls_of(fakes, "deepseek-v4-pro")
-    plan = _start()
+    demo_day(fakes, monkeypatch)
+    pro_calls = calls_of(fakes, "deepseek-v4-pro")
+    plan = start()
     # 12 analyses: 喜报 is excluded by the reader's rule, 重磅调研 repeats 设备订单's text (reused, not sampled),
     # 黄金 is older than the slot's window; 1200 + 400 tokens each at flash's peak (= off-peak) rates
     assert plan.articles == 12 and plan.refused is None
     assert plan.estimate == pytest.approx(12 * (1200 * 0.15 + 400 * 0.60) / 1e6)
-    run = evaluation.run(db.connect, _settings(), plan.evaluation_id)
+    run = evaluation.run(db.connect, load_settings(), plan.evaluation_id)
     assert run.stopped is None and run.counts == {"answered": 12}
     # 11 answers in one call; 手机链's 62 quotes nothing, so the ladder asks again on every rung (4 calls)
-    assert _calls_of(fakes, "deepseek-flash") == 15 and _calls_of(fakes, "deepseek-v4-pro") == pro_calls
+    assert calls_of(fakes, "deepseek-flash") == 15 and calls_of(fakes, "deepseek-v4-pro") == pro_calls
     with db.connect() as conn:
         s = evaluation_report.load(conn, plan.evaluation_id)
     assert s is not None and (s.compared, s.failed, s.pending) == (12, 0, 0)
@@ -164,7 +127,10 @@ def test_flash_against_v4_pro_on_the_demo_day_gives_the_hand_computed_figures(fa
     assert (s.direction_agreement, s.directions_compared) == (pytest.approx(3 / 4), 4)  # 机器人: bullish → watch
     # liked (82, 63, 71) over disliked (70, 52, 74): 6 of 9 pairs; flash's (75, 66, 71) over (64, 52, 58): all 9
     assert s.reader_current.value == pytest.approx(6 / 9) and s.reader_candidate.value == 1.0
-    assert s.reader_current.low == pytest.approx(2 / 3 - 1.959964 * 0.238307, abs=1e-5)
+    # three of each: no interval; a random order does as well (U >= 6 of 9) in 3 + 2 + 1 + 1 of the C(6, 3) = 20
+    # orders, as well as flash (U = 9) in 1
+    assert (s.reader_current.low, s.reader_current.chance) == (None, pytest.approx(7 / 20))
+    assert s.reader_candidate.chance == pytest.approx(1 / 20)
     assert not s.reader_current.conclusive and (s.reader_current.liked, s.reader_current.disliked) == (3, 3)
     assert s.candidate is not None and s.current is not None
     assert (s.candidate.prompt_tokens, s.candidate.cache_hit_tokens, s.candidate.completion_tokens) == (
@@ -178,7 +144,11 @@ def test_flash_against_v4_pro_on_the_demo_day_gives_the_hand_computed_figures(fa
     assert (s.candidate.repaired, s.candidate.evidence_refused, s.current.repaired) == (1, 1, 0)
     first = s.disagreements[0]  # a different call with the widest gap first: 铜 (74 → 58)
     assert first.title.startswith("铜") and (first.current["score"], first.candidate["score"]) == (74, 58)
+    assert first.differs == ("call", "type", "score")
     assert s.disagreements[1].title.startswith("手机链")
+    robot = s.disagreements[2]  # then a changed direction, the same score and call: 机器人 (71, bullish → watch)
+    assert robot.title.startswith("人形机器人") and robot.differs == ("direction",) and robot.gap == 0
+    assert (robot.current["direction"], robot.candidate["direction"]) == ("bullish", "watch")
     assert s.spearman == pytest.approx(_spearman_by_hand(s.points))
 
 
@@ -197,52 +167,25 @@ def _spearman_by_hand(points: list[tuple[int, int]]) -> float:
     return num / (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
 
 
-def _ledger(evaluation_id: int) -> tuple[int, float]:
-    with db.connect() as conn:
-        row = conn.execute("SELECT count(*) AS n, coalesce(sum(cost), 0) AS cost FROM llm_spend "
-                           "WHERE evaluation_id = %s AND purpose = 'evaluation'", (evaluation_id,)).fetchone()
-    return int(row["n"]), float(row["cost"])
-
-
 def test_an_estimate_over_the_cap_is_refused_up_front_and_pays_nothing(fakes, monkeypatch) -> None:
-    _demo_day(fakes, monkeypatch)
-    plan = _start(cap=0.005)  # the estimate is 12 x 0.00042 = 0.00504
+    demo_day(fakes, monkeypatch)
+    plan = start(cap=0.005)  # the estimate is 12 x 0.00042 = 0.00504
     assert plan.refused is not None and "over the cap" in plan.refused
-    run = evaluation.run(db.connect, _settings(), plan.evaluation_id)
-    assert run.stopped == plan.refused and _calls_of(fakes, "deepseek-flash") == 0
-    assert _ledger(plan.evaluation_id) == (0, 0.0)
-
-
-def test_the_cap_stops_a_run_and_a_resumed_run_pays_for_no_article_twice(fakes, monkeypatch) -> None:
-    _demo_day(fakes, monkeypatch)
-    plan = _start(cap=0.00504)  # exactly the estimate: accepted
-    one_at_a_time = _settings(llm_concurrency=1, analysis_tasks=1)
-    first = evaluation.run(db.connect, one_at_a_time, plan.evaluation_id)
-    # by id: ten single-call answers (0.000382 each), then 手机链's four calls (0.001529): 0.005349 spent, and
-    # the next article's share of the estimate (0.00042) would pass the cap: 设备 is left pending
-    assert first.stopped is not None and "cap" in first.stopped and first.counts == {"answered": 11}
-    assert _calls_of(fakes, "deepseek-flash") == 14 and _ledger(plan.evaluation_id)[1] == pytest.approx(0.005349)
-    with db.connect() as conn:
-        assert store.evaluations.get(conn, plan.evaluation_id)["status"] == "stopped"
-        store.evaluations.set_cap(conn, plan.evaluation_id, 0.01)
-    again = evaluation.run(db.connect, one_at_a_time, plan.evaluation_id)
-    assert again.stopped is None and again.counts == {"answered": 1}
-    assert _calls_of(fakes, "deepseek-flash") == 15  # the same 15 calls as one uninterrupted run
-    assert _ledger(plan.evaluation_id) == (12, pytest.approx(0.005731))
-    assert evaluation.run(db.connect, one_at_a_time, plan.evaluation_id).counts == {}  # nothing left to pay for
-    assert _calls_of(fakes, "deepseek-flash") == 15
+    run = evaluation.run(db.connect, load_settings(), plan.evaluation_id)
+    assert run.stopped == plan.refused and calls_of(fakes, "deepseek-flash") == 0
+    assert ledger(plan.evaluation_id) == (0, 0.0)
 
 
 def test_a_lost_worker_s_claim_is_taken_over_once_its_lease_ran_out_and_a_live_one_is_left_alone(fakes, monkeypatch) -> None:
-    _demo_day(fakes, monkeypatch)
-    plan = _start(size=3)  # 设备, 手机链, 铜 (the newest first)
+    demo_day(fakes, monkeypatch)
+    plan = start(size=3)  # 设备, 手机链, 铜 (the newest first)
     with db.connect() as conn:
         items = [r["item_id"] for r in store.evaluations.open_items(conn, plan.evaluation_id, 3)]
         dead = store.evaluations.claim(conn, plan.evaluation_id, items[0], claimer="dead", max_attempts=3,
                                 lease=timedelta(seconds=-1))
         live = store.evaluations.claim(conn, plan.evaluation_id, items[1], claimer="alive", max_attempts=3)
     assert dead.state == live.state == "claimed"
-    run = evaluation.run(db.connect, _settings(), plan.evaluation_id, claimer="resumer")
+    run = evaluation.run(db.connect, load_settings(), plan.evaluation_id, claimer="resumer")
     assert run.counts == {"answered": 2} and run.stopped is not None and "held by another run" in run.stopped
     with db.connect() as conn:
         attempts = conn.execute("SELECT content_item_id, claimed_by, attempt, outcome FROM evaluation_attempt "
@@ -261,14 +204,14 @@ def _fingerprint() -> dict[str, Any]:
 
 
 def test_nothing_of_an_evaluation_reaches_pushes_the_analyses_the_record_or_the_rank(fakes, monkeypatch) -> None:
-    ids = _demo_day(fakes, monkeypatch)
+    ids = demo_day(fakes, monkeypatch)
     before = _fingerprint()
     phone = next(i for t, i in ids.items() if t.startswith("手机链"))
     with db.connect() as conn:
         phone_cost = store.item_spend(conn, conn.execute(
             "SELECT content_item_id FROM analysis_result WHERE id = %s", (phone,)).fetchone()["content_item_id"])
-    plan = _start()
-    evaluation.run(db.connect, _settings(), plan.evaluation_id)
+    plan = start()
+    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
     assert _fingerprint() == before  # no analysis, push, pick, report or article row changed
     with db.connect() as conn:
         item = conn.execute("SELECT content_item_id FROM analysis_result WHERE id = %s", (phone,)).fetchone()
@@ -285,38 +228,19 @@ def test_nothing_of_an_evaluation_reaches_pushes_the_analyses_the_record_or_the_
     assert "（flash）" not in read_page("/record", LATER) and "（flash）" not in read_page(f"/daily/{DAY}", LATER)
 
 
-def test_a_candidate_whose_endpoint_fails_pays_nothing_and_its_articles_wait_for_a_later_run(fakes, monkeypatch) -> None:
-    _demo_day(fakes, monkeypatch)
-    monkeypatch.setenv("AIRFLOW_CONN_EVAL_DOWN", json.dumps({
-        "conn_type": "http", "host": "http://127.0.0.1:1", "password": "sk-test", "extra": {"backoff_seconds": 0}}))
-    down = evaluation.Candidate(model="deepseek-flash", conn_id="eval_down")
-    plan = evaluation.start(db.connect, _settings(), down, evaluation.Sample(days=14, size=2), 1.0, now=LATER)
-    run = evaluation.run(db.connect, _settings(llm_concurrency=1, analysis_tasks=1), plan.evaluation_id)
-    assert run.counts == {"failed": 2} and run.stopped is None
-    assert _ledger(plan.evaluation_id) == (0, 0.0)  # no answer, nothing billed
-    with db.connect() as conn:
-        row = store.evaluations.get(conn, plan.evaluation_id)
-        assert (row["status"], row["failed"], row["answered"]) == ("done", 2, 0) and "retry" in row["note"]
-        errors = [r["last_error"] for r in store.evaluations.pairs(conn, plan.evaluation_id)]
-    assert all("connection failed" in e for e in errors)
-    # an unknown model is a configuration error: the first article is released (not counted), the run stops
-    unknown = evaluation.Candidate(model="deepseek-chat")
-    plan = evaluation.start(db.connect, _settings(), unknown, evaluation.Sample(days=14, size=2), 1.0, now=LATER)
-    run = evaluation.run(db.connect, _settings(llm_concurrency=1, analysis_tasks=1), plan.evaluation_id)
-    assert run.stopped is not None and "deepseek-chat" in run.stopped
-    with db.connect() as conn:
-        assert [r["attempts"] for r in store.evaluations.pairs(conn, plan.evaluation_id)] == [0, 0]
-        assert store.evaluations.get(conn, plan.evaluation_id)["status"] == "stopped"
-
-
 def test_the_cli_starts_an_evaluation_and_prints_its_summary(fakes, monkeypatch, capsys) -> None:
-    _demo_day(fakes, monkeypatch)
+    demo_day(fakes, monkeypatch)
     from include.radar import cli
 
     assert cli.main(["evaluate", "--model", "deepseek-flash", "--cap", "1", "--days", "366", "--size", "50"]) == 0
     out = capsys.readouterr().out
+    assert "current deepseek-v4-pro (thinking high, analysis-v3) · candidate deepseek-flash (thinking high, analysis-v3)" in out
+    assert ("at a glance: the candidate costs 34% of the current per article ($0.0005 against $0.0014); a month at "
+            "12.0 articles a day (over the last 1 day): $0.1719 against $0.5116, estimated; it misses 1 and adds 1 of 5 "
+            "opportunities; rank agreement 0.91; the reader's verdicts: too few to judge (3 👍, 3 👎; 10 of each needed)") in out
     assert re.search(r"evaluation \d+: 12 articles", out) and "both 4, only current 1, only candidate 1, neither 6" in out
-    assert "too few verdicts to conclude" in out and "≠ 铜" in out
+    assert "too few verdicts for an interval, at least 10 of each; a random order does as well 35%" in out
+    assert "≠ 人形机器人" in out and "current 71 ✓ sector bullish / candidate 71 ✓ sector watch (direction; gap 0)" in out
     assert cli.main(["evaluation"]) == 0 and "12/12 answered" in capsys.readouterr().out
     assert cli.main(["evaluate", "--model", "deepseek-flash", "--cap", "0.001", "--days", "366"]) == 1
     assert "refused" in capsys.readouterr().out
@@ -337,23 +261,54 @@ def _page_client(now: Any, *, airflow_user: bool) -> Any:
 
 
 def test_the_page_lists_evaluations_shows_one_escaped_and_answers_head(fakes, monkeypatch) -> None:
-    _demo_day(fakes, monkeypatch)
-    plan = _start()
-    evaluation.run(db.connect, _settings(), plan.evaluation_id)
+    demo_day(fakes, monkeypatch)
+    plan = start()
+    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
     with db.connect() as conn:  # an answer that tries to be markup
         conn.execute("UPDATE evaluation_item SET summary = '<script>alert(1)</script>' WHERE score = 58")
     client = _page_client(LATER, airflow_user=True)
     listing = client.get("/evaluation")
     assert listing.status_code == 200 and f"/evaluation/{plan.evaluation_id}" in listing.text
-    assert "deepseek-flash · 思考 high · analysis-v3" in listing.text and "12/12 篇已回答" in listing.text
+    assert "deepseek-flash · 思考·高 · analysis-v3" in listing.text and "12/12 篇已回答" in listing.text
     page = client.get(f"/evaluation/{plan.evaluation_id}")
     assert page.status_code == 200 and "<svg" in page.text and page.text.count("fill-opacity=\".7\"") == 12
     assert "<script>alert(1)</script>" not in page.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
-    assert "样本不足，不下结论" in page.text and "0.67［0.20, 1.00］" in page.text
+    assert "0.67（👍 3 · 👎 3）：样本太少，不给区间（每类至少 10 条）；随机打分也有 35% 的机会分得一样好" in page.text
+    assert "1.00（👍 3 · 👎 3）：样本太少，不给区间（每类至少 10 条）；随机打分也有 1/20 的机会分得一样好" in page.text
     head = client.head(f"/evaluation/{plan.evaluation_id}")
     assert head.status_code == 200 and head.content == b""
     for bad in ("0", "x", "9" * 30, str(plan.evaluation_id + 100), "%00"):
         assert client.get(f"/evaluation/{bad}").status_code == 404
+
+
+def test_the_page_opens_on_the_verdict_naming_both_set_ups_in_chinese(fakes, monkeypatch) -> None:
+    demo_day(fakes, monkeypatch)
+    plan = start()
+    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
+    page = _page_client(LATER, airflow_user=True).get(f"/evaluation/{plan.evaluation_id}").text
+    verdict = page.split('<section class="card verdict">', 1)[1].split("</section>", 1)[0]
+    assert page.index('<section class="card verdict">') < page.index("一致程度")  # the first card
+    assert f"<h1>评估 #{plan.evaluation_id}：deepseek-flash 对比 deepseek-v4-pro</h1>" in verdict
+    assert ("<tr><th>模型</th><td>deepseek-v4-pro</td><td>deepseek-flash</td></tr><tr><th>思考</th><td>思考·高</td>"
+            "<td>思考·高</td></tr><tr><th>提示词</th><td>analysis-v3</td><td>analysis-v3</td></tr>") in verdict
+    # per article: flash's ledger 0.005731 / 12 = 0.000478 against v4-pro's 0.001421: 34%; 12 paid analyses in the
+    # one day before it: 12 a day, 360 a month
+    assert ("候选每篇便宜 66%，机会判断一致 83%（漏掉 1 个、多出 1 个），评分排序 Spearman 0.91；"
+            "你的反馈还不够判断哪个更准。") in verdict
+    assert "<dt>费用</dt><dd>候选为当前的 34%（每篇 $0.0005 对 $0.0014）</dd>" in verdict
+    assert "<dt>一个月</dt><dd>按近 1 天每天约 12.0 篇：候选约 $0.1719，当前约 $0.5116（估算）</dd>" in verdict
+    assert "<dt>你的反馈</dt><dd>不足以判断（👍 3 · 👎 3，每类至少 10 条）</dd>" in verdict
+    assert "候选按 deepseek-flash 的公开价格（USD）计" in verdict and "完成 · 12/12 篇已回答 · 已花 $0.0057 / 上限 $1.00" in verdict
+    with db.connect() as conn:
+        created = store.evaluations.get(conn, plan.evaluation_id)["created_at"]
+    assert f"{created.astimezone(SHANGHAI):%Y-%m-%d %H:%M} · 完成" in verdict  # Beijing time, as every page
+    # the chart's axes are named; the disagreements' enums are in Chinese, the robot's changed direction among them
+    assert ">当前（deepseek-v4-pro）的评分</text>" in page and ">候选（deepseek-flash）的评分</text>" in page
+    assert "不同：方向" in page and "当前 71 分 · 有机会 · 行业 · 看多" in page and "候选 71 分 · 有机会 · 行业 · 观察" in page
+    assert "候选 58 分 · 无机会<" in page
+    body = page.split("<main", 1)[1]
+    assert not [word for word in ("bullish", "bearish", "watch", "sector", "commodity", "done", "stopped")
+                if re.search(rf"[>\s·]{word}[<\s·]", body)]
 
 
 def test_a_pushed_link_or_its_session_never_opens_the_evaluation_page(fakes, monkeypatch) -> None:
@@ -375,13 +330,13 @@ def test_a_pushed_link_or_its_session_never_opens_the_evaluation_page(fakes, mon
 def test_both_set_ups_picks_are_measured_by_the_record_s_rules_from_the_slot_s_time(fakes, monkeypatch) -> None:
     """The demo day's record six weeks on (recorded prices): the 22:00 slot ran at 22:01, after the close, so each
     call is measured from 2月5日's open to the close of the 5th trading day after it (2月12日), against CSI 300."""
-    _demo_day(fakes, monkeypatch)
+    demo_day(fakes, monkeypatch)
     with db.connect() as conn:  # the slot ran on time (the replay's wall clock is not the slot's time)
         conn.execute("UPDATE slot_run SET started_at = scheduled_at + interval '1 minute'")
     demo_run.date_pushes_at_slot(db.database_url(), DAY, "22:00", shanghai(2026, 2, 4, 22, 1))
     demo_run.record_later(DAY, db.database_url())
-    plan = _start()
-    evaluation.run(db.connect, _settings(), plan.evaluation_id)
+    plan = start()
+    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
     with db.connect() as conn:
         s = evaluation_report.load(conn, plan.evaluation_id, now=shanghai(2026, 3, 18, 22, 30))
     assert s is not None and s.market is not None and s.market.horizon == 5
@@ -399,10 +354,15 @@ def test_both_set_ups_picks_are_measured_by_the_record_s_rules_from_the_slot_s_t
     assert (s.market.only_candidate.picks, s.market.only_candidate.measured) == (1, 0)
     six_weeks_on = _page_client(shanghai(2026, 3, 18, 22, 30), airflow_user=True)
     page = six_weeks_on.get(f"/evaluation/{plan.evaluation_id}").text
-    assert "与市场对照（T+5" in page and "<td>2 / 2</td><td>2/2</td><td>+5.24%</td>" in page
-    # the morning after, T+5 is not published yet: nothing measured, nothing read ahead of its time
+    assert "与市场对照（T+5" in page and "<td>2 / 0 / 2</td><td>2/2</td><td>+5.24%</td>" in page
+    # the morning after, T+5 is not published yet: the two measurable picks wait, nothing read ahead of its time
+    with db.connect() as conn:
+        early_summary = evaluation_report.load(conn, plan.evaluation_id, now=LATER)
+    assert early_summary is not None and early_summary.market is not None
+    both = early_summary.market.both_current
+    assert (both.picks, both.measured, both.waiting, both.not_measurable) == (4, 0, 2, 2)
     early = _page_client(LATER, airflow_user=True).get(f"/evaluation/{plan.evaluation_id}").text
-    assert "<td>0 / 4</td><td>—</td>" in early
+    assert "<td>0 / 2 / 2</td><td>—</td>" in early
 
 
 def test_the_evaluation_dag_is_a_manual_dag_of_its_own_whose_step_runs_and_resumes(fakes, monkeypatch) -> None:
@@ -416,28 +376,50 @@ def test_the_evaluation_dag_is_a_manual_dag_of_its_own_whose_step_runs_and_resum
     assert bag.import_errors == {}
     dag = bag.dags["opportunity_radar_evaluation"]
     assert type(dag.timetable).__name__ == "NullTimetable" and [t.task_id for t in dag.tasks] == ["evaluate"]
-    assert dag.tasks[0].pool == "radar_llm" and {"model", "cap", "resume", "only", "size"} <= set(dag.params)
-    _demo_day(fakes, monkeypatch)
+    assert dag.tasks[0].pool == "radar_llm"
+    assert {"model", "cap", "resume", "only", "size", "prices", "dry_run"} <= set(dag.params)
+    demo_day(fakes, monkeypatch)
     step = steps.load("evaluate")
     params = {"model": "deepseek-flash", "thinking": True, "reasoning_effort": "high", "prompt_version": "v3",
               "connection": None, "days": 366, "size": 50, "only": "feedback", "cap": 1.0, "resume": None}
+    dry = step(Runtime.load(), {**params, "dry_run": True}, run_id="manual__0")  # the form's 只估算
+    assert dry["evaluation_id"] is None and "6 articles; estimated at most $0.0025" in dry["summary"][1]
+    assert rows_in("evaluation") == {"evaluation": 0} and calls_of(fakes, "deepseek-flash") == 0
     out = step(Runtime.load(), params, attempt=("evaluate", -1, 1), run_id="manual__1")
     # only the six articles with a verdict; their six answers, one call each
-    assert out["counts"] == {"answered": 6} and _calls_of(fakes, "deepseek-flash") == 6
+    assert out["counts"] == {"answered": 6} and calls_of(fakes, "deepseek-flash") == 6
     again = step(Runtime.load(), {**params, "resume": out["evaluation_id"]}, attempt=("evaluate", -1, 2),
                  run_id="manual__1")
-    assert again["counts"] == {} and _calls_of(fakes, "deepseek-flash") == 6  # a retry pays for nothing again
+    assert again["counts"] == {} and calls_of(fakes, "deepseek-flash") == 6  # a retry pays for nothing again
     with pytest.raises(ConfigurationError, match="refused"):
         step(Runtime.load(), {**params, "cap": 0.0001}, run_id="manual__2")
-    with pytest.raises(ConfigurationError, match="prompt version"):
+    with pytest.raises(ConfigurationError, match="--prompt 'v9'"):
         step(Runtime.load(), {**params, "prompt_version": "v9"}, run_id="manual__3")
+    fakes.deepseek.responder = lambda body: (503, {"error": {"message": "upstream down"}})
+    with pytest.raises(ConfigurationError, match="failed: 3 articles in a row failed"):  # a failed run fails its task
+        step(Runtime.load(), {**params, "only": "all"}, run_id="manual__4")
 
 
-def test_the_day_s_budget_stops_an_evaluation_before_any_call(fakes, monkeypatch) -> None:
-    _demo_day(fakes, monkeypatch)  # the slot spent 12 x 0.001421 today
-    plan = _start()
-    run = evaluation.run(db.connect, _settings(daily_budget=0.01), plan.evaluation_id)
-    assert run.stopped is not None and "day's LLM budget" in run.stopped
-    assert _calls_of(fakes, "deepseek-flash") == 0 and _ledger(plan.evaluation_id) == (0, 0.0)
-    with db.connect() as conn:
-        assert [r["status"] for r in store.evaluations.pairs(conn, plan.evaluation_id)] == [store.evaluations.PENDING] * 12
+@pytest.mark.browser
+def test_the_page_fits_a_phone_of_420_px_and_opens_on_the_verdict(fakes, monkeypatch, db_url: str) -> None:
+    from include.radar.web.app import create_app
+    from tests.browser import SCREENSHOTS, chromium, screenshot, serve
+    from tests.pages import FakeUser, airflow_get_user, allow_reading
+
+    demo_day(fakes, monkeypatch)
+    plan = start()
+    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
+    app = create_app(lambda: load_settings(use_airflow=False), db_url, clock=lambda: LATER)
+    app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
+    allow_reading(app)
+    with serve(app) as base, chromium() as browser:
+        page = browser.new_page(viewport={"width": 420, "height": 1000}, is_mobile=True)
+        assert page.goto(base + f"/evaluation/{plan.evaluation_id}").status == 200
+        assert page.evaluate("document.documentElement.scrollWidth") <= 420  # the cost and market tables included
+        for table in page.locator("table").all():
+            assert table.evaluate("t => t.getBoundingClientRect().right") <= 420
+        verdict = page.locator("section.verdict")
+        assert verdict.is_visible() and verdict.evaluate("e => e.getBoundingClientRect().top") < 200
+        assert page.locator("p.reading").evaluate("e => e.getBoundingClientRect().bottom") < 1000  # on the first screen
+        screenshot(page, "evaluation.png")
+        page.screenshot(path=str(SCREENSHOTS / "evaluation-phone.png"))  # the first screen, for docs/evaluation.md

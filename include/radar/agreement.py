@@ -3,9 +3,9 @@
 - *rank correlation*: Spearman's rho, the Pearson correlation of the two score lists' ranks (ties share the mean
   of the ranks they span), so a candidate that scores every article 10 points lower still agrees perfectly;
 - *AUC*: the chance that an article the reader liked scores above one they disliked (a tie counts a half), the
-  Mann–Whitney statistic; its interval is Hanley & McNeil's (1982) normal approximation, clipped to [0, 1], with
-  the variance taken at least half a pair from 0 and 1 (a perfect split of two against two is not [1, 1]).
-  Below ``MIN_VOTES`` verdicts of each kind nothing is concluded: the figure is shown with its sample, marked;
+  Mann–Whitney statistic. From ``MIN_VOTES`` verdicts of each kind, its interval is Hanley & McNeil's (1982)
+  normal approximation, clipped to [0, 1]; below, no interval (the approximation is not honest there) but the
+  exact chance that scores in a random order separate them as well or better (2 👍 against 2 👎: 1 in 6);
 - *the confusion matrix* of the two "opportunity or not" calls, and the share of agreeing calls;
 - *overlap* of two sets of instruments: Jaccard's |A ∩ B| / |A ∪ B|.
 """
@@ -64,10 +64,11 @@ class Auc:
     """How well a score separates liked from disliked articles."""
 
     value: float | None
-    low: float | None
+    low: float | None  # the interval, from MIN_VOTES of each kind only
     high: float | None
     liked: int
     disliked: int
+    chance: float | None = None  # below MIN_VOTES: the chance a random order separates them as well or better
 
     @property
     def conclusive(self) -> bool:
@@ -75,18 +76,35 @@ class Auc:
 
 
 def auc(liked: Sequence[float], disliked: Sequence[float], z: float = Z95) -> Auc:
-    """The Mann–Whitney AUC of the scores of liked over disliked articles, with Hanley & McNeil's interval."""
+    """The Mann–Whitney AUC of the scores of liked over disliked articles: with Hanley & McNeil's interval from
+    ``MIN_VOTES`` of each kind, else with the exact chance of doing as well at random."""
     p, n = len(liked), len(disliked)
     if p == 0 or n == 0:
         return Auc(None, None, None, p, n)
     wins = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in liked for b in disliked)
     value = wins / (p * n)
+    if min(p, n) < MIN_VOTES:
+        counts = u_counts(min(p, n), max(p, n))
+        return Auc(value, None, None, p, n, sum(counts[math.ceil(wins - 1e-9):]) / math.comb(p + n, p))
     a = min(max(value, 0.5 / (p * n)), 1 - 0.5 / (p * n))
     q1 = a / (2 - a)
     q2 = 2 * a * a / (1 + a)
     var = (a * (1 - a) + (p - 1) * (q1 - a * a) + (n - 1) * (q2 - a * a)) / (p * n)
     se = math.sqrt(max(var, 0.0))
     return Auc(value, max(0.0, value - z * se), min(1.0, value + z * se), p, n)
+
+
+def u_counts(m: int, n: int) -> list[int]:
+    """How many of the C(m + n, m) orders of two groups (m and n, no ties) put exactly U pairs the first group's
+    way, U = 0 … m·n: the coefficients of the Gaussian binomial [m + n choose m], the product over k = 1 … m of
+    (1 − q^(n + k)) / (1 − q^k), multiplied and divided in place."""
+    poly = [1] + [0] * (m * n + m + n)
+    for k in range(1, m + 1):
+        for i in range(len(poly) - 1, n + k - 1, -1):
+            poly[i] -= poly[i - n - k]
+        for i in range(k, len(poly)):
+            poly[i] += poly[i - k]
+    return poly[: m * n + 1]
 
 
 @dataclass(frozen=True)

@@ -2,11 +2,11 @@
 
 All inside one claim (store.claim_item): an article already analysed is skipped, a repost of analysed text
 reuses that analysis, one whose twin is being analysed waits for it, one without attempts left fails for
-good; otherwise an attempt is counted and the LLM called, the result inserted under a unique key. Every way
-out closes the attempt: analysed, failed (counted on the slot), interrupted (the deadline came first: pending
-again), released (a configuration error before any paid call) or crashed (recorded, then re-raised). Claims
-are held by a short lease a :class:`ClaimKeeper` renews while the task try lives; a retry waits for a live
-try to finish or for a dead one's lease to run out, so DeepSeek is called once per article either way.
+good; otherwise an attempt is counted and the LLM called (:func:`ask`), the result inserted under a unique key.
+Every way out closes the attempt (:func:`attempt`): analysed, failed (counted on the slot), interrupted (the
+deadline came first: pending again), released (a configuration error or a cap before any paid call) or crashed
+(recorded, then re-raised). Claims are held by a short lease a :class:`ClaimKeeper` renews while the task try
+lives, so DeepSeek is called once per article either way. A shadow evaluation goes the same way on its own tables.
 """
 
 from __future__ import annotations
@@ -17,14 +17,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from include.radar import evidence, focus, spending, store
 from include.radar.llm import (
     MIN_CALL_SECONDS,
+    JsonAnswer,
+    LLMBudget,
     LLMClient,
     LLMConfigError,
     LLMDeadline,
+    LLMError,
     LLMExhausted,
     LLMRejected,
     Prompt,
@@ -45,16 +48,17 @@ BUSY_POLL_SECONDS = 5.0
 
 
 class ClaimKeeper:
-    """Renews, every ``store.HEARTBEAT``, the lease of every claim ``owner`` holds, from a daemon thread, for
-    as long as the block runs (and never past ``until``, a ``time.monotonic()`` value: a try hung beyond its
-    own time limit must not hold its claims for ever). A live try — even a zombie Airflow gave up on — keeps
-    its claims; a dead one's leases run out within ``store.LEASE``. A renewal that fails (the database
-    away for a moment) is logged and tried again at the next beat."""
+    """Renews, every ``store.HEARTBEAT``, the lease of every claim ``owner`` holds (``renew``: the slots' by
+    default, an evaluation's), from a daemon thread, for as long as the block runs (and never past ``until``, a
+    ``time.monotonic()`` value: a try hung beyond its own time limit must not hold its claims for ever). A live
+    try — even a zombie Airflow gave up on — keeps its claims; a dead one's leases run out within ``store.LEASE``.
+    A renewal that fails (the database away for a moment) is logged and tried again at the next beat."""
 
     def __init__(self, connect: Callable[[], Any], owner: str, *, until: float | None = None,
-                 every: float | None = None) -> None:
+                 every: float | None = None, renew: Callable[[Any, str], int] = store.renew_claims) -> None:
         self.connect = connect
         self.owner = owner
+        self.renew = renew
         self.until = until
         self.every = store.HEARTBEAT.total_seconds() if every is None else every
         self.renewals = 0
@@ -76,7 +80,7 @@ class ClaimKeeper:
                 return
             try:
                 with self.connect() as conn:
-                    store.renew_claims(conn, self.owner)
+                    self.renew(conn, self.owner)
                 self.renewals += 1
             except Exception:  # the next beat tries again; the lease has room for a few misses
                 log.warning("claims of %s: renewing their leases failed; trying again in %.0fs", self.owner,
@@ -198,6 +202,67 @@ def _claim(
         time.sleep(max(min(BUSY_POLL_SECONDS, patience - time.monotonic()), 0.05))
 
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Closed:
+    """An attempt that ended without an answer and was closed: ``outcome`` (interrupted, released, failed)."""
+
+    outcome: str
+    error: LLMError
+
+
+def attempt(connect: Callable[[], Any], spend: Spend, close: Callable[[Any, str, str, int], Any],
+            work: Callable[[], T]) -> T | Closed:
+    """Run ``work`` (the ladder and storing its answer) for a claimed attempt. Every way out records what was paid,
+    then closes the attempt with ``close(conn, outcome, error, calls)``: a deadline or a cap leaves the article for
+    later (interrupted, or released when nothing was paid), an unusable answer fails it; a configuration error
+    (released when nothing was paid) and anything else (crashed) are re-raised once recorded."""
+    try:
+        return work()
+    except (LLMDeadline, LLMBudget) as exc:
+        outcome = "interrupted" if isinstance(exc, LLMDeadline) or exc.usage.answered else "released"
+        error: LLMError = exc
+    except LLMConfigError as exc:
+        _close(connect, spend, close, "failed" if exc.usage.answered else "released", exc)
+        raise
+    except (LLMExhausted, LLMRejected) as exc:
+        outcome, error = "failed", exc
+    except BaseException as exc:  # anything else, even a task timeout: record the crash, then fail the task
+        try:
+            _close(connect, spend, close, "crashed", exc)
+        except Exception:  # the database may be what failed: the lease takes over
+            log.exception("could not record the crash of an attempt; its lease will expire")
+        raise
+    _close(connect, spend, close, outcome, error)
+    return Closed(outcome, error)
+
+
+def _close(connect: Callable[[], Any], spend: Spend, close: Callable[[Any, str, str, int], Any], outcome: str,
+           exc: BaseException) -> None:
+    usage = exc.usage if isinstance(exc, LLMError) else spend.usage
+    with connect() as conn:
+        spend.record(conn, usage)  # an answer paid for before the failure (a database that dropped after it)
+        close(conn, outcome, str(exc) if isinstance(exc, LLMError) else f"{exc.__class__.__name__}: {exc}",
+              usage.calls if usage is not None else 0)
+
+
+def ask(llm: LLMClient, item: dict[str, Any], profile: focus.Profile, settings: Settings, *, usage: Usage,
+        deadline: float | None, prompt: Prompt = ANALYSIS_PROMPT,
+        reserve: Callable[[int, int], None] | None = None) -> tuple[ArticleAnalysis, evidence.Verdict, JsonAnswer]:
+    """The ladder's answer on one article, its evidence settled against the article's text."""
+    source = evidence.Article(item["clean_text"])
+    threshold = settings.push_score_threshold
+    answer = llm.complete_json(
+        system_prompt(threshold, profile, prompt), article_prompt(item, settings.deepseek_content_truncate_chars, prompt),
+        ArticleAnalysis, deadline=deadline, check=lambda value: evidence.needs_repair(value, source, threshold),
+        usage=usage, reserve=reserve,
+    )
+    result, verdict = evidence.settle(answer.value, source, threshold)  # type: ignore[arg-type]
+    return result, verdict, answer
+
+
 def _analyse_claimed(
     connect: Callable[[], Any], llm: LLMClient, claim: store.Claim, profile: focus.Profile, *, item_id: int,
     slot_run_id: int, settings: Settings, deadline: float | None,
@@ -208,33 +273,24 @@ def _analyse_claimed(
     # the ladder's usage is ours from the first call: whatever kills the task, what was paid is recorded
     spend = Spend(settings, item_id=item_id, attempt_id=attempt_id, slot_run_id=slot_run_id, model=llm.model,
                   usage=Usage())
-    try:
-        return _call_and_store(connect, llm, item, profile, spend, attempt_id=attempt_id, item_id=item_id,
-                               slot_run_id=slot_run_id, settings=settings, deadline=deadline)
-    except LLMDeadline as exc:
-        with connect() as conn:
-            spend.record(conn, exc.usage)
-            store.finish_attempt(conn, attempt_id, "interrupted", error=str(exc), llm_calls=exc.usage.calls,
-                                 max_attempts=settings.max_analysis_attempts)
+
+    def close(conn: Any, outcome: str, error: str, calls: int) -> None:
+        store.finish_attempt(conn, attempt_id, outcome, error=error, llm_calls=calls,
+                             max_attempts=settings.max_analysis_attempts)
+        if outcome == "interrupted":
             store.add_deferred(conn, slot_run_id)
-        log.warning("item %s (%s): the slot's deadline came first (%s); left for a later slot", item_id, item["title"], exc)
-        return Outcome(item_id, "interrupted", error=str(exc))
-    except LLMConfigError as exc:
-        paid = exc.usage.answered > 0  # a ladder that already had answers counts the attempt
-        with connect() as conn:
-            spend.record(conn, exc.usage)
-            store.finish_attempt(conn, attempt_id, "failed" if paid else "released", error=str(exc),
-                                 llm_calls=exc.usage.calls)
-        raise
-    except (LLMExhausted, LLMRejected) as exc:
-        with connect() as conn:
-            spend.record(conn, exc.usage)
-            store.finish_attempt(conn, attempt_id, "failed", error=str(exc), llm_calls=exc.usage.calls)
-        log.warning("item %s (%s) failed analysis: %s", item_id, item["title"], exc)
-        return Outcome(item_id, "failed", error=str(exc))
-    except BaseException as exc:  # anything else, even a task timeout: record the crash, then fail the task
-        _record_crash(connect, attempt_id, exc, spend)
-        raise
+
+    done = attempt(connect, spend, close, lambda: _call_and_store(
+        connect, llm, item, profile, spend, attempt_id=attempt_id, item_id=item_id, slot_run_id=slot_run_id,
+        settings=settings, deadline=deadline))
+    if not isinstance(done, Closed):
+        return done
+    if done.outcome == "interrupted":
+        log.warning("item %s (%s): the slot's deadline came first (%s); left for a later slot", item_id, item["title"],
+                    done.error)
+    else:
+        log.warning("item %s (%s) failed analysis: %s", item_id, item["title"], done.error)
+    return Outcome(item_id, done.outcome, error=str(done.error))
 
 
 def _call_and_store(
@@ -242,14 +298,8 @@ def _call_and_store(
     attempt_id: int, item_id: int, slot_run_id: int, settings: Settings, deadline: float | None,
 ) -> Outcome:
     """The ladder's answer, its evidence settled, stored with what it cost."""
-    source = evidence.Article(item["clean_text"])
-    threshold = settings.push_score_threshold
-    answer = llm.complete_json(
-        system_prompt(threshold, profile), article_prompt(item, settings.deepseek_content_truncate_chars),
-        ArticleAnalysis,
-        deadline=deadline, check=lambda value: evidence.needs_repair(value, source, threshold), usage=spend.usage,
-    )
-    result, verdict = evidence.settle(answer.value, source, threshold)  # type: ignore[arg-type]
+    assert spend.usage is not None
+    result, verdict, answer = ask(llm, item, profile, settings, usage=spend.usage, deadline=deadline)
     record = _record(item_id, slot_run_id, result, answer.usage, answer.model, settings, verdict)
     record["watch_hits"] = profile.watch_hits(item["title"], item["clean_text"])
     with connect() as conn:
@@ -293,15 +343,6 @@ def _without_call(conn: Any, claim: store.Claim, item_id: int, slot_run_id: int)
         store.add_deferred(conn, slot_run_id)
     log.info("item %s: %s", item_id, reason)
     return Outcome(item_id, status, error=reason)
-
-
-def _record_crash(connect: Callable[[], Any], attempt_id: int, exc: BaseException, spend: Spend) -> None:
-    try:
-        with connect() as conn:
-            spend.record(conn)  # an answer paid for before the crash (a database that dropped after it)
-            store.finish_attempt(conn, attempt_id, "crashed", error=f"{exc.__class__.__name__}: {exc}")
-    except Exception:  # the database may be what failed: the lease takes over
-        log.exception("could not record the crash of attempt %s; its lease will expire", attempt_id)
 
 
 def _record(

@@ -7,7 +7,10 @@ read here is registered with redact.py before anything can print it.
 
 from __future__ import annotations
 
+import ipaddress
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from include.radar import alerts, push, redact
 from include.radar.settings import ConnectionInfo, Settings, check_secret, get_connection
@@ -49,24 +52,50 @@ def werss_client(settings: Settings, *, token_cache: TokenCache | None = None, t
     )
 
 
+@dataclass(frozen=True)
+class Setup:
+    """Who answers and how: a model on an OpenAI-compatible connection (the slots' from the settings, an
+    evaluation's from its candidate). ``whose``, ``name`` and ``model_fix`` are what the errors say: whose
+    connection, whose endpoint, and which option chooses the model."""
+
+    conn_id: str
+    model: str
+    thinking: bool
+    reasoning_effort: str | None
+    whose: str = "DeepSeek"
+    name: str = "DeepSeek"
+    model_fix: str = ("set AIRFLOW_VAR_RADAR_DEEPSEEK_MODEL (or the Variable radar_deepseek_model) to a current "
+                      "model such as deepseek-v4-pro or deepseek-flash")
+    # https only, but on this machine's loopback: a candidate's endpoint is any host a user typed; the slots' own
+    # may be a proxy on a private network (compose's), which the deployment chose
+    https_only: bool = False
+
+
+def configured(settings: Settings) -> Setup:
+    """The set-up the slots analyse with."""
+    return Setup(settings.deepseek_conn_id, settings.deepseek_model, settings.deepseek_thinking,
+                 settings.deepseek_reasoning_effort)
+
+
 def llm_client(settings: Settings, gate: RateGate | None = None, *, connections: int = 20,
-               timeout: float | None = None) -> LLMClient:
-    """The DeepSeek client of the connection ``deepseek_conn_id`` (its password, or extra ``api_key``)."""
+               timeout: float | None = None, setup: Setup | None = None) -> LLMClient:
+    """The client of ``setup`` (the configured one by default) on its connection (its password, or extra
+    ``api_key``); a host without a scheme is https (http on loopback)."""
     from include.radar.llm import LLMClient
 
-    conn = get_connection(settings.deepseek_conn_id)
+    s, use = settings, setup or configured(settings)
+    conn = get_connection(use.conn_id)
     if conn is None:
-        raise ConfigurationError(f"the DeepSeek connection {settings.deepseek_conn_id!r} is missing")
+        raise ConfigurationError(f"the {use.whose} connection {use.conn_id!r} is missing")
     extra = conn.extra or {}
-    s = settings
-    api_key = check_secret(conn.password or extra.get("api_key"), f"the DeepSeek API key (connection {s.deepseek_conn_id!r})")
+    api_key = check_secret(conn.password or extra.get("api_key"), f"the {use.whose} API key (connection {use.conn_id!r})")
     redact.register(api_key)
     return LLMClient(
-        base_url=base_url(conn) if conn.host else DEEPSEEK_URL,
+        base_url=llm_url(conn, use.conn_id, https_only=use.https_only) if conn.host else DEEPSEEK_URL,
         api_key=api_key or "",
-        model=s.deepseek_model,
-        thinking=s.deepseek_thinking,
-        reasoning_effort=s.deepseek_reasoning_effort,
+        model=use.model,
+        thinking=use.thinking,
+        reasoning_effort=use.reasoning_effort if use.thinking else None,
         timeout=s.deepseek_timeout_seconds if timeout is None else timeout,
         max_retries=s.deepseek_max_retries,
         backoff_seconds=float(extra.get("backoff_seconds", 2.0)),
@@ -74,7 +103,37 @@ def llm_client(settings: Settings, gate: RateGate | None = None, *, connections:
         rate_limit_wait=s.deepseek_rate_limit_wait_seconds,
         gate=gate,
         max_connections=connections,
+        conn_id=use.conn_id,
+        name=use.name,
+        model_fix=use.model_fix,
     )
+
+
+def llm_url(conn: ConnectionInfo, conn_id: str, *, https_only: bool = True) -> str:
+    """The base URL of an LLM connection, which carries its API key: a host without a scheme is https (http on
+    loopback); any scheme but http(s) refused, and with ``https_only`` plain http to anything but loopback."""
+    host = (conn.host or "").strip().rstrip("/")
+    if "://" not in host:
+        host = f"{'http' if _loopback(host.split('/', 1)[0].rsplit(':', 1)[0]) else 'https'}://{host}"
+    parts = urlsplit(host)
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise ConfigurationError(f"the connection {conn_id!r}: host {conn.host!r} is not an https URL")
+    if https_only and parts.scheme == "http" and not _loopback(parts.hostname):
+        raise ConfigurationError(f"the connection {conn_id!r}: http://{parts.hostname} would send the API key in "
+                                 "clear; use https (plain http is only for a stand-in on this machine's loopback)")
+    if conn.port and parts.port is None:
+        host = f"{host.split('://', 1)[0]}://{parts.netloc}:{conn.port}{parts.path}"
+    return host
+
+
+def _loopback(hostname: str) -> bool:
+    name = hostname.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def channels(conn_id: str) -> list[push.Channel]:

@@ -1,15 +1,17 @@
 """A shadow evaluation: a candidate set-up (model, thinking, reasoning effort, prompt version, its own connection)
 answers a bounded sample of the reader's stored articles, so the choice of model rests on evidence.
 
-The candidate's answers go through what a slot's do (the retry ladder, the schema, the evidence check and its
-repair rung) and are stored apart (store/evaluations.py): nothing that pushes, ranks, reports or keeps the track
-record reads them. Spend is real money, so the estimate is checked against the cap before any call, every ladder
-goes to the spend ledger, and articles are claimed as a slot's are, so a resumed run pays only for what was not
-answered (the rules: docs/evaluation.md).
+It goes the slots' way (connections.py's client, analyst.py's ladder, evidence check and attempt closing, the claims
+of store/claims.py on its own tables, spending.py's ledger) and stores apart (store/evaluations.py): nothing that
+pushes, ranks, reports or keeps the track record reads its answers. Its money: priced by the candidate's own prices,
+spent from its own cap (never from the slots' daily budget), each call reserving its worst case first; its
+endpoint is tried before anything is recorded, and a run whose articles keep failing stops as failed. The rules:
+docs/evaluation.md.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -21,24 +23,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from include.radar import analyst, batches, evidence, focus, ratelimit, redact, spending, store
-from include.radar.llm import (
-    PROMPTS,
-    LLMClient,
-    LLMConfigError,
-    LLMDeadline,
-    LLMExhausted,
-    LLMRejected,
-    Prompt,
-    Usage,
-)
-from include.radar.schemas import ArticleAnalysis
-from include.radar.settings import Settings, check_secret, get_connection
+from include.radar import analyst, batches, connections, evidence, focus, pricing, ratelimit, spending, store
+from include.radar.llm import PROMPTS, LLMBudget, LLMClient, LLMConfigError, LLMError, Prompt, Usage
+from include.radar.settings import Settings
 
 log = logging.getLogger(__name__)
 
 MAX_SAMPLE = 200  # articles in one evaluation: a bound on its cost and on its run's time
 MAX_DAYS = 366
+MAX_CAP = {"USD": 50.0, "CNY": 350.0}  # the most one evaluation may be allowed to spend
+FAIL_STREAK = 3  # articles failed in a row (every rung of their ladders) that stop a run as failed
+PROBE_SECONDS = 15.0  # the endpoint's model list, asked before anything is recorded
 # when an article's own analysis did not record its tokens (a reused analysis, an old row): its length as tokens
 # (Chinese is about a token per character) plus the prompt, and this much output
 FALLBACK_PROMPT_TOKENS = 3000
@@ -47,31 +42,39 @@ _MODEL = re.compile(r"^[A-Za-z0-9._:/-]{1,100}$")
 _VERSION = re.compile(r"^v[0-9]{1,3}$")
 _CONN = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 ONLY_WITH = ("all", "feedback", "outcomes")
+PRICE_SOURCES = {"published": "published", "given": "given (--prices)", "deployment": "configured (deepseek_prices)"}
 
 
 class EvaluationError(ValueError):
-    """A candidate or sample that cannot be evaluated (a bad name, a missing connection): nothing was paid."""
+    """A candidate, sample, cap or endpoint that cannot be evaluated: nothing was recorded, nothing paid."""
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """The set-up under evaluation; ``conn_id`` is an OpenAI-compatible connection of its own."""
+    """The set-up under evaluation; ``conn_id`` is an OpenAI-compatible connection of its own, ``prices`` its
+    off-peak prices per million tokens as JSON (needed when no price of the model is published)."""
 
     model: str
     thinking: bool = True
     reasoning_effort: str | None = "high"
     prompt_version: str = analyst.ANALYSIS_PROMPT.version
     conn_id: str = "deepseek_default"
+    prices: str | None = None
 
     def check(self) -> Candidate:
         if not _MODEL.fullmatch(self.model or ""):
-            raise EvaluationError(f"model {self.model!r}: letters, digits and ._:/- only, at most 100")
+            raise EvaluationError(f"--model {self.model!r}: letters, digits and ._:/- only, at most 100")
         if self.reasoning_effort not in (None, "low", "medium", "high", "max"):
-            raise EvaluationError("reasoning effort: low, medium, high or max")
+            raise EvaluationError("--effort: low, medium, high or max")
         if not _VERSION.fullmatch(self.prompt_version or "") or not _prompt_exists(self.prompt_version):
-            raise EvaluationError(f"prompt version {self.prompt_version!r}: no such analysis prompt")
+            raise EvaluationError(f"--prompt {self.prompt_version!r}: no such analysis prompt")
         if not _CONN.fullmatch(self.conn_id or ""):
-            raise EvaluationError(f"connection id {self.conn_id!r} is not a connection id")
+            raise EvaluationError(f"--conn {self.conn_id!r} is not a connection id")
+        if self.prices:
+            try:
+                pricing.parse_rates(self.prices)
+            except ValueError as exc:
+                raise EvaluationError(f"--prices: {exc}") from None
         return self
 
     @property
@@ -80,8 +83,19 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        mode = f"thinking {self.reasoning_effort or 'on'}" if self.thinking else "no thinking"
-        return f"{self.model} · {mode} · analysis-{self.prompt_version}"
+        return label(self.model, self.thinking, self.reasoning_effort, self.prompt_version)
+
+    def setup(self) -> connections.Setup:
+        return connections.Setup(
+            self.conn_id, self.model, self.thinking, self.reasoning_effort, whose="evaluation's",
+            name="the evaluation's endpoint",
+            model_fix="choose another candidate model (the evaluation's --model, or the trigger form's 候选模型)",
+            https_only=True)
+
+
+def label(model: str, thinking: bool, effort: str | None, prompt_version: str) -> str:
+    mode = f"thinking {effort or 'on'}" if thinking else "no thinking"
+    return f"{model} · {mode} · analysis-{prompt_version}"
 
 
 def _prompt_exists(version: str) -> bool:
@@ -96,69 +110,179 @@ class Sample:
 
     def check(self) -> Sample:
         if not 1 <= self.days <= MAX_DAYS:
-            raise EvaluationError(f"days: 1 to {MAX_DAYS}")
+            raise EvaluationError(f"--days: 1 to {MAX_DAYS}")
         if not 1 <= self.size <= MAX_SAMPLE:
-            raise EvaluationError(f"sample size: 1 to {MAX_SAMPLE} articles")
+            raise EvaluationError(f"--size: 1 to {MAX_SAMPLE} articles")
         if self.only_with not in ONLY_WITH:
-            raise EvaluationError(f"only: one of {', '.join(ONLY_WITH)}")
+            raise EvaluationError(f"--only: one of {', '.join(ONLY_WITH)}")
         return self
 
 
-def candidate_settings(settings: Settings, candidate: Candidate) -> Settings:
-    """The settings as the candidate's calls are priced and made (its model's price table)."""
-    return settings.model_copy(update={"deepseek_model": candidate.model, "deepseek_thinking": candidate.thinking})
+def check_cap(cap: float, currency: str) -> float:
+    most = MAX_CAP.get(currency, MAX_CAP["USD"])
+    if not 0 <= cap <= most:
+        raise EvaluationError(f"--cap: from 0 to {pricing.format_money(most, currency)}")
+    return cap
 
 
-def estimate(rows: list[dict[str, Any]], settings: Settings) -> float:
+def price_source_text(source: str) -> str:
+    return PRICE_SOURCES.get(source, "estimated")
+
+
+def candidate_prices(settings: Settings, candidate: Candidate) -> tuple[pricing.PriceTable, str]:
+    """The candidate's own price table and where its prices come from (given, the deployment's when it is the
+    configured model, else published); a model without a known price is refused."""
+    currency = settings.deepseek_currency
+    if candidate.prices:
+        rates, source = pricing.parse_rates(candidate.prices), "given"
+    elif candidate.model == settings.deepseek_model and settings.deepseek_prices:
+        rates, source = pricing.parse_rates(settings.deepseek_prices), "deployment"
+    elif (candidate.model, currency) in pricing.DEFAULT_OFF_PEAK:
+        rates, source = pricing.DEFAULT_OFF_PEAK[(candidate.model, currency)], "published"
+    else:
+        raise EvaluationError(
+            f"no published {currency} prices for {candidate.model}: give its off-peak prices per million tokens with "
+            "--prices '{\"cache_hit\": …, \"cache_miss\": …, \"output\": …}' (the trigger form's 价格)")
+    return dataclasses.replace(settings.price_table(), currency=currency, off_peak=rates, estimated=False), source
+
+
+def prices_of(row: dict[str, Any], settings: Settings) -> pricing.PriceTable:
+    """The price table an evaluation was started with (its own model's, in its own currency)."""
+    stored = row.get("prices") or {}
+    table = settings.price_table()
+    if "cache_miss" in stored:
+        rates = pricing.Rates(float(stored["cache_hit"]), float(stored["cache_miss"]), float(stored["output"]))
+        return dataclasses.replace(table, currency=row["currency"], off_peak=rates, estimated=False)
+    return pricing.table_for(row["model"], row["currency"], peak_multiplier=table.peak_multiplier,
+                             peak_windows=table.peak_windows, peak_since=table.peak_since,
+                             peak_weekdays_only=table.peak_weekdays_only)
+
+
+def estimate(rows: list[dict[str, Any]], prices: pricing.PriceTable) -> float:
     """An upper estimate of what the sample costs the candidate: every token a cache miss at peak rates."""
-    prices = settings.price_table()
-    peak = prices.off_peak.scaled(prices.peak_multiplier)
     total = 0.0
     for r in rows:
         prompt = int(r.get("prompt_tokens") or 0) or len(r.get("clean_text") or "") + FALLBACK_PROMPT_TOKENS
         output = int(r.get("completion_tokens") or 0) or FALLBACK_OUTPUT_TOKENS
-        total += (prompt * peak.cache_miss + output * peak.output) / 1e6
+        total += prices.most(prompt, output)
     return round(total, 6)
+
+
+def most_per_call(rows: list[dict[str, Any]], settings: Settings, candidate: Candidate, prices: pricing.PriceTable,
+                  profile: focus.Profile) -> float:
+    """The most one call of the sample may cost (the largest prompt, every byte a token, and a full answer): what
+    the cap reserves before each call."""
+    system = analyst.system_prompt(settings.push_score_threshold, profile, candidate.prompt)
+    most = max((pricing.most_prompt_tokens(system, analyst.article_prompt(
+        r, settings.deepseek_content_truncate_chars, candidate.prompt)) for r in rows), default=0)
+    return round(prices.most(most, settings.deepseek_max_tokens), 6) if rows else 0.0
+
+
+def check_endpoint(settings: Settings, candidate: Candidate, timeout: float = PROBE_SECONDS) -> list[str]:
+    """Ask the candidate's endpoint for its models (free) before anything is recorded: a missing or plain-http
+    connection, a key refused, a dead host or a model not offered is an EvaluationError naming the connection."""
+    try:
+        offered = connections.llm_client(settings, connections=1, timeout=timeout, setup=candidate.setup()).models(
+            timeout)
+    except (connections.ConfigurationError, LLMError) as exc:
+        raise EvaluationError(f"the evaluation's connection {candidate.conn_id!r} (--conn, the trigger form's 连接) "
+                              f"does not answer: {exc}") from None
+    if offered and candidate.model not in offered:
+        raise EvaluationError(f"the evaluation's endpoint (connection {candidate.conn_id!r}) does not offer "
+                              f"{candidate.model!r} (it offers {', '.join(sorted(offered)[:8])}): choose another --model")
+    return offered
+
+
+def configured_setup(settings: Settings) -> dict[str, Any]:
+    """The current set-up, as the slots analyse now (what the candidate is compared with)."""
+    return {"model": settings.deepseek_model, "thinking": settings.deepseek_thinking,
+            "reasoning_effort": settings.deepseek_reasoning_effort if settings.deepseek_thinking else None,
+            "prompt_version": analyst.ANALYSIS_PROMPT.version}
 
 
 @dataclass(frozen=True)
 class Plan:
-    evaluation_id: int
+    evaluation_id: int | None  # None: a dry run, nothing recorded
     articles: int
     estimate: float
+    most_per_call: float
+    prices: pricing.PriceTable
+    source: str
     refused: str | None = None
 
 
-def start(connect: Callable[[], Any], settings: Settings, candidate: Candidate, sample: Sample, cap: float, *,
-          created_by: str = "", now: datetime | None = None) -> Plan:
-    """Record the evaluation and its sample, estimate its cost; refused (no call made) when over ``cap``."""
+def _refusal(plan: Plan, cap: float) -> str | None:
+    money = plan.prices.money
+    if plan.estimate > cap:
+        return f"estimated {money(plan.estimate)} for {plan.articles} articles is over the cap of {money(cap)}: no call made"
+    if plan.most_per_call > cap:
+        return (f"the cap of {money(cap)} does not cover one call at its most ({money(plan.most_per_call)}), which "
+                "each call reserves before it is made: no call made")
+    return None
+
+
+def preview(connect: Callable[[], Any], settings: Settings, candidate: Candidate, sample: Sample, cap: float, *,
+            now: datetime | None = None, probe: bool = True) -> tuple[Plan, list[dict[str, Any]]]:
+    """What an evaluation would sample and cost, its endpoint tried: nothing recorded, no paid call."""
     candidate.check()
     sample.check()
-    if not 0 <= cap < 1e6:
-        raise EvaluationError("cap: a non-negative amount")
-    priced = candidate_settings(settings, candidate)
+    check_cap(cap, settings.deepseek_currency)
+    prices, source = candidate_prices(settings, candidate)
+    if probe:
+        check_endpoint(settings, candidate)
     since = (now or datetime.now(UTC)) - timedelta(days=sample.days)
+    with connect() as conn:
+        rows = store.evaluations.sample(conn, since=since, size=sample.size, only_with=sample.only_with)
+        profile = focus.from_row(store.get_profile(conn))
+    most = most_per_call(rows, settings, candidate, prices, profile)
+    plan = Plan(None, len(rows), estimate(rows, prices), most, prices, source)
+    return dataclasses.replace(plan, refused=_refusal(plan, cap)), rows
+
+
+def start(connect: Callable[[], Any], settings: Settings, candidate: Candidate, sample: Sample, cap: float, *,
+          created_by: str = "", now: datetime | None = None, probe: bool = True) -> Plan:
+    """Record the evaluation and its sample once its endpoint answered; refused (no call made) when its estimate,
+    or one call at its most, is over ``cap``."""
+    plan, rows = preview(connect, settings, candidate, sample, cap, now=now, probe=probe)
+    rates = plan.prices.off_peak
     with connect() as conn:
         evaluation_id = store.evaluations.create(conn, {
             "created_by": created_by[:200], "model": candidate.model, "thinking": candidate.thinking,
             "reasoning_effort": candidate.reasoning_effort if candidate.thinking else None,
             "prompt_version": candidate.prompt_version, "conn_id": candidate.conn_id, "days": sample.days,
             "sample_size": sample.size, "only_with": sample.only_with, "cap": cap, "currency": settings.deepseek_currency,
+            "prices": {"cache_hit": rates.cache_hit, "cache_miss": rates.cache_miss, "output": rates.output,
+                       "source": plan.source},
+            "baseline": configured_setup(settings),
         })
-        rows = store.evaluations.sample(conn, since=since, size=sample.size, only_with=sample.only_with)
         store.evaluations.add_items(conn, evaluation_id, rows)
-        cost = estimate(rows, priced)
-        refused = None
-        if cost > cap:
-            money = priced.price_table().money
-            refused = f"estimated {money(cost)} for {len(rows)} articles is over the cap of {money(cap)}: no call made"
-            store.evaluations.set_status(conn, evaluation_id, "refused", refused, estimate=cost)
-        else:
-            store.evaluations.set_status(conn, evaluation_id, "planned", f"{len(rows)} articles sampled", estimate=cost)
-        conn.commit()
-    log.info("evaluation %s of %s: %d articles, estimated %.4f %s%s", evaluation_id, candidate.label, len(rows), cost,
-             settings.deepseek_currency, f"; refused: {refused}" if refused else "")
-    return Plan(evaluation_id, len(rows), cost, refused)
+        note = plan.refused or f"{plan.articles} articles sampled"
+        store.evaluations.set_status(conn, evaluation_id, "refused" if plan.refused else "planned", note,
+                                     estimate=plan.estimate, reason="refused" if plan.refused else None)
+    log.info("evaluation %s of %s: %d articles, estimated %.4f %s%s", evaluation_id, candidate.label, plan.articles,
+             plan.estimate, settings.deepseek_currency, f"; refused: {plan.refused}" if plan.refused else "")
+    return dataclasses.replace(plan, evaluation_id=evaluation_id)
+
+
+def new_cap(connect: Callable[[], Any], settings: Settings, evaluation_id: int, cap: float) -> str | None:
+    """Set an evaluation's cap before it is run again; a refused one is planned again when the new cap covers its
+    estimate. Returns why it is still refused, else None."""
+    with connect() as conn:
+        row = store.evaluations.get(conn, evaluation_id)
+        if row is None:
+            raise EvaluationError(f"--resume {evaluation_id}: no such evaluation")
+        check_cap(cap, row["currency"])
+        store.evaluations.set_cap(conn, evaluation_id, cap)
+        if row["status"] != "refused":
+            return None
+        money = prices_of(row, settings).money
+        if float(row["estimate"]) > cap:
+            refused = (f"estimated {money(row['estimate'])} for {row['items']} articles is over the cap of "
+                       f"{money(cap)}: no call made")
+            store.evaluations.set_status(conn, evaluation_id, "refused", refused, reason="refused")
+            return refused
+        store.evaluations.set_status(conn, evaluation_id, "planned", f"the cap raised to {money(cap)}")
+    return None
 
 
 def candidate_of(row: dict[str, Any]) -> Candidate:
@@ -166,69 +290,30 @@ def candidate_of(row: dict[str, Any]) -> Candidate:
                      prompt_version=row["prompt_version"], conn_id=row["conn_id"])
 
 
-def client_for(candidate: Candidate, settings: Settings, gate: Any = None, connections: int = 8) -> LLMClient:
-    """An OpenAI-compatible client on the candidate's own connection, called as the slots call DeepSeek."""
-    conn = get_connection(candidate.conn_id)
-    if conn is None:
-        raise LLMConfigError(f"the evaluation's connection {candidate.conn_id!r} is missing")
-    extra = conn.extra or {}
-    api_key = check_secret(conn.password or extra.get("api_key"), f"the API key (connection {candidate.conn_id!r})")
-    redact.register(api_key)
-    host = (conn.host or "").rstrip("/")
-    if host and "://" not in host:
-        host = f"http://{host}"
-    if host and conn.port and host.count(":") < 2:
-        host = f"{host}:{conn.port}"
-    return LLMClient(
-        base_url=host or "https://api.deepseek.com", api_key=api_key or "", model=candidate.model,
-        thinking=candidate.thinking, reasoning_effort=candidate.reasoning_effort,
-        timeout=settings.deepseek_timeout_seconds, max_retries=settings.deepseek_max_retries,
-        backoff_seconds=float(extra.get("backoff_seconds", 2.0)), max_tokens=settings.deepseek_max_tokens,
-        rate_limit_wait=settings.deepseek_rate_limit_wait_seconds, gate=gate, max_connections=connections,
-    )
-
-
 def default_claimer() -> str:
     return f"evaluation:{socket.gethostname()}:{os.getpid()}"
 
 
-class _Keeper:
-    """Renews the leases of the claims ``owner`` holds while the run lives (a dead run's run out within
-    ``store.evaluations.LEASE`` and a later run takes them over)."""
-
-    def __init__(self, connect: Callable[[], Any], owner: str, every: float = 30.0) -> None:
-        self.connect, self.owner, self.every = connect, owner, every
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"evaluation-claims:{owner}", daemon=True)
-
-    def __enter__(self) -> _Keeper:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                with self.connect() as conn:
-                    store.evaluations.renew(conn, self.owner)
-            except Exception:
-                log.warning("evaluation claims of %s: renewing failed; trying again", self.owner, exc_info=True)
-
-
 @dataclass
 class Run:
-    """What one run of an evaluation did; ``stopped`` says why articles were left pending (resume later)."""
+    """What one run of an evaluation did; ``stopped`` says why articles were left (resume later), ``failed``
+    whether it stopped as failed (its endpoint failed article after article, or a configuration error)."""
 
     evaluation_id: int
     counts: dict[str, int]
     stopped: str | None = None
+    failed: bool = False
 
 
 class _Stop(Exception):
-    """The evaluation's cap, the day's budget or a configuration error: no further article is started."""
+    """No further article is started: ``kind`` is cap, time, failing or config (the page words it)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+FAILING = ("failing", "config", "crashed")
 
 
 def run(connect: Callable[[], Any], settings: Settings, evaluation_id: int, *,
@@ -248,150 +333,128 @@ def run(connect: Callable[[], Any], settings: Settings, evaluation_id: int, *,
         items = store.evaluations.open_items(conn, evaluation_id, settings.max_analysis_attempts)
         store.evaluations.set_status(conn, evaluation_id, "running", row["note"])
         profile = focus.from_row(store.get_profile(conn))
-        conn.commit()
     candidate = candidate_of(row)
-    priced = candidate_settings(settings, candidate)
-    per_article = float(row["estimate"]) / max(int(row["items"]), 1)
-    gate = ratelimit.DatabaseGate(connect, -evaluation_id)  # shares the slots' cool-down, throttled on its own
     threads = batches.width(settings.llm_concurrency, settings.analysis_tasks)
-    make = client or (lambda g: client_for(candidate, settings, g, connections=threads))
+    gate = ratelimit.DatabaseGate(connect, -evaluation_id)  # shares the slots' cool-down, throttled on its own
+    make = client or (lambda g: connections.llm_client(settings, g, connections=threads, setup=candidate.setup()))
     owner = claimer or default_claimer()
-    job = _Job(connect, priced, evaluation_id, candidate, profile, float(row["cap"]), per_article, owner, deadline)
+    prices = prices_of(row, settings)
+    job = _Job(connect, settings, evaluation_id, candidate, prices, profile, owner, deadline,
+               spending.Cap(connect, evaluation_id, prices, deadline))
     try:
         shared = make(gate)
-        with _Keeper(connect, owner):
-            batches.run([dict(i) for i in items], lambda item: job.answer(shared, item),
-                        threads=threads, stop_on=(_Stop, LLMConfigError))
-    except (_Stop, LLMConfigError) as exc:
-        return _finish(connect, evaluation_id, job.counts, str(exc))
+        offered = shared.models(PROBE_SECONDS)
+        if offered and candidate.model not in offered:
+            raise LLMConfigError(f"the evaluation's endpoint (connection {candidate.conn_id!r}) does not offer "
+                                 f"{candidate.model!r}: choose another --model")
+        with analyst.ClaimKeeper(connect, owner, renew=store.evaluations.renew):
+            batches.run([dict(i) for i in items], lambda item: job.answer(shared, item), threads=threads,
+                        stop_on=(_Stop, LLMConfigError))
+    except _Stop as exc:
+        return _finish(connect, evaluation_id, job, exc)
+    except (LLMError, connections.ConfigurationError) as exc:
+        return _finish(connect, evaluation_id, job, _Stop("config", str(exc)))
     except Exception as exc:  # articles crashed: recorded on their attempts; the run says so and fails
-        _finish(connect, evaluation_id, job.counts, f"{exc.__class__.__name__}: {exc}")
+        _finish(connect, evaluation_id, job, _Stop("crashed", f"{exc.__class__.__name__}: {exc}"))
         raise
-    return _finish(connect, evaluation_id, job.counts, None)
+    return _finish(connect, evaluation_id, job, None)
 
 
-def _finish(connect: Callable[[], Any], evaluation_id: int, counts: dict[str, int], stopped: str | None) -> Run:
+def _finish(connect: Callable[[], Any], evaluation_id: int, job: _Job, stop: _Stop | None) -> Run:
+    counts = job.counts
     with connect() as conn:
         row = store.evaluations.get(conn, evaluation_id)
         assert row is not None
         left = int(row["items"]) - int(row["answered"]) - int(row["failed"])
-        if stopped is None and left > 0:
-            stopped = f"{left} articles not answered yet (held by another run): run it again to finish"
-        note = stopped or (f"{row['answered']} answered, {row['failed']} failed" +
-                           (" (run it again to retry those with attempts left)" if row["failed"] else ""))
-        store.evaluations.set_status(conn, evaluation_id, "stopped" if stopped else "done", note)
+        if stop is None and counts.get("failed") and not counts.get("answered"):
+            stop = _Stop("failing", f"every article it tried failed ({counts['failed']}); the last: {job.last_error}")
+        if stop is None and left > 0:
+            stop = _Stop("held", f"{left} articles not answered yet (held by another run): run it again to finish")
+        failed = stop is not None and stop.kind in FAILING
+        note = str(stop) if stop else (f"{row['answered']} answered, {row['failed']} failed" +
+                                       (" (run it again to retry those with attempts left)" if row["failed"] else ""))
+        store.evaluations.set_status(conn, evaluation_id, "failed" if failed else "stopped" if stop else "done", note,
+                                     reason=stop.kind if stop else None)
     log.info("evaluation %s: %s (%s)", evaluation_id, note, ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
-    return Run(evaluation_id, counts, stopped)
+    return Run(evaluation_id, counts, str(stop) if stop else None, failed)
 
 
 @dataclass
 class _Job:
+    """One run's articles, each through the slots' way: claimed, asked under the cap, closed whatever happens."""
+
     connect: Callable[[], Any]
-    settings: Settings  # priced at the candidate's model
+    settings: Settings
     evaluation_id: int
     candidate: Candidate
+    prices: pricing.PriceTable
     profile: focus.Profile
-    cap: float
-    per_article: float
     owner: str
     deadline: float | None
+    cap: spending.Cap
 
     def __post_init__(self) -> None:
         self.counts: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._paid: set[int] = set()  # attempts whose calls are in the ledger
+        self._failed_in_a_row = 0
+        self.last_error: LLMError | None = None
 
-    def _count(self, status: str) -> dict[str, Any]:
+    def _count(self, status: str, *, failed: bool = False) -> int:
         with self._lock:
             self.counts[status] = self.counts.get(status, 0) + 1
-        return {"status": status}
-
-    def _limits(self, conn: Any) -> None:
-        """Stop before a claim when the evaluation's cap or the day's budget would be passed."""
-        spent = store.evaluations.spent(conn, self.evaluation_id)
-        money = self.settings.price_table().money
-        if spent + self.per_article > self.cap:
-            raise _Stop(f"the evaluation's cap of {money(self.cap)} is reached ({money(spent)} spent); "
-                        "raise the cap and run it again to finish")
-        day = spending.budget_reached(conn, self.settings)
-        if day is not None:
-            raise _Stop(f"the day's LLM budget is reached ({money(day)}); run it again another day to finish")
-        if self.deadline is not None and self.deadline - time.monotonic() < 5:
-            raise _Stop("the run's time is up; run it again to finish")
+            self._failed_in_a_row = self._failed_in_a_row + 1 if failed else 0
+            return self._failed_in_a_row
 
     def answer(self, llm: LLMClient, item: dict[str, Any]) -> dict[str, Any]:
-        item_id = item["item_id"]
+        if self.deadline is not None and self.deadline - time.monotonic() < 5:
+            raise _Stop("time", "the run's time is up; run it again to finish")
         with self.connect() as conn:
-            self._limits(conn)
-            claim = store.evaluations.claim(conn, self.evaluation_id, item_id, claimer=self.owner,
-                                     max_attempts=self.settings.max_analysis_attempts)
-            conn.commit()
+            claim = store.evaluations.claim(conn, self.evaluation_id, item["item_id"], claimer=self.owner,
+                                            max_attempts=self.settings.max_analysis_attempts)
         if claim.state != "claimed":
-            return self._count(claim.state)
+            self._count(claim.state)
+            return {"status": claim.state}
         assert claim.item is not None and claim.attempt_id is not None
-        usage = Usage()
-        try:
-            stored = self._call(llm, claim.item, claim.attempt_id, usage)
-        except LLMConfigError as exc:
-            self._close(claim.attempt_id, "failed" if exc.usage.answered else "released", exc, usage)
-            raise
-        except LLMDeadline as exc:
-            self._close(claim.attempt_id, "interrupted", exc, usage)
-            return self._count("interrupted")
-        except (LLMExhausted, LLMRejected) as exc:
-            self._close(claim.attempt_id, "failed", exc, usage)
-            return self._count("failed")
-        except BaseException as exc:
-            self._close(claim.attempt_id, "crashed", exc, usage)
-            raise
-        log.info("evaluation %s: article %s (%s) answered", self.evaluation_id, item_id, claim.item["title"][:40])
-        return self._count("answered" if stored else "taken over")
+        attempt_id = claim.attempt_id
+        spend = spending.Spend(self.settings, item_id=None, attempt_id=None, slot_run_id=None,
+                               model=self.candidate.model, purpose="evaluation", usage=Usage(), prices=self.prices,
+                               evaluation_id=self.evaluation_id)
 
-    def _call(self, llm: LLMClient, item: dict[str, Any], attempt_id: int, usage: Usage) -> bool:
-        source = evidence.Article(item["clean_text"])
-        threshold = self.settings.push_score_threshold
-        prompt = self.candidate.prompt
-        answer = llm.complete_json(
-            analyst.system_prompt(threshold, self.profile, prompt),
-            analyst.article_prompt(item, self.settings.deepseek_content_truncate_chars, prompt), ArticleAnalysis,
-            deadline=self.deadline, check=lambda value: evidence.needs_repair(value, source, threshold), usage=usage,
-        )
-        result, verdict = evidence.settle(answer.value, source, threshold)  # type: ignore[arg-type]
+        def close(conn: Any, outcome: str, error: str, calls: int) -> None:
+            store.evaluations.finish_attempt(conn, attempt_id, outcome, error=error, llm_calls=calls,
+                                             max_attempts=self.settings.max_analysis_attempts)
+
+        done = analyst.attempt(self.connect, spend, close, lambda: self._ask(llm, claim.item, attempt_id, spend))
+        if isinstance(done, analyst.Closed):
+            return self._closed(done)
+        log.info("evaluation %s: article %s (%s) answered", self.evaluation_id, item["item_id"], item["title"][:40])
+        self._count("answered" if done else "taken over")
+        return {"status": "answered"}
+
+    def _closed(self, done: analyst.Closed) -> dict[str, Any]:
+        in_a_row = self._count(done.outcome, failed=done.outcome == "failed")
+        self.last_error = done.error
+        if isinstance(done.error, LLMBudget):
+            raise _Stop("cap", str(done.error))
+        if in_a_row >= FAIL_STREAK:
+            raise _Stop("failing", f"{in_a_row} articles in a row failed; the last: {done.error}")
+        return {"status": done.outcome}
+
+    def _ask(self, llm: LLMClient, item: dict[str, Any], attempt_id: int, spend: spending.Spend) -> bool:
+        assert spend.usage is not None
+        result, verdict, answer = analyst.ask(
+            llm, item, self.profile, self.settings, usage=spend.usage, deadline=self.deadline,
+            prompt=self.candidate.prompt, reserve=self.cap.reserve_for(attempt_id, spend.usage))
+        usage = answer.usage
         with self.connect() as conn:
-            self._spend(conn, attempt_id, usage)
+            spend.record(conn)
             return store.evaluations.store_answer(conn, attempt_id, {
                 "score": result.score, "has_opportunity": result.has_opportunity, "top_type": result.top_type,
                 "summary": result.summary,
                 "result_json": {**result.model_dump(mode="json"), "checks": evidence.record(verdict)},
-                "evidence_verified": evidence.verified_flag(result, verdict, threshold),
+                "evidence_verified": evidence.verified_flag(result, verdict, self.settings.push_score_threshold),
                 "consistency_note": verdict.consistency, "failed_rungs": len(answer.failures),
                 "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                "cache_hit_tokens": usage.cache_hit_tokens, "cost": usage.cost(self.settings.price_table()),
+                "cache_hit_tokens": usage.cache_hit_tokens, "cost": usage.cost(self.prices),
                 "latency_ms": usage.latency_ms, "llm_calls": usage.calls,
             })
-
-    def _spend(self, conn: Any, attempt_id: int, usage: Usage) -> None:
-        """The ladder's calls in the ledger, once, when any was answered (paid is paid: committed at once)."""
-        if not usage.answered or attempt_id in self._paid:
-            return
-        prices = self.settings.price_table()
-        store.evaluations.record_spend(conn, {
-            "spent_on": spending.today(), "evaluation_id": self.evaluation_id, "model": self.candidate.model,
-            "calls": usage.calls, "answered": usage.answered, "peak_calls": usage.peak_calls(prices),
-            "rate_limited": usage.rate_limited, "prompt_tokens": usage.prompt_tokens,
-            "cache_hit_tokens": usage.cache_hit_tokens, "cache_miss_tokens": usage.cache_miss_tokens,
-            "completion_tokens": usage.completion_tokens, "reasoning_tokens": usage.reasoning_tokens,
-            "cost": usage.cost(prices), "currency": prices.currency,
-        })
-        conn.commit()
-        self._paid.add(attempt_id)
-
-    def _close(self, attempt_id: int, outcome: str, exc: BaseException, usage: Usage) -> None:
-        try:
-            with self.connect() as conn:
-                self._spend(conn, attempt_id, usage)
-                store.evaluations.finish_attempt(conn, attempt_id, outcome, f"{exc.__class__.__name__}: {exc}", usage.calls)
-                conn.commit()
-        except Exception:
-            log.exception("evaluation %s: could not close attempt %s; its lease will expire", self.evaluation_id,
-                          attempt_id)

@@ -6,8 +6,8 @@ as the record resolves them (market/instruments.py), in the call's direction. It
 the horizon follow outcomes.py (the first price a reader could trade at after the slot ran, the exchange calendar,
 the benchmark over the same span, hits on the raw return in the call's direction), read from the record's cache
 only — the prices the track record fetched, nothing fetched here, nothing past what was published by now. Picks both
-set-ups made are tallied apart from those only one made. A pick without an instrument, or whose prices the cache
-does not hold, is *not measurable*, as in the record.
+set-ups made are tallied apart from those only one made. A pick whose horizon has not closed yet is *waiting*; one
+without an instrument, or whose prices the cache does not hold, is *not measurable*, as in the record.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ LOOKBACK = timedelta(days=20)  # bars before the pick's day: the previous close 
 
 @dataclass
 class Tally:
-    """One group of picks: how many, how many measured, their hits and mean signed excess."""
+    """One group of picks: how many, how many measured or still waiting, their hits and mean signed excess."""
 
     picks: int = 0
     measured: int = 0
+    waiting: int = 0
     directional: int = 0
     hits: int = 0
     signed_excess: float = 0.0
@@ -38,7 +39,7 @@ class Tally:
 
     @property
     def not_measurable(self) -> int:
-        return self.picks - self.measured
+        return self.picks - self.measured - self.waiting
 
     @property
     def hit_rate(self) -> float | None:
@@ -50,6 +51,8 @@ class Tally:
 
     def add(self, result: outcomes.Outcome | None) -> None:
         self.picks += 1
+        if result is not None and result.status == "waiting":
+            self.waiting += 1
         if result is None or result.status not in ("measured", "suspended") or result.ret is None:
             return
         self.measured += 1

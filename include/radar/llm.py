@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from include.radar import http
-from include.radar.pricing import Usage
+from include.radar.pricing import Usage, most_prompt_tokens
 from include.radar.text import storable_json
 
 if TYPE_CHECKING:
@@ -83,6 +83,10 @@ class LLMExhausted(LLMError):
 
 class LLMDeadline(LLMError):
     """The caller's deadline came before a usable answer; the work is left for later, not failed."""
+
+
+class LLMBudget(LLMError):
+    """The caller's money refused the next call (an evaluation's cap): the work is left for later, not failed."""
 
 
 class _Retryable(Exception):
@@ -185,9 +189,13 @@ class LLMClient:
         gate: RateGate | None = None,
         sleep: Callable[[float], None] = time.sleep,
         max_connections: int = 20,
+        conn_id: str = "deepseek_default",
+        name: str = "DeepSeek",
+        model_fix: str = "set AIRFLOW_VAR_RADAR_DEEPSEEK_MODEL to a current model such as deepseek-v4-pro or deepseek-flash",
     ) -> None:
         if not api_key:
-            raise LLMConfigError("no DeepSeek API key: set the password of the deepseek_default connection")
+            raise LLMConfigError(f"no API key for {name}: set the password of the {conn_id} connection")
+        self.conn_id, self.name, self.model_fix = conn_id, name, model_fix  # what the errors name
         self.model = model
         self.thinking = thinking
         self.reasoning_effort = reasoning_effort
@@ -212,6 +220,25 @@ class LLMClient:
         twin.gate = gate
         return twin
 
+    def _classify(self, exc: openai.APIStatusError) -> Exception:
+        """An error answer as retryable or not; a configuration error names the connection or the option to fix."""
+        status, message, name = exc.status_code, _error_message(exc), self.name
+        if status == 429:
+            return _RateLimited(f"HTTP 429: {message}", _retry_after(exc))
+        if status in (408, 409) or status >= 500:
+            return _Retryable(f"HTTP {status}: {message}")
+        if status == 401:
+            return LLMConfigError(f"{name} rejected the API key (401: {message}): check the {self.conn_id} connection")
+        if status == 402:
+            return LLMConfigError(f"the account of {name} has insufficient balance (402: {message}): top it up")
+        if status == 422:
+            return LLMConfigError(f"{name} rejected a request parameter (422: {message}): check the deepseek settings")
+        if status in (400, 404) and "model" in message.lower():
+            return LLMConfigError(f"{name} does not know the model {self.model!r} ({status}: {message}): {self.model_fix}")
+        if status in (403, 404):
+            return LLMConfigError(f"{name} refused the request ({status}: {message}): check the {self.conn_id} connection")
+        return LLMRejected(f"{name} rejected this request (HTTP {status}: {message}); not retried")
+
     def _extra_body(self) -> dict[str, Any]:
         if not self.thinking:
             return {"thinking": {"type": "disabled"}}
@@ -226,14 +253,15 @@ class LLMClient:
             with http.limits(timeout, MAX_ANSWER_BYTES):
                 page = self._client.models.list(timeout=timeout)
         except _sdk().APIStatusError as exc:
-            raise (e if isinstance(e := _classify(exc, self.model), LLMError) else LLMError(str(e))) from None
+            raise (e if isinstance(e := self._classify(exc), LLMError) else LLMError(str(e))) from None
         except _sdk().APIError as exc:
-            raise LLMUnreachable(f"DeepSeek unreachable at {self._client.base_url}: {_cause(exc)}") from None
+            raise LLMUnreachable(f"{self.name} unreachable at {self._client.base_url}: {_cause(exc)}") from None
         return [str(m.id) for m in getattr(page, "data", None) or [] if getattr(m, "id", None)]
 
     def complete_json(
         self, system: str, user: str, schema: type[M], *, deadline: float | None = None,
         check: Callable[[Any], str | None] | None = None, usage: Usage | None = None,
+        reserve: Callable[[int, int], None] | None = None,
     ) -> JsonAnswer:
         """Walk the ladder until an answer validates against ``schema``.
 
@@ -241,11 +269,12 @@ class LLMClient:
         score contradicts the flag) spends the next rung asking again with it; when no rung is left, or the
         later rungs fail, the last valid answer stands (``JsonAnswer.unsettled`` says why it was questioned).
         ``usage`` (the caller's, so that what was paid is known even when the task dies mid-ladder) collects
-        every call. Raises LLMExhausted when every rung failed, LLMDeadline when ``deadline``
-        (``time.monotonic()``) came first, LLMConfigError / LLMRejected when retrying cannot help (unless a
-        questioned but valid answer is at hand: then it stands); each carries the usage so far.
+        every call; ``reserve(prompt, output)`` is told each call's most tokens before it is made and raises
+        LLMBudget (with this usage) to refuse it. Raises LLMExhausted when every rung failed, LLMDeadline when ``deadline``
+        (``time.monotonic()``) came first, LLMConfigError / LLMRejected / LLMBudget when retrying cannot help
+        (unless a questioned but valid answer is at hand: then it stands); each carries the usage so far.
         """
-        ladder = _Ladder(usage if usage is not None else Usage(), deadline)
+        ladder = _Ladder(usage if usage is not None else Usage(), deadline, reserve)
         while ladder.attempt <= self.max_retries:
             budget = self._wait_turn(ladder)
             if budget is None:
@@ -293,6 +322,9 @@ class LLMClient:
         (the rung spent, or a rate limit waited out). Raises LLMError when retrying cannot help."""
         suffix = ladder.repair or RUNG_SUFFIX[min(ladder.attempt, 3)]
         content = user if not suffix else f"{user}\n\n{suffix}"
+        if ladder.reserve is not None:  # before the call: a refusal (LLMBudget) costs nothing and no rung
+            assert self.max_tokens, "a call under a cap is bounded by max_tokens"
+            ladder.reserve(most_prompt_tokens(system, content), self.max_tokens)
         started = time.monotonic()
         try:
             with self.gate.in_flight(self._left(ladder.deadline) or budget):
@@ -378,7 +410,7 @@ class LLMClient:
                     **({"max_tokens": self.max_tokens} if self.max_tokens else {}),
                 )
         except openai.APIStatusError as exc:
-            raise _classify(exc, self.model) from None
+            raise self._classify(exc) from None
         except openai.APITimeoutError:
             raise _Retryable(f"no complete answer within {budget:.3g}s") from None
         except openai.APIConnectionError as exc:  # the SDK's message says nothing: name what httpx raised
@@ -396,6 +428,7 @@ class _Ladder:
 
     usage: Usage
     deadline: float | None
+    reserve: Callable[[int, int], None] | None = None
     failures: list[str] = field(default_factory=list)
     attempt: int = 0
     waited: float = 0.0  # seconds spent waiting out rate limits (no rung spent, capped by rate_limit_wait)
@@ -446,29 +479,6 @@ def _strip_fence(content: str) -> str:
         text = text.split("\n", 1)[1] if "\n" in text else ""
         text = text.rsplit("```", 1)[0]
     return text
-
-
-def _classify(exc: openai.APIStatusError, model: str) -> Exception:
-    status = exc.status_code
-    message = _error_message(exc)
-    if status == 429:
-        return _RateLimited(f"HTTP 429: {message}", _retry_after(exc))
-    if status in (408, 409) or status >= 500:
-        return _Retryable(f"HTTP {status}: {message}")
-    if status == 401:
-        return LLMConfigError(f"DeepSeek rejected the API key (401: {message}): check the deepseek_default connection")
-    if status == 402:
-        return LLMConfigError(f"DeepSeek account has insufficient balance (402: {message}): top up the account")
-    if status == 422:
-        return LLMConfigError(f"DeepSeek rejected a request parameter (422: {message}): check the deepseek settings")
-    if status in (400, 404) and "model" in message.lower():
-        return LLMConfigError(
-            f"DeepSeek does not know the model {model!r} ({status}: {message}): set AIRFLOW_VAR_RADAR_DEEPSEEK_MODEL "
-            "to a current model such as deepseek-v4-pro or deepseek-flash"
-        )
-    if status in (403, 404):
-        return LLMConfigError(f"DeepSeek refused the request ({status}: {message}): check the deepseek_default connection")
-    return LLMRejected(f"DeepSeek rejected this request (HTTP {status}: {message}); not retried")
 
 
 def _error_message(exc: openai.APIStatusError) -> str:

@@ -40,11 +40,18 @@ DEFAULT_OFF_PEAK: dict[tuple[str, str], Rates] = {
     ("deepseek-flash", "USD"): Rates(cache_hit=0.003, cache_miss=0.15, output=0.60),
     ("deepseek-v4-pro", "CNY"): Rates(cache_hit=0.15, cache_miss=4.5, output=13.5),
 }
+# the most tokens a prompt is billed for: each byte a token (a byte-level tokenizer never makes more) and the chat
+# template's own
+TEMPLATE_TOKENS = 64
 DEFAULT_PEAK_HOURS = "09:00-12:00,14:00-18:00"
 DEFAULT_PEAK_SINCE = "2026-08-16T16:00:00+00:00"
 CURRENCY_SIGN = {"USD": "$", "CNY": "¥"}
 
 _WINDOW = re.compile(r"^\s*([01]?\d|2[0-3]):([0-5]\d)\s*-\s*([01]?\d|2[0-4]):([0-5]\d)\s*$")
+
+
+def most_prompt_tokens(system: str, user: str) -> int:
+    return len(system.encode()) + len(user.encode()) + TEMPLATE_TOKENS
 
 
 def parse_windows(text: str) -> tuple[tuple[time, time], ...]:
@@ -98,6 +105,14 @@ class PriceTable:
             return False
         now = local.time().replace(tzinfo=None)
         return any(start <= now < end for start, end in self.peak_windows)
+
+    @property
+    def peak(self) -> Rates:
+        return self.off_peak.scaled(self.peak_multiplier)
+
+    def most(self, prompt_tokens: int, output_tokens: int) -> float:
+        """The most these tokens may cost: every prompt token a cache miss, at peak rates."""
+        return (prompt_tokens * self.peak.cache_miss + output_tokens * self.peak.output) / 1e6
 
     def rates_at(self, at: datetime) -> Rates:
         return self.off_peak.scaled(self.peak_multiplier) if self.is_peak(at) else self.off_peak

@@ -114,7 +114,7 @@ class Settings(BaseModel):
     deepseek_peak_multiplier: float = Field(2.0, ge=1, le=10)
     deepseek_peak_since: datetime = datetime.fromisoformat(pricing.DEFAULT_PEAK_SINCE)
     deepseek_peak_weekdays_only: bool = False
-    # the day's LLM spend (Shanghai day, deepseek_currency) at which analyses stop until the next day; 0 = off
+    # the slots' LLM spend of a day (Shanghai day, deepseek_currency; not an evaluation's) that stops analyses; 0 = off
     daily_budget: float = Field(0, ge=0)
     # rate limits: waits honouring Retry-After, which cost no attempt, up to this long per article
     deepseek_rate_limit_wait_seconds: float = Field(300, ge=0, le=3600)

@@ -5,15 +5,18 @@ one text pay for one call: the second waits to reuse the first's analysis); an `
 how the attempt ended. A claim belongs to one task try (:func:`claim_owner`) and nobody takes over a running
 lease, a retry of the same task included (a zombie try would otherwise call DeepSeek again). The lease is
 short (:data:`LEASE`) and renewed every :data:`HEARTBEAT` by its holder (analyst.ClaimKeeper): a live try
-keeps its claims, a dead one's run out within minutes and its article is failed, the attempt counted.
+keeps its claims, a dead one's run out within minutes and its article is failed, the attempt counted. The same
+claims keep a shadow evaluation's sample (:data:`EVALUATIONS`: its own tables, keyed by evaluation and article).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from include.radar import redact
 from include.radar.store.analyses import analysis_for_hash, analysis_for_item
@@ -24,6 +27,38 @@ from include.radar.store.common import ANALYSING, DONE, Row
 LEASE = timedelta(minutes=5)
 HEARTBEAT = timedelta(seconds=30)
 _OWNER_SEP = "|"  # never in an Airflow run id (its allowed pattern is [A-Za-z0-9_.~:+-])
+
+
+@dataclass(frozen=True)
+class Table:
+    """Where claims are kept: the articles and their attempts, each keyed by ``key`` (identifiers of the schema,
+    never input). ``touched``: the article row has an ``updated_at``; ``reserves``: an attempt holds the cap's
+    reservations (released when it closes)."""
+
+    items: str
+    status: str
+    attempts: str
+    key: tuple[str, ...]
+    attempt_key: tuple[str, ...]
+    touched: bool = True
+    reserves: bool = False
+
+    def where(self, prefix: str = "") -> sql.Composed:
+        """``<key> = %(key0)s AND …`` on the article row."""
+        return sql.SQL(" AND ").join(sql.SQL("{} = {}").format(sql.Identifier(k), sql.Placeholder(f"{prefix}key{i}"))
+                                     for i, k in enumerate(self.key))
+
+    def attempt_where(self) -> sql.Composed:
+        return sql.SQL(" AND ").join(sql.SQL("{} = {}").format(sql.Identifier(k), sql.Placeholder(f"key{i}"))
+                                     for i, k in enumerate(self.attempt_key))
+
+    def params(self, key: tuple[Any, ...]) -> dict[str, Any]:
+        return {f"key{i}": v for i, v in enumerate(key)}
+
+
+SLOTS = Table("content_item", "analyzed_status", "analysis_attempt", ("id",), ("content_item_id",))
+EVALUATIONS = Table("evaluation_item", "status", "evaluation_attempt", ("evaluation_id", "content_item_id"),
+                    ("evaluation_id", "content_item_id"), touched=False, reserves=True)
 
 
 def claim_owner(run: str, task_id: str, map_index: int, try_number: int) -> str:
@@ -85,20 +120,11 @@ def claim_item(
         return refused
     if item["analyzed_status"] == ANALYSING:  # its holder's lease ran out: an earlier try of ours, or a lost worker
         own = same_task(claimer, item["claimed_by"])
-        _end_running(conn, item_id, "crashed" if own else "expired",
-                     "its task try ended without finishing (a retry took over after its lease ran out)" if own
-                     else "lease expired: worker lost")
-    if item["attempts"] >= max_attempts:
-        conn.execute(
-            """
-            UPDATE content_item SET analyzed_status = 3, claimed_by = NULL, lease_until = NULL, updated_at = now(),
-                   last_error = coalesce(last_error, 'no attempts left')
-            WHERE id = %s
-            """,
-            (item_id,),
-        )
-        return Claim("exhausted", item)
-    return _claim(conn, item, slot_run_id=slot_run_id, claimer=claimer, lease=lease)
+        end_running(conn, SLOTS, (item_id,), "crashed" if own else "expired",
+                    "its task try ended without finishing (a retry took over after its lease ran out)" if own
+                    else "lease expired: worker lost")
+    return take(conn, SLOTS, (item_id,), item, claimer=claimer, max_attempts=max_attempts, lease=lease,
+                extra={"last_slot_run_id": slot_run_id}, attempt_extra={"slot_run_id": slot_run_id})
 
 
 def _not_claimable(conn: psycopg.Connection, item: Row) -> Claim | None:
@@ -126,92 +152,96 @@ def _not_claimable(conn: psycopg.Connection, item: Row) -> Claim | None:
     return Claim("twin_busy", item) if busy is not None else None
 
 
-def _claim(conn: psycopg.Connection, item: Row, *, slot_run_id: int, claimer: str, lease: timedelta) -> Claim:
-    """Count an attempt on the article, leased to ``claimer``, and open it."""
-    item_id = item["id"]
-    claimed = conn.execute(
-        """
-        UPDATE content_item SET analyzed_status = 1, attempts = attempts + 1, claimed_by = %s,
-               lease_until = now() + %s, last_slot_run_id = %s, updated_at = now()
-        WHERE id = %s
-        RETURNING attempts, lease_until
-        """,
-        (claimer, lease, slot_run_id, item_id),
-    ).fetchone()
-    attempt = conn.execute(
-        """
-        INSERT INTO analysis_attempt (content_item_id, slot_run_id, claimed_by, attempt, lease_until)
-        VALUES (%s, %s, %s, %s, %s) RETURNING id
-        """,
-        (item_id, slot_run_id, claimer, claimed["attempts"], claimed["lease_until"]),
-    ).fetchone()
+def _touch(table: Table) -> sql.SQL:
+    return sql.SQL(", updated_at = now()") if table.touched else sql.SQL("")
+
+
+def take(
+    conn: psycopg.Connection, table: Table, key: tuple[Any, ...], item: Row, *, claimer: str, max_attempts: int,
+    lease: timedelta, extra: dict[str, Any] | None = None, attempt_extra: dict[str, Any] | None = None,
+) -> Claim:
+    """Count an attempt on a locked article, leased to ``claimer``, and open it (``extra``: more columns set on
+    the article, ``attempt_extra`` on the attempt); exhausted, and failed for good, when it has no attempt left."""
+    extra, attempt_extra = extra or {}, attempt_extra or {}
+    names = {"items": sql.Identifier(table.items), "status": sql.Identifier(table.status), "where": table.where(),
+             "touch": _touch(table)}
+    params = {**table.params(key), "claimer": claimer, "lease": lease, **{f"x_{c}": v for c, v in extra.items()}}
+    if item["attempts"] >= max_attempts:
+        conn.execute(sql.SQL(
+            "UPDATE {items} SET {status} = 3, claimed_by = NULL, lease_until = NULL{touch}, "
+            "last_error = coalesce(last_error, 'no attempts left') WHERE {where}").format(**names), params)
+        return Claim("exhausted", item)
+    sets = sql.SQL("").join(sql.SQL(", {} = {}").format(sql.Identifier(c), sql.Placeholder(f"x_{c}")) for c in extra)
+    claimed = conn.execute(sql.SQL(
+        "UPDATE {items} SET {status} = 1, attempts = attempts + 1, claimed_by = %(claimer)s, "
+        "lease_until = now() + %(lease)s{sets}{touch} WHERE {where} RETURNING attempts, lease_until",
+    ).format(sets=sets, **names), params).fetchone()
+    values = {**dict(zip(table.attempt_key, key, strict=True)), **attempt_extra, "claimed_by": claimer,
+              "attempt": claimed["attempts"], "lease_until": claimed["lease_until"]}
+    attempt = conn.execute(sql.SQL("INSERT INTO {} ({}) VALUES ({}) RETURNING id").format(
+        sql.Identifier(table.attempts), sql.SQL(", ").join(map(sql.Identifier, values)),
+        sql.SQL(", ").join(sql.Placeholder(c) for c in values)), values).fetchone()
     return Claim("claimed", {**item, "attempts": claimed["attempts"]}, attempt_id=attempt["id"])
 
 
-def _end_running(conn: psycopg.Connection, item_id: int, outcome: str, error: str) -> None:
-    conn.execute(
-        """
-        UPDATE analysis_attempt SET outcome = %s, error = %s, finished_at = now()
-        WHERE content_item_id = %s AND outcome = 'running'
-        """,
-        (outcome, error, item_id),
-    )
+def end_running(conn: psycopg.Connection, table: Table, key: tuple[Any, ...], outcome: str, error: str) -> None:
+    """Close the article's running attempt (its lease ran out): ``expired``, or ``crashed`` for our own try."""
+    conn.execute(sql.SQL(
+        "UPDATE {} SET outcome = %(outcome)s, error = %(error)s, finished_at = now() WHERE {} AND outcome = 'running'",
+    ).format(sql.Identifier(table.attempts), table.attempt_where()),
+        {**table.params(key), "outcome": outcome, "error": error})
+
+
+_FINISHED = {"analysed": "2", "failed": "3", "crashed": "3", "released": "0",
+             "interrupted": "CASE WHEN attempts >= %(max)s THEN 3 ELSE 0 END"}
 
 
 def finish_attempt(
     conn: psycopg.Connection, attempt_id: int, outcome: str, *, error: str | None = None, llm_calls: int = 0,
-    max_attempts: int | None = None,
+    max_attempts: int | None = None, table: Table = SLOTS,
 ) -> bool:
-    """Close an attempt that produced no analysis and put its article where a later slot handles it.
+    """Close an attempt and put its article where a later run handles it.
 
-    analysed: done (another run stored the analysis first); failed / crashed: failed (retried by later slots
-    while attempts remain); interrupted: pending again
-    (failed when it has no attempts left); released: pending, the attempt not counted (no paid call was
-    made). The article is touched only while this attempt still holds it (a lease taken over stays with
-    its new holder). Returns False when the attempt was already closed.
+    analysed: done; failed / crashed: failed (retried by later runs while attempts remain); interrupted: pending
+    again (failed when it has no attempts left); released: pending, the attempt not counted (no paid call was
+    made). The article is touched only while this attempt still holds it (a lease taken over stays with its new
+    holder); an attempt's reservations are released. Returns False when the attempt was already closed.
     """
-    row = conn.execute(
-        """
-        UPDATE analysis_attempt SET outcome = %s, error = %s, llm_calls = %s, finished_at = now()
-        WHERE id = %s AND outcome = 'running'
-        RETURNING content_item_id, claimed_by
-        """,
-        (outcome, redact.scrub(error)[:4000] or None, llm_calls, attempt_id),
-    ).fetchone()
+    error = redact.scrub(error)[:4000] or None
+    released = sql.SQL(", reserved = 0") if table.reserves else sql.SQL("")
+    row = conn.execute(sql.SQL(
+        "UPDATE {} SET outcome = %s, error = %s, llm_calls = %s, finished_at = now(){} WHERE id = %s "
+        "AND outcome = 'running' RETURNING {}, claimed_by",
+    ).format(sql.Identifier(table.attempts), released, sql.SQL(", ").join(map(sql.Identifier, table.attempt_key))),
+        (outcome, error, llm_calls, attempt_id)).fetchone()
     if row is None:
         return False
-    status = {"analysed": "2", "failed": "3", "crashed": "3", "released": "0",
-              "interrupted": "CASE WHEN attempts >= %(max)s THEN 3 ELSE 0 END"}[outcome]
     attempts = "GREATEST(attempts - 1, 0)" if outcome == "released" else "attempts"
-    conn.execute(
-        f"""
-        UPDATE content_item SET analyzed_status = {status}, attempts = {attempts}, last_error = %(error)s,
-               claimed_by = NULL, lease_until = NULL, updated_at = now()
-        WHERE id = %(id)s AND analyzed_status = 1 AND claimed_by = %(claimer)s
-        """,
-        {"error": redact.scrub(error)[:4000] or None, "id": row["content_item_id"], "claimer": row["claimed_by"],
-         "max": max_attempts if max_attempts is not None else 1 << 30},
-    )
+    conn.execute(sql.SQL(
+        "UPDATE {items} SET {status} = {value}, attempts = {attempts}, last_error = %(error)s, claimed_by = NULL, "
+        "lease_until = NULL{touch} WHERE {where} AND {status} = 1 AND claimed_by = %(claimer)s",
+    ).format(items=sql.Identifier(table.items), status=sql.Identifier(table.status), value=sql.SQL(_FINISHED[outcome]),
+             attempts=sql.SQL(attempts), touch=_touch(table), where=table.where()),
+        {**table.params(tuple(row[k] for k in table.attempt_key)), "error": error, "claimer": row["claimed_by"],
+         "max": max_attempts if max_attempts is not None else 1 << 30})
     return True
 
 
-def renew_claims(conn: psycopg.Connection, owner: str, lease: timedelta | None = None) -> int:
+def renew_claims(conn: psycopg.Connection, owner: str, lease: timedelta | None = None, *, table: Table = SLOTS) -> int:
     """Extend the lease of every claim ``owner`` still holds (its heartbeat); how many it holds."""
-    rows = conn.execute(
-        """
-        UPDATE content_item SET lease_until = now() + %s
-        WHERE analyzed_status = 1 AND claimed_by = %s
-        RETURNING id, lease_until
-        """,
-        (LEASE if lease is None else lease, owner),
-    ).fetchall()
-    if rows:
-        conn.execute(
-            "UPDATE analysis_attempt SET lease_until = %s WHERE content_item_id = ANY(%s) AND outcome = 'running' "
-            "AND claimed_by = %s",
-            (rows[0]["lease_until"], [r["id"] for r in rows], owner),
-        )
-    return len(rows)
+    names = {"items": sql.Identifier(table.items), "status": sql.Identifier(table.status),
+             "attempts": sql.Identifier(table.attempts), "key": sql.SQL(", ").join(map(sql.Identifier, table.key)),
+             "attempt_key": sql.SQL(", ").join(map(sql.Identifier, table.attempt_key))}
+    params = {"owner": owner, "lease": LEASE if lease is None else lease}
+    held = conn.execute(sql.SQL(
+        "UPDATE {items} SET lease_until = now() + %(lease)s WHERE {status} = 1 AND claimed_by = %(owner)s",
+    ).format(**names), params).rowcount
+    if held:
+        conn.execute(sql.SQL(
+            "UPDATE {attempts} SET lease_until = now() + %(lease)s WHERE outcome = 'running' AND claimed_by = %(owner)s "
+            "AND ({attempt_key}) IN (SELECT {key} FROM {items} WHERE {status} = 1 AND claimed_by = %(owner)s)",
+        ).format(**names), params)
+    return held
 
 
 def expire_leases(conn: psycopg.Connection) -> int:
@@ -225,7 +255,7 @@ def expire_leases(conn: psycopg.Connection) -> int:
         """
     ).fetchall()
     for r in rows:
-        _end_running(conn, r["id"], "expired", "lease expired: worker lost")
+        end_running(conn, SLOTS, (r["id"],), "expired", "lease expired: worker lost")
     return len(rows)
 
 
@@ -247,7 +277,7 @@ def reap_claims(conn: psycopg.Connection, run: str) -> tuple[int, int]:
         {"run": run, "sep": _OWNER_SEP},
     ).fetchall()
     for r in rows:
-        _end_running(conn, r["id"], "crashed", "its task ended without finishing (killed or timed out)")
+        end_running(conn, SLOTS, (r["id"],), "crashed", "its task ended without finishing (killed or timed out)")
     leased = conn.execute(
         f"SELECT count(*) AS n FROM content_item WHERE analyzed_status = 1 AND {mine} AND lease_until > now()",
         {"run": run, "sep": _OWNER_SEP},

@@ -9,7 +9,6 @@ again after a crash pays only for what it had not been answered, and never twice
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -17,22 +16,24 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from include.radar import redact
+from include.radar.store.claims import EVALUATIONS, LEASE, Claim, end_running, renew_claims, take
+from include.radar.store.claims import finish_attempt as finish_any_attempt
 from include.radar.store.common import Row
+from include.radar.store.operations import record_spend as record_any_spend
 
 PENDING, CLAIMED, DONE, FAILED = 0, 1, 2, 3
-LEASE = timedelta(minutes=5)
 
 
 def create(conn: psycopg.Connection, spec: dict[str, Any]) -> int:
     row = conn.execute(
         """
         INSERT INTO evaluation (created_by, model, thinking, reasoning_effort, prompt_version, conn_id, days,
-                                sample_size, only_with, cap, currency)
+                                sample_size, only_with, cap, currency, prices, baseline)
         VALUES (%(created_by)s, %(model)s, %(thinking)s, %(reasoning_effort)s, %(prompt_version)s, %(conn_id)s,
-                %(days)s, %(sample_size)s, %(only_with)s, %(cap)s, %(currency)s)
+                %(days)s, %(sample_size)s, %(only_with)s, %(cap)s, %(currency)s, %(prices)s, %(baseline)s)
         RETURNING id
         """,
-        spec,
+        {"prices": None, "baseline": None, **spec, **{k: Jsonb(spec[k]) for k in ("prices", "baseline") if spec.get(k)}},
     ).fetchone()
     return int(row["id"])
 
@@ -43,9 +44,10 @@ def sample(conn: psycopg.Connection, *, since: Any, size: int, only_with: str) -
     gave a verdict on or whose pick has a measured outcome."""
     return conn.execute(
         """
-        SELECT c.id AS content_item_id, a.id AS analysis_id, c.title, c.clean_text, a.prompt_tokens,
-               a.completion_tokens
+        SELECT c.id AS content_item_id, a.id AS analysis_id, c.title, c.clean_text, c.published_at,
+               coalesce(w.name, c.mp_id) AS mp_name, a.prompt_tokens, a.completion_tokens
         FROM analysis_result a JOIN content_item c ON c.id = a.content_item_id
+        LEFT JOIN wechat_account w ON w.id = c.account_id
         WHERE a.reused_from_id IS NULL AND c.body_pruned_at IS NULL AND c.clean_text IS NOT NULL
           AND c.published_at >= %(since)s
           AND (%(only)s <> 'feedback' OR EXISTS (SELECT 1 FROM feedback f WHERE f.analysis_id = a.id))
@@ -69,14 +71,15 @@ def add_items(conn: psycopg.Connection, evaluation_id: int, rows: list[Row]) -> 
 
 
 def set_status(conn: psycopg.Connection, evaluation_id: int, status: str, note: str = "", *,
-               estimate: float | None = None) -> None:
+               estimate: float | None = None, reason: str | None = None) -> None:
+    """``reason``: why it stopped, failed or was refused (evaluation.py's kinds), None while it runs or when done."""
     conn.execute(
         """
-        UPDATE evaluation SET status = %s, note = %s, estimate = coalesce(%s, estimate),
-               finished_at = CASE WHEN %s IN ('done', 'stopped', 'refused') THEN now() END
+        UPDATE evaluation SET status = %s, note = %s, estimate = coalesce(%s, estimate), reason = %s,
+               finished_at = CASE WHEN %s IN ('done', 'stopped', 'refused', 'failed') THEN now() END
         WHERE id = %s
         """,
-        (status, redact.scrub(note)[:1000], estimate, status, evaluation_id),
+        (status, redact.scrub(note)[:1000], estimate, reason, status, evaluation_id),
     )
 
 
@@ -103,12 +106,6 @@ def listing(conn: psycopg.Connection, limit: int = 50) -> list[Row]:
     return [row for row in (get(conn, i) for i in ids) if row is not None]
 
 
-def spent(conn: psycopg.Connection, evaluation_id: int) -> float:
-    row = conn.execute("SELECT coalesce(sum(cost), 0) AS total FROM llm_spend WHERE evaluation_id = %s",
-                       (evaluation_id,)).fetchone()
-    return float(row["total"])
-
-
 def open_items(conn: psycopg.Connection, evaluation_id: int, max_attempts: int) -> list[Row]:
     """The articles still to answer: pending, or failed with attempts left, or claimed by a lease that ran out."""
     return conn.execute(
@@ -125,17 +122,10 @@ def open_items(conn: psycopg.Connection, evaluation_id: int, max_attempts: int) 
 # ------------------------------------------------------------------------------------------------ claims
 
 
-@dataclass(frozen=True)
-class Claim:
-    """``state``: claimed (``attempt_id`` is yours), done, busy (a live lease), exhausted, pruned, missing."""
-
-    state: str
-    item: Row | None = None
-    attempt_id: int | None = None
-
-
 def claim(conn: psycopg.Connection, evaluation_id: int, item_id: int, *, claimer: str, max_attempts: int,
-          lease: timedelta = LEASE) -> Claim:
+          lease: timedelta | None = None) -> Claim:
+    """Take a sampled article for one attempt, or say why not: done, busy (a live lease), pruned, missing,
+    exhausted (store/claims.py's rules, on the evaluation's own tables)."""
     row = conn.execute(
         """
         SELECT i.*, coalesce(i.lease_until > now(), false) AS leased, c.title, c.clean_text, c.published_at,
@@ -154,102 +144,76 @@ def claim(conn: psycopg.Connection, evaluation_id: int, item_id: int, *, claimer
         return Claim("busy", row)
     if row["body_pruned_at"] is not None or not row["clean_text"]:
         return Claim("pruned", row)
+    key = (evaluation_id, item_id)
     if row["status"] == CLAIMED:  # its holder's lease ran out: the worker was lost, its attempt counted
-        _end_running(conn, evaluation_id, item_id, "expired", "lease expired: worker lost")
-    if row["attempts"] >= max_attempts:
-        conn.execute("UPDATE evaluation_item SET status = 3, claimed_by = NULL, lease_until = NULL "
-                     "WHERE evaluation_id = %s AND content_item_id = %s", (evaluation_id, item_id))
-        return Claim("exhausted", row)
-    taken = conn.execute(
-        """
-        UPDATE evaluation_item SET status = 1, attempts = attempts + 1, claimed_by = %s, lease_until = now() + %s
-        WHERE evaluation_id = %s AND content_item_id = %s RETURNING attempts
-        """,
-        (claimer, lease, evaluation_id, item_id),
-    ).fetchone()
-    attempt = conn.execute(
-        "INSERT INTO evaluation_attempt (evaluation_id, content_item_id, claimed_by, attempt) VALUES (%s, %s, %s, %s) "
-        "RETURNING id",
-        (evaluation_id, item_id, claimer, taken["attempts"]),
-    ).fetchone()
-    return Claim("claimed", {**row, "attempts": taken["attempts"]}, attempt_id=int(attempt["id"]))
+        end_running(conn, EVALUATIONS, key, "expired", "lease expired: worker lost")
+    return take(conn, EVALUATIONS, key, row, claimer=claimer, max_attempts=max_attempts,
+                lease=LEASE if lease is None else lease)
 
 
-def _end_running(conn: psycopg.Connection, evaluation_id: int, item_id: int, outcome: str, error: str) -> None:
-    conn.execute(
-        "UPDATE evaluation_attempt SET outcome = %s, error = %s, finished_at = now() "
-        "WHERE evaluation_id = %s AND content_item_id = %s AND outcome = 'running'",
-        (outcome, error, evaluation_id, item_id),
-    )
+def renew(conn: psycopg.Connection, claimer: str) -> int:
+    return renew_claims(conn, claimer, table=EVALUATIONS)
 
 
-def renew(conn: psycopg.Connection, claimer: str, lease: timedelta = LEASE) -> int:
-    return conn.execute("UPDATE evaluation_item SET lease_until = now() + %s WHERE status = 1 AND claimed_by = %s",
-                        (lease, claimer)).rowcount
+def finish_attempt(conn: psycopg.Connection, attempt_id: int, outcome: str, *, error: str | None = None,
+                   llm_calls: int = 0, max_attempts: int | None = None) -> bool:
+    return finish_any_attempt(conn, attempt_id, outcome, error=error, llm_calls=llm_calls,
+                              max_attempts=max_attempts, table=EVALUATIONS)
 
 
 def store_answer(conn: psycopg.Connection, attempt_id: int, answer: dict[str, Any]) -> bool:
     """The candidate's checked answer, if this attempt still holds the article (a lease taken over is not)."""
-    row = conn.execute(
-        "UPDATE evaluation_attempt SET outcome = 'analysed', llm_calls = %s, finished_at = now() "
-        "WHERE id = %s AND outcome = 'running' RETURNING evaluation_id, content_item_id, claimed_by",
-        (answer["llm_calls"], attempt_id),
-    ).fetchone()
+    row = conn.execute("SELECT evaluation_id, content_item_id, claimed_by FROM evaluation_attempt "
+                       "WHERE id = %s AND outcome = 'running' FOR UPDATE", (attempt_id,)).fetchone()
     if row is None:
         return False
     conn.execute(
         """
-        UPDATE evaluation_item SET status = 2, claimed_by = NULL, lease_until = NULL, last_error = NULL,
-               score = %(score)s, has_opportunity = %(has_opportunity)s, top_type = %(top_type)s,
+        UPDATE evaluation_item SET score = %(score)s, has_opportunity = %(has_opportunity)s, top_type = %(top_type)s,
                summary = %(summary)s, result_json = %(result_json)s, evidence_verified = %(evidence_verified)s,
                consistency_note = %(consistency_note)s, failed_rungs = %(failed_rungs)s,
                prompt_tokens = %(prompt_tokens)s, completion_tokens = %(completion_tokens)s,
                cache_hit_tokens = %(cache_hit_tokens)s, cost = %(cost)s, latency_ms = %(latency_ms)s,
                llm_calls = %(llm_calls)s, answered_at = now()
-        WHERE evaluation_id = %(evaluation_id)s AND content_item_id = %(content_item_id)s AND claimed_by = %(claimer)s
+        WHERE evaluation_id = %(evaluation_id)s AND content_item_id = %(content_item_id)s AND status = 1
+          AND claimed_by = %(claimer)s
         """,
         {**answer, "result_json": Jsonb(answer["result_json"]), "evaluation_id": row["evaluation_id"],
          "content_item_id": row["content_item_id"], "claimer": row["claimed_by"]},
     )
-    return True
+    return finish_attempt(conn, attempt_id, "analysed", llm_calls=answer["llm_calls"])
 
 
-def finish_attempt(conn: psycopg.Connection, attempt_id: int, outcome: str, error: str | None, llm_calls: int) -> None:
-    """An attempt that produced no answer: failed or crashed (retried while attempts remain), interrupted (the
-    run's time ran out mid-ladder: pending again, the attempt counted), or released (a configuration error before
-    any answered call: pending, not counted)."""
-    row = conn.execute(
-        "UPDATE evaluation_attempt SET outcome = %s, error = %s, llm_calls = %s, finished_at = now() "
-        "WHERE id = %s AND outcome = 'running' RETURNING evaluation_id, content_item_id, claimed_by",
-        (outcome, redact.scrub(error)[:2000] or None, llm_calls, attempt_id),
-    ).fetchone()
-    if row is None:
-        return
-    released = outcome == "released"
-    status = PENDING if outcome in ("released", "interrupted") else FAILED
-    conn.execute(
-        f"""
-        UPDATE evaluation_item SET status = {status}, last_error = %s, claimed_by = NULL,
-               lease_until = NULL, attempts = {"GREATEST(attempts - 1, 0)" if released else "attempts"}
-        WHERE evaluation_id = %s AND content_item_id = %s AND claimed_by = %s AND status = 1
+def reserve(conn: psycopg.Connection, evaluation_id: int, attempt_id: int, amount: float) -> tuple[bool, float, float]:
+    """Make ``amount`` the attempt's reservation if the ledger, the other attempts' reservations and it stay within
+    the cap; (reserved or not, spent, held by other live attempts). Serialised on the evaluation's row; the sums
+    read in one statement after the lock, so a ladder settling meanwhile is seen whole (its spend in, its
+    reservation out) or not at all. What a dead run left reserved is counted, never waited for."""
+    cap = conn.execute("SELECT cap FROM evaluation WHERE id = %s FOR UPDATE", (evaluation_id,)).fetchone()
+    sums = conn.execute(
+        """
+        SELECT (SELECT coalesce(sum(cost), 0) FROM llm_spend WHERE evaluation_id = %(e)s) AS spent,
+               coalesce(sum(reserved), 0) AS others,
+               coalesce(sum(reserved) FILTER (WHERE outcome = 'running' AND lease_until > now()), 0) AS live
+        FROM evaluation_attempt WHERE evaluation_id = %(e)s AND id <> %(a)s
         """,
-        (redact.scrub(error)[:2000] or None, row["evaluation_id"], row["content_item_id"], row["claimed_by"]),
-    )
+        {"e": evaluation_id, "a": attempt_id},
+    ).fetchone()
+    spent, others, live = float(sums["spent"]), float(sums["others"]), float(sums["live"])
+    if cap is None or spent + others + amount > float(cap["cap"]):
+        conn.rollback()
+        return False, spent, live
+    taken = conn.execute("UPDATE evaluation_attempt SET reserved = %s WHERE id = %s AND outcome = 'running'",
+                         (amount, attempt_id)).rowcount
+    conn.commit()
+    return bool(taken), spent, live
 
 
 def record_spend(conn: psycopg.Connection, entry: dict[str, Any]) -> None:
-    """One answered ladder of an evaluation's calls, in the shared ledger (the day's budget counts it)."""
-    conn.execute(
-        """
-        INSERT INTO llm_spend (spent_on, purpose, evaluation_id, model, calls, answered, peak_calls, rate_limited,
-                               prompt_tokens, cache_hit_tokens, cache_miss_tokens, completion_tokens, reasoning_tokens,
-                               cost, currency)
-        VALUES (%(spent_on)s, 'evaluation', %(evaluation_id)s, %(model)s, %(calls)s, %(answered)s, %(peak_calls)s,
-                %(rate_limited)s, %(prompt_tokens)s, %(cache_hit_tokens)s, %(cache_miss_tokens)s,
-                %(completion_tokens)s, %(reasoning_tokens)s, %(cost)s, %(currency)s)
-        """,
-        entry,
-    )
+    """One answered ladder of an evaluation's calls, in the shared ledger under the evaluation (no article, no slot:
+    an article's cost stays what its own analysis cost; the slots' daily budget does not count it)."""
+    record_any_spend(conn, {**entry, "purpose": "evaluation", "content_item_id": None, "attempt_id": None,
+                                   "slot_run_id": None})
 
 
 # ------------------------------------------------------------------------------------------ comparison
@@ -279,6 +243,16 @@ def pairs(conn: psycopg.Connection, evaluation_id: int) -> list[Row]:
         """,
         (evaluation_id,),
     ).fetchall()
+
+
+def volume(conn: psycopg.Connection, until: Any, days: int) -> tuple[int, Any]:
+    """The reader's paid analyses (no repost's copy) in the ``days`` days up to ``until``, and when the first was made."""
+    row = conn.execute(
+        "SELECT count(*) AS n, min(created_at) AS first FROM analysis_result WHERE reused_from_id IS NULL "
+        "AND created_at > %(until)s - make_interval(days => %(days)s) AND created_at <= %(until)s",
+        {"until": until, "days": days},
+    ).fetchone()
+    return int(row["n"]), row["first"]
 
 
 def ledger(conn: psycopg.Connection, evaluation_id: int) -> Row:

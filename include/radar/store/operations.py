@@ -16,32 +16,42 @@ from include.radar.store.common import Row
 
 
 def record_spend(conn: psycopg.Connection, entry: dict[str, Any]) -> None:
-    """One answered ladder of calls: its tokens and its cost at the prices of each call's time."""
+    """One answered ladder of calls: its tokens and its cost at the prices of each call's time (an evaluation's
+    under its ``evaluation_id``)."""
     conn.execute(
         """
-        INSERT INTO llm_spend (spent_on, purpose, content_item_id, attempt_id, slot_run_id, model, calls, answered,
-                               peak_calls, rate_limited, prompt_tokens, cache_hit_tokens, cache_miss_tokens,
-                               completion_tokens, reasoning_tokens, cost, currency)
-        VALUES (%(spent_on)s, %(purpose)s, %(content_item_id)s, %(attempt_id)s, %(slot_run_id)s, %(model)s,
-                %(calls)s, %(answered)s, %(peak_calls)s, %(rate_limited)s, %(prompt_tokens)s, %(cache_hit_tokens)s,
-                %(cache_miss_tokens)s, %(completion_tokens)s, %(reasoning_tokens)s, %(cost)s, %(currency)s)
+        INSERT INTO llm_spend (spent_on, purpose, content_item_id, attempt_id, slot_run_id, evaluation_id, model,
+                               calls, answered, peak_calls, rate_limited, prompt_tokens, cache_hit_tokens,
+                               cache_miss_tokens, completion_tokens, reasoning_tokens, cost, currency)
+        VALUES (%(spent_on)s, %(purpose)s, %(content_item_id)s, %(attempt_id)s, %(slot_run_id)s, %(evaluation_id)s,
+                %(model)s, %(calls)s, %(answered)s, %(peak_calls)s, %(rate_limited)s, %(prompt_tokens)s,
+                %(cache_hit_tokens)s, %(cache_miss_tokens)s, %(completion_tokens)s, %(reasoning_tokens)s, %(cost)s,
+                %(currency)s)
         """,
-        entry,
+        {"evaluation_id": None, **entry},
     )
 
 
-def day_spend(conn: psycopg.Connection, day: date, currency: str) -> float:
+# The slots' spend and the evaluations' are kept apart: the daily budget is the slots' (an evaluation spends from
+# its own cap), and every page shows an evaluation's spend as its own line
+_WHOSE = {False: "evaluation_id IS NULL", True: "evaluation_id IS NOT NULL"}
+
+
+def day_spend(conn: psycopg.Connection, day: date, currency: str, *, evaluations: bool = False) -> float:
+    """The day's spend of the slots (the analyses and the digest), or with ``evaluations`` of the evaluations."""
     row = conn.execute(
-        "SELECT coalesce(sum(cost), 0) AS total FROM llm_spend WHERE spent_on = %s AND currency = %s", (day, currency)
+        f"SELECT coalesce(sum(cost), 0) AS total FROM llm_spend WHERE spent_on = %s AND currency = %s "
+        f"AND {_WHOSE[evaluations]}", (day, currency)
     ).fetchone()
     return float(row["total"])
 
 
-def spend_by_day(conn: psycopg.Connection, first: date, last: date, currency: str) -> dict[date, float]:
+def spend_by_day(conn: psycopg.Connection, first: date, last: date, currency: str, *,
+                 evaluations: bool = False) -> dict[date, float]:
     rows = conn.execute(
-        """
+        f"""
         SELECT spent_on, sum(cost) AS total FROM llm_spend
-        WHERE spent_on BETWEEN %s AND %s AND currency = %s GROUP BY spent_on
+        WHERE spent_on BETWEEN %s AND %s AND currency = %s AND {_WHOSE[evaluations]} GROUP BY spent_on
         """,
         (first, last, currency),
     ).fetchall()

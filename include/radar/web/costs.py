@@ -84,12 +84,15 @@ class SpendView:
     percent: int  # of the budget spent, 0–100
     estimated: bool
     line: SpendLine
+    evaluations: str | None = None  # the evaluations' spend, apart: never in the budget, the text or the line
 
 
 def spend_view(
     spent_today: float, by_day: Mapping[date, float], *, today: date, budget: float, currency: str,
-    estimated: bool,
+    estimated: bool, evaluations: tuple[float, float] = (0.0, 0.0),
 ) -> SpendView:
+    """The slots' spend today against the budget and over the last days; ``evaluations``: what the shadow
+    evaluations spent today and over the same days (their own caps'), said apart."""
     spent = views.money(spent_today, currency)
     if budget > 0:
         text = f"今日花费 {spent} / 预算 {format_money(budget, currency)}"
@@ -102,6 +105,8 @@ def spend_view(
         percent=min(100, round(spent_today / budget * 100)) if budget > 0 else 0,
         estimated=estimated,
         line=spend_line({**by_day, today: spent_today}, last_day=today, currency=currency, budget=budget),
+        evaluations=(f"模型评估另计：今日 {views.money(evaluations[0], currency)}，近 {SPEND_DAYS} 天 "
+                     f"{views.money(evaluations[1], currency)}（不占预算，不在上图）") if evaluations[1] else None,
     )
 
 

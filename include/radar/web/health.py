@@ -21,7 +21,7 @@ from include.radar.coverage import SILENT_FACTOR, Coverage
 from include.radar.settings import Settings
 from include.radar.slots import slot_at, slots_between
 from include.radar.web import views
-from include.radar.web.costs import SpendView, spend_view
+from include.radar.web.costs import SPEND_DAYS, SpendView, spend_view
 from include.radar.web.views import Links, Row, SlotView
 
 RECENT_SLOTS = 5
@@ -414,6 +414,7 @@ def health_view(
     retention_days: int = 0,
     check: Mapping[str, Any] | None = None,
     collection: Coverage | None = None,
+    evaluation_spend: tuple[float, float] = (0.0, 0.0),
 ) -> HealthView:
     today = now.astimezone(tz).date()
     slots = recent_slots(recent_runs, missed, now=now, tz=tz, schedule=schedule,
@@ -423,7 +424,7 @@ def health_view(
     deepseek_v = deepseek_view(deepseek, now=now, tz=tz, slot_names=names)
     alert_list = alert_views(alerts, now=now, tz=tz, links=links)
     spend = spend_view(spent_today, spend_by_day, today=today, budget=budget, currency=currency,
-                       estimated=estimated)
+                       estimated=estimated, evaluations=evaluation_spend)
     silent = {}
     for a in silent_accounts:
         quiet = (now - a["last_article_at"]).total_seconds() if a.get("last_article_at") else 0
@@ -472,6 +473,8 @@ def gather(conn: psycopg.Connection, settings: Settings, *, now: datetime, tz: Z
         budget=settings.daily_budget,
         currency=currency,
         estimated=settings.price_table().estimated,
+        evaluation_spend=(store.day_spend(conn, today, currency, evaluations=True), sum(store.spend_by_day(
+            conn, today - timedelta(days=SPEND_DAYS - 1), today, currency, evaluations=True).values())),
         silent_accounts=store.silent_accounts(conn, now, SILENT_FACTOR),
         links=links,
         storage=store.status(conn, STORAGE_STATUS),

@@ -46,15 +46,23 @@ def one(request: Request, evaluation_id: str, reader: OperatorDep) -> HTMLRespon
         raise PageError(404, "找不到这次评估", "评估地址应为 /evaluation/ 加正整数编号，例如 /evaluation/3。")
     resources = get_resources(request)
     with resources.connect() as conn:
-        summary = evaluation_report.load(conn, int(evaluation_id), now=request.app.state.radar.clock())
+        summary = evaluation_report.load(conn, int(evaluation_id), now=request.app.state.radar.clock(),
+                                         settings=resources.settings())
     if summary is None:
         raise PageError(404, "找不到这次评估", f"没有编号为 {int(evaluation_id)} 的评估。")
     e = summary.evaluation
-    chart = views.scatter(summary.points, title="两种设置的评分对照",
-                          desc=f"横轴为当前设置的评分，纵轴为 {e['model']} 的评分，共 {len(summary.points)} 篇；虚线为评分相同")
+    threshold = resources.settings().push_score_threshold
+    verdict = views.verdict(summary)
+    current = summary.glance.current.model if summary.glance else "当前设置"
+    chart = views.scatter(summary.points, title="两种设置的评分对照", x_label=f"当前（{current}）的评分",
+                          y_label=f"候选（{e['model']}）的评分",
+                          threshold=threshold,
+                          desc=f"横轴为当前 {current} 的评分，纵轴为候选 {e['model']} 的评分，共 {len(summary.points)} 篇；"
+                               f"虚线为评分相同，细线为推送门槛 {threshold}")
     return get_pages(request).render(
         request, "evaluation.html", settings=resources.settings(), reader=reader, links=page_links(request),
-        listed=None, summary=summary, row=views.listed(e), setup=views.setup_label(e), chart=chart,
+        listed=None, summary=summary, row=views.listed(e), verdict=verdict, chart=chart,
         costs=views.cost_rows(summary, e["currency"]), market=views.market_rows(summary),
+        disagreements=views.disagreements(summary), current_estimated=summary.current_estimated,
         horizon=summary.market.horizon if summary.market else None, pct=views.pct, num=views.num, auc=views.auc_text,
     )

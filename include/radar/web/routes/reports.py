@@ -117,6 +117,8 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
         runs = store.slot_runs_for_day(conn, report_day)
         notes = store.daily_notifications(conn, report_day)
         spent = store.day_spend(conn, report_day, settings.deepseek_currency)
+        # an evaluation's spend is the operator's, apart from the slots' (never in their budget or the tile above)
+        evaluated = store.day_spend(conn, report_day, settings.deepseek_currency, evaluations=True) if reader.personal else 0
         run_spend = store.slot_spend(conn, [r["id"] for r in runs])
         budget_deferred = store.day_budget_deferred(conn, report_day)
         weights = resources.ranking_weights(conn)
@@ -153,7 +155,8 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
         request, "daily.html", settings=settings, reader=reader, links=links, page=page,
         feedback_forms=buttons, excluded=profile_views.excluded_views(excluded, tz),
         histogram=histogram if analyses else None, histogram_text=histogram_text,
-        week_url=links.weekly(weekly.week_of(report_day)[0]))
+        week_url=links.weekly(weekly.week_of(report_day)[0]),
+        evaluation_cost=views.money(evaluated, settings.deepseek_currency) if evaluated else None)
 
 
 @router.get("/analysis/{analysis_id}", response_class=HTMLResponse)

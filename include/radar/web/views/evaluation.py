@@ -1,5 +1,7 @@
-"""The evaluation page's view models: an evaluation's row as the list shows it, the summary's figures as text, and
-the chart of the candidate's score against the current one's (inline SVG, numbers only)."""
+"""The evaluation page's view models: an evaluation's row as the list shows it, the verdict at a glance (both
+set-ups, the cost and a month of it, what is missed and added, the rank, whether the reader's verdicts can judge;
+why it stopped or failed), the summary's figures as Chinese text, and the chart of the candidate's score against
+the current one's (inline SVG, numbers only, its axes labelled)."""
 
 from __future__ import annotations
 
@@ -10,18 +12,31 @@ from typing import Any
 
 from markupsafe import Markup
 
-from include.radar import agreement
-from include.radar.evaluation_report import Summary
+from include.radar import agreement, evaluation_report
+from include.radar.evaluation_report import Disagreement, Setup, Summary
 from include.radar.pricing import format_money
+from include.radar.slots import SHANGHAI
+from include.radar.web.views.common import DIRECTION_LABELS, TYPE_LABELS
 
 STATUS = {"planned": "已抽样，未运行", "running": "运行中", "done": "完成", "stopped": "已暂停（可续跑）",
-          "refused": "已拒绝（估算超出上限）"}
-SIZE, PAD = 220, 26
+          "refused": "已拒绝（估算超出上限，可提高上限续跑）", "failed": "失败（已停止，可续跑）"}
+REASONS = {"cap": "达到本次评估的费用上限，提高上限后续跑即可", "time": "本次运行的时间用完，续跑即可",
+           "held": "有文章正被另一次运行占用，稍后续跑", "config": "连接或配置出错", "failing": "文章接连失败",
+           "crashed": "运行出错", "refused": "估算费用超出上限，没有调用"}
+EFFORT = {"low": "低", "medium": "中", "high": "高", "max": "最高"}
+DIFFERS = {"call": "机会判断", "type": "类型", "direction": "方向", "score": "评分"}
+PRICE_SOURCES = {"published": "公开价格", "given": "你给的价格", "deployment": "部署配置的价格（deepseek_prices）"}
+LEFT, BOTTOM, TOP, RIGHT, SIZE = 40, 36, 10, 10, 240
+
+
+def mode_label(thinking: bool | None, effort: str | None) -> str:
+    if thinking is None:
+        return "思考方式未知"
+    return f"思考·{EFFORT.get(effort or '', effort or '开')}" if thinking else "不思考"
 
 
 def setup_label(row: dict[str, Any]) -> str:
-    mode = f"思考 {row['reasoning_effort'] or '开'}" if row["thinking"] else "不思考"
-    return f"{row['model']} · {mode} · analysis-{row['prompt_version']}"
+    return f"{row['model']} · {mode_label(row['thinking'], row['reasoning_effort'])} · analysis-{row['prompt_version']}"
 
 
 @dataclass(frozen=True)
@@ -39,8 +54,8 @@ def listed(row: dict[str, Any]) -> Listed:
     return Listed(
         id=int(row["id"]), setup=setup_label(row), status=STATUS.get(row["status"], row["status"]),
         progress=f"{row['answered']}/{row['items']} 篇已回答" + (f"，{row['failed']} 篇失败" if row["failed"] else ""),
-        spent=f"{format_money(row['spent'], currency)} / 上限 {format_money(row['cap'], currency)}",
-        created=f"{row['created_at']:%Y-%m-%d %H:%M}",
+        spent=f"已花 {format_money(row['spent'], currency)} / 上限 {format_money(row['cap'], currency)}",
+        created=f"{row['created_at'].astimezone(SHANGHAI):%Y-%m-%d %H:%M}",  # the pages speak Beijing time
     )
 
 
@@ -52,11 +67,111 @@ def num(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def chance_text(chance: float) -> str:
+    """"1/20" when it is one in a whole number, else a share: "35%"."""
+    k = evaluation_report.one_in(chance)
+    return f"1/{k}" if k else f"{chance:.0%}"
+
+
 def auc_text(value: agreement.Auc) -> str:
     if value.value is None:
         return f"—（👍 {value.liked} · 👎 {value.disliked}）"
-    text = f"{value.value:.2f}［{value.low:.2f}, {value.high:.2f}］（👍 {value.liked} · 👎 {value.disliked}）"
-    return text if value.conclusive else text + f"：样本不足，不下结论（每类至少 {agreement.MIN_VOTES} 条）"
+    if value.conclusive:
+        return f"{value.value:.2f}［{value.low:.2f}, {value.high:.2f}］（👍 {value.liked} · 👎 {value.disliked}）"
+    chance = chance_text(value.chance if value.chance is not None else 1.0)
+    return (f"{value.value:.2f}（👍 {value.liked} · 👎 {value.disliked}）：样本太少，不给区间（每类至少 "
+            f"{agreement.MIN_VOTES} 条）；随机打分也有 {chance} 的机会分得一样好")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The page's first card: both set-ups side by side, one sentence, the deciding figures, and the state."""
+
+    title: str
+    setups: list[tuple[str, str, str]]  # (what, current, candidate)
+    reading: str
+    figures: list[tuple[str, str]]  # (what, text)
+    status: str
+    prices: str
+    reason: str | None  # why it stopped, failed or was refused, with the detail
+    failed: bool
+
+
+def _setup_rows(current: Setup, candidate: Setup) -> list[tuple[str, str, str]]:
+    return [("模型", current.model, candidate.model),
+            ("思考", mode_label(current.thinking, current.effort), mode_label(candidate.thinking, candidate.effort)),
+            ("提示词", current.prompt, candidate.prompt)]
+
+
+def _reading(s: Summary, ratio: float | None) -> str:
+    """One sentence of what the figures say, no further than they go."""
+    if not s.compared:
+        return "还没有两种设置都回答过的文章，无从对照。"
+    c = s.confusion
+    cost = ("每篇费用无从比较" if ratio is None else f"候选每篇便宜 {1 - ratio:.0%}" if ratio < 1
+            else f"候选每篇贵 {ratio - 1:.0%}" if ratio > 1 else "每篇费用相同")
+    judge = (f"按你的反馈，候选 AUC {s.reader_candidate.value:.2f}，当前 {s.reader_current.value:.2f}"
+             if s.reader_current.conclusive and s.reader_candidate.conclusive else "你的反馈还不够判断哪个更准")
+    return (f"{cost}，机会判断一致 {pct(c.agreement)}（漏掉 {c.only_current} 个、多出 {c.only_candidate} 个），"
+            f"评分排序 Spearman {num(s.spearman)}；{judge}。")
+
+
+def verdict(s: Summary) -> Verdict:
+    e, g, c = s.evaluation, s.glance, s.confusion
+    assert g is not None
+    currency = e["currency"]
+
+    def money(value: float | None) -> str:
+        return format_money(value, currency)
+
+    row = listed(e)
+    month = (f"按近 {g.days} 天每天约 {g.per_day:.1f} 篇：候选约 {money(g.month(g.candidate_per_article))}，当前约 "
+             f"{money(g.month(g.per_article))}（估算）" if g.per_day else "近 30 天没有分析，无从估算")
+    verdicts = (f"足以判断（👍 {s.reader_current.liked} · 👎 {s.reader_current.disliked}）" if g.verdicts_enough else
+                f"不足以判断（👍 {s.reader_current.liked} · 👎 {s.reader_current.disliked}，每类至少 {agreement.MIN_VOTES} 条）")
+    figures = [
+        ("费用", f"候选为当前的 {pct(g.ratio)}（每篇 {money(g.candidate_per_article)} 对 {money(g.per_article)}）"),
+        ("一个月", month),
+        ("机会", f"当前的 {c.both + c.only_current} 个中候选漏掉 {c.only_current} 个，另多出 {c.only_candidate} 个"),
+        ("排序一致", f"Spearman {num(s.spearman)}（{s.compared} 篇）"),
+        ("你的反馈", verdicts),
+    ]
+    source = PRICE_SOURCES.get((e.get("prices") or {}).get("source"), "估算价格")
+    prices = f"候选按 {e['model']} 的{source}（{currency}）计" + (
+        "；当前的价格为估算（未设置 deepseek_prices）" if s.current_estimated else "") + "；金额均按价格表计算"
+    reason = e.get("reason")
+    detail = REASONS.get(reason, reason) + (f"：{e['note']}" if reason not in ("cap", "time", "held") else "") \
+        if reason else None
+    return Verdict(
+        title=f"{e['model']} 对比 {g.current.model}", setups=_setup_rows(g.current, g.candidate),
+        reading=_reading(s, g.ratio), figures=figures,
+        status=f"{row.status} · {row.progress} · {row.spent}", prices=prices, reason=detail,
+        failed=e["status"] in ("failed", "refused"),
+    )
+
+
+@dataclass(frozen=True)
+class DisagreementView:
+    item: Disagreement
+    differs: str
+    current: str
+    candidate: str
+
+
+def _brief(b: dict[str, Any]) -> str:
+    if not b["opportunity"]:
+        return f"{b['score']} 分 · 无机会"
+    parts = [f"{b['score']} 分", "有机会", TYPE_LABELS.get(b["type"] or "", b["type"] or "—")]
+    if b["direction"]:
+        parts.append(DIRECTION_LABELS.get(b["direction"], b["direction"]))
+    if b["targets"]:
+        parts.append("、".join(b["targets"]))
+    return " · ".join(parts)
+
+
+def disagreements(summary: Summary) -> list[DisagreementView]:
+    return [DisagreementView(d, "、".join(DIFFERS.get(w, w) for w in d.differs), _brief(d.current), _brief(d.candidate))
+            for d in summary.disagreements]
 
 
 def cost_rows(summary: Summary, currency: str) -> list[tuple[str, str, str]]:
@@ -80,36 +195,47 @@ def cost_rows(summary: Summary, currency: str) -> list[tuple[str, str, str]]:
     ]
 
 
-def scatter(points: Sequence[tuple[int, int]], *, title: str, desc: str) -> Markup:
-    """Score against score (0–100 on both axes), the diagonal where they agree; a point per article."""
+def scatter(points: Sequence[tuple[int, int]], *, title: str, desc: str, x_label: str, y_label: str,
+            threshold: int = 60) -> Markup:
+    """Score against score (0–100 on both axes, each named), the diagonal where they agree, the push threshold on
+    each axis; a point per article."""
+    width, height = SIZE - LEFT - RIGHT, SIZE - TOP - BOTTOM
 
-    def at(value: int) -> float:
-        return PAD + (SIZE - 2 * PAD) * max(0, min(100, value)) / 100
+    def x(value: int) -> float:
+        return LEFT + width * max(0, min(100, value)) / 100
 
-    dots = "".join(f'<circle cx="{at(a):.1f}" cy="{SIZE - at(b):.1f}" r="3" fill="#2563eb" fill-opacity=".7"/>'
+    def y(value: int) -> float:
+        return TOP + height * (1 - max(0, min(100, value)) / 100)
+
+    dots = "".join(f'<circle cx="{x(a):.1f}" cy="{y(b):.1f}" r="3" fill="#2563eb" fill-opacity=".7"/>'
                    for a, b in points)
-    ticks = "".join(f'<text x="{at(v):.1f}" y="{SIZE - 8}" font-size="9" text-anchor="middle">{v}</text>'
-                    f'<text x="{PAD - 4}" y="{SIZE - at(v) + 3:.1f}" font-size="9" text-anchor="end">{v}</text>'
-                    for v in (0, 60, 100))
+    ticks = "".join(f'<text x="{x(v):.1f}" y="{TOP + height + 12}" font-size="9" text-anchor="middle" '
+                    f'fill="currentColor">{v}</text><text x="{LEFT - 4}" y="{y(v) + 3:.1f}" font-size="9" '
+                    f'text-anchor="end" fill="currentColor">{v}</text>' for v in sorted({0, threshold, 100}))
+    axes = (f'<text x="{LEFT + width / 2:.1f}" y="{SIZE - 4}" font-size="10" text-anchor="middle" '
+            f'fill="currentColor">{escape(x_label)}</text><text x="12" y="{TOP + height / 2:.1f}" font-size="10" '
+            f'text-anchor="middle" fill="currentColor" transform="rotate(-90 12 {TOP + height / 2:.1f})">'
+            f"{escape(y_label)}</text>")
     return Markup(
-        f'<svg class="chart" viewBox="0 0 {SIZE} {SIZE}" role="img" style="max-width:320px">'
+        f'<svg class="chart" viewBox="0 0 {SIZE} {SIZE}" role="img" style="max-width:340px">'
         f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>"
-        f'<line x1="{at(0)}" y1="{SIZE - at(0)}" x2="{at(100)}" y2="{SIZE - at(100)}" stroke="#9aa6b6" stroke-dasharray="3 3"/>'
-        f'<line x1="{at(60)}" y1="{SIZE - at(0)}" x2="{at(60)}" y2="{SIZE - at(100)}" stroke="#e2e7ee"/>'
-        f'<line x1="{at(0)}" y1="{SIZE - at(60)}" x2="{at(100)}" y2="{SIZE - at(60)}" stroke="#e2e7ee"/>'
-        f"{ticks}{dots}</svg>"
+        f'<rect x="{LEFT}" y="{TOP}" width="{width}" height="{height}" fill="none" stroke="#c9d1dc"/>'
+        f'<line x1="{x(0)}" y1="{y(0)}" x2="{x(100)}" y2="{y(100)}" stroke="#9aa6b6" stroke-dasharray="3 3"/>'
+        f'<line x1="{x(threshold)}" y1="{y(0)}" x2="{x(threshold)}" y2="{y(100)}" stroke="#e2e7ee"/>'
+        f'<line x1="{x(0)}" y1="{y(threshold)}" x2="{x(100)}" y2="{y(threshold)}" stroke="#e2e7ee"/>'
+        f"{ticks}{axes}{dots}</svg>"
     )
 
 
 def market_rows(summary: Summary) -> list[tuple[str, str, str, str, str]]:
-    """(group, picks, measured / not measurable, hits, mean signed excess) of the market table."""
+    """(group, picks, measured / waiting / not measurable, hits, mean signed excess) of the market table."""
     m = summary.market
     if m is None:
         return []
     rows = []
     for label, t in (("两者都选：当前", m.both_current), ("两者都选：候选", m.both_candidate),
                      ("只有当前选", m.only_current), ("只有候选选", m.only_candidate)):
-        rows.append((label, str(t.picks), f"{t.measured} / {t.not_measurable}",
+        rows.append((label, str(t.picks), f"{t.measured} / {t.waiting} / {t.not_measurable}",
                      f"{t.hits}/{t.directional}" if t.directional else "—",
                      f"{t.mean_signed_excess:+.2%}" if t.mean_signed_excess is not None else "—"))
     return rows
