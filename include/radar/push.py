@@ -62,7 +62,6 @@ class Message:
     title: str
     lines: list[str]  # may be shortened to fit a channel
     link: str  # never shortened
-    readable: tuple[str, ...] = ()  # the radar's own tickers in the lines, left undefanged (decide.defang)
 
 
 @dataclass
@@ -109,7 +108,7 @@ def fit(message: Message, channel: Channel) -> tuple[str, str]:
     link: every URL or host name in the title and the lines (what an article or the LLM wrote) is defanged
     (decide.defang), since the channels link bare URLs themselves."""
     title_limit = TITLE_LIMITS.get(channel.scheme)
-    title = defang(message.title, message.readable)
+    title = defang(message.title)
     if title_limit and len(title) > title_limit:
         title = title[: title_limit - 1] + "…"
     byte_limit = BYTE_LIMITS.get(channel.scheme)
@@ -120,7 +119,7 @@ def fit(message: Message, channel: Channel) -> tuple[str, str]:
         return len(text.encode("utf-8")) if byte_limit else len(text)
 
     limit = (byte_limit or char_limit) - size(tail) - size(title) - 2
-    body = "\n".join(defang(line, message.readable) for line in message.lines)
+    body = "\n".join(defang(line) for line in message.lines)
     if size(body) > limit:
         while body and size(body + "…") > limit:
             body = body[: max(len(body) - max(1, (size(body) - limit) // 3), 0)]

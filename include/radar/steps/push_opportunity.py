@@ -31,7 +31,6 @@ def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
                *decide.watch_line(summary.get("top_watch") or []),
                *decide.sources_line(summary.get("top_sources") or [])],
         link=rt.page_url(path),
-        readable=tuple(summary.get("top_watch") or ()),  # the reader's tickers the radar matched: not links
     )
     forced = slot["push_mode"] == "force"
     report = push.deliver(
