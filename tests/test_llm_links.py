@@ -102,9 +102,11 @@ def test_the_daily_push_and_page_show_urls_in_the_digest_as_text(fakes):
 def test_an_operator_alert_quoting_an_answer_shows_its_url_as_text():
     message = push.Message(title="【运维】DeepSeek 调用异常", lines=["not JSON: 'see https://evil.example/x'"],
                            link="https://radar.example.com/radar/")
-    title, body = push.fit(message, push.channels_from(["tgram://123456:ABCDEF/42"])[0])
+    title, body = push.fit(message, push.channels_from(["json://radar.example.com/hook"])[0])
     assert "hxxps://evil[.]example/x" in body and body.endswith("\nhttps://radar.example.com/radar/")
     assert LINKABLE.search(body.rsplit("\n", 1)[0]) is None
+    title, body = push.fit(message, push.channels_from(["tgram://123456:ABCDEF/42"])[0])  # Telegram: HTML
+    assert "hxxps://evil[.]example/x" in body and re.findall(r'href="([^"]*)"', body) == ["https://radar.example.com/radar/"]
 
 
 @pytest.mark.parametrize("form", HOSTILE)

@@ -319,9 +319,10 @@ _CODE = re.compile(r"(?i)(?<![A-Za-z0-9_.])(?:([0-9]{6})\.(?:SH|SZ|BJ|SS)|([0-9]
 
 def _plain(char: str) -> str:
     """``char`` as NFKC writes it when that is an ASCII letter, digit, dot or hyphen; else ``char``: Chinese
-    full-width punctuation (，：（）) stays as the reader reads it."""
+    full-width punctuation (，：（）) and the ellipsis (… is three dots to NFKC, and no host name) stay as the
+    reader reads them."""
     folded = unicodedata.normalize("NFKC", char)
-    return folded if folded.isascii() and all(c.isalnum() or c in ".-" for c in folded) else char
+    return folded if char not in "…‥" and folded.isascii() and all(c.isalnum() or c in ".-" for c in folded) else char
 
 
 def plain_codes(text: str) -> str:
