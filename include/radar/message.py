@@ -135,17 +135,28 @@ def shortened(message: Message, chars: int) -> Message:
 
 def fitted(message: Message, form: str, fits: Callable[[str], bool]) -> str:
     """The body of ``message`` in ``form``: every block when it ``fits``, else as many as fit, in order (never
-    part of one); when not even none fit, the lines cut short (:func:`shortened`); the link whole in each."""
-    for count in range(len(message.blocks), -1, -1):
-        body = render(message, form, count)
-        if fits(body):
-            return body
-    total = sum(len(line) for line in message.lines)
-    low, high = 0, total  # the most characters of the lines that fit (binary search: each try renders once)
+    part of one); when not even none fit, the lines cut short (:func:`shortened`); the link whole in each.
+    A body only grows with what it holds, so each is the most that fits, found by halving (a dozen tries for
+    a message of any length, each one apprise's preparation of it)."""
+    whole = render(message, form)
+    if fits(whole):
+        return whole
+    blocks = _most(len(message.blocks) - 1, lambda n: fits(render(message, form, n)))
+    if blocks is not None:
+        return render(message, form, blocks)
+    chars = _most(sum(len(line) for line in message.lines), lambda n: fits(render(shortened(message, n), form)))
+    return render(shortened(message, chars or 0), form)
+
+
+def _most(high: int, fits: Callable[[int], bool]) -> int | None:
+    """The largest n in 0..high that ``fits`` (which holds up to some n and not after), None when not even 0."""
+    if high < 0 or not fits(0):
+        return None
+    low = 0
     while low < high:
         middle = (low + high + 1) // 2
-        if fits(render(shortened(message, middle), form)):
+        if fits(middle):
             low = middle
         else:
             high = middle - 1
-    return render(shortened(message, low), form)
+    return low
