@@ -102,9 +102,11 @@ def test_the_daily_push_and_page_show_urls_in_the_digest_as_text(fakes):
 def test_an_operator_alert_quoting_an_answer_shows_its_url_as_text():
     message = push.Message(title="【运维】DeepSeek 调用异常", lines=["not JSON: 'see https://evil.example/x'"],
                            link="https://radar.example.com/radar/")
-    title, body = push.fit(message, push.channels_from(["tgram://123456:ABCDEF/42"])[0])
+    title, body = push.fit(message, push.channels_from(["json://radar.example.com/hook"])[0])
     assert "hxxps://evil[.]example/x" in body and body.endswith("\nhttps://radar.example.com/radar/")
     assert LINKABLE.search(body.rsplit("\n", 1)[0]) is None
+    title, body = push.fit(message, push.channels_from(["tgram://123456:ABCDEF/42"])[0])  # Telegram: HTML
+    assert "hxxps://evil[.]example/x" in body and re.findall(r'href="([^"]*)"', body) == ["https://radar.example.com/radar/"]
 
 
 @pytest.mark.parametrize("form", HOSTILE)
@@ -137,14 +139,44 @@ def test_defang_writes_look_alikes_plainly_first(form):
     assert decide.defang(out) == out
 
 
-def test_the_radars_own_tickers_stay_readable_and_nothing_else_does():
-    line = "关注命中：600519.SH、宁德时代；另见 600000.SH 与 evil.sh"
-    out = decide.defang(line, ["600519.SH", "evil.sh", "www.evil.com"])  # only ticker-shaped entries are kept
-    assert out == "关注命中：600519.SH、宁德时代；另见 600000[.]SH 与 evil[.]sh"
-    assert decide.defang(out, ["600519.SH"]) == out
-    assert decide.defang("x600519.SH.evil.com", ["600519.SH"]) == "x600519[.]SH[.]evil[.]com"
+IGNORABLE = ["\ufe00", "\ufe0f", "\U000e0100", "\U000e01ef", "\u034f", "\u180b", "\u2061", "\u2062", "\u2063",
+             "\u2064", "\u200e", "\U000e0041"]
+
+
+@pytest.mark.parametrize("hidden", IGNORABLE)
+@pytest.mark.parametrize("where", ["evil{}.com", "evil.{}com", "evil.c{}om", "ev{}il{}.com/x"])
+def test_defang_sees_through_ignorable_characters_beside_a_dot(hidden, where):
+    """Variation selectors, the grapheme joiner, a Mongolian selector, invisible operators, bidi marks and tags:
+    a browser drops them, so ``evil\ufe0f.com`` opens evil.com."""
+    out = decide.defang("利好 " + where.format(hidden, hidden) + " 速领")
+    assert "evil[.]com" in out and LINKABLE.search(out) is None and hidden not in out, out
+    assert decide.defang(out) == out
+
+
+def test_defang_reads_the_vertical_full_stop_as_a_dot_and_leaves_emoji_whole():
+    assert decide.defang("见 evil︒com 与 ｅｖｉｌ︒ｃｏｍ") == "见 evil[.]com 与 evil[.]com"
+    assert decide.defang("晶圆厂扩产。国产化率︒提升") == "晶圆厂扩产。国产化率︒提升"  # Chinese full stops stay
+    emoji = "❤️ 热度 👨\u200d👩\u200d👧 🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f 1️⃣"
+    assert decide.defang(emoji) == emoji  # their selectors and joiners sit beside no host name
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("贵州茅台（600519.SH）提价", "贵州茅台（600519）提价"),
+    ("腾讯控股(0700.HK)回购", "腾讯控股(00700)回购"),
+    ("比亚迪002594.sz与汇丰5.HK、宁德时代 300750.SZ。", "比亚迪002594与汇丰00005、宁德时代 300750。"),
+    ("关注命中：600519.SH、SH600519", "关注命中：600519、SH600519"),
+    ("贵州茅台（６００５１９．ＳＨ）", "贵州茅台（600519）"),
+    ("600519\ufe0f.SH", "600519"),
+])
+def test_a_security_code_is_written_dot_free_and_read_whole(text, expected):
+    """A code with its exchange's suffix reads as a host name (``.sh`` is a TLD): it reached readers as
+    ``600519[.]SH``. The radar writes codes dot-free, so no channel links them."""
+    assert decide.defang(text) == expected
+    assert decide.defang(expected) == expected
+
+
+def test_a_host_name_shaped_like_a_code_is_still_defanged():
+    assert decide.defang("x600519.SH.evil.com") == "x600519[.]SH[.]evil[.]com"
+    assert decide.defang("600519.SH.evil.com 与 evil.sh") == "600519[.]SH[.]evil[.]com 与 evil[.]sh"
+    assert decide.defang("https://600519.sh/x") == "hxxps://600519/x"  # no host left to open
     assert decide.defang("，：（）！") == "，：（）！"  # Chinese punctuation is left as the reader reads it
-    message = push.Message(title="机会 600519.SH", lines=["关注命中：600519.SH", "见 evil.com"],
-                           link="https://radar.example.com/radar/analysis/1", readable=("600519.SH",))
-    title, body = push.fit(message, push.channels_from(["tgram://123456:ABCDEF/42"])[0])
-    assert title == "机会 600519.SH" and "关注命中：600519.SH\n见 evil[.]com\n" in body

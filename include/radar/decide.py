@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -297,47 +296,58 @@ _BARE_SCHEME = re.compile(r"(?i)(?<![A-Za-z0-9+.-])(javascript|vbscript|data|fil
 # a dot a linkifier would read as a host name's (a word before it, two letters of a TLD after it: evil.example,
 # www.x.cn, 163.com, 例子.中国), and the dots of an IPv4 address
 _HOST_DOT = re.compile(r"(?<=[\w-])\.(?=[^\W\d_]{2})")
-_IDEOGRAPHIC_DOT = re.compile(r"(?<=[A-Za-z0-9-])[。．｡](?=[A-Za-z]{2})")  # read as a dot in host names
+# read as a dot in host names (︒ is 。 to NFKC, and browsers map 。 to a dot)
+_IDEOGRAPHIC_DOT = re.compile(r"(?<=[A-Za-z0-9-])[。．｡︒](?=[A-Za-z]{2})")
 _HXXP = {"http": "hxxp", "https": "hxxps"}
 _IPV4 = re.compile(r"(?<!\d)\d{1,3}(?:\.\d{1,3}){3}(?!\d)")
 
-
-# characters a host name can hide behind: no width, yet a linkifier or a browser drops them
-_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u180e\u200b\u200c\u200d\u2060\ufeff"))
+# characters a host name can hide behind: no width, and a browser or a linkifier drops them (UTS 46 ignores
+# them) — soft hyphen, joiners and zero-width spaces, bidirectional marks, invisible operators, variation
+# selectors (FE00–FE0F, E0100–E01EF), the grapheme joiner, Mongolian selectors, Hangul fillers, tags.
+# An emoji needs some of them (❤️, 👨‍👩‍👧, flags, the keycap 1️⃣): a run is dropped only beside what a host name
+# is made of, and not before a keycap's enclosing mark.
+_IGNORABLE = ("\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+              "\u3164\ufe00-\ufe0f\ufeff\uffa0\U0001bca0-\U0001bca3\U000e0000-\U000e0fff")
+_HOSTLIKE = "A-Za-z0-9.\\-。．｡︒﹒․"
+_HIDDEN = re.compile(f"(?<=[{_HOSTLIKE}])[{_IGNORABLE}]+(?!\u20e3)|[{_IGNORABLE}]+(?=[{_HOSTLIKE}])")
 # what NFKC makes of look-alikes that matter in a host name: full-width letters and digits, ． ﹒ ․ and the like
 _LOOKALIKE = re.compile(r"[^\x00-\u2000\u3000-\u9fff]")
-_TICKER = re.compile(r"[0-9]{4,6}\.(?:SH|SZ|BJ|HK)", re.IGNORECASE)  # an A-share, Beijing or Hong Kong code
-_DEFANGED_TICKER = re.compile(r"(?<![\w.\]])([0-9]{4,6})\[\.\]([A-Za-z]{2})(?![\w\[])")
+# a security code with its exchange's suffix (600519.SH, 0700.HK): written as the radar writes codes, dot-free
+# (600519, 00700), so that no channel links ``.sh`` as a host and the reader reads the code whole
+_CODE = re.compile(r"(?i)(?<![A-Za-z0-9_.])(?:([0-9]{6})\.(?:SH|SZ|BJ|SS)|([0-9]{1,5})\.HK)(?![A-Za-z0-9_-]|\.[A-Za-z0-9])")
 
 
 def _plain(char: str) -> str:
     """``char`` as NFKC writes it when that is an ASCII letter, digit, dot or hyphen; else ``char``: Chinese
-    full-width punctuation (，：（）) stays as the reader reads it."""
+    full-width punctuation (，：（）) and the ellipsis (… is three dots to NFKC, and no host name) stay as the
+    reader reads them."""
     folded = unicodedata.normalize("NFKC", char)
-    return folded if folded.isascii() and all(c.isalnum() or c in ".-" for c in folded) else char
+    return folded if char not in "…‥" and folded.isascii() and all(c.isalnum() or c in ".-" for c in folded) else char
 
 
-def defang(text: str, readable: Iterable[str] = ()) -> str:
+def plain_codes(text: str) -> str:
+    """``text`` with each exchange-suffixed security code written dot-free: 600519.SH → 600519, 0700.HK → 00700."""
+    return _CODE.sub(lambda m: m[1] or m[2].zfill(5), text)
+
+
+def defang(text: str) -> str:
     """``text`` with every URL, host name and e-mail domain turned into text no channel makes a link of:
-    ``https://evil.example/x`` → ``hxxps://evil[.]example/x``, ``javascript:`` → ``javascript[:]``; look-alike
-    dots first written plainly (``ｅｖｉｌ．ｃｏｍ``, ``evil﹒com``, ``evil\u200b.com`` are ``evil[.]com``).
+    ``https://evil.example/x`` → ``hxxps://evil[.]example/x``, ``javascript:`` → ``javascript[:]``; look-alikes
+    first written plainly (``ｅｖｉｌ．ｃｏｍ``, ``evil﹒com``, ``evil\ufe0f.com``, ``evil︒com`` are ``evil[.]com``).
 
     WeCom, Telegram and e-mail clients link bare URLs and host names by themselves, so an article could make the
-    model write a phishing URL into a push. The push's own link is added after, untouched. Idempotent. A ticker
-    such as ``600519.SH`` reads as a host name (``.sh`` is a TLD) unless it is in ``readable``: the targets the
-    radar resolved, which are no links.
+    model write a phishing URL into a push. The push's own link is added after, untouched. Idempotent. A security
+    code is no host name: ``600519.SH`` (``.sh`` is a TLD) is written ``600519`` (plain_codes).
     """
-    text = "".join(map(_plain, text.translate(_INVISIBLE))) if _LOOKALIKE.search(text) else text.translate(_INVISIBLE)
+    if _LOOKALIKE.search(text):
+        text = "".join(map(_plain, text))
+    text = plain_codes(_HIDDEN.sub("", text))
     text = _IPV4.sub(lambda m: m.group(0).replace(".", "[.]"), text)
     text = _SCHEME.sub(lambda m: _HXXP[m.group(1).lower()] + ":" if m.group(1).lower() in _HXXP else m.group(1) + "[:]",
                        text)
     text = _BARE_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}[:]", text)
     text = _IDEOGRAPHIC_DOT.sub("[.]", text)
-    text = _HOST_DOT.sub("[.]", text)
-    keep = {t.strip().upper() for t in readable if _TICKER.fullmatch(t.strip())}
-    if not keep:
-        return text
-    return _DEFANGED_TICKER.sub(lambda m: f"{m[1]}.{m[2]}" if f"{m[1]}.{m[2]}".upper() in keep else m[0], text)
+    return _HOST_DOT.sub("[.]", text)
 
 
 def daily_push_plan(slot: dict[str, Any]) -> tuple[bool, str]:

@@ -1,26 +1,28 @@
-"""Deliver a message to every configured channel through apprise, exactly once per channel.
+"""Deliver a message to every configured channel through apprise, exactly once per channel, in its own form.
 
-Each (message, channel) pair has a unique msg_uuid (decide.msg_uuid): a pending row is inserted under it
-before sending (a conflict: already handled), ``send_started_at`` is committed just before the channel is
-called, and the answer marks it sent or failed, so a retry resends only where it has not succeeded. apprise's
-result is checked and its log captured and redacted (no channel secret reaches a log). A dead sender's row is
-settled by :func:`sweep` after :data:`SWEEP_AFTER`: never started, it is delivered now (or, a stale alert,
-failed); started without an answer, it is marked *unknown* and never resent (a duplicate is worse than a miss
-for this reader), and the operator is told.
+Each (message, channel) pair has a unique msg_uuid (decide.msg_uuid), independent of the text: a pending row
+(with the text as fitted for its channel: :func:`channel_form`, :func:`fit`) is inserted under it before sending
+(a conflict: already handled), ``send_started_at`` is committed just before the channel is called, and the
+answer marks it sent or failed, so a retry resends only where it has not succeeded. apprise's result is checked
+and its log captured and redacted (no channel secret reaches a log). A dead sender's row is settled by
+:func:`sweep` after :data:`SWEEP_AFTER`: never started, it is delivered now (or, a stale alert, failed); started
+without an answer, it is marked *unknown* and never resent (a duplicate is worse than a miss for this reader),
+and the operator is told.
 """
-
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from include.radar import http, redact, store
 from include.radar.decide import defang, msg_uuid
+from include.radar.message import HTML, MARKDOWN, TEXT, Block, Message, fitted  # noqa: F401 (push.Block, push.Message)
 from include.radar.slots import SHANGHAI
 
 log = logging.getLogger(__name__)
@@ -28,11 +30,21 @@ log = logging.getLogger(__name__)
 for _name in ("apprise", "urllib3.connectionpool"):
     redact.scrub_logger(_name)
 
-# channel body limits (external-apis.md): WeCom markdown 4096 bytes, Telegram 4096 chars, Feishu 20 KB
-BYTE_LIMITS = {"wecombot": 4096, "wxteams": 4096, "feishu": 20000, "lark": 20000, "dingtalk": 20000}
-CHAR_LIMITS = {"tgram": 4096, "schan": 30000, "pushplus": 20000, "bark": 2000}
+# A channel gets the message in the form it shows (Markdown where it renders Markdown, HTML for e-mail, plain
+# text elsewhere) within the sizes its apprise plugin states (body_maxlen, title_maxlen), measured on what
+# apprise hands the plugin after folding the title in and converting to its dialect. What the plugins do not
+# say — bytes: WeCom's robot takes 2048 bytes of text (apprise sends it text and states 2048 characters),
+# Feishu/Lark and DingTalk a 20 KB body; characters: Bark's plugin states no limit of its own (apprise's default
+# of 32768 is no service's); titles: ServerChan's holds 32 characters, Bark's is kept to 100.
+BYTE_LIMITS = {"wecombot": 2048, "feishu": 20000, "lark": 20000, "dingtalk": 20000}
+CHAR_LIMITS = {"bark": 2000}
 TITLE_LIMITS = {"schan": 32, "bark": 100}
-DEFAULT_CHAR_LIMIT = 4000
+DEFAULT_CHAR_LIMIT = 4000  # a plugin that states no limit and is not listed above
+# ServerChan shows its text (desp) as Markdown, though apprise's plugin declares plain text: it is sent
+# Markdown, escaped, declared as text (apprise converts nothing)
+MARKDOWN_AS_TEXT = {"schan"}
+# generic webhooks: plain text, unless their URL asks for a format (``?format=markdown``)
+GENERIC = {"json", "jsons", "form", "forms", "xml", "xmls"}
 # a pending row this old was left by a sender that never came back (a send takes seconds: apprise's own
 # timeouts are well under a minute)
 SWEEP_AFTER = timedelta(minutes=5)
@@ -55,14 +67,6 @@ class Channel:
     @property
     def scheme(self) -> str:
         return self.url.split("://", 1)[0].lower()
-
-
-@dataclass(frozen=True)
-class Message:
-    title: str
-    lines: list[str]  # may be shortened to fit a channel
-    link: str  # never shortened
-    readable: tuple[str, ...] = ()  # the radar's own tickers in the lines, left undefanged (decide.defang)
 
 
 @dataclass
@@ -104,28 +108,91 @@ def _label(url: str) -> str:
     return f"{scheme}://"  # the "host" of token-style URLs is the secret itself
 
 
+@dataclass(frozen=True)
+class Form:
+    """How a channel gets a message: the form it is written in, the format apprise is told, the sizes."""
+
+    written: str  # message.TEXT, MARKDOWN or HTML
+    declared: str  # the body_format apprise is told (MARKDOWN_AS_TEXT: text, so that apprise converts nothing)
+    body_chars: int
+    body_bytes: int | None = None
+    title_chars: int | None = None  # None: the plugin folds the title into the body
+    plugin: Any = None  # the apprise plugin (None: the URL is not one apprise knows)
+
+    def prepared(self, title: str, body: str) -> list[tuple[str, str]]:
+        """(title, body) of each call of the plugin's ``send()`` for this message: the title folded in, the
+        body converted to the plugin's dialect — apprise's own preparation, without sending. Should apprise's
+        private preparation ever change, the title is counted in the body and half the body again for the
+        dialect."""
+        if self.plugin is not None:
+            with contextlib.suppress(Exception):
+                return [(c["title"], c["body"]) for c in
+                        self.plugin._build_send_calls(body=body, title=title, body_format=self.declared)]
+        return [("", (title + "\r\n" if title else "") + body + " " * (len(body) // 2))]
+
+    def fits(self, title: str, body: str) -> bool:
+        """Whether every piece the plugin would send is within its sizes (a plugin that shares its limit between
+        title and body, DingTalk's, counts both)."""
+        for sent_title, sent_body in self.prepared(title, body):
+            text = sent_body + (sent_title + "\r\n" if self.plugin is not None and self.plugin.overflow_amalgamate_title
+                                else "")
+            if len(text) > self.body_chars or (self.body_bytes and len(text.encode("utf-8")) > self.body_bytes):
+                return False
+            if self.title_chars is not None and len(sent_title) > self.title_chars:
+                return False
+        return True
+
+
+def _own(plugin: Any, name: str) -> Any:
+    """The plugin class's own value of ``name`` (not apprise's default for every plugin), else None."""
+    from apprise.plugins.base import NotifyBase
+
+    for cls in type(plugin).__mro__:
+        if cls is NotifyBase:
+            return None
+        if name in vars(cls):
+            return getattr(plugin, name)
+    return None
+
+
+def _formats(plugin: Any) -> tuple[str, ...]:
+    declared = plugin.notify_format
+    return tuple(str(getattr(f, "value", f)) for f in (declared if isinstance(declared, tuple | list) else [declared]))
+
+
+def channel_form(channel: Channel) -> Form:
+    """The form and sizes of ``channel``: the format its plugin renders by default (Telegram and e-mail HTML,
+    Slack Markdown), Markdown or HTML rather than plain text where the plugin renders them too (DingTalk and
+    Discord: Markdown); a generic webhook plain text; a URL's own ``?format=`` wins."""
+    with _quiet_apprise():
+        import apprise
+
+        plugin = apprise.Apprise.instantiate(channel.url, suppress_exceptions=True)
+    scheme = channel.scheme
+    if plugin is None:
+        return Form(TEXT, TEXT, CHAR_LIMITS.get(scheme, DEFAULT_CHAR_LIMIT), BYTE_LIMITS.get(scheme),
+                    TITLE_LIMITS.get(scheme))
+    formats = _formats(plugin)
+    chosen = str(getattr(plugin.resolve_format(None), "value", formats[0]))  # the URL's ?format=, else the default
+    if chosen == TEXT and scheme not in GENERIC and "format=" not in channel.url.split("?", 1)[-1]:
+        chosen = next((f for f in (MARKDOWN, HTML) if f in formats), chosen)
+    written = MARKDOWN if scheme in MARKDOWN_AS_TEXT and chosen == TEXT else chosen
+    title_limit = plugin.title_maxlen if plugin.title_maxlen > 0 else None
+    if title_limit is not None and scheme in TITLE_LIMITS:
+        title_limit = min(title_limit, TITLE_LIMITS[scheme])
+    body_limit = _own(plugin, "body_maxlen") or CHAR_LIMITS.get(scheme, DEFAULT_CHAR_LIMIT)
+    return Form(written, chosen, body_limit, BYTE_LIMITS.get(scheme), title_limit, plugin)
+
+
 def fit(message: Message, channel: Channel) -> tuple[str, str]:
-    """Title and body within the channel's limits; the link always survives whole, and is the message's only
-    link: every URL or host name in the title and the lines (what an article or the LLM wrote) is defanged
-    (decide.defang), since the channels link bare URLs themselves."""
-    title_limit = TITLE_LIMITS.get(channel.scheme)
-    title = defang(message.title, message.readable)
-    if title_limit and len(title) > title_limit:
-        title = title[: title_limit - 1] + "…"
-    byte_limit = BYTE_LIMITS.get(channel.scheme)
-    char_limit = CHAR_LIMITS.get(channel.scheme, DEFAULT_CHAR_LIMIT)
-    tail = "\n" + message.link
-
-    def size(text: str) -> int:
-        return len(text.encode("utf-8")) if byte_limit else len(text)
-
-    limit = (byte_limit or char_limit) - size(tail) - size(title) - 2
-    body = "\n".join(defang(line, message.readable) for line in message.lines)
-    if size(body) > limit:
-        while body and size(body + "…") > limit:
-            body = body[: max(len(body) - max(1, (size(body) - limit) // 3), 0)]
-        body += "…"
-    return title, (body + tail).strip()
+    """Title and body for ``channel``: written in its form (message.py: escaped, defanged), cut between blocks
+    to fit what its plugin takes, the title shortened where the channel's title field is shorter; the link
+    always whole."""
+    form = channel_form(channel)
+    title = defang(message.title)
+    if form.title_chars is not None and len(title) > form.title_chars:
+        title = title[: form.title_chars - 1] + "…"
+    return title, fitted(message, form.written, lambda body: form.fits(title, body))
 
 
 def secret_parts(channel: Channel, min_chars: int = 6) -> set[str]:
@@ -141,6 +208,20 @@ def _redact(text: str, channel: Channel) -> str:
     return redact.scrub(text)
 
 
+@contextlib.contextmanager
+def _quiet_apprise() -> Iterator[Any]:
+    """apprise's log lines (they name channel URLs) go to a private capture only while it works."""
+    import apprise
+
+    apprise_log = logging.getLogger("apprise")
+    propagate, apprise_log.propagate = apprise_log.propagate, False
+    try:
+        with apprise.LogCapture(level=logging.INFO) as captured:
+            yield captured
+    finally:
+        apprise_log.propagate = propagate
+
+
 def send_one(channel: Channel, title: str, body: str) -> str | None:
     """Send through apprise; None on success, else a redacted error.
 
@@ -150,23 +231,18 @@ def send_one(channel: Channel, title: str, body: str) -> str | None:
     """
     import apprise  # half a second of imports, paid only by the tasks that push
 
-    apprise_log = logging.getLogger("apprise")
-    propagate, apprise_log.propagate = apprise_log.propagate, False
-    try:
+    with _quiet_apprise() as captured, http.requests_capped(http.REQUESTS_PUSH_MAX_BYTES):
         # the channel's answer is read through requests: capped by what it decodes to (include/radar/http.py)
-        with apprise.LogCapture(level=logging.INFO) as captured, http.requests_capped(http.REQUESTS_PUSH_MAX_BYTES):
-            instance = apprise.Apprise.instantiate(channel.url, suppress_exceptions=True)
-            if instance is None:
-                return f"{channel.label}: not a valid apprise URL"
-            try:
-                # plain text in: channels that speak HTML or Markdown get it escaped by apprise, so a title or
-                # an account name from an article cannot format (or inject into) the message
-                ok = instance.notify(body=body, title=title, body_format=apprise.NotifyFormat.TEXT)
-            except Exception as exc:  # a plugin bug must not stop the other channels
-                ok = False
-                captured.write(f"{exc.__class__.__name__}: {exc}\n")
-    finally:
-        apprise_log.propagate = propagate
+        form = channel_form(channel)
+        if form.plugin is None:
+            return f"{channel.label}: not a valid apprise URL"
+        try:
+            # the body is already in the channel's form (fit): declared so, apprise converts nothing but the
+            # dialect of its Markdown
+            ok = form.plugin.notify(body=body, title=title, body_format=apprise.NotifyFormat(form.declared))
+        except Exception as exc:  # a plugin bug must not stop the other channels
+            ok = False
+            captured.write(f"{exc.__class__.__name__}: {exc}\n")
     if ok:
         return None
     lines = [ln for ln in captured.getvalue().splitlines() if ln.strip()]

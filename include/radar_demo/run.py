@@ -1,13 +1,15 @@
 """The offline demo day (``make run``): the five slots of one day through the real DAG, no network.
 
 A local WeRSS stand-in serves the sample articles (include/radar_demo/data) through the real API, a local
-OpenAI-compatible stand-in answers with recorded sample answers, and pushes land in a local JSON webhook
-that writes ``.local/demo/pushes.jsonl``. The demo uses its own database (``radar_demo``) on the radar's
+OpenAI-compatible stand-in answers with recorded sample answers, and pushes land in a local JSON webhook —
+three channels on it, one per form a channel shows (plain text, Markdown, HTML) — that writes
+``.local/demo/pushes.jsonl`` and each push in each form to ``.local/demo/pushes/``. The demo uses its own database (``radar_demo``) on the radar's
 PostgreSQL server and recreates it on every run. Everything it stores is labelled as demo data.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import os
@@ -28,13 +30,17 @@ from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushS
 
 log = logging.getLogger("radar.demo")
 DATA = Path(__file__).with_name("data")
-# the demo's push channel has one address for `make run` and `make ui`: exactly-once is per channel, so a
-# scheduled run in `make ui` sees the demo day's messages as already sent to it, not to a new channel
+# the demo's plain-text channel has one address for `make run` and `make ui` (which keeps to it): exactly-once is
+# per channel, so a scheduled run in `make ui` sees the demo day's messages as already sent to it, not to a new one
 PUSH_PORT = int(os.environ.get("RADAR_DEMO_PUSH_PORT", "18765"))
+PUSH_FORMS = {"text": "txt", "markdown": "md", "html": "html"}  # the forms a channel shows (push.channel_form)
 
 
-def push_url(at: str) -> str:
-    return f"json://{at}/demo"
+def push_urls(at: str) -> list[str]:
+    """Three channels on the one sink, a form each (a generic webhook takes the URL's ``?format=``); apprise's
+    ``:format=`` adds the form to the JSON it posts, so the sink can tell them apart."""
+    return [f"json://{at}/demo" + ("" if form == "text" else f"/{form}?format={form}&:format={form}")
+            for form in PUSH_FORMS]
 
 OUT = db.REPO_ROOT / ".local" / "demo"
 DEMO_DB = "radar_demo"
@@ -131,7 +137,7 @@ def demo_environment(url: str, werss_at: str, deepseek_at: str, sink_at: str, se
                                                   "login": "demo", "password": "demo-password"}),
         "AIRFLOW_CONN_DEEPSEEK_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{deepseek_at}",
                                                      "password": "sk-demo", "extra": {"backoff_seconds": 0}}),
-        "AIRFLOW_CONN_RADAR_PUSH": json.dumps({"conn_type": "generic", "extra": {"urls": [push_url(sink_at)]}}),
+        "AIRFLOW_CONN_RADAR_PUSH": json.dumps({"conn_type": "generic", "extra": {"urls": push_urls(sink_at)}}),
         "AIRFLOW_VAR_RADAR_DEMO_MODE": "true",
         # the day's five slots are replayed at once, and dag.test() leaves each run's deadline behind: `make ui`,
         # on the same metadata database, would later mark all five missed
@@ -165,7 +171,28 @@ def run_slots(day: date, url: str, clock: list[int], sink: PushSink, deepseek: F
         date_pushes_at_slot(url, day, slot, key.scheduled_at + timedelta(seconds=time.monotonic() - t0))
         sent = sink.received[before:]
         say(f"[demo] slot {slot}: DAG run {run.state}, {len(deepseek.requests)} LLM calls so far, "
-            f"{len(sent)} pushed ({time.monotonic() - t0:.0f}s)" + "".join(f"\n         → {m['title']}" for m in sent))
+            f"{len(sent)} pushed ({time.monotonic() - t0:.0f}s)")
+        for message in sent:
+            save_push(slot, message)
+            if message.get("format", "text") == "text":  # the plain form, as a phone's plain channel shows it
+                say(f"         → {message['title']}\n" + "\n".join(
+                    f"           {line}" if line else "" for line in message["message"].splitlines()))
+
+
+def save_push(slot: str, message: dict[str, Any]) -> Path:
+    """One push as one form's channel got it, in ``.local/demo/pushes/`` (``0700.md``: the 07:00 push, Markdown)."""
+    form = message.get("format", "text")
+    folder = OUT / "pushes"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{slot.replace(':', '')}.{PUSH_FORMS.get(form, 'txt')}"
+    title, body = message["title"], message["message"]
+    if form == "html":
+        text = (f'<!doctype html><meta charset="utf-8"><title>{html.escape(title)}</title>\n'
+                f"<b>{html.escape(title)}</b><br>\n{body}\n")
+    else:
+        text = f"{'**' + title + '**' if form == 'markdown' else title}\n\n{body}\n"
+    path.write_text(text, encoding="utf-8")
+    return path
 
 
 def day_counts(url: str) -> dict[str, Any]:
@@ -182,6 +209,8 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     pushes = OUT / "pushes.jsonl"
     pushes.write_text("")
+    for old in (OUT / "pushes").glob("*.*"):
+        old.unlink()
     day = demo_day()
     clock = [0]
     werss, deepseek = build_werss(day, clock), build_deepseek()
@@ -212,11 +241,14 @@ def main() -> int:
         f"{counts['analyses']} analyses, {counts['excluded']} excluded by the reader's rules (no LLM call), "
         f"{counts['slots_ok']}/5 slots succeeded. Where to look:")
     say(f"  report (saved HTML copy):  {html}")
-    say(f"  what was pushed:           {pushes}  ({len(sink.received)} messages)")
+    say(f"  what was pushed:           {pushes}  ({len(sink.received)} messages: each push to {len(PUSH_FORMS)} channels,"
+        f" {' / '.join(PUSH_FORMS)})")
+    say(f"  each push in each form:    {OUT / 'pushes'}/  (0700.txt, 0700.md, 0700.html, …)")
     say(f"  track record (HTML copy):  {record_page}  (demo data: recorded prices, six weeks on)")
     say(f"  model evaluation (copy):   {compared}  (flash against v4-pro, recorded answers)")
     say(f"  report pages, live:        `make ui`, log in, open {UI_BASE}/daily/{day.isoformat()}")
-    say(f"  pushed link (signed):      {sink.received[-1]['message'].splitlines()[-1] if sink.received else '-'}")
+    plain = [m for m in sink.received if m.get("format", "text") == "text"]
+    say(f"  pushed link (signed):      {plain[-1]['message'].splitlines()[-1] if plain else '-'}")
     return 0 if counts["slots_ok"] == 5 else 1
 
 

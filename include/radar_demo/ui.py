@@ -55,7 +55,7 @@ def _standins() -> list[str]:
                 f.write(json.dumps(message, ensure_ascii=False) + "\n")
 
         at = demo.serve(PushSink(on_message=record).handle, demo.PUSH_PORT)
-        os.environ["AIRFLOW_CONN_RADAR_PUSH"] = json.dumps({"conn_type": "generic", "extra": {"urls": [demo.push_url(at)]}})
+        os.environ["AIRFLOW_CONN_RADAR_PUSH"] = json.dumps({"conn_type": "generic", "extra": {"urls": demo.push_urls(at)[:1]}})
         started.append(f"push sink on http://{at} → {pushes}")
     return started
 

@@ -6,10 +6,11 @@ before failed; a daily slot that never ran is made up for by the next day's firs
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from include.radar import decide, digest, push, store
+from include.radar import briefs, decide, digest, outcomes, push, store
 from include.radar.runtime import Runtime, step, step_deadline
 
 log = logging.getLogger(__name__)
@@ -66,12 +67,16 @@ def _push_daily(rt: Runtime, day: date, slot: dict[str, Any], *, late: bool, non
     if stats.get("budget_deferred"):
         lines.append(f"今日 LLM 预算用尽，{stats['budget_deferred']} 篇顺延到次日分析")
     lines += decide.coverage_line(stats)
-    lines += decide.top_lines(report["digest_json"])
-    lines += decide.daily_notes(built=report["status"] != store.REPORT_FAILED,
-                                partial=report["status"] == store.REPORT_PARTIAL, digest_json=report["digest_json"])
+    glance = _glance(rt, day, report["digest_json"])
+    lines += glance.failures if glance else []
     message = push.Message(
         title=decide.daily_title(day, stats.get("opportunities", 0), stats.get("max_score"), late=late),
-        lines=lines, link=rt.page_url(path),
+        lines=lines if glance else lines + decide.top_lines(report["digest_json"]), link=rt.page_url(path),
+        blocks=glance.blocks if glance else (),
+        notes=(*(glance.record if glance else ()), *decide.daily_notes(
+            built=report["status"] != store.REPORT_FAILED, partial=report["status"] == store.REPORT_PARTIAL,
+            digest_json=report["digest_json"])),
+        link_label="查看日报",
     )
     with rt.connect() as conn:
         before = store.track.sent_daily_pushes(conn, day)
@@ -84,6 +89,33 @@ def _push_daily(rt: Runtime, day: date, slot: dict[str, Any], *, late: bool, non
     if delivery.failed:
         raise push.PushFailed(f"daily push failed for {', '.join(delivery.failed)}; a retry resends only to those")
     return delivery.as_xcom()
+
+
+@dataclass(frozen=True)
+class Glance:
+    """What the 22:00 push says of the day beyond its counts (briefs.py)."""
+
+    blocks: tuple[push.Block, ...]  # the day's top opportunities
+    failures: list[str]  # the articles whose analysis failed
+    record: list[str]  # the track record's hit rate, when the record page concludes one
+
+
+def _glance(rt: Runtime, day: date, digest_json: Any) -> Glance | None:
+    """The day's top opportunities (the report's picks first, up to briefs.MAX_DAY_ITEMS), its failed articles
+    and the track record's line; None when they cannot be had (the push goes out with the report's picks)."""
+    threshold = rt.settings.push_score_threshold
+    try:
+        with rt.connect() as conn:
+            facts = digest.gather(conn, day, threshold, rt.settings.deepseek_currency)
+            groups = store.track.summary_groups(conn, store.track.RecordFilters(), briefs.RECORD_HORIZON)
+    except Exception:  # whatever broke the report must not also stop its push
+        log.exception("the day's top opportunities could not be gathered for the daily push; pushing the report's")
+        return None
+    overall = next((g for g in groups if g["dim"] == "all"), {})
+    items = briefs.day_items(digest_json, facts.entries, threshold)
+    return Glance(
+        tuple(briefs.day_block(e, digest_json, rt.page_url(f"/analysis/{e.lead['id']}")) for e in items),
+        briefs.failures_line(facts.failures), briefs.record_line(outcomes.Group.from_sums("all", "全部", overall)))
 
 
 def _stats_from_database(rt: Runtime, day: date) -> dict[str, Any]:

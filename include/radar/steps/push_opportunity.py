@@ -1,5 +1,5 @@
-"""``push_opportunity`` and ``skip_push``: a daytime slot's best new opportunity pushed once per slot and channel,
-or the silence recorded with its reason.
+"""``push_opportunity`` and ``skip_push``: a daytime slot's new opportunities pushed once per slot and channel
+(linking its best), or the silence recorded with its reason.
 """
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import logging
 from datetime import date
 from typing import Any
 
-from include.radar import decide, push, store
+from include.radar import briefs, decide, push, store
 from include.radar.runtime import Runtime, step
-from include.radar.steps.summarise import choose_path, slot_summary
+from include.radar.steps.summarise import SlotView, choose_path, slot_summary, slot_view
 
 log = logging.getLogger(__name__)
 
@@ -18,21 +18,13 @@ log = logging.getLogger(__name__)
 @step("push_opportunity")
 def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     rt.sweep_pushes(slot)
-    summary = slot_summary(rt, slot).as_xcom()
+    view = slot_view(rt, slot)
+    summary = view.summary.as_xcom()
     decision = choose_path(slot, summary)
     with rt.connect() as conn:
         store.set_slot_decision(conn, slot["slot_run_id"], "push", {"reason": decision.reason, **decision.detail})
-    count = summary["above_threshold"] or 1
     path = f"/analysis/{summary['top_analysis_id']}"
-    unverified = not summary.get("top_verified", True)  # only a forced push gets here
-    message = push.Message(
-        title=decide.opportunity_title(slot["slot"], count, summary["max_score"]),
-        lines=[decide.first_sentence(summary["top_summary"]) + ("（证据未核实）" if unverified else ""),
-               *decide.watch_line(summary.get("top_watch") or []),
-               *decide.sources_line(summary.get("top_sources") or [])],
-        link=rt.page_url(path),
-        readable=tuple(summary.get("top_watch") or ()),  # the reader's tickers the radar matched: not links
-    )
+    message = _message(rt, slot, view, path)
     forced = slot["push_mode"] == "force"
     report = push.deliver(
         rt.connect, rt.channels(), message, report_date=date.fromisoformat(slot["run_date"]), slot=slot["slot"],
@@ -42,6 +34,25 @@ def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     if report.failed:
         raise push.PushFailed(f"push failed for {', '.join(report.failed)}; a retry resends only to those")
     return report.as_xcom()
+
+
+def _message(rt: Runtime, slot: dict[str, Any], view: SlotView, path: str) -> push.Message:
+    """The slot's opportunities, a block each (briefs.py), best first, the reader's watchlist hits before;
+    past briefs.MAX_ITEMS, 「另有 N 条」 with the day's page. The link is the top analysis's (seed 8.2)."""
+    summary = view.summary
+    items = briefs.slot_items(view.candidates, summary.threshold, summary.top_analysis_id, view.entries)
+    day = date.fromisoformat(slot["run_date"])
+    links = {e.lead["id"]: rt.page_url(f"/analysis/{e.lead['id']}") for e in items[: briefs.MAX_ITEMS]}
+    more = len(items) - briefs.MAX_ITEMS
+    best = max((e.lead["score"] for e in items), default=summary.max_score or 0)  # the rank may lead with less
+    return push.Message(
+        title=decide.opportunity_title(slot["slot"], summary.above_threshold or 1, best),
+        lines=[], link=links.get(summary.top_analysis_id) or rt.page_url(path),
+        blocks=tuple(briefs.opportunity_block(e, briefs.event_sources(e, view.others), day, links[e.lead["id"]])
+                     for e in items[: briefs.MAX_ITEMS]),
+        more=f"另有 {more} 条" if more > 0 else "", more_link=rt.page_url(f"/daily/{day.isoformat()}") if more > 0 else "",
+        link_label="查看分析",
+    )
 
 
 @step("skip_push")

@@ -5,6 +5,7 @@ focus, feedback and track record, and the decision to push, stay silent or build
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,7 +15,18 @@ from include.radar.runtime import Runtime, step
 log = logging.getLogger(__name__)
 
 
-def slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
+@dataclass(frozen=True)
+class SlotView:
+    """A slot's analyses as its push sees them: the summary, its events (best first, ``candidates``: those no
+    other slot's push linked to) and the same events' analyses by other slot runs."""
+
+    summary: decide.SlotSummary
+    entries: list[events.Entry]
+    candidates: list[events.Entry]
+    others: list[dict[str, Any]]
+
+
+def slot_view(rt: Runtime, slot: dict[str, Any]) -> SlotView:
     with rt.connect() as conn:
         analyses = store.slot_analyses(conn, slot["slot_run_id"])
         failed = store.slot_failed_count(conn, slot["slot_run_id"])
@@ -24,8 +36,14 @@ def slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
         weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)),
                                 store.track.outcome_means(conn, ranking.OUTCOME_HORIZON), rt.settings.outcome_min_picks)
     analyses = ranking.annotate(analyses, weights)  # the reader's watchlist and feedback order the candidates
-    return decide.summarise(analyses, failed, rt.settings.push_score_threshold,
-                            [o for o in others if o["slot_run_id"] != slot["slot_run_id"]], reported)
+    others = [o for o in others if o["slot_run_id"] != slot["slot_run_id"]]
+    entries = events.entries([a for a in analyses if not a.get("reused_from_id")])
+    return SlotView(decide.summarise(analyses, failed, rt.settings.push_score_threshold, others, reported),
+                    entries, [e for e in entries if e.event not in reported], others)
+
+
+def slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
+    return slot_view(rt, slot).summary
 
 
 @step("summarise")

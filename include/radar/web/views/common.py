@@ -17,6 +17,9 @@ from markdown_it.token import Token
 from markupsafe import Markup
 
 from include.radar import DAG_ID, redact
+from include.radar.labels import DIRECTIONS as DIRECTION_LABELS  # noqa: F401
+from include.radar.labels import TYPES as TYPE_LABELS  # noqa: F401
+from include.radar.labels import direction_label, type_label  # noqa: F401 (the views' names for the pushes' words)
 from include.radar.pricing import format_money
 
 Row = Mapping[str, Any]
@@ -60,28 +63,7 @@ _REPORT_STATUS = {0: REPORT_BUILDING, 1: REPORT_OK, 2: REPORT_FAILED, 3: REPORT_
 REPORT_FAILED_NOTICE = "日报生成失败，请稍后刷新"
 REPORT_PARTIAL_NOTICE = "日报根据已完成的部分生成"
 
-TYPE_LABELS = {
-    "stock": "个股",
-    "sector": "行业",
-    "fund": "基金",
-    "commodity": "商品",
-    "macro": "宏观",
-    "bond": "债券",
-    "fx": "外汇",
-    "crypto": "加密资产",
-    "other": "其他",
-    "none": "无机会",
-}
-DIRECTION_LABELS = {"bullish": "看多", "bearish": "看空", "neutral": "中性", "watch": "观察"}
 _WEEKDAYS = "一二三四五六日"
-
-
-def type_label(value: str | None) -> str:
-    return TYPE_LABELS.get(value or "", value or "—")
-
-
-def direction_label(value: str | None) -> str:
-    return DIRECTION_LABELS.get(value or "", value or "—")
 
 
 def day_label(day: date) -> str:

@@ -1,0 +1,227 @@
+"""Each channel gets the push in its own form — Markdown where it renders Markdown, HTML for e-mail, plain text
+elsewhere — with whatever an article or the LLM wrote shown as text (Markdown and HTML metacharacters, links,
+look-alike dots, 2,000-character theses, emoji), within the sizes its apprise plugin states, cut between items,
+the link whole. What each plugin's ``send()`` gets is read by intercepting apprise just before the network.
+
+Rooms: message.py (the forms, the cut), push.py (channel_form, fit, send_one), briefs.py (the blocks).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import date, datetime
+from html.parser import HTMLParser
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+from include.radar import briefs, events, message, push
+from include.radar.slots import SHANGHAI
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.hostile
+
+LINK = "https://radar.example.com/radar/analysis/42?exp=1900000000&sig=" + "ab" * 32
+RADAR = "https://radar.example.com/radar/"
+# the channels this user base uses, and dialects apprise converts Markdown to
+CHANNELS = [
+    "wecombot://ROBOTKEY1234567", "feishu://WEBHOOKTOKEN1234567", "lark://WEBHOOKTOKEN1234567",
+    "dingtalk://SECRET123456@TOKEN1234567", "tgram://123456789:ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghi/42",
+    "tgram://123456789:ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghi/42?format=markdown&mdv=v2",
+    "slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ", "discord://1234567890/abcdefghijklmnop",
+    "schan://SCT1234567890abc", "pushplus://abcdefghijklmnopqrstuvwxyz123456", "bark://localhost/devicekey1234",
+    "mailto://user:pass@example.com", "json://localhost/hook", "ntfy://topic",
+]
+HOSTILE = [
+    '<b>粗</b>**紧急** [点此领取](http://evil.example) <a href="https://evil.example">领</a> `码` ~~删~~ ||藏|| &amp; _斜_',
+    "ｅｖｉｌ．ｃｏｍ、evil︒com、evil\ufe0f.com、www.evil.example/x、javascript:alert(1)、a@evil.example",
+    "# 标题 - 列表 > 引用 1. 一 === --- \\ ![图](https://evil.example/i.png)",
+    "😀🚀❤️👨\u200d👩\u200d👧 表情，贵州茅台（600519.SH）与腾讯控股（0700.HK）",
+]
+# what a linkifier (Telegram, WeCom, mail clients) turns into a link
+LINKABLE = re.compile(r"(?i)(?:https?|ftp):\s*/\s*/|javascript\s*:|[\w-]\.[^\W\d_]{2}|\d{1,3}(?:\.\d{1,3}){3}")
+
+
+def _analysis(n: int, hostile: str, direction: str = "bullish") -> dict:
+    return {
+        "id": n, "score": 90 - n, "summary": hostile + "。" + "长" * 2000, "top_type": "stock", "mp_name": hostile[:30],
+        "published_at": datetime(2026, 1, 8, 13, n, tzinfo=SHANGHAI), "evidence_verified": True,
+        "watch_hits": [hostile[:20]] if n == 1 else [],
+        "result_json": {
+            "opportunities": [{"type": "stock", "direction": direction,
+                               "targets": ["贵州茅台（600519.SH）", "腾讯控股(0700.HK)", hostile, "长" * 2000]}],
+            "checks": {"quotes": [{"quote": hostile + "长" * 2000, "opportunity": 0, "verified": True}]},
+        },
+    }
+
+
+def _slot_message() -> message.Message:
+    """A slot of hostile opportunities, through the blocks the real push builds (briefs.py)."""
+    entries = [events.Entry(a, [a]) for a in (_analysis(n, h, "bearish" if n == 2 else "bullish")
+                                              for n, h in enumerate(HOSTILE, 1))]
+    blocks = tuple(briefs.opportunity_block(e, [f"号{n}" for n in range(e.lead["id"] % 3 + 1)], date(2026, 1, 8),
+                                            f"{RADAR}analysis/{e.lead['id']}?exp=1&sig=cd") for e in entries)
+    return message.Message("【机会提醒】14:00 发现 4 条（最高分 89）", [], LINK, blocks, more="另有 1 条",
+                           more_link=f"{RADAR}daily/2026-01-08?exp=1&sig=ef", link_label="查看分析")
+
+
+def _big_message() -> message.Message:
+    """Forty items of 300 characters each: more than any channel here takes."""
+    blocks = tuple(message.Block(f"{i} {HOSTILE[i % 4]}" + "长" * 200, (HOSTILE[(i + 1) % 4], "标的：贵州茅台 600519"),
+                                 f"{RADAR}analysis/{i}?exp=1&sig=cd") for i in range(40))
+    return message.Message("【日报】2026-01-08：40 条机会（最高分 99）", ["分析 40 篇"], LINK, blocks, link_label="查看日报")
+
+
+def _alert() -> message.Message:
+    """An operator alert quoting a 20,000-character answer: no blocks, its one line too long for any channel."""
+    return message.Message("【运维】DeepSeek 调用异常", ["not JSON: " + (HOSTILE[0] + "长" * 500) * 30], RADAR)
+
+
+MESSAGES = {"slot": _slot_message, "big": _big_message, "alert": _alert}
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.hrefs: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.hrefs += [v for k, v in attrs if k == "href"]
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def _html(body: str) -> _Tags:
+    parser = _Tags()
+    parser.feed(body)
+    return parser
+
+
+@pytest.mark.parametrize("url", CHANNELS)
+def test_each_form_shows_what_an_article_or_the_llm_wrote_as_text(url):
+    channel = push.channels_from([url])[0]
+    form = push.channel_form(channel).written
+    title, body = push.fit(_slot_message(), channel)
+    if form == message.MARKDOWN:
+        rendered = _html(MarkdownIt("commonmark").render(body))
+        assert set(rendered.tags) <= {"p", "strong", "br", "a"}, rendered.tags  # no emphasis, code, image, heading
+        assert rendered.tags.count("strong") == body.count("证据：")  # one bold headline per item shown, ours
+    elif form == message.HTML:
+        rendered = _html(body)
+        assert set(rendered.tags) <= {"b", "br", "a"}, rendered.tags
+    else:
+        rendered = _html("")
+        rendered.text = [body]
+        assert LINKABLE.search(body.rsplit("\n", 1)[0]) is None
+    text = "".join(rendered.text)
+    assert all(h.startswith(RADAR) for h in rendered.hrefs) and (form == message.TEXT or LINK in rendered.hrefs)
+    shown = text.count("证据：")  # the items that fit this channel (WeCom's 2048 bytes hold fewer), each whole
+    assert shown == 4 or (shown >= 1 and message.CUT_NOTE in text)
+    assert "<b>粗</b>**紧急** [点此领取](hxxp://evil[.]example)" in text  # item 1 (the watchlist's): as text
+    assert "贵州茅台 600519、腾讯控股 00700" in text  # codes read whole, in every item's targets
+    assert "600519.SH" not in text and "[.]SH" not in text and "0700.HK" not in text
+    assert "长" * 100 not in text and "…」" in text  # a 2,000-character thesis or quote is shortened
+    if shown == 4:
+        assert "evil[.]com、evil[.]com、evil[.]com" in text and "72 分｜看空" not in text and "88 分｜看空" in text
+        assert "👨\u200d👩\u200d👧 表情，贵州茅台（600519）与腾讯控股（00700）" in text
+
+
+def _intercepted(monkeypatch) -> list[dict]:
+    """What each plugin's send() is handed, instead of sending it (apprise's last step before the network)."""
+    from apprise.plugins.base import NotifyBase
+
+    calls: list[dict] = []
+
+    def record(self, **kwargs):
+        calls.append({"plugin": self, **kwargs})
+        return True
+
+    monkeypatch.setattr(NotifyBase, "_timed_send", record)
+    return calls
+
+
+@pytest.mark.parametrize("kind", MESSAGES)
+@pytest.mark.parametrize("url", CHANNELS)
+def test_no_channels_sender_gets_a_message_over_its_plugins_limit_and_the_link_is_whole(monkeypatch, url, kind):
+    calls = _intercepted(monkeypatch)
+    channel = push.channels_from([url])[0]
+    sent = MESSAGES[kind]()
+    assert push.send_one(channel, *push.fit(sent, channel)) is None
+    [call] = calls  # one message, never split by apprise
+    plugin, title, body = call["plugin"], call["title"], call["body"]
+    size = body + (title + "\r\n" if plugin.overflow_amalgamate_title else "")
+    assert len(size) <= plugin.body_maxlen, (len(size), plugin.body_maxlen)
+    assert len(size.encode()) <= push.BYTE_LIMITS.get(channel.scheme, 10**9)
+    assert plugin.title_maxlen == 0 and title == "" or len(title) <= min(plugin.title_maxlen,
+                                                                       push.TITLE_LIMITS.get(channel.scheme, 999))
+    assert sent.link in body or html.escape(sent.link) in body  # (Slack writes & as &amp;)
+
+
+@pytest.mark.parametrize("url", ["wecombot://ROBOTKEY1234567", "tgram://123456789:ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghi/42",
+                                 "dingtalk://SECRET123456@TOKEN1234567", "bark://localhost/devicekey1234"])
+def test_a_message_that_does_not_fit_is_cut_between_items_never_inside_one(url):
+    channel = push.channels_from([url])[0]
+    big = _big_message()
+    form = push.channel_form(channel)
+    title, body = push.fit(big, channel)
+    shown = next(k for k in range(len(big.blocks), -1, -1) if body == message.render(big, form.written, k))
+    assert 1 <= shown < len(big.blocks) and not form.fits(title, message.render(big, form.written, shown + 1))
+    assert message.CUT_NOTE in body and body.endswith(html.escape(LINK) + '">查看日报</a>' if form.written == message.HTML
+                                                      else LINK if form.written == message.TEXT else f"(<{LINK}>)")
+
+
+def test_lines_that_alone_do_not_fit_are_shortened_saying_so_and_the_link_kept():
+    [channel] = push.channels_from(["wecombot://ROBOTKEY1234567"])
+    title, body = push.fit(_alert(), channel)
+    assert body.endswith(f"…\n\n{message.CUT_NOTE}\n{RADAR}") and body.startswith("not JSON: <b>粗</b>**紧急** [点此领取](hxxp")
+    assert len((title + "\r\n" + body).encode()) <= 2048 and len((title + "\r\n" + body).encode()) > 1900  # filled
+
+
+@pytest.mark.parametrize(("url", "form", "declared", "chars", "bytes_", "title"), [
+    ("wecombot://ROBOTKEY1234567", "text", "text", 2048, 2048, None),  # apprise sends WeCom text: 2048 bytes
+    ("feishu://WEBHOOKTOKEN1234567", "text", "text", 19985, 20000, None),
+    ("dingtalk://SECRET123456@TOKEN1234567", "markdown", "markdown", 19985, 20000, 250),
+    ("tgram://123456789:ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghi/42", "html", "html", 4096, None, None),
+    ("discord://1234567890/abcdefghijklmnop", "markdown", "markdown", 2000, None, 250),
+    ("slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ", "markdown", "markdown", 35000, None, 250),
+    ("mailto://user:pass@example.com", "html", "html", 4000, None, 250),
+    ("pushplus://abcdefghijklmnopqrstuvwxyz123456", "html", "html", 20000, None, 200),
+    ("schan://SCT1234567890abc", "markdown", "text", 4000, None, 32),  # ServerChan shows Markdown, declared text
+    ("bark://localhost/devicekey1234", "text", "text", 2000, None, 100),  # what apprise does not say: the table
+    ("json://localhost/hook", "text", "text", 4000, None, 250),
+    ("json://localhost/hook?format=markdown", "markdown", "markdown", 4000, None, 250),
+    ("nosuchservice://token123456", "text", "text", 4000, None, None),
+])
+def test_each_channel_gets_its_form_and_the_sizes_its_plugin_states(url, form, declared, chars, bytes_, title):
+    got = push.channel_form(push.channels_from([url])[0])
+    assert (got.written, got.declared, got.body_chars, got.body_bytes, got.title_chars) == (
+        form, declared, chars, bytes_, title)
+
+
+_SAFE = st.text(alphabet=st.sampled_from(list("*_[]()<>&~|`#+-=.!:\\/'\" 0123456789a中😀")), min_size=1, max_size=40)
+
+
+@given(_SAFE.map(lambda t: " ".join(t.split())).filter(bool))
+def test_markdown_escaping_renders_any_text_as_itself(text):
+    """CommonMark (markdown-it) reads an escaped line back as exactly its text: no markup of any kind."""
+    shown = html.escape(text, quote=False).replace('"', "&quot;")  # markdown-it writes " as &quot;, ' as it is
+    assert MarkdownIt("commonmark").render(message.md_escape(text)) == f"<p>{shown}</p>\n"
+
+
+def test_the_docs_table_of_channels_is_what_channel_form_says():
+    doc = (REPO / "docs" / "pushes.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z]+)://` \| (\w+) \| ([^|]+) \|", doc, re.MULTILINE)
+    assert len(rows) >= 8
+    for scheme, form, limit in rows:
+        url = next(u for u in [*CHANNELS, "nosuchservice://token123456"] if u.startswith(scheme + "://"))
+        got = push.channel_form(push.channels_from([url])[0])
+        assert form == {"text": "text", "markdown": "Markdown", "html": "HTML"}[got.written], (scheme, form)
+        said = f"{got.body_chars} chars" + (f" · {got.body_bytes} bytes" if got.body_bytes else "")
+        assert limit.strip() == said, (scheme, limit, said)
