@@ -91,7 +91,7 @@ SECRETS_RECEIVED = {
     "airflow-dag-processor": AIRFLOW_SHARED | RADAR_CALLBACKS,
     "airflow-triggerer": AIRFLOW_SHARED | RADAR_CALLBACKS,
     "airflow-worker": TASKS,
-    "airflow-cli": TASKS,
+    "airflow-cli": TASKS | {"RADAR_PAGES_DB_PASSWORD"},  # `cli check` tries the pages' login too
     "airflow-init": AIRFLOW_SHARED | {"POSTGRES_PASSWORD", "RADAR_DB_PASSWORD", "RADAR_PAGES_DB_PASSWORD",
                                       "_AIRFLOW_WWW_USER_PASSWORD"},
     "flower": {"AIRFLOW_DB_PASSWORD", "FLOWER_BASIC_AUTH", "REDIS_PASSWORD"},
@@ -411,6 +411,13 @@ def test_health_checks_that_start_airflow_have_time_to_answer(compose: dict) -> 
             assert check["timeout"] == "10s", name
     assert timeouts == {name: ("60s", "30s", 5) for name in
                         ("airflow-dag-processor", "airflow-worker", "airflow-triggerer")}
+
+
+def test_a_task_waits_for_a_busy_api_server(compose: dict) -> None:
+    """Every Airflow container's tasks wait 30 s for the Execution API, not 5: under `make compose-day` a task's
+    first call timed out while the api-server was busy, and the task failed before it ran."""
+    for name in AIRFLOW_SERVICES:
+        assert compose["services"][name]["environment"]["AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT"] == "30", name
 
 
 def test_compose_runs_the_workers_as_make_celery_proved(compose: dict) -> None:
