@@ -48,12 +48,19 @@ USER_ID = 1000  # the run plays a user of this id (the guide's `id -u`): as root
 
 
 def day_slots(now: datetime) -> tuple[date, list[str]]:
-    """Three slots of one day that have all passed, an hour apart, the last ten minutes or more ago (unpausing
-    then starts no run of its own: the latest tick is past Airflow's catch-up margin)."""
-    last = (now.astimezone(SHANGHAI) - timedelta(minutes=10)).replace(second=0, microsecond=0)
-    if last.hour < 2:  # the day's first hours leave no room for three: yesterday's evening
+    """Three slots of one day, an hour apart, all past: the last two and a half hours or more ago, so that
+    unpausing starts no run of its own (Airflow runs the latest tick on unpausing while it lies within a tenth
+    of the gap to the next one: 2.2 h of the 22 h to the next day's first slot)."""
+    last = (now.astimezone(SHANGHAI) - timedelta(hours=2, minutes=30)).replace(second=0, microsecond=0)
+    if last.hour < 2:  # the day's first hours leave no room for three: the evening before
         last = last.replace(hour=23) - timedelta(days=1)
     return last.date(), [f"{last.hour - back:02d}:{last.minute:02d}" for back in (2, 1, 0)]
+
+
+def collection_cron(slots: list[str]) -> str:
+    """WeRSS's collection task, a quarter of an hour before each slot (as the guide's step 8 sets it up)."""
+    times = [datetime.strptime(s, "%H:%M") - timedelta(minutes=15) for s in slots]
+    return f"{times[0].minute} {','.join(str(t.hour) for t in times)} * * *"
 
 
 def stack_env(day: date, slots: list[str], api_port: int, werss_port: int, werss_password: str) -> dict[str, str]:
@@ -74,6 +81,9 @@ def stack_env(day: date, slots: list[str], api_port: int, werss_port: int, werss
                                                           "extra": {"urls": ["json://push-standin:8000/ops"]}}) + "'",
         "STANDIN_DEEPSEEK_KEY": deepseek_key,
         "STANDIN_SLOTS": ",".join(str(e) for e in epochs[:2]),
+        "STANDIN_COLLECTION_CRON": collection_cron(slots),
+        # a spending cap, as the guide's step 10 advises (check warns without one)
+        "AIRFLOW_VAR_RADAR_DAILY_BUDGET": "5",
         "AIRFLOW_VAR_RADAR_SCHEDULE_SLOTS": ",".join(slots),
         "AIRFLOW_VAR_RADAR_REPORT_BASE_URL": f"http://127.0.0.1:{api_port}/radar",
         # the day's slots are run now, up to an hour and more after their time: none counts as late

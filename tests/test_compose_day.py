@@ -29,15 +29,21 @@ def test_the_env_is_made_by_the_guides_own_commands() -> None:
 
 
 @pytest.mark.parametrize(("now", "day", "slots"), [
-    ((2026, 11, 27, 12, 5), date(2026, 11, 27), ["09:55", "10:55", "11:55"]),
-    ((2026, 11, 27, 3, 0), date(2026, 11, 27), ["00:50", "01:50", "02:50"]),
-    ((2026, 11, 27, 2, 5), date(2026, 11, 26), ["21:55", "22:55", "23:55"]),
-    ((2026, 11, 28, 0, 31), date(2026, 11, 27), ["21:21", "22:21", "23:21"]),
-    ((2026, 11, 27, 23, 59), date(2026, 11, 27), ["21:49", "22:49", "23:49"]),
+    ((2026, 11, 27, 12, 5), date(2026, 11, 27), ["07:35", "08:35", "09:35"]),
+    ((2026, 11, 27, 3, 0), date(2026, 11, 26), ["21:30", "22:30", "23:30"]),
+    ((2026, 11, 27, 4, 31), date(2026, 11, 27), ["00:01", "01:01", "02:01"]),
+    ((2026, 11, 28, 0, 31), date(2026, 11, 27), ["20:01", "21:01", "22:01"]),
+    ((2026, 11, 27, 23, 59), date(2026, 11, 27), ["19:29", "20:29", "21:29"]),
 ])
 def test_the_days_slots_have_passed_and_share_a_day(now: tuple[int, ...], day: date, slots: list[str]) -> None:
-    """Three slots an hour apart on one day, the last ten minutes or more before the start: every hour works."""
+    """Three slots an hour apart on one day, the last 2.5 h or more before the start (past the margin within
+    which unpausing runs the latest tick): every hour works, midnight too."""
     assert compose_day.day_slots(datetime(*now, tzinfo=SHANGHAI)) == (day, slots)
+
+
+def test_werss_collects_a_quarter_of_an_hour_before_each_slot() -> None:
+    assert compose_day.collection_cron(["00:01", "01:01", "02:01"]) == "46 23,0,1 * * *"
+    assert compose_day.collection_cron(["19:29", "20:29", "21:29"]) == "14 19,20,21 * * *"
 
 
 def test_the_standins_sit_on_the_networks_of_what_they_stand_for() -> None:

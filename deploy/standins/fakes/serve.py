@@ -5,7 +5,7 @@ in a container of its own by `make compose-day` (deploy/standins/docker-compose.
 
 WeRSS serves the demo's accounts and articles, placed around the day's slots (STANDIN_SLOTS: the epoch seconds
 of the first two, comma separated): the demo's earlier articles before the first slot, those of its
-evening between the first and the second. DeepSeek answers with the demo's recorded answers after
+evening between the first and the second; its collection task runs on STANDIN_COLLECTION_CRON. DeepSeek answers with the demo's recorded answers after
 STANDIN_LLM_SECONDS. The push sink records what reaches /push (the reader's) and /ops (the operator's).
 Each answers GET /_standin/stats with what it counted (read by the make target through `docker compose exec`).
 """
@@ -22,7 +22,7 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from include.radar_demo import run as demo
-from include.radar_demo.fakes import FakeArticle, FakeWeRSS, PushSink
+from include.radar_demo.fakes import FakeArticle, FakeWeRSS, PushSink, collection_task
 
 
 def werss() -> tuple[Any, dict[str, Any]]:
@@ -40,7 +40,8 @@ def werss() -> tuple[Any, dict[str, Any]]:
                                     description=a.get("description", ""), publish_time=published,
                                     content_html=html, content=a.get("content") if not html else None))
     fake = FakeWeRSS(accounts=demo.load("accounts.json"), articles=articles,
-                     username=os.environ.get("USERNAME", "admin"), password=os.environ["PASSWORD"])
+                     username=os.environ.get("USERNAME", "admin"), password=os.environ["PASSWORD"],
+                     message_tasks=[collection_task(os.environ["STANDIN_COLLECTION_CRON"])])
     return fake, {"port": 8001, "stats": lambda: {
         "detail_calls": sum(fake.detail_calls.values()), "articles_fetched": len(fake.detail_calls),
         "most_fetches_of_one": max(fake.detail_calls.values(), default=0), "logins": fake.login_attempts,
