@@ -42,8 +42,10 @@ ENV_ALLOWLIST = {
     "RADAR_PGDATA",
     # the test suite's database server (tests/conftest.py, CI); never read by the deployed code
     "RADAR_TEST_DATABASE_URL",
-    # set by the Airflow image itself (/opt/airflow)
+    # set by the Airflow image itself (/opt/airflow), and by docker-compose.yaml (config/airflow.cfg): check
+    # reads either to know whether this process has an Airflow to ask
     "AIRFLOW_HOME",
+    "AIRFLOW_CONFIG",
     # `make ui` only (include/radar_demo/ui.py): the local UI's port, and a marker set by
     # scripts/bootstrap.sh when the user gave RADAR_DATABASE_URL; the deployment never runs ui.py
     "RADAR_UI_PORT",
