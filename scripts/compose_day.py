@@ -131,7 +131,7 @@ def fast(t: Transcript) -> int:
         t.check(stack.wait_healthy(["postgres", "redis"], 120) is not None, "postgres and redis healthy")
         steps.check_backing_services(stack, values)
     finally:
-        steps.Stack(clone, env, "radar-fast", t).compose("down", "-v", check=False)
+        steps.Stack(clone, env, "radar-fast", t).compose("down", "-v", "--remove-orphans", check=False)
         stop_engine(proc)
     return 1 if t.failed else 0
 
@@ -145,7 +145,7 @@ def whole_day(t: Transcript, keep: bool) -> int:
     stack = steps.Stack(CLONE, env, CLONE.name, t)
     try:
         if CLONE.exists():
-            stack.compose("down", "-v", check=False)
+            stack.compose("down", "-v", "--remove-orphans", check=False)
         clean_copy(CLONE)
         now = datetime.now(SHANGHAI)
         day, slots = day_slots(now)
@@ -160,7 +160,7 @@ def whole_day(t: Transcript, keep: bool) -> int:
         stack.save_logs()
     finally:
         if not keep:
-            stack.compose("down", "-v", check=False)
+            stack.compose("down", "-v", "--remove-orphans", check=False)
             t.say("docker compose down -v")
             stop_engine(proc)
             if proc is not None:
