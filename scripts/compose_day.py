@@ -48,11 +48,10 @@ USER_ID = 1000  # the run plays a user of this id (the guide's `id -u`): as root
 
 
 def day_slots(now: datetime) -> tuple[date, list[str]]:
-    """Three slots of one day, an hour apart, all past: the last two and a half hours or more ago, so that
-    unpausing starts no run of its own (Airflow runs the latest tick on unpausing while it lies within a tenth
-    of the gap to the next one: 2.2 h of the 22 h to the next day's first slot)."""
-    last = (now.astimezone(SHANGHAI) - timedelta(hours=2, minutes=30)).replace(second=0, microsecond=0)
-    if last.hour < 2:  # the day's first hours leave no room for three: the evening before
+    """Three slots of one day, an hour apart, the last ten minutes before ``now`` (the evening before, in
+    the day's first two hours): the day's runs are dated at them, none in the future."""
+    last = (now.astimezone(SHANGHAI) - timedelta(minutes=10)).replace(second=0, microsecond=0)
+    if last.hour < 2:
         last = last.replace(hour=23) - timedelta(days=1)
     return last.date(), [f"{last.hour - back:02d}:{last.minute:02d}" for back in (2, 1, 0)]
 

@@ -29,15 +29,15 @@ def test_the_env_is_made_by_the_guides_own_commands() -> None:
 
 
 @pytest.mark.parametrize(("now", "day", "slots"), [
-    ((2026, 11, 27, 12, 5), date(2026, 11, 27), ["07:35", "08:35", "09:35"]),
-    ((2026, 11, 27, 3, 0), date(2026, 11, 26), ["21:30", "22:30", "23:30"]),
-    ((2026, 11, 27, 4, 31), date(2026, 11, 27), ["00:01", "01:01", "02:01"]),
-    ((2026, 11, 28, 0, 31), date(2026, 11, 27), ["20:01", "21:01", "22:01"]),
-    ((2026, 11, 27, 23, 59), date(2026, 11, 27), ["19:29", "20:29", "21:29"]),
+    ((2026, 11, 27, 12, 5), date(2026, 11, 27), ["09:55", "10:55", "11:55"]),
+    ((2026, 11, 27, 3, 0), date(2026, 11, 27), ["00:50", "01:50", "02:50"]),
+    ((2026, 11, 27, 2, 5), date(2026, 11, 26), ["21:55", "22:55", "23:55"]),
+    ((2026, 11, 28, 0, 5), date(2026, 11, 27), ["21:55", "22:55", "23:55"]),
+    ((2026, 11, 27, 23, 59), date(2026, 11, 27), ["21:49", "22:49", "23:49"]),
 ])
 def test_the_days_slots_have_passed_and_share_a_day(now: tuple[int, ...], day: date, slots: list[str]) -> None:
-    """Three slots an hour apart on one day, the last 2.5 h or more before the start (past the margin within
-    which unpausing runs the latest tick): every hour works, midnight too."""
+    """Three slots an hour apart on one day, the last ten minutes before the start: every hour works,
+    midnight too."""
     assert compose_day.day_slots(datetime(*now, tzinfo=SHANGHAI)) == (day, slots)
 
 
@@ -53,7 +53,9 @@ def test_the_standins_sit_on_the_networks_of_what_they_stand_for() -> None:
     werss = yaml.safe_load((REPO / "docker-compose.werss.yaml").read_text())["services"]["werss"]
     assert "networks" not in standins["werss"] and werss["networks"] == ["werss"]
     assert "ports" not in standins["deepseek-standin"] and "networks" not in standins["push-standin"]
-    assert set(standins) == {"werss", "deepseek-standin", "push-standin"}
+    assert set(standins) == {"werss", "deepseek-standin", "push-standin", "airflow-scheduler"}
+    # the day's runs are its own, dated at their slots: the scheduler makes none
+    assert standins["airflow-scheduler"] == {"environment": {"AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False"}}
 
 
 def test_a_users_build_gets_nothing_of_this_machine() -> None:

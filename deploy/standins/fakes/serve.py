@@ -41,7 +41,8 @@ def werss() -> tuple[Any, dict[str, Any]]:
                                     content_html=html, content=a.get("content") if not html else None))
     fake = FakeWeRSS(accounts=demo.load("accounts.json"), articles=articles,
                      username=os.environ.get("USERNAME", "admin"), password=os.environ["PASSWORD"],
-                     message_tasks=[collection_task(os.environ["STANDIN_COLLECTION_CRON"])])
+                     message_tasks=[collection_task(os.environ["STANDIN_COLLECTION_CRON"])], scheduler_running=True)
+    fake.apply()  # the task applied (「应用」) and run by WeRSS's scheduler, as after the guide's step 8
     return fake, {"port": 8001, "stats": lambda: {
         "detail_calls": sum(fake.detail_calls.values()), "articles_fetched": len(fake.detail_calls),
         "most_fetches_of_one": max(fake.detail_calls.values(), default=0), "logins": fake.login_attempts,
