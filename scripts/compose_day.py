@@ -81,6 +81,10 @@ def stack_env(day: date, slots: list[str], api_port: int, werss_port: int, werss
         "STANDIN_DEEPSEEK_KEY": deepseek_key,
         "STANDIN_SLOTS": ",".join(str(e) for e in epochs[:2]),
         "STANDIN_COLLECTION_CRON": collection_cron(slots),
+        # DeepSeek's stand-in answers after 5 s, two calls at once: a slot's analysis lasts long enough for the
+        # worker to be killed in its middle, some answers stored and some in flight
+        "STANDIN_LLM_SECONDS": "5",
+        "AIRFLOW_VAR_RADAR_LLM_CONCURRENCY": "2",
         # a spending cap, as the guide's step 10 advises (check warns without one)
         "AIRFLOW_VAR_RADAR_DAILY_BUDGET": "5",
         "AIRFLOW_VAR_RADAR_SCHEDULE_SLOTS": ",".join(slots),
