@@ -9,6 +9,10 @@ FROM apache/airflow:3.3.2-python3.11
 # (https://airflow.apache.org/docs/docker-stack/build.html).
 USER airflow
 
+# Only a build behind a TLS-inspecting proxy needs PIP_CERT (the CA bundle pip then trusts, a path inside the
+# image); left empty, as on any ordinary machine, pip uses its own. `make compose-day` sets it on ours.
+ARG PIP_CERT=""
+
 COPY --chown=airflow:0 requirements.txt requirements.lock /home/airflow/radar-requirements/
 
 # requirements.lock pins every transitive package of requirements.txt + requirements-dev.txt (the test
@@ -17,7 +21,8 @@ COPY --chown=airflow:0 requirements.txt requirements.lock /home/airflow/radar-re
 # silently up- or downgrading Airflow, should the lock and the base image ever disagree.
 # `pip check` then reports (without failing the build) any conflict between the lock's pins and the
 # providers the base image ships that the radar does not use.
-RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" -r /home/airflow/radar-requirements/requirements.lock \
+RUN if [ -z "${PIP_CERT}" ]; then unset PIP_CERT; fi \
+    && pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" -r /home/airflow/radar-requirements/requirements.lock \
     && (pip check || echo "WARNING: pip check found the conflicts above between requirements.lock and the base image")
 
 # include/ is mounted at /opt/airflow/include; Airflow only puts dags/, plugins/ and config/ on sys.path,

@@ -1,6 +1,6 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`.
 SHELL := /bin/bash
-.PHONY: run test ui check existing-airflow lint lock bench bench-growth bench-migrate bench-rules bench-track bench-search bench-deadline bench-grouping bench-slot bench-memory bench-bomb celery backfill-check
+.PHONY: run test ui check existing-airflow lint lock bench bench-growth bench-migrate bench-rules bench-track bench-search bench-deadline bench-grouping bench-slot bench-memory bench-bomb celery backfill-check compose-day
 
 run:  ## run the five slots of a demo day through the real DAG, offline (Airflow's metadata on the embedded PostgreSQL)
 	RADAR_AIRFLOW_ON_POSTGRES=1 bash scripts/bootstrap.sh python -m include.radar_demo.run
@@ -61,3 +61,6 @@ bench-grouping:  ## precision/recall of event grouping on the labelled articles,
 
 lock:  ## re-resolve requirements.lock from requirements*.txt
 	.venv/bin/uv pip compile --python-version 3.11 requirements.txt requirements-dev.txt -o requirements.lock
+
+compose-day:  ## docker-compose.yaml for real: images (stand-ins where no registry answers), .env as the guide says, up, a day of slots through Celery, down/up, backup; ✓/✗ per check (ARGS=--fast: engine, PostgreSQL and Redis only)
+	bash scripts/bootstrap.sh python scripts/compose_day.py $(ARGS)

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from include.radar.settings import SETTING_NAMES, Settings, env_name, load_settings
+from scripts.compose_engine import COMPOSE_READS
 
 REPO = Path(__file__).resolve().parents[1]
 ENV_EXAMPLE = REPO / ".env.example"
@@ -41,8 +42,8 @@ ENV_ALLOWLIST = {
     "RADAR_PGDATA",
     # the test suite's database server (tests/conftest.py, CI); never read by the deployed code
     "RADAR_TEST_DATABASE_URL",
-    # set by the Airflow image itself (/opt/airflow); with AIRFLOW_CONFIG, whether this process has an Airflow
-    # to ask at all (settings.airflow_here: without one, importing Airflow would write ~/airflow)
+    # set by the Airflow image itself (/opt/airflow), and by docker-compose.yaml (config/airflow.cfg): with either,
+    # this process has an Airflow to ask (settings.airflow_here: without one, importing Airflow would write ~/airflow)
     "AIRFLOW_HOME",
     "AIRFLOW_CONFIG",
     # `make ui` only (include/radar_demo/ui.py): the local UI's port, and a marker set by
@@ -92,7 +93,7 @@ SECRETS_RECEIVED = {
     "airflow-dag-processor": AIRFLOW_SHARED | RADAR_CALLBACKS,
     "airflow-triggerer": AIRFLOW_SHARED | RADAR_CALLBACKS,
     "airflow-worker": TASKS,
-    "airflow-cli": TASKS,
+    "airflow-cli": TASKS | {"RADAR_PAGES_DB_PASSWORD"},  # `cli check` tries the pages' login too
     "airflow-init": AIRFLOW_SHARED | {"POSTGRES_PASSWORD", "RADAR_DB_PASSWORD", "RADAR_PAGES_DB_PASSWORD",
                                       "_AIRFLOW_WWW_USER_PASSWORD"},
     "flower": {"AIRFLOW_DB_PASSWORD", "FLOWER_BASIC_AUTH", "REDIS_PASSWORD"},
@@ -396,6 +397,32 @@ def test_airflow_services_are_built_from_the_dockerfile_and_mount_the_bundle(com
         if command:
             assert service["command"] == command
     assert any(str(p).endswith(":8080") for p in compose["services"]["airflow-apiserver"]["ports"])
+
+
+def test_health_checks_give_airflow_time_to_start_and_answer(compose: dict) -> None:
+    """Under `make compose-day` on two busy cores an Airflow component took up to three minutes to answer after
+    its container started, and a check that starts Airflow's CLI (`airflow jobs check`, `celery inspect ping`)
+    15-40 s: every Airflow check forgives failures for 180 s (the official 30 s left the api-server unhealthy
+    and the worker never started), the CLI ones wait 60 s for an answer (the official 10 s kept a working
+    triggerer unhealthy), the HTTP ones (curl) 10 s."""
+    timings = {}
+    for name, service in compose["services"].items():
+        check = service.get("healthcheck") or {}
+        command = " ".join(check.get("test") or [])
+        if name in AIRFLOW_SERVICES and check:
+            timings[name] = ("cli" if "airflow jobs check" in command or "celery --app" in command else "curl",
+                             check["timeout"], check["interval"], check["retries"], check["start_period"])
+    assert timings == {
+        "airflow-apiserver": ("curl", "10s", "30s", 5, "180s"), "airflow-scheduler": ("curl", "10s", "30s", 5, "180s"),
+        **{name: ("cli", "60s", "30s", 5, "180s")
+           for name in ("airflow-dag-processor", "airflow-worker", "airflow-triggerer")}}
+
+
+def test_a_task_waits_for_a_busy_api_server(compose: dict) -> None:
+    """Every Airflow container's tasks wait 30 s for the Execution API, not 5: under `make compose-day` a task's
+    first call timed out while the api-server was busy, and the task failed before it ran."""
+    for name in AIRFLOW_SERVICES:
+        assert compose["services"][name]["environment"]["AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT"] == "30", name
 
 
 def test_compose_runs_the_workers_as_make_celery_proved(compose: dict) -> None:
@@ -962,10 +989,9 @@ def test_docker_compose_config(tmp_path: Path) -> None:
     (tmp_path / "deploy").mkdir()
     shutil.copy(POSTGRES_ENTRYPOINT, tmp_path / "deploy" / POSTGRES_ENTRYPOINT.name)
     shutil.copy(ENV_EXAMPLE, tmp_path / ".env")
-    # the shell environment wins over --env-file: keep the caller's settings out (the tests' own
+    # the shell environment wins over --env-file: keep every variable the files read out (the tests' own
     # RADAR_DATABASE_URL, a make target's AIRFLOW__*, a WeRSS of the shell)
-    clean = {name: value for name, value in os.environ.items()
-             if not name.startswith(("WERSS_", "COMPOSE_", "RADAR_", "AIRFLOW"))}
+    clean = {name: value for name, value in os.environ.items() if not name.startswith(COMPOSE_READS)}
 
     def config(*files: str, **env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

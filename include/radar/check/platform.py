@@ -159,6 +159,11 @@ def airflow_lines(settings: Settings, options: Options, *, facts: Callable[[], A
     if not airflow_here():  # asking would create ~/airflow, a second Airflow nobody runs
         return [warn(AIRFLOW, "元数据库", "这里没有 Airflow：AIRFLOW_HOME 没有设置，~/airflow 也不存在",
                      "在 Airflow 各组件所用的环境里运行 check（设好 AIRFLOW_HOME，或 docker compose run --rm airflow-cli …）")]
+    # Airflow's models are imported here, not in the bounded thread: abandoned mid-import on a slow host (20 s
+    # and more in a busy container), it held their import locks, and the next import of them here hung for good
+    from airflow.models import import_all_models
+
+    import_all_models()
     try:
         found = bounded(facts, options.timeout, "Airflow 的元数据库")
     except Exception as exc:
