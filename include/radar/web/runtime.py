@@ -27,14 +27,15 @@ from include.radar import db, ranking, signing, store
 from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI
 from include.radar.web import feedback, views
+from include.radar.web.admission import AT_ONCE
 from include.radar.web.auth import AIRFLOW_LOGIN_PATH, PageError, Reader, app_path, local_path
 from include.radar.web.mount import URL_PREFIX
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")
 # Settings come from Airflow Variables (a metadata-DB read each) or the environment: cache them briefly.
 SETTINGS_TTL_SECONDS = 60.0
-# a connection per request the api-server runs at once (Starlette's threads: anyio's 40)
-PAGES_POOL_SIZE = 40
+# a connection per page request the api-server serves at once (web/admission.py bounds them)
+PAGES_POOL_SIZE = AT_ONCE
 
 _DAY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _ID_RE = re.compile(r"[0-9]{1,19}")
