@@ -168,3 +168,41 @@ def test_a_bank_stock_is_measured_against_the_csi_300_total_return_series_by_han
     assert (pick["instrument"], pick["benchmark"], pick["ref_price"]) == ("SZ:000001", "CSI:H00300", 10.0)
     assert pick["bench_ref"] == pytest.approx(5200.0)
     assert (t1["ret"], t1["bench_ret"], t1["excess"]) == pytest.approx((0.05, 0.01, 0.04))
+
+
+def test_picks_recorded_under_the_older_rules_are_resolved_again_once(db_url) -> None:
+    """Picks already on record keep what they were resolved to: one measured against its own name's sector, or
+    an index a contradicting name stood beside, would stay wrong. The next run resolves those again once: the
+    bank stock moves to the CSI 300 total-return series (computed again: +4 % at T+1, as by hand above), the
+    index with a company's name becomes not measurable, a stock whose opportunity does name a sector keeps it."""
+    bars = {"SZ:000001": flat(DAYS, 10.0), "SZ:300750": flat(DAYS, 200.0), "SH:000300": flat(DAYS, 4000.0),
+            "CSI:H00300": flat(DAYS, 5200.0), "SW:801780": flat(DAYS, 3000.0), "SW:801737": flat(DAYS, 1000.0),
+            "SH:000001": flat(DAYS, 3300.0)}
+    wednesday = date(2025, 3, 5)
+    bars["SZ:000001"][wednesday] = Bar(wednesday, 10.0, 10.5, 10.0, 10.5)
+    bars["CSI:H00300"][wednesday] = Bar(wednesday, None, None, None, 5252.0)
+    listed = [*LISTED, ("SZ:300750", "宁德时代")]
+    source = HandSource(DAYS, bars, listings=listed)
+    with db.connect() as conn:
+        for targets in (["平安银行（000001）"], ["宁德时代（300750）", "动力电池"], ["平安银行（SH000001）"]):
+            pushed_pick(conn, targets, shanghai(2025, 3, 3, 22), title=targets[0])
+    track_record.update(db.connect, lambda: source, now=shanghai(2025, 3, 10, 22))
+    with db.connect() as conn:  # as the older rules recorded them
+        conn.execute("UPDATE track_pick SET benchmark = 'SW:801780', benchmark_name = '申万银行' "
+                     "WHERE title = '平安银行（000001）'")
+        conn.execute("UPDATE track_pick SET status = 'measurable', reason = '', instrument = 'SH:000001', "
+                     "benchmark = 'SH:000300' WHERE title = '平安银行（SH000001）'")
+        conn.execute("UPDATE track_outcome SET excess = 0.0")
+        conn.execute("DELETE FROM service_state WHERE key = 'track:rules'")
+    run = track_record.update(db.connect, lambda: source, now=shanghai(2025, 3, 11, 22))
+    assert run.corrected == 2
+    with db.connect() as conn:
+        picks = {r["title"]: r for r in conn.execute(
+            "SELECT p.title, p.status, p.reason, p.benchmark, o.excess FROM track_pick p "
+            "LEFT JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = 1")}
+    bank = picks["平安银行（000001）"]
+    assert (bank["status"], bank["benchmark"], bank["excess"]) == ("measurable", "CSI:H00300", pytest.approx(0.04))
+    assert picks["宁德时代（300750）"]["benchmark"] == "SW:801737" and picks["宁德时代（300750）"]["excess"] == 0.0
+    index = picks["平安银行（SH000001）"]
+    assert index["status"] == "unmeasurable" and "代码 000001 是「上证指数」" in index["reason"]
+    assert track_record.update(db.connect, lambda: source, now=shanghai(2025, 3, 12, 22)).corrected == 0
