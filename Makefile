@@ -1,6 +1,6 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`.
 SHELL := /bin/bash
-.PHONY: run test ui check existing-airflow lint lock bench bench-growth bench-migrate bench-rules bench-track bench-search bench-deadline bench-grouping bench-slot bench-memory bench-bomb celery backfill-check compose-day
+.PHONY: run test ui check existing-airflow lint lock bench bench-growth bench-migrate bench-rules bench-track bench-search bench-deadline bench-grouping bench-slot bench-memory bench-bomb bench-flood celery backfill-check compose-day
 
 run:  ## run the five slots of a demo day through the real DAG, offline (Airflow's metadata on the embedded PostgreSQL)
 	RADAR_AIRFLOW_ON_POSTGRES=1 bash scripts/bootstrap.sh python -m include.radar_demo.run
@@ -43,6 +43,9 @@ bench-deadline:  ## the 22:00 slot with a 10-minute LLM and a trickling WeRSS: w
 
 bench-bomb:  ## what a gzip/deflate/stacked compression bomb costs the HTTP client of WeRSS and DeepSeek (peak memory)
 	bash scripts/bootstrap.sh python scripts/bench_bomb.py $(ARGS)
+
+bench-flood:  ## against a running `make ui`: 100 readers of one pushed daily link for 30 s, and Airflow's health endpoint idle and under it (p50/p95)
+	source scripts/bootstrap.sh && python scripts/bench_flood.py $(ARGS)
 
 bench-slot:  ## a slot under airflow standalone (the preloading LocalExecutor) for N articles, L s of LLM latency, C calls at once: wall vs ideal
 	AIRFLOW_HOME="$$PWD/.local/airflow-bench-slot" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_bench_slot bash scripts/bootstrap.sh python scripts/bench_slot.py $(ARGS)

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from include.radar import store
 from include.radar.web.auth import READ_COOKIE
-from tests.pages import DAY, NOW, Seeder, commit, make_settings, signed
+from tests.pages import DAY, NOW, FakeUser, Seeder, allow_reading, commit, make_settings, signed
 from tests.test_trust_web import _app
 
 FORM = 'class="fb-form"'
@@ -83,3 +83,86 @@ def test_a_link_opens_read_sessions_during_its_first_day_only(seed: Seeder, db_u
     # a link signed under a shorter remember_me_days opens its session on its first day all the same
     short = TestClient(_app(db_url, settings=make_settings(remember_me_days=2), clock=[NOW]))
     assert "Max-Age=1800;" in short.get(signed(f"/daily/{DAY.isoformat()}", days=2)).headers["set-cookie"]
+
+
+# ------------------------------------------------------------------- what a link's pages show of the operator
+
+RULE = "!/K[ab]*a[ab]{150}c/"
+PRIVATE = {  # what the seed below writes where the pages could show it, and what each reveals
+    "rule": RULE,
+    "alert detail": "读者的正则规则太慢，已停用",
+    "delivery (a channel kind, a host)": "wecom://ops.corp.internal",
+    "alert action": "在关注设置中删去或简化",
+    "check line (a database user)": "radar_pages_login",
+    "service error (a host)": "werss.corp.internal",
+    "database tables": "content_item",
+    "slot error (a host)": "db-primary.internal",
+    "push channel (a kind, a host)": "bark://push.corp.internal",
+    "account error (a host)": "werss-backend.internal",
+    "spend": "$0.4321",
+    "budget": "今日预算已用尽",
+}
+
+
+def _operator_lines(seed: Seeder) -> int:
+    """A day whose health panel, slot cards, pushes and accounts carry every kind of private line; the id of
+    its one analysis."""
+    conn = seed.conn
+    noon = seed.slot(DAY, "12:00", new=1, error="ConnectError: db-primary.internal:5432 refused")
+    analysis = seed.article(noon, "储能集采放量", 81)
+    seed.close(noon)
+    seed.push(DAY, channel="bark://push.corp.internal", error="bark://push.corp.internal: HTTP 500")
+    slow = store.record_alert(conn, day=DAY, cause="rules_slow", title="读者的正则规则太慢",
+                              detail=f"读者的正则规则太慢，已停用：{RULE}（49 毫秒/篇）", slot_run_id=noon["id"],
+                              dag_run_id=noon["dag_run_id"])
+    store.finish_alert(conn, slow["id"], "wecom://ops.corp.internal: HTTP 502", delivered=False)
+    store.update_status(conn, "check:last", lambda s: {
+        "at": NOW.isoformat(), "ok": 20, "warnings": 0, "failures": 1,
+        "failing": ["✗ radar database: role radar_pages_login cannot read track_pick"]})
+    store.update_status(conn, "werss:status", lambda s: {
+        "last_status": "failed", "last_ingest_at": NOW.isoformat(),
+        "last_errors": ["HTTP 502 from http://werss.corp.internal:8001/api"]})
+    store.update_status(conn, "retention:status", lambda s: {
+        "at": NOW.isoformat(), "database_bytes": 2**30, "tables": {"content_item": 2**29}, "articles": 10})
+    account = seed.account("储能前沿")
+    conn.execute("UPDATE wechat_account SET last_error = %s WHERE id = %s",
+                 ("ConnectError: werss-backend.internal refused", account))
+    store.record_spend(conn, {
+        "spent_on": DAY, "purpose": "analysis", "content_item_id": None, "attempt_id": None,
+        "slot_run_id": noon["id"], "model": "deepseek-v4-pro", "calls": 1, "answered": 1, "peak_calls": 0,
+        "rate_limited": 0, "prompt_tokens": 1000, "cache_hit_tokens": 0, "cache_miss_tokens": 1000,
+        "completion_tokens": 100, "reasoning_tokens": 0, "cost": 0.4321, "currency": "USD"})
+    commit(seed)
+    return analysis
+
+
+def test_a_read_session_s_overview_shows_no_operator_line_no_rule_and_no_spend(seed: Seeder, db_url) -> None:
+    """The health panel was built for every reader: a forwarded link showed the reader's regex rule (in the
+    rules_slow alert), host names, the database's user, channel kinds and the day's spend. Through the link's
+    read session the overview shows states and counts only; an Airflow login sees every line."""
+    analysis = _operator_lines(seed)
+    settings = make_settings(daily_budget=0.1)
+    owner = TestClient(_app(db_url, user=FakeUser(), settings=settings))
+    allow_reading(owner.app)
+    full = owner.get("/").text
+    for what, text in PRIVATE.items():  # the seed put each where the pages show it
+        assert text in full, what
+    assert "<dt>成本</dt>" in owner.get(f"/analysis/{analysis}").text
+
+    reader = TestClient(_app(db_url, settings=settings))
+    assert reader.get(signed(f"/daily/{DAY.isoformat()}")).status_code == 200
+    assert READ_COOKIE in reader.cookies
+    overview = reader.get("/")
+    assert overview.status_code == 200 and "通过推送链接浏览" in overview.text
+    for what, text in PRIVATE.items():
+        assert text not in overview.text, what
+    # what the panel still says: states, counts and titles, and that the rest needs a login
+    assert "读者的正则规则太慢" in overview.text and "告警详情与处理办法：登录 Airflow 后可见" in overview.text
+    assert "✗ 1" in overview.text and "未通过的检查项：登录 Airflow 后可见" in overview.text
+    assert "本时段出错（详情登录 Airflow 后可见）" in overview.text
+    # the other pages the session reaches show no spend, channel or error line either
+    for path in (f"/daily/{DAY.isoformat()}", signed(f"/daily/{DAY.isoformat()}")):
+        daily = reader.get(path).text
+        for what in ("spend", "push channel (a kind, a host)", "slot error (a host)"):
+            assert PRIVATE[what] not in daily, (path, what)
+    assert "<dt>成本</dt>" not in reader.get(f"/analysis/{analysis}").text

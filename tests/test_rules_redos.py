@@ -19,8 +19,8 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import db, focus, regex_rules, store
-from include.radar_demo.hostile_rules import CATASTROPHIC_RULES
+from include.radar import db, focus, regex_probes, regex_rules, store
+from include.radar_demo.hostile_rules import CATASTROPHIC_RULES, UNREAD_TWENTY
 from tests.pages import DAY, NOW, Seeder, commit
 from tests.slotrun import answer, article, run_slot, shanghai
 from tests.test_feedback_web import _csrf
@@ -74,7 +74,7 @@ def test_every_catastrophic_rule_is_refused_with_its_reason_or_runs_over_long_te
             assert "不支持环视" in verdict, body
         elif family == "backreference":
             assert "不支持反向引用" in verdict, body
-        elif family in ("gated state explosion", "slow to refuse"):
+        elif family in ("gated state explosion", "slow to refuse", "unread by the probes"):
             assert "在长文上匹配太慢" in verdict, (body, verdict)
         elif family == "state explosion":
             assert verdict == "accepted" or "在长文上匹配太慢" in verdict or "能匹配空文本" in verdict, (body, verdict)
@@ -248,9 +248,9 @@ def test_a_rule_costly_behind_its_literal_prefix_is_refused_with_the_reason(body
 
 
 def test_the_probes_put_a_rules_literal_prefix_before_its_classes_alphabets() -> None:
-    probes = regex_rules.probes(r"K[a-b]*A[a-b]{150}c")
+    probes = regex_probes.probes(r"K[a-b]*A[a-b]{150}c")
     assert any(p[:1] == b"K" and set(p[1:].lower()) <= set(b"ab") and len(p) > 20_000 for p in probes)
-    texts = [p.decode() for p in regex_rules.probes(r"公司[^。]*增[^。]{200}跌")]
+    texts = [p.decode() for p in regex_probes.probes(r"公司[^。]*增[^。]{200}跌")]
     assert any(t.startswith("公司") and t.count("增") > 100 and "。" not in t for t in texts)
     # sensible rules behind a prefix are still fine
     sensible = [r"!/公司.{0,20}(增长|下跌)/", r"+/^【研报】/", r"!/(储能|光伏).{0,8}(订单|中标)/", r"!/K线[^。]{0,30}/"]
@@ -402,7 +402,7 @@ def test_a_rule_costly_behind_a_class_an_alternation_or_a_unicode_class_is_refus
 
 
 def test_re2_classes_are_read_as_classes_of_sample_characters() -> None:
-    assert regex_rules._python_syntax(r"\pN[\p{Han}x]\x{4e00}\\pN\z\PL") == r"[0-9][储能光伏芯片x]一\\pN\Z[a-zA-Z]"
+    assert regex_probes._python_syntax(r"\pN[\p{Han}x]\x{4e00}\\pN\z\PL") == r"[0-9][储能光伏芯片x]一\\pN\Z[a-zA-Z]"
     # sensible rules that start with a class or an alternation are still fine
     sensible = [r"!/[Kk]线[^。]{0,30}/", r"!/(储能|光伏).{0,8}(订单|中标)/", r"+/\pN{6}\.(SH|SZ)/", r"!/\p{Han}{2}集团/"]
     assert len(focus.Profile.build(rules=sensible, measure=True).rules) == 4
@@ -442,3 +442,96 @@ def test_a_rule_too_slow_on_an_article_in_a_slot_is_switched_off_and_the_profile
     assert "已自动停用" in page and f"!/{SLOW_IN_SLOT}/" in page
     with db.connect() as conn:  # the next slot runs without it
         assert focus.from_row(store.get_profile(conn), store.slow_rules(conn)).rule_lines() == ["!/抽奖/"]
+
+
+# ------------------------------------------------ shapes the probes did not read, and the rules' total per article
+
+# ~45 ms each on a crafted article, accepted in 0.02 s before: Python's parser could not read the first two (RE2's
+# (?U) flag, its \Q…\E quoting: the fallback found no prefix) and only the first four alternatives were probed
+UNREAD = (r"(?U)K[ab]*a[ab]{150}c", r"\Q\EK[ab]*a[ab]{150}c", r"foo|bar|baz|qux|K[ab]*a[ab]{150}c")
+# the same behind other RE2-only syntax, a group, nested alternatives, and eight cheap places before the costly one
+UNREAD_TOO = (r"K(?i)[ab]*a[ab]{150}c", r"(?U:K[ab]*a[ab]{150}c)", r"[[:upper:]][ab]*a[ab]{150}c",
+              r"(?P<x>K)(?P<x>[ab]*)a[ab]{150}c", r"x(foo|K[ab]*a[ab]{150}c)", r"(foo|(bar|K[ab]*a[ab]{150}c))",
+              "|".join(f"a{i}[0-9]*x" for i in range(8)) + r"|K[ab]*a[ab]{150}c")
+
+
+@pytest.mark.parametrize("body", [*UNREAD, *UNREAD_TOO])
+def test_a_rule_costly_in_a_shape_the_probes_did_not_read_is_refused_when_saved(body: str, hang_guard) -> None:
+    with pytest.raises(focus.ProfileError) as err:
+        focus.Profile.build(rules=["!直播", f"!/{body}/"], measure=True)
+    assert "在长文上匹配太慢" in err.value.errors[0] and f"/{body}/" in err.value.errors[0]
+
+
+def test_re2_only_syntax_is_read_the_python_way_and_a_rule_still_unread_is_refused(monkeypatch) -> None:
+    assert regex_probes._python_syntax(r"(?U)a\Q.*\E(?i-s:b)[[:digit:]](?P<n>x)\400") == r"a\.\*(?:b)[0-9](x)Ā"
+    assert regex_probes._python_syntax(r"[(?i)[:alpha:]]") == r"[(?i)a-zA-Z]"  # inside a class: characters
+    sensible = [r"!/(?i)ipo/", r"!/\Qa.b\E/", r"+/[[:digit:]]{6}/", r"!/(?U)公司.{0,20}订单/", r"!/储能(?i:ETF)/"]
+    assert len(focus.Profile.build(rules=sensible, measure=True).rules) == 5
+    # what Python's parser still cannot read is refused, never probed blind (nor let through)
+    monkeypatch.setattr(regex_probes, "_python_syntax", lambda body: "(")
+    with pytest.raises(focus.ProfileError) as err:
+        focus.Profile.build(rules=[r"!/储能订单/"], measure=True)
+    assert err.value.errors == ["正则「/储能订单/」的写法无法在保存时检查其耗时，请改用常见写法"]
+
+
+def test_every_place_a_costly_part_can_begin_is_probed_and_a_rule_with_too_many_is_refused() -> None:
+    texts = [t.decode() for t in regex_probes.probes(r"foo|bar|baz|qux|K[ab]*a[ab]{150}c")]
+    assert any(t.startswith("K") and set(t[1:]) == {"a", "b"} and len(t) > 20_000 for t in texts)
+    many = "(ab|cd|ef|gh)(" + "|".join(f"{c}x+" for c in "ijklmnopqrstuvwxyz01") + ")"  # 4 × 20 places
+    with pytest.raises(focus.ProfileError) as err:
+        focus.Profile.build(rules=[f"+/{many}/"], measure=True)
+    assert f"分支和重复太多（80 处，上限 {regex_probes.MAX_STOPS}）" in err.value.errors[0]
+
+
+def test_the_rules_total_time_on_one_article_is_bounded_dearest_switched_off_first(monkeypatch) -> None:
+    """Twenty rules each just under the switch-off of one rule cost a second an article, and only those that
+    crossed it by chance were switched off. A clock on which each rule's run takes 45 ms (its CPU time)."""
+    clock = [0.0]
+
+    def tick() -> float:
+        clock[0] += 0.045  # read before and after each run: 45 ms a run
+        return clock[0]
+
+    monkeypatch.setattr(regex_rules, "_cost_clock", tick)
+    profile = focus.Profile.build(rules=[f"!/{body}/" for body in UNREAD_TWENTY])
+    budget = regex_rules.Budget(10.0)
+    assert profile.exclusion("标题", "K" + "ab" * 100, budget) is None
+    assert len(budget.slow) == 18 and all(ms == pytest.approx(45.0) for ms in budget.slow.values())
+    assert all(total == pytest.approx(900.0) for total in budget.totals.values())  # 20 × 45; 2 left: 90 ms ≤ 100
+    profile = profile.switched_off({f"!/{body}/": "慢" for body in UNREAD_TWENTY[:18]})
+    budget.slow, budget.totals = {}, {}
+    before = clock[0]
+    profile.exclusion("标题", "K" + "ab" * 100, budget)
+    assert budget.slow == {} and (clock[0] - before) * 1000 == pytest.approx(2 * 45.0 * 2)  # clock read 4 times
+
+
+def test_a_slot_switches_off_the_dearest_rules_once_all_together_are_too_slow_on_an_article(
+        fakes, monkeypatch, hang_guard) -> None:
+    """The twenty rules stored (saved before the probes read them): the slot's first article switches off the
+    eighteen dearest, for good, with the reason; the other two go on applying within the bound."""
+    clock = [0.0]
+
+    def tick() -> float:
+        clock[0] += 0.045
+        return clock[0]
+
+    monkeypatch.setattr(regex_rules, "_cost_clock", tick)
+    _accounts(fakes)
+    _save_rules(*(f"!/{body}/" for body in UNREAD_TWENTY), "!抽奖")
+    crafted = "K" + _hostile(7, 29_000).replace("A", "a").replace("B", "b")[1:]
+    fakes.werss.articles += [article(n, SLOT - timedelta(minutes=n), title="订单", body=f"<p>{crafted}</p>")
+                             for n in range(1, 4)]
+    fakes.werss.articles += [article(4, SLOT - timedelta(minutes=4), title="直播抽奖", body="<p>今晚抽奖</p>")]
+    fakes.at(SLOT)
+    fakes.deepseek.responder = lambda body: answer(40)
+    run_slot(SLOT)
+    with db.connect() as conn:
+        off = store.slow_rules(conn)
+        status = {r["title"]: r["analyzed_status"] for r in conn.execute("SELECT title, analyzed_status FROM content_item")}
+    assert len(off) == 18 and set(off) == {f"!/{body}/" for body in UNREAD_TWENTY[:18]}
+    assert all("一篇文章的正则规则合计用了 900 毫秒（上限 100），本规则 45 毫秒" in why for why in off.values())
+    assert status["直播抽奖"] == store.EXCLUDED and status["订单"] == store.DONE
+    assert len(fakes.ops.received) == 1 and "已停用" in json.dumps(fakes.ops.received, ensure_ascii=False)
+    with db.connect() as conn:
+        kept = focus.from_row(store.get_profile(conn), store.slow_rules(conn)).rule_lines()
+    assert kept == [*(f"!/{body}/" for body in UNREAD_TWENTY[18:]), "!抽奖"]

@@ -113,3 +113,96 @@ def test_a_159_etf_known_only_by_its_code_gets_its_limit_from_its_listed_name(db
     # 2.00 → 2.40 is +20 %: the limit of 创业板ETF易方达 (a ChiNext ETF)
     pick = _limit_pick(db_url, "159915", "SZ:159915", 2.0, 2.4, LISTED)
     assert (pick["instrument"], pick["ref_price"], pick["limit_open"]) == ("SZ:159915", 2.4, "up")
+
+
+# ------------------------------------------------------------------------- the benchmark follows the pick
+
+
+@pytest.mark.parametrize("target", ["平安银行（000001）", "东方电子（000682）", "中信证券（600030）", "长江电力（600900）"])
+def test_a_company_s_own_name_never_picks_a_sector_benchmark(target: str) -> None:
+    """The sector used to be read from every target, the company's own name included: 平安银行 was measured
+    against the Shenwan bank index (a price index, which also inflated its excess)."""
+    found = _one(target)
+    assert found.instrument.kind == "stock" and found.benchmark.key == "CSI:H00300"
+
+
+def test_a_sector_benchmark_comes_from_another_target_that_is_a_sector_and_nothing_else() -> None:
+    def bench(*targets: str) -> str:
+        return resolve([{"type": "stock", "targets": list(targets), "direction": "bullish"}], NAMES).benchmark.key
+
+    assert bench("平安银行（000001）", "银行板块") == "SW:801780"
+    assert bench("600519", "白酒") == "SW:801125" and bench("600519", "半导体设备") == "SW:801081"
+    # another company whose name holds a sector word is still a company
+    assert bench("中信证券（600030）", "华泰证券（601688）") == "CSI:H00300"
+    assert bench("600519", "平安银行") == "CSI:H00300" and bench("600519", "高端白酒") == "CSI:H00300"
+
+
+def test_a_name_that_contradicts_an_index_code_the_radar_knows_is_not_measurable_with_the_reason() -> None:
+    """平安银行（SH000001） was measured as the 上证指数: SH000001 is an index code, and an index's name was never
+    compared; the radar knows SH:000001 as 上证指数 from its own index names."""
+    found = _one("平安银行（SH000001）")
+    assert found.instrument is None
+    assert found.reason == "「平安银行（SH000001）」：代码 000001 是「上证指数」，与所写名称不符，不作测量"
+    assert "深证成指" in _one("平安银行（399001）").reason
+    for agreeing in ("上证指数（SH000001）", "上证综指（SH000001）", "上证综合指数（SH000001）", "深证成指（399001）"):
+        assert _one(agreeing).instrument.kind == "index", agreeing
+    assert _one("上证180（SH000010）").instrument.key == "SH:000010"  # an index the radar has no name for
+
+
+def test_a_bank_stock_is_measured_against_the_csi_300_total_return_series_by_hand(db_url) -> None:
+    """平安银行（000001） pushed on Monday 2025-03-03 at 22:00: Tuesday's open is the reference (10.00). By
+    Wednesday's close the stock is up 5 % (10.50), the total-return CSI 300 up 1 % (5200 → 5252) and the Shenwan
+    bank index up 5 % (3000 → 3150): the excess at T+1 is 0.05 - 0.01 = +4 %, not the bank index's 0."""
+    bars = {"SZ:000001": flat(DAYS, 10.0), "SH:000300": flat(DAYS, 4000.0), "CSI:H00300": flat(DAYS, 5200.0),
+            "SW:801780": flat(DAYS, 3000.0)}
+    wednesday = date(2025, 3, 5)
+    bars["SZ:000001"][wednesday] = Bar(wednesday, 10.0, 10.5, 10.0, 10.5)
+    bars["CSI:H00300"][wednesday] = Bar(wednesday, None, None, None, 5252.0)
+    bars["SW:801780"][wednesday] = Bar(wednesday, 3000.0, 3150.0, 3000.0, 3150.0)
+    with db.connect() as conn:
+        pushed_pick(conn, ["平安银行（000001）"], shanghai(2025, 3, 3, 22))
+    track_record.update(db.connect, lambda: HandSource(DAYS, bars, listings=LISTED), now=shanghai(2025, 3, 10, 22))
+    with db.connect() as conn:
+        pick = conn.execute("SELECT instrument, benchmark, ref_price, bench_ref FROM track_pick").fetchone()
+        t1 = conn.execute("SELECT ret, bench_ret, excess FROM track_outcome WHERE horizon = 1").fetchone()
+    assert (pick["instrument"], pick["benchmark"], pick["ref_price"]) == ("SZ:000001", "CSI:H00300", 10.0)
+    assert pick["bench_ref"] == pytest.approx(5200.0)
+    assert (t1["ret"], t1["bench_ret"], t1["excess"]) == pytest.approx((0.05, 0.01, 0.04))
+
+
+def test_picks_recorded_under_the_older_rules_are_resolved_again_once(db_url) -> None:
+    """Picks already on record keep what they were resolved to: one measured against its own name's sector, or
+    an index a contradicting name stood beside, would stay wrong. The next run resolves those again once: the
+    bank stock moves to the CSI 300 total-return series (computed again: +4 % at T+1, as by hand above), the
+    index with a company's name becomes not measurable, a stock whose opportunity does name a sector keeps it."""
+    bars = {"SZ:000001": flat(DAYS, 10.0), "SZ:300750": flat(DAYS, 200.0), "SH:000300": flat(DAYS, 4000.0),
+            "CSI:H00300": flat(DAYS, 5200.0), "SW:801780": flat(DAYS, 3000.0), "SW:801737": flat(DAYS, 1000.0),
+            "SH:000001": flat(DAYS, 3300.0)}
+    wednesday = date(2025, 3, 5)
+    bars["SZ:000001"][wednesday] = Bar(wednesday, 10.0, 10.5, 10.0, 10.5)
+    bars["CSI:H00300"][wednesday] = Bar(wednesday, None, None, None, 5252.0)
+    listed = [*LISTED, ("SZ:300750", "宁德时代")]
+    source = HandSource(DAYS, bars, listings=listed)
+    with db.connect() as conn:
+        for targets in (["平安银行（000001）"], ["宁德时代（300750）", "动力电池"], ["平安银行（SH000001）"]):
+            pushed_pick(conn, targets, shanghai(2025, 3, 3, 22), title=targets[0])
+    track_record.update(db.connect, lambda: source, now=shanghai(2025, 3, 10, 22))
+    with db.connect() as conn:  # as the older rules recorded them
+        conn.execute("UPDATE track_pick SET benchmark = 'SW:801780', benchmark_name = '申万银行' "
+                     "WHERE title = '平安银行（000001）'")
+        conn.execute("UPDATE track_pick SET status = 'measurable', reason = '', instrument = 'SH:000001', "
+                     "benchmark = 'SH:000300' WHERE title = '平安银行（SH000001）'")
+        conn.execute("UPDATE track_outcome SET excess = 0.0")
+        conn.execute("DELETE FROM service_state WHERE key = 'track:rules'")
+    run = track_record.update(db.connect, lambda: source, now=shanghai(2025, 3, 11, 22))
+    assert run.corrected == 2
+    with db.connect() as conn:
+        picks = {r["title"]: r for r in conn.execute(
+            "SELECT p.title, p.status, p.reason, p.benchmark, o.excess FROM track_pick p "
+            "LEFT JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = 1")}
+    bank = picks["平安银行（000001）"]
+    assert (bank["status"], bank["benchmark"], bank["excess"]) == ("measurable", "CSI:H00300", pytest.approx(0.04))
+    assert picks["宁德时代（300750）"]["benchmark"] == "SW:801737" and picks["宁德时代（300750）"]["excess"] == 0.0
+    index = picks["平安银行（SH000001）"]
+    assert index["status"] == "unmeasurable" and "代码 000001 是「上证指数」" in index["reason"]
+    assert track_record.update(db.connect, lambda: source, now=shanghai(2025, 3, 12, 22)).corrected == 0

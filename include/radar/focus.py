@@ -211,9 +211,15 @@ class Profile:
         """Why the rules keep this article from the LLM (the rule, as the reader wrote it), or None.
 
         With a ``budget``, raises regex_rules.OutOfTime instead of running a regex rule once it is spent: the
-        article is then neither let through nor excluded, it waits."""
-        haystack = Haystack.of(title, text)
+        article is then neither let through nor excluded, it waits; what its rules cost is counted on it
+        (Budget.end_article)."""
+        try:
+            return self._exclusion(Haystack.of(title, text), budget)
+        finally:
+            if budget is not None:
+                budget.end_article()
 
+    def _exclusion(self, haystack: Haystack, budget: regex_rules.Budget | None) -> str | None:
         def hits(rule: Rule) -> bool:
             if budget is not None and rule.is_regex:
                 return budget.run(rule.label, lambda: rule.hits(haystack))

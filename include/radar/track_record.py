@@ -35,6 +35,10 @@ BACKOFF_MAX_DAYS = 8
 NO_DATA_FINAL = timedelta(days=30)
 NO_DATA_NOTE = "30 天后仍缺数据：记为缺数据，不再重试"
 AT_DEADLINE = "到了本步骤的时限，其余行情留待次日"
+# The pick rules' version (market/instruments.py): picks recorded under an older one are resolved again, once.
+# 2: a company's own name never sets a sector benchmark; a name beside an index code must be that index's
+RULES = 2
+RULES_KEY = "track:rules"
 
 
 @dataclass
@@ -52,6 +56,7 @@ class Update:
     left: int = 0  # instruments not fetched: the deadline came, or the source was down
     backed_off: int = 0  # instruments never seen with a bar, not asked for today (BACKOFF_MAX_DAYS)
     closed: int = 0  # picks whose missing data became final today (NO_DATA_FINAL)
+    corrected: int = 0  # picks recorded under older pick rules that the current ones measure otherwise (RULES)
     stopped: str = ""
 
     def as_xcom(self) -> dict[str, Any]:
@@ -78,6 +83,7 @@ def update(connect: Callable[[], Any], source: Callable[[], Source], *, now: dat
     lazy = _Lazy(source, deadline)
     with connect() as conn:
         _record_picks(conn, lazy, now, run)
+        _recheck_rules(conn, lazy, now, run)
     with connect() as conn:
         _fetch(conn, lazy, now, run)
     with connect() as conn:
@@ -217,6 +223,30 @@ def _record_picks(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
         if fields["status"] != "unresolved":
             store.track.resolve_pick(conn, w["id"], fields)
     conn.commit()
+
+
+def _recheck_rules(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
+    """Once per change of the pick rules (RULES): the picks an older version could have got wrong
+    (store.track.picks_to_recheck) resolved again. One the current rules measure against another benchmark, or
+    not at all, gets the new fields and is computed again from the cache; any other difference (a listing
+    renamed since) moves nothing. Without the listed names it waits for the next run."""
+    if (store.status(conn, RULES_KEY).get("version") or 0) >= RULES:
+        return
+    picks = store.track.picks_to_recheck(conn)
+    index = _names(conn, lazy, now, run) if picks else None
+    if picks and index is None:
+        return
+    for p in picks:
+        fields = _fields(resolve(_opportunities(p["result_json"]), index), index.by_key)
+        moved = fields["instrument"] == p["instrument"] and fields["benchmark"] != p["benchmark"]
+        contradicted = fields["status"] == "unmeasurable" and p["instrument"].startswith(("SH:000", "SZ:399"))
+        if moved or contradicted:
+            store.track.redo_pick(conn, p["id"], fields)
+            run.corrected += 1
+    store.update_status(conn, RULES_KEY, lambda _: {"version": RULES, "at": now.isoformat(), "corrected": run.corrected})
+    conn.commit()
+    if run.corrected:
+        log.warning("track record: %d picks recorded under older pick rules resolved again", run.corrected)
 
 
 # --------------------------------------------------------------------------------------------- fetching

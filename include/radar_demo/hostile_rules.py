@@ -54,12 +54,20 @@ CATASTROPHIC_RULES: list[tuple[str, str]] = [
     # behind a literal prefix: cheap on any text that lacks it, so probes without it let them through
     ("gated state explosion", r"K[a-b]*A[a-b]{150}c"),
     ("gated state explosion", r"公司[^。]*增[^。]{200}跌"),
+    # read by no probe before: RE2's own syntax Python's parser cannot read ((?U), \Q…\E), a fifth alternative
+    ("unread by the probes", r"(?U)K[ab]*a[ab]{150}c"),
+    ("unread by the probes", r"\Q\EK[ab]*a[ab]{150}c"),
+    ("unread by the probes", r"foo|bar|baz|qux|K[ab]*a[ab]{150}c"),
     # seconds on every probe: what matters is how fast the save refuses them
     ("slow to refuse", r"(?s).*[^\n].{999}[\n]"),
     ("slow to refuse", r"(?s).*\S.{999}\x01"),
 ]
 # nineteen of the gated kind (an audit's): each ~1 ms on probes without their prefix
 GATED_NINETEEN: list[str] = [f"K[a-b]*A[a-b]{{150}}{c}" for c in "cdefghijklmnopqrstu"]
+# twenty the probes did not read (an audit's), each ~45 ms on a crafted article: just under the switch-off of one
+# rule (regex_rules.SLOT_RULE_MS), about a second an article together
+UNREAD_TWENTY: list[str] = [f"{shape}K[ab]*a[ab]{{150}}{c}" for shape, c in zip(
+    ["(?U)", "\\Q\\E", "foo|bar|baz|qux|"] * 7, "cdefghijklmnopqrstuv", strict=False)]
 
 
 def texts() -> dict[str, str]:

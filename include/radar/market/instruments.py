@@ -47,16 +47,22 @@ HSI = Instrument("HKI", "HSI", "index", "恒生指数")
 INDEX_NAMES: dict[str, Instrument] = {
     "沪深300": CSI300, "沪深300指数": CSI300,
     "上证指数": Instrument("SH", "000001", "index", "上证指数"), "上证综指": Instrument("SH", "000001", "index", "上证指数"),
+    "上证综合指数": Instrument("SH", "000001", "index", "上证指数"),
     "上证50": Instrument("SH", "000016", "index", "上证50"),
     "科创50": Instrument("SH", "000688", "index", "科创50"),
     "中证500": Instrument("SH", "000905", "index", "中证500"),
     "中证1000": Instrument("SH", "000852", "index", "中证1000"),
-    "深证成指": Instrument("SZ", "399001", "index", "深证成指"),
+    "深证成指": Instrument("SZ", "399001", "index", "深证成指"), "深证成份指数": Instrument("SZ", "399001", "index", "深证成指"),
     "创业板指": Instrument("SZ", "399006", "index", "创业板指"), "创业板指数": Instrument("SZ", "399006", "index", "创业板指"),
     "恒生指数": HSI, "恒指": HSI,
     "恒生科技指数": Instrument("HKI", "HSTECH", "index", "恒生科技指数"),
     "恒生科技": Instrument("HKI", "HSTECH", "index", "恒生科技指数"),
 }
+
+# the names the radar knows each of those indices by (its code written beside another name is a contradiction)
+_INDEX_ALIASES: dict[str, tuple[str, ...]] = {
+    index.key: (index.name, *(alias for alias, same in INDEX_NAMES.items() if same.key == index.key))
+    for index in INDEX_NAMES.values()}
 
 # Shenwan (申万 2021) industry indices: (code, name, words articles use for the industry). Level 1, then the
 # level-2 industries articles name most; the longest word found in a target decides.
@@ -182,6 +188,40 @@ def sector_of(text: str) -> tuple[Instrument | None, str]:
     return Instrument("SW", code, "index", f"申万{name}"), ""
 
 
+# what a sector is written with beyond its word (光伏产业链, 银行板块, 半导体设备): nothing a company adds to its name
+_SECTOR_SUFFIXES = ("产业链", "板块", "行业", "产业", "概念股", "概念", "设备", "龙头", "股")
+
+
+def _sector_words() -> dict[str, tuple[str, str] | None]:
+    """Every word of SECTORS (and each industry's name), normalised, with its index; None for a word two
+    industries share."""
+    words: dict[str, tuple[str, str] | None] = {}
+    for code, name, aliases in SECTORS:
+        for word in {name, *aliases}:
+            key = normalise(word)
+            words[key] = (code, name) if words.get(key, (code, name)) == (code, name) else None
+    return words
+
+
+_SECTOR_WORDS = _sector_words()
+
+
+def named_sector(text: str) -> Instrument | None:
+    """The Shenwan index of a target that is a sector and nothing else: the whole target is a word of SECTORS,
+    maybe with a generic suffix (动力电池, 白酒, 半导体设备, 银行板块). A company whose name holds a sector
+    word (平安银行, 长江电力, 中信证券) is a company, not a sector; a code or an index name is neither."""
+    norm = normalise(text)
+    while norm:
+        found = _SECTOR_WORDS.get(norm)
+        if found is not None:
+            return Instrument("SW", found[0], "index", f"申万{found[1]}")
+        suffix = next((s for s in _SECTOR_SUFFIXES if norm.endswith(s) and len(norm) > len(s)), None)
+        if suffix is None:
+            return None
+        norm = norm[: -len(suffix)]
+    return None
+
+
 @dataclass(frozen=True)
 class Resolution:
     """What a pick measures: the instrument and its benchmark, or why nothing can be measured."""
@@ -197,7 +237,8 @@ class Resolution:
 
 def benchmark_for(instrument: Instrument, sector: Instrument | None) -> Instrument:
     """CSI 300 for the A-share market, the Hang Seng for Hong Kong; for an A-share stock whose opportunity also
-    names a sector with an index, that sector's index. Like against like: a backward-adjusted stock or ETF is
+    names a sector with an index (another target that is a sector and nothing else: named_sector), that
+    sector's index. Like against like: a backward-adjusted stock or ETF is
     measured against the CSI 300's total-return series, an index against the price index (market/basis.py)."""
     if instrument.calendar == HK:
         return HSI
@@ -271,8 +312,9 @@ def code_with_name(target: str, code: Instrument, names: Mapping[str, list[Instr
                    ) -> tuple[Instrument | None, str, bool]:
     """The instrument a code names once the name written beside it agrees: (instrument, why not, waits for the
     listed names). An index name whose code matches gives the index (``沪深300（000300）``, never the Shenzhen
-    stock 000300); a name that contradicts the code's listed name gives nothing, with the reason; a name in no
-    script the listings use (Latin letters only), or a code the listings do not hold, cannot contradict."""
+    stock 000300); a name that contradicts the code's listed name, or the name the radar knows an index code by
+    (平安银行（SH000001）: 上证指数), gives nothing, with the reason; a name in no script the listings use (Latin
+    letters only), or a code neither the listings nor INDEX_NAMES hold, cannot contradict."""
     written = name_beside_code(target)
     if not _CJK.search(written):
         return code, "", False
@@ -282,6 +324,9 @@ def code_with_name(target: str, code: Instrument, names: Mapping[str, list[Instr
             return index, "", False
         return None, f"「{target}」：{index.name}的代码是 {index.code}，与所写代码不符，不作测量", False
     if code.kind == "index":
+        known = _INDEX_ALIASES.get(code.key)
+        if known and not any(names_agree(written, alias) for alias in known):
+            return None, f"「{target}」：代码 {code.code} 是「{known[0]}」，与所写名称不符，不作测量", False
         return code, "", False
     if names is None:
         return None, "", True
@@ -326,7 +371,6 @@ def resolve(opportunities: list[dict], names: Mapping[str, list[Instrument]] | N
         if opp_type in UNTRACKED_TYPES:
             reasons.append(f"{UNTRACKED_TYPES[opp_type]}类机会没有可跟踪的证券")
             continue
-        sector = next((s for s in (sector_of(t)[0] for t in targets) if s is not None), None)
         for target in targets:
             found, why, wait = _target(target, opp_type, names)
             waiting = waiting or wait
@@ -334,6 +378,8 @@ def resolve(opportunities: list[dict], names: Mapping[str, list[Instrument]] | N
                 if not wait:
                     reasons.append(why or f"「{target}」无法对应到证券")
                 continue
+            # the sector comes from another target: a company's own name (平安银行) never sets it
+            sector = next((s for s in map(named_sector, (t for t in targets if t != target)) if s), None)
             bench = benchmark_for(found, sector if found.kind == "stock" and found.market != "SW" else None)
             return Resolution(found, bench, target, direction, opp_type)
         if not targets:

@@ -86,19 +86,21 @@ def _rules_budget(seconds: float) -> regex_rules.Budget:
 def _switch_off_slow(conn: Any, slot: dict[str, Any], profile: focus.Profile, budget: regex_rules.Budget,
                      slow: list[str]) -> focus.Profile:
     """The profile without the regex rules that took over regex_rules.SLOT_RULE_MS on one article of this
-    budget's: switched off for good (stored; the profile page lists them and why), warned on the slot and
+    budget's, or were the dearest when all of them took over SLOT_ARTICLE_MS on one: switched off for good (stored; the profile page lists them and why), warned on the slot and
     told to the operator. The article it was slow on keeps the rule's answer."""
-    found, budget.slow = budget.slow, {}
+    (found, budget.slow), (totals, budget.totals) = (budget.slow, {}), (budget.totals, {})
     if not found:
         return profile
     reasons = {rule: f"时段 {slot['slot']} 中匹配一篇文章用了 {ms:.0f} 毫秒（上限 {regex_rules.SLOT_RULE_MS:.0f}）"
-               for rule, ms in found.items()}
+               if rule not in totals else f"时段 {slot['slot']} 中一篇文章的正则规则合计用了 {totals[rule]:.0f} 毫秒"
+               f"（上限 {regex_rules.SLOT_ARTICLE_MS:.0f}），本规则 {ms:.0f} 毫秒" for rule, ms in found.items()}
     store.switch_off_rules(conn, reasons)
     store.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
-        f"rules: switched off {len(found)} regex rule(s) over {regex_rules.SLOT_RULE_MS:g} ms on one article"])
+        f"rules: switched off {len(found)} regex rule(s) over {regex_rules.SLOT_RULE_MS:g} ms on one article, or "
+        f"dearest when all took over {regex_rules.SLOT_ARTICLE_MS:g} ms"])
     slow.append("读者的正则规则太慢，已停用：" + "、".join(f"{rule}（{ms:.0f} 毫秒/篇）" for rule, ms in found.items()))
-    log.warning("slot %s: switched off %d regex rules over %g ms on one article", slot["slot"], len(found),
-                regex_rules.SLOT_RULE_MS)
+    log.warning("slot %s: switched off %d regex rules over %g ms on one article (or %g ms all together)", slot["slot"],
+                len(found), regex_rules.SLOT_RULE_MS, regex_rules.SLOT_ARTICLE_MS)
     return profile.switched_off(reasons)
 
 

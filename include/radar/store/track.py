@@ -239,6 +239,30 @@ def resolve_pick(conn: psycopg.Connection, pick_id: int, fields: dict[str, Any])
                  {**{k: fields.get(k) for k in allowed}, "id": pick_id})
 
 
+def picks_to_recheck(conn: psycopg.Connection) -> list[Row]:
+    """Measurable picks an older version of the pick rules could have got wrong: a stock against a Shenwan index
+    (its sector may have come from its own name), or an index by its code (the name beside it was not checked)."""
+    return conn.execute(
+        """
+        SELECT p.id, p.instrument, p.benchmark, a.result_json FROM track_pick p
+        JOIN analysis_result a ON a.id = p.analysis_id
+        WHERE p.status = 'measurable' AND (p.benchmark ~ '^SW:' AND p.instrument !~ '^SW:'
+                                           OR p.instrument ~ '^(SH:000|SZ:399)')
+        ORDER BY p.id
+        """
+    ).fetchall()
+
+
+def redo_pick(conn: psycopg.Connection, pick_id: int, fields: dict[str, Any]) -> None:
+    """A pick resolved again: its new fields, its reference and outcomes dropped (the step computes them again)."""
+    allowed = ("status", "reason", "instrument", "instrument_name", "benchmark", "benchmark_name")
+    sets = ", ".join(f"{k} = %({k})s" for k in allowed)
+    conn.execute(f"UPDATE track_pick SET {sets}, ref_day = NULL, ref_kind = NULL, ref_price = NULL, bench_ref = NULL, "
+                 "ref_note = '', limit_open = NULL, no_data_final = NULL, updated_at = now() WHERE id = %(id)s",
+                 {**{k: fields.get(k) for k in allowed}, "id": pick_id})
+    conn.execute("DELETE FROM track_outcome WHERE pick_id = %s", (pick_id,))
+
+
 def open_picks(conn: psycopg.Connection) -> list[Row]:
     """Measurable picks with a horizon still to settle (waiting, no data, or not computed yet). A horizon is
     settled when measured, or suspended with its mark at the last close; a suspended one without a price only

@@ -26,6 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from include.radar import db
 from include.radar.settings import Settings, SettingsError
+from include.radar.web.admission import Admission, AdmissionMiddleware
 from include.radar.web.auth import PageError
 from include.radar.web.middleware import SECURITY_HEADERS, AddTrailingSlash, SecurityHeadersMiddleware
 from include.radar.web.mount import URL_PREFIX
@@ -56,8 +57,10 @@ def create_app(
     db_url: str | None = None,
     *,
     clock: Callable[[], datetime] | None = None,
+    admission: Admission | None = None,
 ) -> FastAPI:
-    """Build the report app. ``db_url`` pins the database (tests, benchmarks); ``clock`` pins "now".
+    """Build the report app. ``db_url`` pins the database (tests, benchmarks); ``clock`` pins "now";
+    ``admission`` the bounds of a flood (web/admission.py: how many requests at once, how often per link).
 
     Authentication and the permission check are Airflow's; tests replace them through
     ``app.dependency_overrides`` (``get_user``, :func:`~include.radar.web.auth.may_read_radar` and
@@ -72,6 +75,8 @@ def create_app(
     app.state.radar = AppResources(settings_loader, db_url, clock or (lambda: datetime.now(UTC)))
     pages = app.state.pages = Pages()
     app.add_middleware(SecurityHeadersMiddleware, pages=pages)
+    # outermost: what it turns away costs no thread, no connection, no template
+    app.add_middleware(AdmissionMiddleware, admission=admission or Admission(), headers=SECURITY_HEADERS)
     answer_errors_with_pages(app, pages)
     serve_static_files(app)
     for router in (reports.router, reports.votes, history.router, profile.router, record.router, evaluation.router):
@@ -121,12 +126,12 @@ def serve_static_files(app: FastAPI) -> None:
     """The two static files, public and cached: the pages' one script and the icon."""
 
     @app.get("/static/frame.js", include_in_schema=False)
-    def frame_script() -> Response:
+    async def frame_script() -> Response:  # async: no thread of the api-server's for a constant
         """The pages' one script: links that work inside Airflow's sandboxed iframe (static/frame.js)."""
         return Response(FRAME_JS, media_type="text/javascript", headers={"Cache-Control": "public, max-age=3600"})
 
     @app.get("/static/icon.svg", include_in_schema=False)
-    def icon() -> Response:
+    async def icon() -> Response:
         return Response(ICON_SVG, media_type="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})
 
 

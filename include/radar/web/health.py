@@ -383,6 +383,7 @@ class HealthView:
     silent: dict[str, str]  # mp_id -> why the account counts as quiet
     issues: list[str]  # one line per thing that needs a look, for the section's headline
     check: CheckView = CheckView(False)
+    private_issues: list[str] = field(default_factory=list)  # such lines an Airflow login only sees (the spend)
 
     @property
     def services(self) -> list[ServiceView]:
@@ -434,17 +435,18 @@ def health_view(
     if alert_list:
         issues.append(f"今日告警 {len(alert_list)} 条")
     issues += [f"{v.name} {v.label}" for v in (werss_v, deepseek_v) if v.recorded and not v.ok]
-    if spend.reached:
-        issues.append("今日预算已用尽")
+
     if silent:
         issues.append(f"{len(silent)} 个公众号久未发文")
     storage_v = storage_view(storage or {}, retention_days=retention_days, now=now, tz=tz)
     issues += [f"{storage_v.name}：{w}" for w in storage_v.warnings]
+    private = ["今日预算已用尽"] if spend.reached else []
     check_v = check_view(check or {}, now=now, tz=tz)
     if check_v.failures:
         issues.append(f"部署检查 {check_v.failures} 项未通过")
     return HealthView(slots=slots, next_slot=next_slot(now, schedule, tz), alerts=alert_list, werss=werss_v,
-                      deepseek=deepseek_v, spend=spend, storage=storage_v, silent=silent, issues=issues, check=check_v)
+                      deepseek=deepseek_v, spend=spend, storage=storage_v, silent=silent, issues=issues, check=check_v,
+                      private_issues=private)
 
 
 def gather(conn: psycopg.Connection, settings: Settings, *, now: datetime, tz: ZoneInfo, links: Links,

@@ -27,18 +27,21 @@ from include.radar import db, ranking, signing, store
 from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI
 from include.radar.web import feedback, views
+from include.radar.web.admission import AT_ONCE
 from include.radar.web.auth import AIRFLOW_LOGIN_PATH, PageError, Reader, app_path, local_path
 from include.radar.web.mount import URL_PREFIX
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")
 # Settings come from Airflow Variables (a metadata-DB read each) or the environment: cache them briefly.
 SETTINGS_TTL_SECONDS = 60.0
-# a connection per request the api-server runs at once (Starlette's threads: anyio's 40)
-PAGES_POOL_SIZE = 40
+# a connection per page request the api-server serves at once (web/admission.py bounds them)
+PAGES_POOL_SIZE = AT_ONCE
 
 _DAY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _ID_RE = re.compile(r"[0-9]{1,19}")
 _MAX_BIGINT = 2**63 - 1
+# what stands in a page a link opened for what only an Airflow login sees (the operator's lines, the spend)
+PRIVATE_NOTE = "登录 Airflow 后可见"
 # Report pages exist from the radar's era to a year ahead; any other date is "no such page", not an error.
 FIRST_DAY = date(2000, 1, 1)
 DAYS_AHEAD = 366
@@ -154,7 +157,7 @@ def today(resources: AppResources, settings: Settings) -> date:
 
 def _environment() -> Environment:
     """Templates compiled once per app; StrictUndefined turns a template typo into an error, not a blank."""
-    return Environment(
+    env = Environment(
         loader=FileSystemLoader(TEMPLATES_DIR),
         autoescape=True,  # every template is HTML; article and LLM text must never become markup
         undefined=StrictUndefined,
@@ -162,6 +165,8 @@ def _environment() -> Environment:
         lstrip_blocks=True,
         auto_reload=False,
     )
+    env.globals["private_note"] = PRIVATE_NOTE  # the macros see globals, not the page's context
+    return env
 
 
 def page_links(
