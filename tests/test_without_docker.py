@@ -28,6 +28,9 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from airflow_cfg import set_values  # noqa: E402
 
+from tests.conftest import _server_url as _server  # noqa: E402
+from tests.conftest import _with_database as _database  # noqa: E402
+
 
 def _unit(name: str) -> str:
     return (UNITS / name).read_text(encoding="utf-8")
@@ -62,21 +65,6 @@ def test_the_tests_airflow_home_names_this_bundle_and_loopback_in_its_airflow_cf
     assert cfg["core"]["dags_folder"] == str(REPO / "dags")
     assert cfg["core"]["plugins_folder"] == str(REPO / "plugins")
     assert (cfg["core"]["load_examples"], cfg["api"]["host"]) == ("False", "127.0.0.1")
-
-
-def _server() -> str:
-    url = os.environ.get("RADAR_TEST_DATABASE_URL")
-    if url:
-        return url
-    from include.radar import db
-
-    return db.embedded_url(REPO / ".local" / "pgdata-test")
-
-
-def _database(server: str, name: str) -> str:
-    info = psycopg.conninfo.conninfo_to_dict(server)
-    info["dbname"] = name
-    return psycopg.conninfo.make_conninfo(**info)
 
 
 def test_bootstrap_stops_at_its_first_failure_with_its_own_message(tmp_path: Path) -> None:
