@@ -242,3 +242,16 @@ def test_an_account_werss_collected_today_is_covered_though_it_wrote_nothing(fak
     fakes.deepseek.responder = lambda body: answer(30)
     _slot(fakes, shanghai(2026, 1, 8, 22))
     assert _report()["stats"]["coverage"]["covered"] == 2
+
+
+def test_the_overview_after_midnight_shows_the_last_day_slots_ran_not_a_day_of_nothing(fakes):
+    """At 00:05 no slot has listed today's accounts yet: the WeRSS box speaks of yesterday, as of its end."""
+    fakes.werss.accounts = ACCOUNTS[:1]
+    fakes.werss.articles = [article(1, shanghai(2026, 1, 8, 11))]
+    fakes.deepseek.responder = lambda body: answer(30)
+    _slot(fakes, shanghai(2026, 1, 8, 22))
+    for at in (shanghai(2026, 1, 9, 0, 5), shanghai(2026, 1, 8, 23, 30)):
+        page = read_page("/", at)
+        assert "没有在采集" not in page and "0/1" not in page
+    assert "01-08 1/1 个公众号都有采集到的迹象" in read_page("/", shanghai(2026, 1, 9, 0, 5))
+    assert "今天 1/1 个公众号都有采集到的迹象" in read_page("/", shanghai(2026, 1, 8, 23, 30))

@@ -213,7 +213,7 @@ _DEEPSEEK_STATES = {"ok": ("done", "正常"), "rate_limited": ("late", "限流�
 
 
 def werss_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo, wechat: Mapping[str, Any] | None = None,
-               warn_hours: float = 24, collection: Coverage | None = None) -> ServiceView:
+               warn_hours: float = 24, collection: Coverage | None = None, collection_day: str = "今天") -> ServiceView:
     """WeRSS from the last ingest (service_state ``werss:status``), its WeChat login as WeRSS last reported
     it (``werss:wechat``: never scanned, lapsed, lapsing within ``warn_hours``, or valid until when), and the
     day's ``collection``: how many accounts show that WeRSS is collecting them (coverage.py)."""
@@ -237,9 +237,9 @@ def werss_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo, wechat
     (warnings if login.warning else facts).extend([login.text] if login.text else [])
     if collection is not None and collection.active:
         if collection.covered < collection.active:
-            warnings.append(collection.line())
+            warnings.append(f"{collection_day}：{collection.line()}")
         else:
-            facts.append(f"今天 {collection.covered}/{collection.active} 个公众号都有采集到的迹象")
+            facts.append(f"{collection_day} {collection.covered}/{collection.active} 个公众号都有采集到的迹象")
         if collection.nothing_collected and state == "done":
             state, label = "failed", "没有在采集"
     raw = status.get("last_errors")
@@ -415,13 +415,15 @@ def health_view(
     retention_days: int = 0,
     check: Mapping[str, Any] | None = None,
     collection: Coverage | None = None,
+    collection_day: str = "今天",
     evaluation_spend: tuple[float, float] = (0.0, 0.0),
 ) -> HealthView:
     today = now.astimezone(tz).date()
     slots = recent_slots(recent_runs, missed, now=now, tz=tz, schedule=schedule,
                          late_after_minutes=late_after_minutes, links=links, spend=run_spend, currency=currency)
     names = {r["id"]: f"{r['run_date']:%m-%d} {r['slot']}" for r in recent_runs}
-    werss_v = werss_view(werss, now=now, tz=tz, wechat=wechat, warn_hours=wechat_warn_hours, collection=collection)
+    werss_v = werss_view(werss, now=now, tz=tz, wechat=wechat, warn_hours=wechat_warn_hours, collection=collection,
+                         collection_day=collection_day)
     deepseek_v = deepseek_view(deepseek, now=now, tz=tz, slot_names=names)
     alert_list = alert_views(alerts, now=now, tz=tz, links=links)
     spend = spend_view(spent_today, spend_by_day, today=today, budget=budget, currency=currency,
@@ -456,6 +458,9 @@ def gather(conn: psycopg.Connection, settings: Settings, *, now: datetime, tz: Z
     today = now.astimezone(tz).date()
     currency = settings.deepseek_currency
     runs = store.recent_slot_runs(conn, RECENT_SLOTS)
+    # the coverage of the latest day a slot ran (before today's first slot, yesterday's as of its end): a day
+    # whose accounts no slot has listed yet would read as a WeRSS collecting nothing, every night
+    day = min(today, runs[0]["run_date"]) if runs else today
     missed = store.missed_slots(conn, expected_slots(now, settings.schedule_slots, settings.late_after_minutes, tz))
     return health_view(
         now=now,
@@ -482,5 +487,6 @@ def gather(conn: psycopg.Connection, settings: Settings, *, now: datetime, tz: Z
         storage=store.status(conn, STORAGE_STATUS),
         retention_days=settings.retention_days,
         check=store.status(conn, CHECK_STATUS),
-        collection=watch.coverage_of(conn, today, now),
+        collection=watch.coverage_of(conn, day, now),
+        collection_day="今天" if day == today else f"{day:%m-%d}",
     )
