@@ -242,6 +242,8 @@ def test_an_account_werss_collected_today_is_covered_though_it_wrote_nothing(fak
     fakes.deepseek.responder = lambda body: answer(30)
     _slot(fakes, shanghai(2026, 1, 8, 22))
     assert _report()["stats"]["coverage"]["covered"] == 2
+    # WeRSS's record is asked only where no article shows the account collected
+    assert fakes.werss.account_calls == ["MP_WXS_2"]
 
 
 def test_the_overview_after_midnight_shows_the_last_day_slots_ran_not_a_day_of_nothing(fakes):

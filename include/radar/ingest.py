@@ -228,9 +228,7 @@ def _ingest(
                 conn, account_rows[mp_id]["id"], hits=1 if new_by_account.get(mp_id) else 0,
                 last_article_at=found_metas[0].published_at if found_metas else None, error=None, backoff_until=None,
             )
-    newest = {mp_id: metas[0].published_at if metas else account_rows[mp_id].get("last_article_at")
-              for mp_id, metas in listing.per_account.items()}
-    read_collection(connect, client, [(account_rows[mp_id], at) for mp_id, at in newest.items()], now)
+    read_collection(connect, client, [account_rows[mp_id] for mp_id in listing.per_account], now)
 
 
 def _list_accounts(

@@ -9,13 +9,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from include.radar import redact, store, werss_rows
+from include.radar import coverage, redact, store, werss_rows
 from include.radar.werss import WeRSSClient, WeRSSDeadline, WeRSSError
 from include.radar.werss_rows import EARLIEST_PUBLISH, ArticleRow, RowRejected, article_row
 
 log = logging.getLogger(__name__)
 SYNC_READS = 30  # accounts a slot asks WeRSS about their last collection (the rest at later slots)
-FRESH_ARTICLE = timedelta(hours=24)  # an account with an article this recent needs no other evidence
 
 
 def backoff_for(status: int | None, message: str, consecutive_failures: int) -> timedelta:
@@ -89,13 +88,16 @@ def window_metas(
     return found
 
 
-def read_collection(connect: Callable[[], Any], client: WeRSSClient, accounts: list[tuple[dict[str, Any], Any]],
+def read_collection(connect: Callable[[], Any], client: WeRSSClient, accounts: list[dict[str, Any]],
                     now: datetime) -> None:
-    """When WeRSS last collected those of ``accounts`` (each its stored row and its newest article) with no
-    article of the last day: the evidence coverage counts them by (coverage.py). At most SYNC_READS a slot,
-    the longest unasked first; a failure or the deadline leaves the rest for a later slot."""
-    doubtful = [row for row, newest in accounts if newest is None or now - newest > FRESH_ARTICLE]
-    doubtful.sort(key=lambda r: r.get("werss_checked_at") or EARLIEST_PUBLISH)
+    """When WeRSS last collected those of ``accounts`` (their stored rows, just checked) that no article of
+    theirs shows collected (coverage.evidence): the other evidence coverage counts them by. At most SYNC_READS a
+    slot, the longest unasked first; a failure or the deadline leaves the rest for a later slot."""
+    with connect() as conn:
+        found = store.collection_evidence(conn, [a["id"] for a in accounts], now)
+    by_article = {r["id"] for r in found if coverage.evidence({**r, "synced_at": None}, now) == "article"}
+    doubtful = sorted((a for a in accounts if a["id"] not in by_article),
+                      key=lambda a: a.get("werss_checked_at") or EARLIEST_PUBLISH)
     for row in doubtful[:SYNC_READS]:
         try:
             detail = client.account(row["mp_id"])

@@ -179,6 +179,7 @@ class FakeWeRSS:
         self.detail_calls: dict[str, int] = {}
         self.list_calls: list[dict[str, str]] = []
         self.sys_info_calls = 0
+        self.account_calls: list[str] = []  # mps/{id}
         self.lock = threading.Lock()
 
     # ----------------------------------------------------------------------------------------- helpers
@@ -279,6 +280,7 @@ class FakeWeRSS:
 
     def _account(self, mp_id: str) -> Response:
         """An unknown id fails as WeRSS's handler does (its own 40401 caught by its catch-all: 50001, HTTP 201)."""
+        self.account_calls.append(mp_id)
         row = next((a for a in self.accounts if str(a.get("id")) == mp_id), None)
         if row is None:
             return _json({"detail": {"code": 50001, "message": "获取公众号详情失败", "data": None}}, 201)
