@@ -224,12 +224,14 @@ def main() -> int:
               f"({year_mb * MB / (args.articles * 365) / 1024:.1f} kB per article, every table and index)")
 
         from include.radar import retention
+        from include.radar.settings import Settings
 
         keep_days = max(1, args.days // 2)
         now = datetime.combine(first_day + timedelta(days=args.days), datetime.min.time(), tzinfo=SHANGHAI)
         lexemes_before = lexeme_count(url, retention.cutoff(now, keep_days))
         t0 = time.perf_counter()
-        pruned = retention.prune(lambda: db.connect(url), keep_days=keep_days, now=now)
+        pruned = retention.prune(lambda: db.connect(url), keep_days=keep_days, now=now,
+                                 max_attempts=Settings.model_fields["max_analysis_attempts"].default)
         spent = time.perf_counter() - t0
         after = sizes(url)
         lexemes_after = lexeme_count(url, retention.cutoff(now, keep_days))

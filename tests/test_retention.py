@@ -127,8 +127,29 @@ def test_the_step_is_bounded_and_leaves_the_rest_for_tomorrow_with_a_warning(fak
             "(0 pruned in 0 s)"} in warnings["warnings"]
     overview = read_page("/", LATER + timedelta(minutes=30))
     assert "还有 2 篇超过保留期的正文待清理" in overview
-    pruned = retention.prune(db.connect, keep_days=14, now=LATER, batch=1)
+    pruned = retention.prune(db.connect, keep_days=14, now=LATER, max_attempts=3, batch=1)
     assert (pruned.bodies, pruned.batches, pruned.remaining) == (2, 2, 0)
+
+
+def test_an_article_still_owed_its_analysis_keeps_its_body_until_analysed(fakes, monkeypatch) -> None:
+    # a backfill of an old day stores its articles after today's daily slot pruned by age: its own slot must
+    # still find their text
+    _store_old_articles(fakes, monkeypatch)
+    with db.connect() as conn:  # one waits for its first analysis, one failed with attempts left, one without
+        conn.execute("UPDATE content_item SET analyzed_status = 0, attempts = 0 WHERE title = '储能订单回暖'")
+        conn.execute("UPDATE content_item SET analyzed_status = 3, attempts = 1 WHERE title = '光伏排产回升'")
+    fakes.werss.articles.append(article(3, OLD - timedelta(hours=3), title="锂价见底"))
+    fakes.at(OLD + timedelta(hours=2))
+    run_slot(OLD + timedelta(hours=2), run_type="backfill")
+    with db.connect() as conn:
+        conn.execute("UPDATE content_item SET analyzed_status = 3, attempts = 3 WHERE title = '锂价见底'")
+    pruned = retention.prune(db.connect, keep_days=14, now=LATER, max_attempts=3)
+    kept = {r["title"]: r["body_pruned_at"] is None for r in _items().values()}
+    assert kept == {"储能订单回暖": True, "光伏排产回升": True, "锂价见底": False}
+    assert (pruned.bodies, pruned.remaining) == (1, 0)  # an owed article is no backlog either
+    with db.connect() as conn:
+        offered = store.claims.items_to_analyse(conn, max_attempts=3, limit=10)
+    assert sorted(r["title"] for r in offered) == ["储能订单回暖", "光伏排产回升"]
 
 
 def test_retention_zero_keeps_everything_and_short_retentions_are_refused(fakes, monkeypatch) -> None:

@@ -43,22 +43,23 @@ def cutoff(now: datetime, keep_days: int) -> datetime:
     return now - timedelta(days=keep_days)
 
 
-def prune(connect: Callable[[], Any], *, keep_days: int, now: datetime, batch: int = BATCH,
+def prune(connect: Callable[[], Any], *, keep_days: int, now: datetime, max_attempts: int, batch: int = BATCH,
           seconds: float = SECONDS) -> Pruned:
     """Prune bodies older than ``keep_days`` days, a batch per transaction, until none is left or ``seconds``
-    have passed (a batch started is finished: a batch of 500 takes about a second)."""
+    have passed (a batch started is finished: a batch of 500 takes about a second). An article still owed its
+    analysis (pending, or failed with fewer than ``max_attempts`` attempts) keeps its body."""
     limit = cutoff(now, keep_days)
     started = time.monotonic()
     pruned = batches = 0
     while time.monotonic() - started < seconds:
         with connect() as conn:
-            done = store.retention.prune_bodies(conn, limit, batch)
+            done = store.retention.prune_bodies(conn, limit, batch, max_attempts=max_attempts)
         if not done:
             break
         pruned += done
         batches += 1
     with connect() as conn:
-        remaining = store.retention.unpruned_before(conn, limit)
+        remaining = store.retention.unpruned_before(conn, limit, max_attempts=max_attempts)
     return Pruned(pruned, batches, remaining, round(time.monotonic() - started, 3))
 
 
@@ -73,7 +74,8 @@ def daily(connect: Callable[[], Any], settings: Any, slot: dict[str, Any], now: 
     if not slot["is_daily"]:
         return {"reason": "retention runs at the daily slot"}
     keep = settings.retention_days
-    run = prune(connect, keep_days=keep, now=now, seconds=seconds) if keep else None
+    run = (prune(connect, keep_days=keep, now=now, max_attempts=settings.max_analysis_attempts, seconds=seconds)
+           if keep else None)
     with connect() as conn:
         held = store.retention.footprint(conn)
         status = {"at": datetime.now(UTC).isoformat(), "retention_days": keep, **held,

@@ -7,28 +7,36 @@ from datetime import datetime
 
 import psycopg
 
-from include.radar.store.common import ANALYSING, Row
+from include.radar.store.common import ANALYSING, BODY_READY, FAILED, PENDING, Row
 from include.radar.store.searching import article_lexemes
 
 # the tables an operator watches grow (the rest stay under a megabyte a year: bench-growth)
 WATCHED_TABLES = ("content_item", "analysis_result", "opportunity", "analysis_attempt", "llm_spend",
                   "notification_log", "market_bar")
 
+# an article whose body a slot may still analyse keeps it: being analysed, or ready and not yet analysed with
+# attempts left. A backfill of an old day stores its articles after today's daily slot may have pruned by age,
+# and its own slot must still find their text (items_to_analyse offers no pruned article)
+_PRUNABLE = (f"c.body_pruned_at IS NULL AND c.published_at < %(cutoff)s AND c.analyzed_status <> {ANALYSING} "
+             f"AND NOT (c.body_status = {BODY_READY} AND c.analyzed_status IN ({PENDING}, {FAILED}) "
+             "AND c.attempts < %(max_attempts)s)")
 
-def prune_bodies(conn: psycopg.Connection, cutoff: datetime, limit: int) -> int:
+
+def prune_bodies(conn: psycopg.Connection, cutoff: datetime, limit: int, *, max_attempts: int) -> int:
     """Prune the bodies of up to ``limit`` articles published before ``cutoff`` (oldest first): the text goes,
-    the search lexemes shrink to the title's and the analysis's, ``body_pruned_at`` is set. An article being
-    analysed right now is left for the next run; rows another session holds are skipped, not waited for.
-    Returns how many were pruned; the caller commits (one batch, one transaction)."""
+    the search lexemes shrink to the title's and the analysis's, ``body_pruned_at`` is set. An article still
+    owed its analysis (``max_attempts`` tells whether a failed one is) is left for a later run; rows another
+    session holds are skipped, not waited for. Returns how many were pruned; the caller commits (one batch,
+    one transaction)."""
     rows = conn.execute(
-        """
+        f"""
         SELECT c.id, c.title, a.summary, a.result_json FROM content_item c
         LEFT JOIN analysis_result a ON a.content_item_id = c.id
-        WHERE c.body_pruned_at IS NULL AND c.published_at < %s AND c.analyzed_status <> %s
-        ORDER BY c.published_at, c.id LIMIT %s
+        WHERE {_PRUNABLE}
+        ORDER BY c.published_at, c.id LIMIT %(limit)s
         FOR UPDATE OF c SKIP LOCKED
         """,
-        (cutoff, ANALYSING, limit),
+        {"cutoff": cutoff, "max_attempts": max_attempts, "limit": limit},
     ).fetchall()
     if not rows:
         return 0
@@ -41,10 +49,11 @@ def prune_bodies(conn: psycopg.Connection, cutoff: datetime, limit: int) -> int:
     return len(rows)
 
 
-def unpruned_before(conn: psycopg.Connection, cutoff: datetime) -> int:
-    """How many articles published before ``cutoff`` still hold their body (the backlog of the next run)."""
+def unpruned_before(conn: psycopg.Connection, cutoff: datetime, *, max_attempts: int) -> int:
+    """How many articles published before ``cutoff`` could be pruned and still hold their body (the backlog of
+    the next run; an article owed its analysis is no backlog)."""
     return conn.execute(
-        "SELECT count(*) AS n FROM content_item WHERE body_pruned_at IS NULL AND published_at < %s", (cutoff,)
+        f"SELECT count(*) AS n FROM content_item c WHERE {_PRUNABLE}", {"cutoff": cutoff, "max_attempts": max_attempts}
     ).fetchone()["n"]
 
 
