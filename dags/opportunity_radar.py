@@ -27,11 +27,11 @@ from airflow.sdk import (
 )
 
 from include.radar import DAG_ID
-from include.radar.airflow_alerts import AlertNotifier, mend_dag_test
-from include.radar.airflow_support import branch, failed_tasks, opened_slot, run_step, task_try
-from include.radar.decide import ACTIONS, BUILD_DAILY, PUSH_OPPORTUNITY, SKIP_PUSH
-from include.radar.settings import load_settings, parse_time_lookup
-from include.radar.slots import SHANGHAI
+from include.radar.core.settings import load_settings, parse_time_lookup
+from include.radar.core.slots import SHANGHAI
+from include.radar.pushes.decide import ACTIONS, BUILD_DAILY, PUSH_OPPORTUNITY, SKIP_PUSH
+from include.radar.seam.callbacks import AlertNotifier, mend_dag_test
+from include.radar.seam.support import branch, failed_tasks, opened_slot, run_step, task_try
 
 # The schedule and the daily deadline are the only settings read at parse time, and only from the
 # environment (no Variable.get).
@@ -79,13 +79,13 @@ def trigger_form(slots: tuple[str, ...]) -> dict[str, Param]:
 
 def daily_deadline(minutes: int, alert: bool) -> DeadlineAlert | None:
     """The triggerer checks the daily run at its deadline (plus a minute): a report not delivered by then is
-    alerted; the run itself bounds its steps (include/radar/deadlines.py)."""
+    alerted; the run itself bounds its steps (include/radar/core/deadlines.py)."""
     if not alert:
         return None
     return DeadlineAlert(
         reference=DeadlineReference.DAGRUN_LOGICAL_DATE,
         interval=timedelta(minutes=minutes + 1),
-        callback=AsyncCallback("include.radar.airflow_alerts.daily_deadline_missed"),
+        callback=AsyncCallback("include.radar.seam.callbacks.daily_deadline_missed"),
     )
 
 
@@ -122,7 +122,7 @@ def select_articles() -> list[dict]:
     return run_step("analysis_batches", opened_slot())
 
 
-# one mapped task per batch of articles (include/radar/batches.py): a task process per article cost
+# one mapped task per batch of articles (include/radar/analysis/batches.py): a task process per article cost
 # seconds of start-up each. A batch runs its articles in threads, each with its own claim, attempts and
 # step record; a retry (or a clear) analyses only what is unfinished. The batch ends its calls a minute
 # before this timeout (their articles left for a later slot); its claims belong to this task try and are

@@ -7,9 +7,8 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from include.radar import decide
-from include.radar.runtime import Runtime
-from include.radar.slots import SHANGHAI
+from include.radar.core.slots import SHANGHAI
+from include.radar.pushes import decide
 from include.radar.steps.analyse import analyse_article
 from include.radar.steps.close_slot import close_slot
 from include.radar.steps.daily_report import build_daily_report, catch_up_daily_report, push_daily_report
@@ -17,6 +16,7 @@ from include.radar.steps.ingest import ingest_articles
 from include.radar.steps.open_slot import open_slot
 from include.radar.steps.push_opportunity import push_opportunity, record_skip
 from include.radar.steps.retention import apply_retention
+from include.radar.steps.runtime import Runtime
 from include.radar.steps.select_articles import articles_to_analyse
 from include.radar.steps.summarise import choose_path, summarise_slot
 from include.radar.steps.track_record import follow_picks
@@ -98,8 +98,8 @@ def read_page(path: str, now: datetime) -> str:
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient
 
-    from include.radar import db
-    from include.radar.settings import load_settings
+    from include.radar.core import db
+    from include.radar.core.settings import load_settings
     from include.radar.web.app import create_app
     from include.radar.web.auth import may_read_radar
 

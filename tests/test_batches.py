@@ -8,12 +8,14 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import batches, db, store
-from include.radar.llm import MIN_CALL_SECONDS, LLMConfigError
-from include.radar.runtime import Runtime
+from include.radar import store
+from include.radar.analysis import batches
+from include.radar.analysis.llm import MIN_CALL_SECONDS, LLMConfigError
+from include.radar.core import db
 from include.radar.steps.analyse import analyse_batch
 from include.radar.steps.ingest import ingest_articles
 from include.radar.steps.open_slot import open_slot
+from include.radar.steps.runtime import Runtime
 from include.radar.steps.select_articles import analysis_batches
 from tests.slotrun import answer, article, shanghai
 

@@ -14,13 +14,15 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from include.radar import analyst, db, store
-from include.radar.llm import neutralise_delimiters
-from include.radar.runtime import Runtime
-from include.radar.schemas import ArticleAnalysis
+from include.radar import store
+from include.radar.analysis import analyst
+from include.radar.analysis.llm import neutralise_delimiters
+from include.radar.analysis.schemas import ArticleAnalysis
+from include.radar.core import db
 from include.radar.steps.analyse import analyse_article, claimer
 from include.radar.steps.ingest import ingest_articles
 from include.radar.steps.open_slot import open_slot
+from include.radar.steps.runtime import Runtime
 from include.radar.steps.select_articles import articles_to_analyse
 from include.radar_demo.fakes import completion
 from tests.slotrun import answer, article, read_page, run_slot, shanghai

@@ -22,16 +22,18 @@ from datetime import timedelta
 import pytest
 from werkzeug.wrappers import Request, Response
 
-from include.radar import analyst, batches, db, http, store
-from include.radar.llm import MAX_ANSWER_BYTES, LLMClient, LLMExhausted
-from include.radar.runtime import Runtime
-from include.radar.schemas import ArticleAnalysis
+from include.radar import store
+from include.radar.analysis import analyst, batches
+from include.radar.analysis.llm import MAX_ANSWER_BYTES, LLMClient, LLMExhausted
+from include.radar.analysis.schemas import ArticleAnalysis
+from include.radar.collect.werss import MAX_RESPONSE_BYTES, WeRSSClient, WeRSSError
+from include.radar.core import db, http
 from include.radar.steps.analyse import analyse_batch, claimer
 from include.radar.steps.close_slot import close_slot
 from include.radar.steps.ingest import ingest_articles
 from include.radar.steps.open_slot import open_slot
+from include.radar.steps.runtime import Runtime
 from include.radar.steps.select_articles import articles_to_analyse
-from include.radar.werss import MAX_RESPONSE_BYTES, WeRSSClient, WeRSSError
 from include.radar_demo.fakes import completion, serve
 from tests.slotrun import answer, article, shanghai
 
@@ -323,7 +325,7 @@ def test_a_push_channels_compression_bomb_fails_the_send_with_the_memory_bounded
     requests reads the body, what it decodes counted."""
     import apprise
 
-    from include.radar import push
+    from include.radar.pushes import push
 
     [channel] = push.channels_from([bomb_server("gzip").replace("http://", "json://") + "/hook"])
     apprise.Apprise.instantiate(channel.url)  # apprise loads its plugin before the measure: no part of the send

@@ -12,11 +12,12 @@ from datetime import timedelta
 import pytest
 import time_machine
 
-from include.radar import db, store
-from include.radar.runtime import Runtime
+from include.radar import store
+from include.radar.collect.werss_rows import RowRejected, article_row
+from include.radar.core import db
 from include.radar.steps.ingest import ingest_articles
 from include.radar.steps.open_slot import open_slot
-from include.radar.werss_rows import RowRejected, article_row
+from include.radar.steps.runtime import Runtime
 from tests.slotrun import article, read_page, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile

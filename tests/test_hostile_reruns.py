@@ -10,11 +10,12 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import db, store
-from include.radar.runtime import Runtime
+from include.radar import store
+from include.radar.core import db
 from include.radar.steps.close_slot import close_slot
 from include.radar.steps.ingest import ingest_articles
 from include.radar.steps.open_slot import open_slot
+from include.radar.steps.runtime import Runtime
 from include.radar_demo.fakes import completion
 from tests.slotrun import answer, article, run_slot, shanghai
 

@@ -8,14 +8,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from include.radar import connections, ingest, werss_rows
 from include.radar.check import Line, Mark, Options, fail, ok, reason, task_runs, warn
 from include.radar.check.schedule import LEAD, Task, coverage, suggested_cron, task_of
 from include.radar.check.task_runs import Account
-from include.radar.settings import Settings, SettingsError
-from include.radar.slots import SHANGHAI
-from include.radar.text import span
-from include.radar.werss import WERSS_TZ, WeChatLogin, WeRSSAuthError, WeRSSClient, WeRSSError, WeRSSNotFound
+from include.radar.collect import ingest, werss_rows
+from include.radar.collect.werss import WERSS_TZ, WeChatLogin, WeRSSAuthError, WeRSSClient, WeRSSError, WeRSSNotFound
+from include.radar.core.settings import Settings, SettingsError
+from include.radar.core.slots import SHANGHAI
+from include.radar.core.text import span
+from include.radar.operations import connections
 
 AREA = "WeRSS"
 SAMPLE = 10  # the newest articles whose bodies are looked at

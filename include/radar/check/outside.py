@@ -14,11 +14,14 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from include.radar import connections, push, store, track_record
+from include.radar import store
+from include.radar.analysis.llm import LLMError, LLMUnreachable
 from include.radar.check import Line, Options, bounded, fail, ok, reason, warn
-from include.radar.llm import LLMError, LLMUnreachable
-from include.radar.settings import MIN_LINK_SECRET_BYTES, Settings, SettingsError
-from include.radar.slots import SHANGHAI
+from include.radar.core.settings import MIN_LINK_SECRET_BYTES, Settings, SettingsError
+from include.radar.core.slots import SHANGHAI
+from include.radar.operations import connections
+from include.radar.pushes import push
+from include.radar.report import track_record
 
 DEEPSEEK = "DeepSeek"
 PUSH = "推送"

@@ -1,4 +1,4 @@
-"""``ingest``: the slot's window of articles from WeRSS, new ones only, cleaned and stored (include/radar/ingest.py),
+"""``ingest``: the slot's window of articles from WeRSS, new ones only, cleaned and stored (include/radar/collect/ingest.py),
 and what the watchers make of it (watch.py: WeRSS's outcome and login, quiet accounts, a day collecting nothing).
 """
 
@@ -8,9 +8,9 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from include.radar import ingest, watch
-from include.radar.runtime import Runtime, slot_key, step, step_deadline
-from include.radar.werss import WeRSSAuthError, WeRSSError
+from include.radar.collect import ingest, watch
+from include.radar.collect.werss import WeRSSAuthError, WeRSSError
+from include.radar.steps.runtime import Runtime, slot_key, step, step_deadline
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,9 @@ import logging
 from datetime import date
 from typing import Any
 
-from include.radar import briefs, decide, push, store
-from include.radar.runtime import Runtime, step
+from include.radar import store
+from include.radar.pushes import briefs, decide, push
+from include.radar.steps.runtime import Runtime, step
 from include.radar.steps.summarise import SlotView, choose_path, slot_summary, slot_view
 
 log = logging.getLogger(__name__)

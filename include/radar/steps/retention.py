@@ -1,13 +1,13 @@
 """``retention``: after the daily push, old article bodies pruned within the step's time, and what the
-database holds recorded for the health panel (include/radar/retention.py).
+database holds recorded for the health panel (include/radar/operations/retention.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from include.radar import retention
-from include.radar.runtime import Runtime, slot_key, step
+from include.radar.operations import retention
+from include.radar.steps.runtime import Runtime, slot_key, step
 
 
 @step("retention")

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from include.radar import decide, events, ranking, store
-from include.radar.runtime import Runtime, step
+from include.radar import store
+from include.radar.pushes import decide, events, ranking
+from include.radar.steps.runtime import Runtime, step
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""``track_record``: after the daily push, the picks followed in the market (include/radar/track_record.py).
+"""``track_record``: after the daily push, the picks followed in the market (include/radar/report/track_record.py).
 """
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from include.radar import track_record
-from include.radar.runtime import Runtime, step
+from include.radar.report import track_record
+from include.radar.steps.runtime import Runtime, step
 
 log = logging.getLogger(__name__)
 

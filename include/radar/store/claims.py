@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from include.radar import redact
+from include.radar.core import redact
 from include.radar.store.analyses import analysis_for_hash, analysis_for_item
 from include.radar.store.common import ANALYSING, DONE, Row
 

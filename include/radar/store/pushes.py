@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from include.radar import redact
+from include.radar.core import redact
 from include.radar.store.common import Row
 
 

@@ -11,9 +11,9 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from include.radar import redact
+from include.radar.core import redact
 from include.radar.market import Bar, basis
-from include.radar.outcomes import BANDS
+from include.radar.market.outcomes import BANDS
 from include.radar.store.common import PUSHED_ANALYSIS_ID, Row
 
 # ------------------------------------------------------------------------------------------ the price cache

@@ -23,9 +23,11 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from include.radar import db, ranking, signing, store
-from include.radar.settings import Settings
-from include.radar.slots import SHANGHAI
+from include.radar import store
+from include.radar.core import db, signing
+from include.radar.core.settings import Settings
+from include.radar.core.slots import SHANGHAI
+from include.radar.pushes import ranking
 from include.radar.web import feedback, views
 from include.radar.web.admission import AT_ONCE
 from include.radar.web.auth import AIRFLOW_LOGIN_PATH, PageError, Reader, app_path, local_path

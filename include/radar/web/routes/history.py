@@ -9,7 +9,11 @@ from datetime import timedelta
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from include.radar import focus, outcomes, search, store, weekly
+from include.radar import store
+from include.radar.analysis import focus
+from include.radar.core import search
+from include.radar.market import outcomes
+from include.radar.report import weekly
 from include.radar.web import views
 from include.radar.web.auth import PageError, ReaderDep, require_reader
 from include.radar.web.runtime import (

@@ -11,7 +11,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from include.radar import focus, store
+from include.radar import store
+from include.radar.analysis import focus
 from include.radar.web import csrf
 from include.radar.web.auth import EDIT_REFUSED, EditorDep, PageError, Reader, ReaderDep, may_edit, require_reader
 from include.radar.web.runtime import get_pages, get_resources, page_links, read_body, user_name, zone

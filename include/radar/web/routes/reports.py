@@ -9,7 +9,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from include.radar import ranking, store, weekly
+from include.radar import store
+from include.radar.pushes import ranking
+from include.radar.report import weekly
 from include.radar.web import costs, csrf, feedback, health, views
 from include.radar.web.auth import PageError, ReaderDep, airflow_user, require_reader
 from include.radar.web.runtime import (
