@@ -65,6 +65,21 @@ def test_the_executor_preloads_the_task_runner_and_the_steps_but_no_html_parser(
                                                  "include.radar.steps.analyse", "openai", "rjieba", "scipy.sparse"}
 
 
+def test_the_executor_preloads_every_step_module_but_ingests_and_follows_a_new_one() -> None:
+    """PRELOADED is read from the steps' table, not kept by hand: every step module is in it but ingest's (its
+    cleaning loads the HTML parser), the weekly summary, the track record, retention and evaluate among them, and
+    a step module added to the table is preloaded without a second list to keep."""
+    from include.radar.seam import executor
+
+    step_modules = {name for name in executor.PRELOADED if name.startswith("include.radar.steps.")}
+    files = {p.stem for p in (REPO / "include" / "radar" / "steps").glob("*.py")} - {"__init__", "runtime"}
+    assert step_modules == {f"include.radar.steps.{m}" for m in files - {"ingest"}}
+    assert {"include.radar.steps.weekly_summary", "include.radar.steps.track_record", "include.radar.steps.retention",
+            "include.radar.steps.evaluate"} <= step_modules
+    assert executor.step_modules([*steps.STEPS.values(), "new_stage"]) == tuple(
+        sorted([*step_modules, "include.radar.steps.new_stage"]))
+
+
 def test_a_module_that_fails_to_preload_is_left_to_its_task(monkeypatch) -> None:
     from include.radar.seam import executor
     from include.radar.seam.executor import PreloadingLocalExecutor, preload

@@ -12,19 +12,28 @@ from __future__ import annotations
 import importlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from airflow.executors.local_executor import LocalExecutor
 
+from include.radar.steps import STEPS
+
 log = logging.getLogger(__name__)
 
-# the steps' modules but ingest's, whose cleaning loads the HTML parser
+# ingest's step module is left to its task: its cleaning loads the HTML parser
+NOT_PRELOADED = frozenset({"ingest"})
+
+
+def step_modules(modules: Iterable[str]) -> tuple[str, ...]:
+    """The step modules to preload, of the steps' table (``steps.STEPS``' modules): all but ingest's."""
+    return tuple(f"include.radar.steps.{module}" for module in sorted(set(modules) - NOT_PRELOADED))
+
+
 PRELOADED = (
     "airflow.sdk.execution_time.task_runner",
     "include.radar.seam.support",
     "openai",  # the analyse tasks and the daily report call DeepSeek through it
-    *(f"include.radar.steps.{module}" for module in ("open_slot", "select_articles", "analyse", "summarise",
-                                                      "push_opportunity", "daily_report", "close_slot")),
+    *step_modules(STEPS.values()),
 )
 
 
