@@ -137,7 +137,7 @@ def test_an_unreachable_werss_costs_the_timeout_not_minutes(good, monkeypatch) -
     monkeypatch.setenv("AIRFLOW_CONN_WERSS_DEFAULT", json.dumps({
         "conn_type": "http", "host": f"http://127.0.0.1:{port}", "login": "admin", "password": "secret",
         "extra": {"max_retries": 5}}))
-    from include.radar.check.collection import werss_lines
+    from include.radar.check.werss import werss_lines
 
     started = time.monotonic()
     lines = [x.render() for x in werss_lines(load_settings(), Options(timeout=1), None)]
@@ -182,10 +182,10 @@ def test_an_expired_wechat_login_fails(good) -> None:
 
 
 def test_a_login_with_a_token_but_no_expiry_is_a_warning_not_a_tick(good, monkeypatch) -> None:
-    from include.radar.check import collection
+    from include.radar.check import werss as werss_check
     from include.radar.collect.werss import WeChatLogin
 
-    monkeypatch.setattr(collection, "_login", lambda client: WeChatLogin(True, True, None))
+    monkeypatch.setattr(werss_check, "_login", lambda client: WeChatLogin(True, True, None))
     _, lines = check()
     assert line(lines, "! WeRSS · 微信登录") == (
         "! WeRSS · 微信登录: 已登录，但 WeRSS 没有给出到期时间：过期前无法提醒 → 在 WeRSS → 扫码授权 重新扫码一次，"
