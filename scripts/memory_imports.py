@@ -38,10 +38,10 @@ MB = 2**20
 HEAVY = ("bs4", "lxml", "jieba", "rjieba", "openai", "apprise", "numpy", "scipy", "sklearn", "pandas", "akshare",
          "fastapi", "jinja2", "markdown", "re2", "httpx", "pydantic", "psycopg", "include.radar.web.app")
 # step module -> the step function that loads it (include/radar/steps/__init__.py)
-STEP_FUNCS = {"open_slot": "open_slot", "ingest": "ingest_articles", "select_articles": "analysis_batches",
-              "analyse": "analyse_batch", "summarise": "summarise_slot", "push_opportunity": "push_opportunity",
-              "daily_report": "build_daily_report", "weekly_summary": "weekly_summary", "track_record": "follow_picks",
-              "retention": "apply_retention", "close_slot": "close_slot"}
+STEP_FUNCS = {"open_slot": "open_slot", "ingest": "ingest", "select_articles": "select_articles",
+              "analyse": "analyse", "summarise": "summarise", "push_opportunity": "push_opportunity",
+              "daily_report": "build_daily_report", "weekly_summary": "weekly_summary", "track_record": "track_record",
+              "retention": "retention", "close_slot": "close_slot"}
 BARE_DAG = '''
 import time
 from datetime import datetime

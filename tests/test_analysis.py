@@ -19,7 +19,7 @@ from include.radar.analysis.llm import FIELD_ORDER, JSON_ONLY, LLMConfigError
 from include.radar.analysis.schemas import ArticleAnalysis
 from include.radar.core import db
 from include.radar.steps.analyse import analyse_article
-from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
 from include.radar.steps.runtime import Runtime
 from include.radar.steps.select_articles import articles_to_analyse
@@ -121,7 +121,7 @@ def test_unknown_model_is_a_clear_configuration_error(fakes, monkeypatch):
     _one_article(fakes)
     rt = Runtime.load()
     slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
-    ingest_articles(rt, slot)
+    ingest(rt, slot)
     [target] = articles_to_analyse(rt, slot)
     with pytest.raises(LLMConfigError, match="does not know the model 'deepseek-reasoner'"):
         analyse_article(rt, slot, target)
@@ -226,7 +226,7 @@ def test_two_runs_racing_for_one_article_pay_once(fakes):
     fakes.deepseek.responder = lambda b: answer(70)
     rt = Runtime.load()
     slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
-    ingest_articles(rt, slot)
+    ingest(rt, slot)
     [target] = articles_to_analyse(rt, slot)
     with db.connect() as conn:  # the other run has claimed it and is waiting for its answer
         claim = store.claim_item(conn, target["item_id"], slot_run_id=slot["slot_run_id"], claimer="other-run",

@@ -6,6 +6,7 @@ include/radar, sub-packages' members included, and only files that exist; its ta
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -64,6 +65,11 @@ def test_each_dag_task_runs_the_step_of_the_module_named_after_it() -> None:
     dag = (REPO / "dags" / "opportunity_radar.py").read_text(encoding="utf-8")
     called = set(re.findall(r'run_step\(\s*"(\w+)"', dag))
     assert called and called <= set(steps.STEPS)
+    # one name from task to module: the task ``track_record`` runs the step ``track_record`` of
+    # steps/track_record.py (the task id is the DAG's function's name)
+    tasks = [(func.name, call.args[0].value) for func in ast.walk(ast.parse(dag)) if isinstance(func, ast.FunctionDef)
+             for call in ast.walk(func) if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "run_step"]
+    assert {step for _, step in tasks} == called and all(task == step for task, step in tasks), tasks
     for name in called:
         assert steps.load(name).__module__ == f"include.radar.steps.{steps.STEPS[name]}"
     files = {p.stem for p in (REPO / "include" / "radar" / "steps").glob("*.py")} - {"__init__", "runtime"}

@@ -13,7 +13,7 @@ from include.radar import store
 from include.radar.collect.listing import backoff_for
 from include.radar.collect.werss import WeRSSAuthError, WeRSSClient
 from include.radar.core import db
-from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
 from include.radar.steps.runtime import Runtime
 from tests.slotrun import article, run_slot, shanghai
@@ -27,7 +27,7 @@ def _ingest(fakes, when=SLOT, **params):
     fakes.at(when)
     rt = Runtime.load()
     slot = open_slot(rt, run_after=when, run_type="scheduled", dag_id="d", dag_run_id="r", params=params)
-    return rt, slot, ingest_articles(rt, slot)
+    return rt, slot, ingest(rt, slot)
 
 
 def _count(sql: str, *args) -> int:
@@ -128,7 +128,7 @@ def test_seven_oclock_slot_includes_the_previous_evening_and_backfill_uses_its_o
     rt = Runtime.load()
     slot = open_slot(rt, run_after=shanghai(2026, 1, 4, 7), run_type="backfill", dag_id="d",
                               dag_run_id="b", params={})
-    summary = ingest_articles(rt, slot)
+    summary = ingest(rt, slot)
     assert summary["new"] == 1  # article 3 only: 1-2 is after the backfilled slot
     with db.connect() as conn:
         assert "1-2" not in store.known_external_ids(conn, ["1-2"])

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 CLAIM_GRACE_SECONDS = 120
 
 
-def analyse_batch(rt: Runtime, slot: dict[str, Any], batch: dict[str, Any], *,
+def analyse(rt: Runtime, slot: dict[str, Any], batch: dict[str, Any], *,
                   seconds: float | None = None, attempt: tuple[str, int, int] | None = None) -> dict[str, Any]:
     """One mapped task: its batch's articles, ``ceil(llm_concurrency / analysis_tasks)`` at a time, each with
     its own claim, attempts and step record. ``seconds``: the batch's time (within its task's timeout); a

@@ -8,7 +8,8 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from include.radar.collect import ingest, watch
+from include.radar.collect import watch
+from include.radar.collect.ingest import IngestSummary, ingest_slot
 from include.radar.collect.werss import WeRSSAuthError, WeRSSError
 from include.radar.steps.runtime import Runtime, slot_key, step, step_deadline
 
@@ -16,12 +17,12 @@ log = logging.getLogger(__name__)
 
 
 @step("ingest")
-def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+def ingest(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     client = rt.werss()
     client.deadline = step_deadline(slot, "ingest")
-    summary = ingest.IngestSummary(slot=slot["slot"])
+    summary = IngestSummary(slot=slot["slot"])
     try:
-        ingest.ingest_slot(
+        ingest_slot(
             rt.connect, client, slot_run_id=slot["slot_run_id"], key=slot_key(slot),
             window_days=rt.settings.window_days, max_articles=rt.settings.max_articles_per_slot,
             page_size=rt.settings.werss_page_size, max_pages=rt.settings.werss_max_pages, summary=summary,

@@ -57,7 +57,7 @@ def _message(rt: Runtime, slot: dict[str, Any], view: SlotView, path: str) -> pu
 
 
 @step("skip_push")
-def record_skip(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+def skip_push(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     rt.sweep_pushes(slot)
     decision = choose_path(slot, slot_summary(rt, slot).as_xcom())
     with rt.connect() as conn:

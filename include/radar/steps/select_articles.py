@@ -177,7 +177,7 @@ def _without_excluded(conn: Any, slot: dict[str, Any], profile: focus.Profile, r
     return [r for r in rows[:checked] if r["id"] not in reasons]
 
 
-def analysis_batches(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
+def select_articles(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
     """The articles to analyse, split into the batches the mapped analyse task runs (include/radar/analysis/batches.py)."""
     tasks = rt.settings.analysis_tasks
     return batches.plan(articles_to_analyse(rt, slot), tasks, batches.width(rt.settings.llm_concurrency, tasks))

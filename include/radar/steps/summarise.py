@@ -48,7 +48,7 @@ def slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
 
 
 @step("summarise")
-def summarise_slot(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+def summarise(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     error = None
     try:
         grouped = events.group_new(rt.connect)  # one entry per real-world event, before the push decision
