@@ -355,10 +355,6 @@ class Group:
     def mean_excess(self) -> tuple[float, float, float] | None:
         return mean_interval_of(self.directional, self.excess_sum, self.excess_squares) if self.directional else None
 
-    @property
-    def mean_plain_excess(self) -> tuple[float, float, float] | None:
-        return mean_interval_of(self.plain_n, self.plain_sum, self.plain_squares) if self.plain_n else None
-
     def add(self, row: Mapping[str, Any]) -> None:
         """One pick's row: ``pick_status``, ``direction`` and its outcome's ``status``, ``hit``, ``excess``,
         ``signed_excess`` (None: not computed yet)."""

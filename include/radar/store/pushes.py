@@ -110,12 +110,6 @@ def notification(conn: psycopg.Connection, msg_uuid: str) -> Row | None:
     return conn.execute("SELECT * FROM notification_log WHERE msg_uuid = %s", (msg_uuid,)).fetchone()
 
 
-def notifications_for_day(conn: psycopg.Connection, day: date) -> list[Row]:
-    return conn.execute(
-        "SELECT * FROM notification_log WHERE report_date = %s ORDER BY created_at, id", (day,)
-    ).fetchall()
-
-
 
 def daily_push_sent(conn: psycopg.Connection, day: date) -> bool:
     """Whether the daily report of ``day`` has reached at least one channel."""

@@ -37,11 +37,6 @@ def record_fetch(conn: psycopg.Connection, what: str, day: date, at: datetime, *
     )
 
 
-def fetch_failures(conn: psycopg.Connection, day: date) -> list[Row]:
-    return conn.execute("SELECT what, error FROM market_fetch WHERE fetched_on = %s AND NOT ok ORDER BY what",
-                        (day,)).fetchall()
-
-
 def fetch_attempts(conn: psycopg.Connection, whats: Sequence[str]) -> dict[str, tuple[int, date]]:
     """{what: (the days it was fetched on, the last of them)}: a fetch that never yields a bar backs off."""
     rows = conn.execute("SELECT what, count(*) AS n, max(fetched_on) AS last FROM market_fetch WHERE what = ANY(%s) "
