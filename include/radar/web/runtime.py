@@ -145,13 +145,13 @@ def get_resources(request: Request) -> AppResources:
     return request.app.state.radar
 
 
-def zone(settings: Settings) -> ZoneInfo:
-    """Slots, report days and pages all live in Asia/Shanghai (the seed's fixed business timezone)."""
+def zone() -> ZoneInfo:
+    """Slots, report days and pages all live in Asia/Shanghai: the one business time zone, not a setting."""
     return SHANGHAI
 
 
-def today(resources: AppResources, settings: Settings) -> date:
-    return resources.clock().astimezone(zone(settings)).date()
+def today(resources: AppResources) -> date:
+    return resources.clock().astimezone(zone()).date()
 
 
 # ------------------------------------------------------------------------------------------- rendering
@@ -204,7 +204,7 @@ class Pages:
     ) -> HTMLResponse:
         signed_until = None
         if reader is not None and reader.signed and reader.signed_exp and settings is not None:
-            signed_until = views.local_time(datetime.fromtimestamp(reader.signed_exp, UTC), zone(settings))
+            signed_until = views.local_time(datetime.fromtimestamp(reader.signed_exp, UTC), zone())
         html = self.env.get_template(template).render(
             links=links or page_links(request),
             demo=bool(settings and settings.demo_mode),

@@ -91,7 +91,7 @@ def _profile_response(request: Request, reader: Reader, *, editable: bool, saved
             editable, reason = False, csrf.FORM_KEY_MISSING
     page = profile_views.profile_page(
         profile=current, weights=weights, action=links.profile(), csrf=token, read_only=not editable,
-        read_only_reason=reason, tz=zone(settings), saved=saved, errors=errors,
+        read_only_reason=reason, tz=zone(), saved=saved, errors=errors,
         typed=typed, recheck=recheck)
     return get_pages(request).render(request, "profile.html", status=status, settings=settings, reader=reader,
                                      links=links, page=page)

@@ -28,7 +28,7 @@ def record(request: Request, reader: ReaderDep) -> HTMLResponse:
         groups = store.track.summary_groups(conn, filters, int(form.horizon))
         accounts, types = store.track.record_choices(conn)
     links = page_links(request)
-    tz = zone(settings)
+    tz = zone()
     pages_total = max(1, min(record_views.MAX_PAGE, -(-total // record_views.PAGE_SIZE)))
     past_end = form.page > pages_total  # a page the record does not have: say so, and link its last page
     return get_pages(request).render(
