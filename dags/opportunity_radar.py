@@ -27,11 +27,11 @@ from airflow.sdk import (
 )
 
 from include.radar import DAG_ID
-from include.radar.airflow_alerts import AlertNotifier, mend_dag_test
-from include.radar.airflow_support import branch, failed_tasks, opened_slot, run_step, task_try
-from include.radar.decide import ACTIONS, BUILD_DAILY, PUSH_OPPORTUNITY, SKIP_PUSH
-from include.radar.settings import load_settings, parse_time_lookup
-from include.radar.slots import SHANGHAI
+from include.radar.core.settings import load_settings, parse_time_lookup
+from include.radar.core.slots import SHANGHAI
+from include.radar.pushes.decide import ACTIONS, BUILD_DAILY, PUSH_OPPORTUNITY, SKIP_PUSH
+from include.radar.seam.callbacks import AlertNotifier, mend_dag_test
+from include.radar.seam.support import branch, failed_tasks, opened_slot, run_step, task_try
 
 # The schedule and the daily deadline are the only settings read at parse time, and only from the
 # environment (no Variable.get).
@@ -79,13 +79,13 @@ def trigger_form(slots: tuple[str, ...]) -> dict[str, Param]:
 
 def daily_deadline(minutes: int, alert: bool) -> DeadlineAlert | None:
     """The triggerer checks the daily run at its deadline (plus a minute): a report not delivered by then is
-    alerted; the run itself bounds its steps (include/radar/deadlines.py)."""
+    alerted; the run itself bounds its steps (include/radar/core/deadlines.py)."""
     if not alert:
         return None
     return DeadlineAlert(
         reference=DeadlineReference.DAGRUN_LOGICAL_DATE,
         interval=timedelta(minutes=minutes + 1),
-        callback=AsyncCallback("include.radar.airflow_alerts.daily_deadline_missed"),
+        callback=AsyncCallback("include.radar.seam.callbacks.daily_deadline_missed"),
     )
 
 
@@ -110,7 +110,7 @@ def open_slot() -> dict:
 
 @task(execution_timeout=timedelta(minutes=30))
 def ingest(slot: dict) -> dict:
-    return run_step("ingest_articles", slot)
+    return run_step("ingest", slot)
 
 
 # select_articles, summarise, choose_path and push_daily_report run after a failed upstream too (the
@@ -119,10 +119,10 @@ def ingest(slot: dict) -> dict:
 # stopped at once when open_slot fails.
 @task(trigger_rule=TriggerRule.ALL_DONE, execution_timeout=timedelta(minutes=5))
 def select_articles() -> list[dict]:
-    return run_step("analysis_batches", opened_slot())
+    return run_step("select_articles", opened_slot())
 
 
-# one mapped task per batch of articles (include/radar/batches.py): a task process per article cost
+# one mapped task per batch of articles (include/radar/analysis/batches.py): a task process per article cost
 # seconds of start-up each. A batch runs its articles in threads, each with its own claim, attempts and
 # step record; a retry (or a clear) analyses only what is unfinished. The batch ends its calls a minute
 # before this timeout (their articles left for a later slot); its claims belong to this task try and are
@@ -130,13 +130,13 @@ def select_articles() -> list[dict]:
 @task(map_index_template="{{ batch_label }}", pool="radar_llm", retries=1, execution_timeout=ANALYSE_TIMEOUT)
 def analyse(slot: dict, batch: dict) -> dict:
     get_current_context()["batch_label"] = batch["label"]
-    return run_step("analyse_batch", slot, batch, seconds=(ANALYSE_TIMEOUT - BATCH_MARGIN).total_seconds(),
+    return run_step("analyse", slot, batch, seconds=(ANALYSE_TIMEOUT - BATCH_MARGIN).total_seconds(),
                     attempt=task_try())
 
 
 @task(trigger_rule=TriggerRule.ALL_DONE, execution_timeout=timedelta(minutes=5))
 def summarise() -> dict:
-    return run_step("summarise_slot", opened_slot())
+    return run_step("summarise", opened_slot())
 
 
 @task.branch(trigger_rule=TriggerRule.ALL_DONE, retries=0, execution_timeout=timedelta(minutes=2))
@@ -152,7 +152,7 @@ def push_opportunity(slot: dict) -> dict:
 
 @task(task_id=SKIP_PUSH, execution_timeout=timedelta(minutes=5))
 def skip_push(slot: dict) -> dict:
-    return run_step("record_skip", slot)
+    return run_step("skip_push", slot)
 
 
 @task(task_id=BUILD_DAILY, execution_timeout=timedelta(minutes=15))
@@ -177,14 +177,14 @@ def weekly_summary() -> dict:
 # deadline (track_record_minutes); any slot but the daily one returns at once
 @task(trigger_rule=TriggerRule.ALL_DONE, retries=1, execution_timeout=timedelta(minutes=30))
 def track_record() -> dict:
-    return run_step("follow_picks", opened_slot())
+    return run_step("track_record", opened_slot())
 
 
 # after the daily push too: article bodies older than retention_days pruned, for five minutes at most (the
 # rest tomorrow), and the database's size recorded for the health panel; any slot but the daily one returns
 @task(trigger_rule=TriggerRule.ALL_DONE, retries=1, execution_timeout=timedelta(minutes=10))
 def retention() -> dict:
-    return run_step("apply_retention", opened_slot())
+    return run_step("retention", opened_slot())
 
 
 @task(retries=3, execution_timeout=timedelta(minutes=20))

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import Param, dag, get_current_context, task
 
-from include.radar.airflow_support import run_step, task_try
-from include.radar.slots import SHANGHAI
+from include.radar.core.slots import SHANGHAI
+from include.radar.seam.support import run_step, task_try
 
 EVALUATE_TIMEOUT = timedelta(hours=2)
 MARGIN = timedelta(minutes=2)

@@ -3,7 +3,7 @@
 # never initialised with an empty or well-known superuser password: once initialised, a volume keeps the
 # password it was made with whatever .env says later, and every database login of the deployment would sit
 # behind it. An existing volume starts as before; airflow-init refuses its password if it is a default one.
-# The roles and databases themselves are airflow-init's (include/radar/roles.py), for new and old volumes alike.
+# The roles and databases themselves are airflow-init's (include/radar/operations/roles.py), for new and old volumes alike.
 set -euo pipefail
 
 if [ ! -s "${PGDATA:-/var/lib/postgresql/data}/PG_VERSION" ]; then

@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from include.radar import DAG_ID, db  # noqa: E402
+from include.radar import DAG_ID  # noqa: E402
+from include.radar.core import db  # noqa: E402
 from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
 from scripts.local_airflow import airflow, metadata, port_from, standin_env, start, stop, wait_for  # noqa: E402
 from tests.slotrun import article  # noqa: E402

@@ -2,7 +2,7 @@
 
 A local server answers every request with a small compressed body that decodes to ``--decoded-mb`` MB of
 zeros, under each ``Content-Encoding`` a hostile WeRSS or DeepSeek could send (gzip, deflate, stacked gzip).
-The client is the one WeRSS and DeepSeek go through (include/radar/http.py), inside the same bound WeRSS
+The client is the one WeRSS and DeepSeek go through (include/radar/core/http.py), inside the same bound WeRSS
 calls use (20 MB). The script prints, per encoding, the bytes on the wire, what the client made of them
 (the body it accepted, or the error it raised) and the peak of Python allocations during the request
 (tracemalloc): the client stops once the decoded body passes the cap, however small the compressed one.
@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from werkzeug.wrappers import Request, Response
 
-from include.radar import http
-from include.radar.werss import MAX_RESPONSE_BYTES
+from include.radar.collect.werss import MAX_RESPONSE_BYTES
+from include.radar.core import http
 from include.radar_demo.fakes import serve
 
 

@@ -33,8 +33,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from include.radar import DAG_ID, db, store  # noqa: E402
-from include.radar.slots import SHANGHAI, slot_at  # noqa: E402
+from include.radar import DAG_ID, store  # noqa: E402
+from include.radar.core import db  # noqa: E402
+from include.radar.core.slots import SHANGHAI, slot_at  # noqa: E402
 from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
 from tests.slotrun import answer  # noqa: E402
 

@@ -34,8 +34,8 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from include.radar import signing  # noqa: E402
-from include.radar.slots import SHANGHAI  # noqa: E402
+from include.radar.core import signing  # noqa: E402
+from include.radar.core.slots import SHANGHAI  # noqa: E402
 
 PROBE_EVERY = 0.05
 TIMEOUT = 30.0

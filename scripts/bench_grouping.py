@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy
 
-from include.radar import events
+from include.radar.pushes import events
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "event_articles.json"
 

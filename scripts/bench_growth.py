@@ -12,7 +12,7 @@ HTML each, over 20 accounts) and a DeepSeek answering with verifiable quotes (a 
 
 and scales the growth to a year (what a day adds between the first day and the last, × 365: every row the
 slots write is per article, per slot or per day). Last, it prunes the bodies of the first half of the days
-with the retention step's own function (include/radar/retention.py) and prints what a pruned body gave back,
+with the retention step's own function (include/radar/operations/retention.py) and prints what a pruned body gave back,
 on disk with its share of the search index, and what a year of slots holds at steady state under each
 ``retention_days``.
 
@@ -37,8 +37,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from include.radar import db  # noqa: E402
-from include.radar.slots import SHANGHAI, slot_at  # noqa: E402
+from include.radar.core import db  # noqa: E402
+from include.radar.core.slots import SHANGHAI, slot_at  # noqa: E402
 from include.radar_demo import wechat_pages, year  # noqa: E402
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
 
@@ -223,8 +223,8 @@ def main() -> int:
         print(f"\n[bench-growth] a year of slots at {args.articles} articles a day: {year_mb:.0f} MB on disk "
               f"({year_mb * MB / (args.articles * 365) / 1024:.1f} kB per article, every table and index)")
 
-        from include.radar import retention
-        from include.radar.settings import Settings
+        from include.radar.core.settings import Settings
+        from include.radar.operations import retention
 
         keep_days = max(1, args.days // 2)
         now = datetime.combine(first_day + timedelta(days=args.days), datetime.min.time(), tzinfo=SHANGHAI)

@@ -53,15 +53,16 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from include.radar import DAG_ID, db, signing  # noqa: E402
-from include.radar.slots import SHANGHAI  # noqa: E402
+from include.radar import DAG_ID  # noqa: E402
+from include.radar.core import db, signing  # noqa: E402
+from include.radar.core.slots import SHANGHAI  # noqa: E402
 from include.radar_demo import wechat_pages  # noqa: E402
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
 from scripts import memory_imports, memory_roles  # noqa: E402
 from scripts.local_airflow import airflow, free_port, standin_env, start, stop, wait_for  # noqa: E402
 
 OUT = REPO / ".local" / "bench-memory"
-PRELOADING = "include.radar.airflow_executor.PreloadingLocalExecutor"
+PRELOADING = "include.radar.seam.executor.PreloadingLocalExecutor"
 PREFIX = "bench_memory"  # every database this script creates (and drops) starts with it
 LINK_SECRET = "bench-memory-link-secret-0123456789"
 ACCOUNTS = 10

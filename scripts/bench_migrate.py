@@ -28,8 +28,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from include.radar import db, store  # noqa: E402
-from include.radar.slots import SHANGHAI  # noqa: E402
+from include.radar import store  # noqa: E402
+from include.radar.core import db  # noqa: E402
+from include.radar.core.slots import SHANGHAI  # noqa: E402
 from include.radar_demo import year  # noqa: E402
 
 

@@ -30,9 +30,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from include.radar import db, store  # noqa: E402
-from include.radar.settings import load_settings  # noqa: E402
-from include.radar.slots import SHANGHAI  # noqa: E402
+from include.radar import store  # noqa: E402
+from include.radar.core import db  # noqa: E402
+from include.radar.core.settings import load_settings  # noqa: E402
+from include.radar.core.slots import SHANGHAI  # noqa: E402
 from include.radar_demo import synthetic_market, year  # noqa: E402
 
 # a common word, a rare pair, two words, a word with filters, the second page of a common word

@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from include.radar import focus  # noqa: E402
+from include.radar.analysis import focus  # noqa: E402
 from include.radar_demo.hostile_rules import CATASTROPHIC_RULES, GATED_NINETEEN, UNREAD_TWENTY, texts  # noqa: E402
 
 ARTICLES = 50
@@ -125,7 +125,7 @@ def profiles(corpus: dict[str, str]) -> float:
 def stored(corpus: dict[str, str]) -> None:
     """The audit's rules as a profile stored before the save measured them this way (a slot does not measure
     again): a slot's selection of 50 crafted articles stops at its budget, the rest wait for the next slot."""
-    from include.radar import regex_rules
+    from include.radar.analysis import regex_rules
     from include.radar.steps.select_articles import RULES_SECONDS
 
     profile = focus.Profile.build(rules=["!/(a+)+$/", *(f"!/{b}/" for _, b in CATASTROPHIC_RULES
@@ -150,7 +150,7 @@ def stored(corpus: dict[str, str]) -> None:
 def twenty_unread(corpus: dict[str, str]) -> None:
     """UNREAD_TWENTY stored: each crafted article checked as select_articles checks it (the rules a Budget finds
     too slow switched off after the article), in CPU time: the first article, then the next four."""
-    from include.radar import regex_rules
+    from include.radar.analysis import regex_rules
 
     profile = focus.Profile.build(rules=[f"!/{body}/" for body in UNREAD_TWENTY])
     saved = sum(1 for body in UNREAD_TWENTY if not regex_rules.cost_errors([body]))

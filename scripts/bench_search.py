@@ -6,7 +6,7 @@ each in PostgreSQL on a scratch database:
 
 - **shipped**: jieba search-mode words plus adjacent Chinese character pairs, a query cut with the frequent
   words of jieba's dictionary, its long words matched whole or through their pairs, the characters no word
-  covers through their pairs (include/radar/search.py);
+  covers through their pairs (include/radar/core/search.py);
 - **full dict**: the same, the query cut with jieba's full dictionary (70 MB more in the api-server);
 - **jieba only**: the same words without the character pairs;
 - **substring** (``ILIKE '%q%'``, what a pg_trgm index accelerates): relevant by definition, shown for its
@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from include.radar import db, search  # noqa: E402
+from include.radar.core import db, search  # noqa: E402
 
 SECTOR_WORDS = ["储能", "光伏", "回购", "锂电", "半导体", "降准", "CPI", "PPI", "出口", "订单", "并购", "新能源汽车"]
 

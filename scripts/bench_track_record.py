@@ -29,13 +29,13 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from include.radar import db  # noqa: E402
-from include.radar.slots import SHANGHAI  # noqa: E402
+from include.radar.core import db  # noqa: E402
+from include.radar.core.slots import SHANGHAI  # noqa: E402
 from include.radar_demo import synthetic_market, year  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.getLogger("include.radar.track_record").setLevel(logging.WARNING)
+    logging.getLogger("include.radar.report.track_record").setLevel(logging.WARNING)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--days", type=int, default=365)
     parser.add_argument("--instruments", type=int, default=300)

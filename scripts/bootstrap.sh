@@ -66,9 +66,9 @@ cfg=("core.dags_folder=$AIRFLOW__CORE__DAGS_FOLDER" "core.plugins_folder=$AIRFLO
      "core.load_examples=False" "api.host=${AIRFLOW__API__HOST:-127.0.0.1}")
 if [ "${RADAR_AIRFLOW_ON_POSTGRES:-}" = "1" ]; then
   AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="$(python -m include.radar.cli airflow-db-url | tail -n 1)" || exit 1
-  # the LocalExecutor whose workers fork with the task runner already imported (include/radar/airflow_executor.py);
+  # the LocalExecutor whose workers fork with the task runner already imported (include/radar/seam/executor.py);
   # RADAR_EXECUTOR=LocalExecutor runs Airflow's own
-  AIRFLOW__CORE__EXECUTOR="${RADAR_EXECUTOR:-include.radar.airflow_executor.PreloadingLocalExecutor}"
+  AIRFLOW__CORE__EXECUTOR="${RADAR_EXECUTOR:-include.radar.seam.executor.PreloadingLocalExecutor}"
   export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN AIRFLOW__CORE__EXECUTOR
   cfg+=("database.sql_alchemy_conn=$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" "core.executor=$AIRFLOW__CORE__EXECUTOR")
   metadata="postgres"

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from include.radar.slots import SHANGHAI  # noqa: E402
+from include.radar.core.slots import SHANGHAI  # noqa: E402
 from include.radar_demo.run import market_shift_weeks  # noqa: E402
 from scripts import compose_day_steps as steps  # noqa: E402
 from scripts.compose_engine import (  # noqa: E402

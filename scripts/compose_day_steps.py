@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from include.radar import DAG_ID
-from include.radar.slots import SHANGHAI
+from include.radar.core.slots import SHANGHAI
 from scripts.compose_engine import HOST_CA, OUT, Transcript, image_kind, pip_cert, sh
 
 AIRFLOW_SERVICES = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",

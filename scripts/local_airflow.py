@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from include.radar.slots import SHANGHAI
+from include.radar.core.slots import SHANGHAI
 
 
 def free_port() -> int:

@@ -38,10 +38,10 @@ MB = 2**20
 HEAVY = ("bs4", "lxml", "jieba", "rjieba", "openai", "apprise", "numpy", "scipy", "sklearn", "pandas", "akshare",
          "fastapi", "jinja2", "markdown", "re2", "httpx", "pydantic", "psycopg", "include.radar.web.app")
 # step module -> the step function that loads it (include/radar/steps/__init__.py)
-STEP_FUNCS = {"open_slot": "open_slot", "ingest": "ingest_articles", "select_articles": "analysis_batches",
-              "analyse": "analyse_batch", "summarise": "summarise_slot", "push_opportunity": "push_opportunity",
-              "daily_report": "build_daily_report", "weekly_summary": "weekly_summary", "track_record": "follow_picks",
-              "retention": "apply_retention", "close_slot": "close_slot"}
+STEP_FUNCS = {"open_slot": "open_slot", "ingest": "ingest", "select_articles": "select_articles",
+              "analyse": "analyse", "summarise": "summarise", "push_opportunity": "push_opportunity",
+              "daily_report": "build_daily_report", "weekly_summary": "weekly_summary", "track_record": "track_record",
+              "retention": "retention", "close_slot": "close_slot"}
 BARE_DAG = '''
 import time
 from datetime import datetime
@@ -118,7 +118,7 @@ def probe_api_server(args: dict[str, Any]) -> None:
     from airflow.models import import_all_models
     from fastapi.testclient import TestClient
 
-    from include.radar import signing
+    from include.radar.core import signing
 
     import_all_models()  # what an api-server has done before it serves anything
     step = Steps()
@@ -172,7 +172,8 @@ def probe_task(args: dict[str, Any]) -> None:
 
 
 def _ingest() -> None:
-    from include.radar import cleaning, search
+    from include.radar.collect import cleaning
+    from include.radar.core import search
     from include.radar_demo import wechat_pages
 
     page = wechat_pages.page(1)
@@ -181,7 +182,7 @@ def _ingest() -> None:
 
 
 def _analyse() -> None:
-    from include.radar.llm import LLMClient
+    from include.radar.analysis.llm import LLMClient
 
     LLMClient(base_url="http://127.0.0.1:9", api_key="sk-probe", model="deepseek-v4-pro")
 
@@ -189,7 +190,7 @@ def _analyse() -> None:
 def _summarise() -> None:
     from datetime import UTC, datetime
 
-    from include.radar import events
+    from include.radar.pushes import events
     from include.radar_demo import wechat_pages
 
     pages = [wechat_pages.page(i) for i in range(20)]
@@ -199,14 +200,14 @@ def _summarise() -> None:
 
 
 def _push() -> None:
-    from include.radar import push
+    from include.radar.pushes import push
 
     push.send_one(push.channels_from(["json://127.0.0.1:9/push"])[0], "probe", "probe")
 
 
 def _track_record() -> None:
-    from include.radar import track_record
-    from include.radar.settings import load_settings
+    from include.radar.core.settings import load_settings
+    from include.radar.report import track_record
 
     track_record.source_from(load_settings(use_airflow=False))()
 
@@ -231,7 +232,7 @@ def probe_triggerer(_: dict[str, Any]) -> None:
 
     step = Steps()
     callback = step("import the Deadline Alert callback", lambda: import_string(
-        "include.radar.airflow_alerts.daily_deadline_missed"))
+        "include.radar.seam.callbacks.daily_deadline_missed"))
     from datetime import UTC, datetime, timedelta
 
     at = (datetime.now(UTC) - timedelta(days=1)).replace(hour=14, minute=0, second=0, microsecond=0)  # 22:00 in Shanghai
@@ -260,8 +261,9 @@ def seed_pages(url: str) -> list[str]:
     import random
     from datetime import UTC, datetime, timedelta
 
-    from include.radar import db, store
-    from include.radar.slots import SHANGHAI
+    from include.radar import store
+    from include.radar.core import db
+    from include.radar.core.slots import SHANGHAI
     from include.radar_demo import year
 
     today = datetime.now(UTC).astimezone(SHANGHAI).date()

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from include.radar import db  # noqa: E402
+from include.radar.core import db  # noqa: E402
 
 # the tests never reach a market-data service: the track record replays the recorded answers the demo uses
 os.environ.setdefault("AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE", "recorded")
@@ -170,7 +170,7 @@ from collections.abc import Iterator  # noqa: E402
 
 from psycopg import sql  # noqa: E402
 
-from include.radar import roles  # noqa: E402
+from include.radar.operations import roles  # noqa: E402
 
 
 @dataclass
@@ -245,7 +245,7 @@ from tests.pages import NOW, FakeUser, Seeder, airflow_get_user, allow_reading, 
 if TYPE_CHECKING:
     from fastapi.testclient import TestClient
 
-    from include.radar.settings import Settings
+    from include.radar.core.settings import Settings
 
 
 @pytest.fixture

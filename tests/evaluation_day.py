@@ -7,14 +7,16 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from include.radar import db, evaluation, store
-from include.radar.settings import load_settings
+from include.radar import store
+from include.radar.core import db
+from include.radar.core.settings import load_settings
+from include.radar.evaluation import shadow
 from include.radar_demo import run as demo_run
 from tests.slotrun import run_slot, shanghai
 
 DAY = date(2026, 2, 4)
 LATER = shanghai(2026, 2, 5, 9)
-FLASH = evaluation.Candidate(model="deepseek-flash", thinking=True, reasoning_effort="high", prompt_version="v3")
+FLASH = shadow.Candidate(model="deepseek-flash", thinking=True, reasoning_effort="high", prompt_version="v3")
 # what one stand-in call bills (fakes.completion: 1200 prompt tokens, 256 of them cache hits, 400 output), per
 # million tokens at the off-peak rates (pricing.DEFAULT_OFF_PEAK; the peak multiplier is 1 in these tests)
 FLASH_CALL = (256 * 0.003 + 944 * 0.15 + 400 * 0.60) / 1e6  # 0.000382368
@@ -53,9 +55,9 @@ def calls_of(fakes: Any, model: str) -> int:
     return sum(1 for r in fakes.deepseek.requests if r.get("model") == model)
 
 
-def start(cap: float = 1.0, candidate: evaluation.Candidate = FLASH, **sample: Any) -> evaluation.Plan:
-    return evaluation.start(db.connect, settings(), candidate,
-                            evaluation.Sample(**{"days": 14, "size": 50, **sample}), cap, created_by="test", now=LATER)
+def start(cap: float = 1.0, candidate: shadow.Candidate = FLASH, **sample: Any) -> shadow.Plan:
+    return shadow.start(db.connect, settings(), candidate,
+                            shadow.Sample(**{"days": 14, "size": 50, **sample}), cap, created_by="test", now=LATER)
 
 
 def ledger(evaluation_id: int) -> tuple[int, float]:

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from include.radar import signing, store
-from include.radar.settings import Settings, load_settings
-from include.radar.slots import SHANGHAI, slot_at
+from include.radar import store
+from include.radar.core import signing
+from include.radar.core.settings import Settings, load_settings
+from include.radar.core.slots import SHANGHAI, slot_at
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

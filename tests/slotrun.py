@@ -7,19 +7,19 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from include.radar import decide
-from include.radar.runtime import Runtime
-from include.radar.slots import SHANGHAI
+from include.radar.core.slots import SHANGHAI
+from include.radar.pushes import decide
 from include.radar.steps.analyse import analyse_article
 from include.radar.steps.close_slot import close_slot
 from include.radar.steps.daily_report import build_daily_report, catch_up_daily_report, push_daily_report
-from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
-from include.radar.steps.push_opportunity import push_opportunity, record_skip
-from include.radar.steps.retention import apply_retention
+from include.radar.steps.push_opportunity import push_opportunity, skip_push
+from include.radar.steps.retention import retention
+from include.radar.steps.runtime import Runtime
 from include.radar.steps.select_articles import articles_to_analyse
-from include.radar.steps.summarise import choose_path, summarise_slot
-from include.radar.steps.track_record import follow_picks
+from include.radar.steps.summarise import choose_path, summarise
+from include.radar.steps.track_record import track_record
 from include.radar.steps.weekly_summary import weekly_summary
 from include.radar_demo.fakes import FakeArticle
 
@@ -64,21 +64,21 @@ def run_slot(when: datetime, *, run_type: str = "scheduled", params: dict[str, A
             errors[name] = f"{exc.__class__.__name__}: {exc}"
             return None
 
-    attempt("ingest", ingest_articles)
+    attempt("ingest", ingest)
     articles = attempt("select", articles_to_analyse) or []
     outcomes = [attempt(f"analyse:{a['item_id']}", analyse_article, a) for a in articles]
-    summary = attempt("summarise", summarise_slot)
+    summary = attempt("summarise", summarise)
     branch = choose_path(slot, summary).branch
     if branch == decide.PUSH_OPPORTUNITY:
         attempt("push", push_opportunity)
     elif branch == decide.SKIP_PUSH:
-        attempt("skip", record_skip)
+        attempt("skip", skip_push)
     else:
         attempt("daily_report", build_daily_report)
         attempt("daily_push", push_daily_report)
         attempt("weekly", weekly_summary)
-        attempt("track_record", follow_picks)
-        attempt("retention", apply_retention)
+        attempt("track_record", track_record)
+        attempt("retention", retention)
     attempt("catch_up", catch_up_daily_report)
     closed = close_slot(rt, slot, [])
     return {"slot": slot, "branch": branch, "summary": summary, "outcomes": outcomes, "errors": errors,
@@ -98,8 +98,8 @@ def read_page(path: str, now: datetime) -> str:
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient
 
-    from include.radar import db
-    from include.radar.settings import load_settings
+    from include.radar.core import db
+    from include.radar.core.settings import load_settings
     from include.radar.web.app import create_app
     from include.radar.web.auth import may_read_radar
 

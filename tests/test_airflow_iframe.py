@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from include.radar.slots import SHANGHAI
+from include.radar.core.slots import SHANGHAI
 from tests.browser import chromium, free_port, require_chromium, screenshot
 from tests.pages import OPPORTUNITY, SECRET, Seeder, commit
 

@@ -13,14 +13,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from include.radar import db, store
-from include.radar.analyst import TRUNCATION_NOTICE, article_prompt
-from include.radar.llm import FIELD_ORDER, JSON_ONLY, LLMConfigError
-from include.radar.runtime import Runtime
-from include.radar.schemas import ArticleAnalysis
+from include.radar import store
+from include.radar.analysis.analyst import TRUNCATION_NOTICE, article_prompt
+from include.radar.analysis.llm import FIELD_ORDER, JSON_ONLY, LLMConfigError
+from include.radar.analysis.schemas import ArticleAnalysis
+from include.radar.core import db
 from include.radar.steps.analyse import analyse_article
-from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
+from include.radar.steps.runtime import Runtime
 from include.radar.steps.select_articles import articles_to_analyse
 from include.radar_demo.fakes import api_error, completion
 from tests.slotrun import answer, article, run_slot, shanghai
@@ -120,7 +121,7 @@ def test_unknown_model_is_a_clear_configuration_error(fakes, monkeypatch):
     _one_article(fakes)
     rt = Runtime.load()
     slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
-    ingest_articles(rt, slot)
+    ingest(rt, slot)
     [target] = articles_to_analyse(rt, slot)
     with pytest.raises(LLMConfigError, match="does not know the model 'deepseek-reasoner'"):
         analyse_article(rt, slot, target)
@@ -219,13 +220,13 @@ def test_retry_failed_param_gives_exhausted_articles_fresh_attempts(fakes, monke
 
 def test_two_runs_racing_for_one_article_pay_once(fakes):
     """A backfill or a second trigger running beside the scheduled run: the claim lets exactly one in."""
-    from include.radar import analyst
+    from include.radar.analysis import analyst
 
     _one_article(fakes)
     fakes.deepseek.responder = lambda b: answer(70)
     rt = Runtime.load()
     slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
-    ingest_articles(rt, slot)
+    ingest(rt, slot)
     [target] = articles_to_analyse(rt, slot)
     with db.connect() as conn:  # the other run has claimed it and is waiting for its answer
         claim = store.claim_item(conn, target["item_id"], slot_run_id=slot["slot_run_id"], claimer="other-run",
@@ -260,7 +261,7 @@ def test_a_call_held_open_with_keepalive_lines_is_cut_at_the_deadline(httpserver
 
     from werkzeug.wrappers import Response
 
-    from include.radar.llm import LLMClient, LLMExhausted
+    from include.radar.analysis.llm import LLMClient, LLMExhausted
 
     def stall(request):
         def lines():

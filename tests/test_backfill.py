@@ -13,8 +13,9 @@ from datetime import date
 
 import pytest
 
-from include.radar import db, store
-from include.radar.slots import slot_at
+from include.radar import store
+from include.radar.core import db
+from include.radar.core.slots import slot_at
 from tests.slotrun import answer, article, run_slot, shanghai
 
 DAYS = (date(2026, 1, 5), date(2026, 1, 6))

@@ -25,9 +25,11 @@ import psycopg
 import pytest
 from psycopg import errors, sql
 
-from include.radar import backup, cli, db, roles, store
-from include.radar.settings import load_settings
-from include.radar.slots import SHANGHAI
+from include.radar import cli, store
+from include.radar.core import db
+from include.radar.core.settings import load_settings
+from include.radar.core.slots import SHANGHAI
+from include.radar.operations import backup, roles
 from include.radar_demo import year
 from tests.conftest import _server_url, set_up_deployment
 from tests.slotrun import answer, article, run_slot, shanghai
@@ -123,8 +125,8 @@ def _pages(url: str, analyses: dict[int, int]) -> dict[str, str]:
 
 def _weekly_summary(url: str) -> None:
     """The week's summary so far, built as Sunday's 22:00 builds it (weekly.py, one digest call)."""
-    from include.radar import weekly
-    from include.radar.runtime import Runtime
+    from include.radar.report import weekly
+    from include.radar.steps.runtime import Runtime
 
     rt = Runtime.load()
     assert rt.database_url == url
@@ -443,7 +445,7 @@ def _pages_read_and_write_only_the_readers_data(d: Any) -> None:
 
 def test_restored_as_the_owner_the_tables_are_the_owners_and_the_pages_login_is_granted_again(
         deployment, fakes, monkeypatch, tmp_path, capsys):
-    """docker compose's logins (include/radar/roles.py): the tasks' owner, the pages' read-mostly login. A
+    """docker compose's logins (include/radar/operations/roles.py): the tasks' owner, the pages' read-mostly login. A
     restore carries no privileges (the roles of another server are not these), so it grants the pages
     theirs again, as airflow-init does after migrating."""
     d = deployment

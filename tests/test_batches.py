@@ -8,13 +8,15 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import batches, db, store
-from include.radar.llm import MIN_CALL_SECONDS, LLMConfigError
-from include.radar.runtime import Runtime
-from include.radar.steps.analyse import analyse_batch
-from include.radar.steps.ingest import ingest_articles
+from include.radar import store
+from include.radar.analysis import batches
+from include.radar.analysis.llm import MIN_CALL_SECONDS, LLMConfigError
+from include.radar.core import db
+from include.radar.steps.analyse import analyse
+from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
-from include.radar.steps.select_articles import analysis_batches
+from include.radar.steps.runtime import Runtime
+from include.radar.steps.select_articles import select_articles
 from tests.slotrun import answer, article, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)
@@ -125,7 +127,7 @@ def _ingested(run_id: str) -> tuple[Runtime, dict]:
     rt = Runtime.load()
     slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id=run_id,
                               params={}, now=SLOT + timedelta(minutes=1))
-    ingest_articles(rt, slot)
+    ingest(rt, slot)
     return rt, slot
 
 
@@ -142,24 +144,24 @@ def test_a_wide_batch_has_a_connection_per_thread(fakes, monkeypatch):
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_ANALYSIS_TASKS", "1")
     peak = _slow_fake(fakes, 30, 1.0)
     rt, slot = _ingested("scheduled__w")
-    [batch] = analysis_batches(rt, slot)
-    result = analyse_batch(rt, slot, batch, seconds=600)
+    [batch] = select_articles(rt, slot)
+    result = analyse(rt, slot, batch, seconds=600)
     assert result["counts"] == {"analysed": 30} and peak[0] == 30
 
 
 def test_a_slot_batch_keeps_the_calls_in_flight_at_its_width_and_calls_once_per_article(fakes, monkeypatch):
-    """Through analyse_batch: llm_concurrency 6 over analysis_tasks 2 = 3 calls in flight per batch;
+    """Through analyse: llm_concurrency 6 over analysis_tasks 2 = 3 calls in flight per batch;
     every article analysed once with its own attempt; a rerun of the batch (a clear) calls nothing."""
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_LLM_CONCURRENCY", "6")
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_ANALYSIS_TASKS", "2")
     peak = _slow_fake(fakes, 12, 0.2)
     rt, slot = _ingested("scheduled__x")
-    plan = analysis_batches(rt, slot)
+    plan = select_articles(rt, slot)
     assert [len(b["articles"]) for b in plan] == [6, 6]
-    result = analyse_batch(rt, slot, plan[0], seconds=600)
+    result = analyse(rt, slot, plan[0], seconds=600)
     assert result["counts"] == {"analysed": 6} and peak[0] == 3  # three at a time, not one by one
     assert len(fakes.deepseek.requests) == 6
-    again = analyse_batch(rt, slot, plan[0], seconds=600)  # Airflow's retry or an operator's clear
+    again = analyse(rt, slot, plan[0], seconds=600)  # Airflow's retry or an operator's clear
     assert again["counts"] == {"skipped": 6} and len(fakes.deepseek.requests) == 6
     with db.connect() as conn:
         rows = conn.execute("SELECT content_item_id, count(*) AS n FROM analysis_attempt GROUP BY 1").fetchall()
@@ -170,8 +172,8 @@ def test_a_slot_batch_keeps_the_calls_in_flight_at_its_width_and_calls_once_per_
 def test_a_batch_whose_time_runs_out_leaves_its_articles_for_a_later_slot(fakes):
     _slow_fake(fakes, 3, 0)
     rt, slot = _ingested("scheduled__y")
-    [first, _] = analysis_batches(rt, slot)
-    result = analyse_batch(rt, slot, first, seconds=0)
+    [first, _] = select_articles(rt, slot)
+    result = analyse(rt, slot, first, seconds=0)
     assert result["counts"] == {"deferred": 1} and fakes.deepseek.requests == []
     with db.connect() as conn:
         assert conn.execute("SELECT deferred_count FROM slot_run").fetchone()["deferred_count"] == 1
@@ -183,9 +185,9 @@ def test_a_call_still_running_when_the_batch_time_ends_is_cut_and_its_article_wa
     (not at the call's own 180 s cap), the attempt is closed as interrupted and the article is pending."""
     _slow_fake(fakes, 1, 30.0)
     rt, slot = _ingested("scheduled__z")
-    [batch] = analysis_batches(rt, slot)
+    [batch] = select_articles(rt, slot)
     started = time.monotonic()
-    result = analyse_batch(rt, slot, batch, seconds=MIN_CALL_SECONDS + 1)
+    result = analyse(rt, slot, batch, seconds=MIN_CALL_SECONDS + 1)
     assert result["counts"] == {"interrupted": 1}
     assert time.monotonic() - started < 20  # cut at the batch's time, long before the stand-in answers
     assert _pending(batch["articles"][0]["item_id"])

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from include.radar import redact, store
+from include.radar import store
 from include.radar.check import STATE_KEY, Mark, Options, platform, run
 from include.radar.check.platform import AirflowFacts
 from include.radar.check.schedule import coverage
-from include.radar.settings import load_settings
-from include.radar.slots import SHANGHAI
+from include.radar.core import redact
+from include.radar.core.settings import load_settings
+from include.radar.core.slots import SHANGHAI
 from include.radar_demo.fakes import FakeArticle, collection_task
 from tests.pages import XSS, XSS_ESCAPED
 from tests.test_health_page import health_html, page
@@ -158,7 +159,7 @@ def test_an_unreachable_werss_costs_the_timeout_not_minutes(good, monkeypatch) -
     monkeypatch.setenv("AIRFLOW_CONN_WERSS_DEFAULT", json.dumps({
         "conn_type": "http", "host": f"http://127.0.0.1:{port}", "login": "admin", "password": "secret",
         "extra": {"max_retries": 5}}))
-    from include.radar.check.collection import werss_lines
+    from include.radar.check.werss import werss_lines
 
     started = time.monotonic()
     lines = [x.render() for x in werss_lines(load_settings(), Options(timeout=1), None)]
@@ -203,10 +204,10 @@ def test_an_expired_wechat_login_fails(good) -> None:
 
 
 def test_a_login_with_a_token_but_no_expiry_is_a_warning_not_a_tick(good, monkeypatch) -> None:
-    from include.radar.check import collection
-    from include.radar.werss import WeChatLogin
+    from include.radar.check import werss as werss_check
+    from include.radar.collect.werss import WeChatLogin
 
-    monkeypatch.setattr(collection, "_login", lambda client: WeChatLogin(True, True, None))
+    monkeypatch.setattr(werss_check, "_login", lambda client: WeChatLogin(True, True, None))
     _, lines = check()
     assert line(lines, "! WeRSS · 微信登录") == (
         "! WeRSS · 微信登录: 已登录，但 WeRSS 没有给出到期时间：过期前无法提醒 → 在 WeRSS → 扫码授权 重新扫码一次，"
@@ -279,8 +280,8 @@ def _seen_long_ago(task_id: str) -> None:
     """What an earlier check kept: this task seen two days ago."""
     from datetime import UTC, datetime, timedelta
 
-    from include.radar import db
     from include.radar.check.task_runs import SEEN_KEY
+    from include.radar.core import db
 
     with db.connect() as conn:
         store.set_state(conn, SEEN_KEY, {task_id: (datetime.now(UTC) - timedelta(days=2)).isoformat()}, None)
@@ -561,7 +562,7 @@ def test_the_lifetime_line_says_what_a_link_and_its_session_open(good, monkeypat
 
 
 def test_an_unreachable_market_source_is_a_warning_only_the_record_needs_it(good, monkeypatch) -> None:
-    from include.radar import track_record
+    from include.radar.report import track_record
 
     def dead(settings: Any) -> Any:
         raise ConnectionError("no route to the market data source")

@@ -1,4 +1,4 @@
-"""Tests for include.radar.cleaning: real WeRSS shapes, pathological input, and property tests.
+"""Tests for include.radar.collect.cleaning: real WeRSS shapes, pathological input, and property tests.
 
 No database: none of these tests request the fixtures of conftest.py.
 """
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from include.radar import cleaning
-from include.radar.cleaning import MAX_HTML_BYTES, CleanResult, clean_html, is_missing_body
+from include.radar.collect import cleaning
+from include.radar.collect.cleaning import MAX_HTML_BYTES, CleanResult, clean_html, is_missing_body
 
 TAG_PATTERN = re.compile(r"<\s*/?\s*[a-zA-Z][^>]*>")
 CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'</p>"

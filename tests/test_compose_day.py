@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from include.radar.slots import SHANGHAI
+from include.radar.core.slots import SHANGHAI
 from scripts import compose_day, compose_engine
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,8 +14,9 @@ from datetime import timedelta
 import pytest
 import time_machine
 
-from include.radar import db, decide
-from include.radar.coverage import LOGIN_LAPSED, LOGIN_OK, LOGIN_UNSCANNED, Coverage, login_state, summarise
+from include.radar.collect.coverage import LOGIN_LAPSED, LOGIN_OK, LOGIN_UNSCANNED, Coverage, login_state, summarise
+from include.radar.core import db
+from include.radar.pushes import decide
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 DAY = shanghai(2026, 1, 8, 22).date()

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from datetime import date, timedelta
 
-from include.radar import db, store
+from include.radar import store
+from include.radar.core import db
 from include.radar_demo.fakes import api_error
 from tests.slotrun import answer, article, run_slot, shanghai
 
@@ -225,9 +226,9 @@ def test_an_earlier_slots_hiccup_is_a_warning_not_a_failed_report(fakes):
 
 
 def test_a_report_that_succeeds_on_retry_is_not_failed_by_its_own_first_try(fakes):
-    from include.radar.runtime import Runtime
     from include.radar.steps.daily_report import build_daily_report
     from include.radar.steps.open_slot import open_slot
+    from include.radar.steps.runtime import Runtime
 
     _setup(fakes, {1: shanghai(2026, 1, 8, 9)}, {"文章1": 70})
     fakes.at(DAILY)

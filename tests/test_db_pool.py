@@ -13,7 +13,7 @@ import time
 import psycopg
 import pytest
 
-from include.radar import db
+from include.radar.core import db
 
 
 def _backend(url: str, **bounds) -> int:

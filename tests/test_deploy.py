@@ -1,7 +1,7 @@
 """The deployment files (Dockerfile, docker-compose.yaml, .env.example) agree with the code.
 
 Nothing here needs the radar database but the check of the pages' cookies behind a TLS proxy. The checks read the settings and connection ids from
-``include.radar.settings`` at run time and scan the code for the environment variables it reads, so a
+``include.radar.core.settings`` at run time and scan the code for the environment variables it reads, so a
 setting, connection or variable added later without a line in ``.env.example`` fails here.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from include.radar.settings import SETTING_NAMES, Settings, env_name, load_settings
+from include.radar.core.settings import SETTING_NAMES, Settings, env_name, load_settings
 from scripts.compose_engine import COMPOSE_READS
 
 REPO = Path(__file__).resolve().parents[1]

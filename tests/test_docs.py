@@ -92,7 +92,7 @@ def test_the_settings_table_notices_a_setting_it_does_not_describe() -> None:
 
 
 def test_the_alerts_table_names_every_alert_the_code_sends_and_no_other() -> None:
-    from include.radar.alerts import CAUSES
+    from include.radar.operations.alerts import CAUSES
 
     doc = _text(DOCS / "operations.md")
     table = doc.split("| alert | raised when (by) | what to do |", 1)[1].split("\n\n", 1)[0]
@@ -108,7 +108,7 @@ def test_every_make_target_is_documented() -> None:
 
 
 def test_the_prompt_version_the_docs_name_is_the_codes() -> None:
-    from include.radar.analyst import ANALYSIS_PROMPT
+    from include.radar.analysis.analyst import ANALYSIS_PROMPT
 
     named = {m for page in PAGES for m in re.findall(r"analysis-v\d+", _text(page))}
     assert named <= {ANALYSIS_PROMPT.label}
@@ -127,7 +127,7 @@ def test_a_transcript_s_count_of_migrations_is_today_s() -> None:
 
 
 def test_the_readmes_actions_are_the_trigger_forms() -> None:
-    from include.radar.decide import ACTIONS
+    from include.radar.pushes.decide import ACTIONS
 
     readme = _text(REPO / "README.md")
     table = readme.split("| 操作 / `action` | 这次运行做什么 |", 1)[1].split("\n\n", 1)[0]

@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import db, store
+from include.radar import store
+from include.radar.core import db
 from tests.slotrun import answer, article, shanghai
 from tests.slotrun import task_states as _states
 

@@ -84,7 +84,7 @@ def test_one_stock_code_is_one_page_however_an_analysis_spells_it(mentions, seed
 
 
 def test_stock_code_spellings() -> None:
-    from include.radar.focus import ticker_spellings
+    from include.radar.analysis.focus import ticker_spellings
 
     assert {"600519", "600519.SH", "600519.sh", "SH600519", "sh600519", "600519.SZ"} <= set(ticker_spellings("600519.SH"))
     assert ticker_spellings("00700.HK") == ticker_spellings("HK00700") == ticker_spellings("00700")

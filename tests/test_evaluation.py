@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
-from include.radar import agreement, db, evaluation, evaluation_report, store
-from include.radar.settings import load_settings
-from include.radar.slots import SHANGHAI
+from include.radar import store
+from include.radar.core import db
+from include.radar.core.settings import load_settings
+from include.radar.core.slots import SHANGHAI
+from include.radar.evaluation import agreement, shadow, summary
 from include.radar_demo import run as demo_run
 from tests.evaluation_day import DAY, FLASH, FLASH_CALL, LATER, PRO_CALL, calls_of, demo_day, ledger, rows_in, start
 from tests.slotrun import run_slot, shanghai
@@ -77,25 +79,25 @@ def test_confusion_overlap_and_difference() -> None:
 
 
 def test_the_estimate_is_every_token_a_cache_miss_at_peak_rates() -> None:
-    prices, source = evaluation.candidate_prices(load_settings(use_airflow=False), FLASH)
+    prices, source = shadow.candidate_prices(load_settings(use_airflow=False), FLASH)
     rows = [{"prompt_tokens": 1200, "completion_tokens": 400, "clean_text": "x"},
             {"prompt_tokens": 0, "completion_tokens": 0, "clean_text": "字" * 1000}]
     # peak = off-peak x 2: (1200 * 0.30 + 400 * 1.20) + ((1000 + 3000) * 0.30 + 2000 * 1.20), per million
-    assert evaluation.estimate(rows, prices) == pytest.approx((360 + 480 + 1200 + 2400) / 1e6)
+    assert shadow.estimate(rows, prices) == pytest.approx((360 + 480 + 1200 + 2400) / 1e6)
     assert source == "published"
 
 
 @pytest.mark.parametrize(("candidate", "sample"), [
-    (evaluation.Candidate(model="deepseek flash"), evaluation.Sample()),
-    (evaluation.Candidate(model="m", prompt_version="v99"), evaluation.Sample()),
-    (evaluation.Candidate(model="m", prompt_version="../x"), evaluation.Sample()),
-    (evaluation.Candidate(model="m", reasoning_effort="extreme"), evaluation.Sample()),
-    (evaluation.Candidate(model="m"), evaluation.Sample(size=evaluation.MAX_SAMPLE + 1)),
-    (evaluation.Candidate(model="m"), evaluation.Sample(days=0)),
-    (evaluation.Candidate(model="m"), evaluation.Sample(only_with="votes")),
+    (shadow.Candidate(model="deepseek flash"), shadow.Sample()),
+    (shadow.Candidate(model="m", prompt_version="v99"), shadow.Sample()),
+    (shadow.Candidate(model="m", prompt_version="../x"), shadow.Sample()),
+    (shadow.Candidate(model="m", reasoning_effort="extreme"), shadow.Sample()),
+    (shadow.Candidate(model="m"), shadow.Sample(size=shadow.MAX_SAMPLE + 1)),
+    (shadow.Candidate(model="m"), shadow.Sample(days=0)),
+    (shadow.Candidate(model="m"), shadow.Sample(only_with="votes")),
 ])
 def test_a_bad_candidate_or_an_unbounded_sample_is_refused_before_anything(candidate, sample) -> None:
-    with pytest.raises(evaluation.EvaluationError):
+    with pytest.raises(shadow.EvaluationError):
         candidate.check()
         sample.check()
 
@@ -111,12 +113,12 @@ def test_flash_against_v4_pro_on_the_demo_day_gives_the_hand_computed_figures(fa
     # 黄金 is older than the slot's window; 1200 + 400 tokens each at flash's peak (= off-peak) rates
     assert plan.articles == 12 and plan.refused is None
     assert plan.estimate == pytest.approx(12 * (1200 * 0.15 + 400 * 0.60) / 1e6)
-    run = evaluation.run(db.connect, load_settings(), plan.evaluation_id)
+    run = shadow.run(db.connect, load_settings(), plan.evaluation_id)
     assert run.stopped is None and run.counts == {"answered": 12}
     # 11 answers in one call; 手机链's 62 quotes nothing, so the ladder asks again on every rung (4 calls)
     assert calls_of(fakes, "deepseek-flash") == 15 and calls_of(fakes, "deepseek-v4-pro") == pro_calls
     with db.connect() as conn:
-        s = evaluation_report.load(conn, plan.evaluation_id)
+        s = summary.load(conn, plan.evaluation_id)
     assert s is not None and (s.compared, s.failed, s.pending) == (12, 0, 0)
     c = s.confusion  # current: 设备 铜 集采 机器人 集运; flash drops 铜, adds 手机链
     assert (c.both, c.only_current, c.only_candidate, c.neither) == (4, 1, 1, 6)
@@ -171,7 +173,7 @@ def test_an_estimate_over_the_cap_is_refused_up_front_and_pays_nothing(fakes, mo
     demo_day(fakes, monkeypatch)
     plan = start(cap=0.005)  # the estimate is 12 x 0.00042 = 0.00504
     assert plan.refused is not None and "over the cap" in plan.refused
-    run = evaluation.run(db.connect, load_settings(), plan.evaluation_id)
+    run = shadow.run(db.connect, load_settings(), plan.evaluation_id)
     assert run.stopped == plan.refused and calls_of(fakes, "deepseek-flash") == 0
     assert ledger(plan.evaluation_id) == (0, 0.0)
 
@@ -185,7 +187,7 @@ def test_a_lost_worker_s_claim_is_taken_over_once_its_lease_ran_out_and_a_live_o
                                 lease=timedelta(seconds=-1))
         live = store.evaluations.claim(conn, plan.evaluation_id, items[1], claimer="alive", max_attempts=3)
     assert dead.state == live.state == "claimed"
-    run = evaluation.run(db.connect, load_settings(), plan.evaluation_id, claimer="resumer")
+    run = shadow.run(db.connect, load_settings(), plan.evaluation_id, claimer="resumer")
     assert run.counts == {"answered": 2} and run.stopped is not None and "held by another run" in run.stopped
     with db.connect() as conn:
         attempts = conn.execute("SELECT content_item_id, claimed_by, attempt, outcome FROM evaluation_attempt "
@@ -211,7 +213,7 @@ def test_nothing_of_an_evaluation_reaches_pushes_the_analyses_the_record_or_the_
         phone_cost = store.item_spend(conn, conn.execute(
             "SELECT content_item_id FROM analysis_result WHERE id = %s", (phone,)).fetchone()["content_item_id"])
     plan = start()
-    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
+    shadow.run(db.connect, load_settings(), plan.evaluation_id)
     assert _fingerprint() == before  # no analysis, push, pick, report or article row changed
     with db.connect() as conn:
         item = conn.execute("SELECT content_item_id FROM analysis_result WHERE id = %s", (phone,)).fetchone()
@@ -263,7 +265,7 @@ def _page_client(now: Any, *, airflow_user: bool) -> Any:
 def test_the_page_lists_evaluations_shows_one_escaped_and_answers_head(fakes, monkeypatch) -> None:
     demo_day(fakes, monkeypatch)
     plan = start()
-    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
+    shadow.run(db.connect, load_settings(), plan.evaluation_id)
     with db.connect() as conn:  # an answer that tries to be markup
         conn.execute("UPDATE evaluation_item SET summary = '<script>alert(1)</script>' WHERE score = 58")
     client = _page_client(LATER, airflow_user=True)
@@ -284,7 +286,7 @@ def test_the_page_lists_evaluations_shows_one_escaped_and_answers_head(fakes, mo
 def test_the_page_opens_on_the_verdict_naming_both_set_ups_in_chinese(fakes, monkeypatch) -> None:
     demo_day(fakes, monkeypatch)
     plan = start()
-    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
+    shadow.run(db.connect, load_settings(), plan.evaluation_id)
     page = _page_client(LATER, airflow_user=True).get(f"/evaluation/{plan.evaluation_id}").text
     verdict = page.split('<section class="card verdict">', 1)[1].split("</section>", 1)[0]
     assert page.index('<section class="card verdict">') < page.index("一致程度")  # the first card
@@ -312,7 +314,7 @@ def test_the_page_opens_on_the_verdict_naming_both_set_ups_in_chinese(fakes, mon
 
 
 def test_a_pushed_link_or_its_session_never_opens_the_evaluation_page(fakes, monkeypatch) -> None:
-    from include.radar import signing
+    from include.radar.core import signing
     from include.radar.web.auth import READ_COOKIE, read_session_value
 
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_LINK_SESSION_PAGES", "overview,daily,analysis,record")
@@ -336,9 +338,9 @@ def test_both_set_ups_picks_are_measured_by_the_record_s_rules_from_the_slot_s_t
     demo_run.date_pushes_at_slot(db.database_url(), DAY, "22:00", shanghai(2026, 2, 4, 22, 1))
     demo_run.record_later(DAY, db.database_url())
     plan = start()
-    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
+    shadow.run(db.connect, load_settings(), plan.evaluation_id)
     with db.connect() as conn:
-        s = evaluation_report.load(conn, plan.evaluation_id, now=shanghai(2026, 3, 18, 22, 30))
+        s = summary.load(conn, plan.evaluation_id, now=shanghai(2026, 3, 18, 22, 30))
     assert s is not None and s.market is not None and s.market.horizon == 5
     # picks both made: 设备 (SW:801081) and 集运 (SW:801170) measured; 机器人 names no index, 集采's 医药 index was
     # never fetched by the record (not among its picks): not measurable
@@ -357,7 +359,7 @@ def test_both_set_ups_picks_are_measured_by_the_record_s_rules_from_the_slot_s_t
     assert "与市场对照（T+5" in page and "<td>2 / 0 / 2</td><td>2/2</td><td>+5.24%</td>" in page
     # the morning after, T+5 is not published yet: the two measurable picks wait, nothing read ahead of its time
     with db.connect() as conn:
-        early_summary = evaluation_report.load(conn, plan.evaluation_id, now=LATER)
+        early_summary = summary.load(conn, plan.evaluation_id, now=LATER)
     assert early_summary is not None and early_summary.market is not None
     both = early_summary.market.both_current
     assert (both.picks, both.measured, both.waiting, both.not_measurable) == (4, 0, 2, 2)
@@ -369,7 +371,7 @@ def test_the_evaluation_dag_is_a_manual_dag_of_its_own_whose_step_runs_and_resum
     from airflow.dag_processing.dagbag import DagBag
 
     from include.radar import steps
-    from include.radar.runtime import ConfigurationError, Runtime
+    from include.radar.steps.runtime import ConfigurationError, Runtime
     from tests.conftest import REPO
 
     bag = DagBag(dag_folder=str(REPO / "dags" / "radar_evaluation.py"))
@@ -408,7 +410,7 @@ def test_the_page_fits_a_phone_of_420_px_and_opens_on_the_verdict(fakes, monkeyp
 
     demo_day(fakes, monkeypatch)
     plan = start()
-    evaluation.run(db.connect, load_settings(), plan.evaluation_id)
+    shadow.run(db.connect, load_settings(), plan.evaluation_id)
     app = create_app(lambda: load_settings(use_airflow=False), db_url, clock=lambda: LATER)
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
     allow_reading(app)
@@ -421,5 +423,5 @@ def test_the_page_fits_a_phone_of_420_px_and_opens_on_the_verdict(fakes, monkeyp
         verdict = page.locator("section.verdict")
         assert verdict.is_visible() and verdict.evaluate("e => e.getBoundingClientRect().top") < 200
         assert page.locator("p.reading").evaluate("e => e.getBoundingClientRect().bottom") < 1000  # on the first screen
-        screenshot(page, "evaluation.png")
+        screenshot(page, "shadow.png")
         page.screenshot(path=str(SCREENSHOTS / "evaluation-phone.png"))  # the first screen, for docs/evaluation.md

@@ -19,14 +19,18 @@ from typing import Any
 
 import pytest
 
-from include.radar import cli, connections, db, evaluation, signing, spending, store
-from include.radar.settings import ConnectionInfo, load_settings
+from include.radar import cli, store
+from include.radar.analysis import spending
+from include.radar.core import db, signing
+from include.radar.core.settings import ConnectionInfo, load_settings
+from include.radar.evaluation import shadow
+from include.radar.operations import connections
 from include.radar_demo.fakes import FakeArticle
 from tests.evaluation_day import DAY, FLASH, FLASH_CALL, LATER, calls_of, demo_day, ledger, rows_in, settings, start
 from tests.slotrun import read_page, run_slot, shanghai
 
 GIVEN = '{"cache_hit": 0, "cache_miss": 0, "output": 1000}'
-CHEAP = evaluation.Candidate(model="deepseek-flash", prices=GIVEN)
+CHEAP = shadow.Candidate(model="deepseek-flash", prices=GIVEN)
 
 
 SECRET = "test-link-secret-0123456789abcdef01"  # the fakes' link secret
@@ -83,14 +87,14 @@ def test_eight_threads_never_take_the_ledger_past_a_cap_below_one_article_s_cost
     monkeypatch.setattr(store.evaluations, "reserve", counted)
     eight = settings(llm_concurrency=8, analysis_tasks=1)
     # 0.3: less than one article (0.4) and one call at its most (0.5): eight threads, no call
-    assert evaluation.new_cap(db.connect, eight, plan.evaluation_id, 0.3) is None
-    first = evaluation.run(db.connect, eight, plan.evaluation_id)
+    assert shadow.new_cap(db.connect, eight, plan.evaluation_id, 0.3) is None
+    first = shadow.run(db.connect, eight, plan.evaluation_id)
     assert ledger(plan.evaluation_id) == (0, 0.0) and calls_of(fakes, "deepseek-flash") == 0 and reserving
     assert first.stopped is not None and "cap" in first.stopped and _status(plan.evaluation_id) == ("stopped", "cap")
     # 1.2: two calls at their most fit at once, never a third; the two paid (0.8), a third no longer fits
-    evaluation.new_cap(db.connect, eight, plan.evaluation_id, 1.2)
+    shadow.new_cap(db.connect, eight, plan.evaluation_id, 1.2)
     reserving.clear()
-    second = evaluation.run(db.connect, eight, plan.evaluation_id)
+    second = shadow.run(db.connect, eight, plan.evaluation_id)
     assert ledger(plan.evaluation_id) == (2, pytest.approx(0.8)) and second.counts["answered"] == 2
     assert flight["most"] == 2 and calls_of(fakes, "deepseek-flash") == 2
     assert len(reserving) == 8  # every thread was there, waiting for the cap while two calls were in flight
@@ -133,7 +137,7 @@ def test_the_cap_stops_a_run_and_a_resumed_run_pays_for_no_article_twice(fakes, 
     plan = start(cap=4.8, candidate=CHEAP)  # exactly the estimate: 12 x 0.4
     assert (plan.estimate, plan.most_per_call, plan.refused) == (pytest.approx(4.8), pytest.approx(0.5), None)
     one_at_a_time = settings(llm_concurrency=1, analysis_tasks=1)
-    first = evaluation.run(db.connect, one_at_a_time, plan.evaluation_id)
+    first = shadow.run(db.connect, one_at_a_time, plan.evaluation_id)
     # by id: ten single-call answers (4.0); 手机链's first call fits (4.5), its repair would not (5.0): its answer
     # stands as it is (4.4); 设备's call would pass the cap (4.9): released, not counted, the run stopped
     assert first.stopped is not None and "cap" in first.stopped
@@ -143,20 +147,20 @@ def test_the_cap_stops_a_run_and_a_resumed_run_pays_for_no_article_twice(fakes, 
         row = conn.execute("SELECT i.attempts, i.status FROM evaluation_item i JOIN content_item c "
                            "ON c.id = i.content_item_id WHERE c.title LIKE '设备%%'").fetchone()
     assert (row["attempts"], row["status"]) == (0, store.evaluations.PENDING)
-    evaluation.new_cap(db.connect, one_at_a_time, plan.evaluation_id, 10.0)
-    again = evaluation.run(db.connect, one_at_a_time, plan.evaluation_id)
+    shadow.new_cap(db.connect, one_at_a_time, plan.evaluation_id, 10.0)
+    again = shadow.run(db.connect, one_at_a_time, plan.evaluation_id)
     assert again.stopped is None and again.counts == {"answered": 1} and calls_of(fakes, "deepseek-flash") == 12
     assert ledger(plan.evaluation_id) == (12, pytest.approx(4.8))
-    assert evaluation.run(db.connect, one_at_a_time, plan.evaluation_id).counts == {}  # nothing left to pay for
+    assert shadow.run(db.connect, one_at_a_time, plan.evaluation_id).counts == {}  # nothing left to pay for
     assert calls_of(fakes, "deepseek-flash") == 12
 
 
 def test_the_cap_has_an_upper_bound(fakes, monkeypatch) -> None:
     demo_day(fakes, monkeypatch)
-    with pytest.raises(evaluation.EvaluationError, match=r"--cap: from 0 to \$50"):
+    with pytest.raises(shadow.EvaluationError, match=r"--cap: from 0 to \$50"):
         start(cap=50.01)
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_CURRENCY", "CNY")
-    with pytest.raises(evaluation.EvaluationError, match="--cap: from 0 to ¥350"):
+    with pytest.raises(shadow.EvaluationError, match="--cap: from 0 to ¥350"):
         start(cap=351, candidate=CHEAP)
     assert rows_in("evaluation") == {"evaluation": 0}
 
@@ -170,25 +174,25 @@ def test_the_candidate_is_priced_by_its_own_prices_and_a_model_without_known_pri
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_PRICES", '{"cache_hit": 1, "cache_miss": 10, "output": 30}')
     plan = start()
     assert plan.source == "published" and plan.prices.off_peak.output == 0.60
-    evaluation.run(db.connect, settings(), plan.evaluation_id)
+    shadow.run(db.connect, settings(), plan.evaluation_id)
     # 11 single-call answers and 手机链's four calls, at flash's rates (not 10 / 30 a million tokens)
     assert ledger(plan.evaluation_id) == (12, pytest.approx(11 * round(FLASH_CALL, 6) + round(4 * FLASH_CALL, 6)))
-    pro = start(candidate=evaluation.Candidate(model="deepseek-v4-pro"))
+    pro = start(candidate=shadow.Candidate(model="deepseek-v4-pro"))
     assert pro.source == "deployment" and pro.prices.off_peak.output == 30
     # in CNY DeepSeek publishes v4-pro's prices only: flash is refused before anything is recorded, unless given
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_CURRENCY", "CNY")
     monkeypatch.delenv("AIRFLOW_VAR_RADAR_DEEPSEEK_PRICES")
     before = rows_in("evaluation", "evaluation_item")
-    with pytest.raises(evaluation.EvaluationError, match="no published CNY prices for deepseek-flash.*--prices"):
+    with pytest.raises(shadow.EvaluationError, match="no published CNY prices for deepseek-flash.*--prices"):
         start()
     assert rows_in("evaluation", "evaluation_item") == before
-    given = start(candidate=evaluation.Candidate(model="deepseek-flash", prices='{"cache_hit": 0.02, "cache_miss": '
+    given = start(candidate=shadow.Candidate(model="deepseek-flash", prices='{"cache_hit": 0.02, "cache_miss": '
                                                  '1, "output": 4}'))
     assert given.source == "given" and given.prices.currency == "CNY"
     with db.connect() as conn:
         row = store.evaluations.get(conn, given.evaluation_id)
     assert row["prices"] == {"cache_hit": 0.02, "cache_miss": 1.0, "output": 4.0, "source": "given"}
-    assert evaluation.prices_of(row, settings()).off_peak == given.prices.off_peak
+    assert shadow.prices_of(row, settings()).off_peak == given.prices.off_peak
 
 
 # ------------------------------------------------------------------------------------- the slots' budget
@@ -198,7 +202,7 @@ def test_an_evaluation_spends_from_its_own_cap_and_never_holds_back_a_reader_s_a
     demo_day(fakes, monkeypatch)  # the slot spent 12 analyses and the digest, 13 x 0.001421 = 0.018473, today
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DAILY_BUDGET", "0.02")
     plan = start()
-    run = evaluation.run(db.connect, settings(), plan.evaluation_id)
+    run = shadow.run(db.connect, settings(), plan.evaluation_id)
     assert run.stopped is None and run.counts == {"answered": 12}  # past the day's budget: its own cap decides
     with db.connect() as conn:
         today = spending.today()
@@ -284,8 +288,8 @@ def test_a_dead_unsafe_or_missing_endpoint_is_refused_before_anything_is_recorde
     if password is not None:
         _connection(monkeypatch, conn_id, host or f"{fakes.base}/deepseek", password)
     before = rows_in("evaluation", "evaluation_item", "llm_spend")
-    with pytest.raises(evaluation.EvaluationError, match=said):
-        start(candidate=evaluation.Candidate(model="deepseek-flash", conn_id=conn_id))
+    with pytest.raises(shadow.EvaluationError, match=said):
+        start(candidate=shadow.Candidate(model="deepseek-flash", conn_id=conn_id))
     assert rows_in("evaluation", "evaluation_item", "llm_spend") == before
     assert calls_of(fakes, "deepseek-flash") == 0
 
@@ -321,7 +325,7 @@ def test_articles_failing_one_after_another_stop_the_run_as_failed_with_the_reas
     assert "失败（已停止，可续跑） · 0/12 篇已回答，3 篇失败" in verdict
     # two articles, both failed: fewer than three in a row, but every article it tried failed
     plan = start(size=2)
-    run = evaluation.run(db.connect, settings(), plan.evaluation_id)
+    run = shadow.run(db.connect, settings(), plan.evaluation_id)
     assert run.failed and run.stopped is not None and run.stopped.startswith("every article it tried failed (2)")
     assert _status(plan.evaluation_id) == ("failed", "failing")
 
@@ -358,9 +362,9 @@ def test_a_refused_evaluation_is_resumed_with_a_new_cap(fakes, monkeypatch, caps
 def test_the_most_a_call_may_cost_is_every_byte_a_token_and_a_full_answer(fakes, monkeypatch) -> None:
     demo_day(fakes, monkeypatch)
     _capped(monkeypatch)
-    plan, rows = evaluation.preview(db.connect, settings(), CHEAP, evaluation.Sample(days=14), 1.0, now=LATER)
+    plan, rows = shadow.preview(db.connect, settings(), CHEAP, shadow.Sample(days=14), 1.0, now=LATER)
     assert plan.evaluation_id is None and plan.most_per_call == pytest.approx(0.5)  # the prompt costs nothing here
-    flash, _ = evaluation.preview(db.connect, settings(), FLASH, evaluation.Sample(days=14), 1.0, now=LATER)
+    flash, _ = shadow.preview(db.connect, settings(), FLASH, shadow.Sample(days=14), 1.0, now=LATER)
     longest = max(len(r["clean_text"].encode()) for r in rows)
     # at flash's rates: at least the longest article's bytes and 500 output tokens, a call at the most
     assert flash.most_per_call > (longest * 0.15 + 500 * 0.60) / 1e6
@@ -383,16 +387,16 @@ def test_an_article_that_crashes_fails_the_evaluation_with_its_reason_and_exit_s
 
 
 def test_the_docs_table_of_how_a_run_ends_is_the_code_s() -> None:
-    from include.radar import evaluation_cli
+    from include.radar.evaluation import commands
     from include.radar.web.views import evaluation as views
     from tests.conftest import REPO
 
     doc = (REPO / "docs" / "evaluation.md").read_text(encoding="utf-8")
     table = doc.split("| status | why | exit | what to do |", 1)[1].split("\n\n", 1)[0]
     rows = re.findall(r"^\| `(\w+)`(?: · `(\w+)`)? \| .*? \| (\d) \|", table, re.MULTILINE)
-    exits = {"done": evaluation_cli.DONE, "stopped": evaluation_cli.STOPPED, "refused": evaluation_cli.STOPPED,
-             "failed": evaluation_cli.FAILED}
+    exits = {"done": commands.DONE, "stopped": commands.STOPPED, "refused": commands.STOPPED,
+             "failed": commands.FAILED}
     assert {reason for _, reason, _ in rows if reason} == set(views.REASONS)
     assert all(int(code) == exits[status] for status, _, code in rows)
     assert {status for status, _, _ in rows} | {"planned", "running"} == set(views.STATUS)
-    assert {reason for status, reason, _ in rows if status == "failed"} == set(evaluation.FAILING)
+    assert {reason for status, reason, _ in rows if status == "failed"} == set(shadow.FAILING)

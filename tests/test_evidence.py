@@ -12,8 +12,9 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import db, evidence
-from include.radar.schemas import ArticleAnalysis
+from include.radar.analysis import evidence
+from include.radar.analysis.schemas import ArticleAnalysis
+from include.radar.core import db
 from tests.slotrun import answer, article, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)
@@ -276,7 +277,7 @@ def test_the_rubric_in_the_prompt_follows_the_configured_threshold(fakes, monkey
     assert "推送阈值是 70 分" in system and "   - 70–89：" in system and "   - 30–69：" in system
     assert "<RUBRIC>" not in system and "<THRESHOLD>" not in system
     assert system.count("90–100") == 1  # each band written once
-    from include.radar.rubric import rubric
+    from include.radar.analysis.rubric import rubric
 
     assert rubric(95).splitlines()[0].startswith("   - 95–100") and rubric(20).splitlines()[-1].startswith("   - 0–19")
 

@@ -10,7 +10,8 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from include.radar import signing, store
+from include.radar import store
+from include.radar.core import signing
 from include.radar.web.app import create_app
 from include.radar.web.feedback import action_path
 from tests.pages import DAY, NOW, OPPORTUNITY, SECRET, XSS, XSS_ESCAPED, Seeder, commit, make_settings, signed

@@ -11,7 +11,10 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import db, decide, focus, ranking, store
+from include.radar import store
+from include.radar.analysis import focus
+from include.radar.core import db
+from include.radar.pushes import decide, ranking
 from tests.slotrun import answer, article, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)

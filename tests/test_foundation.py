@@ -15,9 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from include.radar import db, store
-from include.radar.settings import SettingsError, env_name, load_settings
-from include.radar.slots import SHANGHAI, slot_at, slot_for, window
+from include.radar import store
+from include.radar.core import db
+from include.radar.core.settings import SettingsError, env_name, load_settings
+from include.radar.core.slots import SHANGHAI, slot_at, slot_for, window
 
 REPO = Path(__file__).resolve().parents[1]
 SLOTS = ("07:00", "12:00", "14:00", "18:00", "22:00")
@@ -193,8 +194,8 @@ def test_concurrent_openers_of_one_slot_share_one_row(db_url):
 
 
 def test_manual_params_name_the_slot_and_bad_params_are_clear_errors():
-    from include.radar.runtime import ConfigurationError
     from include.radar.steps.open_slot import resolve_slot
+    from include.radar.steps.runtime import ConfigurationError
 
     settings = load_settings({}.get)
     triggered = datetime(2026, 1, 12, 10, 30, tzinfo=SHANGHAI)
@@ -242,7 +243,7 @@ def _airflow_connections(monkeypatch, answer):
 def test_a_connection_in_the_environment_wins_over_airflows(monkeypatch):
     from airflow.sdk import Connection
 
-    from include.radar.settings import get_connection
+    from include.radar.core.settings import get_connection
 
     monkeypatch.setenv("AIRFLOW_CONN_RADAR_X", '{"conn_type": "http", "host": "from-env", "login": "env"}')
     _airflow_connections(monkeypatch, Connection(conn_id="radar_x", conn_type="http", host="from-airflow"))
@@ -254,7 +255,7 @@ def test_a_connection_in_the_environment_wins_over_airflows(monkeypatch):
 def test_a_connection_airflow_does_not_have_is_not_set_but_an_airflow_error_raises(monkeypatch):
     from airflow.sdk.exceptions import AirflowNotFoundException
 
-    from include.radar.settings import get_connection
+    from include.radar.core.settings import get_connection
 
     monkeypatch.delenv("AIRFLOW_CONN_RADAR_X", raising=False)
     _airflow_connections(monkeypatch, AirflowNotFoundException("The conn_id `radar_x` isn't defined"))
@@ -288,7 +289,7 @@ def test_inside_a_task_settings_read_only_the_radar_variables_that_exist(monkeyp
     with a secrets backend of one's own, which the listing cannot see, every setting is asked for."""
     import airflow.sdk
 
-    from include.radar import settings as settings_module
+    from include.radar.core import settings as settings_module
 
     for name in settings_module.SETTING_NAMES:
         monkeypatch.delenv(env_name(name), raising=False)
@@ -352,14 +353,14 @@ def test_the_trigger_form_labels_every_param_and_every_choice():
     ({"push_mode": "force"}, {"push_mode": "force", "slot": None}),  # an API caller's raw flag still works
 ])
 def test_the_forms_action_becomes_the_raw_params(params, expected):
-    from include.radar.decide import apply_action
+    from include.radar.pushes.decide import apply_action
 
     out = apply_action(params, "22:00")
     assert {k: out.get(k) for k in expected} == expected
 
 
 def test_an_action_that_cannot_be_carried_out_says_why():
-    from include.radar.decide import ActionError, apply_action
+    from include.radar.pushes.decide import ActionError, apply_action
 
     with pytest.raises(ActionError, match="redo needs the slot"):
         apply_action({"action": "redo"}, "22:00")
@@ -370,8 +371,8 @@ def test_an_action_that_cannot_be_carried_out_says_why():
 def test_settings_are_read_in_the_one_documented_order(monkeypatch):
     """The environment first, then the process's Variables (here the api-server's), then the default; the DAG
     file at parse time reads only its few settings, from the environment alone."""
-    from include.radar import settings as settings_module
-    from include.radar.settings import load_settings, parse_time_lookup, server_lookup
+    from include.radar.core import settings as settings_module
+    from include.radar.core.settings import load_settings, parse_time_lookup, server_lookup
 
     class Variables:
         stored = {"radar_window_days": "5", "radar_push_score_threshold": "70"}
@@ -393,7 +394,7 @@ def test_settings_are_read_in_the_one_documented_order(monkeypatch):
 
 
 def test_where_the_database_is_comes_from_the_environment_when_asked(monkeypatch, tmp_path):
-    from include.radar.settings import deployment
+    from include.radar.core.settings import deployment
 
     monkeypatch.setenv("RADAR_PGDATA", str(tmp_path / "pg"))
     assert db.embedded_pgdata() == tmp_path / "pg"  # read when asked, not when db.py was imported

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from include.radar import db, events, store
+from include.radar import store
+from include.radar.core import db
+from include.radar.pushes import events
 from scripts.bench_grouping import load, scores
 from tests.slotrun import article, read_page, run_slot, shanghai
 

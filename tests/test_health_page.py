@@ -15,9 +15,11 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 
-from include.radar import DAG_ID, db, spending, store
-from include.radar.settings import Settings
-from include.radar.slots import SHANGHAI
+from include.radar import DAG_ID, store
+from include.radar.analysis import spending
+from include.radar.core import db
+from include.radar.core.settings import Settings
+from include.radar.core.slots import SHANGHAI
 from include.radar.web import costs, health, views
 from include.radar.web.app import create_app
 from include.radar_demo.fakes import completion

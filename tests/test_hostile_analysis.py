@@ -14,13 +14,15 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from include.radar import analyst, db, store
-from include.radar.llm import neutralise_delimiters
-from include.radar.runtime import Runtime
-from include.radar.schemas import ArticleAnalysis
+from include.radar import store
+from include.radar.analysis import analyst
+from include.radar.analysis.llm import neutralise_delimiters
+from include.radar.analysis.schemas import ArticleAnalysis
+from include.radar.core import db
 from include.radar.steps.analyse import analyse_article, claimer
-from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
+from include.radar.steps.runtime import Runtime
 from include.radar.steps.select_articles import articles_to_analyse
 from include.radar_demo.fakes import completion
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
@@ -124,7 +126,7 @@ def _claimed_run(fakes, monkeypatch, when=SLOT, dag_run_id="run-a", owner=None):
     """A slot run whose analyse task dies with the database gone: nothing can be recorded."""
     rt = Runtime.load()
     slot = open_slot(rt, run_after=when, run_type="scheduled", dag_id="d", dag_run_id=dag_run_id, params={})
-    ingest_articles(rt, slot)
+    ingest(rt, slot)
     [target] = articles_to_analyse(rt, slot)
     real_connect = db.connect
     down = {"now": False}
@@ -200,7 +202,7 @@ def test_two_copies_of_one_text_claimed_at_the_same_moment_pay_for_one_call(fake
     _articles(fakes, 1, 2, body=same)
     rt = Runtime.load()
     slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
-    ingest_articles(rt, slot)
+    ingest(rt, slot)
     with db.connect() as conn:
         ids = [r["id"] for r in conn.execute("SELECT id FROM content_item ORDER BY id")]
 

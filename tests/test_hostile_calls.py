@@ -22,16 +22,18 @@ from datetime import timedelta
 import pytest
 from werkzeug.wrappers import Request, Response
 
-from include.radar import analyst, batches, db, http, store
-from include.radar.llm import MAX_ANSWER_BYTES, LLMClient, LLMExhausted
-from include.radar.runtime import Runtime
-from include.radar.schemas import ArticleAnalysis
-from include.radar.steps.analyse import analyse_batch, claimer
+from include.radar import store
+from include.radar.analysis import analyst, batches
+from include.radar.analysis.llm import MAX_ANSWER_BYTES, LLMClient, LLMExhausted
+from include.radar.analysis.schemas import ArticleAnalysis
+from include.radar.collect.werss import MAX_RESPONSE_BYTES, WeRSSClient, WeRSSError
+from include.radar.core import db, http
+from include.radar.steps.analyse import analyse, claimer
 from include.radar.steps.close_slot import close_slot
-from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
+from include.radar.steps.runtime import Runtime
 from include.radar.steps.select_articles import articles_to_analyse
-from include.radar.werss import MAX_RESPONSE_BYTES, WeRSSClient, WeRSSError
 from include.radar_demo.fakes import completion, serve
 from tests.slotrun import answer, article, shanghai
 
@@ -199,7 +201,7 @@ def _batch(fakes, n: int, run: str = "scheduled__run-1"):
     fakes.at(SLOT)
     rt = Runtime.load()
     slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id=run, params={})
-    ingest_articles(rt, slot)
+    ingest(rt, slot)
     [batch] = batches.plan(articles_to_analyse(rt, slot), 1)
     return rt, slot, batch
 
@@ -229,7 +231,7 @@ def test_two_tries_of_one_batch_running_at_once_call_deepseek_once_per_article(f
 
     def run(try_number: int) -> None:
         barrier.wait()
-        results[try_number] = analyse_batch(rt, slot, batch, seconds=120, attempt=("analyse", 0, try_number))
+        results[try_number] = analyse(rt, slot, batch, seconds=120, attempt=("analyse", 0, try_number))
 
     tries = [threading.Thread(target=run, args=(n,)) for n in (1, 2)]
     for t in tries:
@@ -251,7 +253,7 @@ def test_a_retry_takes_over_a_dead_tries_claim_once_its_lease_ran_out(fakes, mon
                                  claimer=claimer(slot, ("analyse", 0, 1)), lease=timedelta(seconds=1))
     assert claim.state == "claimed"
     fakes.deepseek.responder = lambda body: answer(70)
-    result = analyse_batch(rt, slot, batch, seconds=120, attempt=("analyse", 0, 2))
+    result = analyse(rt, slot, batch, seconds=120, attempt=("analyse", 0, 2))
     assert result["counts"] == {"analysed": 1} and len(fakes.deepseek.requests) == 1
     with db.connect() as conn:
         dead, retry = conn.execute("SELECT * FROM analysis_attempt ORDER BY id").fetchall()
@@ -272,7 +274,7 @@ def test_a_live_try_keeps_its_claim_and_another_try_does_not_take_it(fakes, monk
     fakes.deepseek.responder = lambda body: answer(70)
     with analyst.ClaimKeeper(rt.connect, zombie, every=0.2) as keeper:
         # the retry waits as long as its own time allows (here about 3 s), then leaves the article to the zombie
-        result = analyse_batch(rt, slot, batch, seconds=analyst.MIN_CALL_SECONDS + 3,
+        result = analyse(rt, slot, batch, seconds=analyst.MIN_CALL_SECONDS + 3,
                                         attempt=("analyse", 0, 2))
         renewed = keeper.renewals
     assert result["counts"] == {"skipped": 1} and fakes.deepseek.requests == []
@@ -323,7 +325,7 @@ def test_a_push_channels_compression_bomb_fails_the_send_with_the_memory_bounded
     requests reads the body, what it decodes counted."""
     import apprise
 
-    from include.radar import push
+    from include.radar.pushes import push
 
     [channel] = push.channels_from([bomb_server("gzip").replace("http://", "json://") + "/hook"])
     apprise.Apprise.instantiate(channel.url)  # apprise loads its plugin before the measure: no part of the send

@@ -15,13 +15,14 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from include.radar import db, store
-from include.radar.deadlines import daily_deadlines, retry_is_pointless
-from include.radar.llm import LLMClient, LLMDeadline, LLMExhausted
-from include.radar.runtime import ConfigurationError, Runtime
-from include.radar.schemas import ArticleAnalysis
+from include.radar import store
+from include.radar.analysis.llm import LLMClient, LLMDeadline, LLMExhausted
+from include.radar.analysis.schemas import ArticleAnalysis
+from include.radar.collect.werss import WeRSSClient, WeRSSDeadline, WeRSSError
+from include.radar.core import db
+from include.radar.core.deadlines import daily_deadlines, retry_is_pointless
 from include.radar.steps.open_slot import open_slot
-from include.radar.werss import WeRSSClient, WeRSSDeadline, WeRSSError
+from include.radar.steps.runtime import ConfigurationError, Runtime
 from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, serve
 from tests.slotrun import answer, run_slot, shanghai, task_states
 

@@ -12,11 +12,12 @@ from datetime import timedelta
 import pytest
 import time_machine
 
-from include.radar import db, store
-from include.radar.runtime import Runtime
-from include.radar.steps.ingest import ingest_articles
+from include.radar import store
+from include.radar.collect.werss_rows import RowRejected, article_row
+from include.radar.core import db
+from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
-from include.radar.werss_rows import RowRejected, article_row
+from include.radar.steps.runtime import Runtime
 from tests.slotrun import article, read_page, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile
@@ -30,7 +31,7 @@ def _ingest(fakes, when=SLOT):
     rt = Runtime.load()
     slot = open_slot(rt, run_after=when, run_type="scheduled", dag_id="d", dag_run_id=f"r{when}", params={})
     with time_machine.travel(when + timedelta(minutes=1), tick=True):  # the backoffs run on the wall clock
-        return slot, ingest_articles(rt, slot)
+        return slot, ingest(rt, slot)
 
 
 def _rows(sql: str, *args) -> list[dict]:

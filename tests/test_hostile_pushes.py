@@ -13,10 +13,12 @@ from datetime import date, timedelta
 
 import pytest
 
-from include.radar import db, push, store
-from include.radar.runtime import Runtime
+from include.radar import store
+from include.radar.core import db
+from include.radar.pushes import push
 from include.radar.steps.close_slot import close_slot
 from include.radar.steps.daily_report import push_daily_report
+from include.radar.steps.runtime import Runtime
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile

@@ -10,11 +10,12 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import db, store
-from include.radar.runtime import Runtime
+from include.radar import store
+from include.radar.core import db
 from include.radar.steps.close_slot import close_slot
-from include.radar.steps.ingest import ingest_articles
+from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
+from include.radar.steps.runtime import Runtime
 from include.radar_demo.fakes import completion
 from tests.slotrun import answer, article, run_slot, shanghai
 
@@ -67,7 +68,7 @@ def test_overlapping_runs_of_one_slot_lose_no_step_errors(fakes):
     run_a = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="a", params={})
     fakes.werss.down = True
     with pytest.raises(Exception, match="503"):
-        ingest_articles(rt, run_a)  # run A's ingest fails and records it
+        ingest(rt, run_a)  # run A's ingest fails and records it
     run_b = open_slot(rt, run_after=SLOT, run_type="manual", dag_id="d", dag_run_id="b", params={})
     assert run_b["slot_run_id"] == run_a["slot_run_id"]
     closed_b = close_slot(rt, run_b, [])  # B opened while A was running: A's error is not forgotten

@@ -18,8 +18,10 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from include.radar import db, push, redact, store
-from include.radar.settings import SettingsError, load_settings
+from include.radar import store
+from include.radar.core import db, redact
+from include.radar.core.settings import SettingsError, load_settings
+from include.radar.pushes import push
 from include.radar_demo.fakes import api_error
 from tests.slotrun import article, run_slot, shanghai
 
@@ -114,7 +116,7 @@ def test_registered_secrets_are_scrubbed_wherever_they_appear():
 def test_pages_scrub_errors_written_before_scrubbing_existed(fakes):
     from fastapi.testclient import TestClient
 
-    from include.radar.slots import slot_at
+    from include.radar.core.slots import slot_at
     from include.radar.web.app import create_app
     from include.radar.web.auth import may_read_radar
 

@@ -24,9 +24,10 @@ from fastapi.testclient import TestClient
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from include.radar import DAG_ID, signing, store
-from include.radar.settings import Settings
-from include.radar.slots import SHANGHAI
+from include.radar import DAG_ID, store
+from include.radar.core import signing
+from include.radar.core.settings import Settings
+from include.radar.core.slots import SHANGHAI
 from include.radar.web import views
 from include.radar.web.app import create_app
 from tests.pages import SECRET, FakeUser, airflow_get_user, make_settings
@@ -403,7 +404,7 @@ def variables(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Airflow Variables as the api-server reads them (``Variable.get`` of airflow.models); env cleared."""
     from airflow.models.variable import Variable
 
-    from include.radar.settings import SETTING_NAMES, env_name
+    from include.radar.core.settings import SETTING_NAMES, env_name
 
     for name in SETTING_NAMES:
         monkeypatch.delenv(env_name(name), raising=False)
@@ -445,7 +446,7 @@ def test_settings_come_from_the_metadata_database(monkeypatch: pytest.MonkeyPatc
     """The real ``Variable.get`` of this Airflow (the test AIRFLOW_HOME's metadata DB), not a stand-in."""
     from airflow.models.variable import Variable
 
-    from include.radar.settings import env_name
+    from include.radar.core.settings import env_name
     from include.radar.web.server import server_settings
 
     monkeypatch.delenv(env_name("push_score_threshold"), raising=False)

@@ -9,12 +9,13 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import db, store
-from include.radar.listing import backoff_for
-from include.radar.runtime import Runtime
-from include.radar.steps.ingest import ingest_articles
+from include.radar import store
+from include.radar.collect.listing import backoff_for
+from include.radar.collect.werss import WeRSSAuthError, WeRSSClient
+from include.radar.core import db
+from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
-from include.radar.werss import WeRSSAuthError, WeRSSClient
+from include.radar.steps.runtime import Runtime
 from tests.slotrun import article, run_slot, shanghai
 
 ACCOUNTS = [{"id": "MP_WXS_1", "mp_name": "研究所"}, {"id": "MP_WXS_2", "mp_name": "前哨站"},
@@ -26,7 +27,7 @@ def _ingest(fakes, when=SLOT, **params):
     fakes.at(when)
     rt = Runtime.load()
     slot = open_slot(rt, run_after=when, run_type="scheduled", dag_id="d", dag_run_id="r", params=params)
-    return rt, slot, ingest_articles(rt, slot)
+    return rt, slot, ingest(rt, slot)
 
 
 def _count(sql: str, *args) -> int:
@@ -127,7 +128,7 @@ def test_seven_oclock_slot_includes_the_previous_evening_and_backfill_uses_its_o
     rt = Runtime.load()
     slot = open_slot(rt, run_after=shanghai(2026, 1, 4, 7), run_type="backfill", dag_id="d",
                               dag_run_id="b", params={})
-    summary = ingest_articles(rt, slot)
+    summary = ingest(rt, slot)
     assert summary["new"] == 1  # article 3 only: 1-2 is after the backfilled slot
     with db.connect() as conn:
         assert "1-2" not in store.known_external_ids(conn, ["1-2"])
@@ -231,7 +232,7 @@ def test_a_body_werss_fetched_by_15_00_for_an_article_first_seen_at_12_00_is_ana
 @pytest.mark.parametrize(("age_hours", "wait_hours"), [(0, 0), (5, 0), (23.9, 0), (23.99, 6), (24, 6), (29.9, 6), (30, 24),
                                                     (60, 24)])
 def test_a_waiting_body_is_due_every_slot_for_a_day_then_after_6h_then_daily(age_hours, wait_hours):
-    from include.radar.ingest import next_body_check
+    from include.radar.collect.ingest import next_body_check
 
     now = SLOT + timedelta(hours=age_hours)
     assert next_body_check(SLOT, now) == now + timedelta(hours=wait_hours)

@@ -51,7 +51,7 @@ def _plan(y: int, mo: int, d: int, h: int, mi: int):
     sys.path.insert(0, str(REPO))
     from datetime import datetime
 
-    from include.radar.slots import SHANGHAI
+    from include.radar.core.slots import SHANGHAI
     from scripts.local_airflow import plan_slots
 
     now = datetime(y, mo, d, h, mi, 30, tzinfo=SHANGHAI)
@@ -74,8 +74,8 @@ def test_the_scripts_slots_put_the_daytime_slot_last_and_the_daily_slot_ahead(wh
 def test_at_every_minute_of_a_day_the_scripts_run_the_daytime_slot_and_no_tick_fires():
     from datetime import timedelta
 
-    from include.radar.settings import Settings
-    from include.radar.slots import slot_at, slot_for
+    from include.radar.core.settings import Settings
+    from include.radar.core.slots import slot_at, slot_for
 
     for minute in range(24 * 60):
         now, plan = _plan(2026, 2, 28, minute // 60, minute % 60)

@@ -16,7 +16,7 @@ from include.radar import steps
 from tests.conftest import REPO
 
 # bs4 and lxml, through cleaning.py: 13 MB and 0.2 s that only the task that cleans HTML needs
-HTML = {"bs4", "lxml", "include.radar.cleaning"}
+HTML = {"bs4", "lxml", "include.radar.collect.cleaning"}
 
 
 def loaded_after(code: str, watch: set[str]) -> subprocess.Popen:
@@ -42,21 +42,21 @@ def test_only_the_ingest_task_loads_the_html_parser() -> None:
     loaded = {module: result(proc) for module, proc in procs.items()}
     # the check sees them where they are needed: the ingest step's module loads cleaning.py, which loads bs4 and
     # lxml when it first cleans a body
-    assert loaded.pop("ingest") == {"include.radar.cleaning"}
+    assert loaded.pop("ingest") == {"include.radar.collect.cleaning"}
     assert {m: found for m, found in loaded.items() if found} == {}
 
 
 def test_the_deadline_callback_loads_no_html_parser_into_the_triggerer() -> None:
     """The Deadline Alert's callback runs in the triggerer, which lives as long as Airflow does: what it imports
     stays there."""
-    code = ("from include.radar.airflow_alerts import _daily_deadline_missed\n"
+    code = ("from include.radar.seam.callbacks import _daily_deadline_missed\n"
             "_daily_deadline_missed({})  # imports what it needs, then finds no run")
     assert result(loaded_after(code, HTML)) == set()
 
 
 def test_the_executor_preloads_the_task_runner_and_the_steps_but_no_html_parser() -> None:
     """What the scheduler imports before its LocalExecutor workers fork is in every task process after them."""
-    code = ("from include.radar.airflow_executor import PRELOADED, preload, warm\n"
+    code = ("from include.radar.seam.executor import PRELOADED, preload, warm\n"
             "assert preload() == list(PRELOADED), preload()\n"
             "assert warm() == ['word_dictionary', 'apprise_plugins', 'grouping'], warm()")
     watch = HTML | {"airflow.sdk.execution_time.task_runner", "include.radar.steps.analyse", "openai", "rjieba",
@@ -65,29 +65,44 @@ def test_the_executor_preloads_the_task_runner_and_the_steps_but_no_html_parser(
                                                  "include.radar.steps.analyse", "openai", "rjieba", "scipy.sparse"}
 
 
+def test_the_executor_preloads_every_step_module_but_ingests_and_follows_a_new_one() -> None:
+    """PRELOADED is read from the steps' table, not kept by hand: every step module is in it but ingest's (its
+    cleaning loads the HTML parser), the weekly summary, the track record, retention and evaluate among them, and
+    a step module added to the table is preloaded without a second list to keep."""
+    from include.radar.seam import executor
+
+    step_modules = {name for name in executor.PRELOADED if name.startswith("include.radar.steps.")}
+    files = {p.stem for p in (REPO / "include" / "radar" / "steps").glob("*.py")} - {"__init__", "runtime"}
+    assert step_modules == {f"include.radar.steps.{m}" for m in files - {"ingest"}}
+    assert {"include.radar.steps.weekly_summary", "include.radar.steps.track_record", "include.radar.steps.retention",
+            "include.radar.steps.evaluate"} <= step_modules
+    assert executor.step_modules([*steps.STEPS.values(), "new_stage"]) == tuple(
+        sorted([*step_modules, "include.radar.steps.new_stage"]))
+
+
 def test_a_module_that_fails_to_preload_is_left_to_its_task(monkeypatch) -> None:
-    from include.radar import airflow_executor
-    from include.radar.airflow_executor import PreloadingLocalExecutor, preload
+    from include.radar.seam import executor
+    from include.radar.seam.executor import PreloadingLocalExecutor, preload
 
     warned: list[str] = []
-    monkeypatch.setattr(airflow_executor.log, "warning", lambda text, *args, **_: warned.append(text % args))
+    monkeypatch.setattr(executor.log, "warning", lambda text, *args, **_: warned.append(text % args))
     assert preload(("json", "include.radar.no_such_room")) == ["json"]
     assert warned == ["could not preload include.radar.no_such_room for the task processes"]
 
     def _broken() -> None:
         raise OSError("no dictionary")
 
-    assert airflow_executor.warm((airflow_executor._apprise_plugins, _broken)) == ["apprise_plugins"]
+    assert executor.warm((executor._apprise_plugins, _broken)) == ["apprise_plugins"]
     assert warned[-1] == "could not warm _broken for the task processes"
     assert PreloadingLocalExecutor.is_local  # `airflow standalone` keeps it rather than forcing its own
 
 
 def test_the_executor_make_ui_and_the_benchmarks_name_is_this_one() -> None:
-    from include.radar import airflow_executor
+    from include.radar.seam import executor
     from scripts import bench_memory
 
     bootstrap = (REPO / "scripts" / "bootstrap.sh").read_text(encoding="utf-8")
     named = bench_memory.PRELOADING
     assert f'"${{RADAR_EXECUTOR:-{named}}}"' in bootstrap
     module, cls = named.rsplit(".", 1)
-    assert module == airflow_executor.__name__ and getattr(airflow_executor, cls).is_local
+    assert module == executor.__name__ and getattr(executor, cls).is_local

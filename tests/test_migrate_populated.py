@@ -18,7 +18,7 @@ from datetime import UTC, date, datetime
 import psycopg
 import pytest
 
-from include.radar import db
+from include.radar.core import db
 from include.radar_demo import year
 
 DAYS = 30  # a month is enough to catch a migration that loses or rewrites rows; the benchmark runs a year
@@ -44,7 +44,7 @@ def _read_pages(url: str, day: date, analysis_id: int) -> dict[str, str]:
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient
 
-    from include.radar.settings import load_settings
+    from include.radar.core.settings import load_settings
     from include.radar.web.app import create_app
     from include.radar.web.auth import may_read_radar
 

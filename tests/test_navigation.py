@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from fastapi.testclient import TestClient
 
-from include.radar.settings import Settings
+from include.radar.core.settings import Settings
 from include.radar.web.app import create_app
 from include.radar.web.auth import READ_COOKIE
 from tests.pages import DAY, NOW, OPPORTUNITY, Seeder, commit, make_settings, signed

@@ -15,10 +15,13 @@ from types import SimpleNamespace
 import psycopg
 import pytest
 
-from include.radar import airflow_alerts, db, pricing, spending, store
-from include.radar.llm import FIELD_ORDER, JSON_ONLY
-from include.radar.pricing import Usage
-from include.radar.settings import load_settings
+from include.radar import store
+from include.radar.analysis import spending
+from include.radar.analysis.llm import FIELD_ORDER, JSON_ONLY
+from include.radar.core import db, pricing
+from include.radar.core.pricing import Usage
+from include.radar.core.settings import load_settings
+from include.radar.seam import callbacks as airflow_alerts
 from include.radar_demo.fakes import api_error, completion
 from tests.slotrun import answer, article, run_slot, shanghai
 
@@ -327,8 +330,8 @@ def test_the_daily_runs_deadline_alert_tells_the_operator_when_the_report_is_not
     assert airflow_alerts._daily_deadline_missed(context) == "already"
     [alert] = _alerts(fakes)
     # a run working to a later deadline (daily_push_deadline_minutes set as a Variable) is not late yet
-    from include.radar.runtime import Runtime
     from include.radar.steps.open_slot import open_slot
+    from include.radar.steps.runtime import Runtime
 
     rt = Runtime.load()
     slot = open_slot(rt, run_after=shanghai(2026, 1, 9, 22), run_type="scheduled", dag_id="d",
@@ -428,7 +431,7 @@ def test_the_dag_the_scheduler_reads_still_carries_the_deadline_alert():
     alert = DeadlineAlertModel.get_by_id(scheduler_dag.deadline[0])
     assert alert.reference_class in SerializedReferenceModels.TYPES.DAGRUN
     assert alert.interval["__data__"] == 11 * 60
-    assert alert.callback_def["__data__"]["path"] == "include.radar.airflow_alerts.daily_deadline_missed"
+    assert alert.callback_def["__data__"]["path"] == "include.radar.seam.callbacks.daily_deadline_missed"
 
 
 @pytest.mark.e2e
@@ -501,7 +504,7 @@ def test_a_task_that_fails_for_good_alerts_through_airflows_failure_callback(dag
 
 
 def test_alerting_never_fails_the_step_that_raised_it(fakes, monkeypatch):
-    from include.radar.runtime import Runtime
+    from include.radar.steps.runtime import Runtime
 
     monkeypatch.setenv("AIRFLOW_CONN_RADAR_OPS_PUSH", json.dumps({"conn_type": "generic", "extra": {"urls": []}}))
     monkeypatch.setenv("AIRFLOW_CONN_RADAR_PUSH", json.dumps({"conn_type": "generic", "extra": {"urls": []}}))
@@ -515,7 +518,7 @@ def test_a_throttled_slot_has_one_call_in_flight_at_a_time(db_url):
     import threading
     import time as clock
 
-    from include.radar.ratelimit import DatabaseGate
+    from include.radar.analysis.ratelimit import DatabaseGate
 
     def connect():
         return db.connect(db_url)
@@ -553,7 +556,8 @@ def test_a_throttled_slot_has_one_call_in_flight_at_a_time(db_url):
 def test_an_evaluation_s_calls_never_speak_for_the_slots_deepseek(db_url):
     # on the slots' connection the candidate shares their cool-down but its outcomes are not the slots' (the
     # overview shows that state); on a connection of its own it has a state and a lock of its own
-    from include.radar import evaluation, ratelimit
+    from include.radar.analysis import ratelimit
+    from include.radar.evaluation import shadow
 
     def connect():
         return db.connect(db_url)
@@ -561,14 +565,14 @@ def test_an_evaluation_s_calls_never_speak_for_the_slots_deepseek(db_url):
     settings = load_settings(use_airflow=False)
     with db.connect(db_url) as conn:
         store.update_status(conn, ratelimit.KEY, lambda s: {**s, "last_status": "ok", "streak": 0})
-    shared = evaluation.gate_of(connect, settings, evaluation.Candidate(model="m"), 5)
+    shared = shadow.gate_of(connect, settings, shadow.Candidate(model="m"), 5)
     shared.failed("candidate's own failure")
     shared.limited(30, "429 from the candidate")
     with db.connect(db_url) as conn:
         state = store.status(conn, ratelimit.KEY)
     assert state["last_status"] == "ok" and "last_error" not in state  # not shown as the slots' failure
     assert state["streak"] == 1 and state["cool_down_until"]  # the limit is the endpoint's: shared
-    own = evaluation.gate_of(connect, settings, evaluation.Candidate(model="m", conn_id="other_llm"), 5)
+    own = shadow.gate_of(connect, settings, shadow.Candidate(model="m", conn_id="other_llm"), 5)
     assert (own.key, own.lock) == ratelimit.own_state("other_llm") and own.lock != shared.lock
     own.limited(60, "429 from another endpoint")
     own.failed("boom")
@@ -578,9 +582,9 @@ def test_an_evaluation_s_calls_never_speak_for_the_slots_deepseek(db_url):
 
 
 def test_the_rate_limit_wait_bounds_every_sleep_of_a_ladder_cool_downs_included(fakes, db_url):
-    from include.radar.llm import LLMClient, LLMExhausted
-    from include.radar.ratelimit import DatabaseGate
-    from include.radar.schemas import ArticleAnalysis
+    from include.radar.analysis.llm import LLMClient, LLMExhausted
+    from include.radar.analysis.ratelimit import DatabaseGate
+    from include.radar.analysis.schemas import ArticleAnalysis
 
     fakes.deepseek.responder = lambda body: (*api_error(429, "Rate limit reached", "rate_limit_error"),
                                              {"Retry-After": "600"})

@@ -11,8 +11,9 @@ from urllib.parse import parse_qs, urlparse
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from include.radar import db, decide, push, signing
-from include.radar.decide import msg_uuid
+from include.radar.core import db, signing
+from include.radar.pushes import decide, push
+from include.radar.pushes.decide import msg_uuid
 from tests.slotrun import answer, article, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)
@@ -184,16 +185,16 @@ def test_a_slot_named_by_the_operator_is_a_redo_that_pushes_only_when_forced(fak
 
 
 def test_a_backfill_analyses_only_what_its_own_ingest_stored(fakes):
-    from include.radar.runtime import Runtime
-    from include.radar.steps.ingest import ingest_articles
+    from include.radar.steps.ingest import ingest
     from include.radar.steps.open_slot import open_slot
+    from include.radar.steps.runtime import Runtime
     from include.radar.steps.select_articles import articles_to_analyse
 
     _articles(fakes, {1: 90})
     # today's 14:00 ingest stored article 1, but its analysis has not run yet (pending)
     rt = Runtime.load()
     today = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="x", params={})
-    ingest_articles(rt, today)
+    ingest(rt, today)
     result = run_slot(shanghai(2026, 1, 5, 14), run_type="backfill")
     assert result["outcomes"] == [] and fakes.deepseek.requests == []  # not the backfill's business
     assert articles_to_analyse(rt, today) != []  # still waiting for its own slot

@@ -16,7 +16,9 @@ from datetime import timedelta
 import pytest
 from markdown_it import MarkdownIt
 
-from include.radar import db, outcomes, store
+from include.radar import store
+from include.radar.core import db
+from include.radar.market import outcomes
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)

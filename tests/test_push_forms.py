@@ -18,8 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from include.radar import briefs, events, message, push
-from include.radar.slots import SHANGHAI
+from include.radar.core.slots import SHANGHAI
+from include.radar.pushes import briefs, events, message, push
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.hostile

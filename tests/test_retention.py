@@ -8,8 +8,10 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import db, retention, store
-from include.radar.settings import SettingsError, load_settings
+from include.radar import store
+from include.radar.core import db
+from include.radar.core.settings import SettingsError, load_settings
+from include.radar.operations import retention
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 OLD = shanghai(2026, 1, 8, 12)  # the slot that stored the articles

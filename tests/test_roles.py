@@ -1,4 +1,4 @@
-"""The database roles of a docker compose deployment (include/radar/roles.py), on the real local PostgreSQL.
+"""The database roles of a docker compose deployment (include/radar/operations/roles.py), on the real local PostgreSQL.
 
 Each test makes its own logins and databases (names with a random suffix: roles belong to the whole server,
 which other sessions share) and drops them at the end. The boundary under test: the pages' login reads every
@@ -16,8 +16,10 @@ import psycopg
 import pytest
 from psycopg import errors, sql
 
-from include.radar import db, roles, store
-from include.radar.settings import load_settings
+from include.radar import store
+from include.radar.core import db
+from include.radar.core.settings import load_settings
+from include.radar.operations import roles
 from tests.conftest import _server_url, _with_database, login_url, set_up_deployment
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 

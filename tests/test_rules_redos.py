@@ -19,7 +19,9 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import db, focus, regex_probes, regex_rules, store
+from include.radar import store
+from include.radar.analysis import focus, regex_probes, regex_rules
+from include.radar.core import db
 from include.radar_demo.hostile_rules import CATASTROPHIC_RULES, UNREAD_TWENTY
 from tests.pages import DAY, NOW, Seeder, commit
 from tests.slotrun import answer, article, run_slot, shanghai
@@ -43,7 +45,7 @@ def hang_guard():
 
 _BATTERY = """
 import json, sys
-from include.radar import focus
+from include.radar.analysis import focus
 from include.radar_demo.hostile_rules import CATASTROPHIC_RULES, texts
 corpus = texts()
 verdicts = {}

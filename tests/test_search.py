@@ -10,7 +10,8 @@ from datetime import timedelta
 
 import pytest
 
-from include.radar import search, store
+from include.radar import store
+from include.radar.core import search
 from include.radar.web.auth import PageError
 from include.radar.web.views import query
 from include.radar.web.views import record as record_views

@@ -11,9 +11,10 @@ from datetime import date
 
 import pytest
 
-from include.radar import db, outcomes, track_record
-from include.radar.market import Bar, MinuteBar
+from include.radar.core import db
+from include.radar.market import Bar, MinuteBar, outcomes
 from include.radar.market.instruments import name_index, resolve
+from include.radar.report import track_record
 from tests.slotrun import shanghai
 from tests.track_fixtures import HandSource, flat, pushed_pick, weekdays
 
@@ -220,7 +221,7 @@ def test_the_page_opens_on_the_figures_with_the_method_folded_and_a_calibration_
 def test_a_try_dated_after_today_does_not_hold_back_todays_fetch() -> None:
     """The backoff counts days since the last try; a last try after today (a clock set back, a day replayed,
     as the demo and the evaluation replay a past day after a run at the wall clock's time) leaves today due."""
-    from include.radar.track_record import _due
+    from include.radar.report.track_record import _due
 
     today = date(2026, 3, 18)
     assert _due((1, date(2026, 11, 27)), today) is True

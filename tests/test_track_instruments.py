@@ -9,10 +9,11 @@ from datetime import date
 
 import pytest
 
-from include.radar import db, track_record
+from include.radar.core import db
 from include.radar.market import Bar
 from include.radar.market.akshare_source import LibrarySource
 from include.radar.market.instruments import Instrument, name_index, parse_code, price_limit, resolve
+from include.radar.report import track_record
 from tests.slotrun import shanghai
 from tests.track_fixtures import HandSource, flat, pushed_pick, weekdays
 

@@ -18,13 +18,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from include.radar import db, outcomes, store, track_record
-from include.radar.market import SourceError
+from include.radar import store
+from include.radar.core import db
+from include.radar.core.slots import SHANGHAI
+from include.radar.market import SourceError, outcomes
 from include.radar.market.akshare_source import LibrarySource
 from include.radar.market.instruments import CN, CSI300, Instrument, name_index, parse_code, resolve
 from include.radar.market.recorded import RecordedCaller, recorded_source
-from include.radar.runtime import Runtime
-from include.radar.slots import SHANGHAI
+from include.radar.report import track_record
+from include.radar.steps.runtime import Runtime
 from include.radar_demo import run as demo_run
 from tests.conftest import REPO
 from tests.slotrun import article, run_slot, shanghai
@@ -610,7 +612,7 @@ def test_a_malformed_filter_is_a_400_that_says_why_never_a_500(fakes, query) -> 
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi.testclient import TestClient
 
-    from include.radar.settings import load_settings
+    from include.radar.core.settings import load_settings
     from include.radar.web.app import create_app
     from include.radar.web.auth import may_read_radar
 
@@ -645,7 +647,7 @@ def test_article_text_on_the_record_page_is_escaped(fakes) -> None:
 
 
 def test_the_rank_gains_an_outcome_part_per_account_and_type_only_past_the_minimum() -> None:
-    from include.radar import ranking
+    from include.radar.pushes import ranking
 
     analysis = {"id": 1, "score": 70, "mp_name": "研究所", "top_type": "stock", "result_json": {}}
     means = [{"kind": "account", "key": "研究所", "n": 60, "mean": 0.04},
@@ -851,7 +853,7 @@ def test_the_dag_file_the_pages_and_the_steps_never_import_the_market_library() 
     code = (
         f"import runpy, sys; sys.path.insert(0, {str(REPO)!r}); runpy.run_path({str(dag_file)!r});"
         "from include.radar.web.app import create_app; create_app(db_url='postgresql://x@127.0.0.1:1/x');"
-        "import include.radar.steps.track_record, include.radar.track_record, include.radar.market.akshare_source;"
+        "import include.radar.steps.track_record, include.radar.report.track_record, include.radar.market.akshare_source;"
         "loaded = [m for m in ('akshare', 'pandas', 'curl_cffi', 'py_mini_racer') if m in sys.modules];"
         "assert not loaded, loaded"
     )
@@ -901,7 +903,7 @@ def test_the_weekly_push_gains_the_weeks_record(fakes) -> None:
 
 
 def test_the_weekly_push_gives_a_rate_only_from_30_measured_calls_as_the_page_does() -> None:
-    from include.radar import weekly
+    from include.radar.report import weekly
 
     def line(measured: int, hits: int) -> str:
         row = {"stats": {"record": {"picks": 45, "measured": measured, "hits": hits}}, "digest_json": {}}

@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 from datetime import date, datetime
 
-from include.radar import outcomes
-from include.radar.market import Bar, MinuteBar
+from include.radar.core.slots import SHANGHAI
+from include.radar.market import Bar, MinuteBar, outcomes
 from include.radar.market.instruments import CN, HK
-from include.radar.slots import SHANGHAI
 from tests.slotrun import shanghai
 from tests.track_fixtures import flat, weekdays
 
@@ -123,8 +122,9 @@ def test_a_pick_first_shown_by_a_later_push_of_a_rebuilt_report_is_dated_at_that
     宁德订单: that pick is dated 10:01 on 5 February (a reader saw it then), not at the first push."""
     from datetime import timedelta
 
-    from include.radar import db, track_record
+    from include.radar.core import db
     from include.radar.market.recorded import recorded_source
+    from include.radar.report import track_record
     from tests.conftest import REPO
     from tests.slotrun import article, run_slot
     from tests.test_track_record import ANSWERS, _answer
@@ -182,7 +182,8 @@ def test_a_pick_first_shown_by_a_later_push_of_a_rebuilt_report_is_dated_at_that
 def test_the_weekly_page_and_the_weekly_push_state_the_week_s_record_at_one_named_horizon(fakes) -> None:
     """A pick of Monday 2026-02-02 measured at T+1 (a hit) and still waiting at T+5 by Sunday: the push and the
     page both count it at T+1, and both say T+1."""
-    from include.radar import db, weekly
+    from include.radar.core import db
+    from include.radar.report import weekly
     from tests.slotrun import read_page
 
     with db.connect() as conn:

@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from include.radar import DAG_ID, store
-from include.radar.settings import Settings, SettingsError, load_settings
+from include.radar.core.settings import Settings, SettingsError, load_settings
 from include.radar.web.app import create_app
 from include.radar.web.auth import READ_COOKIE
 from tests.pages import (

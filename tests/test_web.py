@@ -22,9 +22,10 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from include.radar import signing, store
-from include.radar.settings import Settings
-from include.radar.slots import SHANGHAI, slot_at
+from include.radar import store
+from include.radar.core import signing
+from include.radar.core.settings import Settings
+from include.radar.core.slots import SHANGHAI, slot_at
 from include.radar.web import views
 from include.radar.web.app import create_app
 from tests.pages import (

@@ -26,7 +26,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from include.radar import signing, store
+from include.radar import store
+from include.radar.core import signing
 from include.radar.web.app import create_app
 from include.radar.web.auth import READ_COOKIE, may_edit_radar, may_read_radar, read_session_value
 from tests.conftest import TABLES
@@ -62,7 +63,7 @@ class World:
 def _seed(url: str) -> list[int]:
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
-    from include.radar import db
+    from include.radar.core import db
 
     with db.connect(url) as conn:
         seed = Seeder(conn)

@@ -16,9 +16,11 @@ import time_machine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from include.radar import body_check, db, store
-from include.radar.body_check import GONE, INCOMPLETE, VERIFICATION
-from include.radar.cleaning import clean_html
+from include.radar import store
+from include.radar.collect import body_check
+from include.radar.collect.body_check import GONE, INCOMPLETE, VERIFICATION
+from include.radar.collect.cleaning import clean_html
+from include.radar.core import db
 from include.radar_demo.fakes import BLOCKED_HTML, DELETED_HTML, VERIFICATION_HTML, VERIFICATION_TEXT, FakeArticle
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 

@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from include.radar import db
-from include.radar.werss import WeRSSClient, wechat_login
+from include.radar.collect.werss import WeRSSClient, wechat_login
+from include.radar.core import db
 from tests.slotrun import article, read_page, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 12)

@@ -11,7 +11,9 @@ from datetime import date, timedelta
 
 import pytest
 
-from include.radar import db, store, weekly
+from include.radar import store
+from include.radar.core import db
+from include.radar.report import weekly
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 MONDAY = date(2026, 1, 5)

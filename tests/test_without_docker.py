@@ -93,7 +93,7 @@ def test_bootstrap_stops_at_its_first_failure_with_its_own_message(tmp_path: Pat
 def test_make_ui_and_make_run_leave_one_metadata_database_in_airflow_cfg(tmp_path: Path) -> None:
     """After bootstrap on PostgreSQL, `airflow config get-value` in that AIRFLOW_HOME, from a shell without any
     of bootstrap's variables, names the PostgreSQL database: not a second, SQLite one."""
-    from include.radar import db
+    from include.radar.core import db
 
     server, radar, metadata = _server(), f"radar_boot_{uuid.uuid4().hex[:8]}", f"airflow_boot_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server, autocommit=True) as admin:
@@ -141,7 +141,7 @@ def test_no_radar_command_writes_a_home_airflow_where_no_airflow_is_configured(t
 def test_a_connection_in_the_environment_reads_as_airflows_own_parser_reads_it(raw, monkeypatch, tmp_path) -> None:
     from airflow.models.connection import Connection
 
-    from include.radar import connection_info
+    from include.radar.core import connection_info
 
     ours = connection_info._from_env("x", raw)
     if raw.startswith("{"):
@@ -244,7 +244,7 @@ def test_the_package_registers_the_plugin_through_airflows_entry_point() -> None
 
 
 def test_a_radar_installed_without_a_checkout_refuses_to_start_a_database_in_site_packages(monkeypatch, tmp_path) -> None:
-    from include.radar import db
+    from include.radar.core import db
 
     monkeypatch.delenv("RADAR_PGDATA", raising=False)
     monkeypatch.setattr(db, "REPO_ROOT", tmp_path / "site-packages")

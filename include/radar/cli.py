@@ -12,7 +12,10 @@ from collections.abc import Callable
 
 import psycopg
 
-from include.radar import backup, db, evaluation, evaluation_cli, roles, settings, store
+from include.radar import store
+from include.radar.core import db, settings
+from include.radar.evaluation import commands, shadow
+from include.radar.operations import backup, roles
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--send-test", action="store_true", help="send one test message to each push channel")
     check.add_argument("--llm-call", action="store_true", help="make one small paid DeepSeek call")
     check.add_argument("--timeout", type=float, default=10.0, help="seconds each call may take (default 10)")
-    evaluation_cli.add_parsers(sub)
+    commands.add_parsers(sub)
     return parser
 
 
@@ -93,7 +96,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "grant-pages": _grant_pages,
     "backup": lambda args: backup.run_backup(db.database_url(), args.out),
     "restore": lambda args: backup.run_restore(args.file, args.into or db.database_url(), replace=args.replace),
-    **{name: evaluation_cli.handle for name in evaluation_cli.COMMANDS},
+    **{name: commands.handle for name in commands.COMMANDS},
 }
 
 
@@ -104,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         return COMMANDS[args.command](args) or 0
-    except (db.DatabaseUnavailable, roles.ProvisionError, backup.BackupError, evaluation.EvaluationError) as exc:
+    except (db.DatabaseUnavailable, roles.ProvisionError, backup.BackupError, shadow.EvaluationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except psycopg.Error as exc:  # provisioning connects by itself; a URL's password is never printed

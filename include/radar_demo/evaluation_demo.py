@@ -8,8 +8,11 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from include.radar import db, evaluation, evaluation_report, store
-from include.radar.settings import load_settings
+from include.radar import store
+from include.radar.core import db
+from include.radar.core.settings import load_settings
+from include.radar.evaluation import shadow
+from include.radar.evaluation import summary as evaluation_report
 
 CAP = 0.50  # the demo's calls are answered by the stand-in: the ledger prices them as flash would bill them
 
@@ -46,9 +49,9 @@ def show(url: str, day: date, later: datetime, out: Path, say: Any) -> Path:
     def connect() -> Any:
         return db.connect(url)
 
-    plan = evaluation.start(connect, settings, evaluation.Candidate(model="deepseek-flash"),
-                            evaluation.Sample(days=7, size=50), CAP, created_by="demo")
-    evaluation.run(connect, settings, plan.evaluation_id)
+    plan = shadow.start(connect, settings, shadow.Candidate(model="deepseek-flash"),
+                            shadow.Sample(days=7, size=50), CAP, created_by="demo")
+    shadow.run(connect, settings, plan.evaluation_id)
     with connect() as conn:
         summary = evaluation_report.load(conn, plan.evaluation_id, now=later)
     say("[demo] evaluation (recorded answers per model, demo data): deepseek-flash against deepseek-v4-pro")

@@ -31,7 +31,7 @@ from include.radar_demo import werss_tasks
 SHANGHAI = ZoneInfo("Asia/Shanghai")  # WeRSS's TZ in our compose file: its local-time texts are in it
 CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'</p>"
 
-# WeChat's own pages as WeRSS saved them in place of an article's body (include/radar/body_check.py has the
+# WeChat's own pages as WeRSS saved them in place of an article's body (include/radar/collect/body_check.py has the
 # sources). The verification page: ``content`` is the page's text as older WeRSS stored it (we-mp-rss #149:
 # 「环境异常 当前环境异常，完成验证后即可继续访问。 去验证」), ``content_html`` the page's markup (a weui message:
 # title, notice, a 「去验证」 button).

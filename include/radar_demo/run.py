@@ -21,10 +21,11 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from include.radar import db, store
+from include.radar import store
 from include.radar.check.schedule import suggested_cron
-from include.radar.settings import Settings
-from include.radar.slots import SHANGHAI, slot_at
+from include.radar.core import db
+from include.radar.core.settings import Settings
+from include.radar.core.slots import SHANGHAI, slot_at
 from include.radar_demo import evaluation_demo
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, collection_task, serve
 
@@ -283,8 +284,8 @@ def record_later(day: date, url: str) -> tuple[datetime, Any]:
     """The real step six weeks after the demo day, on the recorded prices. The record is taken up afresh from
     the stamped pushes (date_pushes_at_slot): the 22:00 slot's own step recorded the report's picks with the
     replay's wall clock, before that slot's push was stamped."""
-    from include.radar import track_record
     from include.radar.market.recorded import recorded_source
+    from include.radar.report import track_record
 
     later = record_later_time(day)
     with db.connect(url) as conn:
@@ -323,7 +324,7 @@ def save_page(path: str, name: str, url: str, secret: str, now: datetime | None 
     """Render one page with the real web app (a signed link opens a read session) and keep a copy."""
     from fastapi.testclient import TestClient
 
-    from include.radar import signing
+    from include.radar.core import signing
     from include.radar.web.app import create_app
 
     app = create_app(db_url=url, **({"clock": lambda: now} if now else {}))

@@ -13,8 +13,9 @@ import time
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from include.radar import db, track_record
+from include.radar.core import db
 from include.radar.market.akshare_source import LibrarySource
+from include.radar.report import track_record
 
 FIRST = date(2024, 1, 1)
 LAST = date(2027, 12, 31)

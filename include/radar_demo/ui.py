@@ -19,7 +19,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from include.radar import db
+from include.radar.core import db
 from include.radar_demo import run as demo
 from include.radar_demo.fakes import PushSink
 

@@ -25,8 +25,8 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from include.radar import db
-from include.radar.slots import slot_at
+from include.radar.core import db
+from include.radar.core.slots import slot_at
 
 REPO = Path(__file__).resolve().parents[2]
 # The last migration of the previous release (what this round of work started from): the migration test and

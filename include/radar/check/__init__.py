@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from include.radar import redact
+from include.radar.core import redact
 
 STATE_KEY = "check:last"
 DEFAULT_TIMEOUT = 10.0

@@ -15,9 +15,11 @@ from typing import Any
 
 import psycopg
 
-from include.radar import DAG_ID, db, roles
+from include.radar import DAG_ID
 from include.radar.check import Line, Options, bounded, fail, ok, reason, warn
-from include.radar.settings import Settings, airflow_here
+from include.radar.core import db
+from include.radar.core.settings import Settings, airflow_here
+from include.radar.operations import roles
 
 DB = "雷达数据库"
 AIRFLOW = "Airflow"

@@ -9,13 +9,17 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from include.radar import db, redact, store
+from include.radar import store
 from include.radar.check import STATE_KEY, Line, Options, Report, fail, reason
-from include.radar.check.collection import werss_lines
-from include.radar.check.outside import deepseek_lines, link_lines, market_lines, push_lines
+from include.radar.check.channels import push_lines
+from include.radar.check.deepseek import deepseek_lines
+from include.radar.check.links import link_lines
+from include.radar.check.market import market_lines
 from include.radar.check.platform import airflow_lines, database_lines
-from include.radar.settings import Settings, SettingsError, env_name, load_settings
-from include.radar.slots import SHANGHAI
+from include.radar.check.werss import werss_lines
+from include.radar.core import db, redact
+from include.radar.core.settings import Settings, SettingsError, env_name, load_settings
+from include.radar.core.slots import SHANGHAI
 
 SETTINGS = "设置"
 LINK_SETTINGS = ("link_secret", "report_base_url")  # reported on the links' lines

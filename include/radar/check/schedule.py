@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from include.radar.werss_rows import local_moment
+from include.radar.collect.werss_rows import local_moment
 
 LEAD = timedelta(minutes=60)
 BEFORE_SLOT = 30  # the guide's collection runs this many minutes before each slot

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from include.radar import store, werss_rows
+from include.radar import store
 from include.radar.check import Line, Options, fail, ok, warn
 from include.radar.check.schedule import Task, next_run, previous_run
-from include.radar.slots import SHANGHAI
-from include.radar.werss import WERSS_TZ, WeChatLogin, WeRSSClient, WeRSSError
+from include.radar.collect import werss_rows
+from include.radar.collect.werss import WERSS_TZ, WeChatLogin, WeRSSClient, WeRSSError
+from include.radar.core.slots import SHANGHAI
 
 log = logging.getLogger(__name__)
 AREA = "WeRSS"

@@ -18,10 +18,10 @@ import time
 from datetime import date, datetime, timedelta
 from typing import Any, Protocol
 
-from include.radar import http
+from include.radar.core import http
+from include.radar.core.slots import SHANGHAI
 from include.radar.market import Bar, MinuteBar, SourceError
 from include.radar.market.instruments import Instrument, a_share
-from include.radar.slots import SHANGHAI
 
 log = logging.getLogger(__name__)
 MINUTES = 5

@@ -1,7 +1,8 @@
-"""The steps of one slot, one module per stage, named after the DAG task that runs it (:data:`STEPS` maps each
-step function to its module; docs/architecture.md names the modules).
+"""The steps of one slot, one module per stage, named after the DAG task that runs it, and the step function the
+task runs named after it too (:data:`STEPS` maps each step function to its module; docs/architecture.md names the
+modules).
 
-Each step takes the :class:`~include.radar.runtime.Runtime` and the small ``slot`` dict ``open_slot`` returns
+Each step takes the :class:`~include.radar.steps.runtime.Runtime` and the small ``slot`` dict ``open_slot`` returns
 (ids and flags, never bodies). Steps import the domain rooms below them and the runtime, never Airflow nor the
 seam to it (airflow_support.py), which imports them one step module at a time, by name, through :func:`load`,
 so a task process imports only what its own step needs.
@@ -16,21 +17,21 @@ from typing import Any
 # step function -> the module (of this package) that holds it
 STEPS = {
     "open_slot": "open_slot",
-    "ingest_articles": "ingest",
+    "ingest": "ingest",
     "articles_to_analyse": "select_articles",
-    "analysis_batches": "select_articles",
-    "analyse_batch": "analyse",
+    "select_articles": "select_articles",
+    "analyse": "analyse",
     "analyse_article": "analyse",
-    "summarise_slot": "summarise",
+    "summarise": "summarise",
     "choose_path": "summarise",
     "push_opportunity": "push_opportunity",
-    "record_skip": "push_opportunity",
+    "skip_push": "push_opportunity",
     "build_daily_report": "daily_report",
     "push_daily_report": "daily_report",
     "catch_up_daily_report": "daily_report",
     "weekly_summary": "weekly_summary",
-    "follow_picks": "track_record",
-    "apply_retention": "retention",
+    "track_record": "track_record",
+    "retention": "retention",
     "close_slot": "close_slot",
     "evaluate": "evaluate",  # the evaluation DAG's task (dags/radar_evaluation.py), not a slot's
 }

@@ -1,5 +1,5 @@
 """``analyse`` (mapped over the batches): each article of a batch analysed in threads, each with its own claim,
-attempts and step record (include/radar/analyst.py); the claims belong to the task try and are kept alive while
+attempts and step record (include/radar/analysis/analyst.py); the claims belong to the task try and are kept alive while
 it runs.
 """
 
@@ -9,9 +9,10 @@ import logging
 import time
 from typing import Any
 
-from include.radar import analyst, batches, ratelimit, store
-from include.radar.llm import LLMClient, LLMConfigError
-from include.radar.runtime import Runtime, not_retryable, step, step_deadline
+from include.radar import store
+from include.radar.analysis import analyst, batches, ratelimit
+from include.radar.analysis.llm import LLMClient, LLMConfigError
+from include.radar.steps.runtime import Runtime, not_retryable, step, step_deadline
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 CLAIM_GRACE_SECONDS = 120
 
 
-def analyse_batch(rt: Runtime, slot: dict[str, Any], batch: dict[str, Any], *,
+def analyse(rt: Runtime, slot: dict[str, Any], batch: dict[str, Any], *,
                   seconds: float | None = None, attempt: tuple[str, int, int] | None = None) -> dict[str, Any]:
     """One mapped task: its batch's articles, ``ceil(llm_concurrency / analysis_tasks)`` at a time, each with
     its own claim, attempts and step record. ``seconds``: the batch's time (within its task's timeout); a

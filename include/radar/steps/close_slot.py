@@ -9,9 +9,11 @@ import time
 from datetime import date, datetime
 from typing import Any
 
-from include.radar import decide, digest, store
-from include.radar.runtime import Runtime
+from include.radar import store
+from include.radar.pushes import decide
+from include.radar.report import digest
 from include.radar.steps.analyse import claimer
+from include.radar.steps.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """``build_daily_report``, ``push_daily_report`` and ``catch_up_daily_report``: the day's report, built from what
-was done (include/radar/digest.py) and always pushed at the daily slot, once per channel, even when everything
+was done (include/radar/report/digest.py) and always pushed at the daily slot, once per channel, even when everything
 before failed; a daily slot that never ran is made up for by the next day's first run.
 """
 
@@ -10,8 +10,11 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from include.radar import briefs, decide, digest, outcomes, push, store
-from include.radar.runtime import Runtime, step, step_deadline
+from include.radar import store
+from include.radar.market import outcomes
+from include.radar.pushes import briefs, decide, push
+from include.radar.report import digest
+from include.radar.steps.runtime import Runtime, step, step_deadline
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """``evaluate`` (the evaluation DAG's one task, triggered by hand, never on a slot's path): a shadow evaluation of a
 candidate model started from the trigger form's params (``dry_run``: only its estimate, nothing recorded), or a
-stopped or refused one resumed with a new cap (include/radar/evaluation.py). Its claims belong to the task try, so
+stopped or refused one resumed with a new cap (include/radar/evaluation/shadow.py). Its claims belong to the task try, so
 a retry of the task pays for nothing already answered; an evaluation that failed fails the task, without retries."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import logging
 import time
 from typing import Any
 
-from include.radar import analyst, evaluation, evaluation_cli, evaluation_report
-from include.radar.runtime import ConfigurationError, Runtime
+from include.radar.analysis import analyst
+from include.radar.evaluation import commands, shadow
+from include.radar.evaluation import summary as evaluation_report
+from include.radar.steps.runtime import ConfigurationError, Runtime
 
 log = logging.getLogger(__name__)
 
@@ -22,34 +24,34 @@ def evaluate(rt: Runtime, params: dict[str, Any], *, attempt: tuple[str, int, in
     try:
         evaluation_id = params.get("resume")
         if not evaluation_id:
-            candidate = evaluation.Candidate(
+            candidate = shadow.Candidate(
                 model=str(params.get("model") or ""), thinking=bool(params.get("thinking", True)),
                 reasoning_effort=str(params.get("reasoning_effort") or "high") if params.get("thinking", True) else None,
                 prompt_version=str(params.get("prompt_version") or analyst.ANALYSIS_PROMPT.version),
                 conn_id=str(params.get("connection") or settings.deepseek_conn_id),
                 prices=str(params["prices"]) if params.get("prices") else None)
-            sample = evaluation.Sample(days=int(params.get("days") or 14), size=int(params.get("size") or 50),
+            sample = shadow.Sample(days=int(params.get("days") or 14), size=int(params.get("size") or 50),
                                        only_with=str(params.get("only") or "all"))
             cap = float(params.get("cap") or 0)
             if params.get("dry_run"):
-                plan, _ = evaluation.preview(rt.connect, settings, candidate, sample, cap)
-                lines = evaluation_cli.plan_lines(plan, candidate, cap)
+                plan, _ = shadow.preview(rt.connect, settings, candidate, sample, cap)
+                lines = commands.plan_lines(plan, candidate, cap)
                 for line in lines:
                     log.info("%s", line)
                 return {"evaluation_id": None, "dry_run": True, "summary": lines}
-            plan = evaluation.start(rt.connect, settings, candidate, sample, cap, created_by=f"dag:{run_id or '-'}")
+            plan = shadow.start(rt.connect, settings, candidate, sample, cap, created_by=f"dag:{run_id or '-'}")
             if plan.refused:
                 raise ConfigurationError(f"evaluation {plan.evaluation_id} refused: {plan.refused} (resume it with a "
                                          "higher cap)")
             evaluation_id = plan.evaluation_id
         elif params.get("cap"):
-            refused = evaluation.new_cap(rt.connect, settings, int(evaluation_id), float(params["cap"]))
+            refused = shadow.new_cap(rt.connect, settings, int(evaluation_id), float(params["cap"]))
             if refused:
                 raise ConfigurationError(f"evaluation {evaluation_id} still refused: {refused}")
-    except (evaluation.EvaluationError, ValueError, TypeError) as exc:
+    except (shadow.EvaluationError, ValueError, TypeError) as exc:
         raise ConfigurationError(f"evaluation params: {exc}") from exc
     owner = "|".join((run_id or "manual", *(str(a) for a in attempt))) if attempt else None
-    result = evaluation.run(rt.connect, settings, int(evaluation_id), claimer=owner,
+    result = shadow.run(rt.connect, settings, int(evaluation_id), claimer=owner,
                             deadline=None if seconds is None else time.monotonic() + seconds)
     with rt.connect() as conn:
         summary = evaluation_report.load(conn, int(evaluation_id), settings=settings)

@@ -1,4 +1,4 @@
-"""``ingest``: the slot's window of articles from WeRSS, new ones only, cleaned and stored (include/radar/ingest.py),
+"""``ingest``: the slot's window of articles from WeRSS, new ones only, cleaned and stored (include/radar/collect/ingest.py),
 and what the watchers make of it (watch.py: WeRSS's outcome and login, quiet accounts, a day collecting nothing).
 """
 
@@ -8,20 +8,21 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from include.radar import ingest, watch
-from include.radar.runtime import Runtime, slot_key, step, step_deadline
-from include.radar.werss import WeRSSAuthError, WeRSSError
+from include.radar.collect import watch
+from include.radar.collect.ingest import IngestSummary, ingest_slot
+from include.radar.collect.werss import WeRSSAuthError, WeRSSError
+from include.radar.steps.runtime import Runtime, slot_key, step, step_deadline
 
 log = logging.getLogger(__name__)
 
 
 @step("ingest")
-def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+def ingest(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     client = rt.werss()
     client.deadline = step_deadline(slot, "ingest")
-    summary = ingest.IngestSummary(slot=slot["slot"])
+    summary = IngestSummary(slot=slot["slot"])
     try:
-        ingest.ingest_slot(
+        ingest_slot(
             rt.connect, client, slot_run_id=slot["slot_run_id"], key=slot_key(slot),
             window_days=rt.settings.window_days, max_articles=rt.settings.max_articles_per_slot,
             page_size=rt.settings.werss_page_size, max_pages=rt.settings.werss_max_pages, summary=summary,

@@ -10,11 +10,13 @@ import logging
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from include.radar import decide, store, watch
-from include.radar.deadlines import NONE, daily_deadlines
-from include.radar.runtime import ConfigurationError, Runtime
-from include.radar.settings import Settings
-from include.radar.slots import SHANGHAI, SlotKey, is_late, slot_at, slot_for
+from include.radar import store
+from include.radar.collect import watch
+from include.radar.core.deadlines import NONE, daily_deadlines
+from include.radar.core.settings import Settings
+from include.radar.core.slots import SHANGHAI, SlotKey, is_late, slot_at, slot_for
+from include.radar.pushes import decide
+from include.radar.steps.runtime import ConfigurationError, Runtime
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,9 @@ import logging
 from datetime import date
 from typing import Any
 
-from include.radar import briefs, decide, push, store
-from include.radar.runtime import Runtime, step
+from include.radar import store
+from include.radar.pushes import briefs, decide, push
+from include.radar.steps.runtime import Runtime, step
 from include.radar.steps.summarise import SlotView, choose_path, slot_summary, slot_view
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ def _message(rt: Runtime, slot: dict[str, Any], view: SlotView, path: str) -> pu
 
 
 @step("skip_push")
-def record_skip(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+def skip_push(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     rt.sweep_pushes(slot)
     decision = choose_path(slot, slot_summary(rt, slot).as_xcom())
     with rt.connect() as conn:

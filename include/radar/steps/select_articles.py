@@ -12,10 +12,11 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from include.radar import analyst, batches, focus, regex_rules, spending, store
-from include.radar.runtime import Runtime, slot_key, step, step_deadline
-from include.radar.settings import Settings
-from include.radar.slots import SlotKey, slot_for
+from include.radar import store
+from include.radar.analysis import analyst, batches, focus, regex_rules, spending
+from include.radar.core.settings import Settings
+from include.radar.core.slots import SlotKey, slot_for
+from include.radar.steps.runtime import Runtime, slot_key, step, step_deadline
 
 log = logging.getLogger(__name__)
 RULES_SECONDS = 10.0  # the reader's regex rules over a slot's articles (50 take ~0.1 s with rules that were saved)
@@ -176,7 +177,7 @@ def _without_excluded(conn: Any, slot: dict[str, Any], profile: focus.Profile, r
     return [r for r in rows[:checked] if r["id"] not in reasons]
 
 
-def analysis_batches(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
-    """The articles to analyse, split into the batches the mapped analyse task runs (include/radar/batches.py)."""
+def select_articles(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
+    """The articles to analyse, split into the batches the mapped analyse task runs (include/radar/analysis/batches.py)."""
     tasks = rt.settings.analysis_tasks
     return batches.plan(articles_to_analyse(rt, slot), tasks, batches.width(rt.settings.llm_concurrency, tasks))

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from include.radar import decide, events, ranking, store
-from include.radar.runtime import Runtime, step
+from include.radar import store
+from include.radar.pushes import decide, events, ranking
+from include.radar.steps.runtime import Runtime, step
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
 
 
 @step("summarise")
-def summarise_slot(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
+def summarise(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     error = None
     try:
         grouped = events.group_new(rt.connect)  # one entry per real-world event, before the push decision

@@ -1,4 +1,4 @@
-"""``weekly_summary``: Sunday's daily slot, after the daily push: the week's summary (include/radar/weekly.py),
+"""``weekly_summary``: Sunday's daily slot, after the daily push: the week's summary (include/radar/report/weekly.py),
 pushed once by the daily rules.
 """
 
@@ -9,8 +9,9 @@ import time
 from datetime import date
 from typing import Any
 
-from include.radar import decide, push, weekly
-from include.radar.runtime import Runtime, step
+from include.radar.pushes import decide, push
+from include.radar.report import weekly
+from include.radar.steps.runtime import Runtime, step
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,6 @@ from include.radar.store.claims import (  # noqa: F401
     HEARTBEAT,
     LEASE,
     Claim,
-    attempts_of,
     claim_item,
     claim_owner,
     expire_leases,
@@ -131,7 +130,6 @@ from include.radar.store.pushes import (  # noqa: F401
     finish_notification,
     mark_unknown,
     notification,
-    notifications_for_day,
     stale_notifications,
     start_send,
 )

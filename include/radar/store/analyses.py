@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from include.radar import search
+from include.radar.core import search
 from include.radar.store.common import Row
 from include.radar.store.slot_runs import FAILED_OUTCOMES
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from include.radar import redact, search
+from include.radar.core import redact, search
 from include.radar.store.common import BODY_WAITING, Row
 
 

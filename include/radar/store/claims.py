@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from include.radar import redact
+from include.radar.core import redact
 from include.radar.store.analyses import analysis_for_hash, analysis_for_item
 from include.radar.store.common import ANALYSING, DONE, Row
 
@@ -320,9 +320,3 @@ def reset_failed(conn: psycopg.Connection) -> int:
         "UPDATE content_item SET attempts = 0, updated_at = now() "
         "WHERE analyzed_status = 3 AND body_status = 1 AND body_pruned_at IS NULL"
     ).rowcount
-
-
-def attempts_of(conn: psycopg.Connection, item_id: int) -> list[Row]:
-    return conn.execute(
-        "SELECT * FROM analysis_attempt WHERE content_item_id = %s ORDER BY id", (item_id,)
-    ).fetchall()

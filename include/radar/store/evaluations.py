@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from include.radar import redact
+from include.radar.core import redact
 from include.radar.store.claims import EVALUATIONS, LEASE, Claim, end_running, renew_claims, take
 from include.radar.store.claims import finish_attempt as finish_any_attempt
 from include.radar.store.common import Row

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 
-from include.radar import redact
+from include.radar.core import redact
 from include.radar.store.common import Row
 
 
@@ -108,12 +108,6 @@ def mark_unknown(conn: psycopg.Connection, msg_uuid: str, older_than: timedelta,
 
 def notification(conn: psycopg.Connection, msg_uuid: str) -> Row | None:
     return conn.execute("SELECT * FROM notification_log WHERE msg_uuid = %s", (msg_uuid,)).fetchone()
-
-
-def notifications_for_day(conn: psycopg.Connection, day: date) -> list[Row]:
-    return conn.execute(
-        "SELECT * FROM notification_log WHERE report_date = %s ORDER BY created_at, id", (day,)
-    ).fetchall()
 
 
 

@@ -1,4 +1,4 @@
-"""Retention's SQL: pruning old article bodies in batches, and what the database holds (include/radar/retention.py
+"""Retention's SQL: pruning old article bodies in batches, and what the database holds (include/radar/operations/retention.py
 decides when and how much)."""
 
 from __future__ import annotations

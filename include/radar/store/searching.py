@@ -1,4 +1,4 @@
-"""Search queries (include/radar/search.py makes the lexemes) and indexing what was stored before search."""
+"""Search queries (include/radar/core/search.py makes the lexemes) and indexing what was stored before search."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import datetime
 
 import psycopg
 
-from include.radar import search
+from include.radar.core import search
 from include.radar.store.analyses import analysis_words
 from include.radar.store.common import Row
 

@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from include.radar import redact
-from include.radar.slots import SlotKey
+from include.radar.core import redact
+from include.radar.core.slots import SlotKey
 from include.radar.store.common import PUSHED_ANALYSIS_ID, Row
 
 MAX_SLOT_WARNINGS = 100

@@ -11,9 +11,9 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from include.radar import redact
+from include.radar.core import redact
 from include.radar.market import Bar, basis
-from include.radar.outcomes import BANDS
+from include.radar.market.outcomes import BANDS
 from include.radar.store.common import PUSHED_ANALYSIS_ID, Row
 
 # ------------------------------------------------------------------------------------------ the price cache
@@ -35,11 +35,6 @@ def record_fetch(conn: psycopg.Connection, what: str, day: date, at: datetime, *
         """,
         (what, day, ok, rows, redact.scrub(error) if error else None, at),
     )
-
-
-def fetch_failures(conn: psycopg.Connection, day: date) -> list[Row]:
-    return conn.execute("SELECT what, error FROM market_fetch WHERE fetched_on = %s AND NOT ok ORDER BY what",
-                        (day,)).fetchall()
 
 
 def fetch_attempts(conn: psycopg.Connection, whats: Sequence[str]) -> dict[str, tuple[int, date]]:

@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from include.radar import redact
+from include.radar.core import redact
 from include.radar.store.analyses import analyses_between
 from include.radar.store.common import Row
 

@@ -24,8 +24,8 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from include.radar import db
-from include.radar.settings import Settings, SettingsError
+from include.radar.core import db
+from include.radar.core.settings import Settings, SettingsError
 from include.radar.web.admission import Admission, AdmissionMiddleware
 from include.radar.web.auth import PageError
 from include.radar.web.middleware import SECURITY_HEADERS, AddTrailingSlash, SecurityHeadersMiddleware

@@ -23,8 +23,9 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 
-from include.radar import DAG_ID, signing
-from include.radar.settings import PERSONAL_PAGES, Settings
+from include.radar import DAG_ID
+from include.radar.core import signing
+from include.radar.core.settings import PERSONAL_PAGES, Settings
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
 
-from include.radar.pricing import format_money
+from include.radar.core.pricing import format_money
 from include.radar.web import views
 from include.radar.web.views import Row
 

@@ -22,8 +22,9 @@ from urllib.parse import quote, urlsplit
 import psycopg
 from fastapi import Request
 
-from include.radar import signing, store
-from include.radar.settings import Settings
+from include.radar import store
+from include.radar.core import signing
+from include.radar.core.settings import Settings
 from include.radar.web.auth import PageError
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import parse_qs
 
-from include.radar import signing
-from include.radar.ranking import VERDICTS
+from include.radar.core import signing
+from include.radar.pushes.ranking import VERDICTS
 from include.radar.web.auth import PageError
 
 MAX_BODY = 4096

@@ -16,10 +16,11 @@ from zoneinfo import ZoneInfo
 
 import psycopg
 
-from include.radar import DAG_ID, store, watch
-from include.radar.coverage import SILENT_FACTOR, Coverage
-from include.radar.settings import Settings
-from include.radar.slots import slot_at, slots_between
+from include.radar import DAG_ID, store
+from include.radar.collect import watch
+from include.radar.collect.coverage import SILENT_FACTOR, Coverage
+from include.radar.core.settings import Settings
+from include.radar.core.slots import slot_at, slots_between
 from include.radar.web import views
 from include.radar.web.costs import SPEND_DAYS, SpendView, spend_view
 from include.radar.web.views import Links, Row, SlotView
@@ -160,7 +161,7 @@ def alert_views(rows: Iterable[Row], *, now: datetime, tz: ZoneInfo, links: Link
     rows = list(rows)
     actions: dict[str, str] = {}
     if rows:  # alerts.py loads the push channels (apprise): only when there is something to explain
-        from include.radar.alerts import CAUSES
+        from include.radar.operations.alerts import CAUSES
 
         actions = {cause: info.action for cause, info in CAUSES.items()}
     out = []

@@ -23,9 +23,11 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from include.radar import db, ranking, signing, store
-from include.radar.settings import Settings
-from include.radar.slots import SHANGHAI
+from include.radar import store
+from include.radar.core import db, signing
+from include.radar.core.settings import Settings
+from include.radar.core.slots import SHANGHAI
+from include.radar.pushes import ranking
 from include.radar.web import feedback, views
 from include.radar.web.admission import AT_ONCE
 from include.radar.web.auth import AIRFLOW_LOGIN_PATH, PageError, Reader, app_path, local_path
@@ -143,13 +145,13 @@ def get_resources(request: Request) -> AppResources:
     return request.app.state.radar
 
 
-def zone(settings: Settings) -> ZoneInfo:
-    """Slots, report days and pages all live in Asia/Shanghai (the seed's fixed business timezone)."""
+def zone() -> ZoneInfo:
+    """Slots, report days and pages all live in Asia/Shanghai: the one business time zone, not a setting."""
     return SHANGHAI
 
 
-def today(resources: AppResources, settings: Settings) -> date:
-    return resources.clock().astimezone(zone(settings)).date()
+def today(resources: AppResources) -> date:
+    return resources.clock().astimezone(zone()).date()
 
 
 # ------------------------------------------------------------------------------------------- rendering
@@ -202,7 +204,7 @@ class Pages:
     ) -> HTMLResponse:
         signed_until = None
         if reader is not None and reader.signed and reader.signed_exp and settings is not None:
-            signed_until = views.local_time(datetime.fromtimestamp(reader.signed_exp, UTC), zone(settings))
+            signed_until = views.local_time(datetime.fromtimestamp(reader.signed_exp, UTC), zone())
         html = self.env.get_template(template).render(
             links=links or page_links(request),
             demo=bool(settings and settings.demo_mode),

@@ -1,7 +1,7 @@
 """What the report app needs from the Airflow api-server it runs in: its settings and quiet access logs.
 
 Settings: the api-server has no task context, so the pages read the Variables through Airflow's server-side
-reader (settings.py's :func:`~include.radar.settings.server_lookup`, after the environment); otherwise a
+reader (settings.py's :func:`~include.radar.core.settings.server_lookup`, after the environment); otherwise a
 threshold or a ``link_secret`` kept as a Variable would be ignored, and every signed link refused.
 
 Access logs: a signed link carries its credential in the query string (``sig``), which access logs write. It
@@ -15,7 +15,7 @@ import logging
 from typing import Any
 from urllib.parse import unquote_plus
 
-from include.radar.settings import Settings, load_settings, server_lookup
+from include.radar.core.settings import Settings, load_settings, server_lookup
 
 ACCESS_LOGGER = "uvicorn.access"
 REDACTED = "***"

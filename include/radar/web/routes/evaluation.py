@@ -1,5 +1,5 @@
 """The evaluations' page (评估, ``/evaluation``, ``/evaluation/{id}``): the shadow evaluations of candidate models
-and, for one, its summary beside the current set-up (include/radar/evaluation_report.py). Operator material: it
+and, for one, its summary beside the current set-up (include/radar/evaluation/summary.py). Operator material: it
 shows what models cost and how the reader's own verdicts line up, so a pushed link or its read session never opens
 it — an Airflow login with read permission on the DAG does."""
 
@@ -11,7 +11,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
-from include.radar import evaluation_report, store
+from include.radar import store
+from include.radar.evaluation import summary as evaluation_report
 from include.radar.web.auth import PageError, Reader, ReaderDep
 from include.radar.web.runtime import get_pages, get_resources, page_links
 from include.radar.web.views import evaluation as views

@@ -9,7 +9,11 @@ from datetime import timedelta
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from include.radar import focus, outcomes, search, store, weekly
+from include.radar import store
+from include.radar.analysis import focus
+from include.radar.core import search
+from include.radar.market import outcomes
+from include.radar.report import weekly
 from include.radar.web import views
 from include.radar.web.auth import PageError, ReaderDep, require_reader
 from include.radar.web.runtime import (
@@ -36,7 +40,7 @@ router = APIRouter(dependencies=[Depends(require_reader)])
 @router.get("/weekly", include_in_schema=False)
 def this_week(request: Request, reader: ReaderDep) -> Response:
     resources = get_resources(request)
-    monday, _ = weekly.week_of(today(resources, resources.settings()))
+    monday, _ = weekly.week_of(today(resources))
     target = page_links(request).weekly(monday)
     query = request.url.query
     return RedirectResponse(target + (f"?{query}" if query else ""), status_code=307)
@@ -46,7 +50,7 @@ def this_week(request: Request, reader: ReaderDep) -> Response:
 def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLResponse:
     resources = get_resources(request)
     settings = resources.settings()
-    current = today(resources, settings)
+    current = today(resources)
     week = parse_day(monday, current)
     if week.weekday() != 0:
         raise PageError(404, "没有这一周的周报",
@@ -77,7 +81,7 @@ def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLRespons
         prev_url=links.weekly(week - timedelta(days=7)),
         next_url=links.weekly(week + timedelta(days=7)) if end < current else None,
         past=end < current, daily_slot=settings.daily_slot,
-        record=record_views.week_record(picks, pick_rows, links, zone(settings),
+        record=record_views.week_record(picks, pick_rows, links, zone(),
                                         record_views.RecordForm(first=week.isoformat(), last=end.isoformat(),
                                                                 horizon=str(outcomes.WEEK_HORIZON))),
         threshold=settings.push_score_threshold,
@@ -89,8 +93,8 @@ def entity(request: Request, name: str, reader: ReaderDep) -> HTMLResponse:
     wanted = trend_views.parse_entity(name)
     resources = get_resources(request)
     settings = resources.settings()
-    tz = zone(settings)
-    day = today(resources, settings)
+    tz = zone()
+    day = today(resources)
     spellings = focus.ticker_spellings(wanted)  # 600519, 600519.SH and SH600519 are one page
     with resources.connect() as conn:
         rows, total = store.entity_analyses(conn, spellings, ENTITY_LISTED)
@@ -107,7 +111,7 @@ def entity(request: Request, name: str, reader: ReaderDep) -> HTMLResponse:
 def trends(request: Request, reader: ReaderDep) -> HTMLResponse:
     resources = get_resources(request)
     settings = resources.settings()
-    day = today(resources, settings)
+    day = today(resources)
     first = day - timedelta(days=trend_views.DAYS - 1)
     with resources.connect() as conn:
         topics = store.topic_daily(conn, first, day)
@@ -125,9 +129,9 @@ def trends(request: Request, reader: ReaderDep) -> HTMLResponse:
 def search_page(request: Request, reader: ReaderDep) -> HTMLResponse:
     resources = get_resources(request)
     settings = resources.settings()
-    tz = zone(settings)
+    tz = zone()
     form = search_views.parse_form(request.query_params, FIRST_DAY,
-                                   today(resources, settings) + timedelta(days=DAYS_AHEAD))
+                                   today(resources) + timedelta(days=DAYS_AHEAD))
     if not reader.personal:  # which articles match the watchlist is personal: no filter by it through a link
         form = replace(form, watch=False)
     links = page_links(request)

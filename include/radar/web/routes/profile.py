@@ -11,7 +11,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from include.radar import focus, store
+from include.radar import store
+from include.radar.analysis import focus
 from include.radar.web import csrf
 from include.radar.web.auth import EDIT_REFUSED, EditorDep, PageError, Reader, ReaderDep, may_edit, require_reader
 from include.radar.web.runtime import get_pages, get_resources, page_links, read_body, user_name, zone
@@ -90,7 +91,7 @@ def _profile_response(request: Request, reader: Reader, *, editable: bool, saved
             editable, reason = False, csrf.FORM_KEY_MISSING
     page = profile_views.profile_page(
         profile=current, weights=weights, action=links.profile(), csrf=token, read_only=not editable,
-        read_only_reason=reason, tz=zone(settings), saved=saved, errors=errors,
+        read_only_reason=reason, tz=zone(), saved=saved, errors=errors,
         typed=typed, recheck=recheck)
     return get_pages(request).render(request, "profile.html", status=status, settings=settings, reader=reader,
                                      links=links, page=page)

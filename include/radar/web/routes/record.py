@@ -1,13 +1,14 @@
 """The track record's page (``/record``): every pick the radar made, how it did in the market, and the record
 summarised by score band (a calibration chart), account, type and direction. It reads the database only: the
-figures are the track-record step's (include/radar/track_record.py)."""
+figures are the track-record step's (include/radar/report/track_record.py)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
-from include.radar import outcomes, store
+from include.radar import store
+from include.radar.market import outcomes
 from include.radar.web.auth import ReaderDep, require_reader
 from include.radar.web.runtime import get_pages, get_resources, page_links, zone
 from include.radar.web.views import record as record_views
@@ -27,7 +28,7 @@ def record(request: Request, reader: ReaderDep) -> HTMLResponse:
         groups = store.track.summary_groups(conn, filters, int(form.horizon))
         accounts, types = store.track.record_choices(conn)
     links = page_links(request)
-    tz = zone(settings)
+    tz = zone()
     pages_total = max(1, min(record_views.MAX_PAGE, -(-total // record_views.PAGE_SIZE)))
     past_end = form.page > pages_total  # a page the record does not have: say so, and link its last page
     return get_pages(request).render(

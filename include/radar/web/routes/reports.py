@@ -9,7 +9,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from include.radar import ranking, store, weekly
+from include.radar import store
+from include.radar.pushes import ranking
+from include.radar.report import weekly
 from include.radar.web import costs, csrf, feedback, health, views
 from include.radar.web.auth import PageError, ReaderDep, airflow_user, require_reader
 from include.radar.web.runtime import (
@@ -53,7 +55,7 @@ def _last_seen(request: Request, now: datetime) -> datetime | None:
 def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
     resources = get_resources(request)
     settings = resources.settings()
-    tz = zone(settings)
+    tz = zone()
     now = resources.clock()
     today = now.astimezone(tz).date()
     links = page_links(request)
@@ -107,7 +109,7 @@ def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
 def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
     resources = get_resources(request)
     settings = resources.settings()
-    tz = zone(settings)
+    tz = zone()
     now = resources.clock()
     report_day = parse_day(day, now.astimezone(tz).date())
     with resources.connect() as conn:
@@ -181,7 +183,7 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
         opportunities=opportunities,
         reused=reused,
         threshold=settings.push_score_threshold,
-        tz=zone(settings),
+        tz=zone(),
         links=links,
         total_cost=costs.item_total(row, spend),
         event_members=members,
@@ -192,7 +194,7 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
         boosts={"watch": ranking.WATCH_BOOST, "interest": ranking.INTEREST_BOOST, "cap": ranking.FEEDBACK_CAP,
                 "outcome": ranking.OUTCOME_CAP, "min_picks": settings.outcome_min_picks},
         feedback_buttons=feedback_forms(request, reader, settings, links).buttons(wanted, verdict),
-        outcome=record_views.pick_view(pick, links, zone(settings)) if pick else None,
+        outcome=record_views.pick_view(pick, links, zone()) if pick else None,
     )
 
 

@@ -11,7 +11,7 @@ wrote stays text).
 
 from __future__ import annotations
 
-from include.radar.text import span  # noqa: F401
+from include.radar.core.text import span  # noqa: F401
 from include.radar.web.views.analysis import (  # noqa: F401
     AnalysisPage,
     EventView,

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from include.radar import events
-from include.radar.rubric import band_of
+from include.radar.analysis.rubric import band_of
+from include.radar.pushes import events
 from include.radar.web.trust import Quote, Trust, trust_view
 from include.radar.web.views.common import (
     Links,

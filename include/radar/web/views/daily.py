@@ -10,8 +10,8 @@ from zoneinfo import ZoneInfo
 
 from markupsafe import Markup
 
-from include.radar import events
-from include.radar.coverage import Coverage
+from include.radar.collect.coverage import Coverage
+from include.radar.pushes import events
 from include.radar.web.views.common import (
     _REPORT_STATUS,
     REPORT_BUILDING,

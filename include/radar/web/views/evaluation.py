@@ -12,10 +12,11 @@ from typing import Any
 
 from markupsafe import Markup
 
-from include.radar import agreement, evaluation_report
-from include.radar.evaluation_report import Disagreement, Setup, Summary
-from include.radar.pricing import format_money
-from include.radar.slots import SHANGHAI
+from include.radar.core.pricing import format_money
+from include.radar.core.slots import SHANGHAI
+from include.radar.evaluation import agreement
+from include.radar.evaluation import summary as evaluation_report
+from include.radar.evaluation.summary import Disagreement, Setup, Summary
 from include.radar.web.views.common import DIRECTION_LABELS, TYPE_LABELS
 
 STATUS = {"planned": "已抽样，未运行", "running": "运行中", "done": "完成", "stopped": "已暂停（可续跑）",

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from include.radar import focus, ranking
+from include.radar.analysis import focus
+from include.radar.pushes import ranking
 from include.radar.web.views.common import local_time, safe_http_url
 
 FIELDS = ("companies", "tickers", "sectors", "interests", "rules")

@@ -12,8 +12,8 @@ from typing import Any
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
-from include.radar import outcomes, store
-from include.radar.market import basis
+from include.radar import store
+from include.radar.market import basis, outcomes
 from include.radar.web.auth import PageError
 from include.radar.web.charts import Estimate, interval_chart, progress_chart
 from include.radar.web.views import query

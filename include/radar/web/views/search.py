@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
-from include.radar import search
+from include.radar.core import search
 from include.radar.store.searching import Filters
 from include.radar.web.auth import PageError
 from include.radar.web.views import query

@@ -8,8 +8,8 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from include.radar.slots import slot_at
-from include.radar.text import span
+from include.radar.core.slots import slot_at
+from include.radar.core.text import span
 from include.radar.web.views.common import (
     _NOTE_STATUS,
     _SLOT_STATUS,
