@@ -112,10 +112,10 @@ def test_a_slot_that_ran_on_another_day_shows_the_date_it_ran():
     from datetime import datetime
     from zoneinfo import ZoneInfo
 
-    from include.radar.web import views
+    from include.radar.web.views import slots as slot_views
 
     tz = ZoneInfo("Asia/Shanghai")
     day = date(2026, 1, 5)
     same = datetime(2026, 1, 5, 7, 0, 5, tzinfo=tz)
     later = datetime(2026, 11, 23, 23, 58, tzinfo=tz)
-    assert views._clock(same, day, tz) == "07:00" and views._clock(later, day, tz) == "11-23 23:58"
+    assert slot_views._clock(same, day, tz) == "07:00" and slot_views._clock(later, day, tz) == "11-23 23:58"

@@ -6,7 +6,7 @@ and one of 40 pooled connections: 100 readers of one pushed link moved Airflow's
 AT_ONCE at a time with a short queue (503 beyond), both answered without a thread, a connection or a template.
 The figures under a real flood: ``make bench-flood`` (docs/benchmarks.md).
 
-Rooms: web/admission.py, web/app.py, web/runtime.py.
+Rooms: web/admission.py, web/app.py, web/resources.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from include.radar.web import admission, auth, runtime
+from include.radar.web import admission, auth, resources
 from include.radar.web.admission import Admission, AdmissionMiddleware
 from include.radar.web.app import create_app
 from tests.pages import DAY, NOW, FakeUser, Seeder, allow_reading, commit, make_settings, signed
@@ -220,4 +220,4 @@ def test_a_reader_gone_while_waiting_gives_no_place_away_twice() -> None:
 
 
 def test_the_pages_pool_holds_a_connection_per_place() -> None:
-    assert runtime.PAGES_POOL_SIZE == admission.AT_ONCE == 4
+    assert resources.PAGES_POOL_SIZE == admission.AT_ONCE == 4

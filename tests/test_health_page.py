@@ -20,8 +20,9 @@ from include.radar.analysis import spending
 from include.radar.core import db
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI
-from include.radar.web import costs, health, views
+from include.radar.web import costs, views
 from include.radar.web.app import create_app
+from include.radar.web.views import health
 from include.radar_demo.fakes import completion
 from tests.pages import DAY, NOW, XSS, XSS_ESCAPED, FakeUser, Seeder, airflow_get_user, allow_reading, make_settings
 from tests.slotrun import answer, article, read_page, run_slot, shanghai

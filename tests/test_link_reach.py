@@ -1,7 +1,7 @@
 """What a pushed link and the read session it opens may do, and for how long: a link votes on the page it
 names only, the session it opens votes on nothing, and a link opens sessions during its first day only.
 
-Rooms: web/auth.py (the read session), web/runtime.py (the vote forms), web/routes/reports.py.
+Rooms: web/auth.py (the read session), web/feedback.py (the vote forms), web/routes/reports.py.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def _refused(url: str, statement: str, *args: object) -> None:
 def _pages_resources():
     from datetime import UTC, datetime
 
-    from include.radar.web.runtime import AppResources
+    from include.radar.web.resources import AppResources
 
     return AppResources(lambda: load_settings(use_airflow=False), None, lambda: datetime.now(UTC))
 

@@ -3,7 +3,7 @@ WeRSS reports its login (``sys/info``), the operator is warned before it lapses 
 when it has; the overview shows it; the WeChat session's token and cookie never reach the radar's store or
 pages.
 
-Rooms: werss.py (``wechat_login``), watch.py, the overview (web/health.py).
+Rooms: werss.py (``wechat_login``), watch.py, the overview (web/views/health.py).
 """
 
 from __future__ import annotations

@@ -24,7 +24,9 @@ from include.radar import store
 from include.radar.core import http, redact
 from include.radar.core.slots import SHANGHAI
 from include.radar.pushes.decide import defang, msg_uuid
-from include.radar.pushes.message import HTML, MARKDOWN, TEXT, Block, Message, fitted  # noqa: F401 (push.Block, push.Message)
+from include.radar.pushes.message import HTML, MARKDOWN, TEXT, fitted
+from include.radar.pushes.message import Block as Block  # push.Block and push.Message: what a step builds
+from include.radar.pushes.message import Message as Message
 
 log = logging.getLogger(__name__)
 # apprise and urllib3 (under apprise's requests) log channel URLs and request paths with their tokens

@@ -11,8 +11,8 @@ the pages' queries), ``operations`` (spend, deferrals, alerts), ``weekly``, ``st
 
 from __future__ import annotations
 
-from include.radar.store import evaluations, retention, track  # noqa: F401 - reached as store.<room>.<name>
-from include.radar.store.analyses import (  # noqa: F401
+from include.radar.store import evaluations, retention, track  # reached as store.<room>.<name>
+from include.radar.store.analyses import (
     analysis_brief,
     analysis_for_hash,
     analysis_for_item,
@@ -26,7 +26,7 @@ from include.radar.store.analyses import (  # noqa: F401
     pending_items,
     slot_analyses,
 )
-from include.radar.store.articles import (  # noqa: F401
+from include.radar.store.articles import (
     accounts,
     accounts_listed_between,
     accounts_of_day,
@@ -45,7 +45,7 @@ from include.radar.store.articles import (  # noqa: F401
     silent_accounts,
     upsert_account,
 )
-from include.radar.store.claims import (  # noqa: F401
+from include.radar.store.claims import (
     HEARTBEAT,
     LEASE,
     Claim,
@@ -59,7 +59,7 @@ from include.radar.store.claims import (  # noqa: F401
     reset_failed,
     same_task,
 )
-from include.radar.store.common import (  # noqa: F401
+from include.radar.store.common import (
     ANALYSING,
     BODY_READY,
     BODY_UNUSABLE,
@@ -81,7 +81,7 @@ from include.radar.store.common import (  # noqa: F401
     Row,
     dumps,
 )
-from include.radar.store.events import (  # noqa: F401
+from include.radar.store.events import (
     event_members,
     grouped_near,
     lock_grouping,
@@ -89,7 +89,7 @@ from include.radar.store.events import (  # noqa: F401
     set_events,
     ungrouped,
 )
-from include.radar.store.focus import (  # noqa: F401
+from include.radar.store.focus import (
     EXCLUDED,
     SLOW_RULES_STATE,
     analyses_since,
@@ -108,7 +108,7 @@ from include.radar.store.focus import (  # noqa: F401
     switch_off_rules,
     texts_of,
 )
-from include.radar.store.operations import (  # noqa: F401
+from include.radar.store.operations import (
     alerts_between,
     day_budget_deferred,
     day_spend,
@@ -124,7 +124,7 @@ from include.radar.store.operations import (  # noqa: F401
     status,
     update_status,
 )
-from include.radar.store.pushes import (  # noqa: F401
+from include.radar.store.pushes import (
     claim_notification,
     daily_push_sent,
     finish_notification,
@@ -133,7 +133,7 @@ from include.radar.store.pushes import (  # noqa: F401
     stale_notifications,
     start_send,
 )
-from include.radar.store.reports import (  # noqa: F401
+from include.radar.store.reports import (
     daily_notifications,
     get_daily_report,
     mark_report_failed,
@@ -142,14 +142,14 @@ from include.radar.store.reports import (  # noqa: F401
     report_predates_slot,
     upsert_daily_report,
 )
-from include.radar.store.searching import (  # noqa: F401
+from include.radar.store.searching import (
     BANDS,
     Filters,
     account_names,
     index_missing,
     search_articles,
 )
-from include.radar.store.slot_runs import (  # noqa: F401
+from include.radar.store.slot_runs import (
     FAILED_OUTCOMES,
     MAX_ERROR_LOG,
     MAX_SLOT_WARNINGS,
@@ -166,7 +166,7 @@ from include.radar.store.slot_runs import (  # noqa: F401
     slot_failed_count,
     slot_runs_for_day,
 )
-from include.radar.store.state import (  # noqa: F401
+from include.radar.store.state import (
     FORM_KEY_STATE,
     delete_state,
     ensure_state,
@@ -174,16 +174,169 @@ from include.radar.store.state import (  # noqa: F401
     make_form_key,
     set_state,
 )
-from include.radar.store.trends import (  # noqa: F401
+from include.radar.store.trends import (
     day_scores,
     entity_analyses,
     entity_daily,
     top_entities,
     topic_daily,
 )
-from include.radar.store.weekly import (  # noqa: F401
+from include.radar.store.weekly import (
     get_weekly_report,
     upsert_weekly_report,
     week_analyses,
     week_failed,
 )
+
+__all__ = [
+    "ANALYSING",
+    "BANDS",
+    "BODY_READY",
+    "BODY_UNUSABLE",
+    "BODY_WAITING",
+    "Claim",
+    "DONE",
+    "EXCLUDED",
+    "FAILED",
+    "FAILED_OUTCOMES",
+    "FORM_KEY_STATE",
+    "Filters",
+    "HEARTBEAT",
+    "LEASE",
+    "MAX_ERROR_LOG",
+    "MAX_SLOT_WARNINGS",
+    "NOTE_FAILED",
+    "NOTE_PENDING",
+    "NOTE_SENT",
+    "NOTE_UNKNOWN",
+    "PENDING",
+    "REPORT_BUILDING",
+    "REPORT_FAILED",
+    "REPORT_OK",
+    "REPORT_PARTIAL",
+    "RUNNING",
+    "Row",
+    "SLOT_FAILED",
+    "SLOW_RULES_STATE",
+    "SUCCESS",
+    "account_names",
+    "accounts",
+    "accounts_listed_between",
+    "accounts_of_day",
+    "add_deferred",
+    "add_slot_warnings",
+    "alerts_between",
+    "analyses_since",
+    "analysis_brief",
+    "analysis_for_hash",
+    "analysis_for_item",
+    "claim_item",
+    "claim_notification",
+    "claim_owner",
+    "close_slot_run",
+    "collection_evidence",
+    "daily_notifications",
+    "daily_push_sent",
+    "day_analyses",
+    "day_budget_deferred",
+    "day_failures",
+    "day_scores",
+    "day_spend",
+    "defer_for_budget",
+    "delete_state",
+    "dumps",
+    "ensure_state",
+    "entity_analyses",
+    "entity_daily",
+    "evaluations",
+    "event_members",
+    "exclude_items",
+    "excluded_count",
+    "excluded_items",
+    "excluded_to_recheck",
+    "existing_analysis_ids",
+    "expire_leases",
+    "feedback_for_ranking",
+    "feedback_of",
+    "feedback_version",
+    "fill_waiting_body",
+    "finish_alert",
+    "finish_attempt",
+    "finish_notification",
+    "get_analysis",
+    "get_daily_report",
+    "get_item",
+    "get_profile",
+    "get_slot_run",
+    "get_slot_started_at",
+    "get_state",
+    "get_weekly_report",
+    "grouped_near",
+    "index_missing",
+    "insert_analysis",
+    "insert_content_item",
+    "item_spend",
+    "items_to_analyse",
+    "known_external_ids",
+    "lock_grouping",
+    "make_form_key",
+    "mark_item_done",
+    "mark_report_failed",
+    "mark_unknown",
+    "missed_since_last_run",
+    "missed_slots",
+    "notification",
+    "open_slot_run",
+    "opportunities_of",
+    "pending_items",
+    "pushed_events",
+    "reap_claims",
+    "recent_days",
+    "recent_slot_runs",
+    "record_account_check",
+    "record_account_skips",
+    "record_account_sync",
+    "record_accounts_listed",
+    "record_accounts_read",
+    "record_alert",
+    "record_body_missing",
+    "record_body_problem",
+    "record_ingest",
+    "record_spend",
+    "record_step",
+    "refresh_slots_done",
+    "renew_claims",
+    "report_predates_slot",
+    "reset_failed",
+    "retention",
+    "same_task",
+    "save_profile",
+    "search_articles",
+    "set_events",
+    "set_feedback",
+    "set_slot_decision",
+    "set_state",
+    "settle_recheck",
+    "silent_accounts",
+    "slot_analyses",
+    "slot_failed_count",
+    "slot_runs_for_day",
+    "slot_spend",
+    "slow_rules",
+    "spend_by_day",
+    "stale_notifications",
+    "start_send",
+    "status",
+    "switch_off_rules",
+    "texts_of",
+    "top_entities",
+    "topic_daily",
+    "track",
+    "ungrouped",
+    "update_status",
+    "upsert_account",
+    "upsert_daily_report",
+    "upsert_weekly_report",
+    "week_analyses",
+    "week_failed",
+]

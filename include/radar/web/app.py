@@ -2,7 +2,7 @@
 
 :func:`create_app` builds it: the error pages, the static files, the routes of web/routes/ (one module per group
 of pages, listed in docs/architecture.md), HEAD answered like GET. Who may read and write is web/auth.py's
-and web/csrf.py's; what the routes share is web/runtime.py's; the security headers web/middleware.py's.
+and web/csrf.py's; what the routes share is web/resources.py's, web/pages.py's and web/inputs.py's; the security headers web/middleware.py's.
 Whatever a request carries, the answer is a page (a 404, 403 or 400), never a 500.
 
 Nothing here touches the database, the network or Airflow at import time (settings, the database and
@@ -30,8 +30,9 @@ from include.radar.web.admission import Admission, AdmissionMiddleware
 from include.radar.web.auth import PageError
 from include.radar.web.middleware import SECURITY_HEADERS, AddTrailingSlash, SecurityHeadersMiddleware
 from include.radar.web.mount import URL_PREFIX
+from include.radar.web.pages import Pages
+from include.radar.web.resources import AppResources
 from include.radar.web.routes import evaluation, history, profile, record, reports
-from include.radar.web.runtime import AppResources, Pages
 from include.radar.web.server import install_access_log_filter, server_settings
 
 __all__ = ["SECURITY_HEADERS", "URL_PREFIX", "AddTrailingSlash", "app", "create_app"]

@@ -81,7 +81,7 @@ class Reader:
 # The origin makes the link and every session it opens one client to the per-link bound (web/admission.py): a
 # link opened again mints no fresh allowance. It lets a reader who came from a push walk to the overview, other
 # days and analyses (the pages of ``link_session_pages``) during the link's first day; it never opens what is
-# personal and never lets anyone write (its pages carry no vote forms, web/runtime.py).
+# personal and never lets anyone write (its pages carry no vote forms, web/feedback.py).
 READ_COOKIE = "radar_read"
 ORIGIN_CHARS = 16  # of a link's 64 hex digits: admission.KEY_CHARS
 _READ_PURPOSE = "read-session:"
@@ -349,3 +349,15 @@ async def require_editor(request: Request, reader: ReaderDep) -> Reader:
 
 
 EditorDep = Annotated[Reader, Depends(require_editor)]
+
+
+def user_name(user: Any) -> str:
+    """An Airflow user's name for the record (who saved the profile, who voted)."""
+    for attr in ("get_name", "get_id"):
+        method = getattr(user, attr, None)
+        if callable(method):
+            try:
+                return str(method())[:100]
+            except Exception:  # a name is for the record only
+                continue
+    return str(getattr(user, "username", "") or "airflow user")[:100]

@@ -11,13 +11,19 @@ that cannot work. The rules: docs/readers-radar.md, docs/security.md.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from urllib.parse import parse_qs
+from datetime import UTC, datetime, timedelta
+from urllib.parse import parse_qs, urlencode
+
+from fastapi import Request
 
 from include.radar.core import signing
+from include.radar.core.settings import Settings
 from include.radar.pushes.ranking import VERDICTS
-from include.radar.web.auth import PageError
+from include.radar.web import views
+from include.radar.web.auth import PageError, Reader, app_path, local_path
+from include.radar.web.resources import get_resources
 
 MAX_BODY = 4096
 USER_TOKEN_DAYS = 1  # a logged-in reader's buttons work for a day after the page was rendered
@@ -132,3 +138,30 @@ def safe_back(back: str, root: str, analysis_id: int) -> str:
     if root and not (path == root or path.startswith(root + "/")):
         return fallback
     return path + sep + query
+
+
+def day_signer(reader: Reader, settings: Settings) -> Callable[[str], str] | None:
+    """On a signed daily page: sign links with the same expiry as the page's own link (never longer), so a
+    phone that keeps no cookie still opens them. In a read session the cookie carries the reader instead."""
+    if not reader.signed or reader.session or not reader.signed_exp or settings.link_secret is None:
+        return None
+    secret = settings.link_secret.get_secret_value()
+    expires = datetime.fromtimestamp(reader.signed_exp, UTC)
+    return lambda path: urlencode(signing.sign(path, secret, expires, 0))
+
+
+def _here(request: Request, links: views.Links) -> str:
+    """This page's own path and query (a signed page's signature included): where a form comes back to."""
+    query = request.url.query
+    return local_path(links.root + app_path(request)) + (f"?{query}" if query else "")
+
+
+def feedback_forms(request: Request, reader: Reader, settings: Settings, links: views.Links) -> Forms:
+    """The 👍/👎/🤷 forms of this page: signed actions that come back here (web/feedback.py).
+
+    A read session's pages get none: its cookie reaches every analysis of every day, and whoever a push is
+    forwarded to holds it, so votes come only from an Airflow login or from the page a link names (a daily
+    link's own analyses, whose links it signs), never from the session a link opened."""
+    secret = settings.link_secret.get_secret_value() if settings.link_secret and not reader.session else None
+    return Forms(secret, get_resources(request).clock(), links.root, _here(request, links),
+                          reader.signed_exp if reader.signed else None)

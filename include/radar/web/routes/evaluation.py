@@ -14,7 +14,8 @@ from fastapi.responses import HTMLResponse
 from include.radar import store
 from include.radar.evaluation import summary as evaluation_report
 from include.radar.web.auth import PageError, Reader, ReaderDep
-from include.radar.web.runtime import get_pages, get_resources, page_links
+from include.radar.web.pages import get_pages, page_links
+from include.radar.web.resources import get_resources
 from include.radar.web.views import evaluation as views
 
 _ID = re.compile(r"[0-9]{1,19}")

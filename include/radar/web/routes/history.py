@@ -16,16 +16,9 @@ from include.radar.market import outcomes
 from include.radar.report import weekly
 from include.radar.web import views
 from include.radar.web.auth import PageError, ReaderDep, require_reader
-from include.radar.web.runtime import (
-    DAYS_AHEAD,
-    FIRST_DAY,
-    get_pages,
-    get_resources,
-    page_links,
-    parse_day,
-    today,
-    zone,
-)
+from include.radar.web.inputs import DAYS_AHEAD, FIRST_DAY, parse_day
+from include.radar.web.pages import get_pages, page_links
+from include.radar.web.resources import get_resources, today, zone
 from include.radar.web.views import record as record_views
 from include.radar.web.views import search as search_views
 from include.radar.web.views import trends as trend_views

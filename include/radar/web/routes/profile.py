@@ -14,8 +14,19 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from include.radar import store
 from include.radar.analysis import focus
 from include.radar.web import csrf
-from include.radar.web.auth import EDIT_REFUSED, EditorDep, PageError, Reader, ReaderDep, may_edit, require_reader
-from include.radar.web.runtime import get_pages, get_resources, page_links, read_body, user_name, zone
+from include.radar.web.auth import (
+    EDIT_REFUSED,
+    EditorDep,
+    PageError,
+    Reader,
+    ReaderDep,
+    may_edit,
+    require_reader,
+    user_name,
+)
+from include.radar.web.inputs import read_body
+from include.radar.web.pages import get_pages, page_links
+from include.radar.web.resources import get_resources, zone
 from include.radar.web.views import profile as profile_views
 
 MAX_PROFILE_BODY = 64 * 1024

@@ -10,7 +10,8 @@ from fastapi.responses import HTMLResponse
 from include.radar import store
 from include.radar.market import outcomes
 from include.radar.web.auth import ReaderDep, require_reader
-from include.radar.web.runtime import get_pages, get_resources, page_links, zone
+from include.radar.web.pages import get_pages, page_links
+from include.radar.web.resources import get_resources, zone
 from include.radar.web.views import record as record_views
 
 router = APIRouter(dependencies=[Depends(require_reader)])

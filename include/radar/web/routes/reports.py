@@ -12,20 +12,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from include.radar import store
 from include.radar.pushes import ranking
 from include.radar.report import weekly
-from include.radar.web import costs, csrf, feedback, health, views
-from include.radar.web.auth import PageError, ReaderDep, airflow_user, require_reader
-from include.radar.web.runtime import (
-    day_signer,
-    feedback_forms,
-    get_pages,
-    get_resources,
-    page_links,
-    parse_day,
-    parse_id,
-    read_body,
-    user_name,
-    zone,
-)
+from include.radar.web import costs, csrf, feedback, views
+from include.radar.web.auth import PageError, ReaderDep, airflow_user, require_reader, user_name
+from include.radar.web.feedback import day_signer, feedback_forms
+from include.radar.web.inputs import parse_day, parse_id, read_body
+from include.radar.web.pages import get_pages, page_links
+from include.radar.web.resources import get_resources, zone
+from include.radar.web.views import health
 from include.radar.web.views import profile as profile_views
 from include.radar.web.views import record as record_views
 from include.radar.web.views import trends as trend_views

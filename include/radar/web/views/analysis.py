@@ -9,16 +9,15 @@ from zoneinfo import ZoneInfo
 
 from include.radar.analysis.rubric import band_of
 from include.radar.pushes import events
+from include.radar.pushes.labels import direction_label, type_label
 from include.radar.web.trust import Quote, Trust, trust_view
 from include.radar.web.views.common import (
     Links,
     Row,
-    direction_label,
     duration,
     local_time,
     money,
     safe_http_url,
-    type_label,
 )
 from include.radar.web.views.daily import SourceView, source_view
 

@@ -19,9 +19,6 @@ from markupsafe import Markup
 from include.radar import DAG_ID
 from include.radar.core import redact
 from include.radar.core.pricing import format_money
-from include.radar.pushes.labels import DIRECTIONS as DIRECTION_LABELS  # noqa: F401
-from include.radar.pushes.labels import TYPES as TYPE_LABELS  # noqa: F401
-from include.radar.pushes.labels import direction_label, type_label  # noqa: F401 (the views' names for the pushes' words)
 
 Row = Mapping[str, Any]
 

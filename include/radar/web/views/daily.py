@@ -12,6 +12,7 @@ from markupsafe import Markup
 
 from include.radar.collect.coverage import Coverage
 from include.radar.pushes import events
+from include.radar.pushes.labels import type_label
 from include.radar.web.views.common import (
     _REPORT_STATUS,
     REPORT_BUILDING,
@@ -31,7 +32,6 @@ from include.radar.web.views.common import (
     local_time,
     render_markdown,
     safe_http_url,
-    type_label,
 )
 from include.radar.web.views.slots import PushView, SlotView, push_view, slot_views
 

@@ -17,7 +17,8 @@ from include.radar.core.slots import SHANGHAI
 from include.radar.evaluation import agreement
 from include.radar.evaluation import summary as evaluation_report
 from include.radar.evaluation.summary import Disagreement, Setup, Summary
-from include.radar.web.views.common import DIRECTION_LABELS, TYPE_LABELS
+from include.radar.pushes.labels import DIRECTIONS as DIRECTION_LABELS
+from include.radar.pushes.labels import TYPES as TYPE_LABELS
 
 STATUS = {"planned": "已抽样，未运行", "running": "运行中", "done": "完成", "stopped": "已暂停（可续跑）",
           "refused": "已拒绝（估算超出上限，可提高上限续跑）", "failed": "失败（已停止，可续跑）"}

@@ -14,10 +14,11 @@ from zoneinfo import ZoneInfo
 
 from include.radar import store
 from include.radar.market import basis, outcomes
+from include.radar.pushes.labels import direction_label, type_label
 from include.radar.web.auth import PageError
 from include.radar.web.charts import Estimate, interval_chart, progress_chart
 from include.radar.web.views import query
-from include.radar.web.views.common import Links, direction_label, local_time, type_label
+from include.radar.web.views.common import Links, local_time
 
 PAGE_SIZE = 25
 MAX_PAGE = 400

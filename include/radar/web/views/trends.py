@@ -10,9 +10,10 @@ from typing import Any
 
 from markupsafe import Markup
 
+from include.radar.pushes.labels import TYPES as TYPE_LABELS
 from include.radar.web import charts
 from include.radar.web.auth import PageError
-from include.radar.web.views.common import TYPE_LABELS, Links, local_time
+from include.radar.web.views.common import Links, local_time
 
 DAYS = 30
 MAX_ENTITY_CHARS = 60
