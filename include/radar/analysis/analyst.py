@@ -110,7 +110,7 @@ class Outcome:
 
 
 def article_prompt(item: dict[str, Any], truncate_chars: int, prompt: Prompt = ANALYSIS_PROMPT) -> str:
-    """The user message: the article as data between delimiters, truncated with the seed's notice."""
+    """The user message: the article as data between delimiters, truncated with a notice saying so."""
     text = item["clean_text"]
     if len(text) > truncate_chars:
         text = text[:truncate_chars] + "\n" + TRUNCATION_NOTICE

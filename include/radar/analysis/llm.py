@@ -1,4 +1,4 @@
-"""DeepSeek through the openai SDK: one JSON answer, validated, with the retry ladder of seed 7.3.
+"""DeepSeek through the openai SDK: one JSON answer, validated, with its retry ladder (docs/architecture.md).
 
 The ladder (a plain retry, then "JSON only", then the example's field order) is walked on 5xx, timeouts, blank,
 truncated or unparsable answers and schema failures. A 429 spends no rung: it is waited out (``Retry-After``,

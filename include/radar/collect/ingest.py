@@ -1,6 +1,6 @@
 """Ingest one slot: the articles of the last ``window_days`` from WeRSS, only what is new, cleaned.
 
-Two phases (seed 000 section 6): list metadata per account (light), then fetch the detail (heavy) only for
+Two phases: list metadata per account (light), then fetch the detail (heavy) only for
 external ids not stored yet, or stored while WeRSS had no body. Each article is committed on its own, so a
 failure halfway loses nothing already stored.
 """

@@ -20,7 +20,7 @@ SYNC_READS = 30  # accounts a slot asks WeRSS about their last collection (the r
 
 
 def backoff_for(status: int | None, message: str, consecutive_failures: int) -> timedelta:
-    """How long to leave an account alone after a failure (seed 004's error classes).
+    """How long to leave an account alone after a failure, by the kind of error.
 
     429 / rate limit → 6 h; 401 / expired → none (re-login fixes it); 403 / forbidden → 12 h; anything
     else → 15 min × 2^(failures−1), at most 24 h.

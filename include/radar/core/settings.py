@@ -1,4 +1,4 @@
-"""Every tunable of the radar in one typed object (seed 000 section 13 plus deployment), and the one reader.
+"""Every tunable of the radar in one typed object (the radar's options plus deployment), and the one reader.
 
 A setting comes from the environment (``AIRFLOW_VAR_RADAR_<NAME>``), then the Airflow Variable
 ``radar_<name>`` through the reader of the process (a task: :func:`task_lookup`, the Execution API; the
@@ -78,7 +78,7 @@ def check_secret(value: str | None, what: str, *, header: bool = True) -> str | 
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    # seed 000 section 13
+    # the radar's own options
     window_days: float = Field(3, gt=0, le=30)
     schedule_slots: tuple[str, ...] = ("07:00", "12:00", "14:00", "18:00", "22:00")
     push_score_threshold: int = Field(60, ge=0, le=100)

@@ -145,8 +145,8 @@ def decide(
     The daily slot always builds the report (pushing or not is the report path's own decision). A daytime
     slot pushes its best analysis when at least one is at or above the threshold, unless this is a backfill,
     a late start (a stale alert helps nobody), a slot the operator named explicitly (a redo) or a suppressed
-    manual run; ``force`` pushes the best analysis of the slot whatever its score or lateness (seed 001's
-    force-publish).
+    manual run; ``force`` pushes the best analysis of the slot whatever its score or lateness (the
+    operator's force-publish).
     """
     if is_daily:
         return Decision(BUILD_DAILY, "the daily slot always builds and pushes the report")

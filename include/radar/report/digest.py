@@ -1,4 +1,4 @@
-"""The daily report (seed 000 sections 8.3, 9, 10): always built, degraded rather than failed.
+"""The daily report: always built, degraded rather than failed.
 
 The day is the Asia/Shanghai calendar day of the slot runs that produced the analyses. Stats are computed
 from the database, never taken from the LLM; top opportunities citing unknown analysis ids are dropped.

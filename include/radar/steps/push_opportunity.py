@@ -39,7 +39,7 @@ def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
 
 def _message(rt: Runtime, slot: dict[str, Any], view: SlotView, path: str) -> push.Message:
     """The slot's opportunities, a block each (briefs.py), best first, the reader's watchlist hits before;
-    past briefs.MAX_ITEMS, 「另有 N 条」 with the day's page. The link is the top analysis's (seed 8.2)."""
+    past briefs.MAX_ITEMS, 「另有 N 条」 with the day's page. The link is the top analysis's."""
     summary = view.summary
     items = briefs.slot_items(view.candidates, summary.threshold, summary.top_analysis_id, view.entries)
     day = date.fromisoformat(slot["run_date"])

@@ -289,7 +289,7 @@ def items_to_analyse(
     conn: psycopg.Connection, *, max_attempts: int, limit: int,
     published_between: tuple[datetime, datetime] | None = None,
 ) -> list[Row]:
-    """Pending articles, then failed ones still under the attempt limit, oldest first (seed 10.3).
+    """Pending articles, then failed ones still under the attempt limit, oldest first.
 
     One article per clean-text hash: a repost waits for its twin's analysis and then reuses it, so two
     parallel mapped tasks never pay for the same text. ``published_between`` (start, end] limits a backfill

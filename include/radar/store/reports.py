@@ -47,7 +47,7 @@ def report_predates_slot(conn: psycopg.Connection, day: date, slot_run_id: int) 
 
 
 def mark_report_failed(conn: psycopg.Connection, day: date, error: str, slot_run_id: int | None) -> Row:
-    """The day's report could not be built: say so (seed 10.2), keeping any digest an earlier build left."""
+    """The day's report could not be built: say so, keeping any digest an earlier build left."""
     return conn.execute(
         """
         INSERT INTO daily_report (report_date, status, error, slot_run_id) VALUES (%s, 2, %s, %s)

@@ -265,7 +265,7 @@ def pending_views(digest_json: Any, tz: ZoneInfo) -> list[PendingView]:
 
 
 def failure_reasons(report: Row | None, runs: Iterable[Row]) -> list[str]:
-    """Why the report failed: its own error lines, then the errors of the day's failed slots (seed 10.2)."""
+    """Why the report failed: its own error lines, then the errors of the day's failed slots."""
     reasons: list[str] = []
     if report and report.get("error"):
         reasons += [line.strip() for line in str(report["error"]).splitlines() if line.strip()]
