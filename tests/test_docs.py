@@ -115,13 +115,13 @@ def test_the_prompt_version_the_docs_name_is_the_codes() -> None:
 
 
 def test_the_migrations_the_docs_name_exist() -> None:
-    files = {p.name for p in (REPO / "include" / "radar" / "migrations").glob("*.sql")}
+    files = {p.name for p in (REPO / "include" / "radar" / "store" / "migrations").glob("*.sql")}
     named = {m for page in PAGES for m in re.findall(r"\b\d{4}_\w+\.sql\b", _text(page))}
     assert sorted(named - files) == []
 
 
 def test_a_transcript_s_count_of_migrations_is_today_s() -> None:
-    files = list((REPO / "include" / "radar" / "migrations").glob("*.sql"))
+    files = list((REPO / "include" / "radar" / "store" / "migrations").glob("*.sql"))
     counts = {int(n) for page in PAGES for n in re.findall(r"已迁移：(\d+) 个迁移全部应用", _text(page))}
     assert counts == {len(files)}  # docs/check.md's transcript says it
 

@@ -180,7 +180,7 @@ def test_a_cut_body_waits_and_each_check_is_counted_on_the_account_and_shown(fak
 
 
 def test_the_migration_puts_stored_verification_pages_back_to_waiting(db_url):
-    sql = Path("include/radar/migrations/0011_wechat.sql").read_text()
+    sql = Path("include/radar/store/migrations/0011_wechat.sql").read_text()
     start = sql.index("UPDATE content_item\nSET body_status = 0")
     update = sql[start: sql.index(";\n", start) + 1]  # the statement, up to the ";" that ends its line
     with db.connect() as conn:

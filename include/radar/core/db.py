@@ -31,7 +31,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parents[1] / "store" / "migrations"
 MIGRATION_RE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 # one advisory lock id for "migrating the radar schema"
 _MIGRATION_LOCK = 0x7261646172
