@@ -60,28 +60,69 @@ json.dump(verdicts, sys.stdout, ensure_ascii=False)
 """
 
 
+ACCEPTED = "accepted"
+TOO_SLOW = "在长文上匹配太慢"
+MATCHES_EMPTY = "能匹配空文本"
+BACKREFERENCE = "不支持反向引用"
+LOOKAROUND = "不支持环视"
+# each rule of the battery and its one verdict: accepted (RE2 runs it in linear time), or refused for that reason
+VERDICTS = [
+    ('nested quantifier', '(a+)+$', ACCEPTED),
+    ('nested quantifier', '(a*)*b', ACCEPTED),
+    ('nested quantifier', '((a+)+)+!Z', ACCEPTED),
+    ('nested quantifier', '(x+x+)+y', ACCEPTED),
+    ('nested quantifier', '(.+)+Z', ACCEPTED),
+    ('nested quantifier', '(\\w+\\s?)*$', MATCHES_EMPTY),
+    ('nested quantifier', '((((((((((a*)*)*)*)*)*)*)*)*)*)*#', ACCEPTED),
+    ('nested quantifier', '(.*a){20}#', ACCEPTED),
+    ('nested quantifier', '(.*){30}#', ACCEPTED),
+    ('alternation under a star', '(a|aa)*b', ACCEPTED),
+    ('alternation under a star', '(a|a?)+$', MATCHES_EMPTY),
+    ('alternation under a star', '(a|b|ab|ba)*c', ACCEPTED),
+    ('alternation under a star', '(储能|储|能)*!Z', ACCEPTED),
+    ('alternation under a star', '(.|\\s)*Z', ACCEPTED),
+    ('backreference', '(a+)\\1+$', BACKREFERENCE),
+    ('backreference', '(.)\\1{10}Z', BACKREFERENCE),
+    ('lookaround', '(?=(a+))a*b\\1', LOOKAROUND),
+    ('lookaround', '(?!x)(a+)+$', LOOKAROUND),
+    ('lookaround', '(?<=a)(a+)+$', LOOKAROUND),
+    ('lookaround', '^(?:(?!Z).)*$', LOOKAROUND),
+    ('state explosion', '[ab]*a[ab]{100}c', TOO_SLOW),
+    ('state explosion', '(a|b)*a(a|b){60}', TOO_SLOW),
+    ('state explosion', '[^x]*a[^x]{150}z', TOO_SLOW),
+    ('state explosion', '[储能]*储[储能]{100}Z', TOO_SLOW),
+    ('state explosion', '(.*){1000}#', TOO_SLOW),
+    ('state explosion', '(.*a){1000}', TOO_SLOW),
+    ('200 characters', '(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+(a+)+aa$', ACCEPTED),
+    ('200 characters', '(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*(a|aa)*ab', ACCEPTED),
+    ('200 characters', '(w0x?|w1x?|w2x?|w3x?|w4x?|w5x?|w6x?|w7x?|w8x?|w9x?|w10x?|w11x?|w12x?|w13x?|w14x?|w15x?|w16x?|w17x?|w18x?|w19x?|w20x?|w21x?|w22x?|w23x?|w24x?|w25x?|w26x?|w27x?|w28x?|w29x?|w30x?|w31x?|w32x?|w33x?|)*q', ACCEPTED),
+    ('200 characters', '(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}(.*){9}a#', ACCEPTED),
+    ('200 characters', 'a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?a?aaaaaaaaaa', ACCEPTED),
+    ('gated state explosion', 'K[a-b]*A[a-b]{150}c', TOO_SLOW),
+    ('gated state explosion', '公司[^。]*增[^。]{200}跌', TOO_SLOW),
+    ('unread by the probes', '(?U)K[ab]*a[ab]{150}c', TOO_SLOW),
+    ('unread by the probes', '\\Q\\EK[ab]*a[ab]{150}c', TOO_SLOW),
+    ('unread by the probes', 'foo|bar|baz|qux|K[ab]*a[ab]{150}c', TOO_SLOW),
+    ('slow to refuse', '(?s).*[^\\n].{999}[\\n]', TOO_SLOW),
+    ('slow to refuse', '(?s).*\\S.{999}\\x01', TOO_SLOW),
+]
+
+
 def test_every_catastrophic_rule_is_refused_with_its_reason_or_runs_over_long_texts() -> None:
     """Nested quantifiers, alternation under a star, backreferences, lookarounds, state explosions and
     200-character rules, each saved from the form and run over 30,000-character texts (in a child process:
-    the old engine could only be stopped by killing it)."""
+    the old engine could only be stopped by killing it): each gets its one verdict."""
     done = subprocess.run([sys.executable, "-c", _BATTERY], capture_output=True, text=True, timeout=HANG_SECONDS,
                           cwd=REPO_ROOT, check=True)
     verdicts = json.loads(done.stdout)
-    assert set(verdicts) == {body for _, body in CATASTROPHIC_RULES}
-    for family, body in CATASTROPHIC_RULES:
-        verdict = verdicts[body]
-        if family == "lookaround":
-            assert "不支持环视" in verdict, body
-        elif family == "backreference":
-            assert "不支持反向引用" in verdict, body
-        elif family in ("gated state explosion", "slow to refuse", "unread by the probes"):
-            assert "在长文上匹配太慢" in verdict, (body, verdict)
-        elif family == "state explosion":
-            assert verdict == "accepted" or "在长文上匹配太慢" in verdict or "能匹配空文本" in verdict, (body, verdict)
-        else:  # RE2 takes these in linear time: no reason to refuse them, unless they match everything
-            assert verdict == "accepted" or "能匹配空文本" in verdict, (body, verdict)
-    assert verdicts[r"(a+)+$"] == "accepted"  # the issue's repro is a fine rule under RE2
-    assert "在长文上匹配太慢" in verdicts[r"[ab]*a[ab]{100}c"]  # linear, but too costly for every article
+    assert [(family, body) for family, body, _ in VERDICTS] == list(CATASTROPHIC_RULES)  # the battery, all of it
+    for _, body, expected in VERDICTS:
+        if expected == ACCEPTED:
+            assert verdicts[body] == ACCEPTED, (body, verdicts[body])
+        else:
+            assert verdicts[body].startswith(f"refused: 正则「/{body}/」") and expected in verdicts[body], (body, verdicts[body])
+            assert all(other not in verdicts[body] for other in (TOO_SLOW, MATCHES_EMPTY, BACKREFERENCE, LOOKAROUND)
+                       if other != expected), (body, verdicts[body])
 
 
 def test_an_accepted_rule_still_means_what_it_says() -> None:
@@ -276,10 +317,10 @@ def test_probing_stops_at_the_first_probe_over_the_limit_after_a_short_prefix(mo
         return False
 
     probes = [b"x" * 30_000] * 6
-    assert regex_rules._probe_ms(costly, probes) > 10 * regex_rules.RULE_PROBE_MS
-    assert runs == [regex_rules.SHORT_BYTES]
+    assert regex_rules._probe_ms(costly, probes) > 50.0  # ten times a rule's limit of 5 ms
+    assert runs == [1_000]  # one run, over the first thousand bytes
     runs.clear()
-    assert regex_rules._probe_ms(cheap, probes) < regex_rules.RULE_PROBE_MS
+    assert regex_rules._probe_ms(cheap, probes) < 5.0
     assert runs == [1_000, 4_000, 16_000, 30_000] * 6  # a cheap rule is measured on the whole probes
 
 
@@ -297,7 +338,7 @@ def test_a_save_is_bounded_in_time_whatever_the_rules(monkeypatch) -> None:
     with pytest.raises(focus.ProfileError) as err:
         focus.Profile.build(rules=rules, measure=True)
     assert "来不及检查" in err.value.errors[-1]
-    assert clock[0] <= regex_rules.SAVE_SECONDS + 0.1
+    assert clock[0] <= 0.7  # a save's 0.6 s, and the reading that found it spent
     monkeypatch.undo()
     assert len(focus.Profile.build(rules=rules, measure=True).rules) == 100  # on the real clock they pass
 
