@@ -20,6 +20,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from include.radar import db  # noqa: E402
+from include.radar.clock import FixedClock  # noqa: E402
 
 # the tests never reach a market-data service: the track record replays the recorded answers the demo uses
 os.environ.setdefault("AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE", "recorded")
@@ -266,7 +267,7 @@ def make_client(db_url: str):
         from include.radar.web.app import create_app
 
         cfg = settings or make_settings()
-        app = create_app(lambda: cfg, url or db_url, clock=lambda: NOW)
+        app = create_app(lambda: cfg, url or db_url, clock=FixedClock(NOW))
         if user:
             app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
             allow_reading(app, edit=editor)

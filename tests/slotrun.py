@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from include.radar import decide
+from include.radar.clock import FixedClock
 from include.radar.runtime import Runtime
 from include.radar.slots import SHANGHAI
 from include.radar.steps.analyse import analyse_article
@@ -103,7 +104,7 @@ def read_page(path: str, now: datetime) -> str:
     from include.radar.web.app import create_app
     from include.radar.web.auth import may_read_radar
 
-    app = create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=lambda: now)
+    app = create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=FixedClock(now))
     app.dependency_overrides[get_user] = lambda: object()
     app.dependency_overrides[may_read_radar] = lambda user: True
     response = TestClient(app).get(path)

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from include.radar import cli, connections, db, evaluation, signing, spending, store
+from include.radar.clock import FixedClock
 from include.radar.settings import ConnectionInfo, load_settings
 from include.radar_demo.fakes import FakeArticle
 from tests.evaluation_day import DAY, FLASH, FLASH_CALL, LATER, calls_of, demo_day, ledger, rows_in, settings, start
@@ -37,7 +38,7 @@ def _client(now: datetime) -> Any:
 
     from include.radar.web.app import create_app
 
-    return TestClient(create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=lambda: now))
+    return TestClient(create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=FixedClock(now)))
 
 
 def _capped(monkeypatch: Any) -> None:

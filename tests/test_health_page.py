@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from include.radar import DAG_ID, db, spending, store
+from include.radar.clock import FixedClock
 from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI
 from include.radar.web import costs, health, views
@@ -34,7 +35,7 @@ def seed(conn: Any) -> Seeder:
 
 def page(db_url: str, path: str = "/", *, settings: Settings | None = None, root_path: str = "") -> str:
     cfg = settings or make_settings()
-    app = create_app(lambda: cfg, db_url, clock=lambda: NOW)
+    app = create_app(lambda: cfg, db_url, clock=FixedClock(NOW))
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
     allow_reading(app)
     response = TestClient(app, root_path=root_path).get(path)

@@ -12,6 +12,7 @@ from datetime import date, timedelta
 import pytest
 
 from include.radar import db, store, weekly
+from include.radar.clock import FixedClock
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 MONDAY = date(2026, 1, 5)
@@ -136,7 +137,7 @@ def test_the_weekly_page_escapes_hostile_llm_text_and_refuses_other_days(fakes) 
     from include.radar.web.auth import may_read_radar
     from tests.pages import make_settings
 
-    app = create_app(lambda: make_settings(), db.database_url(), clock=lambda: SUNDAY + timedelta(hours=1))
+    app = create_app(lambda: make_settings(), db.database_url(), clock=FixedClock(SUNDAY + timedelta(hours=1)))
     app.dependency_overrides[get_user] = lambda: object()
     app.dependency_overrides[may_read_radar] = lambda user: True
     client = TestClient(app)
@@ -164,7 +165,7 @@ def test_the_weekly_page_on_a_phone(fakes, db_url: str) -> None:
     run_slot(THURSDAY)
     fakes.at(SUNDAY)
     run_slot(SUNDAY)
-    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: SUNDAY + timedelta(hours=1))
+    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=FixedClock(SUNDAY + timedelta(hours=1)))
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
     allow_reading(app)
     with serve(app) as base, chromium() as browser:

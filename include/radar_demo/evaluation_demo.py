@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from include.radar import db, evaluation, evaluation_report, store
+from include.radar.clock import FixedClock
 from include.radar.settings import load_settings
 
 CAP = 0.50  # the demo's calls are answered by the stand-in: the ledger prices them as flash would bill them
@@ -65,7 +66,7 @@ def _save_page(url: str, path: str, target: Path, now: datetime) -> Path:
     from include.radar.web.app import create_app
     from include.radar.web.auth import may_read_radar
 
-    app = create_app(lambda: load_settings(use_airflow=False), url, clock=lambda: now)
+    app = create_app(lambda: load_settings(use_airflow=False), url, clock=FixedClock(now))
     app.dependency_overrides[get_user] = lambda: object()
     app.dependency_overrides[may_read_radar] = lambda user: True
     target.write_text(TestClient(app).get(path).text, encoding="utf-8")
