@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from include.radar import decide
-from include.radar.clock import FixedClock
+from include.radar.clock import Clock, ClockAt, FixedClock
 from include.radar.runtime import Runtime
 from include.radar.slots import SHANGHAI
 from include.radar.steps.analyse import analyse_article
@@ -51,12 +51,13 @@ def answer(score: int, summary: str = "储能订单回暖，龙头受益。建�
 
 
 def run_slot(when: datetime, *, run_type: str = "scheduled", params: dict[str, Any] | None = None,
-             now: datetime | None = None, dag_run_id: str | None = None) -> dict[str, Any]:
-    rt = Runtime.load()
+             now: datetime | None = None, dag_run_id: str | None = None, clock: Clock | None = None) -> dict[str, Any]:
+    """A slot's steps in the DAG's order, on ``clock`` (default: the system's, set to ``now``, else a minute
+    after ``when``)."""
+    rt = Runtime.load(clock or ClockAt(now or when + timedelta(minutes=1)))
     errors: dict[str, str] = {}
     slot = open_slot(rt, run_after=when, run_type=run_type, dag_id="opportunity_radar_slots",
-                              dag_run_id=dag_run_id or f"{run_type}__{when.isoformat()}", params=params or {},
-                              now=now or when + timedelta(minutes=1))
+                              dag_run_id=dag_run_id or f"{run_type}__{when.isoformat()}", params=params or {})
 
     def attempt(name: str, func: Any, *args: Any) -> Any:
         try:

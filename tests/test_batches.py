@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from include.radar import batches, db, store
+from include.radar.clock import FixedClock
 from include.radar.llm import MIN_CALL_SECONDS, LLMConfigError
 from include.radar.runtime import Runtime
 from include.radar.steps.analyse import analyse_batch
@@ -122,9 +123,8 @@ def _slow_fake(fakes, count: int, seconds: float) -> list[int]:
 
 def _ingested(run_id: str) -> tuple[Runtime, dict]:
     """The slot at SLOT opened and its articles ingested, as open_slot and ingest leave them."""
-    rt = Runtime.load()
-    slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id=run_id,
-                              params={}, now=SLOT + timedelta(minutes=1))
+    rt = Runtime.load(FixedClock(SLOT + timedelta(minutes=1)))
+    slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id=run_id, params={})
     ingest_articles(rt, slot)
     return rt, slot
 

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 
-from include.radar import DAG_ID, db, spending, store
+from include.radar import DAG_ID, db, store
 from include.radar.clock import FixedClock
 from include.radar.settings import Settings
 from include.radar.slots import SHANGHAI
@@ -390,7 +390,6 @@ def test_an_analysis_that_cost_one_clean_call_shows_no_separate_total(fakes) -> 
 
 
 def test_the_daily_page_shows_the_days_cost_and_what_the_budget_deferred(fakes, monkeypatch) -> None:
-    monkeypatch.setattr(spending, "today", lambda: DAY)
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DAILY_BUDGET", "0.0001")  # one analysis reaches it
     slot = shanghai(2026, 1, 8, 14)
     fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from include.radar import decide, events, ranking, store, watch
+from include.radar.clock import SYSTEM, Clock
 from include.radar.coverage import Coverage
 from include.radar.llm import (
     LLMClient,
@@ -202,6 +203,7 @@ def build_report(
     analysis_url: Callable[[int], str],
     upstream_errors: list[str] | None = None,
     deadline: float | None = None,
+    clock: Clock = SYSTEM,
 ) -> dict[str, Any]:
     """Gather the day, ask for the digest, validate it and upsert daily_report. Never raises for LLM failures.
 
@@ -220,7 +222,7 @@ def build_report(
     asked = Asked(None)
     if facts.analyses:
         asked = _day_digest(connect, llm_factory, compacted, key, day=day, settings=settings,
-                            slot_run_id=slot_run_id, deadline=deadline)
+                            slot_run_id=slot_run_id, deadline=deadline, clock=clock)
     if asked.error:
         reasons.append(asked.error)
     reasons += _day_warnings(facts)
@@ -266,7 +268,7 @@ def _group_events(connect: Callable[[], Any]) -> list[str]:
 
 def _day_digest(
     connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], compacted: dict[str, Any], key: str, *,
-    day: date, settings: Settings, slot_run_id: int | None, deadline: float | None,
+    day: date, settings: Settings, slot_run_id: int | None, deadline: float | None, clock: Clock,
 ) -> Asked:
     """The LLM's digest of the day: the one already stored from the same facts (paid for once), else asked."""
     with connect() as conn:
@@ -278,7 +280,7 @@ def _day_digest(
     data = neutralise_delimiters(json.dumps(compacted, ensure_ascii=False))
     user = DIGEST_PROMPT.user(date=day.isoformat(), threshold=str(settings.push_score_threshold), data=data)
     return ask_llm(connect, llm_factory, DIGEST_PROMPT, user, settings=settings, slot_run_id=slot_run_id,
-                   deadline=deadline, what=f"digest for {day}")
+                   deadline=deadline, what=f"digest for {day}", clock=clock)
 
 
 def _day_warnings(facts: DayFacts) -> list[str]:
@@ -355,12 +357,12 @@ class Asked:
 
 def ask_llm(
     connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], prompt: Prompt, user: str, *,
-    settings: Settings, slot_run_id: int | None, deadline: float | None, what: str,
+    settings: Settings, slot_run_id: int | None, deadline: float | None, what: str, clock: Clock = SYSTEM,
 ) -> Asked:
     """One digest call (the daily report's or the weekly summary's), what it cost recorded whatever happens.
     An LLM failure is an answer too: no digest, the reason; the caller falls back to the database's summary."""
     spend = Spend(settings, item_id=None, attempt_id=None, slot_run_id=slot_run_id, model=settings.deepseek_model,
-                  purpose="digest")
+                  purpose="digest", clock=clock)
     try:
         answer = llm_factory().complete_json(prompt.system(), user, DailyDigest, deadline=deadline)
         spend.usage = answer.usage

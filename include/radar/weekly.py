@@ -17,6 +17,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from include.radar import decide, events, outcomes, ranking, store
+from include.radar.clock import SYSTEM, Clock
 from include.radar.digest import Asked, _md_text, ask_llm
 from include.radar.llm import LLMClient, Prompt, neutralise_delimiters
 from include.radar.settings import Settings
@@ -86,7 +87,7 @@ def fallback_markdown(monday: date, entries: list[events.Entry], stats: dict[str
 
 def build(connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], *, monday: date,
           slot_run_id: int | None, settings: Settings, analysis_url: Callable[[int], str],
-          deadline: float | None = None) -> dict[str, Any]:
+          deadline: float | None = None, clock: Clock = SYSTEM) -> dict[str, Any]:
     """Build (or keep) the week's summary; never raises for LLM failures. Returns the stored row."""
     with connect() as conn:
         existing = store.get_weekly_report(conn, monday)
@@ -101,7 +102,7 @@ def build(connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], *, m
         user = WEEKLY_PROMPT.user(week_start=monday.isoformat(), week_end=(monday + timedelta(days=6)).isoformat(),
                                   threshold=str(threshold), data=data)
         asked = ask_llm(connect, llm_factory, WEEKLY_PROMPT, user, settings=settings, slot_run_id=slot_run_id,
-                        deadline=deadline, what=f"weekly summary {monday}")
+                        deadline=deadline, what=f"weekly summary {monday}", clock=clock)
     digest = asked.digest
     lead_of = {m["id"]: e for e in entries for m in e.members}
     if digest is not None:

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 @step("ingest")
 def ingest_articles(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     client = rt.werss()
-    client.deadline = step_deadline(slot, "ingest")
+    client.deadline = step_deadline(slot, "ingest", rt.clock)
     summary = ingest.IngestSummary(slot=slot["slot"])
     try:
         ingest.ingest_slot(
