@@ -279,3 +279,24 @@ def make_client(db_url: str):
 @pytest.fixture
 def client(make_client) -> TestClient:
     return make_client()
+
+
+# ------------------------------------------------------------------------------- a shuffled order
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--shuffle", metavar="SEED", default=None,
+                     help="run the collected tests in an order shuffled by SEED (each test must pass in any order)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seed = config.getoption("--shuffle")
+    if seed is not None:
+        import random
+
+        random.Random(seed).shuffle(items)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = config.getoption("--shuffle")
+    return f"shuffled with --shuffle {seed}" if seed is not None else None
