@@ -333,6 +333,19 @@ def test_an_account_subscribed_after_the_tasks_were_applied_is_named_with_the_fi
     assert not [x for x in lines if "新订阅" in x]
 
 
+def test_many_accounts_subscribed_since_the_last_apply_do_not_hide_that_the_task_runs(good) -> None:
+    """More new subscriptions than the check reads records of: it reads the oldest too, which the task covers."""
+    from datetime import UTC, datetime
+
+    later = datetime.fromtimestamp(good.clock[0] - 2 * 86400, UTC).astimezone(SHANGHAI)
+    good.werss.accounts[:0] = [{"id": f"MP_WXS_2{n:03}", "mp_name": f"新号{n}", "status": 1,
+                                "created_at": f"{later:%Y-%m-%dT%H:%M:%S}"} for n in range(60)]  # listed first
+    code, lines = check()
+    assert code == 0
+    assert line(lines, "✓ WeRSS · 任务运行").endswith("：2/50 个公众号在其后被采集")
+    assert line(lines, "! WeRSS · 新订阅").startswith("! WeRSS · 新订阅: 48 个公众号订阅后还没被任务采集过：")
+
+
 def test_no_article_yet_is_a_warning_with_the_way_to_collect(good) -> None:
     good.werss.articles = []
     code, lines = check()

@@ -181,10 +181,15 @@ def test_a_day_werss_was_down_counts_the_accounts_of_the_days_before_as_not_cove
     fakes.werss.accounts = ACCOUNTS[:2]
     _slot(fakes, shanghai(2026, 1, 7, 22))
     fakes.werss.down = True
+    before = len(_alerts(fakes, "WeRSS 没有在采集"))  # the day before: listed, nothing collected yet
     _slot(fakes, shanghai(2026, 1, 8, 22))
     with db.connect() as conn:
         stats = conn.execute("SELECT stats FROM daily_report WHERE report_date = %s", (DAY,)).fetchone()["stats"]
     assert (stats["coverage"]["active"], stats["coverage"]["covered"], stats["coverage"]["listed"]) == (2, 0, False)
+    # WeRSS unreachable is said as such: not as a WeRSS that collects nothing (nor alerted as one)
+    line = Coverage.from_stats(stats["coverage"]).line()
+    assert "今日未能读取 WeRSS 的公众号列表" in line and "没有在采集" not in line
+    assert len(_alerts(fakes, "WeRSS 没有在采集")) == before
 
 
 # ------------------------------------------------------------------------- WeRSS that does not collect

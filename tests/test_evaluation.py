@@ -322,7 +322,7 @@ def test_a_pushed_link_or_its_session_never_opens_the_evaluation_page(fakes, mon
     for path in ("/evaluation", "/evaluation/1"):
         signed = client.get(path, params=signing.sign(path, secret, LATER, 1))
         assert signed.status_code == 401 and "登录" in signed.text
-    cookie, _ = read_session_value(secret, int(LATER.timestamp()) + 86400, LATER.timestamp(), 30, 1)
+    cookie, _ = read_session_value(secret, int(LATER.timestamp()) + 86400, LATER.timestamp(), 30, 1, "ab" * 32)
     client.cookies.set(READ_COOKIE, cookie)
     assert client.get("/evaluation").status_code == 401
     assert client.get(f"/daily/{DAY}").status_code == 200  # the same session opens a report page

@@ -100,6 +100,34 @@ def test_eight_threads_never_take_the_ledger_past_a_cap_below_one_article_s_cost
     assert float(held) == 0  # every reservation released once its ladder was in the ledger
 
 
+def test_a_ladder_whose_repair_does_not_fit_is_refused_at_once_not_left_waiting_for_another(fakes, monkeypatch) -> None:
+    # two ladders, each holding its first call's reservation, each wanting a repair the cap fits only once the
+    # other's is released: waiting, each would wait for the other until the deadline
+    demo_day(fakes, monkeypatch)
+    plan = start(cap=1.0, candidate=CHEAP)
+    with db.connect() as conn:
+        items = [r["content_item_id"] for r in conn.execute(
+            "SELECT content_item_id FROM evaluation_item WHERE evaluation_id = %s ORDER BY 1 LIMIT 2",
+            (plan.evaluation_id,)).fetchall()]
+        first, second = (store.evaluations.claim(conn, plan.evaluation_id, item, claimer=f"test:{item}",
+                                                 max_attempts=3).attempt_id for item in items)
+        conn.commit()
+
+    def no_wait(seconds: float) -> None:
+        raise AssertionError(f"waited {seconds} s for a reservation that would never be released")
+
+    cap = spending.Cap(db.connect, plan.evaluation_id, settings().price_table(), sleep=no_wait)
+    cap.reserve(first, 0.4)
+    cap.reserve(second, 0.4)
+    with pytest.raises(spending.LLMBudget, match="cap leaves too little"):
+        cap.reserve(first, 0.8)  # 0.4 + 0.8 > 1.0 while the other holds 0.4
+    with db.connect() as conn:
+        asked = store.evaluations.reserve(conn, plan.evaluation_id, second, 0.8)
+    assert (asked.taken, asked.others, asked.held) == (False, pytest.approx(0.4), pytest.approx(0.4))
+    with pytest.raises(AssertionError, match="waited"):  # a first call (holding nothing) waits while others hold
+        cap.reserve(0, 0.4)
+
+
 def test_the_cap_stops_a_run_and_a_resumed_run_pays_for_no_article_twice(fakes, monkeypatch) -> None:
     demo_day(fakes, monkeypatch)
     _capped(monkeypatch)

@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from include.radar.clock import FixedClock
-from include.radar.web import admission, runtime
+from include.radar.web import admission, auth, runtime
 from include.radar.web.admission import Admission, AdmissionMiddleware
 from include.radar.web.app import create_app
 from tests.pages import DAY, NOW, FakeUser, Seeder, allow_reading, commit, make_settings, signed
@@ -70,12 +70,14 @@ def test_one_link_is_served_its_rate_and_the_excess_is_429_at_once_without_a_con
     assert refused.headers["x-frame-options"] == "SAMEORIGIN" and "default-src 'none'" in refused.headers[
         "content-security-policy"]
     assert opened[0] == 20  # turned away before the app: no connection, no thread, no template
-    # another link is another reader; the read session the link opened is counted on its own
-    assert TestClient(app).get(signed(f"/daily/{(DAY.replace(day=7)).isoformat()}")).status_code == 200
-    session = [client.get("/").status_code for _ in range(admission.BURST + 1)]
-    assert session == [200] * 20 + [429]
-    clock[0] += 1.0  # a second later: RATE more
-    assert [client.get(link).status_code for _ in range(6)] == [200] * 5 + [429]
+    # another link is another reader; the read session the link opened is the same one: its bucket is empty too
+    other = TestClient(app)
+    assert other.get(signed(f"/daily/{(DAY.replace(day=7)).isoformat()}")).status_code == 200
+    assert client.get("/").status_code == 429
+    clock[0] += 1.0  # a second later: RATE more, for the link and its session together
+    assert [client.get(link if n % 2 else "/").status_code for n in range(6)] == [200] * 5 + [429]
+    session = [other.get("/").status_code for _ in range(admission.BURST + 1)]  # the other link's session
+    assert session == [200] * admission.BURST + [429]  # its own bucket (full again a second later)
 
 
 def test_an_airflow_login_is_not_counted_per_link(db_url, day) -> None:
@@ -136,8 +138,10 @@ def test_the_key_is_the_link_s_signature_or_the_session_cookie_and_nothing_else(
         return admission.client_key({"query_string": query, "headers": headers})
 
     assert key(b"exp=1&sig=abc") == "link:abc" and key(b"exp=1&%73ig=abc") == "link:abc"  # as the app decodes it
-    assert key(b"sig=" + b"f" * 500) == "link:" + "f" * 100
-    assert key(cookie=b"radar_seen=1; radar_read=123.abc") == "session:123.abc"
+    assert key(b"sig=" + b"f" * 500) == "link:" + "f" * 16
+    # a read session counts against the link that opened it: the origin its cookie carries
+    assert key(cookie=b"radar_seen=1; radar_read=123.0123456789abcdef.sig") == "link:0123456789abcdef"
+    assert admission.KEY_CHARS == auth.ORIGIN_CHARS
     assert key(cookie=b"_token=jwt") is None and key(b"q=sig") is None
 
 

@@ -76,7 +76,8 @@ def test_a_session_never_outlives_its_link(day, db_url) -> None:
     assert ending.status_code == 200 and READ_COOKIE not in ending.headers.get("set-cookie", "")
 
 
-@pytest.mark.parametrize("value", ["", "1.2", "9999999999." + "0" * 64, "garbage", "1770467400.zz"])
+@pytest.mark.parametrize("value", ["", "1.2", "9999999999." + "0" * 64, "9999999999." + "0" * 16 + "." + "0" * 64,
+                                   "garbage", "1770467400.zz"])
 def test_a_forged_or_foreign_read_cookie_is_no_cookie(day, db_url, value: str) -> None:
     client = _client(db_url, FixedClock(NOW))
     client.cookies.set(READ_COOKIE, value)
@@ -89,9 +90,28 @@ def test_a_link_signature_is_no_session_cookie_and_the_reverse(day, db_url) -> N
     client.cookies.set(READ_COOKIE, f"{query['exp'][0]}.{query['sig'][0]}")
     assert client.get("/").status_code == 401  # a signature for "/" is not a session
     session = client.get(signed(f"/daily/{DAY.isoformat()}")).headers["set-cookie"].split(";")[0].split("=", 1)[1]
-    exp, sig = session.split(".")
+    exp, origin, sig = session.split(".")
     fresh = _client(db_url, FixedClock(NOW))
     assert fresh.get(f"/daily/{DAY.isoformat()}?exp={exp}&sig={sig}").status_code == 403
+
+
+def test_a_session_is_bound_to_the_link_that_opened_it(day, db_url) -> None:
+    # the per-link bound counts a link and its sessions as one client: a session claiming another link's origin
+    # does not verify, and opening the link again mints a session of the same origin
+    from include.radar.web import admission
+
+    client = _client(db_url, FixedClock(NOW))
+    link = signed(f"/daily/{DAY.isoformat()}")
+    link_sig = parse_qs(urlsplit(link).query)["sig"][0]
+    session = client.get(link).headers["set-cookie"].split(";")[0].split("=", 1)[1]
+    exp, origin, sig = session.split(".")
+    assert origin == link_sig[:admission.KEY_CHARS]
+    assert admission.client_key({"query_string": b"", "headers": [(b"cookie", f"{READ_COOKIE}={session}".encode())]}) \
+        == admission.client_key({"query_string": urlsplit(link).query.encode(), "headers": []})
+    assert client.get("/").status_code == 200
+    other = _client(db_url, FixedClock(NOW))
+    other.cookies.set(READ_COOKIE, f"{exp}.{'f' * 16}.{sig}")  # the same HMAC under another origin
+    assert other.get("/").status_code == 401
 
 
 @pytest.mark.browser

@@ -549,6 +549,33 @@ def test_a_throttled_slot_has_one_call_in_flight_at_a_time(db_url):
     assert overlaps[0] >= 2  # not serialised (thread timing decides how many overlap)
 
 
+def test_an_evaluation_s_calls_never_speak_for_the_slots_deepseek(db_url):
+    # on the slots' connection the candidate shares their cool-down but its outcomes are not the slots' (the
+    # overview shows that state); on a connection of its own it has a state and a lock of its own
+    from include.radar import evaluation, ratelimit
+
+    def connect():
+        return db.connect(db_url)
+
+    settings = load_settings(use_airflow=False)
+    with db.connect(db_url) as conn:
+        store.update_status(conn, ratelimit.KEY, lambda s: {**s, "last_status": "ok", "streak": 0})
+    shared = evaluation.gate_of(connect, settings, evaluation.Candidate(model="m"), 5)
+    shared.failed("candidate's own failure")
+    shared.limited(30, "429 from the candidate")
+    with db.connect(db_url) as conn:
+        state = store.status(conn, ratelimit.KEY)
+    assert state["last_status"] == "ok" and "last_error" not in state  # not shown as the slots' failure
+    assert state["streak"] == 1 and state["cool_down_until"]  # the limit is the endpoint's: shared
+    own = evaluation.gate_of(connect, settings, evaluation.Candidate(model="m", conn_id="other_llm"), 5)
+    assert (own.key, own.lock) == ratelimit.own_state("other_llm") and own.lock != shared.lock
+    own.limited(60, "429 from another endpoint")
+    own.failed("boom")
+    with db.connect(db_url) as conn:
+        assert store.status(conn, ratelimit.KEY)["streak"] == 1  # the slots' state untouched
+        assert store.status(conn, "deepseek:status:other_llm")["last_status"] == "failed"
+
+
 def test_the_rate_limit_wait_bounds_every_sleep_of_a_ladder_cool_downs_included(fakes, db_url):
     from include.radar.llm import LLMClient, LLMExhausted
     from include.radar.ratelimit import DatabaseGate

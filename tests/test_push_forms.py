@@ -37,7 +37,7 @@ CHANNELS = [
 ]
 HOSTILE = [
     '<b>粗</b>**紧急** [点此领取](http://evil.example) <a href="https://evil.example">领</a> `码` ~~删~~ ||藏|| &amp; _斜_',
-    "ｅｖｉｌ．ｃｏｍ、evil︒com、evil\ufe0f.com、www.evil.example/x、javascript:alert(1)、a@evil.example",
+    "ｅｖｉｌ．ｃｏｍ、evil︒com、evil\ufe0f.com、www.evil.example/x、javascript:alert(1)、a@evil.example @all <!channel> <@U1> <at user_id=\"all\">",
     "# 标题 - 列表 > 引用 1. 一 === --- \\ ![图](https://evil.example/i.png)",
     "😀🚀❤️👨\u200d👩\u200d👧 表情，贵州茅台（600519.SH）与腾讯控股（0700.HK）",
 ]
@@ -64,7 +64,7 @@ def _slot_message() -> message.Message:
                                               for n, h in enumerate(HOSTILE, 1))]
     blocks = tuple(briefs.opportunity_block(e, [f"号{n}" for n in range(e.lead["id"] % 3 + 1)], date(2026, 1, 8),
                                             f"{RADAR}analysis/{e.lead['id']}?exp=1&sig=cd") for e in entries)
-    return message.Message("【机会提醒】14:00 发现 4 条（最高分 89）", [], LINK, blocks, more="另有 1 条",
+    return message.Message("【机会提醒】14:00 发现 4 条（最高分 89）", [], LINK, blocks, more=1,
                            more_link=f"{RADAR}daily/2026-01-08?exp=1&sig=ef", link_label="查看分析")
 
 
@@ -124,6 +124,8 @@ def test_each_form_shows_what_an_article_or_the_llm_wrote_as_text(url):
     assert all(h.startswith(RADAR) for h in rendered.hrefs) and (form == message.TEXT or LINK in rendered.hrefs)
     shown = text.count("证据：")  # the items that fit this channel (WeCom's 2048 bytes hold fewer), each whole
     assert shown == 4 or (shown >= 1 and message.CUT_NOTE in text)
+    assert f"另有 {1 + 4 - shown} 条" in text  # the one beyond the four, and any this channel's size left out
+    assert "@" not in text.replace(RADAR, "") and "<!" not in text and "<at" not in text  # no one notified
     assert "<b>粗</b>**紧急** [点此领取](hxxp://evil[.]example)" in text  # item 1 (the watchlist's): as text
     assert "贵州茅台 600519、腾讯控股 00700" in text  # codes read whole, in every item's targets
     assert "600519.SH" not in text and "[.]SH" not in text and "0700.HK" not in text

@@ -116,7 +116,7 @@ def world(database_url: str) -> World:
     vote_fields = {k: v.replace("&amp;", "&") for k, v in re.findall(r'name="(\w+)" value="([^"]*)"', form.group(1))}
     token = re.search(r'name="csrf" value="([^"]+)"', clients["editor"].get("/profile").text)
     assert token is not None
-    session, _ = read_session_value(SECRET, int(NOW.timestamp()) + 86400, NOW.timestamp(), 30, 1)
+    session, _ = read_session_value(SECRET, int(NOW.timestamp()) + 86400, NOW.timestamp(), 30, 1, "ab" * 32)
     return World(clients, ids, link_query, vote_fields, token.group(1), session)
 
 

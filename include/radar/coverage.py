@@ -53,8 +53,9 @@ class Coverage:
 
     @property
     def nothing_collected(self) -> bool:
-        """No account covered, and no lapsed or missing WeChat login to explain it (that has a line of its own)."""
-        return bool(self.active) and not self.covered and not (self.login_lapsed or self.unscanned)
+        """No account covered, and nothing else to explain it: a lapsed or missing WeChat login, or an account list
+        no slot could read (WeRSS down: each has a line and an alert of its own)."""
+        return bool(self.active) and self.listed and not self.covered and not (self.login_lapsed or self.unscanned)
 
     def line(self) -> str:
         """The report's and the push's line: ``公众号覆盖 10/12（83%）：2 个未能读取（A、B）``."""

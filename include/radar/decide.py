@@ -330,6 +330,17 @@ def plain_codes(text: str) -> str:
     return _CODE.sub(lambda m: m[1] or m[2].zfill(5), text)
 
 
+# what a channel reads as a mention that notifies people: Slack's <!channel> <!here> <@U123>, WeCom's <@userid>,
+# Feishu's <at user_id="all">, and @everyone / @all / @username in Discord, Telegram, DingTalk and the rest
+_MENTION_OPEN = re.compile(r"<(?=[!@]|at\b)", re.IGNORECASE)
+
+
+def unmention(text: str) -> str:
+    """``text`` with nothing a channel would read as a mention: ``@`` written full-width (＠), and the ``<`` that
+    opens Slack's and Feishu's mention tags too (＜), so an article cannot make a push notify a whole group."""
+    return _MENTION_OPEN.sub("＜", text).replace("@", "＠")
+
+
 def defang(text: str) -> str:
     """``text`` with every URL, host name and e-mail domain turned into text no channel makes a link of:
     ``https://evil.example/x`` → ``hxxps://evil[.]example/x``, ``javascript:`` → ``javascript[:]``; look-alikes
@@ -337,7 +348,8 @@ def defang(text: str) -> str:
 
     WeCom, Telegram and e-mail clients link bare URLs and host names by themselves, so an article could make the
     model write a phishing URL into a push. The push's own link is added after, untouched. Idempotent. A security
-    code is no host name: ``600519.SH`` (``.sh`` is a TLD) is written ``600519`` (plain_codes).
+    code is no host name: ``600519.SH`` (``.sh`` is a TLD) is written ``600519`` (plain_codes). No mention
+    either (:func:`unmention`).
     """
     if _LOOKALIKE.search(text):
         text = "".join(map(_plain, text))
@@ -347,7 +359,7 @@ def defang(text: str) -> str:
                        text)
     text = _BARE_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}[:]", text)
     text = _IDEOGRAPHIC_DOT.sub("[.]", text)
-    return _HOST_DOT.sub("[.]", text)
+    return unmention(_HOST_DOT.sub("[.]", text))
 
 
 def daily_push_plan(slot: dict[str, Any]) -> tuple[bool, str]:

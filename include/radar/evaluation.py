@@ -336,7 +336,7 @@ def run(connect: Callable[[], Any], settings: Settings, evaluation_id: int, *,
         profile = focus.from_row(store.get_profile(conn))
     candidate = candidate_of(row)
     threads = batches.width(settings.llm_concurrency, settings.analysis_tasks)
-    gate = ratelimit.DatabaseGate(connect, -evaluation_id)  # shares the slots' cool-down, throttled on its own
+    gate = gate_of(connect, settings, candidate, evaluation_id)
     make = client or (lambda g: connections.llm_client(settings, g, connections=threads, setup=candidate.setup()))
     owner = claimer or default_claimer()
     prices = prices_of(row, settings)
@@ -359,6 +359,17 @@ def run(connect: Callable[[], Any], settings: Settings, evaluation_id: int, *,
         _finish(connect, evaluation_id, job, _Stop("crashed", f"{exc.__class__.__name__}: {exc}"))
         raise
     return _finish(connect, evaluation_id, job, None)
+
+
+def gate_of(connect: Callable[[], Any], settings: Settings, candidate: Candidate,
+            evaluation_id: int) -> ratelimit.DatabaseGate:
+    """The candidate's rate-limit gate: on the slots' connection it waits out their cool-down and adds its 429s to
+    it (one endpoint, one limit), throttled on its own, its outcomes not shown as the slots'; on a connection of its
+    own, a state of its own."""
+    if candidate.conn_id == settings.deepseek_conn_id:
+        return ratelimit.DatabaseGate(connect, -evaluation_id, reports=False)
+    key, lock = ratelimit.own_state(candidate.conn_id)
+    return ratelimit.DatabaseGate(connect, -evaluation_id, key=key, lock=lock)
 
 
 def _finish(connect: Callable[[], Any], evaluation_id: int, job: _Job, stop: _Stop | None) -> Run:

@@ -39,8 +39,8 @@ class Message:
     lines: list[str]  # first; shortened only when nothing else fits
     link: str  # the message's page: never shortened
     blocks: tuple[Block, ...] = ()
-    more: str = ""  # after the blocks: what the message leaves out (「另有 2 条」) ...
-    more_link: str = ""  # ... and where it is (a link in Markdown and HTML)
+    more: int = 0  # items beyond the blocks: with the blocks a channel's size leaves out, 「另有 N 条」 ...
+    more_link: str = ""  # ... and where they are (a link in Markdown and HTML)
     notes: tuple[str, ...] = ()  # last, before the link
     link_label: str = "查看详情"  # the link's text in Markdown and HTML
 
@@ -107,9 +107,10 @@ def render(message: Message, form: str, blocks: int | None = None) -> str:
             lines[-1] += " · " + own
         parts.append(f.paragraph([line for line in lines if line]))
     trailer = []
-    if message.more:
-        more_link = f.link("当日日报", message.more_link) if message.more_link else ""
-        trailer.append(f.text(message.more) + (" · " + more_link if more_link else ""))
+    left_out = message.more + len(message.blocks) - len(shown)
+    if left_out:
+        where = f.link("当日日报", message.more_link) if message.more_link else ""
+        trailer.append(f.text(f"另有 {left_out} 条") + (" · " + where if where else ""))
     trailer += [f.text(note) for note in message.notes]
     if len(shown) < len(message.blocks):
         trailer.append(f.text(CUT_NOTE))
@@ -130,7 +131,7 @@ def shortened(message: Message, chars: int) -> Message:
             break
         kept.append(line if len(line) <= left else line[:left] + "…")
         left -= len(line)
-    return replace(message, lines=kept, blocks=(), more="", notes=(CUT_NOTE,))
+    return replace(message, lines=kept, blocks=(), more=0, notes=(CUT_NOTE,))
 
 
 def fitted(message: Message, form: str, fits: Callable[[str], bool]) -> str:

@@ -7,6 +7,10 @@ the slot that is throttled, and the last outcome of a call, which the overview p
 time (a PostgreSQL advisory lock held while a call is in flight), fewer calls in flight instead of burnt
 attempts. After ``ALERT_AFTER`` in a row the operator is alerted (once a day). A usable answer ends the
 streak. The gate is advisory: when the database cannot be reached, calls go on unthrottled.
+
+An evaluation's candidate on the slots' own connection shares this state (one endpoint, one limit) without
+reporting into it: its failures and answers are not the slots'. A candidate on a connection of its own has a
+state and a lock of its own (:func:`own_state`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,17 +43,22 @@ class DatabaseGate(RateGate):
         *,
         on_streak: Callable[[int, str], None] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        key: str = KEY,
+        lock: int = _LOCK,
+        reports: bool = True,
     ) -> None:
         self.connect = connect
         self.slot_run_id = slot_run_id
         self.on_streak = on_streak
         self.clock = clock
+        self.key, self.lock = key, lock
+        self.reports = reports  # whether its calls' outcomes are the state's last_status (what the overview shows)
         self._seen: dict[str, Any] = {}  # the state as wait() read it, for in_flight() right after
 
     def _update(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
         try:
             with self.connect() as conn:
-                return store.update_status(conn, KEY, change)
+                return store.update_status(conn, self.key, change)
         except Exception:  # the gate is advisory
             log.warning("the shared DeepSeek rate-limit state could not be updated", exc_info=True)
             return {}
@@ -56,7 +66,7 @@ class DatabaseGate(RateGate):
     def _read(self) -> dict[str, Any]:
         try:
             with self.connect() as conn:
-                return store.status(conn, KEY)
+                return store.status(conn, self.key)
         except Exception:
             log.warning("the shared DeepSeek rate-limit state could not be read", exc_info=True)
             return {}
@@ -84,13 +94,13 @@ class DatabaseGate(RateGate):
             try:  # one session holds the lock for the whole call and releases it after (its connection is pooled)
                 conn = stack.enter_context(self.connect())
                 give_up = time.monotonic() + max(left, 0)
-                while not conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (_LOCK,)).fetchone()["ok"]:
+                while not conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (self.lock,)).fetchone()["ok"]:
                     conn.commit()
                     if time.monotonic() > give_up:
                         break
                     time.sleep(POLL_SECONDS)
                 else:
-                    stack.callback(_release, conn)
+                    stack.callback(_release, conn, self.lock)
                 conn.commit()
             except Exception:  # the gate is advisory: the call goes on unthrottled
                 log.warning("the DeepSeek throttle could not be taken", exc_info=True)
@@ -102,8 +112,10 @@ class DatabaseGate(RateGate):
         def change(state: dict[str, Any]) -> dict[str, Any]:
             streak = int(state.get("streak") or 0) + 1
             until = max(filter(None, [_at(state.get("cool_down_until")), now + timedelta(seconds=pause)]))
-            state.update(streak=streak, cool_down_until=until.isoformat(), last_status="rate_limited",
-                         last_error=redact.scrub(error)[:300], last_error_at=now.isoformat())
+            state.update(streak=streak, cool_down_until=until.isoformat())
+            if self.reports:
+                state.update(last_status="rate_limited", last_error=redact.scrub(error)[:300],
+                             last_error_at=now.isoformat())
             if streak >= THROTTLE_AFTER:
                 state["throttled_slot_run_id"] = self.slot_run_id
             return state
@@ -116,6 +128,8 @@ class DatabaseGate(RateGate):
             self.on_streak(streak, error)
 
     def failed(self, error: str) -> None:
+        if not self.reports:
+            return
         now = self.clock()
 
         def change(state: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +142,9 @@ class DatabaseGate(RateGate):
         now = self.clock()
 
         def change(state: dict[str, Any]) -> dict[str, Any]:
-            state.update(streak=0, last_status="ok", last_ok_at=now.isoformat())
+            state.update(streak=0)
+            if self.reports:
+                state.update(last_status="ok", last_ok_at=now.isoformat())
             return state
 
         self._update(change)
@@ -143,8 +159,13 @@ def _at(value: Any) -> datetime | None:
         return None
 
 
-def _release(conn: Any) -> None:
+def own_state(conn_id: str) -> tuple[str, int]:
+    """The state key and advisory lock of the calls made on connection ``conn_id`` (not the slots')."""
+    return f"{KEY}:{conn_id}", (_LOCK ^ zlib.crc32(conn_id.encode())) & 0x7FFF_FFFF_FFFF_FFFF
+
+
+def _release(conn: Any, lock: int) -> None:
     try:
-        conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK,))
+        conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
     except Exception:  # db.connect releases it all the same as the connection goes back to its pool
         log.warning("the DeepSeek throttle could not be released", exc_info=True)

@@ -73,8 +73,10 @@ class Cap:
     """An evaluation's cap. Before each call, an attempt reserves what its ladder paid so far and the call at its
     most (``PriceTable.most``), under a lock on the evaluation, only if the ledger, every other reservation and it
     stay within the cap; the reservation is released when the attempt closes, after what it cost is in the ledger.
-    So the ledger never passes the cap, however many calls run at once. A call that does not fit waits while other
-    calls hold reservations (they will be released), and is refused (LLMBudget) when none does or ``deadline`` comes."""
+    So the ledger never passes the cap, however many calls run at once. A first call that does not fit waits while
+    other calls hold reservations (they will be released), and is refused (LLMBudget) when none does or
+    ``deadline`` comes. A later call of a ladder (a repair) that does not fit is refused at once: its attempt
+    holds a reservation, and two ladders each waiting for the other's would wait until the deadline."""
 
     connect: Callable[[], Any]
     evaluation_id: int
@@ -94,12 +96,12 @@ class Cap:
         amount = math.ceil(amount * 1e6 - 1e-6) / 1e6  # the ledger keeps six places: never hold less than it records
         while True:
             with self.connect() as conn:
-                taken, spent, others = store.evaluations.reserve(conn, self.evaluation_id, attempt_id, amount)
-            if taken:
+                asked = store.evaluations.reserve(conn, self.evaluation_id, attempt_id, amount)
+            if asked.taken:
                 return
             out_of_time = self.deadline is not None and time.monotonic() + CAP_POLL_SECONDS > self.deadline
-            if others <= 0 or out_of_time:
+            if asked.others <= 0 or asked.held > 0 or out_of_time:
                 money = self.prices.money
                 raise LLMBudget(f"the evaluation's cap leaves too little for the next call (at most {money(amount)}; "
-                                f"{money(spent)} spent): raise the cap and resume it to finish", usage)
+                                f"{money(asked.spent)} spent): raise the cap and resume it to finish", usage)
             self.sleep(CAP_POLL_SECONDS)

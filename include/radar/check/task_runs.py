@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from include.radar import store, werss_rows
@@ -26,7 +26,7 @@ from include.radar.werss import WERSS_TZ, WeChatLogin, WeRSSClient, WeRSSError
 log = logging.getLogger(__name__)
 AREA = "WeRSS"
 NAME = "任务运行"
-DETAILS = 50  # the accounts (newest subscribed first) whose record is read
+DETAILS = 50  # the accounts whose record is read: the newest and the oldest subscribed, alternately
 RUN_GRACE = timedelta(minutes=10)  # a scheduled run starts on its first account within this after its time
 RUN_WINDOW = timedelta(minutes=30)  # a collection started this long after a cron time is that time's run
 SEEN_KEY = "check:werss_tasks"  # task id -> when the check first saw it (ISO)
@@ -98,11 +98,23 @@ def _moment(value: str) -> datetime | None:
     return moment if moment.tzinfo else None
 
 
+def sample(accounts: list[Account], size: int = DETAILS) -> list[Account]:
+    """``size`` of ``accounts``, the newest and the oldest subscribed in turn (whatever WeRSS's order): the newest tell whether a
+    new subscription was reached, the oldest whether the task ran at all (an account subscribed after the last
+    「应用」 is in no task yet, so newest only would read a running task as one that never ran). In turn, so a
+    time budget that stops the reading early still leaves both ends."""
+    if len(accounts) <= size:
+        return list(accounts)
+    oldest = datetime.min.replace(tzinfo=UTC)
+    accounts = sorted(accounts, key=lambda a: a.subscribed_at or oldest, reverse=True)
+    return [accounts[n // 2] if n % 2 == 0 else accounts[-1 - n // 2] for n in range(size)]
+
+
 def _read_syncs(client: WeRSSClient, accounts: list[Account], now: datetime, options: Options) -> list[Account]:
-    """The newest-subscribed accounts with their last collection time, within twice the check's timeout."""
+    """The accounts of the :func:`sample` with their last collection time, within twice the check's timeout."""
     budget = time.monotonic() + 2 * options.timeout
     found = []
-    for account in accounts[:DETAILS]:
+    for account in sample(accounts):
         if time.monotonic() > budget:
             break
         try:

@@ -50,7 +50,7 @@ def _message(rt: Runtime, slot: dict[str, Any], view: SlotView, path: str) -> pu
         lines=[], link=links.get(summary.top_analysis_id) or rt.page_url(path),
         blocks=tuple(briefs.opportunity_block(e, briefs.event_sources(e, view.others), day, links[e.lead["id"]])
                      for e in items[: briefs.MAX_ITEMS]),
-        more=f"另有 {more} 条" if more > 0 else "", more_link=rt.page_url(f"/daily/{day.isoformat()}") if more > 0 else "",
+        more=max(more, 0), more_link=rt.page_url(f"/daily/{day.isoformat()}"),
         link_label="查看分析",
     )
 

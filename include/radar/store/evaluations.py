@@ -9,6 +9,7 @@ again after a crash pays only for what it had not been answered, and never twice
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +20,6 @@ from include.radar import redact
 from include.radar.store.claims import EVALUATIONS, LEASE, Claim, end_running, renew_claims, take
 from include.radar.store.claims import finish_attempt as finish_any_attempt
 from include.radar.store.common import Row
-from include.radar.store.operations import record_spend as record_any_spend
 
 PENDING, CLAIMED, DONE, FAILED = 0, 1, 2, 3
 
@@ -184,36 +184,39 @@ def store_answer(conn: psycopg.Connection, attempt_id: int, answer: dict[str, An
     return finish_attempt(conn, attempt_id, "analysed", llm_calls=answer["llm_calls"])
 
 
-def reserve(conn: psycopg.Connection, evaluation_id: int, attempt_id: int, amount: float) -> tuple[bool, float, float]:
+@dataclass(frozen=True)
+class Reservation:
+    taken: bool  # the attempt now holds the amount asked for
+    spent: float  # the evaluation's ledger
+    others: float  # what other live attempts hold (they will release it)
+    held: float  # what this attempt held before asking (its ladder's earlier call)
+
+
+def reserve(conn: psycopg.Connection, evaluation_id: int, attempt_id: int, amount: float) -> Reservation:
     """Make ``amount`` the attempt's reservation if the ledger, the other attempts' reservations and it stay within
-    the cap; (reserved or not, spent, held by other live attempts). Serialised on the evaluation's row; the sums
-    read in one statement after the lock, so a ladder settling meanwhile is seen whole (its spend in, its
-    reservation out) or not at all. What a dead run left reserved is counted, never waited for."""
+    the cap. Serialised on the evaluation's row; the sums read in one statement after the lock, so a ladder
+    settling meanwhile is seen whole (its spend in, its reservation out) or not at all. What a dead run left
+    reserved is counted, never waited for."""
     cap = conn.execute("SELECT cap FROM evaluation WHERE id = %s FOR UPDATE", (evaluation_id,)).fetchone()
     sums = conn.execute(
         """
         SELECT (SELECT coalesce(sum(cost), 0) FROM llm_spend WHERE evaluation_id = %(e)s) AS spent,
-               coalesce(sum(reserved), 0) AS others,
-               coalesce(sum(reserved) FILTER (WHERE outcome = 'running' AND lease_until > now()), 0) AS live
-        FROM evaluation_attempt WHERE evaluation_id = %(e)s AND id <> %(a)s
+               coalesce(sum(reserved) FILTER (WHERE id <> %(a)s), 0) AS others,
+               coalesce(sum(reserved) FILTER (WHERE id <> %(a)s AND outcome = 'running' AND lease_until > now()), 0)
+                   AS live,
+               coalesce(sum(reserved) FILTER (WHERE id = %(a)s), 0) AS held
+        FROM evaluation_attempt WHERE evaluation_id = %(e)s
         """,
         {"e": evaluation_id, "a": attempt_id},
     ).fetchone()
-    spent, others, live = float(sums["spent"]), float(sums["others"]), float(sums["live"])
+    spent, others, live, held = (float(sums[k]) for k in ("spent", "others", "live", "held"))
     if cap is None or spent + others + amount > float(cap["cap"]):
         conn.rollback()
-        return False, spent, live
+        return Reservation(False, spent, live, held)
     taken = conn.execute("UPDATE evaluation_attempt SET reserved = %s WHERE id = %s AND outcome = 'running'",
                          (amount, attempt_id)).rowcount
     conn.commit()
-    return bool(taken), spent, live
-
-
-def record_spend(conn: psycopg.Connection, entry: dict[str, Any]) -> None:
-    """One answered ladder of an evaluation's calls, in the shared ledger under the evaluation (no article, no slot:
-    an article's cost stays what its own analysis cost; the slots' daily budget does not count it)."""
-    record_any_spend(conn, {**entry, "purpose": "evaluation", "content_item_id": None, "attempt_id": None,
-                                   "slot_run_id": None})
+    return Reservation(bool(taken), spent, live, held)
 
 
 # ------------------------------------------------------------------------------------------ comparison

@@ -37,7 +37,9 @@ FAST_BURST = 20
 HOLD_SECONDS = 2.0
 HELD = 1_000
 KEYS = 10_000  # links, sessions and refused clients remembered (least recently seen forgotten first)
-KEY_CHARS = 100  # a signature is 64 hex digits; a longer one is no link's and shares its first 100 characters
+# a link is counted by the first 16 of its signature's 64 hex digits, which the read sessions it opens carry
+# (auth.ORIGIN_CHARS; not imported, as READ_COOKIE): a link and its sessions are one client
+KEY_CHARS = 16
 STATIC = "/static/"  # the two static files: no database, no thread (async), never held back
 READ_COOKIE = "radar_read"  # auth.READ_COOKIE (not imported: auth loads the app's settings)
 
@@ -152,8 +154,8 @@ def _hand(waiter: asyncio.Future[None]) -> None:
 
 
 def client_key(scope: Scope) -> str | None:
-    """What the per-link bound counts a request against: the link's signature, else the read session's
-    cookie; None for anyone else (an Airflow login, or no one: a 401 page)."""
+    """What the per-link bound counts a request against: the link's signature, else the link that opened the
+    read session (its cookie's origin); None for anyone else (an Airflow login, or no one: a 401 page)."""
     query = scope.get("query_string") or b""
     if b"sig" in query or b"%" in query:
         for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
@@ -164,7 +166,8 @@ def client_key(scope: Scope) -> str | None:
             for part in value.decode("latin-1").split(";"):
                 key, _, cookie = part.strip().partition("=")
                 if key == READ_COOKIE:
-                    return "session:" + cookie[:KEY_CHARS]
+                    _, _, origin = cookie.partition(".")
+                    return "link:" + origin.partition(".")[0][:KEY_CHARS]
     return None
 
 

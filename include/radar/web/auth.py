@@ -74,14 +74,17 @@ class Reader:
 
 # ------------------------------------------------------------------------------------------ the read session
 
-# A valid signed link opens a short read session: an HttpOnly cookie scoped to the app's path, holding an expiry
-# and its HMAC. Its message is ``read-session:`` (page paths start with "/"), so a cookie value is never a
-# link signature or a feedback token, nor the reverse. It lets a reader who came from a push walk to the
-# overview, other days and analyses (the pages of ``link_session_pages``) during the link's first day; it
-# never opens what is personal and never lets anyone write (its pages carry no vote forms, web/runtime.py).
+# A valid signed link opens a short read session: an HttpOnly cookie scoped to the app's path, holding an expiry,
+# the first ORIGIN_CHARS of the opening link's signature and their HMAC. Its message is ``read-session:<origin>``
+# (page paths start with "/"), so a cookie value is never a link signature or a feedback token, nor the reverse.
+# The origin makes the link and every session it opens one client to the per-link bound (web/admission.py): a
+# link opened again mints no fresh allowance. It lets a reader who came from a push walk to the overview, other
+# days and analyses (the pages of ``link_session_pages``) during the link's first day; it never opens what is
+# personal and never lets anyone write (its pages carry no vote forms, web/runtime.py).
 READ_COOKIE = "radar_read"
+ORIGIN_CHARS = 16  # of a link's 64 hex digits: admission.KEY_CHARS
 _READ_PURPOSE = "read-session:"
-_READ_RE = re.compile(r"([0-9]{1,12})\.([0-9a-f]{64})")
+_READ_RE = re.compile(r"([0-9]{1,12})\.([0-9a-f]{16})\.([0-9a-f]{64})")
 _CLOCK_SKEW_SECONDS = 60  # between the api-server workers that set and check a cookie
 SESSION_DAYS = 1  # a link opens read sessions during the first day after it was signed only
 
@@ -92,9 +95,10 @@ def page_of(path: str) -> str:
     return path.lstrip("/").split("/", 1)[0] or "overview"
 
 
-def read_session_value(secret: str, link_exp: int, now_ts: float, minutes: int,
-                       link_days: int) -> tuple[str, int] | None:
-    """The cookie value and its lifetime in seconds, or None when the link opens no session any more.
+def read_session_value(secret: str, link_exp: int, now_ts: float, minutes: int, link_days: int,
+                       link_sig: str) -> tuple[str, int] | None:
+    """The cookie value and its lifetime in seconds, or None when the link opens no session any more (or
+    ``link_sig``, the opening link's signature, is none).
 
     A session lasts at most ``minutes``, never past the link's expiry, and never past the end of the link's
     first day: a day after it was signed (its expiry less ``link_days``, the lifetime links are signed for).
@@ -103,10 +107,11 @@ def read_session_value(secret: str, link_exp: int, now_ts: float, minutes: int,
     the current one counts as older than it is: it opens fewer sessions, never more."""
     first_day_ends = link_exp - link_days * 86400 + SESSION_DAYS * 86400
     expires = int(min(link_exp, now_ts + minutes * 60, first_day_ends))
-    if expires <= now_ts:
+    origin = link_sig[:ORIGIN_CHARS].lower()
+    if expires <= now_ts or not re.fullmatch(f"[0-9a-f]{{{ORIGIN_CHARS}}}", origin):
         return None
-    query = signing.sign_until(_READ_PURPOSE, secret, expires)
-    return f"{query['exp']}.{query['sig']}", expires - int(now_ts)
+    query = signing.sign_until(_READ_PURPOSE + origin, secret, expires)
+    return f"{query['exp']}.{origin}.{query['sig']}", expires - int(now_ts)
 
 
 def session_opens(settings: Settings) -> bool:
@@ -123,8 +128,8 @@ def session_reader(request: Request, settings: Settings, page: str) -> Reader | 
     if match is None or not secret or minutes <= 0 or page not in settings.link_session_pages:
         return None
     longest = (minutes * 60 + _CLOCK_SKEW_SECONDS) / 86400  # a cookie of a longer setting is cut to this one
-    if not signing.verify(_READ_PURPOSE, match.group(1), match.group(2), secret, request.app.state.radar.clock(),
-                          longest):
+    if not signing.verify(_READ_PURPOSE + match.group(2), match.group(1), match.group(3), secret,
+                          request.app.state.radar.clock(), longest):
         return None
     return Reader(signed_exp=int(match.group(1)), session=True)
 
@@ -254,7 +259,7 @@ def _open_session(request: Request, settings: Settings, reader: Reader) -> None:
         return
     session = read_session_value(settings.link_secret.get_secret_value(), reader.signed_exp,
                                  request.app.state.radar.clock().timestamp(), settings.link_session_minutes,
-                                 settings.remember_me_days)
+                                 settings.remember_me_days, request.query_params.get("sig", ""))
     if session is not None:
         request.scope.setdefault("state", {})["radar_read_session"] = session
 
