@@ -202,8 +202,7 @@ def build_report(
     settings: Settings,
     analysis_url: Callable[[int], str],
     upstream_errors: list[str] | None = None,
-    deadline: float | None = None,
-    clock: Clock = SYSTEM,
+    deadline: float | None = None, clock: Clock = SYSTEM,
 ) -> dict[str, Any]:
     """Gather the day, ask for the digest, validate it and upsert daily_report. Never raises for LLM failures.
 
