@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 import time
 from typing import Any
@@ -96,6 +97,27 @@ def test_outside_demo_mode_a_single_login_and_recorded_prices_are_warnings_that_
 
 
 # ------------------------------------------------------------------------------------------- WeRSS
+
+
+def test_a_database_never_migrated_is_a_failed_line_not_a_traceback(good, monkeypatch) -> None:
+    import uuid
+
+    import psycopg
+
+    from tests.conftest import _server_url, _with_database
+
+    name = f"radar_test_empty_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(_server_url(), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        monkeypatch.setenv("RADAR_DATABASE_URL", _with_database(_server_url(), name))
+        code, lines = check()
+        assert code == 1
+        assert re.match(r"✗ 雷达数据库 · 表结构: \d+ 个迁移未应用：0001_initial.sql, ", line(lines, "✗ 雷达数据库 · 表结构"))
+        assert line(lines, "✓ WeRSS · 可达")  # the checks that need no radar table still run
+    finally:
+        with psycopg.connect(_server_url(), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_a_wrong_werss_password_is_one_login_never_retried(good, monkeypatch) -> None:

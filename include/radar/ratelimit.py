@@ -1,16 +1,13 @@
 """DeepSeek's rate limit, shared by every analysis of a slot (each runs in its own task process).
 
-The state lives in PostgreSQL (``service_state`` key ``deepseek:status``, updated with the row locked):
-the current streak of 429 answers, a cool-down every call waits out (the longest ``Retry-After`` heard),
-the slot that is throttled, and the last outcome of a call, which the overview page shows. After
-``THROTTLE_AFTER`` 429s in a row the slot is throttled for the rest of its run: its calls go one at a
-time (a PostgreSQL advisory lock held while a call is in flight), fewer calls in flight instead of burnt
-attempts. After ``ALERT_AFTER`` in a row the operator is alerted (once a day). A usable answer ends the
-streak. The gate is advisory: when the database cannot be reached, calls go on unthrottled.
-
-An evaluation's candidate on the slots' own connection shares this state (one endpoint, one limit) without
-reporting into it: its failures and answers are not the slots'. A candidate on a connection of its own has a
-state and a lock of its own (:func:`own_state`).
+The state lives in PostgreSQL (``service_state`` key ``deepseek:status``, updated with the row locked): the
+current streak of 429 answers, a cool-down every call waits out (the longest ``Retry-After`` heard), the slot
+that is throttled, and the last outcome of a call, which the overview page shows. After ``THROTTLE_AFTER`` 429s
+in a row the slot is throttled for the rest of its run: its calls go one at a time (an advisory lock held while
+a call is in flight). After ``ALERT_AFTER`` the operator is alerted (once a day). A usable answer ends the
+streak. The gate is advisory: when the database cannot be reached, calls go on unthrottled. An evaluation's
+candidate on the slots' connection shares the state without reporting into it (its outcomes are not the
+slots'); on a connection of its own it has a state and a lock of its own (:func:`own_state`).
 """
 
 from __future__ import annotations

@@ -21,15 +21,17 @@ MIGRATE = "python -m include.radar.cli migrate（docker compose 的 airflow-init
 
 
 def database_lines(url: str, settings: Settings, options: Options) -> tuple[list[Line], bool]:
-    """The radar database's lines, and whether it was reachable."""
+    """The radar database's lines, and whether the other checks may read and write it: reachable, and holding
+    the radar's tables (a database never migrated has none: its line says so, and nothing else reads it)."""
     try:
         with db.connect(url, statement_timeout_s=options.timeout, lock_timeout_s=options.timeout) as conn:
             version = conn.execute("SHOW server_version").fetchone()["server_version"]
             lines = [ok(DB, "可连接", f"PostgreSQL {version.split()[0]}，{db.redact(url)}"), _schema(conn)]
+            usable = conn.execute("SELECT to_regclass('service_state') IS NOT NULL AS e").fetchone()["e"]
     except (db.DatabaseUnavailable, psycopg.Error) as exc:
         return [fail(DB, "可连接", reason(exc), "启动 PostgreSQL，或改正 RADAR_DATABASE_URL / radar_db 连接")], False
     lines.append(pages_line(deployment("RADAR_PAGES_DATABASE_URL"), url, settings, options))
-    return lines, True
+    return lines, usable
 
 
 def _schema(conn: psycopg.Connection) -> Line:
