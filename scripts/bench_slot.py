@@ -111,7 +111,7 @@ def idle_cpu(root: int, seconds: float) -> float:
     return (used() - before) / seconds
 
 
-def one_run(n: int, latency: float, concurrency: int | None, index: int, slot_epoch: int, *, werss: FakeWeRSS,
+def one_run(n: int, latency: float, concurrency: int | None, index: int, slot_epoch: int, conf: str, *, werss: FakeWeRSS,
             deepseek: FakeDeepSeek, sink: PushSink, env: dict[str, str], server_url: str, sampler: Sampler,
             proc: subprocess.Popen) -> dict[str, Any]:
     url = db.fresh_database(server_url, BENCH_DB)
@@ -144,7 +144,7 @@ def one_run(n: int, latency: float, concurrency: int | None, index: int, slot_ep
     run_id = f"bench_{index}_{int(time.time())}"
     before = sessions(url)
     sampler.reset()
-    airflow("dags", "trigger", DAG_ID, "--run-id", run_id, env=env)
+    airflow("dags", "trigger", DAG_ID, "--run-id", run_id, "--conf", conf, env=env)
     with metadata() as meta:
         def finished() -> dict[str, Any] | None:
             row = meta.execute("SELECT state, queued_at, start_date, end_date FROM dag_run WHERE run_id = %s",
@@ -218,16 +218,14 @@ def main() -> int:
     werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(sink.handle)
     server_url = os.environ.get("RADAR_DATABASE_URL") or db.database_url()
     bench_url = db.fresh_database(server_url, BENCH_DB)
-    daytime, daily, slot_epoch = slots_now()
+    plan = slots_now()
+    daytime, daily, slot_epoch = plan.daytime, plan.daily, plan.slot_epoch
     env = {
         **os.environ,
         **standin_env(PORT, werss_at, deepseek_at, sink_at, "sk-bench"),
         "RADAR_DATABASE_URL": bench_url,
         "AIRFLOW_VAR_RADAR_SCHEDULE_SLOTS": json.dumps([daytime, daily]),
         "AIRFLOW_VAR_RADAR_MAX_ARTICLES_PER_SLOT": str(max(sizes)),
-        # every run is the same daytime slot, triggered by hand minutes to an hour after its time: not late, so
-        # its best opportunity is pushed as on a reader's day (each run starts from an empty radar database)
-        "AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES": str(24 * 60),
     }
     env.pop("AIRFLOW_VAR_RADAR_LLM_CONCURRENCY", None)  # set per run as an Airflow Variable
     log_file = OUT / "standalone.log"
@@ -246,8 +244,9 @@ def main() -> int:
             wait_for(lambda: meta.execute("SELECT 1 FROM dag WHERE dag_id = %s", (DAG_ID,)).fetchone(),
                      "the DAG to be parsed", 300, [proc])
         airflow("dags", "unpause", DAG_ID, env=env)
-        # unpausing starts a run for the schedule's latest tick (the daytime slot): let it end first (WeRSS
-        # has no articles yet); the next tick is an hour away
+        # unpausing starts a run for the schedule's latest tick (the daily slot, hours ago): let it end first
+        # (WeRSS has no articles yet); the next tick is hours away. Every run then is the same daytime slot,
+        # triggered by name with its push forced, as on a reader's day (each from an empty radar database)
         with metadata() as meta:
             wait_for(lambda: meta.execute(
                 "SELECT 1 FROM dag_run WHERE dag_id = %s AND run_type = 'scheduled' AND state IN ('success', 'failed')",
@@ -268,7 +267,7 @@ def main() -> int:
                 for level in levels:
                     index += 1
                     c = level or default_c
-                    r = one_run(n, latency, level, index, slot_epoch, werss=werss, deepseek=deepseek, sink=sink,
+                    r = one_run(n, latency, level, index, slot_epoch, plan.conf(), werss=werss, deepseek=deepseek, sink=sink,
                                 env=env, server_url=server_url, sampler=sampler, proc=proc)
                     ideal = math.ceil(n / c) * latency
                     ratio = f"{r['wall'] / ideal:6.2f}" if ideal else f"{'-':>6}"

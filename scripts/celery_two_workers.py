@@ -8,6 +8,10 @@ What it shows (and checks; the exit status is 0 only when all hold):
 - exactly-once results, as under LocalExecutor: 20 WeRSS detail calls, 20 DeepSeek calls, 20 analyses, one
   push per channel; then a manual run of the same slot (a duplicate trigger) calls nothing and pushes nothing.
 
+The slot is the daytime slot of scripts/local_airflow.py's plan, triggered by name after the run that unpausing
+starts (the schedule's latest tick, hours ago, with no articles yet) has ended: the same at any hour, 23:30
+included, and nothing waits for a time of day.
+
 Redis comes from Debian's ``redis-server`` (``apt-get install redis-server``); the Celery provider is in the
 lock. Its own AIRFLOW_HOME (``.local/airflow-celery``), metadata database (``airflow_celery``) and radar
 database (``radar_celery``) on the radar's PostgreSQL server. About two minutes.
@@ -63,12 +67,14 @@ def main() -> int:
         return 2
     OUT.mkdir(parents=True, exist_ok=True)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    daytime, daily, slot_epoch = slots_now()
-    werss = FakeWeRSS(accounts=[{"id": "MP_WXS_1", "mp_name": "研究所"}], articles=[
+    plan = slots_now()
+    daytime, daily, slot_epoch = plan.daytime, plan.daily, plan.slot_epoch
+    werss = FakeWeRSS(accounts=[{"id": "MP_WXS_1", "mp_name": "研究所"}], articles=[])  # given after the tick's run
+    articles = [
         FakeArticle(id=f"c-{i}", mp_id="MP_WXS_1", title=f"第{i}篇", publish_time=slot_epoch - 60 - 60 * i,
                     content_html=f'<div id="js_content"><p>第{i}篇：某储能龙头订单同比增长{i}%，行业景气回升。</p></div>',
                     url=f"https://mp.weixin.qq.com/s/c{i}")
-        for i in range(ARTICLES)])
+        for i in range(ARTICLES)]
     deepseek = FakeDeepSeek(api_key="sk-celery")
 
     def respond(body: dict[str, Any]) -> str:
@@ -99,7 +105,7 @@ def main() -> int:
     subprocess.run(["airflow", "dags", "delete", "-y", DAG_ID], env=env, capture_output=True)  # earlier runs
     print(f"[celery] redis on {redis_port}; scheduler, dag-processor, api-server on {PORT}, workers "
           f"{', '.join(WORKERS)} (concurrency {WORKER_CONCURRENCY} each); slot {daytime} (Asia/Shanghai) with "
-          f"{ARTICLES} articles; logs in {OUT}", flush=True)
+          f"{ARTICLES} articles, triggered by name after the run of the daily tick {daily}; logs in {OUT}", flush=True)
     procs = [start(OUT / "redis.log", [redis, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no"], env)]
     try:
@@ -112,18 +118,26 @@ def main() -> int:
         with metadata() as meta:
             wait_for(lambda: meta.execute("SELECT 1 FROM dag WHERE dag_id = %s", (DAG_ID,)).fetchone(),
                      "the DAG to be parsed", 300, procs)
+            airflow("dags", "unpause", DAG_ID, env=env)  # the schedule's latest tick (the daily slot) runs: let it end
+            wait_for(lambda: meta.execute(
+                "SELECT run_id FROM dag_run WHERE dag_id = %s AND run_type = 'scheduled' "
+                "AND state IN ('success', 'failed')", (DAG_ID,)).fetchone(), "the run of the daily tick", 600, procs)
+            werss.articles = articles
+            before = {"llm": len(deepseek.requests), "pushes": len(pushes)}  # the tick's run: its report's push
             started = time.monotonic()
-            airflow("dags", "unpause", DAG_ID, env=env)  # the schedule's latest tick runs: the slot
+            run_id = f"slot_{int(time.time())}"
+            airflow("dags", "trigger", DAG_ID, "--run-id", run_id, "--conf", plan.conf(), env=env)
             run = wait_for(lambda: meta.execute(
-                "SELECT run_id, state FROM dag_run WHERE dag_id = %s AND run_type = 'scheduled' "
-                "AND state IN ('success', 'failed')", (DAG_ID,)).fetchone(), "the slot's run", 600, procs)
+                "SELECT run_id, state FROM dag_run WHERE run_id = %s AND state IN ('success', 'failed')",
+                (run_id,)).fetchone(), "the slot's run", 600, procs)
             took = time.monotonic() - started
             tis = meta.execute("SELECT task_id, map_index, state, hostname FROM task_instance WHERE run_id = %s "
                                "ORDER BY task_id, map_index", (run["run_id"],)).fetchall()
-            first = {"llm": len(deepseek.requests), "details": sum(werss.detail_calls.values()), "pushes": len(pushes)}
-            # a duplicate trigger of the same slot: the latest slot before now, again
+            first = {"llm": len(deepseek.requests) - before["llm"], "details": sum(werss.detail_calls.values()),
+                     "pushes": len(pushes) - before["pushes"]}
+            # a duplicate trigger of the same slot, not forced
             again_id = f"duplicate_{int(time.time())}"
-            airflow("dags", "trigger", DAG_ID, "--run-id", again_id, env=env)
+            airflow("dags", "trigger", DAG_ID, "--run-id", again_id, "--conf", plan.conf(force=False), env=env)
             again = wait_for(lambda: meta.execute(
                 "SELECT state FROM dag_run WHERE run_id = %s AND state IN ('success', 'failed')",
                 (again_id,)).fetchone(), "the duplicate run", 600, procs)
@@ -131,8 +145,9 @@ def main() -> int:
         stop(procs)
     with psycopg.connect(radar_url, row_factory=dict_row) as conn:
         analyses = conn.execute("SELECT count(*) AS n FROM analysis_result").fetchone()["n"]
-        slots = conn.execute("SELECT run_date, slot, status, pushed_count FROM slot_run").fetchall()
-    print(f"[celery] the slot's run {run['run_id']}: {run['state']} in {took:.0f} s (from unpausing)")
+        slots = conn.execute("SELECT run_date, slot, status, pushed_count FROM slot_run WHERE slot = %s",
+                             (daytime,)).fetchall()
+    print(f"[celery] the slot's run {run['run_id']}: {run['state']} in {took:.0f} s (from its trigger)")
     for ti in tis:
         print(f"         {ti['task_id']:24} {ti['map_index']:>3}  {ti['state']:<10} on {ti['hostname'] or '-'}")
     batches = [t for t in tis if t["task_id"] == "analyse"]
@@ -140,8 +155,9 @@ def main() -> int:
     print(f"[celery] analyse batches: {len(batches)} on {sorted(hosts)}; every task on "
           f"{sorted({t['hostname'] for t in tis if t['hostname']})}")
     print(f"[celery] first run: {first['details']} WeRSS detail calls, {first['llm']} DeepSeek calls, "
-          f"{first['pushes']} push(es); duplicate run {again['state']}: {len(deepseek.requests) - first['llm']} "
-          f"more calls, {len(pushes) - first['pushes']} more pushes; {analyses} analyses stored; slot records: "
+          f"{first['pushes']} push(es); duplicate run {again['state']}: "
+          f"{len(deepseek.requests) - before['llm'] - first['llm']} more calls, "
+          f"{len(pushes) - before['pushes'] - first['pushes']} more pushes; {analyses} analyses stored; slot records: "
           + ", ".join(f"{s['run_date']} {s['slot']} status {s['status']} pushed {s['pushed_count']}" for s in slots))
     checks = {
         "the batches ran on both workers": hosts == set(WORKERS),
@@ -149,8 +165,9 @@ def main() -> int:
         f"{ARTICLES} detail calls, {ARTICLES} LLM calls, {ARTICLES} analyses": (
             first["details"] == first["llm"] == analyses == ARTICLES),
         "one push; the duplicate run called and pushed nothing": (
-            first["pushes"] == 1 and len(pushes) == 1 and len(deepseek.requests) == ARTICLES),
-        "one slot record": len(slots) == 1,
+            first["pushes"] == 1 and len(pushes) - before["pushes"] == 1
+            and len(deepseek.requests) - before["llm"] == ARTICLES),
+        "one record of the slot": len(slots) == 1,
     }
     for what, ok in checks.items():
         print(f"[celery] {'ok  ' if ok else 'FAIL'} {what}")

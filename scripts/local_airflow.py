@@ -10,14 +10,14 @@ import socket
 import subprocess
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
-from include.radar.core.slots import SHANGHAI
+from include.radar.core.clock import SHANGHAI, SYSTEM, Clock
 
 
 def free_port() -> int:
@@ -65,59 +65,40 @@ def metadata() -> psycopg.Connection:
 
 @dataclass(frozen=True)
 class SlotPlan:
-    """A schedule of two slots for a script that runs a real Airflow: ``daytime`` (HH:MM, Asia/Shanghai) is the
-    schedule's latest tick at ``start_at``, and ``daily`` (the day's last slot) comes at least the script's
-    room later, on the same day. Unpausing the DAG then runs the daytime slot, every run triggered by hand
-    before the daily tick maps to it too (slots.slot_for), and no tick fires while the script runs."""
+    """A schedule of two slots for a script that runs a real Airflow, the same at any hour: ``daily`` (HH:MM,
+    Asia/Shanghai, the day's last slot) is the schedule's latest tick, three hours or more ago (four when that
+    would be a midnight hour), and ``daytime`` an hour before it in the day; the next tick is about twenty
+    hours away, so none fires while the script runs. Unpausing the DAG runs the daily tick at once (Airflow
+    runs a DAG's latest tick when it is unpaused): the script lets that run end before it gives WeRSS its
+    articles. It then triggers the daytime slot of the day before by name (:meth:`conf`; the day before, so
+    that no report of its day was built before it, to be rebuilt with a digest call when it ends): a slot named
+    by the operator pushes only when forced, so the script forces it, and a duplicate trigger without force
+    pushes nothing. Nothing waits for a time of day (a plan that needed the daily tick still ahead waited for
+    midnight at 23:30, when no daily slot fits before it)."""
 
     daytime: str
     daily: str
+    run_date: date  # the daytime slot's day: the day before the daily tick's
     slot_epoch: int  # the daytime slot's moment
-    start_at: datetime  # when the script may start: now, or the next midnight when no daily slot fits today
+
+    def conf(self, *, force: bool = True) -> str:
+        """The trigger's params naming the daytime slot (``airflow dags trigger --conf``)."""
+        return json.dumps({"run_date": self.run_date.isoformat(), "slot": self.daytime,
+                           "action": "force" if force else "run"})
 
 
-def plan_slots(now: datetime, *, room: timedelta = timedelta(minutes=30),
-               fresh: timedelta = timedelta(minutes=20)) -> SlotPlan:
-    """The slots for a script starting at ``now`` (aware), at any hour.
-
-    The daytime slot is a few minutes ago (at most ``fresh``: a run started later than the slot's
-    ``late_after_minutes`` would not push) and on today's date; the daily slot shares its minute (the cron
-    needs it), an hour or more later, still today, and at least ``room`` after the start. Late in the evening
-    no daily slot fits before midnight: the plan then starts at the next midnight.
-    """
-    local = now.astimezone(SHANGHAI)
-    plan = _plan_at(local, room, fresh)
-    if plan is not None:
-        return plan
-    midnight = datetime.combine(local.date() + timedelta(days=1), datetime.min.time(), SHANGHAI)
-    plan = _plan_at(midnight, room, fresh)
-    assert plan is not None, "a day's first minutes always fit"
-    return plan
+def plan_slots(now: datetime) -> SlotPlan:
+    """The slots for a script starting at ``now`` (aware), at any hour (pure: it never waits)."""
+    daily = now.astimezone(SHANGHAI).replace(second=0, microsecond=0) - timedelta(hours=3)
+    if daily.hour == 0:  # the daytime slot an hour before it would be the day before
+        daily -= timedelta(hours=1)
+    daytime = daily - timedelta(hours=1) - timedelta(days=1)
+    return SlotPlan(f"{daytime:%H:%M}", f"{daily:%H:%M}", daytime.date(), int(daytime.timestamp()))
 
 
-def _plan_at(start: datetime, room: timedelta, fresh: timedelta) -> SlotPlan | None:
-    minute = start.replace(second=0, microsecond=0)
-    backs = [3, 2, 1, 0, *range(4, int(fresh.total_seconds() // 60) + 1)]  # three minutes ago, else the freshest
-    for back in backs:
-        daytime = minute - timedelta(minutes=back)
-        if daytime.date() != start.date() or start - daytime > fresh:
-            continue
-        for hours in range(1, 24 - daytime.hour):
-            daily = daytime + timedelta(hours=hours)
-            if daily - start >= room:
-                return SlotPlan(f"{daytime:%H:%M}", f"{daily:%H:%M}", int(daytime.timestamp()), start)
-    return None
-
-
-def slots_now(room: timedelta = timedelta(minutes=30)) -> tuple[str, str, int]:
-    """The slots of ``plan_slots`` for now; when the evening leaves no room for them, wait for midnight."""
-    plan = plan_slots(datetime.now(SHANGHAI), room=room)
-    wait = (plan.start_at - datetime.now(SHANGHAI)).total_seconds()
-    if wait > 0:
-        print(f"no daily slot fits before midnight (Asia/Shanghai): waiting {wait / 60:.0f} min for "
-              f"{plan.start_at:%Y-%m-%d %H:%M}", flush=True)
-        time.sleep(wait)
-    return plan.daytime, plan.daily, plan.slot_epoch
+def slots_now(clock: Clock = SYSTEM) -> SlotPlan:
+    """The slots of ``plan_slots`` for ``clock``'s now."""
+    return plan_slots(clock.now())
 
 
 def start(log: Path, args: list[str], env: dict[str, str]) -> subprocess.Popen:

@@ -20,6 +20,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from include.radar.core import db  # noqa: E402
+from include.radar.core.clock import FixedClock  # noqa: E402
 
 # the tests never reach a market-data service: the track record replays the recorded answers the demo uses
 os.environ.setdefault("AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE", "recorded")
@@ -266,7 +267,7 @@ def make_client(db_url: str):
         from include.radar.web.app import create_app
 
         cfg = settings or make_settings()
-        app = create_app(lambda: cfg, url or db_url, clock=lambda: NOW)
+        app = create_app(lambda: cfg, url or db_url, clock=FixedClock(NOW))
         if user:
             app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
             allow_reading(app, edit=editor)
@@ -278,3 +279,24 @@ def make_client(db_url: str):
 @pytest.fixture
 def client(make_client) -> TestClient:
     return make_client()
+
+
+# ------------------------------------------------------------------------------- a shuffled order
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--shuffle", metavar="SEED", default=None,
+                     help="run the collected tests in an order shuffled by SEED (each test must pass in any order)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    seed = config.getoption("--shuffle")
+    if seed is not None:
+        import random
+
+        random.Random(seed).shuffle(items)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = config.getoption("--shuffle")
+    return f"shuffled with --shuffle {seed}" if seed is not None else None

@@ -7,6 +7,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
+from include.radar.core.clock import Clock, ClockAt, FixedClock
 from include.radar.core.slots import SHANGHAI
 from include.radar.pushes import decide
 from include.radar.steps.analyse import analyse_article
@@ -50,12 +51,13 @@ def answer(score: int, summary: str = "储能订单回暖，龙头受益。建�
 
 
 def run_slot(when: datetime, *, run_type: str = "scheduled", params: dict[str, Any] | None = None,
-             now: datetime | None = None, dag_run_id: str | None = None) -> dict[str, Any]:
-    rt = Runtime.load()
+             now: datetime | None = None, dag_run_id: str | None = None, clock: Clock | None = None) -> dict[str, Any]:
+    """A slot's steps in the DAG's order, on ``clock`` (default: the system's, set to ``now``, else a minute
+    after ``when``)."""
+    rt = Runtime.load(clock or ClockAt(now or when + timedelta(minutes=1)))
     errors: dict[str, str] = {}
     slot = open_slot(rt, run_after=when, run_type=run_type, dag_id="opportunity_radar_slots",
-                              dag_run_id=dag_run_id or f"{run_type}__{when.isoformat()}", params=params or {},
-                              now=now or when + timedelta(minutes=1))
+                              dag_run_id=dag_run_id or f"{run_type}__{when.isoformat()}", params=params or {})
 
     def attempt(name: str, func: Any, *args: Any) -> Any:
         try:
@@ -103,7 +105,7 @@ def read_page(path: str, now: datetime) -> str:
     from include.radar.web.app import create_app
     from include.radar.web.auth import may_read_radar
 
-    app = create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=lambda: now)
+    app = create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=FixedClock(now))
     app.dependency_overrides[get_user] = lambda: object()
     app.dependency_overrides[may_read_radar] = lambda user: True
     response = TestClient(app).get(path)

@@ -181,3 +181,77 @@ def test_the_top_of_include_radar_reads_in_about_a_dozen_entries() -> None:
     top = sorted(p.name for p in (REPO / "include" / "radar").iterdir() if p.name != "__pycache__")
     assert top == ["__init__.py", "analysis", "check", "cli.py", "collect", "core", "evaluation", "market",
                    "operations", "pushes", "report", "seam", "steps", "store", "web"]
+
+
+# the modules of include/radar that may import Airflow (``airflow`` or ``airflow.*``), and how: the seam at its
+# top; the others only inside a function, to ask Airflow for what it holds and do without it when it is not there
+AIRFLOW_AT_THE_TOP = {"include.radar.seam.support", "include.radar.seam.callbacks", "include.radar.seam.executor",
+                      "include.radar.seam.plugin"}
+AIRFLOW_INSIDE_A_FUNCTION = {
+    "include.radar.check.airflow_facts",  # cli check: the pool, the DAG, its parse (only where Airflow is configured)
+    "include.radar.core.settings",  # Variables, the task's context
+    "include.radar.core.connection_info",  # connections
+    "include.radar.core.redact",  # Airflow's log masker
+    "include.radar.web.auth",  # the api-server's user and auth manager
+}
+
+
+def _airflow_imports(source: str) -> dict[int, bool]:
+    """Line → whether it imports Airflow at the module's top (not inside a function), for each such import."""
+    import ast
+
+    tree = ast.parse(source)
+    inside = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+              for n in ast.walk(f)}
+    found: dict[int, bool] = {}
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+        if any(n == "airflow" or n.startswith("airflow.") for n in names):
+            found[node.lineno] = id(node) not in inside
+    return found
+
+
+def test_airflow_is_imported_only_in_the_seam_and_the_modules_that_ask_it_what_it_holds() -> None:
+    """Beyond dags/ and plugins/, only the modules listed above import ``airflow`` or ``airflow.*``, the seam at
+    its top, the others inside a function; any other product module imports no Airflow at all."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((REPO / "include" / "radar").rglob("*.py")):
+        module = import_graph.module_name(path)
+        for line, top in _airflow_imports(path.read_text(encoding="utf-8")).items():
+            allowed = module in AIRFLOW_AT_THE_TOP or (module in AIRFLOW_INSIDE_A_FUNCTION and not top)
+            if not allowed:
+                found.setdefault(module, []).append(f"line {line}" + (" (at the top)" if top else ""))
+    assert found == {}
+
+
+def test_the_airflow_import_rule_sees_an_import_at_the_top_and_inside_a_function() -> None:
+    source = "import airflow.models\nfrom airflow import DAG\nimport airflowish\ndef f():\n    from airflow.sdk import x\n"
+    assert _airflow_imports(source) == {1: True, 2: True, 5: False}
+
+
+_SETATTR_RAISING_FALSE = re.compile(r"monkeypatch\.setattr\((?:[^()]|\([^()]*\))*raising\s*=\s*False", re.S)
+_SETATTR_OF_TIME = re.compile(r"monkeypatch\.setattr\(\s*[\w.]+\s*,\s*[\"'](\w*clock\w*|today|now|utcnow|time|monotonic|"
+                              r"perf_counter|thread_time|datetime|date)[\"']")
+_MODULE_CLOCK = re.compile(r"^_?\w*clock\w*\s*(:[^=]+)?=\s*(time|datetime)\.", re.M | re.I)
+
+
+def test_time_is_given_never_patched_and_no_patch_may_miss_its_target() -> None:
+    """One clock (core/clock.py), given where the radar takes one: no product module keeps a clock in a global for
+    tests to patch, no test patches time into a module, and no test patches with ``raising=False`` (a renamed
+    target would silently stop being faked)."""
+    globals_ = [str(p.relative_to(REPO)) for p in (REPO / "include").rglob("*.py")
+                if _MODULE_CLOCK.search(p.read_text(encoding="utf-8"))]
+    tests = sorted(p for p in (REPO / "tests").glob("*.py") if p.name != "test_architecture.py")  # not its own examples
+    lenient = [str(p.relative_to(REPO)) for p in tests if _SETATTR_RAISING_FALSE.search(p.read_text(encoding="utf-8"))]
+    timed = [f"{p.relative_to(REPO)}: {m.group(0)}" for p in tests
+             for m in _SETATTR_OF_TIME.finditer(p.read_text(encoding="utf-8"))]
+    assert (globals_, lenient, timed) == ([], [], [])
+
+
+def test_the_time_rules_see_what_they_forbid() -> None:
+    assert _MODULE_CLOCK.search("x = 1\n_rules_clock = time.monotonic  # a test's own\n")
+    assert _SETATTR_RAISING_FALSE.search('monkeypatch.setattr(mod, "X", f(2), raising=False)')
+    assert not _SETATTR_RAISING_FALSE.search('monkeypatch.delenv("X", raising=False)')
+    assert _SETATTR_OF_TIME.search('monkeypatch.setattr(spending, "today", lambda: DAY)')
+    assert _SETATTR_OF_TIME.search('monkeypatch.setattr(regex_rules, "_cost_clock", tick)')

@@ -27,6 +27,7 @@ from psycopg import errors, sql
 
 from include.radar import cli, store
 from include.radar.core import db
+from include.radar.core.clock import FixedClock
 from include.radar.core.settings import load_settings
 from include.radar.core.slots import SHANGHAI
 from include.radar.operations import backup, roles
@@ -107,7 +108,7 @@ def _pages(url: str, analyses: dict[int, int]) -> dict[str, str]:
 
     settings = load_settings({}.get, use_airflow=False, link_secret=SECRET,
                              report_base_url="https://radar.example.com/radar")
-    app = create_app(lambda: settings, url, clock=lambda: NOW)
+    app = create_app(lambda: settings, url, clock=FixedClock(NOW))
     app.dependency_overrides[get_user] = lambda: {"username": "reader"}
     app.dependency_overrides[may_read_radar] = lambda _user: True
     paths = ["/", "/daily/2026-01-07", "/daily/2026-01-08", "/profile", "/weekly/2026-01-05", "/trends",

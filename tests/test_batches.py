@@ -12,6 +12,7 @@ from include.radar import store
 from include.radar.analysis import batches
 from include.radar.analysis.llm import MIN_CALL_SECONDS, LLMConfigError
 from include.radar.core import db
+from include.radar.core.clock import FixedClock
 from include.radar.steps.analyse import analyse
 from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
@@ -124,9 +125,8 @@ def _slow_fake(fakes, count: int, seconds: float) -> list[int]:
 
 def _ingested(run_id: str) -> tuple[Runtime, dict]:
     """The slot at SLOT opened and its articles ingested, as open_slot and ingest leave them."""
-    rt = Runtime.load()
-    slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id=run_id,
-                              params={}, now=SLOT + timedelta(minutes=1))
+    rt = Runtime.load(FixedClock(SLOT + timedelta(minutes=1)))
+    slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id=run_id, params={})
     ingest(rt, slot)
     return rt, slot
 

@@ -11,6 +11,7 @@ from datetime import date, timedelta
 
 from include.radar import store
 from include.radar.core import db
+from include.radar.core.clock import FixedClock
 from include.radar_demo.fakes import api_error
 from tests.slotrun import answer, article, run_slot, shanghai
 
@@ -221,7 +222,7 @@ def test_an_earlier_slots_hiccup_is_a_warning_not_a_failed_report(fakes):
 
     from include.radar.web.app import create_app
     link = fakes.sink.received[0]["message"].splitlines()[-1].removeprefix("https://radar.example.com/radar")
-    page = TestClient(create_app()).get(link)
+    page = TestClient(create_app(clock=FixedClock(DAILY + timedelta(minutes=5)))).get(link)  # read that evening
     assert page.status_code == 200 and "后续时段已补上" in page.text and "日报生成失败" not in page.text
 
 

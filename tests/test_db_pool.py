@@ -16,45 +16,55 @@ import pytest
 from include.radar.core import db
 
 
+def _own(db_url: str, name: str) -> str:
+    """The tests' database under a pool of its own (the pools are keyed by URL): no test borrows a connection
+    another test left in a shared pool, so each passes or fails alone and in any order."""
+    return f"{db_url} application_name={name}"
+
+
 def _backend(url: str, **bounds) -> int:
     with db.connect(url, **bounds) as conn:
         return conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]
 
 
 def test_a_process_reuses_its_connection_across_transactions(db_url) -> None:
-    url = f"{db_url} application_name=reuse-test"  # a pool of its own
+    url = _own(db_url, "reuse-test")  # a pool of its own
     assert _backend(url) == _backend(url) == _backend(url)
     assert _opened(url) == 1
     # other session bounds are another pool: a migration's unbounded session never lends its settings
-    assert _backend(db_url, statement_timeout_s=None, lock_timeout_s=None) != _backend(db_url)
+    assert _backend(url, statement_timeout_s=None, lock_timeout_s=None) != _backend(url)
 
 
 def test_a_pooled_connection_keeps_its_statement_and_lock_timeouts(db_url) -> None:
+    url = _own(db_url, "timeouts-test")
     for _ in range(2):  # the first connection and the same one again
-        with db.connect(db_url, statement_timeout_s=7, lock_timeout_s=3) as conn:
+        with db.connect(url, statement_timeout_s=7, lock_timeout_s=3) as conn:
             shown = conn.execute("SELECT current_setting('statement_timeout') AS s, "
                                  "current_setting('lock_timeout') AS l").fetchone()
             assert (shown["s"], shown["l"]) == ("7s", "3s")
             conn.execute("SET LOCAL statement_timeout = '1s'")  # a page's own bound ends with its transaction
-    with db.connect(db_url, statement_timeout_s=7, lock_timeout_s=3) as conn:
+    with db.connect(url, statement_timeout_s=7, lock_timeout_s=3) as conn:
         assert conn.execute("SELECT current_setting('statement_timeout') AS s").fetchone()["s"] == "7s"
 
 
 def test_an_error_rolls_back_and_the_connection_comes_back_clean(db_url, conn) -> None:
-    with pytest.raises(RuntimeError), db.connect(db_url) as first:
+    url = _own(db_url, "rollback-test")
+    with pytest.raises(RuntimeError), db.connect(url) as first:
         first.execute("INSERT INTO service_state (key, value) VALUES ('pool-test', '{}')")
         raise RuntimeError("the step failed")
-    with db.connect(db_url) as again:
+    with db.connect(url) as again:
         assert again.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         assert again.execute("SELECT count(*) AS n FROM service_state WHERE key = 'pool-test'").fetchone()["n"] == 0
 
 
 def test_a_connection_the_server_ended_is_replaced_not_lent(db_url) -> None:
-    killed = _backend(db_url)
+    url = _own(db_url, "ended-test")  # one connection, the one the server ends: lent without the check, it fails
+    killed = _backend(url)
+    assert _backend(url) == killed and _opened(url) == 1
     with psycopg.connect(db_url, autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (killed,))
     time.sleep(0.2)
-    fresh = _backend(db_url)  # the pool's check finds the dead one and connects anew
+    fresh = _backend(url)  # the pool's check finds the dead one and connects anew
     assert fresh != killed
 
 
@@ -64,7 +74,7 @@ def _opened(url: str) -> int:
 
 
 def test_a_forked_child_opens_its_own_connection(db_url) -> None:
-    url = f"{db_url} application_name=fork-test"  # a pool of its own, with one connection
+    url = _own(db_url, "fork-test")  # a pool of its own, with one connection
     parents = {_backend(url) for _ in range(4)}
     assert len(parents) == 1
     opened = _opened(url)
@@ -104,24 +114,32 @@ def test_the_analyse_tasks_pool_grows_with_the_llm_concurrency(db_url) -> None:
 
 
 def test_a_session_lock_left_held_is_released_before_the_connection_is_lent_again(db_url) -> None:
-    with db.connect(db_url) as conn:
+    with db.connect(_own(db_url, "lock-test")) as conn:
         conn.execute("SELECT pg_advisory_lock(4242)")
     with psycopg.connect(db_url, autocommit=True) as other:  # another session can take it at once
         assert other.execute("SELECT pg_try_advisory_lock(4242)").fetchone()[0] is True
 
 
-def test_a_connection_whose_borrower_failed_is_closed_not_lent(db_url) -> None:
-    with pytest.raises(ValueError), db.connect(db_url) as conn:
+def test_a_connection_whose_borrower_failed_is_rolled_back_released_and_lent_again(db_url) -> None:
+    """A borrower's own error ends in a rollback (its writes gone), its session locks released, and the same
+    connection, sound, lent to the next borrower (since fd9f27e: not closed)."""
+    url = _own(db_url, "failed-borrower-test")
+    with pytest.raises(ValueError), db.connect(url) as conn:
         failed = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"]
         conn.execute("SELECT pg_advisory_lock(4343)")
+        conn.execute("INSERT INTO service_state (key, value) VALUES ('failed-borrower', '{}')")
         raise ValueError("mid-transaction")
-    assert _backend(db_url) != failed
+    with db.connect(url) as again:
+        assert again.execute("SELECT pg_backend_pid() AS pid").fetchone()["pid"] == failed
+        assert again.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS  # its own, fresh
+        assert again.execute("SELECT count(*) AS n FROM service_state WHERE key = 'failed-borrower'").fetchone()["n"] == 0
+    assert _opened(url) == 1
     with psycopg.connect(db_url, autocommit=True) as other:
         assert other.execute("SELECT pg_try_advisory_lock(4343)").fetchone()[0] is True
 
 
 def test_what_a_borrower_set_on_the_connection_is_not_lent_on(db_url) -> None:
-    url = f"{db_url} application_name=settings-test"
+    url = _own(db_url, "settings-test")
     with db.connect(url) as conn:  # as a backup reads: one read-only snapshot
         conn.commit()
         conn.isolation_level, conn.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
@@ -189,7 +207,7 @@ def test_a_server_that_comes_back_is_reached_at_once(db_url) -> None:
 
 
 def test_a_borrower_that_swallowed_an_error_ends_in_a_rollback_as_with_psycopg_alone(db_url) -> None:
-    url = f"{db_url} application_name=swallow-test"
+    url = _own(db_url, "swallow-test")
     with db.connect(url) as conn:
         conn.execute("SELECT pg_advisory_lock(4444)")
         conn.execute("INSERT INTO service_state (key, value) VALUES ('swallowed', '{}')")
@@ -206,7 +224,7 @@ def test_a_borrower_that_swallowed_an_error_ends_in_a_rollback_as_with_psycopg_a
 def test_a_process_whose_connections_are_all_lent_waits_its_timeout_then_says_so(db_url, monkeypatch) -> None:
     """The hanging case: every connection of the pool held (a thread that never gives its back)."""
     monkeypatch.setattr(db, "CONNECT_TIMEOUT_S", 1)
-    url = f"{db_url} application_name=exhausted-test"
+    url = _own(db_url, "exhausted-test")
     with db.connect(url, pool_size=1):
         started = time.monotonic()
         with pytest.raises(db.DatabaseUnavailable) as caught, db.connect(url, pool_size=1):

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 import pytest
 
+from include.radar.core.clock import FixedClock
 from include.radar.web import charts
 from tests.pages import DAY, NOW, OPPORTUNITY, XSS, XSS_ESCAPED, Seeder, commit
 
@@ -122,7 +123,7 @@ def test_charts_render_on_a_phone(mentions, db_url: str) -> None:
     from tests.browser import PHONE, chromium, screenshot, serve
     from tests.pages import FakeUser, airflow_get_user, allow_reading, make_settings
 
-    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: NOW)
+    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=FixedClock(NOW))
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
     allow_reading(app)
     with serve(app) as base, chromium() as browser:

@@ -19,6 +19,7 @@ import pytest
 
 from include.radar import store
 from include.radar.core import db
+from include.radar.core.clock import FixedClock
 from include.radar.core.settings import load_settings
 from include.radar.core.slots import SHANGHAI
 from include.radar.evaluation import agreement, shadow, summary
@@ -255,7 +256,7 @@ def _page_client(now: Any, *, airflow_user: bool) -> Any:
     from include.radar.web.app import create_app
     from include.radar.web.auth import may_read_radar
 
-    app = create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=lambda: now)
+    app = create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=FixedClock(now))
     if airflow_user:
         app.dependency_overrides[get_user] = lambda: object()
         app.dependency_overrides[may_read_radar] = lambda user: True
@@ -411,7 +412,7 @@ def test_the_page_fits_a_phone_of_420_px_and_opens_on_the_verdict(fakes, monkeyp
     demo_day(fakes, monkeypatch)
     plan = start()
     shadow.run(db.connect, load_settings(), plan.evaluation_id)
-    app = create_app(lambda: load_settings(use_airflow=False), db_url, clock=lambda: LATER)
+    app = create_app(lambda: load_settings(use_airflow=False), db_url, clock=FixedClock(LATER))
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
     allow_reading(app)
     with serve(app) as base, chromium() as browser:

@@ -22,6 +22,7 @@ import pytest
 from include.radar import cli, store
 from include.radar.analysis import spending
 from include.radar.core import db, signing
+from include.radar.core.clock import FixedClock
 from include.radar.core.settings import ConnectionInfo, load_settings
 from include.radar.evaluation import shadow
 from include.radar.operations import connections
@@ -41,7 +42,7 @@ def _client(now: datetime) -> Any:
 
     from include.radar.web.app import create_app
 
-    return TestClient(create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=lambda: now))
+    return TestClient(create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=FixedClock(now)))
 
 
 def _capped(monkeypatch: Any) -> None:
@@ -202,13 +203,14 @@ def test_an_evaluation_spends_from_its_own_cap_and_never_holds_back_a_reader_s_a
     demo_day(fakes, monkeypatch)  # the slot spent 12 analyses and the digest, 13 x 0.001421 = 0.018473, today
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DAILY_BUDGET", "0.02")
     plan = start()
-    run = shadow.run(db.connect, settings(), plan.evaluation_id)
+    evening = FixedClock(shanghai(2026, 2, 4, 22, 30))  # the evaluation runs the evening of the demo's slot
+    run = shadow.run(db.connect, settings(), plan.evaluation_id, clock=evening)
     assert run.stopped is None and run.counts == {"answered": 12}  # past the day's budget: its own cap decides
     with db.connect() as conn:
-        today = spending.today()
+        today = evening.today()
         assert store.day_spend(conn, today, "USD") == pytest.approx(0.018473)
         assert store.day_spend(conn, today, "USD", evaluations=True) == pytest.approx(0.005731)
-        assert spending.budget_reached(conn, settings()) is None  # 0.0242 in all, the slots' 0.0185 < 0.02
+        assert spending.budget_reached(conn, settings(), evening) is None  # 0.0242 in all, the slots' 0.0185 < 0.02
     # the next morning's article is analysed, not left for the next day
     morning = shanghai(2026, 2, 5, 7)
     fakes.werss.articles.append(FakeArticle(
@@ -222,12 +224,10 @@ def test_an_evaluation_spends_from_its_own_cap_and_never_holds_back_a_reader_s_a
                                 "a.content_item_id WHERE c.title = '早间快讯：一则新消息'").fetchone()["n"]
     assert slot["budget_deferred"] == 0 and analysed == 1
     # its spend is shown apart: the day's tile and the overview's spend are the slots'; a pushed link sees neither
-    with db.connect() as conn:  # the ledger dates by the wall clock: put it on the demo's day
-        conn.execute("UPDATE llm_spend SET spent_on = %s", (DAY,))
     daily = read_page(f"/daily/{DAY}", LATER)
-    # the slots: 12 analyses, the digest and the morning's new article (the other it analysed reused a twin's
-    # analysis: no call), 14 x 0.001421 = 0.019894
-    assert '<div class="k">LLM 花费</div><div class="v cost">$0.0199</div>' in daily
+    # the slots' of that day: 12 analyses and the digest, 13 x 0.001421 = 0.018473 (the morning's new article is
+    # the next day's spend)
+    assert '<div class="k">LLM 花费</div><div class="v cost">$0.0185</div>' in daily
     assert '模型评估（另计，不占预算）</div><div class="v cost">$0.0057</div>' in daily
     assert "模型评估另计：今日 $0，近 30 天 $0.0057（不占预算，不在上图）" in read_page("/", LATER)
     link = _client(LATER).get(f"/daily/{DAY}", params=signing.sign(f"/daily/{DAY}", SECRET, LATER, 1))

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from include.radar import store
 from include.radar.core import signing
+from include.radar.core.clock import FixedClock
 from include.radar.web.app import create_app
 from include.radar.web.feedback import action_path
 from tests.pages import DAY, NOW, OPPORTUNITY, SECRET, XSS, XSS_ESCAPED, Seeder, commit, make_settings, signed
@@ -47,7 +48,7 @@ def day(seed: Seeder) -> dict[str, int]:
 
 
 def _signed_client(db_url: str) -> TestClient:
-    return TestClient(create_app(lambda: make_settings(), db_url, clock=lambda: NOW))
+    return TestClient(create_app(lambda: make_settings(), db_url, clock=FixedClock(NOW)))
 
 
 def test_a_signed_analysis_page_votes_without_a_login_once_and_idempotently(day, db_url, conn) -> None:
@@ -198,7 +199,7 @@ def test_feedback_from_a_pushed_link_on_a_phone(day, db_url, conn) -> None:
     same entry with the button marked; follow the signed link to the analysis and tap 🤷 there."""
     from tests.browser import PHONE, chromium, screenshot, serve
 
-    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: NOW)
+    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=FixedClock(NOW))
     with serve(app) as base, chromium() as browser:
         page = browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
         page.goto(base + signed(f"/daily/{DAY.isoformat()}"))
@@ -273,7 +274,7 @@ def test_the_focus_pages_render_on_a_phone(seed: Seeder, db_url, conn) -> None:
                  (["储能"], '{"watchlist": {"touches": true, "how": "储能集采放量直接关系关注行业「储能」"}}', top))
     store.set_feedback(conn, earlier, "up", "test")
     commit(seed)
-    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: NOW)
+    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=FixedClock(NOW))
     from tests.pages import FakeUser, airflow_get_user, allow_reading
 
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from include.radar.core.clock import FixedClock
 from include.radar.web import admission, auth, resources
 from include.radar.web.admission import Admission, AdmissionMiddleware
 from include.radar.web.app import create_app
@@ -25,7 +26,7 @@ from tests.pages import DAY, NOW, FakeUser, Seeder, allow_reading, commit, make_
 
 def _app(db_url: str, bounds: Admission, user: Any = None):
     cfg = make_settings()
-    app = create_app(lambda: cfg, db_url, clock=lambda: NOW, admission=bounds)
+    app = create_app(lambda: cfg, db_url, clock=FixedClock(NOW), admission=bounds)
     if user is not None:
         from tests.pages import airflow_get_user
 

@@ -405,3 +405,40 @@ def test_where_the_database_is_comes_from_the_environment_when_asked(monkeypatch
     assert db.pages_database_url() == "postgresql://tasks@h/radar"  # an empty value is unset
     with pytest.raises(KeyError, match="RADAR_SECRET"):
         deployment("RADAR_SECRET")
+
+
+# ------------------------------------------------------------------------------------ one way in: the cli
+
+
+def test_the_cli_migrates_the_database_the_changed_db_conn_id_names_as_the_tasks_do(database_url, monkeypatch, capsys):
+    """`cli migrate` (db-url, backup, restore, grant-pages alike) reaches the database the tasks use: with
+    ``db_conn_id`` changed, the connection it names, not ``radar_db`` (here a dead port: migrating it fails)."""
+    import json
+
+    from include.radar import cli
+    from include.radar.steps.runtime import Runtime
+
+    info = psycopg.conninfo.conninfo_to_dict(database_url)
+    name = f"{info['dbname']}_conn_id"
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        monkeypatch.delenv("RADAR_DATABASE_URL")
+        monkeypatch.setenv(env_name("db_conn_id"), "radar_other_db")
+        monkeypatch.setenv("AIRFLOW_CONN_RADAR_OTHER_DB", json.dumps({
+            "conn_type": "postgres", "host": info.get("host") or "127.0.0.1", "port": int(info.get("port") or 5432),
+            "login": info.get("user"), "password": info.get("password"), "schema": name}))
+        monkeypatch.setenv("AIRFLOW_CONN_RADAR_DB", json.dumps({"conn_type": "postgres", "host": "127.0.0.1", "port": 1}))
+        assert cli.main(["migrate"]) == 0, capsys.readouterr()
+        with psycopg.connect(psycopg.conninfo.make_conninfo(**{**info, "dbname": name})) as other:
+            applied = other.execute("SELECT count(*) FROM schema_migration").fetchone()[0]
+        assert applied == len(db.migration_files())
+        capsys.readouterr()
+        assert cli.main(["db-url"]) == 0
+        printed = capsys.readouterr().out.strip()
+        assert f"dbname={name}" in printed and printed == Runtime.load().database_url  # the tasks' database
+    finally:
+        db.close_pools()
+        with psycopg.connect(database_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -16,8 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from include.radar import DAG_ID, store
-from include.radar.analysis import spending
 from include.radar.core import db
+from include.radar.core.clock import FixedClock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI
 from include.radar.web import costs, views
@@ -37,7 +37,7 @@ def seed(conn: Any) -> Seeder:
 
 def page(db_url: str, path: str = "/", *, settings: Settings | None = None, root_path: str = "") -> str:
     cfg = settings or make_settings()
-    app = create_app(lambda: cfg, db_url, clock=lambda: NOW)
+    app = create_app(lambda: cfg, db_url, clock=FixedClock(NOW))
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
     allow_reading(app)
     response = TestClient(app, root_path=root_path).get(path)
@@ -392,7 +392,6 @@ def test_an_analysis_that_cost_one_clean_call_shows_no_separate_total(fakes) -> 
 
 
 def test_the_daily_page_shows_the_days_cost_and_what_the_budget_deferred(fakes, monkeypatch) -> None:
-    monkeypatch.setattr(spending, "today", lambda: DAY)
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DAILY_BUDGET", "0.0001")  # one analysis reaches it
     slot = shanghai(2026, 1, 8, 14)
     fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]

@@ -20,6 +20,7 @@ import pytest
 
 from include.radar import store
 from include.radar.core import db, redact
+from include.radar.core.clock import FixedClock
 from include.radar.core.settings import SettingsError, load_settings
 from include.radar.pushes import push
 from include.radar_demo.fakes import api_error
@@ -125,7 +126,7 @@ def test_pages_scrub_errors_written_before_scrubbing_existed(fakes):
         conn.execute("UPDATE slot_run SET status = 2, error = 'ingest: Authorization: Bearer leaked-token-999' "
                      "WHERE id = %s", (run["id"],))
     app = create_app(lambda: load_settings({"link_secret": GOOD_SECRET}.get), db.database_url(),
-                     clock=lambda: SLOT + timedelta(hours=1))
+                     clock=FixedClock(SLOT + timedelta(hours=1)))
     from airflow.api_fastapi.core_api.security import get_user
 
     app.dependency_overrides[get_user] = lambda: object()

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from include.radar import DAG_ID, store
 from include.radar.core import signing
+from include.radar.core.clock import FixedClock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI
 from include.radar.web import views
@@ -56,7 +57,7 @@ def build_app(
     **kwargs: Any,
 ) -> FastAPI:
     cfg = settings or make_settings()
-    app = create_app(lambda: cfg, db_url, clock=lambda: NOW, **kwargs)
+    app = create_app(lambda: cfg, db_url, clock=FixedClock(NOW), **kwargs)
     if user is not None:
         app.dependency_overrides[airflow_get_user()] = lambda: user
     if permitted is not None:
@@ -425,7 +426,7 @@ def variables(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 def test_settings_kept_as_airflow_variables_reach_the_pages(db_url: str, variables: dict[str, str]) -> None:
     variables["radar_link_secret"] = "secret-from-a-variable-0123456789abcdef"
     variables["radar_push_score_threshold"] = "77"
-    app = create_app(db_url=db_url, clock=lambda: NOW)  # the default settings loader, as in the api-server
+    app = create_app(db_url=db_url, clock=FixedClock(NOW))  # the default settings loader, as in the api-server
     client = TestClient(app)
     assert client.get(signed("/daily/2026-01-08", secret="secret-from-a-variable-0123456789abcdef")).status_code == 200
     assert client.get(signed("/daily/2026-01-08", secret="another-secret")).status_code == 403
@@ -438,7 +439,7 @@ def test_the_environment_wins_over_a_variable(
     variables["radar_push_score_threshold"] = "77"
     variables["radar_link_secret"] = "secret-from-a-variable-0123456789abcdef"
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_PUSH_SCORE_THRESHOLD", "55")
-    client = TestClient(create_app(db_url=db_url, clock=lambda: NOW))
+    client = TestClient(create_app(db_url=db_url, clock=FixedClock(NOW)))
     assert "推送阈值 55 分" in client.get(signed("/", secret="secret-from-a-variable-0123456789abcdef")).text
 
 

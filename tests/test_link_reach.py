@@ -12,6 +12,7 @@ from datetime import timedelta
 from fastapi.testclient import TestClient
 
 from include.radar import store
+from include.radar.core.clock import FixedClock
 from include.radar.web.auth import READ_COOKIE
 from tests.pages import DAY, NOW, FakeUser, Seeder, allow_reading, commit, make_settings, signed
 from tests.test_trust_web import _app
@@ -67,21 +68,21 @@ def test_a_link_opens_read_sessions_during_its_first_day_only(seed: Seeder, db_u
     read access to every page. Now the session it opens ends a day after the link was sent, whatever the
     visits; the link's own page still opens for the link's whole life."""
     _two_days(seed)
-    clock = [NOW]
+    clock = FixedClock(NOW)
     client = TestClient(_app(db_url, clock=clock))
     link = signed(f"/daily/{DAY.isoformat()}", now=NOW)
     assert "Max-Age=1800;" in client.get(link).headers["set-cookie"]
-    clock[0] = NOW + timedelta(hours=23, minutes=50)  # ten minutes of the first day left
+    clock.at = NOW + timedelta(hours=23, minutes=50)  # ten minutes of the first day left
     near_end = client.get(link)
     assert "Max-Age=600;" in near_end.headers["set-cookie"] and "10 分钟内可继续浏览" in near_end.text
-    clock[0] = NOW + timedelta(days=2)
+    clock.at = NOW + timedelta(days=2)
     fresh = TestClient(_app(db_url, clock=clock))
     later = fresh.get(link)
     assert later.status_code == 200  # the page the link names
     assert READ_COOKIE not in later.headers.get("set-cookie", "") and "分钟内可继续浏览" not in later.text
     assert fresh.get("/").status_code == 401 and fresh.get(f"/daily/{(DAY - timedelta(days=1))}").status_code == 401
     # a link signed under a shorter remember_me_days opens its session on its first day all the same
-    short = TestClient(_app(db_url, settings=make_settings(remember_me_days=2), clock=[NOW]))
+    short = TestClient(_app(db_url, settings=make_settings(remember_me_days=2), clock=FixedClock(NOW)))
     assert "Max-Age=1800;" in short.get(signed(f"/daily/{DAY.isoformat()}", days=2)).headers["set-cookie"]
 
 

@@ -51,40 +51,64 @@ def _plan(y: int, mo: int, d: int, h: int, mi: int):
     sys.path.insert(0, str(REPO))
     from datetime import datetime
 
-    from include.radar.core.slots import SHANGHAI
-    from scripts.local_airflow import plan_slots
+    from include.radar.core.clock import SHANGHAI, FixedClock
+    from scripts.local_airflow import slots_now
 
     now = datetime(y, mo, d, h, mi, 30, tzinfo=SHANGHAI)
-    return now, plan_slots(now)
+    return now, slots_now(FixedClock(now))
 
 
-@pytest.mark.parametrize(("when", "daytime", "daily", "start"), [
-    ((2026, 3, 10, 15, 21), "15:18", "16:18", "2026-03-10 15:21"),  # the day: three minutes ago, an hour later
-    ((2026, 3, 10, 23, 10), "22:59", "23:59", "2026-03-10 23:10"),  # late: the day's last minute is the daily slot
-    ((2026, 3, 10, 23, 59), "00:00", "01:00", "2026-03-11 00:00"),  # no room before midnight: start at midnight
-    ((2026, 3, 11, 0, 1), "00:00", "01:00", "2026-03-11 00:01"),  # never a slot of the day before
-    ((2026, 1, 31, 23, 59), "00:00", "01:00", "2026-02-01 00:00"),  # across a month's end
-    ((2026, 12, 31, 23, 30), "00:00", "01:00", "2027-01-01 00:00"),  # and a year's
+@pytest.mark.parametrize(("when", "daytime", "daily", "run_date"), [
+    ((2026, 3, 10, 12, 0), "08:00", "09:00", "2026-03-09"),  # noon
+    ((2026, 3, 10, 23, 30), "19:30", "20:30", "2026-03-09"),  # 23:30: no waiting for midnight
+    ((2026, 3, 11, 0, 5), "20:05", "21:05", "2026-03-09"),  # 00:05: the day before's slots
+    ((2026, 3, 11, 3, 30), "22:30", "23:30", "2026-03-09"),  # the daily slot never in a midnight hour
+    ((2026, 3, 11, 4, 0), "00:00", "01:00", "2026-03-10"),
+    ((2027, 1, 1, 0, 5), "20:05", "21:05", "2026-12-30"),  # across a year's end
 ])
-def test_the_scripts_slots_put_the_daytime_slot_last_and_the_daily_slot_ahead(when, daytime, daily, start):
+def test_the_scripts_slots_are_named_at_once_at_any_hour(when, daytime, daily, run_date):
+    import time
+
+    started = time.monotonic()
     _, plan = _plan(*when)
-    assert (plan.daytime, plan.daily, f"{plan.start_at:%Y-%m-%d %H:%M}") == (daytime, daily, start)
+    assert time.monotonic() - started < 0.5  # a plan, never a wait
+    assert (plan.daytime, plan.daily, plan.run_date.isoformat()) == (daytime, daily, run_date)
 
 
-def test_at_every_minute_of_a_day_the_scripts_run_the_daytime_slot_and_no_tick_fires():
+def test_at_every_minute_of_a_day_the_scripts_slot_runs_by_name_and_no_tick_fires():
+    """`make celery` and `make bench-slot` at any minute (23:30 and 00:05 as at noon): the daily slot is the
+    schedule's latest tick (unpausing runs it at once, before WeRSS has articles) and the day's last slot; the
+    next tick is far beyond the script's run; the trigger's params name the daytime slot of the day before the
+    tick's (no report of its day built before it), and open_slot resolves them to it, explicitly, its push forced."""
+    import json
     from datetime import timedelta
 
     from include.radar.core.settings import Settings
     from include.radar.core.slots import slot_at, slot_for
+    from include.radar.pushes import decide
+    from include.radar.steps.open_slot import resolve_slot
 
     for minute in range(24 * 60):
         now, plan = _plan(2026, 2, 28, minute // 60, minute % 60)
         settings = Settings(schedule_slots=(plan.daytime, plan.daily))
         assert settings.daily_slot == plan.daily and settings.cron  # the daily slot is the day's last
-        key = slot_for(plan.start_at, settings.schedule_slots)
-        assert (key.slot, key.run_date) == (plan.daytime, plan.start_at.date()), now
-        assert key.scheduled_at.timestamp() == plan.slot_epoch
-        assert timedelta(0) <= plan.start_at - key.scheduled_at <= timedelta(minutes=20), now  # not late
-        daily_tick = slot_at(key.run_date, plan.daily).scheduled_at  # the next tick after the daytime slot
-        assert daily_tick - plan.start_at >= timedelta(minutes=30), now  # no tick while the script runs
-        assert timedelta(0) <= plan.start_at - now <= timedelta(minutes=41), now
+        latest = slot_for(now, settings.schedule_slots)  # what unpausing runs
+        assert latest.slot == plan.daily and timedelta(hours=3) <= now - latest.scheduled_at < timedelta(hours=4, minutes=1)
+        following = slot_at(latest.run_date + timedelta(days=1), plan.daytime).scheduled_at
+        assert following - now >= timedelta(hours=18), now  # no tick while the script runs
+        params = decide.apply_action(json.loads(plan.conf()), settings.daily_slot)
+        key, explicit = resolve_slot(now, settings, params)
+        assert (key.run_date, key.slot, explicit, params["push_mode"]) == (plan.run_date, plan.daytime, True, "force")
+        assert key.scheduled_at.timestamp() == plan.slot_epoch and key.run_date == latest.run_date - timedelta(days=1)
+        again = decide.apply_action(json.loads(plan.conf(force=False)), settings.daily_slot)
+        assert resolve_slot(now, settings, again)[0] == key and again.get("push_mode", "auto") == "auto"
+
+
+def test_no_script_sleeps_until_a_time_of_day():
+    """What made `make test` fail between 23:00 and 24:00 Shanghai: a script that slept until midnight."""
+    import re
+
+    for path in [*(REPO / "scripts").glob("*.py"), *(REPO / "include" / "radar_demo").glob("*.py")]:
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"sleep\([^)]*(start_at|midnight|until|wait)\b", text), path
+        assert "waiting for midnight" not in text and "wait for midnight" not in text, path

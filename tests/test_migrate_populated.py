@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 from include.radar.core import db
+from include.radar.core.clock import FixedClock
 from include.radar_demo import year
 
 DAYS = 30  # a month is enough to catch a migration that loses or rewrites rows; the benchmark runs a year
@@ -49,7 +50,7 @@ def _read_pages(url: str, day: date, analysis_id: int) -> dict[str, str]:
     from include.radar.web.auth import may_read_radar
 
     app = create_app(lambda: load_settings({}.get, use_airflow=False), url,
-                     clock=lambda: datetime.combine(day, datetime.min.time(), UTC))
+                     clock=FixedClock(datetime.combine(day, datetime.min.time(), UTC)))
     app.dependency_overrides[get_user] = lambda: {"username": "reader"}
     app.dependency_overrides[may_read_radar] = lambda _user: True
     with TestClient(app) as client:

@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from fastapi.testclient import TestClient
 
+from include.radar.core.clock import FixedClock
 from include.radar.core.settings import Settings
 from include.radar.web.app import create_app
 from include.radar.web.auth import READ_COOKIE
@@ -33,12 +34,12 @@ def day(seed: Seeder) -> dict[str, int]:
     return {"top": top, "old": old}
 
 
-def _client(db_url: str, clock: list) -> TestClient:
-    return TestClient(create_app(lambda: make_settings(), db_url, clock=lambda: clock[0]))
+def _client(db_url: str, clock: FixedClock) -> TestClient:
+    return TestClient(create_app(lambda: make_settings(), db_url, clock=clock))
 
 
 def test_a_signed_link_opens_a_read_session_for_the_other_pages(day, db_url) -> None:
-    clock = [NOW]
+    clock = FixedClock(NOW)
     client = _client(db_url, clock)  # no Airflow user
     assert client.get("/").status_code == 401
     page = client.get(signed(f"/daily/{DAY.isoformat()}"))
@@ -56,7 +57,7 @@ def test_a_signed_link_opens_a_read_session_for_the_other_pages(day, db_url) -> 
     assert profile.status_code == 401 and "个人信息" in profile.text and "/api/v2/auth/login" in profile.text
     assert client.post("/profile", data={"companies": "x"}).status_code == 401
     # half an hour later the session is over: the page offers the login, coming back to this very page
-    clock[0] = NOW + timedelta(seconds=READ_SESSION_SECONDS + 1)
+    clock.at = NOW + timedelta(seconds=READ_SESSION_SECONDS + 1)
     expired = client.get(f"/analysis/{day['old']}")
     assert expired.status_code == 401 and "请先登录 Airflow" in expired.text
     login = re.search(r'href="([^"]*/api/v2/auth/login\?[^"]*)"', expired.text)
@@ -65,7 +66,7 @@ def test_a_signed_link_opens_a_read_session_for_the_other_pages(day, db_url) -> 
 
 
 def test_a_session_never_outlives_its_link(day, db_url) -> None:
-    client = TestClient(create_app(lambda: make_settings(remember_me_days=1), db_url, clock=lambda: NOW))
+    client = TestClient(create_app(lambda: make_settings(remember_me_days=1), db_url, clock=FixedClock(NOW)))
     # a one-day link that expires in ten minutes
     page = client.get(signed(f"/daily/{DAY.isoformat()}", now=NOW - timedelta(days=1, minutes=-10), days=1))
     assert page.status_code == 200
@@ -78,19 +79,19 @@ def test_a_session_never_outlives_its_link(day, db_url) -> None:
 @pytest.mark.parametrize("value", ["", "1.2", "9999999999." + "0" * 64, "9999999999." + "0" * 16 + "." + "0" * 64,
                                    "garbage", "1770467400.zz"])
 def test_a_forged_or_foreign_read_cookie_is_no_cookie(day, db_url, value: str) -> None:
-    client = _client(db_url, [NOW])
+    client = _client(db_url, FixedClock(NOW))
     client.cookies.set(READ_COOKIE, value)
     assert client.get("/").status_code == 401
 
 
 def test_a_link_signature_is_no_session_cookie_and_the_reverse(day, db_url) -> None:
-    client = _client(db_url, [NOW])
+    client = _client(db_url, FixedClock(NOW))
     query = parse_qs(urlsplit(signed("/")).query)
     client.cookies.set(READ_COOKIE, f"{query['exp'][0]}.{query['sig'][0]}")
     assert client.get("/").status_code == 401  # a signature for "/" is not a session
     session = client.get(signed(f"/daily/{DAY.isoformat()}")).headers["set-cookie"].split(";")[0].split("=", 1)[1]
     exp, origin, sig = session.split(".")
-    fresh = _client(db_url, [NOW])
+    fresh = _client(db_url, FixedClock(NOW))
     assert fresh.get(f"/daily/{DAY.isoformat()}?exp={exp}&sig={sig}").status_code == 403
 
 
@@ -99,7 +100,7 @@ def test_a_session_is_bound_to_the_link_that_opened_it(day, db_url) -> None:
     # does not verify, and opening the link again mints a session of the same origin
     from include.radar.web import admission
 
-    client = _client(db_url, [NOW])
+    client = _client(db_url, FixedClock(NOW))
     link = signed(f"/daily/{DAY.isoformat()}")
     link_sig = parse_qs(urlsplit(link).query)["sig"][0]
     session = client.get(link).headers["set-cookie"].split(";")[0].split("=", 1)[1]
@@ -108,7 +109,7 @@ def test_a_session_is_bound_to_the_link_that_opened_it(day, db_url) -> None:
     assert admission.client_key({"query_string": b"", "headers": [(b"cookie", f"{READ_COOKIE}={session}".encode())]}) \
         == admission.client_key({"query_string": urlsplit(link).query.encode(), "headers": []})
     assert client.get("/").status_code == 200
-    other = _client(db_url, [NOW])
+    other = _client(db_url, FixedClock(NOW))
     other.cookies.set(READ_COOKIE, f"{exp}.{'f' * 16}.{sig}")  # the same HMAC under another origin
     assert other.get("/").status_code == 401
 
@@ -117,8 +118,8 @@ def test_a_session_is_bound_to_the_link_that_opened_it(day, db_url) -> None:
 def test_from_a_pushed_link_a_phone_walks_to_other_pages(day, db_url) -> None:
     from tests.browser import PHONE, chromium, serve
 
-    clock = [NOW]
-    app = create_app(lambda: make_settings(), db_url, clock=lambda: clock[0])
+    clock = FixedClock(NOW)
+    app = create_app(lambda: make_settings(), db_url, clock=clock)
     with serve(app) as base, chromium() as browser:
         page = browser.new_page(viewport=PHONE, is_mobile=True, has_touch=True)
         assert page.goto(base + signed(f"/daily/{DAY.isoformat()}")).status == 200
@@ -131,7 +132,7 @@ def test_from_a_pushed_link_a_phone_walks_to_other_pages(day, db_url) -> None:
         with page.expect_navigation():
             page.get_by_role("link", name="昨日的分析").first.tap()
         assert urlsplit(page.url).path == f"/analysis/{day['old']}" and "对你有用吗" in page.content()
-        clock[0] = NOW + timedelta(seconds=READ_SESSION_SECONDS + 1)
+        clock.at = NOW + timedelta(seconds=READ_SESSION_SECONDS + 1)
         answer = page.reload()
         assert answer is not None and answer.status == 401 and "登录" in page.content()
 
@@ -144,8 +145,8 @@ def test_the_overview_opens_with_todays_top_and_what_is_new_since_the_last_visit
     top = seed.article(morning, "储能集采放量", 81, opportunities=[OPPORTUNITY])
     seed.close(morning)
     commit(seed)
-    clock = [NOW]
-    app = create_app(lambda: make_settings(), db_url, clock=lambda: clock[0])
+    clock = FixedClock(NOW)
+    app = create_app(lambda: make_settings(), db_url, clock=clock)
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
     allow_reading(app)
     client = TestClient(app)
@@ -162,7 +163,7 @@ def test_the_overview_opens_with_todays_top_and_what_is_new_since_the_last_visit
     seed.article(noon, "光伏排产回升", 64)
     conn.execute("UPDATE analysis_result SET created_at = %s WHERE id > %s", (NOW + timedelta(minutes=30), top))
     commit(seed)
-    clock[0] = NOW + timedelta(hours=1)
+    clock.at = NOW + timedelta(hours=1)
     later = client.get("/").text
     assert "自上次访问以来新增 2 条" in later
     block = later[later.index("自上次访问以来新增"):]

@@ -16,9 +16,9 @@ import psycopg
 import pytest
 
 from include.radar import store
-from include.radar.analysis import spending
 from include.radar.analysis.llm import FIELD_ORDER, JSON_ONLY
 from include.radar.core import db, pricing
+from include.radar.core.clock import FixedClock
 from include.radar.core.pricing import Usage
 from include.radar.core.settings import load_settings
 from include.radar.seam import callbacks as airflow_alerts
@@ -135,7 +135,6 @@ def test_a_failed_ladder_is_still_on_the_bill(fakes, monkeypatch):
 
 
 def test_a_budget_reached_at_14_defers_the_rest_and_the_22_report_counts_them(fakes, monkeypatch):
-    monkeypatch.setattr(spending, "today", lambda: DAY)
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DAILY_BUDGET", "0.0001")  # one analysis (~$0.002) reaches it
     _articles(fakes, 1, 2, 3)
     fakes.deepseek.responder = lambda body: answer(70)
@@ -163,7 +162,6 @@ def test_a_budget_reached_at_14_defers_the_rest_and_the_22_report_counts_them(fa
     assert len(_alerts(fakes)) == 1  # the budget alert went out once that day
 
     # the next day the budget starts again and the deferred articles are analysed
-    monkeypatch.setattr(spending, "today", lambda: DAY + timedelta(days=1))
     fakes.at(shanghai(2026, 1, 9, 7))
     run_slot(shanghai(2026, 1, 9, 7))
     assert _row("SELECT count(*) AS n FROM analysis_result")["n"] >= 2
@@ -333,9 +331,9 @@ def test_the_daily_runs_deadline_alert_tells_the_operator_when_the_report_is_not
     from include.radar.steps.open_slot import open_slot
     from include.radar.steps.runtime import Runtime
 
-    rt = Runtime.load()
+    rt = Runtime.load(FixedClock(shanghai(2026, 1, 9, 22, 1)))
     slot = open_slot(rt, run_after=shanghai(2026, 1, 9, 22), run_type="scheduled", dag_id="d",
-                              dag_run_id="r", params={}, now=shanghai(2026, 1, 9, 22, 1))
+                              dag_run_id="r", params={})
     with db.connect() as conn:
         conn.execute("UPDATE slot_run SET deadline_at = now() + interval '20 minutes' WHERE id = %s",
                      (slot["slot_run_id"],))

@@ -5,7 +5,7 @@ Rooms: decide.py (message ids, push or not), push.py, store/pushes.py, steps/pus
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from urllib.parse import parse_qs, urlparse
 
 from hypothesis import assume, given
@@ -62,7 +62,7 @@ def test_slot_above_threshold_sends_one_message_for_its_own_best_analysis(fakes)
     assert link.startswith(f"https://radar.example.com/radar/analysis/{top}?")
     query = parse_qs(urlparse(link).query)
     assert signing.verify(f"/analysis/{top}", query["exp"][0], query["sig"][0], "test-link-secret-0123456789abcdef01",
-                          datetime.now(UTC))
+                          SLOT + timedelta(hours=1))  # clicked an hour after the slot pushed it
     assert message["message"].splitlines()[0] == "第3篇的结论。"
 
 

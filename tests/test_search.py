@@ -12,6 +12,7 @@ import pytest
 
 from include.radar import store
 from include.radar.core import search
+from include.radar.core.clock import FixedClock
 from include.radar.web.auth import PageError
 from include.radar.web.views import query
 from include.radar.web.views import record as record_views
@@ -150,7 +151,7 @@ def test_search_on_a_phone(seed: Seeder, db_url: str) -> None:
     from tests.pages import FakeUser, airflow_get_user, allow_reading, make_settings
 
     ids = _corpus(seed)
-    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: NOW)
+    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=FixedClock(NOW))
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
     allow_reading(app)
     with serve(app) as base, chromium() as browser:

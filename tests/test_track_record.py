@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from include.radar import store
 from include.radar.core import db
+from include.radar.core.clock import FixedClock
 from include.radar.core.slots import SHANGHAI
 from include.radar.market import SourceError, outcomes
 from include.radar.market.akshare_source import LibrarySource
@@ -616,7 +617,7 @@ def test_a_malformed_filter_is_a_400_that_says_why_never_a_500(fakes, query) -> 
     from include.radar.web.app import create_app
     from include.radar.web.auth import may_read_radar
 
-    app = create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=lambda: shanghai(2026, 3, 1, 9))
+    app = create_app(lambda: load_settings(use_airflow=False), db.database_url(), clock=FixedClock(shanghai(2026, 3, 1, 9)))
     app.dependency_overrides[get_user] = lambda: object()
     app.dependency_overrides[may_read_radar] = lambda user: True
     response = TestClient(app).get(f"/record?{query}")
@@ -811,7 +812,7 @@ def test_the_record_page_and_an_analysis_outcome_on_a_phone(fakes, db_url: str) 
     with db.connect() as conn:
         _a_year_of_measured_picks(conn)
         lead = conn.execute("SELECT analysis_id FROM track_pick WHERE title = '茅台提价'").fetchone()["analysis_id"]
-    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: shanghai(2026, 3, 21, 9))
+    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=FixedClock(shanghai(2026, 3, 21, 9)))
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
     allow_reading(app)
     with serve(app) as base, chromium() as browser:

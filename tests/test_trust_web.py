@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from include.radar import DAG_ID, store
+from include.radar.core.clock import FixedClock
 from include.radar.core.settings import Settings, SettingsError, load_settings
 from include.radar.web.app import create_app
 from include.radar.web.auth import READ_COOKIE
@@ -65,9 +66,9 @@ def auth_manager(monkeypatch: pytest.MonkeyPatch):
     return install
 
 
-def _app(db_url: str, *, user: Any = None, settings: Settings | None = None, clock: list | None = None) -> FastAPI:
+def _app(db_url: str, *, user: Any = None, settings: Settings | None = None, clock: FixedClock | None = None) -> FastAPI:
     cfg = settings or make_settings()
-    app = create_app(lambda: cfg, db_url, clock=(lambda: clock[0]) if clock else (lambda: NOW))
+    app = create_app(lambda: cfg, db_url, clock=clock or FixedClock(NOW))
     if user is not None:
         app.dependency_overrides[airflow_get_user()] = lambda: user
     return app
@@ -222,7 +223,7 @@ def test_the_read_session_is_a_setting_its_minutes_and_its_pages(personal_day, d
     assert "Max-Age=300;" in cookie and "5 分钟内可继续浏览" in five.get(link).text
     assert five.get("/").status_code == 200
 
-    clock = [NOW]
+    clock = FixedClock(NOW)
     narrow = TestClient(_app(db_url, settings=make_settings(link_session_pages="daily,analysis"), clock=clock))
     narrow.get(link)
     assert narrow.get(f"/daily/{(DAY - timedelta(days=1)).isoformat()}").status_code == 200
@@ -271,7 +272,7 @@ def test_after_a_vote_dot_segments_never_lead_off_the_app(personal_day, db_url, 
 # ------------------------------------------------------------------------------------ the form token, Origin
 
 
-def _editor_client(db_url: str, user: Any, *, settings: Settings | None = None, clock: list | None = None):
+def _editor_client(db_url: str, user: Any, *, settings: Settings | None = None, clock: FixedClock | None = None):
     from include.radar.web.auth import may_edit_radar, may_read_radar
 
     app = _app(db_url, user=user, settings=settings, clock=clock)
@@ -293,7 +294,7 @@ def test_the_profile_token_is_bound_to_its_user_and_expires(db_url, conn) -> Non
     # a token from another key (the link secret rotated) or past its 12 hours is refused too
     rotated = _editor_client(db_url, FakeUser("alice"), settings=make_settings(link_secret="another-secret-" + "x" * 32))
     assert rotated.post("/profile", data=_hostile_form(token), follow_redirects=False).status_code == 403
-    later = _editor_client(db_url, FakeUser("alice"), clock=[NOW + timedelta(hours=12, minutes=2)])
+    later = _editor_client(db_url, FakeUser("alice"), clock=FixedClock(NOW + timedelta(hours=12, minutes=2)))
     assert later.post("/profile", data=_hostile_form(token), follow_redirects=False).status_code == 403
     assert alice.post("/profile", data=_hostile_form(token), follow_redirects=False).status_code == 303
 

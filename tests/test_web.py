@@ -24,6 +24,7 @@ from fastapi.testclient import TestClient
 
 from include.radar import store
 from include.radar.core import signing
+from include.radar.core.clock import FixedClock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI, slot_at
 from include.radar.web import views
@@ -371,7 +372,7 @@ def test_mounted_under_radar_links_and_signatures_work(seed: Seeder, db_url: str
     """Inside Airflow the app is mounted at /radar: links carry the prefix, signatures cover the app path."""
     analysis_id = seed.article(seed.slot(DAY, "07:00"), "文章", 80)
     commit(seed)
-    radar = create_app(lambda: make_settings(), db_url, clock=lambda: NOW)
+    radar = create_app(lambda: make_settings(), db_url, clock=FixedClock(NOW))
     root = FastAPI()
     root.mount("/radar", radar)
     client = TestClient(root)
@@ -433,7 +434,7 @@ def test_unexpected_errors_are_a_500_page(db_url: str) -> None:
     def broken() -> Settings:
         raise RuntimeError("boom: secret detail")
 
-    app = create_app(broken, db_url, clock=lambda: NOW)
+    app = create_app(broken, db_url, clock=FixedClock(NOW))
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
     allow_reading(app)
     response = TestClient(app).get("/")
@@ -695,7 +696,7 @@ def test_daily_page_renders_in_chromium(seed: Seeder, db_url: str, tmp_path: Pat
 
     require_chromium()
     seed_showcase_day(seed)
-    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: NOW)
+    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=FixedClock(NOW))
     with serve(app) as base:
         # signed like a pushed link (the server checks it against its own, pinned, clock)
         url = base + signed("/daily/2026-01-08")
@@ -729,7 +730,7 @@ def test_the_browser_harness_opens_a_signed_page_on_a_phone(seed: Seeder, db_url
     from tests.browser import PHONE, chromium, serve
 
     seed_showcase_day(seed)
-    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: NOW)
+    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=FixedClock(NOW))
     with serve(app) as base, chromium() as browser:
         page = browser.new_page(viewport=PHONE)
         response = page.goto(base + signed("/daily/2026-01-08"))

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from include.radar import store
 from include.radar.core import signing
+from include.radar.core.clock import FixedClock
 from include.radar.web.app import create_app
 from include.radar.web.auth import READ_COOKIE, may_edit_radar, may_read_radar, read_session_value
 from tests.conftest import TABLES
@@ -87,7 +88,7 @@ def _seed(url: str) -> list[int]:
 
 def _app(url: str, *, user: Any = None, read: bool = True, edit: bool = False, **overrides: Any) -> TestClient:
     cfg = make_settings(**overrides)
-    app = create_app(lambda: cfg, url, clock=lambda: NOW)
+    app = create_app(lambda: cfg, url, clock=FixedClock(NOW))
     if user is not None:
         app.dependency_overrides[airflow_get_user()] = lambda: user
         app.dependency_overrides[may_read_radar] = lambda _user: read

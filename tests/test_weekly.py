@@ -13,6 +13,7 @@ import pytest
 
 from include.radar import store
 from include.radar.core import db
+from include.radar.core.clock import FixedClock
 from include.radar.report import weekly
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
@@ -138,7 +139,7 @@ def test_the_weekly_page_escapes_hostile_llm_text_and_refuses_other_days(fakes) 
     from include.radar.web.auth import may_read_radar
     from tests.pages import make_settings
 
-    app = create_app(lambda: make_settings(), db.database_url(), clock=lambda: SUNDAY + timedelta(hours=1))
+    app = create_app(lambda: make_settings(), db.database_url(), clock=FixedClock(SUNDAY + timedelta(hours=1)))
     app.dependency_overrides[get_user] = lambda: object()
     app.dependency_overrides[may_read_radar] = lambda user: True
     client = TestClient(app)
@@ -166,7 +167,7 @@ def test_the_weekly_page_on_a_phone(fakes, db_url: str) -> None:
     run_slot(THURSDAY)
     fakes.at(SUNDAY)
     run_slot(SUNDAY)
-    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=lambda: SUNDAY + timedelta(hours=1))
+    app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=FixedClock(SUNDAY + timedelta(hours=1)))
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
     allow_reading(app)
     with serve(app) as base, chromium() as browser:

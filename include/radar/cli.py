@@ -1,6 +1,7 @@
 """Command line for set-up and operations:
 ``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages,backup,restore,check}``, and the
-shadow evaluations' ``evaluate`` / ``evaluation`` (evaluation_cli.py)."""
+shadow evaluations' ``evaluate`` / ``evaluation`` (evaluation_cli.py). Every command that reaches the radar
+database reaches the one the tasks use: the settings' ``db_conn_id`` through the one loader (loader.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Callable
 import psycopg
 
 from include.radar import store
-from include.radar.core import db, settings
+from include.radar.core import db, loader, settings
 from include.radar.evaluation import commands, shadow
 from include.radar.operations import backup, roles
 
@@ -52,8 +53,13 @@ def _check(args: argparse.Namespace) -> int:
     return check(Options(timeout=args.timeout, send_test=args.send_test, llm_call=args.llm_call))
 
 
+def _database_url() -> str:
+    """The tasks' database: ``RADAR_DATABASE_URL``, else the connection the settings' ``db_conn_id`` names."""
+    return loader.load().database_url
+
+
 def _migrate(args: argparse.Namespace) -> int:
-    url = db.database_url()
+    url = _database_url()
     applied = db.migrate(url)
     print(f"radar schema at {db.redact(url)}: " + (f"applied {', '.join(applied)}" if applied else "up to date"))
     with db.connect(url) as conn:  # articles stored before search existed get their lexemes once
@@ -77,7 +83,7 @@ def _grant_pages(args: argparse.Namespace) -> int:
     if not pages:
         print("RADAR_PAGES_DATABASE_URL is not set: the pages use the radar's own login")
         return 0
-    for line in roles.grant_pages(db.database_url(), pages):
+    for line in roles.grant_pages(_database_url(), pages):
         print(line)
     return 0
 
@@ -88,14 +94,14 @@ def _printed(value: str) -> int:
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "db-url": lambda args: _printed(db.database_url()),
+    "db-url": lambda args: _printed(_database_url()),
     "airflow-db-url": lambda args: _printed(db.airflow_metadata_url(
-        db.database_url(), settings.deployment("RADAR_AIRFLOW_DB_NAME") or "airflow")),
+        _database_url(), settings.deployment("RADAR_AIRFLOW_DB_NAME") or "airflow")),
     "migrate": _migrate,
     "provision": _provision,
     "grant-pages": _grant_pages,
-    "backup": lambda args: backup.run_backup(db.database_url(), args.out),
-    "restore": lambda args: backup.run_restore(args.file, args.into or db.database_url(), replace=args.replace),
+    "backup": lambda args: backup.run_backup(_database_url(), args.out),
+    "restore": lambda args: backup.run_restore(args.file, args.into or _database_url(), replace=args.replace),
     **{name: commands.handle for name in commands.COMMANDS},
 }
 
@@ -107,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         return COMMANDS[args.command](args) or 0
-    except (db.DatabaseUnavailable, roles.ProvisionError, backup.BackupError, shadow.EvaluationError) as exc:
+    except (db.DatabaseUnavailable, roles.ProvisionError, backup.BackupError, shadow.EvaluationError,
+            settings.SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except psycopg.Error as exc:  # provisioning connects by itself; a URL's password is never printed

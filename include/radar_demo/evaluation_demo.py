@@ -10,6 +10,7 @@ from typing import Any
 
 from include.radar import store
 from include.radar.core import db
+from include.radar.core.clock import FixedClock
 from include.radar.core.settings import load_settings
 from include.radar.evaluation import shadow
 from include.radar.evaluation import summary as evaluation_report
@@ -68,7 +69,7 @@ def _save_page(url: str, path: str, target: Path, now: datetime) -> Path:
     from include.radar.web.app import create_app
     from include.radar.web.auth import may_read_radar
 
-    app = create_app(lambda: load_settings(use_airflow=False), url, clock=lambda: now)
+    app = create_app(lambda: load_settings(use_airflow=False), url, clock=FixedClock(now))
     app.dependency_overrides[get_user] = lambda: object()
     app.dependency_overrides[may_read_radar] = lambda user: True
     target.write_text(TestClient(app).get(path).text, encoding="utf-8")

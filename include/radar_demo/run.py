@@ -24,6 +24,7 @@ from typing import Any
 from include.radar import store
 from include.radar.check.schedule import suggested_cron
 from include.radar.core import db
+from include.radar.core.clock import FixedClock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI, slot_at
 from include.radar_demo import evaluation_demo
@@ -327,7 +328,7 @@ def save_page(path: str, name: str, url: str, secret: str, now: datetime | None 
     from include.radar.core import signing
     from include.radar.web.app import create_app
 
-    app = create_app(db_url=url, **({"clock": lambda: now} if now else {}))
+    app = create_app(db_url=url, clock=FixedClock(now) if now else None)
     response = TestClient(app).get(path, params=signing.sign(path, secret, now or datetime.now(UTC), 1))
     target = OUT / name
     target.write_text(response.text, encoding="utf-8")

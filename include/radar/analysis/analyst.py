@@ -37,6 +37,7 @@ from include.radar.analysis.llm import (
 from include.radar.analysis.rubric import rubric
 from include.radar.analysis.schemas import ArticleAnalysis
 from include.radar.analysis.spending import Spend
+from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.pricing import Usage
 from include.radar.core.settings import Settings
 from include.radar.core.slots import to_local
@@ -133,12 +134,13 @@ def analyse_item(
     settings: Settings,
     deadline: float | None = None,
     on_budget: Callable[[str], None] | None = None,
+    clock: Clock = SYSTEM,
 ) -> Outcome:
     """Analyse one content item for this slot run (see the module docstring for every way out).
 
     ``claimer`` names the task try (store.claim_owner; the DAG run id outside Airflow); ``deadline``
     (``time.monotonic()``) is when the slot needs its analyses done, and bounds the wait for another try of
-    the same task. Raises LLMConfigError (the item is put back) and whatever crashed (recorded first).
+    the same task; ``clock``: whose day the spend and the budget are of. Raises LLMConfigError (the item is put back) and whatever crashed (recorded first).
     """
     if deadline is not None and deadline - time.monotonic() < MIN_CALL_SECONDS:
         with connect() as conn:
@@ -146,7 +148,7 @@ def analyse_item(
         log.info("item %s: the slot's analysis deadline has passed; left for a later slot", item_id)
         return Outcome(item_id, "deferred", error="the slot's analysis deadline passed; a later slot analyses it")
     llm = llm_factory()  # a configuration problem (a missing or malformed key) surfaces before any claim
-    over_budget = _over_budget(connect, settings, item_id, slot_run_id, on_budget)
+    over_budget = _over_budget(connect, settings, item_id, slot_run_id, on_budget, clock)
     if over_budget is not None:
         return over_budget
     claim, early, profile = _claim(connect, item_id, slot_run_id=slot_run_id, claimer=claimer, settings=settings,
@@ -154,18 +156,18 @@ def analyse_item(
     if early is not None:
         return early
     return _analyse_claimed(connect, llm, claim, profile, item_id=item_id, slot_run_id=slot_run_id,
-                            settings=settings, deadline=deadline)
+                            settings=settings, deadline=deadline, clock=clock)
 
 
 def _over_budget(connect: Callable[[], Any], settings: Settings, item_id: int, slot_run_id: int,
-                 on_budget: Callable[[str], None] | None) -> Outcome | None:
+                 on_budget: Callable[[str], None] | None, clock: Clock) -> Outcome | None:
     """The deferral of an item once the day's LLM budget is reached, else None."""
     if not settings.daily_budget:
         return None
     with connect() as conn:
-        spent = spending.budget_reached(conn, settings)
+        spent = spending.budget_reached(conn, settings, clock)
         if spent is not None:
-            store.defer_for_budget(conn, slot_run_id, [item_id], spending.today())
+            store.defer_for_budget(conn, slot_run_id, [item_id], clock.today())
     if spent is None:
         return None
     reason = (f"the day's LLM budget is reached ({settings.price_table().money(spent)} of "
@@ -266,14 +268,14 @@ def ask(llm: LLMClient, item: dict[str, Any], profile: focus.Profile, settings: 
 
 def _analyse_claimed(
     connect: Callable[[], Any], llm: LLMClient, claim: store.Claim, profile: focus.Profile, *, item_id: int,
-    slot_run_id: int, settings: Settings, deadline: float | None,
+    slot_run_id: int, settings: Settings, deadline: float | None, clock: Clock,
 ) -> Outcome:
     """Call the LLM for a claimed item and store its analysis; every way out closes the attempt."""
     item, attempt_id = claim.item, claim.attempt_id
     assert item is not None and attempt_id is not None
     # the ladder's usage is ours from the first call: whatever kills the task, what was paid is recorded
     spend = Spend(settings, item_id=item_id, attempt_id=attempt_id, slot_run_id=slot_run_id, model=llm.model,
-                  usage=Usage())
+                  usage=Usage(), clock=clock)
 
     def close(conn: Any, outcome: str, error: str, calls: int) -> None:
         store.finish_attempt(conn, attempt_id, outcome, error=error, llm_calls=calls,

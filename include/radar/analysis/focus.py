@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from include.radar.analysis import regex_rules
+from include.radar.core.clock import SYSTEM, Clock
 
 MAX_ITEMS = 50  # per list
 MAX_ITEM_CHARS = 60
@@ -160,11 +161,11 @@ class Profile:
     @classmethod
     def build(cls, *, companies: Iterable[str] = (), tickers: Iterable[str] = (), sectors: Iterable[str] = (),
               interests: Iterable[str] = (), rules: Iterable[str] = (), updated_at: Any = None,
-              updated_by: str | None = None, measure: bool = False) -> Profile:
+              updated_by: str | None = None, measure: bool = False, clock: Clock = SYSTEM) -> Profile:
         """A profile from stored or typed lists; raises ProfileError listing every line it cannot use.
 
         ``measure`` (a profile typed on the form): also refuse regex rules too costly to run on every article
-        (regex_rules.cost_errors), all of it within regex_rules.SAVE_SECONDS. A stored profile is not measured
+        (regex_rules.cost_errors), all of it within regex_rules.SAVE_SECONDS on ``clock``. A stored profile is not measured
         again: it passed when it was saved, and a slot must not drop a rule because the machine was busy when it
         loaded it (its selection has a time budget instead)."""
         errors: list[str] = []
@@ -175,7 +176,7 @@ class Profile:
             errors += problems
         parsed: list[Rule] = []
         lines = [line for value in rules for line in (value or "").splitlines() if line.strip()]
-        budget = regex_rules.Budget(regex_rules.SAVE_SECONDS) if measure else None
+        budget = regex_rules.Budget(regex_rules.SAVE_SECONDS, clock) if measure else None
         for line in lines[:MAX_RULES]:
             if budget is not None and budget.spent():  # compiling 100 rules of RE2's largest takes seconds
                 errors.append(regex_rules.too_slow_to_check())

@@ -11,12 +11,14 @@ when all together are too slow on one. What RE2 cannot take is refused with the 
 
 from __future__ import annotations
 
+import math
 import re
-import time
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 import re2
+
+from include.radar.core.clock import SYSTEM, Clock
 
 RULE_PROBE_MS = 5.0  # one rule's worst probe; a sensible rule costs ~0.1 ms, a pathological one 10-200 ms
 PROFILE_PROBE_MS = 20.0  # every regex rule of a profile together, on the worst probe: a slot's 50 articles ≤ 1 s
@@ -92,29 +94,26 @@ def compile_rule(body: str) -> Callable[[bytes], bool]:
 # ---------------------------------------------------------------------------------------------- measuring
 
 
-_clock = time.perf_counter  # what a save's budget is counted on (wall-clock; a test puts its own clock here)
-# what a probe's cost is counted on: the CPU time of this thread (RE2 runs in it, the GIL released), which the
-# rest of a busy machine does not add to, so that a sensible rule is not refused because of a neighbour
-_cost_clock = time.thread_time
-
-
 class OutOfTime(RuntimeError):
     """A :class:`Budget` ran out before the regex rules were applied to everything."""
 
 
 class Budget:
-    """An allowance of wall-clock seconds on ``clock`` (default: this module's), counted from its creation."""
+    """An allowance of seconds on ``clock``'s monotonic counter, counted from its creation. What a rule's run
+    costs is counted on the clock's ``cpu``: the CPU time of this thread (RE2 runs in it, the GIL released),
+    which the rest of a busy machine does not add to, so that a sensible rule is not refused because of a
+    neighbour. A test gives its own clock (clock.FixedClock)."""
 
-    def __init__(self, seconds: float, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, seconds: float, clock: Clock = SYSTEM) -> None:
         self.seconds = seconds
-        self._clock = clock
+        self.clock = clock
         self.started = self.now()
         self.slow: dict[str, float] = {}  # rule → its worst run over SLOT_RULE_MS, in milliseconds (run)
         self.totals: dict[str, float] = {}  # such a rule → all rules' time on the article it was dear on (end_article)
         self._article: dict[str, float] = {}  # rule → its time on the article being checked
 
     def now(self) -> float:
-        return (self._clock or _clock)()
+        return self.clock.monotonic()
 
     def spent(self) -> bool:
         return self.now() - self.started >= self.seconds
@@ -127,11 +126,11 @@ class Budget:
         """One regex rule's answer on one article, once the budget allows it (else OutOfTime); a run over
         SLOT_RULE_MS of this thread's CPU time is noted in ``slow`` for the slot to switch the rule off."""
         self.check()
-        started = _cost_clock()
+        started = self.clock.cpu()
         try:
             return hits()
         finally:
-            ms = (_cost_clock() - started) * 1000
+            ms = (self.clock.cpu() - started) * 1000
             self._article[rule] = self._article.get(rule, 0.0) + ms
             if ms > SLOT_RULE_MS:
                 self.slow[rule] = max(ms, self.slow.get(rule, 0.0))
@@ -150,13 +149,13 @@ class Budget:
                 self.slow[rule], self.totals[rule] = ms, total
 
 
-def _run_ms(hits: Callable[[bytes], bool], text: bytes) -> float:
-    started = _cost_clock()
+def _run_ms(hits: Callable[[bytes], bool], text: bytes, clock: Clock) -> float:
+    started = clock.cpu()
     hits(text)
-    return (_cost_clock() - started) * 1000
+    return (clock.cpu() - started) * 1000
 
 
-def _probe_ms(hits: Callable[[bytes], bool], probes: Iterable[bytes], budget: Budget | None = None) -> float:
+def _probe_ms(hits: Callable[[bytes], bool], probes: Iterable[bytes], budget: Budget) -> float:
     """The rule's worst time over the probes, in milliseconds, extrapolated to the whole probe.
 
     Each probe is run over a growing part of itself, from its start: SHORT_BYTES, four times as much, and so
@@ -167,12 +166,11 @@ def _probe_ms(hits: Callable[[bytes], bool], probes: Iterable[bytes], budget: Bu
     the first one over the limit, and when ``budget`` runs out (:class:`OutOfTime`)."""
     worst = 0.0
     for probe in probes:
-        if budget is not None:
-            budget.check()
+        budget.check()
         size = SHORT_BYTES
         while True:
             part = probe[:size]
-            took = _run_ms(hits, part)
+            took = _run_ms(hits, part, budget.clock)
             ms = took * len(probe) / max(1, len(part))
             if len(part) >= len(probe) or took > RULE_PROBE_MS or (
                     ms > 4 * RULE_PROBE_MS and took >= RULE_PROBE_MS / 10):
@@ -196,6 +194,7 @@ def cost_errors(bodies: Iterable[str], budget: Budget | None = None) -> list[str
     whatever was typed."""
     from include.radar.analysis.regex_probes import Unreadable, probes  # a save's: the slots' task processes need none
 
+    budget = budget or Budget(math.inf)
     errors: list[str] = []
     total = 0.0
     try:

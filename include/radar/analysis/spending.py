@@ -9,14 +9,13 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
 from typing import Any
 
 from include.radar import store
 from include.radar.analysis.llm import LLMBudget
+from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.pricing import PriceTable, Usage
 from include.radar.core.settings import Settings
-from include.radar.core.slots import SHANGHAI
 
 log = logging.getLogger(__name__)
 
@@ -24,16 +23,13 @@ log = logging.getLogger(__name__)
 CAP_POLL_SECONDS = 0.25
 
 
-def today() -> date:
-    return datetime.now(UTC).astimezone(SHANGHAI).date()
-
-
-def budget_reached(conn: Any, settings: Settings) -> float | None:
-    """The slots' spend today when it has reached ``daily_budget`` (a set budget), else None. An evaluation's
-    spend is not counted: it spends from its own cap, so it never holds a reader's article back."""
+def budget_reached(conn: Any, settings: Settings, clock: Clock = SYSTEM) -> float | None:
+    """The slots' spend on ``clock``'s day (Asia/Shanghai) when it has reached ``daily_budget`` (a set budget),
+    else None. An evaluation's spend is not counted: it spends from its own cap, so it never holds a reader's
+    article back."""
     if not settings.daily_budget:
         return None
-    spent = store.day_spend(conn, today(), settings.deepseek_currency)
+    spent = store.day_spend(conn, clock.today(), settings.deepseek_currency)
     return spent if spent >= settings.daily_budget else None
 
 
@@ -52,6 +48,7 @@ class Spend:
     recorded: bool = False
     prices: PriceTable | None = None
     evaluation_id: int | None = None
+    clock: Clock = SYSTEM  # whose day the spend is on
 
     def record(self, conn: Any, usage: Usage | None = None) -> None:
         usage = usage or self.usage
@@ -59,7 +56,7 @@ class Spend:
             return
         prices = self.prices or self.settings.price_table()
         store.record_spend(conn, {
-            "spent_on": today(), "purpose": self.purpose, "content_item_id": self.item_id,
+            "spent_on": self.clock.today(), "purpose": self.purpose, "content_item_id": self.item_id,
             "attempt_id": self.attempt_id, "slot_run_id": self.slot_run_id, "evaluation_id": self.evaluation_id,
             "model": self.model, "calls": usage.calls, "answered": usage.answered, "peak_calls": usage.peak_calls(prices),
             "rate_limited": usage.rate_limited, "prompt_tokens": usage.prompt_tokens,

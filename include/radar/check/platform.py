@@ -1,30 +1,24 @@
 """The check's lines for what the radar runs on: its PostgreSQL (reachable, migrated, the pages' login kept
-read-mostly) and Airflow's metadata (the pool, the DAG parsed, paused or not)."""
+read-mostly) and Airflow's metadata (the pool, the DAG parsed, paused or not), read through the seam
+(airflow_metadata.py): nothing here imports Airflow."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
-import json
-import os
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from include.radar import DAG_ID
 from include.radar.check import Line, Options, bounded, fail, ok, reason, warn
+from include.radar.check.airflow_facts import DAG_FILE, POOL, AirflowFacts, load_models, parses_here, read_airflow
 from include.radar.core import db
-from include.radar.core.settings import Settings, airflow_here
+from include.radar.core.settings import Settings, airflow_here, deployment
 from include.radar.operations import roles
 
 DB = "雷达数据库"
 AIRFLOW = "Airflow"
-POOL = "radar_llm"
-DAG_FILE = "opportunity_radar.py"
 MIGRATE = "python -m include.radar.cli migrate（docker compose 的 airflow-init 每次启动都会运行）"
 
 
@@ -38,7 +32,7 @@ def database_lines(url: str, settings: Settings, options: Options) -> tuple[list
             usable = conn.execute("SELECT to_regclass('service_state') IS NOT NULL AS e").fetchone()["e"]
     except (db.DatabaseUnavailable, psycopg.Error) as exc:
         return [fail(DB, "可连接", reason(exc), "启动 PostgreSQL，或改正 RADAR_DATABASE_URL / radar_db 连接")], False
-    lines.append(pages_line(os.environ.get("RADAR_PAGES_DATABASE_URL"), url, settings, options))
+    lines.append(pages_line(deployment("RADAR_PAGES_DATABASE_URL"), url, settings, options))
     return lines, usable
 
 
@@ -103,71 +97,12 @@ def _pages_facts(conn: psycopg.Connection) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- Airflow
 
 
-@dataclass(frozen=True)
-class AirflowFacts:
-    """What Airflow's metadata database says of the radar."""
-
-    pool_slots: int | None  # None: no pool radar_llm
-    dag_known: bool
-    paused: bool = False
-    stale: bool = False
-    import_error: str | None = None  # the first line of the DAG file's import error, when it has one
-
-
-def read_airflow() -> AirflowFacts:
-    """Ask Airflow's own metadata database (read only) about the pool, the DAG and its file's import errors."""
-    from airflow.models.dag import DagModel
-    from airflow.models.errors import ParseImportError
-    from airflow.models.pool import Pool
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        pool = session.scalar(select(Pool).where(Pool.pool == POOL))
-        dag = session.get(DagModel, DAG_ID)
-        error = session.scalar(select(ParseImportError).where(ParseImportError.filename.like(f"%{DAG_FILE}")))
-        return AirflowFacts(
-            pool_slots=pool.slots if pool is not None else None, dag_known=dag is not None,
-            paused=bool(dag and dag.is_paused), stale=bool(dag and dag.is_stale),
-            import_error=(error.stacktrace or "import error").strip().splitlines()[-1][:300] if error else None)
-
-
-def dag_folder() -> Path:
-    """Where this Airflow reads the radar's DAG file: a local DAG bundle that holds it, else the dags folder."""
-    from airflow.configuration import conf
-
-    try:
-        bundles = json.loads(conf.get("dag_processor", "dag_bundle_config_list", fallback="[]") or "[]")
-    except ValueError:
-        bundles = []
-    for bundle in bundles if isinstance(bundles, list) else []:
-        path = (bundle.get("kwargs") or {}).get("path") if isinstance(bundle, dict) else None
-        if isinstance(path, str) and (Path(path) / DAG_FILE).is_file():
-            return Path(path)
-    return Path(conf.get("core", "dags_folder"))
-
-
-def parses_here() -> str | None:
-    """Parse the DAG file in this process (nothing is written): its import error, or None."""
-    from airflow.dag_processing.dagbag import DagBag
-
-    with contextlib.redirect_stdout(io.StringIO()):  # its progress lines are not the check's
-        bag = DagBag(dag_folder=str(dag_folder()))
-    if bag.import_errors:
-        return str(next(iter(bag.import_errors.values()))).strip().splitlines()[-1][:300]
-    return None if DAG_ID in bag.dags else f"DAG 文件里没有 DAG {DAG_ID}"
-
-
 def airflow_lines(settings: Settings, options: Options, *, facts: Callable[[], AirflowFacts] = read_airflow,
                   parse: Callable[[], str | None] = parses_here) -> list[Line]:
     if not airflow_here():  # asking would create ~/airflow, a second Airflow nobody runs
         return [warn(AIRFLOW, "元数据库", "这里没有 Airflow：AIRFLOW_HOME 没有设置，~/airflow 也不存在",
                      "在 Airflow 各组件所用的环境里运行 check（设好 AIRFLOW_HOME，或 docker compose run --rm airflow-cli …）")]
-    # Airflow's models are imported here, not in the bounded thread: abandoned mid-import on a slow host (20 s
-    # and more in a busy container), it held their import locks, and the next import of them here hung for good
-    from airflow.models import import_all_models
-
-    import_all_models()
+    load_models()  # here, not in the bounded thread (airflow_metadata.load_models)
     try:
         found = bounded(facts, options.timeout, "Airflow 的元数据库")
     except Exception as exc:

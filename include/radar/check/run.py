@@ -4,9 +4,7 @@ the health panel, the transcript printed."""
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from include.radar import store
@@ -17,22 +15,22 @@ from include.radar.check.links import link_lines
 from include.radar.check.market import market_lines
 from include.radar.check.platform import airflow_lines, database_lines
 from include.radar.check.werss import werss_lines
-from include.radar.core import db, redact
-from include.radar.core.settings import Settings, SettingsError, env_name, load_settings
-from include.radar.core.slots import SHANGHAI
+from include.radar.core import db, loader, redact
+from include.radar.core.clock import SYSTEM, Clock
+from include.radar.core.settings import Lookup, Settings, SettingsError, load_settings, task_lookup
 
 SETTINGS = "设置"
 LINK_SETTINGS = ("link_secret", "report_base_url")  # reported on the links' lines
 
 
-def load(lookup: Callable[[str], str | None] | None = None) -> tuple[Settings, list[SettingsError]]:
-    """The settings the tasks would load; a refused value is reported and its default stands in, so that the
-    other checks still run (a weak link secret must not hide a dead WeRSS)."""
+def load(lookup: Lookup | None = None) -> tuple[Settings, list[SettingsError]]:
+    """The settings the tasks would load, read the tasks' way (settings.task_lookup); a refused value is reported
+    and its default stands in, so that the other checks still run (a weak link secret must not hide a dead WeRSS)."""
     overrides: dict[str, Any] = {}
     problems: list[SettingsError] = []
     while True:
         try:
-            return load_settings(lookup, **overrides), problems
+            return load_settings(lookup or task_lookup(), **overrides), problems
         except SettingsError as exc:
             if exc.setting is None or exc.setting in overrides:
                 raise
@@ -48,16 +46,16 @@ def _guarded(area: str, produce: Callable[[], list[Line]]) -> list[Line]:
         return [fail(area, "检查", f"{exc.__class__.__name__}: {reason(exc)}", "请报告这个问题：检查本身出错了")]
 
 
-def run(options: Options) -> Report:
+def run(options: Options, lookup: Lookup | None = None) -> Report:
+    read = lookup or task_lookup()
     try:
-        settings, problems = load()
+        settings, problems = load(read)
     except SettingsError as exc:
         return Report([fail(SETTINGS, "读取", reason(exc, 400), "改正它说的那个设置")])
     lines = [fail(SETTINGS, p.setting or "?", reason(p, 400), "在设置它的地方改正")
              for p in problems if p.setting not in LINK_SETTINGS]
-    redact.register(os.environ.get(env_name("link_secret")))
-    url = db.database_url(settings.db_conn_id)
-    redact.register(db.password_of(url))
+    redact.register(read("link_secret"))  # as typed, even when refused: never printed
+    url = loader.load(settings=settings).database_url  # the tasks' database, its password registered
     found, reachable = database_lines(url, settings, options)
     lines += found
 
@@ -84,10 +82,10 @@ def record(connect: Callable[[], Any], report: Report) -> None:
         store.set_state(conn, STATE_KEY, report.as_state(), None)
 
 
-def main(options: Options, out: Callable[[str], None] = print) -> int:
+def main(options: Options, out: Callable[[str], None] = print, clock: Clock = SYSTEM) -> int:
     # the transcript is the output: the clients' and Airflow's INFO lines (a login, a request) are not
     logging.disable(logging.INFO)
-    started = datetime.now(SHANGHAI)
+    started = clock.shanghai()
     out(f"机会雷达 · 部署检查 {started:%Y-%m-%d %H:%M:%S}（北京时间；每次调用最多 {options.timeout:g} 秒）")
     report = run(options)
     area = None

@@ -5,13 +5,13 @@ or prints one's summary. Exit status: 0 done, 1 stopped or refused (resume it), 
 from __future__ import annotations
 
 import argparse
-import functools
 from typing import Any
 
 from include.radar import store
 from include.radar.analysis import analyst, batches
-from include.radar.core import db, redact
-from include.radar.core.settings import Settings, load_settings
+from include.radar.core import loader
+from include.radar.core.clock import Clock
+from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI
 from include.radar.evaluation import shadow
 from include.radar.evaluation import summary as evaluation_report
@@ -43,11 +43,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    url = db.database_url(settings.db_conn_id)
-    redact.register(db.password_of(url))
-    connect = functools.partial(db.connect, url, statement_timeout_s=settings.db_statement_timeout_seconds,
-                                lock_timeout_s=settings.db_lock_timeout_seconds)
+    loaded = loader.load()
+    settings, connect, clock = loaded.settings, loaded.connect, loaded.clock
     if args.command == "evaluation":
         return _show(connect, args.id, settings)
     if args.resume is not None:
@@ -56,7 +53,7 @@ def handle(args: argparse.Namespace) -> int:
             if refused:
                 print(f"refused: {refused}")
                 return STOPPED
-        return _run(connect, settings, args.resume)
+        return _run(connect, settings, args.resume, clock)
     if not args.model or args.cap is None:
         print("error: --model and --cap are needed to start an evaluation (or --resume ID)")
         return NOT_STARTED
@@ -73,7 +70,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"refused: {plan.refused} (resume it with a higher --cap: --resume {plan.evaluation_id} --cap …)")
         return STOPPED
     assert plan.evaluation_id is not None
-    return _run(connect, settings, plan.evaluation_id)
+    return _run(connect, settings, plan.evaluation_id, clock)
 
 
 def plan_lines(plan: shadow.Plan, candidate: shadow.Candidate, cap: float) -> list[str]:
@@ -90,9 +87,9 @@ def plan_lines(plan: shadow.Plan, candidate: shadow.Candidate, cap: float) -> li
     ]
 
 
-def _run(connect: Any, settings: Settings, evaluation_id: int) -> int:
+def _run(connect: Any, settings: Settings, evaluation_id: int, clock: Clock) -> int:
     try:
-        result = shadow.run(connect, settings, evaluation_id)
+        result = shadow.run(connect, settings, evaluation_id, clock=clock)
     except batches.BatchFailed as exc:  # articles crashed: recorded on their attempts, the evaluation failed
         print(f"failed: {exc}")
         return _show(connect, evaluation_id, settings) or FAILED

@@ -27,6 +27,7 @@ from include.radar import store
 from include.radar.analysis import analyst, batches, evidence, focus, ratelimit, spending
 from include.radar.analysis.llm import PROMPTS, LLMBudget, LLMClient, LLMConfigError, LLMError, Prompt, Usage
 from include.radar.core import pricing
+from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.settings import Settings
 from include.radar.operations import connections
 
@@ -321,12 +322,12 @@ FAILING = ("failing", "config", "crashed")
 
 def run(connect: Callable[[], Any], settings: Settings, evaluation_id: int, *,
         client: Callable[[Any], LLMClient] | None = None, claimer: str | None = None,
-        deadline: float | None = None) -> Run:
+        deadline: float | None = None, clock: Clock = SYSTEM) -> Run:
     """Answer every open article of the evaluation (a resumed one: only those not answered yet).
 
     ``client`` makes the candidate's client behind a rate gate (the candidate's own connection by default);
     ``claimer`` owns the claims (this process by default); ``deadline`` (``time.monotonic()``) bounds the run:
-    what is left stays pending."""
+    what is left stays pending; ``clock``: whose day the spend is on."""
     with connect() as conn:
         row = store.evaluations.get(conn, evaluation_id)
         if row is None:
@@ -343,7 +344,7 @@ def run(connect: Callable[[], Any], settings: Settings, evaluation_id: int, *,
     owner = claimer or default_claimer()
     prices = prices_of(row, settings)
     job = _Job(connect, settings, evaluation_id, candidate, prices, profile, owner, deadline,
-               spending.Cap(connect, evaluation_id, prices, deadline))
+               spending.Cap(connect, evaluation_id, prices, deadline), clock)
     try:
         shared = make(gate)
         offered = shared.models(PROBE_SECONDS)
@@ -406,6 +407,7 @@ class _Job:
     owner: str
     deadline: float | None
     cap: spending.Cap
+    clock: Clock
 
     def __post_init__(self) -> None:
         self.counts: dict[str, int] = {}
@@ -432,7 +434,7 @@ class _Job:
         attempt_id = claim.attempt_id
         spend = spending.Spend(self.settings, item_id=None, attempt_id=None, slot_run_id=None,
                                model=self.candidate.model, purpose="evaluation", usage=Usage(), prices=self.prices,
-                               evaluation_id=self.evaluation_id)
+                               evaluation_id=self.evaluation_id, clock=self.clock)
 
         def close(conn: Any, outcome: str, error: str, calls: int) -> None:
             store.evaluations.finish_attempt(conn, attempt_id, outcome, error=error, llm_calls=calls,

@@ -35,6 +35,7 @@ from include.radar.analysis.schemas import DailyDigest
 from include.radar.analysis.spending import Spend
 from include.radar.collect import watch
 from include.radar.collect.coverage import Coverage
+from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import local_day_bounds, to_local
 from include.radar.pushes import decide, events, ranking
@@ -203,7 +204,7 @@ def build_report(
     settings: Settings,
     analysis_url: Callable[[int], str],
     upstream_errors: list[str] | None = None,
-    deadline: float | None = None,
+    deadline: float | None = None, clock: Clock = SYSTEM,
 ) -> dict[str, Any]:
     """Gather the day, ask for the digest, validate it and upsert daily_report. Never raises for LLM failures.
 
@@ -222,7 +223,7 @@ def build_report(
     asked = Asked(None)
     if facts.analyses:
         asked = _day_digest(connect, llm_factory, compacted, key, day=day, settings=settings,
-                            slot_run_id=slot_run_id, deadline=deadline)
+                            slot_run_id=slot_run_id, deadline=deadline, clock=clock)
     if asked.error:
         reasons.append(asked.error)
     reasons += _day_warnings(facts)
@@ -268,7 +269,7 @@ def _group_events(connect: Callable[[], Any]) -> list[str]:
 
 def _day_digest(
     connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], compacted: dict[str, Any], key: str, *,
-    day: date, settings: Settings, slot_run_id: int | None, deadline: float | None,
+    day: date, settings: Settings, slot_run_id: int | None, deadline: float | None, clock: Clock,
 ) -> Asked:
     """The LLM's digest of the day: the one already stored from the same facts (paid for once), else asked."""
     with connect() as conn:
@@ -280,7 +281,7 @@ def _day_digest(
     data = neutralise_delimiters(json.dumps(compacted, ensure_ascii=False))
     user = DIGEST_PROMPT.user(date=day.isoformat(), threshold=str(settings.push_score_threshold), data=data)
     return ask_llm(connect, llm_factory, DIGEST_PROMPT, user, settings=settings, slot_run_id=slot_run_id,
-                   deadline=deadline, what=f"digest for {day}")
+                   deadline=deadline, what=f"digest for {day}", clock=clock)
 
 
 def _day_warnings(facts: DayFacts) -> list[str]:
@@ -357,12 +358,12 @@ class Asked:
 
 def ask_llm(
     connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], prompt: Prompt, user: str, *,
-    settings: Settings, slot_run_id: int | None, deadline: float | None, what: str,
+    settings: Settings, slot_run_id: int | None, deadline: float | None, what: str, clock: Clock = SYSTEM,
 ) -> Asked:
     """One digest call (the daily report's or the weekly summary's), what it cost recorded whatever happens.
     An LLM failure is an answer too: no digest, the reason; the caller falls back to the database's summary."""
     spend = Spend(settings, item_id=None, attempt_id=None, slot_run_id=slot_run_id, model=settings.deepseek_model,
-                  purpose="digest")
+                  purpose="digest", clock=clock)
     try:
         answer = llm_factory().complete_json(prompt.system(), user, DailyDigest, deadline=deadline)
         spend.usage = answer.usage

@@ -18,6 +18,7 @@ from typing import Any
 
 from include.radar import store
 from include.radar.analysis.llm import LLMClient, Prompt, neutralise_delimiters
+from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.settings import Settings
 from include.radar.market import outcomes
 from include.radar.pushes import decide, events, ranking
@@ -88,7 +89,7 @@ def fallback_markdown(monday: date, entries: list[events.Entry], stats: dict[str
 
 def build(connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], *, monday: date,
           slot_run_id: int | None, settings: Settings, analysis_url: Callable[[int], str],
-          deadline: float | None = None) -> dict[str, Any]:
+          deadline: float | None = None, clock: Clock = SYSTEM) -> dict[str, Any]:
     """Build (or keep) the week's summary; never raises for LLM failures. Returns the stored row."""
     with connect() as conn:
         existing = store.get_weekly_report(conn, monday)
@@ -103,7 +104,7 @@ def build(connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], *, m
         user = WEEKLY_PROMPT.user(week_start=monday.isoformat(), week_end=(monday + timedelta(days=6)).isoformat(),
                                   threshold=str(threshold), data=data)
         asked = ask_llm(connect, llm_factory, WEEKLY_PROMPT, user, settings=settings, slot_run_id=slot_run_id,
-                        deadline=deadline, what=f"weekly summary {monday}")
+                        deadline=deadline, what=f"weekly summary {monday}", clock=clock)
     digest = asked.digest
     lead_of = {m["id"]: e for e in entries for m in e.members}
     if digest is not None:

@@ -55,8 +55,8 @@ def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any], 
             rt.connect, (lambda: llm.with_gate(gate)) if llm else (lambda: rt.llm(gate)),
             item_id=article["item_id"], slot_run_id=slot["slot_run_id"],
             claimer=owner or claimer(slot), settings=rt.settings,
-            deadline=min((d for d in (step_deadline(slot, "analyse"), until) if d is not None), default=None),
-            on_budget=lambda reason: rt.alert("budget", reason, slot),
+            deadline=min((d for d in (step_deadline(slot, "analyse", rt.clock), until) if d is not None), default=None),
+            on_budget=lambda reason: rt.alert("budget", reason, slot), clock=rt.clock,
         )
     except LLMConfigError as exc:
         rt.alert("deepseek", f"DeepSeek 配置或账户问题：{exc}", slot)

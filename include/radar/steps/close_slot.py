@@ -5,7 +5,6 @@ run's killed tasks left, the failures Airflow saw, and the slot's status, counts
 from __future__ import annotations
 
 import logging
-import time
 from datetime import date, datetime
 from typing import Any
 
@@ -37,7 +36,7 @@ def _account_for_late_slot(rt: Runtime, slot: dict[str, Any]) -> None:
     try:
         digest.build_report(rt.connect, rt.llm, day=day, slot_run_id=slot["slot_run_id"], settings=rt.settings,
                             analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"),
-                            deadline=time.monotonic() + REBUILD_DIGEST_SECONDS)
+                            deadline=rt.clock.monotonic() + REBUILD_DIGEST_SECONDS, clock=rt.clock)
     except Exception as exc:  # recorded on the slot (it fails), the close goes on
         log.exception("rebuilding the %s report failed", day)
         error = f"{type(exc).__name__}: {exc}"

@@ -35,7 +35,8 @@ def build_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     return digest.build_report(
         rt.connect, rt.llm, day=date.fromisoformat(slot["run_date"]), slot_run_id=slot["slot_run_id"],
         settings=rt.settings, analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"),
-        upstream_errors=_upstream_errors(rt, slot), deadline=step_deadline(slot, "build_daily_report"),
+        upstream_errors=_upstream_errors(rt, slot), deadline=step_deadline(slot, "build_daily_report", rt.clock),
+        clock=rt.clock,
     )
 
 
@@ -165,6 +166,6 @@ def catch_up_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     if report is None:
         digest.build_report(
             rt.connect, rt.llm, day=yesterday, slot_run_id=None, settings=rt.settings,
-            analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"),
+            analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"), clock=rt.clock,
         )
     return _push_daily(rt, yesterday, slot, late=True)

@@ -6,7 +6,6 @@ a retry of the task pays for nothing already answered; an evaluation that failed
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from include.radar.analysis import analyst
@@ -52,7 +51,7 @@ def evaluate(rt: Runtime, params: dict[str, Any], *, attempt: tuple[str, int, in
         raise ConfigurationError(f"evaluation params: {exc}") from exc
     owner = "|".join((run_id or "manual", *(str(a) for a in attempt))) if attempt else None
     result = shadow.run(rt.connect, settings, int(evaluation_id), claimer=owner,
-                            deadline=None if seconds is None else time.monotonic() + seconds)
+                        deadline=None if seconds is None else rt.clock.monotonic() + seconds, clock=rt.clock)
     with rt.connect() as conn:
         summary = evaluation_report.load(conn, int(evaluation_id), settings=settings)
     lines = evaluation_report.lines(summary) if summary else []

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 @step("ingest")
 def ingest(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     client = rt.werss()
-    client.deadline = step_deadline(slot, "ingest")
+    client.deadline = step_deadline(slot, "ingest", rt.clock)
     summary = IngestSummary(slot=slot["slot"])
     try:
         ingest_slot(

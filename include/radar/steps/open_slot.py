@@ -7,7 +7,7 @@ The run's setup task: a scheduled or backfill run fires on its slot; a manual ru
 from __future__ import annotations
 
 import logging
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from include.radar import store
@@ -74,10 +74,11 @@ def dated_in_the_past(run_type: str, run_after: datetime, triggered_at: datetime
 
 def open_slot(
     rt: Runtime, *, run_after: datetime, run_type: str, dag_id: str | None, dag_run_id: str | None,
-    params: dict[str, Any], now: datetime | None = None, triggered_at: datetime | None = None,
+    params: dict[str, Any], triggered_at: datetime | None = None,
 ) -> dict[str, Any]:
     """``run_after``: the moment the run stands for (its logical date, else when it may run);
-    ``triggered_at``: when a manual run was triggered (Airflow's ``run_after``), to tell a past-dated one."""
+    ``triggered_at``: when a manual run was triggered (Airflow's ``run_after``), to tell a past-dated one.
+    The run opens at ``rt.clock``'s now: late or not, its deadlines and the slots missed before it."""
     try:
         params = decide.apply_action(params, rt.settings.daily_slot)  # the form's one choice, as raw params
     except decide.ActionError as exc:
@@ -88,17 +89,17 @@ def open_slot(
     past_dated = dated_in_the_past(run_type, run_after, triggered_at, rt.settings)
     key, explicit = resolve_slot(run_after, rt.settings, params)
     explicit = explicit or past_dated
-    opened_at = datetime.now(UTC)
+    opened_at = rt.clock.now()
     is_daily = key.slot == rt.settings.daily_slot
     with rt.connect() as conn:
         started = store.get_slot_started_at(conn, key.run_date, key.slot)
-        late = is_late(key, (started or opened_at) if now is None else now, rt.settings.late_after_minutes)
+        late = is_late(key, started or opened_at, rt.settings.late_after_minutes)
         plan = {"push_mode": push_mode, "run_type": run_type, "explicit": explicit, "late": late}
         # the daily deadline binds the one run that delivers the day's report on time
         bound = is_daily and decide.daily_push_plan(plan)[0] and not store.daily_push_sent(conn, key.run_date)
         phases = daily_deadlines(key.scheduled_at, opened_at, rt.settings.daily_push_deadline_minutes) if bound else NONE
         row = store.open_slot_run(conn, key, run_type=run_type, dag_id=dag_id, dag_run_id=dag_run_id,
-                                  deadline_at=phases.push)
+                                  deadline_at=phases.push, started_at=opened_at)
         missed = watch.missed_slots(conn, rt.settings, key, opened_at) if run_type == "scheduled" and row["created"] else []
     log.info("slot %s %s: run record %s %s (%s run%s)%s", key.run_date, key.slot, row["id"],
              "opened" if row["created"] else f"reopened (attempt {row['attempts']})", run_type, ", late" if late else "",

@@ -1,5 +1,5 @@
 """What every step of a slot needs, resolved inside the task (never at DAG parse time), and the one way a step
-runs: :class:`Runtime` (settings, database, and the WeRSS and DeepSeek clients, push channels, operator alerts
+runs: :class:`Runtime` (settings, database and clock from the one loader, loader.py; the WeRSS and DeepSeek clients, push channels, operator alerts
 and signed links built from Airflow connections; the sweep of pushes whose sender died); :func:`step`, which
 records a step's outcome on the slot run (so ``close_slot`` judges the slot from the database) and turns a
 failure past the daily deadline into :class:`DeadlinePassed`; the slot record's key and deadlines; and
@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, TypeVar
 
 from include.radar import store
 from include.radar.analysis.llm import LLMClient, LLMConfigError, RateGate
 from include.radar.collect.werss import WeRSSAuthError, WeRSSClient
-from include.radar.core import db, redact, signing
+from include.radar.core import db, loader, signing
+from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.deadlines import SlotDeadlines, retry_is_pointless
-from include.radar.core.settings import Settings, SettingsError, load_settings
+from include.radar.core.settings import Settings, SettingsError
 from include.radar.core.slots import SlotKey
 from include.radar.operations import alerts
 from include.radar.operations import connections as readers
@@ -48,13 +48,12 @@ class Runtime:
 
     settings: Settings
     database_url: str
+    clock: Clock = SYSTEM  # what the steps read the time on: a test's or a script's own moment
 
     @classmethod
-    def load(cls) -> Runtime:
-        settings = load_settings()
-        url = db.database_url(settings.db_conn_id)
-        redact.register(db.password_of(url))
-        return cls(settings=settings, database_url=url)
+    def load(cls, clock: Clock | None = None) -> Runtime:
+        loaded = loader.load(clock=clock)
+        return cls(settings=loaded.settings, database_url=loaded.database_url, clock=loaded.clock)
 
     def connect(self) -> Any:
         # the analyse task's threads each hold one while storing, plus its claim keeper and the step records
@@ -84,13 +83,14 @@ class Runtime:
         """Tell the operator (once per cause and day, the day of ``day_of``, default now; never raises)."""
         return alerts.raise_alert(
             self.connect, self.operator_channels, cause=cause, detail=detail, link=self.canonical_url("/"),
-            slot_run_id=(slot or {}).get("slot_run_id"), dag_run_id=(slot or {}).get("dag_run_id"), now=day_of,
+            slot_run_id=(slot or {}).get("slot_run_id"), dag_run_id=(slot or {}).get("dag_run_id"),
+            now=day_of or self.clock.now(),
         )
 
     def page_url(self, path: str, now: datetime | None = None) -> str:
         secret = self.settings.link_secret.get_secret_value() if self.settings.link_secret else None
         return signing.page_url(
-            self.settings.report_base_url, path, secret, now or datetime.now(UTC), self.settings.remember_me_days
+            self.settings.report_base_url, path, secret, now or self.clock.now(), self.settings.remember_me_days
         )
 
     def canonical_url(self, path: str) -> str:
@@ -139,7 +139,7 @@ def step(name: str | Callable[..., str]) -> Callable[[F], F]:
                                           dag_run_id=slot.get("dag_run_id"))
                 except Exception:  # the database may be what failed; keep the original error
                     log.exception("could not record the failure of step %s", label)
-                if retry_is_pointless(label, deadlines(slot), datetime.now(UTC)):
+                if retry_is_pointless(label, deadlines(slot), rt.clock.now()):
                     raise DeadlinePassed(
                         f"{label} failed at the end of its share of the daily deadline ({exc.__class__.__name__}: "
                         f"{exc}); not retried, so that the daily report goes out on time"
@@ -158,12 +158,12 @@ def deadlines(slot: dict[str, Any]) -> SlotDeadlines:
     return SlotDeadlines.from_xcom(slot.get("deadlines"))
 
 
-def step_deadline(slot: dict[str, Any], step_name: str) -> float | None:
-    """The end of ``step_name``'s phase as a ``time.monotonic()`` value (what the clients count in), or None."""
+def step_deadline(slot: dict[str, Any], step_name: str, clock: Clock) -> float | None:
+    """The end of ``step_name``'s phase as a ``clock.monotonic()`` value (what the clients count in), or None."""
     at = deadlines(slot).for_step(step_name)
     if at is None:
         return None
-    return time.monotonic() + (at - datetime.now(UTC)).total_seconds()
+    return clock.monotonic() + (at - clock.now()).total_seconds()
 
 
 def slot_key(slot: dict[str, Any]) -> SlotKey:

@@ -8,12 +8,12 @@ and the daily deadline may leave the rest for later slots.
 from __future__ import annotations
 
 import logging
-import time
 from datetime import datetime, timedelta
 from typing import Any
 
 from include.radar import store
 from include.radar.analysis import analyst, batches, focus, regex_rules, spending
+from include.radar.core.clock import Clock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SlotKey, slot_for
 from include.radar.steps.runtime import Runtime, slot_key, step, step_deadline
@@ -22,7 +22,6 @@ log = logging.getLogger(__name__)
 RULES_SECONDS = 10.0  # the reader's regex rules over a slot's articles (50 take ~0.1 s with rules that were saved)
 RECHECK_SECONDS = 5.0  # and over what older rules excluded, after a change of the rules
 RECHECK_BATCH = 500  # excluded articles re-checked per slot, newest first; the next slot takes the rest
-_rules_clock = time.monotonic  # what those budgets are counted on (a test's own clock)
 
 
 def own_articles(key: SlotKey, settings: Settings) -> tuple[datetime, datetime]:
@@ -45,26 +44,26 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
                      slot["slot"], store.reset_failed(conn))
         profile = focus.from_row(store.get_profile(conn), store.slow_rules(conn))
         slow: list[str] = []  # what the rules' time budgets left for the next slot, the rules switched off
-        profile = _recheck(conn, slot, profile, slow)
+        profile = _recheck(conn, slot, profile, slow, rt.clock)
         # a backfill or a redo takes only its own slot's articles, whatever order its runs go in
         own_only = slot["run_type"] == "backfill" or slot["explicit"]
         rows = store.items_to_analyse(
             conn, max_attempts=rt.settings.max_analysis_attempts, limit=rt.settings.max_articles_per_slot,
             published_between=own_articles(slot_key(slot), rt.settings) if own_only else None,
         )
-        rows = _without_excluded(conn, slot, profile, rows, slow)
-        spent = spending.budget_reached(conn, rt.settings)
+        rows = _without_excluded(conn, slot, profile, rows, slow, rt.clock)
+        spent = spending.budget_reached(conn, rt.settings, rt.clock)
         budget_note = None
         if rows and spent is not None:
-            store.defer_for_budget(conn, slot["slot_run_id"], [r["id"] for r in rows], spending.today())
+            store.defer_for_budget(conn, slot["slot_run_id"], [r["id"] for r in rows], rt.clock.today())
             store.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
                 f"budget: {len(rows)} analyses left for the next day (the day's LLM budget is reached)"])
             budget_note = (f"今日已花费 {rt.settings.price_table().money(spent)}，达到预算 "
                       f"{rt.settings.price_table().money(rt.settings.daily_budget)}；{len(rows)} 篇顺延到次日")
             log.warning("slot %s: %s", slot["slot"], budget_note)
             rows = []
-        left = step_deadline(slot, "select_articles")
-        if rows and left is not None and left - time.monotonic() < analyst.MIN_CALL_SECONDS:
+        left = step_deadline(slot, "select_articles", rt.clock)
+        if rows and left is not None and left - rt.clock.monotonic() < analyst.MIN_CALL_SECONDS:
             store.add_deferred(conn, slot["slot_run_id"], len(rows))
             store.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
                 f"deadline: {len(rows)} analyses left for later slots (the daily report is due first)"])
@@ -78,10 +77,6 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
     retries = sum(1 for r in rows if r["analyzed_status"] == store.FAILED)
     log.info("slot %s: %d articles to analyse (%d retries of earlier failures)", slot["slot"], len(rows), retries)
     return [{"item_id": r["id"], "title": r["title"][:80]} for r in rows]
-
-
-def _rules_budget(seconds: float) -> regex_rules.Budget:
-    return regex_rules.Budget(seconds, lambda: _rules_clock())
 
 
 def _switch_off_slow(conn: Any, slot: dict[str, Any], profile: focus.Profile, budget: regex_rules.Budget,
@@ -105,7 +100,8 @@ def _switch_off_slow(conn: Any, slot: dict[str, Any], profile: focus.Profile, bu
     return profile.switched_off(reasons)
 
 
-def _recheck(conn: Any, slot: dict[str, Any], profile: focus.Profile, slow: list[str]) -> focus.Profile:
+def _recheck(conn: Any, slot: dict[str, Any], profile: focus.Profile, slow: list[str],
+             clock: Clock) -> focus.Profile:
     """After the reader changed their rules: a batch of what the older rules excluded is checked again
     (RECHECK_BATCH articles, newest first, for RECHECK_SECONDS at most); those the current rules let through
     wait for analysis again. What this slot does not reach is re-checked by the next. Returns the profile
@@ -114,7 +110,7 @@ def _recheck(conn: Any, slot: dict[str, Any], profile: focus.Profile, slow: list
     rows = store.excluded_to_recheck(conn, since, focus.MATCH_CHARS, RECHECK_BATCH)
     if not rows:
         return profile
-    budget = _rules_budget(RECHECK_SECONDS)
+    budget = regex_rules.Budget(RECHECK_SECONDS, clock)
     back: list[int] = []
     kept: dict[int, str] = {}
     for row in rows:
@@ -140,14 +136,14 @@ def _recheck(conn: Any, slot: dict[str, Any], profile: focus.Profile, slow: list
 
 
 def _without_excluded(conn: Any, slot: dict[str, Any], profile: focus.Profile, rows: list[dict[str, Any]],
-                      slow: list[str]) -> list[dict[str, Any]]:
+                      slow: list[str], clock: Clock) -> list[dict[str, Any]]:
     """The rows the reader's rules (focus.py) let through; the others are marked excluded and counted on the
     slot, before anything is paid for them. The regex rules get RULES_SECONDS: the rows they did not get to
     in that time are neither analysed nor excluded, they wait for the next slot (counted and warned here)."""
     if not rows or not profile.rules:
         return rows
     texts = store.texts_of(conn, [r["id"] for r in rows], focus.MATCH_CHARS)
-    budget = _rules_budget(RULES_SECONDS)
+    budget = regex_rules.Budget(RULES_SECONDS, clock)
     reasons = {}
     checked = 0
     for r in rows:

@@ -5,7 +5,6 @@ pushed once by the daily rules.
 from __future__ import annotations
 
 import logging
-import time
 from datetime import date
 from typing import Any
 
@@ -32,7 +31,7 @@ def weekly_summary(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     monday, _ = weekly.week_of(day)
     row = weekly.build(rt.connect, rt.llm, monday=monday, slot_run_id=slot["slot_run_id"], settings=rt.settings,
                        analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"),
-                       deadline=time.monotonic() + WEEKLY_DIGEST_SECONDS)
+                       deadline=rt.clock.monotonic() + WEEKLY_DIGEST_SECONDS, clock=rt.clock)
     should_push, reason = decide.daily_push_plan(slot)
     if not should_push:
         log.info("weekly summary %s: not pushed: %s", monday, reason)

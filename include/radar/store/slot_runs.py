@@ -26,9 +26,10 @@ FAILED_OUTCOMES = ["failed", "crashed", "expired"]
 
 def open_slot_run(
     conn: psycopg.Connection, key: SlotKey, *, run_type: str, dag_id: str | None, dag_run_id: str | None,
-    deadline_at: datetime | None = None,
+    deadline_at: datetime | None = None, started_at: datetime | None = None,
 ) -> Row:
-    """Get or create the run record of (run_date, slot); concurrent openers get the same row.
+    """Get or create the run record of (run_date, slot), started at ``started_at`` (the opener's clock; the
+    database's now by default); concurrent openers get the same row.
 
     Reopening (a rerun, a second trigger of the same slot) marks it running again and counts the attempt;
     what earlier runs recorded (counts, errors, warnings) stays. ``started_at`` keeps the first opening so
@@ -36,8 +37,8 @@ def open_slot_run(
     """
     return conn.execute(
         """
-        INSERT INTO slot_run (run_date, slot, scheduled_at, run_type, dag_id, dag_run_id, deadline_at)
-        VALUES (%s, %s, %s, %s, %s, %s, %s)
+        INSERT INTO slot_run (run_date, slot, scheduled_at, run_type, dag_id, dag_run_id, deadline_at, started_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, COALESCE(%s, now()))
         ON CONFLICT ON CONSTRAINT slot_run_date_slot_key DO UPDATE
            SET status = 0,
                attempts = slot_run.attempts + 1,
@@ -48,7 +49,7 @@ def open_slot_run(
                finished_at = NULL
         RETURNING *, (xmax = 0) AS created
         """,
-        (key.run_date, key.slot, key.scheduled_at, run_type, dag_id, dag_run_id, deadline_at),
+        (key.run_date, key.slot, key.scheduled_at, run_type, dag_id, dag_run_id, deadline_at, started_at),
     ).fetchone()
 
 

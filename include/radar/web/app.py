@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -25,6 +24,7 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from include.radar.core import db
+from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.settings import Settings, SettingsError
 from include.radar.web.admission import Admission, AdmissionMiddleware
 from include.radar.web.auth import PageError
@@ -57,10 +57,11 @@ def create_app(
     settings_loader: Callable[[], Settings] = server_settings,
     db_url: str | None = None,
     *,
-    clock: Callable[[], datetime] | None = None,
+    clock: Clock | None = None,
     admission: Admission | None = None,
 ) -> FastAPI:
-    """Build the report app. ``db_url`` pins the database (tests, benchmarks); ``clock`` pins "now";
+    """Build the report app. ``db_url`` pins the database (tests, benchmarks); ``clock`` pins "now" (a test's
+    :class:`~include.radar.core.clock.FixedClock`; the system's by default);
     ``admission`` the bounds of a flood (web/admission.py: how many requests at once, how often per link).
 
     Authentication and the permission check are Airflow's; tests replace them through
@@ -73,7 +74,7 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    app.state.radar = AppResources(settings_loader, db_url, clock or (lambda: datetime.now(UTC)))
+    app.state.radar = AppResources(settings_loader, db_url, (clock or SYSTEM).now)
     pages = app.state.pages = Pages()
     app.add_middleware(SecurityHeadersMiddleware, pages=pages)
     # outermost: what it turns away costs no thread, no connection, no template
