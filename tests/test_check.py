@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from include.radar import store
-from include.radar.check import STATE_KEY, Mark, Options, platform, run
-from include.radar.check import airflow_facts as airflow_metadata
+from include.radar.check import STATE_KEY, Mark, Options, airflow_facts, platform, run
 from include.radar.check.airflow_facts import AirflowFacts
 from include.radar.check.schedule import coverage
 from include.radar.core import redact
@@ -632,7 +631,7 @@ def test_an_unreachable_airflow_metadata_database_is_a_failure_with_its_fix() ->
 
 def test_airflow_is_read_from_its_own_metadata_database() -> None:
     """The tests' AIRFLOW_HOME was migrated by scripts/bootstrap.sh, which creates the pool."""
-    facts = airflow_metadata.read_airflow()
+    facts = airflow_facts.read_airflow()
     assert facts.pool_slots == 2
     lines = [x.render() for x in platform.airflow_lines(load_settings(), Options(), facts=lambda: facts)]
     assert lines[0] == "✓ Airflow · 资源池 radar_llm: 2 个槽位（analysis_tasks = 2）"
