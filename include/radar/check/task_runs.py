@@ -100,10 +100,10 @@ def _moment(value: str) -> datetime | None:
 
 
 def sample(accounts: list[Account], size: int = DETAILS) -> list[Account]:
-    """``size`` of ``accounts``, the newest and the oldest subscribed in turn (whatever WeRSS's order): the newest tell whether a
-    new subscription was reached, the oldest whether the task ran at all (an account subscribed after the last
-    「应用」 is in no task yet, so newest only would read a running task as one that never ran). In turn, so a
-    time budget that stops the reading early still leaves both ends."""
+    """``size`` of ``accounts``, the newest and the oldest subscribed in turn, whatever WeRSS's order: the newest
+    tell whether a new subscription was reached, the oldest whether the task ran at all (an account subscribed
+    after the last 「应用」 is in no task yet, so the newest alone would read a running task as one that never
+    ran). In turn, so a time budget that stops the reading early still leaves both ends."""
     if len(accounts) <= size:
         return list(accounts)
     oldest = datetime.min.replace(tzinfo=UTC)
