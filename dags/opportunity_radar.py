@@ -56,7 +56,8 @@ def trigger_form(slots: tuple[str, ...]) -> dict[str, Param]:
     return {
         "action": Param(
             "run", enum=list(ACTIONS), title="操作 / Action",
-            description="正常运行：按阈值推送（补跑不推送）；重做该时段：重新分析所选时段，不推送；"
+            description="正常运行：按通常的规则推送（有达到阈值的机会才推送，每个时段至多一次；时段已过 "
+                        "late_after_minutes（默认 30 分钟）的不推送，补跑不推送）；重做该时段：重新分析所选时段，不推送；"
                         "重建日报：重建所选日期（默认最近一天）的日报，不推送；强制推送：低于阈值、迟到或补跑也推送；"
                         "运行但不推送：只记录",
             values_display=ACTIONS,
@@ -67,7 +68,8 @@ def trigger_form(slots: tuple[str, ...]) -> dict[str, Param]:
         ),
         "slot": Param(
             None, type=["null", "string"], enum=[None, *slots], title="时段 / Slot",
-            description="可不选。要运行或重做的时段；不选：触发时刻之前的最近一个时段，或给定日期的 22:00",
+            description="可不选。要运行或重做的时段（正常运行也按通常的规则推送）；不选：触发时刻之前的最近一个时段，"
+                        "或给定日期的 22:00",
             values_display={None: "默认（最近的时段）", **{s: s for s in slots}},
         ),
         "retry_failed": Param(

@@ -348,8 +348,9 @@ def test_the_trigger_form_labels_every_param_and_every_choice():
     ({}, {"push_mode": None, "slot": None}),
     ({"action": "force"}, {"push_mode": "force", "slot": None}),
     ({"action": "silent"}, {"push_mode": "suppress", "slot": None}),
-    ({"action": "rebuild", "run_date": "2026-01-05"}, {"push_mode": "auto", "slot": "22:00"}),
-    ({"action": "redo", "slot": "12:00"}, {"push_mode": "auto", "slot": "12:00"}),
+    ({"action": "rebuild", "run_date": "2026-01-05"}, {"push_mode": "suppress", "slot": "22:00"}),
+    ({"action": "redo", "slot": "12:00"}, {"push_mode": "suppress", "slot": "12:00"}),
+    ({"action": "run", "slot": "12:00"}, {"push_mode": None, "slot": "12:00"}),  # the usual rules
     ({"push_mode": "force"}, {"push_mode": "force", "slot": None}),  # an API caller's raw flag still works
 ])
 def test_the_forms_action_becomes_the_raw_params(params, expected):

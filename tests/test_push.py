@@ -176,12 +176,33 @@ def test_a_repost_of_an_already_pushed_article_is_not_pushed_again(fakes):
     assert len(fakes.sink.received) == 1 and len(fakes.deepseek.requests) == 1
 
 
-def test_a_slot_named_by_the_operator_is_a_redo_that_pushes_only_when_forced(fakes):
+def test_a_slot_named_on_time_pushes_by_the_usual_rules_once(fakes):
     _articles(fakes, {1: 90})
-    later = SLOT + timedelta(hours=1)
+    soon = SLOT + timedelta(minutes=10)
+    run_slot(soon, run_type="manual", params={"slot": "14:00"}, now=soon, dag_run_id="manual__1")
+    assert len(fakes.sink.received) == 1 and "最高分 90" in fakes.sink.received[0]["title"]
+    again = soon + timedelta(minutes=5)
+    run_slot(again, run_type="manual", params={"slot": "14:00"}, now=again, dag_run_id="manual__2")
+    assert len(fakes.sink.received) == 1  # one alert per slot, whoever triggers it
+
+
+def test_a_slot_named_long_after_its_time_sends_no_stale_alert_even_if_it_first_ran_on_time(fakes):
+    _articles(fakes, {1: 40})
+    run_slot(SLOT)  # on time, nothing to push
+    fakes.werss.articles.append(article(2, SLOT - timedelta(minutes=5), title="文章2"))
+    fakes.deepseek.responder = lambda body: answer(90)
+    later = SLOT + timedelta(hours=6)
     run_slot(later, run_type="manual", params={"slot": "14:00"}, now=later)
     assert fakes.sink.received == []
-    assert "pushed only with push_mode=force" in _decisions()[-1]["detail"]["reason"]
+    assert "started late" in _decisions()[-1]["detail"]["reason"]
+
+
+def test_a_redo_of_a_slot_never_pushes(fakes):
+    _articles(fakes, {1: 90})
+    soon = SLOT + timedelta(minutes=10)
+    run_slot(soon, run_type="manual", params={"action": "redo", "slot": "14:00"}, now=soon)
+    assert fakes.sink.received == []
+    assert "suppressed" in _decisions()[-1]["detail"]["reason"]
 
 
 def test_a_backfill_analyses_only_what_its_own_ingest_stored(fakes):

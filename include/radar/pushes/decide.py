@@ -29,6 +29,9 @@ ACTIONS = {
 }
 
 
+SUPPRESSED = "push suppressed by the trigger (action silent, redo or rebuild, or push_mode=suppress)"
+
+
 class ActionError(ValueError):
     """The trigger's action cannot be carried out as asked (said in the run's log and on the failed task)."""
 
@@ -36,7 +39,8 @@ class ActionError(ValueError):
 def apply_action(params: dict[str, Any], daily_slot: str) -> dict[str, Any]:
     """The params with the form's ``action`` turned into what the steps read (``slot``, ``push_mode``).
 
-    - run: the slot the trigger stands for (or the date/slot filled in), pushed by the usual rules;
+    - run: the slot the trigger stands for (or the date/slot filled in), pushed by the usual rules (:func:`decide`:
+      at or above the threshold, not late, at most once per slot);
     - redo: the slot named (a date and/or a slot is required), analysed again, never pushed;
     - rebuild: the daily report of the date given (else the latest one), rebuilt, never pushed;
     - force: as run, and pushed whatever the score, lateness or run type (a force re-push is new);
@@ -50,10 +54,10 @@ def apply_action(params: dict[str, Any], daily_slot: str) -> dict[str, Any]:
         raise ActionError("action=redo needs the slot (and/or the date) to redo: fill in 时段 or 日期")
     if action == "rebuild":
         out["slot"] = daily_slot
-    if action in ("force", "silent"):
-        out["push_mode"] = "force" if action == "force" else "suppress"
-    elif action in ("redo", "rebuild"):
-        out["push_mode"] = "auto"  # a named slot pushes nothing under auto (decide.decide, daily_push_plan)
+    if action == "force":
+        out["push_mode"] = "force"
+    elif action in ("silent", "redo", "rebuild"):
+        out["push_mode"] = "suppress"
     return out
 
 
@@ -137,16 +141,15 @@ def verified(analysis: dict[str, Any]) -> bool:
     return analysis.get("evidence_verified") is not False
 
 
-def decide(
-    summary: SlotSummary | None, *, is_daily: bool, run_type: str, push_mode: str, late: bool, explicit: bool = False
-) -> Decision:
+def decide(summary: SlotSummary | None, *, is_daily: bool, run_type: str, push_mode: str, late: bool) -> Decision:
     """Which path the slot takes after its analyses.
 
     The daily slot always builds the report (pushing or not is the report path's own decision). A daytime
     slot pushes its best analysis when at least one is at or above the threshold, unless this is a backfill,
-    a late start (a stale alert helps nobody), a slot the operator named explicitly (a redo) or a suppressed
-    manual run; ``force`` pushes the best analysis of the slot whatever its score or lateness (the
-    operator's force-publish).
+    a late start (a stale alert helps nobody: a slot the operator names long after its time is late, see
+    open_slot) or a suppressed run (silent, redo, rebuild); a slot named on time pushes like a scheduled one,
+    and the message log sends one alert per slot whoever asks. ``force`` pushes the best analysis of the
+    slot whatever its score or lateness (the operator's force-publish).
     """
     if is_daily:
         return Decision(BUILD_DAILY, "the daily slot always builds and pushes the report")
@@ -161,7 +164,7 @@ def decide(
     }
     would_push = summary.above_threshold > 0
     if push_mode == "suppress":
-        return Decision(SKIP_PUSH, "push suppressed by the trigger's push_mode=suppress", detail)
+        return Decision(SKIP_PUSH, SUPPRESSED, detail)
     if run_type == "backfill":
         reason = "backfill runs never push" + (
             f"; would have pushed analysis {summary.top_analysis_id} (score {summary.max_score})" if would_push else ""
@@ -181,12 +184,9 @@ def decide(
             f"{summary.analysed} analysed, {best} < threshold {summary.threshold}: nothing to push",
             detail,
         )
-    if explicit:
-        return Decision(SKIP_PUSH, "slot named by the operator (a redo, or a manual run dated in the past): "
-                        "pushed only with push_mode=force",
-                        {**detail, "would_push": True})
     if late:
-        return Decision(SKIP_PUSH, "slot started late: a stale alert is not sent", {**detail, "would_push": True})
+        return Decision(SKIP_PUSH, "slot started late: a stale alert is not sent (push_mode=force sends it)",
+                        {**detail, "would_push": True})
     return Decision(PUSH_OPPORTUNITY, f"{summary.above_threshold} analyses ≥ {summary.threshold}", detail)
 
 
@@ -363,13 +363,17 @@ def defang(text: str) -> str:
 
 
 def daily_push_plan(slot: dict[str, Any]) -> tuple[bool, str]:
-    """Pure: whether the daily report is pushed by this run, and why."""
+    """Pure: whether the daily report is pushed by this run, and why.
+
+    A manual run whose logical date is in the past is a manual backfill (open_slot.dated_in_the_past); a daily
+    slot named in the form's fields pushes as the scheduled one would, once (the message log holds it).
+    """
     if slot["push_mode"] == "suppress":
-        return False, "push suppressed by the trigger's push_mode=suppress"
+        return False, SUPPRESSED
     if slot["run_type"] == "backfill":
         return False, "backfill runs build reports and push nothing"
     if slot["push_mode"] == "force":
         return True, "push forced by the trigger's push_mode=force"
-    if slot["explicit"]:
-        return False, "slot named by the operator (rebuild): pushed only with push_mode=force"
+    if slot.get("past_dated"):
+        return False, "a manual run dated in the past (a manual backfill): pushed only with push_mode=force"
     return True, "the daily report is always pushed" + (" (late)" if slot["late"] else "")

@@ -92,9 +92,11 @@ def open_slot(
     opened_at = rt.clock.now()
     is_daily = key.slot == rt.settings.daily_slot
     with rt.connect() as conn:
-        started = store.get_slot_started_at(conn, key.run_date, key.slot)
+        # a retry or a clear keeps the slot's first start; a slot the operator names is asked for now, so an
+        # alert it finds hours after its time is stale whenever the slot first ran
+        started = None if explicit else store.get_slot_started_at(conn, key.run_date, key.slot)
         late = is_late(key, started or opened_at, rt.settings.late_after_minutes)
-        plan = {"push_mode": push_mode, "run_type": run_type, "explicit": explicit, "late": late}
+        plan = {"push_mode": push_mode, "run_type": run_type, "past_dated": past_dated, "late": late}
         # the daily deadline binds the one run that delivers the day's report on time
         bound = is_daily and decide.daily_push_plan(plan)[0] and not store.daily_push_sent(conn, key.run_date)
         phases = daily_deadlines(key.scheduled_at, opened_at, rt.settings.daily_push_deadline_minutes) if bound else NONE

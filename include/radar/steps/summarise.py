@@ -77,5 +77,4 @@ def choose_path(slot: dict[str, Any], summary: dict[str, Any] | None) -> decide.
     return decide.decide(
         decide.SlotSummary(**summary) if summary else None,
         is_daily=slot["is_daily"], run_type=slot["run_type"], push_mode=slot["push_mode"], late=slot["late"],
-        explicit=slot["explicit"],
     )
