@@ -316,3 +316,56 @@ def test_a_superuser_on_the_local_socket_needs_no_password_a_role_over_tcp_does(
     with pytest.raises(roles.ProvisionError, match="RADAR_DATABASE_URL"):
         roles.check_password(roles.Login.of("postgresql:///radar?host=/var/run/postgresql&user=radar",
                                             "RADAR_DATABASE_URL"))
+
+
+def test_a_url_without_a_user_is_the_os_user_as_libpq_takes_it(monkeypatch):
+    import os
+    import pwd
+
+    monkeypatch.delenv("PGUSER", raising=False)
+    monkeypatch.delenv("PGDATABASE", raising=False)
+    monkeypatch.delenv("PGHOST", raising=False)
+    admin = roles.Login.of("postgresql:///postgres?host=/var/run/postgresql", "RADAR_ADMIN_DATABASE_URL",
+                           libpq_defaults=True)
+    assert (admin.user, admin.dbname, admin.host) == (pwd.getpwuid(os.geteuid()).pw_name, "postgres",
+                                                      "/var/run/postgresql")
+    bare = roles.Login.of("postgresql://", "RADAR_ADMIN_DATABASE_URL", libpq_defaults=True)
+    assert bare.dbname == bare.user and bare.on_socket
+    roles.check_password(bare)  # the local socket: no password travels
+    with pytest.raises(roles.ProvisionError, match="must name a user and a database"):
+        roles.Login.of("postgresql:///radar?host=127.0.0.1", "RADAR_DATABASE_URL")
+
+
+def _socket_admin() -> str:
+    """The superuser of the tests' server on its Unix socket, as ``sudo -u postgres`` reaches Debian's."""
+    server = psycopg.conninfo.conninfo_to_dict(_server_url())
+    host = str(server.get("host") or "")
+    with psycopg.connect(_server_url(), autocommit=True) as conn:
+        sockets, port = conn.execute("SELECT current_setting('unix_socket_directories'),"
+                                     " current_setting('port')").fetchone()
+    if host.startswith("/") or not sockets:
+        pytest.skip("the tests' server is reached on its socket already, or has none")
+    return psycopg.conninfo.make_conninfo(host=sockets.split(",")[0].strip(), port=port, dbname="postgres",
+                                          user=server.get("user") or "postgres")
+
+
+def test_the_superuser_on_the_socket_and_the_logins_on_tcp_are_one_server(deployment):
+    """The guide's one-host provision: the superuser through /var/run/postgresql, the three logins on
+    127.0.0.1. The servers are asked who they are: the roles and databases are created, a second run
+    finds them."""
+    d = deployment
+    admin = _socket_admin()
+    first = roles.provision(admin, d.owner, d.pages, d.metadata)
+    assert f"role {d.users[0]}: created" in first and f"database {d.radar_db} (owner {d.users[0]}): created" in first
+    assert not any("set up there" in line for line in first), first
+    again = roles.provision(admin, d.owner, d.pages, d.metadata)
+    assert f"database {d.radar_db} (owner {d.users[0]}): exists" in again, again
+
+
+def test_a_server_that_is_not_the_superusers_is_named_with_what_to_change(deployment):
+    d = deployment
+    elsewhere = login_url("postgresql://127.0.0.1:1/x", d.users[0], secrets.token_urlsafe(16), d.radar_db)
+    done = roles.provision(d.admin, elsewhere, None)
+    assert done[-1].startswith("the radar database is on 127.0.0.1:1, another server than the one "
+                               "RADAR_ADMIN_DATABASE_URL reaches (system identifier "), done
+    assert "point RADAR_ADMIN_DATABASE_URL at that server" in done[-1]

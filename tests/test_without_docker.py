@@ -250,3 +250,37 @@ def test_a_radar_installed_without_a_checkout_refuses_to_start_a_database_in_sit
     monkeypatch.setattr(db, "REPO_ROOT", tmp_path / "site-packages")
     with pytest.raises(db.DatabaseUnavailable, match="set RADAR_DATABASE_URL"):
         db.embedded_pgdata()
+
+
+# ----------------------------------------------------------------------------------- the environment files
+
+
+def test_env_files_read_as_systemd_reads_them_json_unquoted_and_quoted(tmp_path: Path) -> None:
+    """What `cli --env-file` gives a command typed by hand is what the unit gets: `. tasks.env` in sh would
+    strip the JSON's quotes and read `<` as a redirection."""
+    from include.radar.operations import env_file
+
+    path = tmp_path / "tasks.env"
+    path.write_text('# a comment\n; another\n\nAIRFLOW_CONN_X={"conn_type":"http","extra":{"k":"<AK>"}}\n'
+                    "  SPACED = 'a b'  \nDOUBLE=\"x\\\"y\\$z\\q\"\nCONTINUED=foo\\\nbar   \nEMPTY=\n"
+                    "AIRFLOW_CONN_X=later\n", encoding="utf-8")
+    assert env_file.read(path) == {"AIRFLOW_CONN_X": "later", "SPACED": "a b", "DOUBLE": 'x"y$z\\q',
+                                   "CONTINUED": "foobar", "EMPTY": ""}
+    tasks = env_file.read(UNITS / "tasks.env.example")
+    assert json.loads(tasks["AIRFLOW_CONN_WERSS_DEFAULT"])["extra"] == {"access_key": "<AK>", "secret_key": "<SK>"}
+    path.write_text("export A=1\n", encoding="utf-8")
+    with pytest.raises(env_file.EnvFileError, match="line 1: not KEY=VALUE"):
+        env_file.read(path)
+
+
+def test_cli_exec_runs_a_command_with_the_env_files_variables(tmp_path: Path) -> None:
+    env = tmp_path / "a.env"
+    env.write_text('AIRFLOW_CONN_X={"a":"b c"}\n', encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "include.radar.cli", "--env-file", str(env), "exec", "sh", "-c",
+                           'printf %s "$AIRFLOW_CONN_X"'], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env=_clean_env(PYTHONPATH=str(REPO)))
+    assert (done.returncode, done.stdout) == (0, '{"a":"b c"}'), done.stderr
+    missing = subprocess.run([sys.executable, "-m", "include.radar.cli", "--env-file", str(tmp_path / "no.env"),
+                              "check"], cwd=REPO, capture_output=True, text=True, timeout=120,
+                             env=_clean_env(PYTHONPATH=str(REPO)))
+    assert missing.returncode == 2 and "error: --env-file:" in missing.stderr

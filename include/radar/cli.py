@@ -1,6 +1,7 @@
 """Command line for set-up and operations:
-``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages,backup,restore,check}``, and the
-shadow evaluations' ``evaluate`` / ``evaluation`` (evaluation_cli.py). Every command that reaches the radar
+``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages,backup,restore,check,exec}``, and
+the shadow evaluations' ``evaluate`` / ``evaluation`` (evaluation_cli.py). ``--env-file`` (before the command, once
+per file) reads the one-host deployment's environment files as its systemd units do. Every command that reaches the radar
 database reaches the one the tasks use: the settings' ``db_conn_id`` through the one loader (loader.py)."""
 
 from __future__ import annotations
@@ -10,17 +11,21 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import psycopg
 
 from include.radar import store
 from include.radar.core import db, loader, settings
 from include.radar.evaluation import commands, shadow
-from include.radar.operations import backup, roles
+from include.radar.operations import backup, env_file, roles
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="radar", description=__doc__)
+    parser.add_argument("--env-file", action="append", default=[], type=Path, metavar="FILE",
+                        help="read FILE's variables as a systemd EnvironmentFile= does (values taken literally: "
+                        "JSON needs no quoting), before the command; once per file, a later file wins")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("db-url", help="print the radar database URL, starting the embedded PostgreSQL if needed")
     sub.add_parser("migrate", help="apply the schema migrations not applied yet")
@@ -42,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--send-test", action="store_true", help="send one test message to each push channel")
     check.add_argument("--llm-call", action="store_true", help="make one small paid DeepSeek call")
     check.add_argument("--timeout", type=float, default=10.0, help="seconds each call may take (default 10)")
+    run = sub.add_parser("exec", help="run a command (e.g. /opt/radar/venv/bin/airflow dags test …) with the "
+                         "--env-file variables, as the units give them to the services")
+    run.add_argument("argv", nargs=argparse.REMAINDER, help="the command and its arguments")
     commands.add_parsers(sub)
     return parser
 
@@ -88,6 +96,12 @@ def _grant_pages(args: argparse.Namespace) -> int:
     return 0
 
 
+def _exec(args: argparse.Namespace) -> int:
+    if not args.argv:
+        raise roles.ProvisionError("exec: name the command to run")
+    os.execvp(args.argv[0], args.argv)  # replaces this process: the command's exit status is the caller's
+
+
 def _printed(value: str) -> int:
     print(value)
     return 0
@@ -100,6 +114,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "migrate": _migrate,
     "provision": _provision,
     "grant-pages": _grant_pages,
+    "exec": _exec,
     "backup": lambda args: backup.run_backup(_database_url(), args.out),
     "restore": lambda args: backup.run_restore(args.file, args.into or _database_url(), replace=args.replace),
     **{name: commands.handle for name in commands.COMMANDS},
@@ -108,6 +123,12 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        for path in args.env_file:
+            os.environ.update(env_file.read(path))
+    except (OSError, env_file.EnvFileError) as exc:
+        print(f"error: --env-file: {exc}", file=sys.stderr)
+        return 2
     if args.command == "check":
         return _check(args)  # its transcript is its output: no logging set up
     logging.basicConfig(level=logging.INFO, format="%(message)s")

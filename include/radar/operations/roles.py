@@ -11,6 +11,8 @@ one login and never call this.
 
 from __future__ import annotations
 
+import os
+import pwd
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -45,24 +47,42 @@ class Login:
     variable: str  # where it came from, for messages
 
     @classmethod
-    def of(cls, url: str, variable: str) -> Login:
-        plain = re.sub(r"^postgres(?:ql)?\+[a-z0-9_]+://", "postgresql://", url.strip())
+    def of(cls, url: str, variable: str, *, libpq_defaults: bool = False) -> Login:
+        """With ``libpq_defaults`` (the superuser's URL, which is only connected with), a missing user, database or
+        host is what libpq takes: ``PGUSER`` or the OS user, ``PGDATABASE`` or the user, ``PGHOST`` or the local
+        socket (host ``""``). The logins provision creates must name their user and database."""
+        plain = _libpq(url)
         try:
             info = psycopg.conninfo.conninfo_to_dict(plain)
         except psycopg.ProgrammingError as exc:
             raise ProvisionError(f"{variable} is not a PostgreSQL URL") from exc
-        user, dbname = info.get("user"), info.get("dbname")
+        user, dbname, host = info.get("user"), info.get("dbname"), info.get("host")
+        if libpq_defaults:
+            user = user or os.environ.get("PGUSER") or pwd.getpwuid(os.geteuid()).pw_name
+            dbname = dbname or os.environ.get("PGDATABASE") or user
+            host = host or os.environ.get("PGHOST") or ""
         if not user or not dbname:
             raise ProvisionError(f"{variable} must name a user and a database")
-        return cls(user=str(user), password=info.get("password") or None, host=str(info.get("host") or "localhost"),
-                   port=int(info.get("port") or 5432), dbname=str(dbname), variable=variable)
+        return cls(user=str(user), password=info.get("password") or None,
+                   host=str("localhost" if host is None else host), port=int(info.get("port") or 5432),
+                   dbname=str(dbname), variable=variable)
+
+    @property
+    def on_socket(self) -> bool:
+        return self.host == "" or self.host.startswith(("/", "@"))
 
     def same_server(self, other: Login) -> bool:
+        """The same address: what two URLs of one deployment share. Whether two addresses reach one server is
+        asked of the servers themselves (``_same_server``)."""
         return (self.host, self.port) == (other.host, other.port)
 
-    def conninfo(self, dbname: str | None = None) -> str:
-        return psycopg.conninfo.make_conninfo(host=self.host, port=self.port, user=self.user,
-                                              password=self.password, dbname=dbname or self.dbname)
+    def where(self) -> str:
+        return f"{self.host or 'the local socket'}:{self.port}"
+
+
+def _libpq(url: str) -> str:
+    """A SQLAlchemy URL (``postgresql+psycopg2://``) as the libpq URL it wraps."""
+    return re.sub(r"^postgres(?:ql)?\+[a-z0-9_]+://", "postgresql://", url.strip())
 
 
 # the .env line that makes each URL in docker compose (the messages name it beside the URL's own variable)
@@ -76,7 +96,7 @@ def check_password(login: Login) -> None:
     reached through a local socket without one (peer authentication, as Debian's PostgreSQL sets it up) is
     let through: no password travels there."""
     password = login.password or ""
-    if not password and login.variable == "RADAR_ADMIN_DATABASE_URL" and login.host.startswith("/"):
+    if not password and login.variable == "RADAR_ADMIN_DATABASE_URL" and login.on_socket:
         return
     if not password:
         problem = "is empty"
@@ -166,8 +186,10 @@ def provision(admin_url: str, owner_url: str, pages_url: str | None = None,
               metadata_url: str | None = None) -> list[str]:
     """Set up the logins and databases of the URLs that live on the superuser's server (``admin_url``):
     check their passwords, create or repair the roles, the databases and their ownership. A URL on another
-    server is its operator's to set up; the pages' URL must name the radar's database. Returns what was done."""
-    admin_login = Login.of(admin_url, "RADAR_ADMIN_DATABASE_URL")
+    server is its operator's to set up; the pages' URL must name the radar's database. One server reached two
+    ways (the superuser on the socket, the others on 127.0.0.1) is one server: the servers are asked who they
+    are (``_same_server``), the URLs are not compared as strings. Returns what was done."""
+    admin_login = Login.of(admin_url, "RADAR_ADMIN_DATABASE_URL", libpq_defaults=True)
     owner = Login.of(owner_url, "RADAR_DATABASE_URL")
     pages = Login.of(pages_url, "RADAR_PAGES_DATABASE_URL") if pages_url else None
     metadata = Login.of(metadata_url, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN") if metadata_url else None
@@ -179,29 +201,80 @@ def provision(admin_url: str, owner_url: str, pages_url: str | None = None,
     if metadata is not None and metadata.same_server(owner) and metadata.dbname == owner.dbname:
         raise ProvisionError("the radar's database and Airflow's metadata database must differ (RADAR_DB_NAME)")
     check_password(admin_login)
-    local = [login for login in (metadata, owner, pages) if login is not None and login.same_server(admin_login)]
-    for login in local:
-        check_password(login)
+    logins = [login for login in (metadata, owner, pages) if login is not None]
+    for login in logins:
+        if login.same_server(admin_login):  # refused before any connection
+            check_password(login)
     done: list[str] = []
-    with psycopg.connect(admin_url, autocommit=True, connect_timeout=10) as admin:
+    with psycopg.connect(_libpq(admin_url), autocommit=True, connect_timeout=10) as admin:
         superuser = _current_user(admin)
+        local = [login for login in logins if _same_server(admin, admin_url, login)]
+        for login in local:
+            check_password(login)
         for login in local:
             done.append(ensure_login(admin, login))
         for login in (metadata, owner):
             if login is None or login not in local:
                 continue
             done.append(ensure_database(admin, login.dbname, login.user))
-            with psycopg.connect(admin_login.conninfo(login.dbname), autocommit=True, connect_timeout=10) as conn:
+            into = psycopg.conninfo.make_conninfo(_libpq(admin_url), dbname=login.dbname)
+            with psycopg.connect(into, autocommit=True, connect_timeout=10) as conn:
                 moved = hand_over(conn, superuser, login.user)
             if moved:
                 done.append(f"database {login.dbname}: {moved} objects handed over from {superuser} to {login.user}")
         if pages is not None and pages in local:
             admin.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
                 sql.Identifier(pages.dbname), sql.Identifier(pages.user)))
-    if owner not in local:
-        done.append(f"the radar database is on {owner.host}:{owner.port}: its roles are set up there "
-                    "(docs/deployment.md, Database logins)")
+        if owner not in local:
+            done.append(f"the radar database is on {owner.where()}, another server than the one "
+                        f"RADAR_ADMIN_DATABASE_URL reaches ({_identity_text(admin)}): its roles are set up there "
+                        "(docs/deployment.md, Database logins), or point RADAR_ADMIN_DATABASE_URL at that server")
     return done
+
+
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
+def _identity(conn: psycopg.Connection) -> tuple[int, int]:
+    """What tells one PostgreSQL server from another: its cluster's system identifier (made by initdb) and
+    its port (two copies of one cluster on one host differ there). Any login may ask."""
+    row = conn.execute("SELECT (SELECT system_identifier FROM pg_control_system()), current_setting('port')::int"
+                       ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def _identity_text(conn: psycopg.Connection) -> str:
+    system, port = _identity(conn)
+    return f"system identifier {system}, port {port}"
+
+
+def _same_server(admin: psycopg.Connection, admin_url: str, login: Login) -> bool:
+    """Does ``login``'s address reach the superuser's server? The same address does. Otherwise the server at
+    that address is asked who it is, as the login itself (a second run) or as the superuser (trust, or a
+    password that holds there too); a server that lets neither in is the superuser's when the superuser is
+    local and its server listens on that loopback address or socket directory at that port: nothing else can
+    hold that address."""
+    admin_login = Login.of(admin_url, "RADAR_ADMIN_DATABASE_URL", libpq_defaults=True)
+    if login.same_server(admin_login):
+        return True
+    address = {"host": login.host, "port": login.port, "connect_timeout": 5}
+    for user, password in ((login.user, login.password), (admin_login.user, admin_login.password)):
+        try:
+            with psycopg.connect(dbname=admin_login.dbname if user == admin_login.user else login.dbname,
+                                 user=user, password=password, autocommit=True, **address) as there:
+                return _identity(there) == _identity(admin)
+        except psycopg.Error:
+            continue
+    if not (admin_login.on_socket or admin_login.host in _LOOPBACK):
+        return False
+    listens, port, sockets = admin.execute(
+        "SELECT current_setting('listen_addresses'), current_setting('port')::int,"
+        " current_setting('unix_socket_directories')").fetchone()
+    if login.port != port:
+        return False
+    if login.on_socket:
+        return login.host in [d.strip() for d in sockets.split(",")]
+    return login.host in _LOOPBACK and bool({a.strip() for a in listens.split(",")} & {"*", "0.0.0.0", "::", *_LOOPBACK})
 
 
 # ------------------------------------------------------------------------------------------- as the owner
