@@ -109,6 +109,26 @@ def test_an_operator_alert_quoting_an_answer_shows_its_url_as_text():
     assert "hxxps://evil[.]example/x" in body and re.findall(r'href="([^"]*)"', body) == ["https://radar.example.com/radar/"]
 
 
+def test_an_operator_alert_names_the_radars_command_as_it_is_typed():
+    from include.radar.operations.alerts import CAUSES
+
+    action = CAUSES["werss_not_collecting"].action
+    message = push.Message(title="WeRSS 没有在采集", lines=["见 evil.example", f"处理：{action}"],
+                           link="https://radar.example.com/radar/")
+    for url in ("json://radar.example.com/hook", "tgram://123456:ABCDEF/42"):
+        title, body = push.fit(message, push.channels_from([url])[0])
+        assert "python -m include.radar.cli check" in body and "evil[.]example" in body
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("include.radar.cli.evil.com", "include[.]radar[.]cli[.]evil[.]com"),
+    ("xinclude.radar.cli", "xinclude[.]radar[.]cli"),
+    ("evil.com/include.radar.cli", "evil[.]com/include.radar.cli"),
+])
+def test_only_the_radars_command_itself_is_left_whole(text, expected):
+    assert decide.defang(text) == expected
+
+
 @pytest.mark.parametrize("form", HOSTILE)
 def test_defang_leaves_nothing_linkable_and_keeps_the_text_readable(form):
     out = decide.defang(f"利好 {form} 速领")

@@ -314,6 +314,9 @@ _HIDDEN = re.compile(f"(?<=[{_HOSTLIKE}])[{_IGNORABLE}]+(?!\u20e3)|[{_IGNORABLE}
 _LOOKALIKE = re.compile(r"[^\x00-\u2000\u3000-\u9fff]")
 # a security code with its exchange's suffix (600519.SH, 0700.HK): written as the radar writes codes, dot-free
 # (600519, 00700), so that no channel links ``.sh`` as a host and the reader reads the code whole
+# the radar's own command, which its alerts tell the operator to run (python -m include.radar.cli check): a module
+# path, no host name (neither .radar nor .cli is a TLD), written whole so that it can be copied and run
+_OWN_COMMAND = re.compile(r"(?<![\w.-])(include\.radar\.cli)(?![\w.-])")
 _CODE = re.compile(r"(?i)(?<![A-Za-z0-9_.])(?:([0-9]{6})\.(?:SH|SZ|BJ|SS)|([0-9]{1,5})\.HK)(?![A-Za-z0-9_-]|\.[A-Za-z0-9])")
 
 
@@ -348,8 +351,9 @@ def defang(text: str) -> str:
 
     WeCom, Telegram and e-mail clients link bare URLs and host names by themselves, so an article could make the
     model write a phishing URL into a push. The push's own link is added after, untouched. Idempotent. A security
-    code is no host name: ``600519.SH`` (``.sh`` is a TLD) is written ``600519`` (plain_codes). No mention
-    either (:func:`unmention`).
+    code is no host name: ``600519.SH`` (``.sh`` is a TLD) is written ``600519`` (plain_codes), and the radar's
+    own command ``include.radar.cli`` stays whole (nothing joined to it, ``include.radar.cli.evil.com``, does).
+    No mention either (:func:`unmention`).
     """
     if _LOOKALIKE.search(text):
         text = "".join(map(_plain, text))
@@ -359,7 +363,8 @@ def defang(text: str) -> str:
                        text)
     text = _BARE_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}[:]", text)
     text = _IDEOGRAPHIC_DOT.sub("[.]", text)
-    return unmention(_HOST_DOT.sub("[.]", text))
+    return unmention("".join(part if i % 2 else _HOST_DOT.sub("[.]", part)
+                             for i, part in enumerate(_OWN_COMMAND.split(text))))
 
 
 def daily_push_plan(slot: dict[str, Any]) -> tuple[bool, str]:
