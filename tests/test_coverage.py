@@ -173,7 +173,7 @@ def test_a_lapsed_wechat_login_covers_no_account_and_marks_the_report_partial(fa
     _slot(fakes, shanghai(2026, 1, 8, 22))
     report = _report()
     assert report["stats"]["coverage"]["covered"] == 0 and report["stats"]["coverage"]["login_lapsed"] is True
-    assert report["status"] == 3 and "WeChat login lapsed" in report["error"]
+    assert report["status"] == 3 and "werss: 微信登录已过期" in report["error"]
     [daily] = [m for m in fakes.sink.received if m["title"].startswith("【日报】")]
     assert "公众号覆盖 0/2（0%）：WeRSS 的微信登录已过期，采集已停止" in daily["message"]
 
@@ -208,7 +208,7 @@ def test_a_werss_never_scanned_reports_nothing_covered_and_the_operator_hears_of
     _slot(fakes, shanghai(2026, 1, 8, 22))
     report = _report()
     assert report["stats"]["coverage"]["covered"] == 0 and report["stats"]["coverage"]["unscanned"] is True
-    assert report["status"] == 3 and "never scanned" in report["error"]
+    assert report["status"] == 3 and "werss: 还没有扫码登录微信" in report["error"]
     [daily] = [m for m in fakes.sink.received if m["title"].startswith("【日报】")]
     assert "公众号覆盖 0/1（0%）：WeRSS 还没有扫码登录微信，采集不到文章；1 个尚未采集到文章（研究所）" in daily["message"]
     [alert] = _alerts(fakes, "WeRSS 还没有扫码登录微信")

@@ -13,7 +13,7 @@ from include.radar import store
 from include.radar.core import db
 from include.radar.core.clock import FixedClock
 from include.radar_demo.fakes import api_error
-from tests.slotrun import answer, article, run_slot, shanghai
+from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 DAY = date(2026, 1, 8)
 DAILY = shanghai(2026, 1, 8, 22)
@@ -100,6 +100,16 @@ def test_deepseek_down_gives_a_fallback_digest_and_the_push(fakes):
     assert "分析失败" in report["digest_md"] and "文章1" in report["digest_md"]
     assert report["stats"]["failed"] == 1
     assert fakes.sink.received[0]["title"] == "【日报】2026-01-08：今日无投资机会"
+
+
+def test_the_fallback_report_page_agrees_on_the_slots_done_and_says_why_in_chinese(fakes):
+    _setup(fakes, {1: shanghai(2026, 1, 8, 9)}, {})
+    fakes.deepseek.responder = lambda body: api_error(500, "Internal Server Error", "server_error")
+    fakes.at(DAILY)
+    run_slot(DAILY)
+    html = read_page("/daily/2026-01-08", DAILY + timedelta(hours=1))
+    assert "已完成时段：22:00" in html and "已完成时段：无" not in html  # one list, the page's, live
+    assert "分析：当日 1 篇分析全部失败" in html and "analyses of the day failed" not in html
 
 
 def test_digest_citing_a_made_up_analysis_id_drops_that_entry(fakes):

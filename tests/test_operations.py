@@ -155,7 +155,7 @@ def test_a_budget_reached_at_14_defers_the_rest_and_the_22_report_counts_them(fa
     analysis_calls = [r for r in fakes.deepseek.requests if "<<<DATA_START>>>" not in json.dumps(r, ensure_ascii=False)]
     assert len(analysis_calls) == 1
     report = _row("SELECT stats, digest_md, error FROM daily_report")
-    assert report["stats"]["budget_deferred"] == 2 and "budget: 2 articles" in report["error"]
+    assert report["stats"]["budget_deferred"] == 2 and "budget: 当日 LLM 预算用尽，2 篇顺延到次日分析" in report["error"]
     push = fakes.sink.received[-1]
     assert "预算用尽，2 篇顺延到次日分析" in push["message"], push
     assert daily["closed"]["status"] == "success"

@@ -181,8 +181,8 @@ def test_failed_report_shows_notice_reasons_and_fallback(seed: Seeder, client: T
 
     html = client.get("/daily/2026-01-08").text
     assert "日报生成失败，请稍后刷新" in html
-    assert "digest: LLM exhausted after 3 attempts" in html
-    assert "22:00 ingest: DeepSeek 429 rate limited" in html
+    assert "日报摘要改用数据库生成：LLM exhausted after 3 attempts" in html  # the kind in Chinese, the error quoted
+    assert "22:00 抓取文章：DeepSeek 429 rate limited" in html
     assert "今日概况（系统自动生成）" in html  # the fallback digest is still shown
 
 

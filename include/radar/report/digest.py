@@ -161,8 +161,7 @@ def fallback_markdown(facts: DayFacts) -> str:
         "## 今日概况（系统自动生成）",
         f"- 分析 {stats['analysed']} 篇，机会 {stats['opportunities']} 条，失败 {stats['failed']} 篇"
         + (f"，最高分 {stats['max_score']}" if stats["max_score"] is not None else ""),
-        f"- 已完成时段：{'、'.join(facts.slots_done) or '无'}",
-    ]
+    ]  # which slots are done is the page's header, live (the slot building this report is not done yet)
     if facts.coverage:
         lines.append(f"- {_md_text(facts.coverage.line())}")
     # verified evidence first: an analysis whose quotes are not in its article ranks below, marked
@@ -216,8 +215,8 @@ def build_report(
     with connect() as conn:
         facts = gather(conn, day, settings.push_score_threshold, settings.deepseek_currency, settings.outcome_min_picks)
     if facts.failures and not facts.analyses:  # a failed article never fails its slot, but a day of them fails the report
-        reasons.append(f"analysis: all {len(facts.failures)} analyses of the day failed "
-                       f"({(facts.failures[0]['last_error'] or '')[:200]})")
+        reasons.append(f"analysis: 当日 {len(facts.failures)} 篇分析全部失败"
+                       f"（{(facts.failures[0]['last_error'] or '')[:200]}）")
     compacted = compact(facts, analysis_url)
     key = digest_key(compacted, settings)
     asked = Asked(None)
@@ -286,21 +285,18 @@ def _day_digest(
 
 def _day_warnings(facts: DayFacts) -> list[str]:
     """What makes a built day partial besides the digest: a lapsed WeChat login, the budget, pending articles."""
-    reasons = []
+    reasons = []  # ``kind: detail``, the detail in the reader's words (the page names the kind, web/views/daily.py)
     if facts.coverage and facts.coverage.unscanned:
-        reasons.append("werss: WeRSS has no WeChat login (its QR code was never scanned): it collects nothing")
+        reasons.append("werss: 还没有扫码登录微信（二维码从未扫描），采集不到任何文章")
     elif facts.coverage and facts.coverage.login_lapsed:
-        reasons.append("werss: WeRSS reports its WeChat login lapsed: it collects no new articles until it is "
-                       "scanned again")
+        reasons.append("werss: 微信登录已过期，采集已停止，重新扫码之后恢复")
     elif facts.coverage and facts.coverage.nothing_collected:
-        reasons.append("werss: no account shows that WeRSS is collecting it (no article within its rhythm, no "
-                       "collection of WeRSS's in the last day)")
+        reasons.append("werss: 没有一个公众号显示 WeRSS 在采集（按更新节奏该有的文章没有出现，最近一天 WeRSS 也没有采集记录）")
     if facts.budget_deferred:
-        reasons.append(f"budget: {facts.budget_deferred} articles were left for the next day when the day's LLM "
-                       "budget was reached")
+        reasons.append(f"budget: 当日 LLM 预算用尽，{facts.budget_deferred} 篇顺延到次日分析")
     if facts.pending:
         reasons.append(f"pending: {len(facts.pending)}{'+' if len(facts.pending) >= MAX_PENDING_LISTED else ''} "
-                       "articles still wait for an analysis (the next slots take them up)")
+                       "篇文章仍在等待分析（后续时段继续）")
     return reasons
 
 

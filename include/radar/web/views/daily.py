@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -264,6 +265,29 @@ def pending_views(digest_json: Any, tz: ZoneInfo) -> list[PendingView]:
     return views
 
 
+# what a report's reason (``kind: detail``, report/digest.py) or a slot's step error (``step: error``) is about,
+# in the page's words; the detail after it is the radar's own Chinese, or an error message quoted as it came
+REASON_KINDS = {
+    "digest": "日报摘要改用数据库生成", "analysis": "分析", "werss": "WeRSS", "budget": "LLM 预算",
+    "pending": "待分析", "grouping": "事件归并", "open_slot": "开始时段", "ingest": "抓取文章",
+    "select_articles": "挑选文章", "analyse": "分析", "summarise": "汇总", "group_events": "事件归并",
+    "push_opportunity": "推送机会", "skip_push": "记录不推送", "build_daily_report": "生成日报",
+    "rebuild_daily_report": "重建日报", "push_daily_report": "推送日报", "catch_up_daily_report": "补发日报",
+    "weekly_summary": "周报", "track_record": "战绩", "retention": "数据保留", "close_slot": "结束时段",
+    "deadline": "截止时间",
+}
+_REASON = re.compile(r"^(?:(\d{2}:\d{2}) )?([a-z_]+)(?::\d+)?: (.*)$", re.DOTALL)
+
+
+def reason_line(reason: str) -> str:
+    """``reason`` as the page says it: ``22:00 ingest: WeRSSError: …`` → ``22:00 抓取文章：WeRSSError: …``; a line
+    of another shape is shown as it is."""
+    m = _REASON.match(reason)
+    if not m or m[2] not in REASON_KINDS:
+        return reason
+    return f"{m[1] + ' ' if m[1] else ''}{REASON_KINDS[m[2]]}：{m[3]}"
+
+
 def failure_reasons(report: Row | None, runs: Iterable[Row]) -> list[str]:
     """Why the report failed: its own error lines, then the errors of the day's failed slots."""
     reasons: list[str] = []
@@ -272,7 +296,7 @@ def failure_reasons(report: Row | None, runs: Iterable[Row]) -> list[str]:
     for r in runs:
         if r.get("status") == 2 and r.get("error"):
             reasons += [f"{r['slot']} {line.strip()}" for line in str(r["error"]).splitlines() if line.strip()]
-    return list(dict.fromkeys(error_text(reason, 500) for reason in reasons))
+    return list(dict.fromkeys(reason_line(error_text(reason, 500)) for reason in reasons))
 
 
 def failure_views(failures: Iterable[Row], tz: ZoneInfo) -> list[FailureView]:
