@@ -300,3 +300,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_report_header(config: pytest.Config) -> str | None:
     seed = config.getoption("--shuffle")
     return f"shuffled with --shuffle {seed}" if seed is not None else None
+
+
+REAL_WERSS = "test_real_werss.py"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The tests against a real WeRSS by name and outcome, so that a log shows they ran and were not skipped."""
+    outcomes = [(r.nodeid.split("::")[-1], r.outcome) for kind in ("passed", "failed", "skipped")
+                for r in terminalreporter.stats.get(kind, []) if REAL_WERSS in r.nodeid and r.when in ("call", "setup")
+                and not (r.when == "setup" and r.outcome == "passed")]
+    if outcomes:
+        terminalreporter.write_sep("-", "against a real WeRSS")
+        for name, outcome in outcomes:
+            terminalreporter.write_line(f"{outcome:8} {name}")

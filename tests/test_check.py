@@ -17,7 +17,7 @@ import pytest
 from include.radar import store
 from include.radar.check import STATE_KEY, Mark, Options, airflow_facts, platform, run
 from include.radar.check.airflow_facts import AirflowFacts
-from include.radar.check.schedule import coverage
+from include.radar.check.schedule import coverage, task_of
 from include.radar.core import redact
 from include.radar.core.settings import load_settings
 from include.radar.core.slots import SHANGHAI
@@ -40,10 +40,11 @@ def good(fakes, monkeypatch) -> Any:
     fakes.werss.message_tasks = [collection_task(CRON)]
     fakes.werss.scheduler_running = True  # applied, and WeRSS's scheduler runs it at its times
     fakes.werss.apply()
-    fakes.werss.articles = [
+    fakes.werss.articles = [  # stored by the last run (a minute ago)
         FakeArticle(id="1001-1", mp_id="MP_WXS_1001", title="订单拐点", publish_time=now - 1800,
-                    content_html="<p>" + "国产设备订单持续增长。" * 40 + "</p>"),
-        FakeArticle(id="1002-1", mp_id="MP_WXS_1002", title="正文未到", publish_time=now - 3600, content_html=""),
+                    content_html="<p>" + "国产设备订单持续增长。" * 40 + "</p>", stored_at=now - 60),
+        FakeArticle(id="1002-1", mp_id="MP_WXS_1002", title="正文未到", publish_time=now - 3600, content_html="",
+                    stored_at=now - 60),
     ]
     # conftest's WeRSS password is "secret": registered as a secret (for the whole process, by earlier tests too),
     # the word would be masked in every line
@@ -55,6 +56,7 @@ def good(fakes, monkeypatch) -> Any:
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEMO_MODE", "true")
     monkeypatch.setattr(run, "airflow_lines", lambda s, o: platform.airflow_lines(
         s, o, facts=lambda: AirflowFacts(pool_slots=2, dag_known=True)))
+    _seen_long_ago(fakes.werss.message_tasks[0])  # an earlier check knew the task before its last run
     yield fakes
     logging.disable(logging.NOTSET)
 
@@ -79,7 +81,7 @@ def test_a_working_deployment_is_all_ticks_and_exits_0(good) -> None:
     assert line(lines, "✓ WeRSS · 可达").endswith("，账号 'admin' 登录成功")
     assert line(lines, "✓ WeRSS · 公众号") == "✓ WeRSS · 公众号: 已订阅 2 个"
     assert "（30 6,11,13,17,21 * * *）安排在每个时段之前；下次" in line(lines, "✓ WeRSS · 采集任务")
-    assert line(lines, "✓ WeRSS · 任务运行").endswith("已运行：2/2 个公众号在其后被采集")
+    assert line(lines, "✓ WeRSS · 任务运行").endswith("已运行并存下新文章：2/2 个公众号在其后被采集")
     assert line(lines, "✓ WeRSS · 正文") == "✓ WeRSS · 正文: 最新 2 篇中有 1 篇还没有正文；雷达有 0 篇在等正文"
     assert line(lines, "✓ WeRSS · 最新文章") == "✓ WeRSS · 最新文章: 30 分钟前发布"
     assert line(lines, "✓ DeepSeek · 模型") == "✓ DeepSeek · 模型: deepseek-v4-pro 可用"
@@ -171,13 +173,15 @@ def test_an_unreachable_werss_costs_the_timeout_not_minutes(good, monkeypatch) -
 
 
 def test_a_werss_never_scanned_is_no_login_whatever_its_login_flag_says(good) -> None:
-    """A fresh v1.4.9 answers ``login: true`` with an empty token: that is no WeChat login at all."""
+    """A fresh v1.4.9 answers ``login: true`` with an empty token, as it does once restarted after a scan: what
+    tells them apart is that no account was ever collected (WeRSS collects only with the login)."""
     good.werss.wechat_scanned = False
     code, lines = check()
     assert code == 1
     assert line(lines, "✗ WeRSS · 微信登录") == (
-        "✗ WeRSS · 微信登录: WeRSS 还没有扫码登录微信（sys/info 的 token 为空）：它采集不到任何文章 → 打开 WeRSS → "
-        "右上角头像菜单 → 扫码授权，用微信扫码并在手机上确认")
+        "✗ WeRSS · 微信登录: WeRSS 还没有扫码登录微信：没有一个公众号被采集过（WeRSS 只在有微信登录时采集） → 打开 "
+        "WeRSS → 右上角头像菜单 → 扫码授权，用微信扫码并在手机上确认；已扫过码的话，让采集任务运行一次（WeRSS → 消息任务 → "
+        "执行）再 check")
     # and nothing downstream says ✓ for a collection that cannot happen
     assert line(lines, "! WeRSS · 任务运行") == ("! WeRSS · 任务运行: 无法判断：微信未登录时 WeRSS 不采集 → "
                                              "先完成上面的微信登录")
@@ -188,7 +192,7 @@ def test_a_qr_code_waiting_for_its_scan_is_said(good) -> None:
     good.werss.wechat_scanned = False
     good.werss.qr_waiting = True
     _, lines = check()
-    assert "：它采集不到任何文章；二维码已生成，正等待扫码 →" in line(lines, "✗ WeRSS · 微信登录")
+    assert "（WeRSS 只在有微信登录时采集）；二维码已生成，正等待扫码 →" in line(lines, "✗ WeRSS · 微信登录")
 
 
 def test_an_expired_wechat_login_fails(good) -> None:
@@ -210,8 +214,18 @@ def test_a_login_with_a_token_but_no_expiry_is_a_warning_not_a_tick(good, monkey
     monkeypatch.setattr(werss_check, "_login", lambda client: WeChatLogin(True, True, None))
     _, lines = check()
     assert line(lines, "! WeRSS · 微信登录") == (
-        "! WeRSS · 微信登录: 已登录，但 WeRSS 没有给出到期时间：过期前无法提醒 → 在 WeRSS → 扫码授权 重新扫码一次，"
-        "WeRSS 会记下到期时间")
+        "! WeRSS · 微信登录: 已登录，但 WeRSS 没有给出到期时间：过期前无法提醒 → 在 WeRSS → 扫码授权 重新扫码一次：WeRSS "
+        "会给出到期时间（v1.4.9 只到它重启为止）")
+
+
+def test_a_werss_restarted_since_its_scan_reads_as_scanned_from_its_collections(good) -> None:
+    """v1.4.9 after a restart answers sys/info as if never scanned; the accounts' collection times prove it."""
+    good.werss.wechat_restarted = True
+    code, lines = check()
+    assert code == 0
+    assert "已登录（" in line(lines, "! WeRSS · 微信登录") and "的采集用着它），但 WeRSS 没有给出到期时间" in line(
+        lines, "! WeRSS · 微信登录")
+    assert line(lines, "✓ WeRSS · 任务运行")
 
 
 def test_zero_subscribed_accounts_says_how_to_subscribe(good) -> None:
@@ -276,15 +290,15 @@ def test_a_task_that_misses_slots_or_accounts_is_a_warning(good) -> None:
         "在 WeRSS → 消息任务")
 
 
-def _seen_long_ago(task_id: str) -> None:
-    """What an earlier check kept: this task seen two days ago."""
+def _seen_long_ago(task: dict[str, Any]) -> None:
+    """What an earlier check kept: this task, in this form, seen two days ago."""
     from datetime import UTC, datetime, timedelta
 
     from include.radar.check.task_runs import SEEN_KEY
     from include.radar.core import db
 
     with db.connect() as conn:
-        store.set_state(conn, SEEN_KEY, {task_id: (datetime.now(UTC) - timedelta(days=2)).isoformat()}, None)
+        store.set_state(conn, SEEN_KEY, {task_of(task).form: (datetime.now(UTC) - timedelta(days=2)).isoformat()}, None)
 
 
 def test_a_task_never_applied_is_a_warning_first_and_a_failure_once_it_was_known_before_its_time(good, conn) -> None:
@@ -294,18 +308,46 @@ def test_a_task_never_applied_is_a_warning_first_and_a_failure_once_it_was_known
     from include.radar.check.task_runs import SEEN_KEY
 
     good.werss.applied = None  # saved, never applied: WeRSS's scheduler runs nothing
+    from include.radar.core import db
+
+    with db.connect() as fresh:
+        store.set_state(fresh, SEEN_KEY, {}, None)  # the first check that sees it
     code, lines = check()
     assert code == 0 and not [x for x in lines if x.startswith("✓ WeRSS · 任务运行")]
     assert "没有看到上一次计划采集（" in line(lines, "! WeRSS · 任务运行")
-    task_id = good.werss.message_tasks[0]["id"]
-    assert set(store.status(conn, SEEN_KEY)) == {task_id}  # remembered for the next check
-    _seen_long_ago(task_id)
+    # and its timing, however right, is no tick before a run shows WeRSS loaded it
+    assert "安排在每个时段之前" in line(lines, "! WeRSS · 采集任务")
+    form = task_of(good.werss.message_tasks[0]).form
+    assert set(store.status(conn, SEEN_KEY)) == {form}  # remembered for the next check
+    _seen_long_ago(good.werss.message_tasks[0])
     code, lines = check()
     assert code == 1
     assert line(lines, "✗ WeRSS · 任务运行").endswith(
         "没有运行：那之后 30 分钟内没有公众号开始被采集 → WeRSS 的定时采集没有运行：在 WeRSS → 消息任务 点「应用」（新建或"
         "修改任务、订阅新公众号后都要点一次才生效）；不用 Docker 时 WeRSS 须以 python main.py -job True 启动，config.yaml 的 "
         "server.enable_job 为 True，server.auto_reload 为 False")
+
+
+def test_a_run_that_stored_nothing_or_came_before_the_task_was_known_is_no_tick(good) -> None:
+    """A collection's start is not a collection: v1.4.9 records no failed request, so only an article stored
+    after the run began shows it collected; and a run before the check first saw the task (in its present form:
+    an edit needs 「应用」) may be another version's."""
+    from include.radar.check.task_runs import SEEN_KEY
+    from include.radar.core import db
+
+    for article in good.werss.articles:  # stored two days ago: every request of the last run failed
+        article.stored_at = good.clock[0] - 2 * 86400
+    _, lines = check()
+    assert "开始了（2/2 个公众号），但没有存下新文章" in line(lines, "! WeRSS · 任务运行")
+    assert not [x for x in lines if x.startswith(("✓ WeRSS · 任务运行", "✓ WeRSS · 采集任务"))]
+    for article in good.werss.articles:
+        article.stored_at = good.clock[0] - 60
+    good.werss.message_tasks = [{**good.werss.message_tasks[0], "cron_exp": "30 6,11,13,17,21 * * *",
+                                 "mps_id": '[{"id": "MP_WXS_1001", "mp_name": "澄观产业研究"}]'}]  # edited
+    _, lines = check()
+    assert "但任务是那之后才保存、或 check 那之后才第一次见到的" in line(lines, "! WeRSS · 任务运行")
+    with db.connect() as conn:
+        assert len(store.status(conn, SEEN_KEY)) == 2  # the old form and the new one
 
 
 def test_a_manual_run_is_not_taken_for_the_schedule(good, conn) -> None:
@@ -318,14 +360,14 @@ def test_a_manual_run_is_not_taken_for_the_schedule(good, conn) -> None:
     task = collection_task(f"{two_hours_ago.minute} {two_hours_ago.hour} * * *")
     good.werss.message_tasks = [task]
     good.werss.applied = None
-    _seen_long_ago(task["id"])
+    _seen_long_ago(task)
     good.werss.synced = {a["id"]: int(time.time()) - 60 for a in good.werss.accounts}  # 执行, a minute ago
     code, lines = check()
     assert code == 1 and line(lines, "✗ WeRSS · 任务运行")
     # the same collection at the task's own time is its run
     good.werss.synced = {a["id"]: int(two_hours_ago.timestamp()) + 120 for a in good.werss.accounts}
     _, lines = check()
-    assert line(lines, "✓ WeRSS · 任务运行").endswith("已运行：2/2 个公众号在其后被采集")
+    assert line(lines, "✓ WeRSS · 任务运行").endswith("已运行并存下新文章：2/2 个公众号在其后被采集")
 
 
 def test_a_task_saved_since_its_last_time_is_not_judged_yet(good) -> None:

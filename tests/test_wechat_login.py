@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from include.radar.collect.werss import WeRSSClient, wechat_login
+from include.radar.collect.werss import WeRSSClient, judged, wechat_login
 from include.radar.core import db
 from tests.slotrun import article, read_page, run_slot, shanghai
 
@@ -152,30 +152,54 @@ def test_a_token_is_a_login_as_a_number_too(token):
 
 
 @pytest.mark.parametrize("token", [0, True, False, None, [], {}, 1.5])
-def test_a_token_that_is_no_token_is_no_login(token):
-    assert wechat_login({"wx": {"token": token, "login": True}}).scanned is False
+def test_a_token_that_is_no_token_shows_no_login(token):
+    assert wechat_login({"wx": {"token": token, "login": True}}).scanned is None
 
 
 @pytest.mark.parametrize("wx", [
-    {"token": "", "expiry_time": "", "info": None, "login": True},  # v1.4.9 never scanned: login starts true
-    {"token": "", "expiry_time": "", "info": None, "login": False},
+    {"token": "", "expiry_time": "", "info": None, "login": True},  # v1.4.9, scanned or not, after a restart
     {"token": "   ", "login": True, "info": {"expiry": {"expiry_timestamp": 1893456000}}},
     {"login": True},
 ])
-def test_no_token_is_no_login_whatever_the_login_flag_says(wx):
+def test_no_token_shown_is_no_verdict_until_the_collections_give_one(wx):
+    """v1.4.9 keeps a scan's token where sys/info does not read it (data/wx.lic's token_data): an empty token
+    says nothing. A collection does: WeRSS starts one only with a token, and sets the account's sync_time."""
     login = wechat_login({"wx": wx})
-    assert (login.reported, login.scanned, login.logged_in) == (True, False, False)
-    assert login.expired(datetime(2026, 1, 8, tzinfo=UTC))
+    assert (login.reported, login.scanned, login.logged_in) == (True, None, True)
+    assert not login.expired(datetime(2026, 1, 8, tzinfo=UTC))
+    never = judged(login, None)
+    assert (never.scanned, never.logged_in) == (False, False) and never.expired(datetime(2026, 1, 8, tzinfo=UTC))
+    collected = datetime(2026, 1, 8, 6, 30, tzinfo=UTC)
+    scanned = judged(login, collected)
+    assert (scanned.scanned, scanned.logged_in, scanned.collected_at, scanned.expires_at) == (True, True, collected, None)
+
+
+def test_a_login_flag_false_is_a_lapse_whatever_the_token_shows():
+    """v1.4.9 sets login false when WeChat answers 「Invalid Session」: the lapse, seen by its next collection."""
+    login = judged(wechat_login({"wx": {"token": "", "expiry_time": "", "info": None, "login": False}}),
+                   datetime(2026, 1, 8, tzinfo=UTC))
+    assert login.scanned and login.expired(datetime(2026, 1, 8, tzinfo=UTC))
 
 
 def test_a_werss_never_scanned_is_told_to_scan_not_that_a_login_lapsed(fakes):
     _setup(fakes, None)
     fakes.werss.wechat_scanned = False
+    fakes.werss.articles = []  # WeRSS stores articles only from collections, which need the login
     _slot(fakes, SLOT)
     [alert] = _alerts(fakes, "WeRSS 还没有扫码登录微信")
     assert "从未扫码" in alert["message"]
     assert _alerts(fakes, "WeRSS 的微信登录已过期") == [] and _state()["scanned"] is False
     assert "WeRSS 还没有扫码登录微信" in read_page("/", SLOT + timedelta(minutes=5))
+
+
+def test_a_werss_restarted_since_its_scan_reads_as_scanned_from_its_collections(fakes):
+    """v1.4.9 after a restart answers sys/info as if never scanned; its stored articles prove the login."""
+    _setup(fakes, None)
+    fakes.werss.wechat_restarted = True
+    _slot(fakes, SLOT)
+    assert _alerts(fakes, "WeRSS 还没有扫码登录微信") == [] and _state()["scanned"] is True
+    page = read_page("/", SLOT + timedelta(minutes=5))
+    assert "微信已登录（WeRSS 未给出到期时间）" in page and "还没有扫码" not in page
 
 
 def test_a_failed_delivery_is_retried_by_the_next_slot(fakes):

@@ -3,11 +3,12 @@
 They are werkzeug request handlers: the tests mount them on pytest-httpserver, the offline demo serves them
 with werkzeug's own server. They follow ../shared/reference/external-apis.md: WeRSS's envelopes, error bodies,
 page size of 5 and form-encoded login; DeepSeek's ``reasoning_content`` and cache-hit usage. WeRSS's WeChat
-login is ``GET /api/v1/wx/sys/info``'s ``data.wx`` (``token``, ``expiry_time`` in WeRSS's local time,
-``info.expiry.expiry_timestamp``, ``login``: false once the expiry passes, since we-mp-rss PR #437), as read in
-we-mp-rss's ``apis/sys_info.py`` and ``driver/``; current versions take a token or AK/SK there, older ones a
-token only, the oldest have no ``wx``. The fake's switches: ``wechat_login`` (None: no ``wx`` block),
-``wechat_expires_at``, ``wechat_scanned``, ``sys_info_takes_keys``; its collection: ``apply`` and ``collect``.
+login is ``GET /api/v1/wx/sys/info``'s ``data.wx`` as v1.4.9 answers it (``apis/sys_info.py``, ``driver/``):
+``token`` and ``expiry_time`` always empty (nothing writes the keys it reads), the scan in ``info`` (its token
+and ``expiry.expiry_timestamp``) until WeRSS restarts, ``login`` true until a lapse is seen; current versions
+take a token or AK/SK there, older ones a token only, the oldest have no ``wx``. The fake's switches:
+``wechat_login`` (None: no ``wx`` block), ``wechat_expires_at``, ``wechat_scanned``, ``wechat_restarted``,
+``sys_info_takes_keys``; its collection: ``apply`` and ``collect``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -104,6 +105,7 @@ class FakeArticle:
     body_after: int | None = None  # epoch seconds from which a late body is served
     late_content_html: str = ""
     raw_detail: bytes | None = None  # served as the detail response body as-is (hostile tests)
+    stored_at: int | None = None  # epoch seconds WeRSS stored the row (its created_at); None: at publication
 
     def body(self, now: int) -> tuple[str, str]:
         """(content, content_html) as WeRSS would answer at ``now``."""
@@ -161,6 +163,7 @@ class FakeWeRSS:
     message_tasks: list[dict[str, Any]] = field(default_factory=list)
     # False: a WeRSS whose QR code was never scanned: v1.4.9 then answers login true with an empty token
     wechat_scanned: bool = True
+    wechat_restarted: bool = False  # v1.4.9 restarted since its scan: sys/info as if never scanned, collecting
     qr_waiting: bool = False  # a QR code is shown and waits for a scan (auth/qr/status's qr_code)
     # mp_id -> sync_time (epoch seconds): when WeRSS last started collecting the account (0 or absent: never);
     # collect() sets it for the accounts the applied tasks cover
@@ -204,7 +207,8 @@ class FakeWeRSS:
         return {
             "id": article.id, "mp_id": article.mp_id, "title": article.title, "url": article.url,
             "pic_url": "", "description": article.description, "status": 1, "publish_time": published,
-            "created_at": datetime.fromtimestamp(article.publish_time, UTC).strftime("%Y-%m-%d %H:%M:%S"),
+            "created_at": datetime.fromtimestamp(article.stored_at or article.publish_time, SHANGHAI)  # stored, local
+            .replace(tzinfo=None).isoformat(),
         }
 
     def apply(self) -> bool:
@@ -347,10 +351,9 @@ class FakeWeRSS:
                 "fingerprint": "fp0123456789", "ext_data": {"wx_app_name": "雷达测试号"},
                 "expiry": {"expiry_timestamp": expires, "remaining_seconds": 4 * 24 * 3600, "expiry_time": local},
             } if self.wechat_login else None
-            # WeRSS's config reads an all-digit value as a number: the token WeChat gives (digits) comes back as one
-            data["wx"] = {"token": 1234567890 if self.wechat_login else "", "expiry_time": local if logged_in else "",
-                          "info": info, "login": logged_in}
-            if not self.wechat_scanned:  # driver/success.py starts with WX_LOGIN_ED = True, wx_cfg has nothing
+            # v1.4.9 reads wx.lic's top-level token, which nothing writes: the scan shows in info, in its own process
+            data["wx"] = {"token": "", "expiry_time": "", "info": info, "login": logged_in}
+            if not self.wechat_scanned or self.wechat_restarted:  # driver/success.py starts with WX_LOGIN_ED = True
                 data["wx"] = {"token": "", "expiry_time": "", "info": None, "login": True}
         return _ok(data)
 

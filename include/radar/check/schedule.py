@@ -49,6 +49,11 @@ class Task:
         return ids if self.accounts is None or not self.accounts & ids else ids & self.accounts
 
     @property
+    def form(self) -> str:
+        """What WeRSS loads of it at 「应用」: a task saved in another form runs in its old one until then."""
+        return f"{self.id}|{self.cron.strip()}|{','.join(sorted(self.accounts or ())) or '*'}|{self.active}"
+
+    @property
     def valid_cron(self) -> bool:
         return bool(self.cron.strip()) and croniter.is_valid(self.cron.strip())
 

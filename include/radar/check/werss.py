@@ -1,5 +1,6 @@
 """The check's lines for WeRSS: reachable, the credentials accepted (one login at most, never retried), its
-WeChat login judged from its token and expiry, the subscribed accounts, the message tasks read as WeRSS reads
+WeChat login judged from its token and expiry where sys/info shows them, else from its collections, the
+subscribed accounts, the message tasks read as WeRSS reads
 them, evidence that they ran and reached the accounts subscribed since, the newest article and the bodies."""
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ from include.radar.check import Line, Mark, Options, fail, ok, reason, task_runs
 from include.radar.check.schedule import LEAD, Task, coverage, suggested_cron, task_of
 from include.radar.check.task_runs import Account
 from include.radar.collect import ingest, werss_rows
-from include.radar.collect.werss import WERSS_TZ, WeChatLogin, WeRSSAuthError, WeRSSClient, WeRSSError, WeRSSNotFound
+from include.radar.collect.werss import (
+    WERSS_TZ,
+    WeChatLogin,
+    WeRSSAuthError,
+    WeRSSClient,
+    WeRSSError,
+    WeRSSNotFound,
+    judged,
+)
 from include.radar.core.settings import Settings, SettingsError
 from include.radar.core.slots import SHANGHAI
 from include.radar.core.text import span
@@ -25,7 +34,8 @@ BODY_LAG = timedelta(hours=3)
 SCAN = "打开 WeRSS → 右上角头像菜单 → 扫码授权，用微信扫码并在手机上确认"
 SUBSCRIBE = "扫码授权后，在 WeRSS → 订阅管理 → 订阅 → 添加公众号 按名称搜索公众号并添加"
 BODIES = ("让正文随列表一起抓：WeRSS 的 config.yaml 里 gather.content: True（Docker：环境变量 GATHER.CONTENT=True）；"
-          "v1.4.9 补抓缺正文的文章（gather.content_auto_check）只在 config.yaml 有 gather.auto_fetch_article: True 时运行")
+          "补抓缺正文的文章是 gather.content_auto_check（默认 True，每 gather.content_auto_interval 分钟最多 10 篇，"
+          "只在以 python main.py 启动的 WeRSS 里运行）")
 LOCKED = ("WeRSS 已锁住这个账号（连续 5 次登录失败）：重启 WeRSS 解锁（compose：docker compose restart werss；原生："
           "systemctl restart werss），改正密码后再试；建议改用 AK/SK（账号锁住时 AK/SK 照常可用）")
 
@@ -40,15 +50,22 @@ def werss_lines(settings: Settings, options: Options, connect: Callable[[], Any]
     lines, rows = _credentials(client, settings)
     if lines[0].mark is Mark.FAIL:  # nothing further: another call would log in again
         return lines
-    login = _login(client)
-    lines.append(wechat_line(login, client, settings, now))
     accounts = _accounts(rows)
+    read = task_runs.read_syncs(client, accounts, now, options)
+    login = _login(client)
+    if isinstance(login, WeChatLogin) and read:
+        login = judged(login, max((a.synced_at for a in read if a.synced_at), default=None))
+    lines.append(wechat_line(login, client, settings, now))
     lines.append(_accounts_line(accounts))
     tasks, task_lines_ = task_lines(client, accounts, settings, now)
+    newest = _newest(client)
+    runs = task_runs.run_lines(read, tasks, login, now, connect,
+                               newest if isinstance(newest, list) else []) if accounts and tasks else []
+    if not any(x.mark is Mark.OK and x.name == task_runs.NAME for x in runs):
+        task_lines_ = [_unproven(x) for x in task_lines_]
     lines.extend(task_lines_)
-    if accounts and tasks:
-        lines.extend(task_runs.run_lines(client, accounts, tasks, login, now, options, connect))
-    lines.extend(article_lines(client, connect, now))
+    lines.extend(runs)
+    lines.extend(article_lines(client, newest, connect, now))
     return lines
 
 
@@ -76,6 +93,21 @@ def _login(client: WeRSSClient) -> WeChatLogin | WeRSSError:
         return exc
 
 
+def _newest(client: WeRSSClient) -> list[dict[str, Any]] | WeRSSError:
+    try:
+        return [r for r in client.newest_articles(SAMPLE) if isinstance(r, dict)]
+    except WeRSSError as exc:
+        return exc
+
+
+def _unproven(line: Line) -> Line:
+    """A task's timing is no ✓ before a run shows WeRSS loaded it: a task saved and never 「应用」'd runs never."""
+    if line.mark is not Mark.OK or line.name != "采集任务":
+        return line
+    return warn(AREA, line.name, line.text + "；还没有看到它在保存后运行过：WeRSS 只在点「应用」后加载它",
+                task_runs.APPLY + "；下一次计划采集之后再运行一次 check")
+
+
 def _qr_waiting(client: WeRSSClient) -> bool:
     try:
         status = client.qr_status()
@@ -92,15 +124,20 @@ def wechat_line(login: WeChatLogin | WeRSSError, client: WeRSSClient, settings: 
     if not login.reported:
         return warn(AREA, name, f"WeRSS 没有报告微信登录状态（{login.note}）", "升级 WeRSS 到 v1.4.9 或更新；"
                     "在此之前，登录过期只能从采集停止看出")
+    if login.scanned is None:
+        return warn(AREA, name, "无法判断：sys/info 不显示 WeRSS 是否持有微信登录（v1.4.9 在 WeRSS 重启后就不显示），"
+                    "也读不到公众号的采集时间", "查看 WeRSS → 扫码授权；若已扫码，让采集任务运行一次（WeRSS → 消息任务 → 执行）")
     if not login.scanned:
         waiting = "；二维码已生成，正等待扫码" if _qr_waiting(client) else ""
-        return fail(AREA, name, f"WeRSS 还没有扫码登录微信（sys/info 的 token 为空）：它采集不到任何文章{waiting}", SCAN)
+        return fail(AREA, name, f"WeRSS 还没有扫码登录微信：没有一个公众号被采集过（WeRSS 只在有微信登录时采集）{waiting}",
+                    SCAN + "；已扫过码的话，让采集任务运行一次（WeRSS → 消息任务 → 执行）再 check")
     if login.expired(now):
         when = f"于 {login.expires_at.astimezone(SHANGHAI):%m-%d %H:%M} " if login.expires_at else ""
         return fail(AREA, name, f"已{when}过期：WeRSS 停止了采集", SCAN + "（微信登录每两三天过期一次）")
     if login.expires_at is None:
-        return warn(AREA, name, "已登录，但 WeRSS 没有给出到期时间：过期前无法提醒",
-                    "在 WeRSS → 扫码授权 重新扫码一次，WeRSS 会记下到期时间")
+        since = (f"（{login.collected_at.astimezone(SHANGHAI):%m-%d %H:%M} 的采集用着它）" if login.collected_at else "")
+        return warn(AREA, name, f"已登录{since}，但 WeRSS 没有给出到期时间：过期前无法提醒",
+                    "在 WeRSS → 扫码授权 重新扫码一次：WeRSS 会给出到期时间（v1.4.9 只到它重启为止）")
     left = (login.expires_at - now).total_seconds()
     text = f"有效至 {login.expires_at.astimezone(SHANGHAI):%m-%d %H:%M}（北京时间，还剩 {span(left)}）"
     if left <= settings.wechat_login_warn_hours * 3600:
@@ -171,13 +208,13 @@ def _timing_line(running: list[Task], settings: Settings, now: datetime) -> Line
     return ok(AREA, "采集任务", f"{named}安排在每个时段之前{when}")
 
 
-def article_lines(client: WeRSSClient, connect: Callable[[], Any] | None, now: datetime) -> list[Line]:
-    """The newest article's age, and of the newest few how many wait for their body (and the radar's own)."""
+def article_lines(client: WeRSSClient, rows: list[dict[str, Any]] | WeRSSError, connect: Callable[[], Any] | None,
+                  now: datetime) -> list[Line]:
+    """The newest article's age, and of the newest few (``rows``) how many wait for their body (and the
+    radar's own)."""
     name = "最新文章"
-    try:
-        rows = [r for r in client.newest_articles(SAMPLE) if isinstance(r, dict)]
-    except WeRSSError as exc:
-        return [warn(AREA, name, f"读取文章列表失败：{reason(exc, 160)}", "查看 WeRSS 自己的日志")]
+    if isinstance(rows, WeRSSError):
+        return [warn(AREA, name, f"读取文章列表失败：{reason(rows, 160)}", "查看 WeRSS 自己的日志")]
     if not rows:
         return [warn(AREA, name, "WeRSS 里还没有任何文章", "扫码授权后让采集任务运行一次（WeRSS → 消息任务 → 执行），"
                      "或等它的 cron")]

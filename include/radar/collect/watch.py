@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from include.radar import store
 from include.radar.collect import coverage
 from include.radar.collect.coverage import SILENT_FACTOR, WECHAT_STATUS, Coverage
+from include.radar.collect.werss import judged
 from include.radar.core import redact
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SlotKey, local_day_bounds, slots_between, to_local
+from include.radar.store.articles import last_collection
 
 if TYPE_CHECKING:
     from include.radar.collect import ingest
@@ -74,6 +76,9 @@ def wechat_login(rt: StepRuntime, slot: dict[str, Any], client: WeRSSClient, *, 
     now = now or datetime.now(UTC)
     try:
         login = client.wechat_login()
+        if login.scanned is None:  # sys/info does not say (v1.4.9 after a restart): WeRSS's collections do
+            with rt.connect() as conn:
+                login = judged(login, last_collection(conn))
     except Exception as exc:  # a watcher: its failure must not fail the ingest it follows
         log.warning("WeRSS's WeChat login could not be read: %s", redact.scrub(str(exc))[:300])
         return
@@ -98,8 +103,8 @@ def wechat_login(rt: StepRuntime, slot: dict[str, Any], client: WeRSSClient, *, 
         log.info("WeRSS does not report its WeChat login: %s", login.note)
         return
     if not login.scanned:
-        rt.alert("wechat_not_scanned", "WeRSS 没有微信登录（sys/info 的 token 为空：从未扫码，或已退出）：它采集不到任何"
-                 "文章，雷达读不到新文章", slot)
+        rt.alert("wechat_not_scanned", "WeRSS 还没有用微信登录采集过（从未扫码，或扫码后还没有任何采集运行）：没有一个"
+                 "公众号被采集过，雷达读不到新文章", slot)
         return
     if expired:
         if state.get("expired_alerted") == lapse:

@@ -3,8 +3,8 @@
 HTTP 406/201/202 with ``{"detail": {...}}``; a form login that locks the account after 5 failures (so a failed
 login is tried once, never looped); AK/SK in ``Authorization: AK-SK <ak>:<sk>``; ``limit`` always sent, never
 ``has_content``. WeRSS's own WeChat login lapses every few days and collection then stops silently (we-mp-rss
-#54, #114, #172, #216): ``GET /api/v1/wx/sys/info``'s ``data.wx`` says whether it holds (``login``) and until
-when (``expiry_time``, WeRSS's local time); older versions omit it ("not reported"); the WeChat token and
+#54, #114, #172, #216): ``GET /api/v1/wx/sys/info``'s ``data.wx`` says whether it holds (``login``) and, where
+the release fills them, its token and until when; older versions omit it ("not reported"); the WeChat token and
 cookie are never kept, logged or shown. Every request has a total deadline and a decoded-size cap (http.py);
 bodies decode leniently and every page's shape is checked before use.
 """
@@ -87,24 +87,34 @@ TokenCache = tuple[Callable[[], "Token | None"], Callable[["Token | None"], None
 @dataclass(frozen=True)
 class WeChatLogin:
     """WeRSS's WeChat login as ``sys/info`` reports it. ``reported`` False: this WeRSS does not say (``note``
-    says why); then the rest means nothing. ``scanned`` False: WeRSS holds no WeChat token (its QR code was
-    never scanned, or the login was dropped), whatever its ``login`` flag says: it starts True on a fresh
-    WeRSS, and a collection without a token stops at once (「请先扫码登录公众号平台」)."""
+    says why); then the rest means nothing. ``scanned``: whether WeRSS holds a WeChat token (True), holds none
+    (False: its QR code was never scanned) or sys/info does not say (None) — v1.4.9 keeps a scan's token in
+    data/wx.lic's ``token_data``, which sys/info does not read: its ``token`` is always empty there, and its
+    ``info`` holds the scan only in the process that saw it. :func:`judged` settles None from WeRSS's
+    collections; ``collected_at`` is then the collection that proved the token."""
 
     reported: bool
     logged_in: bool = False
     expires_at: datetime | None = None
     note: str = ""
-    scanned: bool = True
+    scanned: bool | None = True
+    collected_at: datetime | None = None
 
     def expired(self, now: datetime) -> bool:
         return self.reported and (not self.logged_in or (self.expires_at is not None and self.expires_at <= now))
 
 
+def _is_token(value: Any) -> bool:
+    # WeRSS's config turns an all-digit value into a number: WeChat's tokens are digits
+    return isinstance(value, str) and bool(value.strip()) or isinstance(value, int) and not isinstance(value, bool) \
+        and value != 0
+
+
 def wechat_login(data: Any) -> WeChatLogin:
-    """Read ``data`` of ``sys/info``: whether the ``wx`` block has a ``token`` (never kept), its ``login`` and
-    the expiry (``info.expiry``'s ``expiry_timestamp``, else its or the block's ``expiry_time`` in Shanghai
-    time), nothing else of it."""
+    """Read ``data`` of ``sys/info``: its ``login`` flag, whether a token is shown (the ``wx`` block's, or the
+    scan's in ``info``; never kept) and the expiry (``info.expiry``'s ``expiry_timestamp``, else its or the
+    block's ``expiry_time`` in Shanghai time), nothing else of it. No token shown is no verdict: v1.4.9 shows
+    none after a restart, scanned or not (``scanned`` None)."""
     if not isinstance(data, dict):
         return WeChatLogin(False, note=f"sys/info answered {type(data).__name__}, not an object")
     wx = data.get("wx")
@@ -113,13 +123,25 @@ def wechat_login(data: Any) -> WeChatLogin:
     login = wx.get("login")
     if not isinstance(login, bool):
         return WeChatLogin(False, note="sys/info's wx.login is not true or false")
-    token = wx.get("token")  # WeRSS's config turns an all-digit value into a number: WeChat's tokens are digits
-    if not (isinstance(token, str) and token.strip() or isinstance(token, int) and not isinstance(token, bool) and token):
-        return WeChatLogin(True, False, note="sys/info's wx.token is empty: no QR scan", scanned=False)
-    info = wx.get("info")
-    expiry = info.get("expiry") if isinstance(info, dict) else None
-    expiry = expiry if isinstance(expiry, dict) else {}
+    info = wx.get("info") if isinstance(wx.get("info"), dict) else {}
+    if not (_is_token(wx.get("token")) or _is_token(info.get("token"))):
+        return WeChatLogin(True, login, note="sys/info shows no WeChat token (v1.4.9 shows none once WeRSS "
+                           "restarted since the scan)", scanned=None)
+    expiry = info.get("expiry") if isinstance(info.get("expiry"), dict) else {}
     return WeChatLogin(True, login, _expiry(expiry.get("expiry_timestamp"), expiry.get("expiry_time") or wx.get("expiry_time")))
+
+
+def judged(login: WeChatLogin, collected_at: datetime | None) -> WeChatLogin:
+    """``login`` with ``scanned`` settled where sys/info left it open, from ``collected_at``: WeRSS's latest
+    collection start it knows of (an account's ``sync_time``), None when no account was ever collected. WeRSS
+    starts a collection only with a token (v1.4.9 core/wx/base.py ``Start``: 「请先扫码登录公众号平台」 returns
+    before ``sync_time`` is set), so one proves a scan; none at all, that none has been made."""
+    if not login.reported or login.scanned is not None:
+        return login
+    if collected_at is None:
+        return WeChatLogin(True, False, note="no account was ever collected: WeRSS collects only with a WeChat "
+                           "login", scanned=False)
+    return WeChatLogin(True, login.logged_in, note=login.note, scanned=True, collected_at=collected_at)
 
 
 def _expiry(timestamp: Any, text: Any) -> datetime | None:

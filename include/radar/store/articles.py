@@ -153,6 +153,14 @@ def record_account_sync(conn: psycopg.Connection, account_id: int, synced_at: da
     )
 
 
+def last_collection(conn: psycopg.Connection) -> datetime | None:
+    """The latest moment the radar knows WeRSS to have collected by: an account's last collection as WeRSS's
+    record said, else when the radar took in its newest article (which WeRSS must have collected before)."""
+    row = conn.execute("SELECT GREATEST((SELECT max(werss_synced_at) FROM wechat_account), "
+                       "(SELECT max(created_at) FROM content_item)) AS at").fetchone()
+    return row["at"]
+
+
 def collection_evidence(conn: psycopg.Connection, account_ids: list[int], at: datetime, *,
                         history_days: int = 90, min_articles: int = 4) -> list[Row]:
     """For each account: ``last_article_at`` (its newest article known by ``at``), ``cadence`` (its usual
