@@ -78,9 +78,11 @@ def build_werss(day: date, clock: list[int]) -> FakeWeRSS:
             late_content_html=a.get("late_content_html", ""),
         ))
     # WeRSS collects only through a message task: the demo's covers every account 30 minutes before each slot,
-    # applied (「应用」) and run by WeRSS's scheduler
+    # applied (「应用」) and run by WeRSS's scheduler; saved on 2026-01-01, which a WeRSS newer than v1.4.9 says
+    # (updated_at), so that check can tell its runs from an earlier version's on a first look
+    task = {**collection_task(DEMO_COLLECTION_CRON), "updated_at": "2026-01-01 08:00:00"}
     werss = FakeWeRSS(accounts=load("accounts.json"), articles=articles, username="demo", password="demo-password",
-                      now=lambda: clock[0], message_tasks=[collection_task(DEMO_COLLECTION_CRON)], scheduler_running=True)
+                      now=lambda: clock[0], message_tasks=[task], scheduler_running=True)
     werss.apply()
     return werss
 
