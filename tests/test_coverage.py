@@ -226,6 +226,25 @@ def test_a_werss_without_a_task_collects_nothing_and_never_looks_complete(fakes)
     coverage = _report()["stats"]["coverage"]
     assert (coverage["covered"], coverage["uncollected"]) == (0, ["研究所"])
     assert len(_alerts(fakes, "WeRSS 没有在采集")) == 1  # once a day, not once a slot
+    page = read_page("/", shanghai(2026, 1, 8, 22, 15))
+    assert "WeRSS 公众号状态 · 全部正常" not in page  # the account answers every check, and nothing is collected
+    assert '<span class="badnum">采集覆盖 0/1（0%）</span>' in page
+
+
+def test_the_accounts_headline_is_an_all_clear_only_for_what_was_seen():
+    from include.radar.web.views import AccountsHeadline, AccountView, accounts_headline
+
+    def account(mp_id, checked="01-08 22:00", healthy=True):
+        return AccountView(mp_id, mp_id, "—", checked, 0 if healthy else 2, "", "", healthy)
+
+    seen = [account("a"), account("b")]
+    assert accounts_headline(seen, {}, Coverage(2, 2)).text == "全部正常"
+    assert accounts_headline(seen, {}, Coverage(2, 1)).text == "采集覆盖 1/2（50%）"
+    assert accounts_headline(seen, {}, None).text == "采集情况未知"
+    assert accounts_headline([*seen, account("c", checked="—")], {}, Coverage(3, 3)).text == "1 个尚未检查"
+    assert accounts_headline([*seen, account("c", healthy=False)], {"a": "久未发文"}, Coverage(3, 3)).text == "2 个异常"
+    assert accounts_headline([], {}, Coverage(0, 0)) == AccountsHeadline("暂无记录", False)
+    assert all(accounts_headline(seen, {}, c).alarm for c in (Coverage(2, 0), Coverage(0, 0), None))
 
 
 def test_a_new_account_not_yet_collected_is_named_while_the_others_are_covered(fakes):
@@ -263,3 +282,4 @@ def test_the_overview_after_midnight_shows_the_last_day_slots_ran_not_a_day_of_n
         assert "没有在采集" not in page and "0/1" not in page
     assert "01-08 1/1 个公众号都有采集到的迹象" in read_page("/", shanghai(2026, 1, 9, 0, 5))
     assert "今天 1/1 个公众号都有采集到的迹象" in read_page("/", shanghai(2026, 1, 8, 23, 30))
+    assert "WeRSS 公众号状态 · 全部正常" in read_page("/", shanghai(2026, 1, 8, 23, 30))

@@ -89,6 +89,7 @@ def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
                                  tz=tz, links=links)
     response = get_pages(request).render(
         request, "overview.html", settings=settings, reader=reader, links=links, page=page, health=health_view,
+        accounts_head=views.accounts_headline(page.accounts, health_view.silent, health_view.collection),
         learned_more=learned_more, learned_less=learned_less, top_today=top,
         since=views.local_time(last_seen, tz) if last_seen else None, new_cards=fresh, new_total=new_total,
         new_limit=NEW_LISTED,

@@ -78,10 +78,12 @@ from include.radar.web.views.daily import (
     watchlist,
 )
 from include.radar.web.views.overview import (
+    AccountsHeadline,
     AccountView,
     DayRowView,
     OverviewPage,
     account_views,
+    accounts_headline,
     day_rows,
     overview_page,
 )
@@ -102,6 +104,7 @@ from include.radar.web.views.slots import (
 
 __all__ = [
     "AccountView",
+    "AccountsHeadline",
     "AnalysisCard",
     "AnalysisPage",
     "ChannelPush",
@@ -148,6 +151,7 @@ __all__ = [
     "TYPE_LABELS",
     "TopOpportunity",
     "account_views",
+    "accounts_headline",
     "analysis_cards",
     "analysis_page",
     "daily_page",

@@ -385,6 +385,7 @@ class HealthView:
     issues: list[str]  # one line per thing that needs a look, for the section's headline
     check: CheckView = CheckView(False)
     private_issues: list[str] = field(default_factory=list)  # such lines an Airflow login only sees (the spend)
+    collection: Coverage | None = None  # the accounts' coverage of the day the WeRSS line speaks of
 
     @property
     def services(self) -> list[ServiceView]:
@@ -449,7 +450,7 @@ def health_view(
         issues.append(f"部署检查 {check_v.failures} 项未通过")
     return HealthView(slots=slots, next_slot=next_slot(now, schedule, tz), alerts=alert_list, werss=werss_v,
                       deepseek=deepseek_v, spend=spend, storage=storage_v, silent=silent, issues=issues, check=check_v,
-                      private_issues=private)
+                      private_issues=private, collection=collection)
 
 
 def gather(conn: psycopg.Connection, settings: Settings, *, now: datetime, tz: ZoneInfo, links: Links,

@@ -8,6 +8,7 @@ from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from include.radar.collect.coverage import Coverage
 from include.radar.web.views.common import (
     _REPORT_STATUS,
     _WEEKDAYS,
@@ -153,6 +154,39 @@ def account_views(rows: Iterable[Row], *, now: datetime, tz: ZoneInfo) -> list[A
             )
         )
     return sorted(views, key=lambda a: (a.healthy, a.name))
+
+
+@dataclass(frozen=True)
+class AccountsHeadline:
+    """The accounts section's headline (``alarm``: marked, and the section open)."""
+
+    text: str
+    alarm: bool
+
+
+def accounts_headline(accounts: Sequence[AccountView], silent: Mapping[str, str],
+                      collection: Coverage | None) -> AccountsHeadline:
+    """How the accounts are: the ones failing, backing off or quiet (``silent``, health.py), else what was not seen.
+
+    An all-clear only on evidence: every account checked by a slot, and the day's ``collection`` (coverage.py)
+    covering every account WeRSS listed; 0 % coverage beside 「全部正常」 would tell the reader nothing is wrong
+    while nothing is collected.
+    """
+    troubled = [a for a in accounts if not a.healthy or a.mp_id in silent]
+    if troubled:
+        return AccountsHeadline(f"{len(troubled)} 个异常", True)
+    if not accounts:
+        return AccountsHeadline("暂无记录", False)
+    unchecked = sum(1 for a in accounts if a.last_checked == "—")
+    if unchecked:
+        return AccountsHeadline(f"{unchecked} 个尚未检查", True)
+    if collection is None:
+        return AccountsHeadline("采集情况未知", True)
+    if not collection.active:
+        return AccountsHeadline("WeRSS 没有列出任何公众号", True)
+    if collection.covered < collection.active:
+        return AccountsHeadline(f"采集覆盖 {collection.covered}/{collection.active}（{collection.share}%）", True)
+    return AccountsHeadline("全部正常", False)
 
 
 def _when_what(at: datetime | None, what: Any, tz: ZoneInfo) -> str:
