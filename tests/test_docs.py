@@ -198,3 +198,11 @@ def test_check_md_lists_every_line_check_can_print_and_no_other() -> None:
 
     assert sorted(n for n in names if not any(pattern(n).match(d) or pattern(d).match(n) for d in documented)) == []
     assert sorted(d for d in documented if not any(pattern(n).match(d) or pattern(d).match(n) for n in names)) == []
+
+
+def test_an_nginx_proxy_passes_the_host_with_its_port() -> None:
+    """``$host`` drops the port: behind ``listen 8443`` Airflow's login redirects to port 443 and never returns."""
+    files = [*PAGES, *(p for p in (REPO / "deploy").rglob("*") if p.is_file() and "nginx" in p.name)]
+    headers = [line.split()[2] for f in files for line in _text(f).splitlines()
+               if line.strip().startswith("proxy_set_header Host ")]
+    assert headers and set(headers) == {"$http_host;"}
