@@ -284,3 +284,30 @@ def test_cli_exec_runs_a_command_with_the_env_files_variables(tmp_path: Path) ->
                               "check"], cwd=REPO, capture_output=True, text=True, timeout=120,
                              env=_clean_env(PYTHONPATH=str(REPO)))
     assert missing.returncode == 2 and "error: --env-file:" in missing.stderr
+
+
+def test_the_installed_package_and_an_astro_projects_own_include_are_both_importable(tmp_path: Path) -> None:
+    """The wheel ships include/ as a namespace package (no __init__.py): an Astro project, whose root is on the
+    path with its own include/ of helpers, imports its helpers and the radar side by side, whichever comes
+    first on the path (a regular ``include`` package would hide the one or the other)."""
+    import zipfile
+
+    done = subprocess.run([str(REPO / ".venv" / "bin" / "uv"), "build", "--wheel", "--out-dir", str(tmp_path / "dist"),
+                           str(REPO)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [wheel] = (tmp_path / "dist").glob("opportunity_radar-*.whl")
+    site = tmp_path / "site-packages"
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        archive.extractall(site)
+    assert "include/__init__.py" not in names and "include/radar/__init__.py" in names
+    assert not [n for n in names if n.startswith("include/radar_demo")]  # the demo is not the library
+    project = tmp_path / "astro"
+    (project / "include").mkdir(parents=True)
+    (project / "include" / "helpers.py").write_text("ANSWER = 42\n", encoding="utf-8")
+    code = ("import include.helpers, include.radar.core.slots as slots; "
+            f"print(include.helpers.ANSWER, slots.__file__.startswith({str(site)!r}))")
+    for path in (f"{project}:{site}", f"{site}:{project}"):
+        ran = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                             env=_clean_env(PYTHONPATH=path))
+        assert (ran.returncode, ran.stdout.strip()) == (0, "42 True"), ran.stderr[-2000:]
