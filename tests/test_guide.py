@@ -1,0 +1,265 @@
+"""The guide as a test: every shell block of docs/deployment.md and docs/check.md that a reader types runs here,
+verbatim and in order, on this machine's one-host shape (二、一台主机，不用 Docker, then 七).
+
+The shape: a second OS user ``radar``; the system PostgreSQL on its socket (/var/run/postgresql, the ``postgres``
+OS user) and on 127.0.0.1:5432; /opt/radar a clone of this checkout's HEAD with its venv; tasks.env and pages.env
+as the guide writes them; WeRSS, DeepSeek and the push channel as local stand-ins (the sandbox reaches only
+package registries). A block the test cannot run here is marked in the Markdown with its reason
+(``<!-- guide-test: skip — … -->``); the test prints what it ran and what it skipped.
+
+The only substitutions in the blocks: the placeholder ``<本仓库的地址>`` (this checkout) and the docs' example
+passwords (雷达密码, 页面密码, 元数据密码: fresh random ones). What the guide asks the reader to do by hand, the test
+does and says so: it fills the env files' ``<…>``, points the DeepSeek and push connections at the stand-ins
+(WeRSS's stand-in listens where tasks.env.example says, 127.0.0.1:8001) and adds the recorded market data; it
+writes airflow.cfg.radar's keys into airflow.cfg; it installs the lock into /opt/radar/venv with uv first, so
+that the guide's own ``pip install … -c requirements.lock`` finds everything satisfied.
+
+It runs as root where the system PostgreSQL's socket is (CI: .ci/run installs sudo), otherwise it skips and says
+why. Safe to run twice: it removes what a previous run made (the radar user, /opt/radar, /var/lib/radar,
+/etc/opportunity-radar, the units it copied, the roles and databases radar, radar_pages and airflow) first,
+and refuses to touch an /opt/radar it did not make.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import pwd
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.guide import shell_blocks, skip_marks
+
+REPO = Path(__file__).resolve().parents[1]
+GUIDE = [REPO / "docs" / "deployment.md", REPO / "docs" / "check.md"]
+SOCKET = Path("/var/run/postgresql/.s.PGSQL.5432")
+OPT, HOME, ETC = Path("/opt/radar"), Path("/var/lib/radar"), Path("/etc/opportunity-radar")
+MARK = OPT / ".made-by-test-guide"
+UNIT_COPIES = Path("/etc/systemd/system")
+WERSS_PORT = 8001  # tasks.env.example's WeRSS address
+AK, SK, DEEPSEEK_KEY = "WKguidetest", secrets.token_urlsafe(16), "sk-guidetest"
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+ONE_HOST_CHECK = ("sudo -u radar /opt/radar/venv/bin/python -m include.radar.cli --env-file /etc/opportunity-radar/airflow.env"
+                  " --env-file /etc/opportunity-radar/tasks.env --env-file /etc/opportunity-radar/pages.env check")
+
+
+def _all_blocks():
+    return [b for path in GUIDE for b in shell_blocks(path)]
+
+
+# ------------------------------------------------------------------------------------- the marks, always
+
+
+def test_every_shell_block_is_run_or_says_why_not() -> None:
+    blocks = _all_blocks()
+    skipped = [b for b in blocks if b.skip]
+    for b in skipped:
+        assert len(b.skip) > 8, f"{b.where()}: a skip mark needs its reason"
+    marks = sum(len(skip_marks(path)) for path in GUIDE)
+    assert marks == len(skipped), "a guide-test mark that precedes no ```bash block"
+    ran = [b for b in blocks if not b.skip]
+    assert ran and all(b.path.name == "deployment.md" for b in ran)
+    print(f"\nthe guide: {len(blocks)} shell blocks, {len(ran)} run by test_the_one_host_guide_runs_as_written, "
+          f"{len(skipped)} marked skip:")
+    for b in skipped:
+        print(f"  skip {b.where()}: {b.skip}")
+
+
+def test_the_one_host_check_command_is_the_same_in_the_guide_and_in_check_md() -> None:
+    deployment = (REPO / "docs" / "deployment.md").read_text(encoding="utf-8")
+    typed = [" ".join(b.text.replace("\\\n", " ").splitlines()[0].split()) for b in _all_blocks()
+             if "pages.env check" in b.text]
+    assert len(typed) == 2 and all(t == ONE_HOST_CHECK for t in typed), typed
+    assert f"`{ONE_HOST_CHECK}`" in (REPO / "docs" / "check.md").read_text(encoding="utf-8")
+    assert ". /etc/opportunity-radar/" not in deployment  # sh's reading strips the JSON's quotes
+
+
+# ------------------------------------------------------------------------------------ the guide, for real
+
+
+def _why_not_here() -> str | None:
+    if os.environ.get("RADAR_SKIP_GUIDE"):
+        return "RADAR_SKIP_GUIDE is set"
+    if os.geteuid() != 0:
+        return "needs root (it makes the OS user radar and writes /opt/radar, /etc/opportunity-radar)"
+    if not SOCKET.exists():
+        return f"no system PostgreSQL on its socket ({SOCKET})"
+    for tool in ("sudo", "python3.11", "git", "psql"):
+        if shutil.which(tool, path=PATH) is None:
+            return f"{tool} is not installed (.ci/run installs sudo)"
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        return "no OS user postgres"
+    if OPT.exists() and not MARK.exists():
+        return f"{OPT} exists and was not made by this test: a real deployment is not touched"
+    return None
+
+
+def _sh(command: str, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300,
+                          env={"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8"}, **kw)
+
+
+def _reset() -> None:
+    """What a previous run made, gone (a real /opt/radar was refused before)."""
+    _sh("id radar >/dev/null 2>&1 && userdel -r radar >/dev/null 2>&1; true")
+    for path in (OPT, HOME, ETC):
+        shutil.rmtree(path, ignore_errors=True)
+    for unit in [*UNIT_COPIES.glob("radar-*.service"), UNIT_COPIES / "opportunity-radar.target"]:
+        unit.unlink(missing_ok=True)
+    sql = ("DROP DATABASE IF EXISTS radar WITH (FORCE); DROP DATABASE IF EXISTS airflow WITH (FORCE); "
+           "DROP ROLE IF EXISTS radar; DROP ROLE IF EXISTS radar_pages; DROP ROLE IF EXISTS airflow")
+    statements = " ".join(f"-c '{statement};'" for statement in sql.split("; ") if statement.strip(" ;"))
+    done = _sh(f"cd / && sudo -u postgres psql -q -h /var/run/postgresql -d postgres -v ON_ERROR_STOP=1 {statements}")
+    assert done.returncode == 0, done.stderr
+
+
+# served from /opt/radar's own code, the commit under test, whatever the working tree holds
+STANDINS = f"""
+import json, threading, time
+from include.radar_demo import run as demo
+from include.radar_demo.fakes import PushSink, serve
+werss = demo.build_werss(demo.demo_day(), [0])
+werss.now = lambda: int(time.time())
+werss.access_key, werss.secret_key = {AK!r}, {SK!r}
+deepseek = demo.build_deepseek()
+deepseek.api_key = {DEEPSEEK_KEY!r}
+print(json.dumps({{"werss": serve(werss.handle, {WERSS_PORT}), "deepseek": "http://" + serve(deepseek.handle),
+                  "push": "json://" + serve(PushSink().handle)}}), flush=True)
+threading.Event().wait()
+"""
+
+
+def _standins() -> tuple[subprocess.Popen[str], dict[str, str]]:
+    proc = subprocess.Popen([str(OPT / "venv" / "bin" / "python"), "-c", STANDINS], cwd=OPT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={"PATH": PATH, "PYTHONPATH": str(OPT)})
+    found = json.loads(proc.stdout.readline() or "{}")
+    assert found.get("werss", "").endswith(f":{WERSS_PORT}"), f"port {WERSS_PORT} is taken: the guide's WeRSS address"
+    return proc, found
+
+
+def _fill_env_files(passwords: dict[str, str], standins: dict[str, str]) -> None:
+    """What 二.5 asks the reader to do by hand: the `<…>` of each example filled in; DeepSeek and the push
+    channel at their stand-ins; the recorded market data (no akshare here)."""
+    link = secrets.token_urlsafe(32)
+    fill = {"<RADAR_DB_PASSWORD>": passwords["雷达密码"], "<RADAR_PAGES_DB_PASSWORD>": passwords["页面密码"],
+            "<AK>": AK, "<SK>": SK, "<sk-…>": DEEPSEEK_KEY, "<the same as in tasks.env>": link,
+            "<python3 -c 'import secrets; print(secrets.token_urlsafe(32))'>": link,
+            "https://api.deepseek.com": standins["deepseek"]}
+    for name in ("tasks", "pages"):
+        path = ETC / f"{name}.env"
+        text = path.read_text(encoding="utf-8")
+        for placeholder, value in fill.items():
+            text = text.replace(placeholder, value)
+        text = text.replace('"<apprise URL>"]}}\nAIRFLOW_CONN_RADAR_OPS', f'"{standins["push"]}/push"]}}}}\nAIRFLOW_CONN_RADAR_OPS')
+        text = text.replace('"<apprise URL>"', f'"{standins["push"]}/ops"')
+        if name == "tasks":
+            market = OPT / "include" / "radar_demo" / "data" / "market"
+            text += f"AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE=recorded\nAIRFLOW_VAR_RADAR_MARKET_DATA_RECORDED_DIR={market}\n"
+        assert not re.search(r"<[^>\n]+>", text), text
+        path.write_text(text, encoding="utf-8")
+
+
+def _write_airflow_cfg(passwords: dict[str, str]) -> None:
+    """二.4: airflow.cfg.radar's keys into the airflow.cfg Airflow just wrote."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    from airflow_cfg import set_values
+
+    radar = configparser.ConfigParser(interpolation=None)
+    radar.read(OPT / "deploy" / "systemd" / "airflow.cfg.radar", encoding="utf-8")
+    values = {(section, key): value.replace("<AIRFLOW_DB_PASSWORD>", passwords["元数据密码"])
+              for section in radar.sections() for key, value in radar[section].items()}
+    cfg = HOME / "airflow" / "airflow.cfg"
+    cfg.write_text(set_values(cfg.read_text(encoding="utf-8"), values), encoding="utf-8")
+
+
+def _install_the_lock() -> None:
+    """The guide's pip lines then run verbatim and find everything there (from scratch they take ~16 min)."""
+    done = subprocess.run([str(REPO / ".venv" / "bin" / "uv"), "pip", "install", "-q", "--python",
+                           str(OPT / "venv" / "bin" / "python"), "-r", str(OPT / "requirements.lock")],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _typed(text: str, passwords: dict[str, str]) -> str:
+    text = text.replace("<本仓库的地址>", str(REPO))
+    for example, value in passwords.items():
+        text = text.replace(example, value)
+    return text
+
+
+def _outcome(block, done: subprocess.CompletedProcess[str], seconds: float) -> str:
+    out = (done.stdout + done.stderr).strip()
+    shown = "\n".join("      " + line for line in out.splitlines()[-40:])
+    return f"  ran {block.where()} in {seconds:.0f} s, exit {done.returncode}\n{shown}"
+
+
+def _assert_check(block, out: str) -> None:
+    assert "JSONDecodeError" not in out and "请报告这个问题" not in out, out
+    assert "✓ 雷达数据库 · 页面登录" in out, out
+    assert not re.search(r"^✗ ", out, re.M) and "，0 ✗：" in out, f"{block.where()}: a ✗ line\n{out}"
+
+
+def test_the_one_host_guide_runs_as_written(tmp_path: Path) -> None:
+    why = _why_not_here()
+    if why:
+        pytest.skip(f"the one-host guide is not run here: {why}")
+    started = time.monotonic()
+    passwords = {name: secrets.token_urlsafe(24) for name in ("雷达密码", "页面密码", "元数据密码")}
+    shell_home = tmp_path / "root-home"  # the reader's own shell: a directory radar cannot read
+    shell_home.mkdir(mode=0o700)
+    _reset()
+    standins: dict[str, str] = {}
+    running: list[subprocess.Popen[str]] = []
+
+    def start_standins() -> None:
+        proc, found = _standins()
+        running.append(proc)
+        standins.update(found)
+
+    blocks = _all_blocks()
+    after = [("-m venv /opt/radar/venv", lambda: (MARK.touch(), _install_the_lock(), start_standins())),
+             ("airflow config list", lambda: _write_airflow_cfg(passwords)),
+             ("$f.env.example", lambda: _fill_env_files(passwords, standins))]
+    try:
+        _walk(blocks, after, passwords, shell_home)
+    finally:
+        for proc in running:
+            proc.kill()
+            proc.wait()
+    skipped = [b for b in blocks if b.skip]
+    print(f"\nthe one-host guide: {len(blocks) - len(skipped)} blocks run as written, {len(skipped)} skipped "
+          f"(marked in the Markdown), {time.monotonic() - started:.0f} s")
+
+
+def _walk(blocks, after, passwords: dict[str, str], shell_home: Path) -> None:
+    for block in blocks:
+        if block.skip:
+            continue
+        began = time.monotonic()
+        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", _typed(block.text, passwords)], cwd=shell_home,
+                              capture_output=True, text=True, timeout=1200,
+                              env={"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb"})
+        print(_outcome(block, done, time.monotonic() - began), flush=True)
+        out = done.stdout + done.stderr
+        assert done.returncode == 0, f"{block.where()} failed as written:\n{block.text}\n{out[-4000:]}"
+        if "include.radar.cli provision" in block.text:
+            for login in ("role radar: created", "role radar_pages: created", "role airflow: created",
+                          "database radar (owner radar): created", "database airflow (owner airflow): created"):
+                assert login in out, out
+        if block.text.rstrip().endswith(" check") or "pages.env check" in block.text:
+            _assert_check(block, out)
+        for anchor, step in after:
+            if anchor in block.text:
+                step()
+    missing = [anchor for anchor, _ in after if not any(anchor in b.text for b in blocks if not b.skip)]
+    assert missing == [], f"the guide no longer has a block with {missing}: the test's manual steps hang on them"
