@@ -503,6 +503,41 @@ def test_llm_call_makes_exactly_one_paid_call(good) -> None:
     assert len(good.deepseek.requests) == 1
 
 
+@pytest.mark.parametrize("content_type", ["text/html", "application/json"])
+def test_a_deepseek_host_answering_a_web_page_is_a_line_naming_what_it_answered(good, monkeypatch, content_type) -> None:
+    """A host that is not the API (a web page, a proxy's login page): a ✗ that quotes the answer, not the check's
+    own crash (「请报告这个问题」)."""
+    import http.server
+    import threading
+
+    body = b"<html><body>Welcome to nginx!</body></html>"
+
+    class WebPage(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), WebPage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AIRFLOW_CONN_DEEPSEEK_DEFAULT", json.dumps({
+        "conn_type": "http", "host": f"http://127.0.0.1:{server.server_port}", "password": "sk-test-0000"}))
+    try:
+        code, lines = check(llm_call=True)
+    finally:
+        server.shutdown()
+    assert code == 1
+    found = line(lines, "✗ DeepSeek · 可达")
+    assert f"answered GET /models with no model list: HTTP 200 {content_type}: " \
+           "'<html><body>Welcome to nginx!</body></html>' → 该地址有回答，但不是 DeepSeek 的 API" in found
+    assert line(lines, "! DeepSeek · 付费调用") and not [x for x in lines if "请报告这个问题" in x]
+
+
 # -------------------------------------------------------------------------------------------- push
 
 

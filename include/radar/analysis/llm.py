@@ -161,6 +161,17 @@ class LLMUnreachable(LLMError):
     """No HTTP answer at all (refused, unknown host, timed out, TLS): the key was never looked at."""
 
 
+class LLMNotTheApi(LLMError):
+    """An HTTP answer that is not the API's (a web page, a proxy's login page, another service): the host is wrong."""
+
+
+def _answered(response: Any, limit: int = 80) -> str:
+    """What a host answered, in one line: ``HTTP 200 text/html: '<html>…'``."""
+    body = " ".join(str(getattr(response, "text", "") or "").split())
+    kind = response.headers.get("content-type", "no content type") if hasattr(response, "headers") else "?"
+    return f"HTTP {getattr(response, 'status_code', '?')} {kind}: {body[:limit]!r}" + ("…" if len(body) > limit else "")
+
+
 def _cause(exc: BaseException) -> str:
     """What lies under the SDK's "Connection error.": the innermost error that says something."""
     seen: list[BaseException] = [exc]
@@ -248,15 +259,21 @@ class LLMClient:
         return body
 
     def models(self, timeout: float) -> list[str]:
-        """The ids of the models this key may call (``GET /models``: free); raises LLMConfigError or LLMError."""
+        """The ids of the models this key may call (``GET /models``: free); raises LLMConfigError or LLMError
+        (LLMUnreachable: no answer; LLMNotTheApi: an answer that is no model list, a web page say)."""
         try:
             with http.limits(timeout, MAX_ANSWER_BYTES):
-                page = self._client.models.list(timeout=timeout)
+                raw = self._client.models.with_raw_response.list(timeout=timeout)
         except _sdk().APIStatusError as exc:
             raise (e if isinstance(e := self._classify(exc), LLMError) else LLMError(str(e))) from None
         except _sdk().APIError as exc:
             raise LLMUnreachable(f"{self.name} unreachable at {self._client.base_url}: {_cause(exc)}") from None
-        return [str(m.id) for m in getattr(page, "data", None) or [] if getattr(m, "id", None)]
+        try:  # the SDK reads a page that is not JSON as a string, and stumbles on it (AttributeError, ValueError)
+            page = raw.parse()
+            return [str(m.id) for m in getattr(page, "data", None) or [] if getattr(m, "id", None)]
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise LLMNotTheApi(f"{self.name} at {self._client.base_url} answered GET /models with no model list: "
+                               f"{_answered(raw.http_response)}") from exc
 
     def complete_json(
         self, system: str, user: str, schema: type[M], *, deadline: float | None = None,
@@ -420,6 +437,8 @@ class LLMClient:
             raise _Retryable(f"connection failed: {detail}") from None
         except openai.APIError as exc:  # an answer the SDK could not read
             raise _Retryable(f"unreadable answer: {exc.__class__.__name__}") from None
+        except json.JSONDecodeError as exc:  # a body sent as JSON that is none
+            raise _Retryable(f"unreadable answer: not JSON ({exc.__class__.__name__})") from None
 
 
 @dataclass

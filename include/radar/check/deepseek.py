@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from include.radar import store
-from include.radar.analysis.llm import LLMError, LLMUnreachable
+from include.radar.analysis.llm import LLMError, LLMNotTheApi, LLMUnreachable
 from include.radar.check import Line, Options, fail, ok, reason, warn
 from include.radar.core.settings import Settings, SettingsError
 from include.radar.core.slots import SHANGHAI
@@ -33,6 +33,9 @@ def deepseek_lines(settings: Settings, options: Options, connect: Callable[[], A
     except LLMUnreachable as exc:
         return [fail(DEEPSEEK, "可达", reason(exc), f"检查本机到该地址的网络（代理、防火墙、DNS），或改正 {conn_id} "
                      "连接的 host（默认 https://api.deepseek.com）"), *not_made]
+    except LLMNotTheApi as exc:
+        return [fail(DEEPSEEK, "可达", reason(exc), f"该地址有回答，但不是 DeepSeek 的 API：改正 {conn_id} 连接的 host"
+                     "（默认 https://api.deepseek.com；自建的兼容服务写到它的 API 根，常以 /v1 结尾）"), *not_made]
     except (connections.ConfigurationError, SettingsError) as exc:
         return [fail(DEEPSEEK, "连接配置", reason(exc), f"设置 {conn_id} 连接：host https://api.deepseek.com，password "
                      "是 API key"), *not_made]
