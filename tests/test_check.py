@@ -73,6 +73,23 @@ def line(lines: list[str], start: str) -> str:
     return found[0]
 
 
+def test_a_radar_database_not_made_yet_says_to_run_provision(database_url) -> None:
+    """The server answers, the database is not on it: the fix is ``provision`` (which makes it and its logins)."""
+    from psycopg.conninfo import make_conninfo
+
+    from include.radar.core import db
+
+    missing = make_conninfo(database_url, dbname="radar_never_made")
+    [found], usable = platform.database_lines(missing, load_settings(use_airflow=False), Options(timeout=3))
+    assert not usable and found.mark == Mark.FAIL and found.name == "可连接"
+    assert 'database "radar_never_made" does not exist' in found.text
+    assert "python -m include.radar.cli provision" in found.fix
+    with pytest.raises(db.DatabaseMissing, match=r"does not exist: create the radar's database and logins with "
+                       r"`python -m include.radar.cli provision`"):
+        with db.connect(missing):
+            pass
+
+
 def test_a_working_deployment_is_all_ticks_and_exits_0(good) -> None:
     code, lines = check()
     assert code == 0

@@ -20,6 +20,9 @@ from include.radar.operations import roles
 DB = "雷达数据库"
 AIRFLOW = "Airflow"
 MIGRATE = "python -m include.radar.cli migrate（docker compose 的 airflow-init 每次启动都会运行）"
+PROVISION = ("数据库（或它的登录）还没有建：以 PostgreSQL 超级用户运行 python -m include.radar.cli provision"
+             "（RADAR_ADMIN_DATABASE_URL 是超级用户的 URL；docker compose 的 airflow-init 会做），再 migrate；"
+             "或改正 RADAR_DATABASE_URL / radar_db 连接")
 
 
 def database_lines(url: str, settings: Settings, options: Options) -> tuple[list[Line], bool]:
@@ -30,6 +33,8 @@ def database_lines(url: str, settings: Settings, options: Options) -> tuple[list
             version = conn.execute("SHOW server_version").fetchone()["server_version"]
             lines = [ok(DB, "可连接", f"PostgreSQL {version.split()[0]}，{db.redact(url)}"), _schema(conn)]
             usable = conn.execute("SELECT to_regclass('service_state') IS NOT NULL AS e").fetchone()["e"]
+    except db.DatabaseMissing as exc:
+        return [fail(DB, "可连接", reason(exc.reason), PROVISION)], False
     except (db.DatabaseUnavailable, psycopg.Error) as exc:
         return [fail(DB, "可连接", reason(exc), "启动 PostgreSQL，或改正 RADAR_DATABASE_URL / radar_db 连接")], False
     lines.append(pages_line(deployment("RADAR_PAGES_DATABASE_URL"), url, settings, options))

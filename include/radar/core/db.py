@@ -41,6 +41,26 @@ class DatabaseUnavailable(RuntimeError):
     """The radar database cannot be reached; the message says which URL (without its password)."""
 
 
+PROVISION_HINT = ("create the radar's database and logins with `python -m include.radar.cli provision` as the "
+                  "PostgreSQL superuser (RADAR_ADMIN_DATABASE_URL), or correct RADAR_DATABASE_URL")
+_MISSING = re.compile(r'(?:database|role) "[^"]*" does not exist')
+
+
+class DatabaseMissing(DatabaseUnavailable):
+    """The server answered, and the radar's database (or its login) is not on it: ``provision`` makes both.
+    ``reason`` is what the server said, the message adds what to do."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{reason}: {PROVISION_HINT}")
+        self.reason = reason
+
+
+def unavailable(reason: str) -> DatabaseUnavailable:
+    """The error for a connection that failed with ``reason``: DatabaseMissing when the server says the database
+    or the login does not exist."""
+    return DatabaseMissing(reason) if _MISSING.search(reason) else DatabaseUnavailable(reason)
+
+
 def redact(url: str) -> str:
     """The URL or conninfo string without its password, for messages and logs."""
     url = re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
@@ -202,7 +222,7 @@ def _borrow(target: str, shared: ConnectionPool) -> psycopg.Connection:
         except (PoolTimeout, PoolClosed):
             failed = _Recording.failures.get(target)
             if failed is not None and failed[0] >= asked:
-                raise DatabaseUnavailable(f"cannot reach the radar database at {redact(target)}: {failed[1]}") from None
+                raise unavailable(f"cannot reach the radar database at {redact(target)}: {failed[1]}") from None
             if time.monotonic() >= deadline or shared.closed:
                 raise DatabaseUnavailable(f"no connection to the radar database at {redact(target)} within "
                                           f"{CONNECT_TIMEOUT_S} s{_in_use(shared)}") from None
