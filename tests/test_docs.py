@@ -121,9 +121,13 @@ def test_the_migrations_the_docs_name_exist() -> None:
 
 
 def test_a_transcript_s_count_of_migrations_is_today_s() -> None:
-    files = list((REPO / "include" / "radar" / "store" / "migrations").glob("*.sql"))
+    files = sorted(p.name for p in (REPO / "include" / "radar" / "store" / "migrations").glob("*.sql"))
     counts = {int(n) for page in PAGES for n in re.findall(r"已迁移：(\d+) 个迁移全部应用", _text(page))}
     assert counts == {len(files)}  # docs/check.md's transcript says it
+    # make existing-airflow's, in docs/deployment.md: how many, the first and the last
+    walked = {(int(n), first, last) for page in PAGES
+              for n, first, last in re.findall(r"radar schema: (\d+) migrations applied \((\S+) … (\S+)\)", _text(page))}
+    assert walked == {(len(files), files[0], files[-1])}
 
 
 def test_the_readmes_actions_are_the_trigger_forms() -> None:
