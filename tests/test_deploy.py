@@ -60,6 +60,11 @@ ENV_ALLOWLIST = {
     # Airflow's metadata login, which docker-compose.yaml builds from AIRFLOW_DB_USER/PASSWORD (roles.py
     # provisions it); read by `python -m include.radar.cli provision`
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
+    # libpq's own defaults, which `provision` reads as libpq does for an admin URL without a user, database
+    # or host (operations/roles.py): the guide's socket URL typed as `sudo -u postgres`
+    "PGHOST",
+    "PGDATABASE",
+    "PGUSER",
 }
 # The radar database is given either as the connection radar_db or as RADAR_DATABASE_URL (db.py reads
 # RADAR_DATABASE_URL first); .env.example documents the connection in a comment and sets the URL.

@@ -234,6 +234,38 @@ def test_a_later_article_about_an_event_already_pushed_is_listed_not_pushed_agai
     assert {r["event_id"] for r in rows.values()} == {rows["宁德时代公告：拟回购股份"]["id"]}
 
 
+REWRITES = {  # the 14:00 news retold days later by other accounts in other words: only the company and figures alike
+    "MP_WXS_6": ("电池产业链周报", "电池一哥掏钱护盘，信号意味深长",
+                 "<p>昨夜，动力电池一哥宁德时代（300750）放出重磅消息：百亿级别的真金白银砸向二级市场，买自家的票，"
+                 "最高出价 320 元。分析人士称这是给市场吃定心丸，80 亿元的下限也不低。</p>"),
+    "MP_WXS_7": ("深度研究所", "宁王出手",
+                 "<p>最多 100 亿元，320 元封顶：宁王要用真金白银托底了，员工也能分一杯羹。</p>"),
+}
+
+
+def test_a_rewrite_that_arrives_days_after_the_push_is_not_news_again(fakes):
+    """The news pushed at 14:00 is retold the next morning and the day after by other accounts, in other
+    words, with the same company and figures and a score as high or higher: no slot pushes it again."""
+    fakes.werss.accounts = []
+    fakes.deepseek.responder = _respond
+    ANSWERS.update({"电池一哥掏钱护盘，信号意味深长": (85, "百亿级别的真金白银砸向二级市场"),
+                    "宁王出手": (80, "最多 100 亿元，320 元封顶")})
+    SOURCES.update(REWRITES)
+    _publish(fakes, "MP_WXS_1", at=shanghai(2026, 1, 8, 13))
+    fakes.at(shanghai(2026, 1, 8, 14))
+    assert run_slot(shanghai(2026, 1, 8, 14))["branch"] == "push_opportunity" and len(fakes.sink.received) == 1
+    for mp, published, slot in (("MP_WXS_6", shanghai(2026, 1, 9, 6), shanghai(2026, 1, 9, 7)),
+                                ("MP_WXS_7", shanghai(2026, 1, 10, 11), shanghai(2026, 1, 10, 12))):
+        _publish(fakes, mp, at=published)
+        fakes.at(slot)
+        later = run_slot(slot)
+        assert later["branch"] == "skip_push", (mp, later["summary"])
+        assert later["summary"]["already_reported"] == 1
+    assert [m["title"] for m in fakes.sink.received if "机会提醒" in m["title"]] == ["【机会提醒】14:00 发现 1 条（最高分 80）"]
+    rows = _analyses()
+    assert {rows[t]["event_id"] for t in ("电池一哥掏钱护盘，信号意味深长", "宁王出手")} == {rows["宁德时代公告：拟回购股份"]["id"]}
+
+
 def test_grouping_runs_once_per_analysis_and_a_rerun_changes_nothing(fakes):
     fakes.werss.accounts = []
     fakes.deepseek.responder = _respond

@@ -82,6 +82,8 @@ class Settings(BaseModel):
     window_days: float = Field(3, gt=0, le=30)
     schedule_slots: tuple[str, ...] = ("07:00", "12:00", "14:00", "18:00", "22:00")
     push_score_threshold: int = Field(60, ge=0, le=100)
+    # how long an event can still be news: an article joins an event whose first article is at most this old
+    event_window_hours: int = Field(72, ge=24, le=168)
     max_articles_per_slot: int = Field(50, ge=1, le=1000)
     deepseek_max_retries: int = Field(3, ge=0, le=10)
     deepseek_content_truncate_chars: int = Field(16000, ge=500, le=200000)

@@ -1,11 +1,13 @@
 """One entry per real-world event: analyses of one announcement, company action or data release written up by
-different accounts within 72 hours are grouped, so the reader gets one entry and one push.
+different accounts within the window over which an event can still be news (``event_window_hours``, 72 h by
+default) are grouped, so the reader gets one entry and one push, whenever a rewrite arrives in it.
 
 No LLM call: the title (twice) and the text's opening, without an account's repeated paragraphs, normalised and
 cut into character 2- and 3-grams weighted by TF-IDF. Two articles of different accounts within ``WINDOW`` (of
 each other and of their event's first article) are one event when their cosine reaches ``SAME``, or a lower
-bar with figures (``80亿``) or entities in common (``FIGURES_SIM``, ``FIGURE_ENTITY_SIM``, ``RELATED``); never
-when both name tickers and share none. The thresholds are ``make bench-grouping``'s, on tests/data. Stable:
+bar with figures (``80亿``) or entities in common (``FIGURES_SIM``, ``FIGURE_ENTITY_SIM``, ``RELATED``, and
+``ENTITY_FIGURES_SIM`` for an entity and two figures that are not tickers: a rewrite in other words keeps the
+company and its figures, not the wording); never when both name tickers and share none. The thresholds are ``make bench-grouping``'s, on tests/data. Stable:
 grouped articles keep their event, the others join their best match in (published_at, id) order or start one,
 named for good by its first analysis; a repost joins the event of the analysis it reuses.
 """
@@ -24,7 +26,8 @@ SAME = 0.40  # cosine at or above which two articles are one event
 FIGURES_SIM = 0.10  # ... or at or above which two shared figures make them one
 FIGURE_ENTITY_SIM = 0.08  # ... or one shared figure and one shared entity
 RELATED = 0.25  # ... or one shared entity alone
-WINDOW = timedelta(hours=72)
+ENTITY_FIGURES_SIM = 0.02  # ... or one shared entity and two shared figures that are not tickers
+WINDOW = timedelta(hours=72)  # event_window_hours' default
 TEXT_CHARS = 1200
 MIN_BOILERPLATE = 8  # a paragraph this long repeated by one account is its boilerplate
 
@@ -191,22 +194,27 @@ class Rule:
     use_figures: bool = True
     use_entities: bool = True
     ticker_conflict: bool = True  # both name tickers, none in common: never one event
+    entity_figures_sim: float | None = ENTITY_FIGURES_SIM  # None: no pair holds on an entity and figures alone
 
     @property
     def floor(self) -> float:
         """No pair below this similarity can hold."""
+        both = self.use_figures and self.use_entities and self.entity_figures_sim is not None
         return min([self.same, *([self.figures_sim, self.figure_entity_sim] if self.use_figures else []),
-                    *([self.related] if self.use_entities else [])])
+                    *([self.related] if self.use_entities else []), *([self.entity_figures_sim] if both else [])])
 
-    def holds(self, similarity: float, entities: int, figures: int) -> bool:
+    def holds(self, similarity: float, entities: int, figures: int, plain: int = 0) -> bool:
+        """``plain``: the shared figures that are not tickers (a ticker is an entity too)."""
         entities = entities if self.use_entities else 0
-        figures = figures if self.use_figures else 0
+        figures, plain = (figures, plain) if self.use_figures else (0, 0)
         return (similarity >= self.same or (figures >= 2 and similarity >= self.figures_sim)
                 or (figures >= 1 and entities >= 1 and similarity >= self.figure_entity_sim)
-                or (entities >= 1 and similarity >= self.related))
+                or (entities >= 1 and similarity >= self.related)
+                or (self.entity_figures_sim is not None and plain >= 2 and entities >= 1
+                    and similarity >= self.entity_figures_sim))
 
 
-def group(docs: Sequence[Doc], sims: Any = None, rule: Rule = Rule()) -> dict[int, Match]:
+def group(docs: Sequence[Doc], sims: Any = None, rule: Rule = Rule(), window: timedelta = WINDOW) -> dict[int, Match]:
     """The event of every doc not yet grouped (see the module's docstring); grouped docs are left out.
 
     ``sims`` (docs × docs) and ``rule`` are for the benchmark, which compares other measures and thresholds."""
@@ -230,7 +238,8 @@ def group(docs: Sequence[Doc], sims: Any = None, rule: Rule = Rule()) -> dict[in
         if d.reuses is not None and d.reuses in event:
             match = Match(event[d.reuses], None, d.reuses)
         else:
-            match = _best(position[d.key], docs, sims[index[d.key]], figures, event, started, rule) or Match(d.key)
+            match = (_best(position[d.key], docs, sims[index[d.key]], figures, event, started, rule, window)
+                     or Match(d.key))
         event[d.key] = match.event
         started[match.event] = min(started.get(match.event, d.published_at), d.published_at)
         out[d.key] = match
@@ -238,21 +247,21 @@ def group(docs: Sequence[Doc], sims: Any = None, rule: Rule = Rule()) -> dict[in
 
 
 def _best(i: int, docs: Sequence[Doc], row: Any, figures: list[frozenset[str]], event: dict[int, int],
-          started: dict[int, datetime], rule: Rule) -> Match | None:
+          started: dict[int, datetime], rule: Rule, window: timedelta) -> Match | None:
     doc, best = docs[i], None
     tickers = {e for e in doc.entities if e.isdigit()}
     for j in (row >= rule.floor).nonzero()[0]:  # the few candidates, not every pair
         other, similarity = docs[j], float(row[j])
         if (other.key == doc.key or other.key not in event or (doc.account and other.account == doc.account)
-                or abs(other.published_at - doc.published_at) > WINDOW
-                or abs(doc.published_at - started.get(event[other.key], other.published_at)) > WINDOW):
+                or abs(other.published_at - doc.published_at) > window
+                or abs(doc.published_at - started.get(event[other.key], other.published_at)) > window):
             continue
         others_tickers = {e for e in other.entities if e.isdigit()}
         if rule.ticker_conflict and tickers and others_tickers and not tickers & others_tickers:
             continue
         shared = tuple(sorted(doc.entities & other.entities))
         same_figures = tuple(sorted(figures[i] & figures[j]))
-        if not rule.holds(similarity, len(shared), len(same_figures)):
+        if not rule.holds(similarity, len(shared), len(same_figures), len(set(same_figures) - tickers - others_tickers)):
             continue
         if best is None or similarity > (best.similarity or 0):
             best = Match(event[other.key], round(similarity, 3), other.key, shared[:5], same_figures[:5])
@@ -318,9 +327,10 @@ MAX_PER_PASS = 500  # new analyses per pass: with their 72 h neighbours, a few M
 PASS_SPAN = timedelta(days=1)
 
 
-def group_new(connect: Any) -> int:
-    """Group every analysis grouping has not seen (under an advisory lock, so two slots never race);
-    returns how many were grouped. ``connect``: db.connect-like."""
+def group_new(connect: Any, window: timedelta = WINDOW) -> int:
+    """Group every analysis grouping has not seen (under an advisory lock, so two slots never race) among the
+    grouped ones within ``window`` of them, whichever slot or day grouped those; returns how many were grouped.
+    ``connect``: db.connect-like."""
     from include.radar import store  # the pure part above needs no database
 
     total = 0
@@ -333,9 +343,9 @@ def group_new(connect: Any) -> int:
             # a day of publications per pass: the neighbours fetched stay those of a few days, even when an
             # old article comes back (retry_failed) among new ones
             new = [r for r in batch if r["published_at"] <= batch[0]["published_at"] + PASS_SPAN]
-            rows = store.grouped_near(conn, new, WINDOW) + new
+            rows = store.grouped_near(conn, new, window) + new
             docs = [_doc(r) for r in rows]
-            matches = group(docs)
+            matches = group(docs, window=window)
             titles = {r["id"]: r["title"] for r in rows}
             total += store.set_events(conn, ((key, m.event, m.note(titles.get(m.partner, "")))
                                              for key, m in matches.items()))

@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -211,7 +211,7 @@ def build_report(
     """
     # the report fails for this slot's own failures (and a failed digest); an earlier slot's hiccup that
     # later slots made up for is a warning, listed in the report, not a failed day
-    reasons = list(upstream_errors or []) + _group_events(connect)
+    reasons = list(upstream_errors or []) + _group_events(connect, timedelta(hours=settings.event_window_hours))
     with connect() as conn:
         facts = gather(conn, day, settings.push_score_threshold, settings.deepseek_currency, settings.outcome_min_picks)
     if facts.failures and not facts.analyses:  # a failed article never fails its slot, but a day of them fails the report
@@ -256,10 +256,10 @@ def build_report(
     return {"report_id": row["id"], "status": row["status"], **stats}
 
 
-def _group_events(connect: Callable[[], Any]) -> list[str]:
+def _group_events(connect: Callable[[], Any], window: timedelta) -> list[str]:
     """Group the analyses no slot grouped yet (a slot failed before its summary); the reason when that failed."""
     try:
-        events.group_new(connect)
+        events.group_new(connect, window)
     except Exception as exc:  # the report goes out ungrouped rather than not at all
         log.exception("grouping the day's analyses into events failed; the report lists them one by one")
         return [f"grouping: {type(exc).__name__}: {str(exc)[:200]}"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from include.radar import store
@@ -51,7 +51,7 @@ def slot_summary(rt: Runtime, slot: dict[str, Any]) -> decide.SlotSummary:
 def summarise(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     error = None
     try:
-        grouped = events.group_new(rt.connect)  # one entry per real-world event, before the push decision
+        grouped = events.group_new(rt.connect, timedelta(hours=rt.settings.event_window_hours))  # before the decision
     except Exception as exc:  # recorded (the slot fails, visibly); the push goes on ungrouped
         log.exception("grouping the new analyses into events failed; this slot decides on them one by one")
         grouped, error = 0, f"{type(exc).__name__}: {exc}"
