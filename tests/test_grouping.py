@@ -264,6 +264,17 @@ def test_a_rewrite_that_arrives_days_after_the_push_is_not_news_again(fakes):
     assert [m["title"] for m in fakes.sink.received if "机会提醒" in m["title"]] == ["【机会提醒】14:00 发现 1 条（最高分 80）"]
     rows = _analyses()
     assert {rows[t]["event_id"] for t in ("电池一哥掏钱护盘，信号意味深长", "宁王出手")} == {rows["宁德时代公告：拟回购股份"]["id"]}
+    # the day after: its report lists the rewrite as a follow-up of the pushed news, and its push says so
+    fakes.at(shanghai(2026, 1, 10, 22))
+    run_slot(shanghai(2026, 1, 10, 22))
+    daily = fakes.sink.received[-1]
+    assert "日报" in daily["title"] and "（后续报道：01-08 14:00 已推送）" in daily["message"], daily["message"]
+    page = read_page("/daily/2026-01-10", shanghai(2026, 1, 10, 22, 30))
+    assert "后续报道：01-08 14:00 已推送" in page
+    rewrite = read_page(f"/analysis/{rows['宁王出手']['id']}", shanghai(2026, 1, 10, 22, 30))
+    assert "后续报道" in rewrite and "这条新闻已于 01-08 14:00 推送" in rewrite and "本文不会再作为新机会推送" in rewrite
+    original = read_page(f"/analysis/{rows['宁德时代公告：拟回购股份']['id']}", shanghai(2026, 1, 10, 22, 30))
+    assert "本文的分析已于 01-08 14:00 推送" in original and "后续报道" not in original
 
 
 def test_grouping_runs_once_per_analysis_and_a_rerun_changes_nothing(fakes):

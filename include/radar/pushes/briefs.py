@@ -179,15 +179,17 @@ def day_items(digest_json: Any, entries: Sequence[events.Entry], threshold: int,
 
 
 def day_block(entry: events.Entry, digest_json: Any, link: str = "") -> Block:
-    """One of the day's top opportunities: its one line (the report's title for it, else the article's) and how
-    many accounts reported it; its score, direction, type and targets."""
+    """One of the day's top opportunities: its one line (the report's title for it, else the article's), how
+    many accounts reported it and, for news an earlier day's push told (store.with_pushes), which slot did; its
+    score, direction, type and targets."""
     lead = entry.lead
     titles = {t.get("analysis_id"): t.get("title") for t in (digest_json or {}).get("top_opportunities") or []
               if isinstance(t, dict)} if isinstance(digest_json, dict) else {}
     title = next((titles[m["id"]] for m in entry.members if isinstance(titles.get(m["id"]), str)), None)
     sources = [s for s in entry.sources if s]
+    pushed = next((m.get("pushed") for m in entry.members if m.get("follow_up")), None)
     head = "· " + first_sentence(title or lead.get("title") or lead.get("summary"), 40) + (
-        f"（{len(sources)} 个公众号报道）" if len(sources) > 1 else "")
+        f"（{len(sources)} 个公众号报道）" if len(sources) > 1 else "") + (f"（后续报道：{pushed} 已推送）" if pushed else "")
     targets = targets_line(lead)
     return Block(head, ("｜".join([call_line(lead), *targets]),), link)
 

@@ -249,7 +249,9 @@ def top_lines(digest_json: Any, limit: int = 3) -> list[str]:
             continue
         sources = [s for s in top.get("sources") or [] if isinstance(s, str) and s] \
             if isinstance(top.get("sources"), list) else []
-        lines.append(f"· {first_sentence(top['title'], 40)}" + (f"（{len(sources)} 个公众号报道）" if len(sources) > 1 else ""))
+        follow_up = top.get("follow_up") if isinstance(top.get("follow_up"), str) else ""
+        lines.append(f"· {first_sentence(top['title'], 40)}" + (f"（{len(sources)} 个公众号报道）" if len(sources) > 1 else "")
+                     + (f"（后续报道：{follow_up[:11]} 已推送）" if follow_up else ""))
     return lines
 
 

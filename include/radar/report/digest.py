@@ -39,6 +39,7 @@ from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import local_day_bounds, to_local
 from include.radar.pushes import decide, events, ranking
+from include.radar.store.events import with_pushes
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def gather(conn: Any, day: date, threshold: int, currency: str = "USD",
     return DayFacts(
         day=day,
         # ordered by rank: the reader's watchlist and feedback decide which of equal scores comes first
-        analyses=ranking.order(ranking.annotate(store.day_analyses(conn, day), weights)),
+        analyses=ranking.order(ranking.annotate(with_pushes(conn, store.day_analyses(conn, day), day), weights)),
         failures=store.day_failures(conn, day),
         slot_runs=store.slot_runs_for_day(conn, day),
         threshold=threshold,
@@ -320,7 +321,8 @@ def _llm_json(connect: Callable[[], Any], digest: DailyDigest, facts: DayFacts, 
             dropped.append(t.analysis_id)
             continue
         seen.add(entry.lead["id"])
-        tops.append({**t.model_dump(), "analysis_id": entry.lead["id"], "sources": entry.sources})
+        tops.append({**t.model_dump(), "analysis_id": entry.lead["id"], "sources": entry.sources,
+                     **_follow_up(entry)})
     return {
         "has_opportunity": facts.stats["opportunities"] > 0,
         "top_opportunities": tops,
@@ -333,10 +335,16 @@ def _llm_json(connect: Callable[[], Any], digest: DailyDigest, facts: DayFacts, 
     }
 
 
+def _follow_up(entry: events.Entry) -> dict[str, str]:
+    """A top event pushed on an earlier day: by which slot (``MM-DD HH:MM``), for the push to mark it a follow-up."""
+    pushed = next((m["pushed"] for m in entry.members if m.get("follow_up")), None)
+    return {"follow_up": pushed} if pushed else {}
+
+
 def _fallback_json(facts: DayFacts, threshold: int) -> dict[str, Any]:
     """The database's summary: the first three events whose lead is an opportunity."""
     tops = [{"analysis_id": e.lead["id"], "title": e.lead["title"], "reason": f"评分 {e.lead['score']}",
-             "sources": e.sources}
+             "sources": e.sources, **_follow_up(e)}
             for e in facts.entries if decide.is_opportunity(e.lead, threshold)][:3]
     return {"has_opportunity": bool(tops), "top_opportunities": tops, "watchlist": [],
             "source": "fallback", "warnings": facts.slot_errors}

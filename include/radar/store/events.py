@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import date, timedelta
 
 import psycopg
 
@@ -87,6 +87,39 @@ def pushed_events(conn: psycopg.Connection, event_ids: list[int], other_than_slo
         (event_ids, other_than_slot_run),
     ).fetchall()
     return {r["event_id"] for r in rows}
+
+
+def event_pushes(conn: psycopg.Connection, event_ids: list[int]) -> dict[int, Row]:
+    """Of these events, those an opportunity push linked to (delivered, or its delivery unknown: as
+    :func:`pushed_events` counts them): the first such push's analysis (``analysis_id``), its day and slot, and
+    ``pushed`` (``MM-DD HH:MM``, the slot that pushed it)."""
+    if not event_ids:
+        return {}
+    rows = conn.execute(
+        f"""
+        SELECT DISTINCT ON (a.event_id) a.event_id, a.id AS analysis_id, n.report_date, n.slot,
+               to_char(n.report_date, 'MM-DD') || ' ' || n.slot AS pushed
+        FROM notification_log n
+        JOIN analysis_result a ON a.id = {PUSHED_ANALYSIS_ID}
+        WHERE n.push_type = 'opportunity' AND n.status IN (1, 3) AND a.event_id = ANY(%s)
+        ORDER BY a.event_id, n.report_date, n.slot, n.id
+        """,
+        (event_ids,),
+    ).fetchall()
+    return {r["event_id"]: r for r in rows}
+
+
+def with_pushes(conn: psycopg.Connection, rows: Iterable[Row], day: date) -> list[Row]:
+    """``rows`` (analyses), each with its event's first opportunity push (:func:`event_pushes`): ``pushed``
+    (its day and slot), and ``follow_up`` true when that push was on a day before ``day`` (the article retells
+    pushed news)."""
+    rows = list(rows)
+    pushes = event_pushes(conn, list({r.get("event_id") or r["id"] for r in rows}))
+    out = []
+    for r in rows:
+        push = pushes.get(r.get("event_id") or r["id"])
+        out.append({**r, "pushed": push["pushed"], "follow_up": push["report_date"] < day} if push else r)
+    return out
 
 
 def event_members(conn: psycopg.Connection, event_ids: list[int]) -> list[Row]:

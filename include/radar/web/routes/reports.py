@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from include.radar import store
 from include.radar.pushes import ranking
 from include.radar.report import weekly
+from include.radar.store.events import event_pushes, with_pushes
 from include.radar.web import costs, csrf, feedback, views
 from include.radar.web.auth import PageError, ReaderDep, airflow_user, require_reader, user_name
 from include.radar.web.feedback import day_signer, feedback_forms
@@ -108,7 +109,7 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
     report_day = parse_day(day, now.astimezone(tz).date())
     with resources.connect() as conn:
         report = store.get_daily_report(conn, report_day)
-        analyses = store.day_analyses(conn, report_day)
+        analyses = with_pushes(conn, store.day_analyses(conn, report_day), report_day)
         failures = store.day_failures(conn, report_day)
         runs = store.slot_runs_for_day(conn, report_day)
         notes = store.daily_notifications(conn, report_day)
@@ -168,6 +169,7 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
         reused = store.analysis_brief(conn, row["reused_from_id"]) if row["reused_from_id"] else None
         spend = store.item_spend(conn, row["content_item_id"])
         members = store.event_members(conn, [row["event_id"]]) if row["event_id"] else []
+        push = event_pushes(conn, [row["event_id"]]).get(row["event_id"]) if members else None
         weights = resources.ranking_weights(conn)
         verdict = store.feedback_of(conn, [wanted]).get(wanted)
         pick = store.track.pick_of_analysis(conn, wanted)
@@ -180,7 +182,7 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
         tz=zone(),
         links=links,
         total_cost=costs.item_total(row, spend),
-        event_members=members,
+        event=views.event_view(row, members, push, zone(), links),
     )
     return get_pages(request).render(
         request, "analysis.html", settings=settings, reader=reader, links=links, page=page,

@@ -45,23 +45,30 @@ class Reused:
 
 @dataclass(frozen=True)
 class EventView:
-    """The other accounts' articles about the same real-world event, and which analysis leads the event."""
+    """The other accounts' articles about the same real-world event, which analysis leads the event, and the
+    push that already told the reader of it."""
 
     others: list[SourceView]
     lead: SourceView | None  # None when this analysis leads it
     note: str | None  # why this analysis joined the event (similarity, shared entities)
+    pushed_at: str | None = None  # the slot (MM-DD HH:MM) whose opportunity push first linked to the event
+    pushed: SourceView | None = None  # the analysis that push linked to, when not this one: this is a follow-up
 
 
-def event_view(row: Row, members: Iterable[Row], tz: ZoneInfo, links: Links) -> EventView | None:
-    """``members``: every analysis of the row's event (store.event_members); None when it stands alone."""
+def event_view(row: Row, members: Iterable[Row], push: Row | None, tz: ZoneInfo, links: Links) -> EventView | None:
+    """``members``: every analysis of the row's event (store.event_members); ``push``: the event's first
+    opportunity push (store.event_pushes), if any. None when the analysis stands alone."""
     members = list(members)
     if len(members) < 2:
         return None
     lead = events.entries(members)[0].lead
+    pushed = next((m for m in members if push and m["id"] == push["analysis_id"] != row["id"]), None)
     return EventView(
         others=[source_view(m, tz, links) for m in sorted(members, key=events.lead_key) if m["id"] != row["id"]],
         lead=None if lead["id"] == row["id"] else source_view(lead, tz, links),
         note=row.get("event_note"),
+        pushed_at=push["pushed"] if push else None,
+        pushed=source_view(pushed, tz, links) if pushed else None,
     )
 
 
@@ -150,10 +157,10 @@ def analysis_page(
     tz: ZoneInfo,
     links: Links,
     total_cost: str | None = None,
-    event_members: Iterable[Row] = (),
+    event: EventView | None = None,
 ) -> AnalysisPage:
     """``total_cost``: what every call for the article cost, failed attempts included (web/costs.py: item_total);
-    ``event_members``: every analysis of its event (store.event_members)."""
+    ``event``: its event (:func:`event_view`)."""
     run_date = row.get("run_date")
     reused_id = row.get("reused_from_id")
     trust, quotes = trust_view(row.get("result_json"), row.get("consistency_note"), row.get("clean_text"))
@@ -199,7 +206,7 @@ def analysis_page(
         trust=trust,
         band=_band(row["score"], threshold),
         body_pruned=local_time(row.get("body_pruned_at"), tz) if row.get("body_pruned_at") else None,
-        event=event_view(row, event_members, tz, links),
+        event=event,
     )
 
 

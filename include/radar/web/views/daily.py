@@ -65,6 +65,8 @@ class AnalysisCard:
     reused: bool = False  # a repost carrying another analysis: listed, not counted as a new opportunity
     unverified: bool = False  # none of its evidence is in the article: listed, never pushed
     sources: list[SourceView] = field(default_factory=list)  # the other articles about the same event
+    pushed: str | None = None  # the slot (MM-DD HH:MM) whose opportunity push first linked to its event
+    follow_up: bool = False  # that push was on an earlier day: this retells pushed news
 
     @property
     def accounts(self) -> list[str]:
@@ -155,6 +157,8 @@ def analysis_cards(rows: Iterable[Row], *, threshold: int, tz: ZoneInfo, links: 
             reused=bool(r.get("reused_from_id")),
             unverified=r.get("evidence_verified") is False,
             sources=[source_view(m, tz, links) for m in entry.others],
+            pushed=r.get("pushed"),
+            follow_up=any(m.get("follow_up") for m in entry.members),
         )
         for entry in events.entries(rows)
         for r in [entry.lead]
