@@ -16,7 +16,7 @@ import pytest
 
 from include.radar import store
 from include.radar.analysis import analyst
-from include.radar.analysis.llm import neutralise_delimiters
+from include.radar.analysis.prompting import neutralise_delimiters
 from include.radar.analysis.schemas import ArticleAnalysis
 from include.radar.core import db
 from include.radar.steps.analyse import analyse_article, claimer

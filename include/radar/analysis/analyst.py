@@ -31,9 +31,8 @@ from include.radar.analysis.llm import (
     LLMError,
     LLMExhausted,
     LLMRejected,
-    Prompt,
-    neutralise_delimiters,
 )
+from include.radar.analysis.prompting import Prompt, neutralise_delimiters
 from include.radar.analysis.rubric import rubric
 from include.radar.analysis.schemas import ArticleAnalysis
 from include.radar.analysis.spending import Spend

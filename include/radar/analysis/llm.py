@@ -15,12 +15,10 @@ import contextlib
 import copy
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -42,7 +40,6 @@ def _sdk() -> Any:
 
 log = logging.getLogger(__name__)
 
-PROMPTS = Path(__file__).with_name("prompts")
 JSON_ONLY = "务必只输出 JSON，不要输出任何其它字符。"
 FIELD_ORDER = "请严格按照示例中的字段顺序输出完整的 JSON 对象，缺少的字段请补空值（字符串为 \"\"，数组为 []，数字为 0，布尔为 false）。"
 RUNG_SUFFIX = {0: "", 1: "", 2: JSON_ONLY, 3: FIELD_ORDER}
@@ -51,7 +48,6 @@ MIN_CALL_SECONDS = 5.0
 MAX_ANSWER_BYTES = 5_000_000
 # 429 answers waited out per ladder without spending a rung (each waits Retry-After, at least a second)
 MAX_RATE_LIMIT_WAITS = 10
-_DELIMITER_RUN = re.compile(r"<{3,}|>{3,}")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -121,31 +117,6 @@ class RateGate:
 
     def answered(self) -> None:
         """A usable answer: the rate-limit streak is over."""
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """A versioned prompt: ``<name>_<version>.system.txt`` and ``.user.txt`` under prompts/."""
-
-    name: str
-    version: str
-
-    @property
-    def label(self) -> str:
-        return f"{self.name}-{self.version}"
-
-    def system(self) -> str:
-        return (PROMPTS / f"{self.name}_{self.version}.system.txt").read_text(encoding="utf-8")
-
-    def user(self, **values: str) -> str:
-        template = (PROMPTS / f"{self.name}_{self.version}.user.txt").read_text(encoding="utf-8")
-        return template.format(**values)
-
-
-def neutralise_delimiters(text: str) -> str:
-    """Outside text can never contain a prompt delimiter: every run of three or more ``<`` or ``>`` is cut
-    to two. One pass, so nesting (``<<<ARTICLE_E<<<ARTICLE_END>>>ND>>>``) cannot rebuild a marker."""
-    return _DELIMITER_RUN.sub(lambda m: m.group(0)[:2], text)
 
 
 @dataclass

@@ -25,7 +25,8 @@ from typing import Any
 
 from include.radar import store
 from include.radar.analysis import analyst, batches, evidence, focus, ratelimit, spending
-from include.radar.analysis.llm import PROMPTS, LLMBudget, LLMClient, LLMConfigError, LLMError, Prompt, Usage
+from include.radar.analysis.llm import LLMBudget, LLMClient, LLMConfigError, LLMError, Usage
+from include.radar.analysis.prompting import PROMPTS, Prompt
 from include.radar.core import pricing
 from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.settings import Settings

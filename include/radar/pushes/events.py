@@ -1,16 +1,14 @@
 """One entry per real-world event: analyses of one announcement, company action or data release written up by
-different accounts within the window over which an event can still be news (``event_window_hours``, 72 h by
-default) are grouped, so the reader gets one entry and one push, whenever a rewrite arrives in it.
+different accounts within the window over which an event can still be news (``event_window_hours``, 72 h) are
+grouped, so the reader gets one entry and one push, whenever a rewrite arrives in it.
 
-No LLM call: the title (twice) and the text's opening, without an account's repeated paragraphs, normalised and
-cut into character 2- and 3-grams weighted by TF-IDF. Two articles of different accounts within ``WINDOW`` (of
-each other and of their event's first article) are one event when their cosine reaches ``SAME``, or a lower
-bar with figures (``80亿``) or entities in common (``FIGURES_SIM``, ``FIGURE_ENTITY_SIM``, ``RELATED``, and
-``ENTITY_FIGURES_SIM`` for an entity and two figures that are not tickers: a rewrite in other words keeps the
-company and its figures, not the wording); never when both name tickers and share none. The thresholds are ``make bench-grouping``'s, on tests/data. Stable:
-grouped articles keep their event, the others join their best match in (published_at, id) order or start one,
-named for good by its first analysis; a repost joins the event of the analysis it reuses.
-"""
+No LLM call: the title (twice) and the text's opening, without an account's repeated paragraphs, cut into
+character 2- and 3-grams weighted by TF-IDF. Two articles of different accounts within the window (of each other
+and of their event's first article) are one event at cosine ``SAME``, or a lower bar with figures (``80亿``) or
+entities in common (``FIGURES_SIM``, ``FIGURE_ENTITY_SIM``, ``RELATED``, ``ENTITY_FIGURES_SIM``: a rewrite keeps
+the company and its figures, not the wording); never when both name tickers and share none (thresholds: ``make
+bench-grouping``). Grouped articles keep their event; the others join their best match or start one; a repost
+joins the event of the analysis it reuses."""
 
 from __future__ import annotations
 

@@ -28,9 +28,8 @@ from include.radar.analysis.llm import (
     LLMDeadline,
     LLMExhausted,
     LLMRejected,
-    Prompt,
-    neutralise_delimiters,
 )
+from include.radar.analysis.prompting import Prompt, neutralise_delimiters
 from include.radar.analysis.schemas import DailyDigest
 from include.radar.analysis.spending import Spend
 from include.radar.collect import watch

@@ -17,7 +17,8 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from include.radar import store
-from include.radar.analysis.llm import LLMClient, Prompt, neutralise_delimiters
+from include.radar.analysis.llm import LLMClient
+from include.radar.analysis.prompting import Prompt, neutralise_delimiters
 from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.settings import Settings
 from include.radar.market import outcomes
