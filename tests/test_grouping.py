@@ -277,6 +277,49 @@ def test_a_rewrite_that_arrives_days_after_the_push_is_not_news_again(fakes):
     assert "本文的分析已于 01-08 14:00 推送" in original and "后续报道" not in original
 
 
+SECOND = {  # a second event of the 14:00 push (its second item), retold the next day in other words
+    "MP_WXS_8": ("储能日报", "阳光电源中标百亿储能项目",
+                 "<p>阳光电源（300274）公告中标 120 亿元储能项目，合同期 5 年，预计毛利率约 18%。</p>"),
+    "MP_WXS_9": ("电力观察", "逆变器龙头再拿大单",
+                 "<p>这家逆变器龙头又签下一笔大单：总额 120 亿元，分 5 年履行，毛利率能有 18%。</p>"),
+}
+
+
+def test_every_item_a_push_listed_is_news_no_more_not_only_its_top(fakes):
+    """The 14:00 push lists two opportunities; the next day a rewrite of the second (its event, a higher score)
+    is no new opportunity either: the push told the reader of both."""
+    fakes.werss.accounts = []
+    SOURCES.update(SECOND)
+    answers = {"宁德时代公告：拟回购股份": (80, "回购价格不超过 320 元/股", "宁德时代(300750)"),
+               "阳光电源中标百亿储能项目": (70, "中标 120 亿元储能项目", "阳光电源(300274)"),
+               "逆变器龙头再拿大单": (78, "总额 120 亿元，分 5 年履行", "阳光电源(300274)")}
+
+    def respond(body: dict) -> str:
+        user = body["messages"][1]["content"]
+        if "<<<DATA_START>>>" in user:
+            return _respond(body)
+        score, quote, target = next(v for t, v in answers.items() if f"{t}\n" in user)
+        return json.dumps({"score": score, "has_opportunity": True, "top_type": "stock", "summary": "订单落地。",
+                           "opportunities": [{"name": target, "type": "stock", "targets": [target],
+                                              "direction": "bullish", "horizon": "1-3个月", "catalyst": "订单",
+                                              "risks": ["交付"], "evidence": [quote], "confidence": 0.7}]},
+                          ensure_ascii=False)
+
+    fakes.deepseek.responder = respond
+    _publish(fakes, "MP_WXS_1", "MP_WXS_8", at=shanghai(2026, 1, 8, 13))
+    fakes.at(shanghai(2026, 1, 8, 14))
+    run_slot(shanghai(2026, 1, 8, 14))
+    [push] = fakes.sink.received
+    assert "阳光电源" in push["message"] and "宁德时代" in push["message"]  # two items, one message
+    _publish(fakes, "MP_WXS_9", at=shanghai(2026, 1, 9, 6))
+    fakes.at(shanghai(2026, 1, 9, 7))
+    later = run_slot(shanghai(2026, 1, 9, 7))
+    assert later["branch"] == "skip_push" and later["summary"]["already_reported"] == 1, later["summary"]
+    assert [m["title"] for m in fakes.sink.received if "机会提醒" in m["title"]] == [push["title"]]
+    rows = _analyses()
+    assert rows["逆变器龙头再拿大单"]["event_id"] == rows["阳光电源中标百亿储能项目"]["id"]
+
+
 def test_grouping_runs_once_per_analysis_and_a_rerun_changes_nothing(fakes):
     fakes.werss.accounts = []
     fakes.deepseek.responder = _respond

@@ -43,6 +43,7 @@ class Message:
     more_link: str = ""  # ... and where they are (a link in Markdown and HTML)
     notes: tuple[str, ...] = ()  # last, before the link
     link_label: str = "查看详情"  # the link's text in Markdown and HTML
+    shown: tuple[int, ...] = ()  # the analyses the message tells of (each item's lead): never news again
 
 
 # Markdown: what CommonMark (and the dialects apprise converts it to) would read as markup anywhere in a line,

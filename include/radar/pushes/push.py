@@ -284,7 +284,7 @@ def deliver(
                 {
                     "msg_uuid": uuid, "report_date": report_date, "slot": slot, "push_type": push_type,
                     "target_url": target_url, "channel": channel.label, "slot_run_id": slot_run_id,
-                    "title": title, "channel_key": channel.key, "body": body,
+                    "title": title, "channel_key": channel.key, "body": body, "shown_ids": list(message.shown) or None,
                 },
             )
         if claimed is None:

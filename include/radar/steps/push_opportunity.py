@@ -52,7 +52,7 @@ def _message(rt: Runtime, slot: dict[str, Any], view: SlotView, path: str) -> pu
         blocks=tuple(briefs.opportunity_block(e, briefs.event_sources(e, view.others), day, links[e.lead["id"]])
                      for e in items[: briefs.MAX_ITEMS]),
         more=max(more, 0), more_link=rt.page_url(f"/daily/{day.isoformat()}"),
-        link_label="查看分析",
+        link_label="查看分析", shown=tuple(e.lead["id"] for e in items[: briefs.MAX_ITEMS]),
     )
 
 

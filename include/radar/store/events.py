@@ -73,14 +73,15 @@ def set_events(conn: psycopg.Connection, assigned: Iterable[tuple[int, int, str 
 
 
 def pushed_events(conn: psycopg.Connection, event_ids: list[int], other_than_slot_run: int) -> set[int]:
-    """Of these events, those another slot run's opportunity push linked to (delivered to a channel, or
-    perhaps: its delivery unknown, since a duplicate is worse than a miss)."""
+    """Of these events, those another slot run's opportunity push told of (its top, which it links to, or
+    another item it listed; delivered to a channel, or perhaps: its delivery unknown, since a duplicate is worse
+    than a miss)."""
     if not event_ids:
         return set()
     rows = conn.execute(
         f"""
         SELECT DISTINCT a.event_id FROM notification_log n
-        JOIN analysis_result a ON a.id = {PUSHED_ANALYSIS_ID}
+        JOIN analysis_result a ON a.id = {PUSHED_ANALYSIS_ID} OR a.id = ANY(n.shown_ids)
         WHERE n.push_type = 'opportunity' AND n.status IN (1, 3) AND a.event_id = ANY(%s)
           AND n.slot_run_id IS DISTINCT FROM %s
         """,
@@ -90,7 +91,7 @@ def pushed_events(conn: psycopg.Connection, event_ids: list[int], other_than_slo
 
 
 def event_pushes(conn: psycopg.Connection, event_ids: list[int]) -> dict[int, Row]:
-    """Of these events, those an opportunity push linked to (delivered, or its delivery unknown: as
+    """Of these events, those an opportunity push told of (delivered, or its delivery unknown: as
     :func:`pushed_events` counts them): the first such push's analysis (``analysis_id``), its day and slot, and
     ``pushed`` (``MM-DD HH:MM``, the slot that pushed it)."""
     if not event_ids:
@@ -100,7 +101,7 @@ def event_pushes(conn: psycopg.Connection, event_ids: list[int]) -> dict[int, Ro
         SELECT DISTINCT ON (a.event_id) a.event_id, a.id AS analysis_id, n.report_date, n.slot,
                to_char(n.report_date, 'MM-DD') || ' ' || n.slot AS pushed
         FROM notification_log n
-        JOIN analysis_result a ON a.id = {PUSHED_ANALYSIS_ID}
+        JOIN analysis_result a ON a.id = {PUSHED_ANALYSIS_ID} OR a.id = ANY(n.shown_ids)
         WHERE n.push_type = 'opportunity' AND n.status IN (1, 3) AND a.event_id = ANY(%s)
         ORDER BY a.event_id, n.report_date, n.slot, n.id
         """,

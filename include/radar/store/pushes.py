@@ -24,14 +24,16 @@ def claim_notification(conn: psycopg.Connection, note: dict[str, Any]) -> Row | 
     A new msg_uuid is inserted as pending and is ours. An existing one that failed before is ours again
     (same uuid, one more attempt, the new text). One that was sent, is pending (another sender has it, or a
     sender died: see :func:`start_send` and :func:`mark_unknown`) or unknown is not: the message is never
-    delivered twice. ``note`` carries ``channel_key`` and ``body`` (the fitted text) beside the row's fields.
+    delivered twice. ``note`` carries ``channel_key`` and ``body`` (the fitted text) beside the row's fields,
+    and for an opportunity push ``shown_ids``, the analyses it tells of.
     """
+    note = {"shown_ids": None, **note}
     row = conn.execute(
         """
         INSERT INTO notification_log (msg_uuid, report_date, slot, push_type, target_url, channel, slot_run_id,
-                                      title, attempts, channel_key, body)
+                                      title, attempts, channel_key, body, shown_ids)
         VALUES (%(msg_uuid)s, %(report_date)s, %(slot)s, %(push_type)s, %(target_url)s, %(channel)s,
-                %(slot_run_id)s, %(title)s, 1, %(channel_key)s, %(body)s)
+                %(slot_run_id)s, %(title)s, 1, %(channel_key)s, %(body)s, %(shown_ids)s)
         ON CONFLICT ON CONSTRAINT notification_log_msg_uuid_key DO NOTHING
         RETURNING *
         """,
@@ -42,7 +44,7 @@ def claim_notification(conn: psycopg.Connection, note: dict[str, Any]) -> Row | 
     return conn.execute(
         """
         UPDATE notification_log SET status = 0, attempts = attempts + 1, send_started_at = NULL, title = %(title)s,
-               channel_key = %(channel_key)s, body = %(body)s, updated_at = now()
+               channel_key = %(channel_key)s, body = %(body)s, shown_ids = %(shown_ids)s, updated_at = now()
         WHERE msg_uuid = %(msg_uuid)s AND status = 2
         RETURNING *
         """,
