@@ -1,6 +1,6 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`.
 SHELL := /bin/bash
-.PHONY: run test ui check existing-airflow lint lock bench bench-growth bench-migrate bench-rules bench-track bench-search bench-deadline bench-grouping bench-slot bench-memory bench-bomb bench-flood celery backfill-check compose-day
+.PHONY: run test ui check existing-airflow lint lock bench bench-growth bench-migrate bench-rules bench-track bench-search bench-deadline bench-grouping bench-month bench-slot bench-memory bench-bomb bench-flood celery backfill-check compose-day
 
 run:  ## run the five slots of a demo day through the real DAG, offline (Airflow's metadata on the embedded PostgreSQL)
 	RADAR_AIRFLOW_ON_POSTGRES=1 bash scripts/bootstrap.sh python -m include.radar_demo.run
@@ -58,6 +58,9 @@ celery:  ## the CeleryExecutor on this machine: Redis, scheduler, api-server and
 
 backfill-check:  ## the README's two-day backfill under airflow standalone (LocalExecutor, PostgreSQL), checked: 10 runs in order, 2 reports, no push
 	AIRFLOW_HOME="$$PWD/.local/airflow-backfill" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_backfill bash scripts/bootstrap.sh python scripts/backfill_check.py
+
+bench-month:  ## a month of slots (reposts, rewrites days late, late and missing bodies, poison rows) through the real steps: pushes per piece of news, lost, stuck, calls, MB a day, slot time
+	bash scripts/bootstrap.sh python scripts/bench_month.py $(ARGS)
 
 bench-grouping:  ## precision/recall of event grouping on the labelled articles, and its time for a day of 500
 	bash scripts/bootstrap.sh python scripts/bench_grouping.py $(ARGS)

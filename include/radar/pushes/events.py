@@ -24,7 +24,7 @@ SAME = 0.40  # cosine at or above which two articles are one event
 FIGURES_SIM = 0.10  # ... or at or above which two shared figures make them one
 FIGURE_ENTITY_SIM = 0.08  # ... or one shared figure and one shared entity
 RELATED = 0.25  # ... or one shared entity alone
-ENTITY_FIGURES_SIM = 0.02  # ... or one shared entity and two shared figures that are not tickers
+ENTITY_FIGURES_SIM = 0.02  # ... or one shared entity and two shared figures
 WINDOW = timedelta(hours=72)  # event_window_hours' default
 TEXT_CHARS = 1200
 MIN_BOILERPLATE = 8  # a paragraph this long repeated by one account is its boilerplate
@@ -192,6 +192,7 @@ class Rule:
     use_figures: bool = True
     use_entities: bool = True
     ticker_conflict: bool = True  # both name tickers, none in common: never one event
+    figure_conflict: bool = True  # both state two figures or more, none in common: one event only at ``same``
     entity_figures_sim: float | None = ENTITY_FIGURES_SIM  # None: no pair holds on an entity and figures alone
 
     @property
@@ -201,14 +202,14 @@ class Rule:
         return min([self.same, *([self.figures_sim, self.figure_entity_sim] if self.use_figures else []),
                     *([self.related] if self.use_entities else []), *([self.entity_figures_sim] if both else [])])
 
-    def holds(self, similarity: float, entities: int, figures: int, plain: int = 0) -> bool:
-        """``plain``: the shared figures that are not tickers (a ticker is an entity too)."""
+    def holds(self, similarity: float, entities: int, figures: int) -> bool:
+        """``figures``: those both state that are not tickers (a ticker is an entity)."""
         entities = entities if self.use_entities else 0
-        figures, plain = (figures, plain) if self.use_figures else (0, 0)
+        figures = figures if self.use_figures else 0
         return (similarity >= self.same or (figures >= 2 and similarity >= self.figures_sim)
                 or (figures >= 1 and entities >= 1 and similarity >= self.figure_entity_sim)
                 or (entities >= 1 and similarity >= self.related)
-                or (self.entity_figures_sim is not None and plain >= 2 and entities >= 1
+                or (self.entity_figures_sim is not None and figures >= 2 and entities >= 1
                     and similarity >= self.entity_figures_sim))
 
 
@@ -246,7 +247,7 @@ def group(docs: Sequence[Doc], sims: Any = None, rule: Rule = Rule(), window: ti
 
 def _best(i: int, docs: Sequence[Doc], row: Any, figures: list[frozenset[str]], event: dict[int, int],
           started: dict[int, datetime], rule: Rule, window: timedelta) -> Match | None:
-    doc, best = docs[i], None
+    doc, best, best_key = docs[i], None, (0, 0.0)
     tickers = {e for e in doc.entities if e.isdigit()}
     for j in (row >= rule.floor).nonzero()[0]:  # the few candidates, not every pair
         other, similarity = docs[j], float(row[j])
@@ -258,11 +259,17 @@ def _best(i: int, docs: Sequence[Doc], row: Any, figures: list[frozenset[str]], 
         if rule.ticker_conflict and tickers and others_tickers and not tickers & others_tickers:
             continue
         shared = tuple(sorted(doc.entities & other.entities))
-        same_figures = tuple(sorted(figures[i] & figures[j]))
-        if not rule.holds(similarity, len(shared), len(same_figures), len(set(same_figures) - tickers - others_tickers)):
+        same_figures = tuple(sorted(figures[i] & figures[j] - tickers - others_tickers))  # a ticker is an entity
+        if not rule.holds(similarity, len(shared), len(same_figures)):
             continue
-        if best is None or similarity > (best.similarity or 0):
-            best = Match(event[other.key], round(similarity, 3), other.key, shared[:5], same_figures[:5])
+        if (rule.figure_conflict and not same_figures and similarity < rule.same
+                and min(len(figures[i] - tickers), len(figures[j] - others_tickers)) >= 2):
+            continue  # both state figures, none the same: two stories (one company's buyback and its dividend)
+        # the facts first: of two matches, the one stating more of the same figures (a rewrite's own news, not
+        # another story of the company told in the same words), then the closer text
+        if best is None or (len(same_figures), similarity) > best_key:
+            best, best_key = Match(event[other.key], round(similarity, 3), other.key, shared[:5], same_figures[:5]), \
+                (len(same_figures), similarity)
     return best
 
 
