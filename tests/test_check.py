@@ -54,6 +54,7 @@ def good(fakes, monkeypatch) -> Any:
         "conn_type": "http", "host": fakes.base, "login": "admin", "password": "werss-pass-5150"}))
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DAILY_BUDGET", "5")
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEMO_MODE", "true")
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_REPORT_BASE_URL", "https://radar.zhang-home.cn/radar")
     monkeypatch.setattr(run, "airflow_lines", lambda s, o: platform.airflow_lines(
         s, o, facts=lambda: AirflowFacts(pool_slots=2, dag_known=True)))
     _seen_long_ago(fakes.werss.message_tasks[0])  # an earlier check knew the task before its last run
@@ -92,7 +93,7 @@ def test_a_radar_database_not_made_yet_says_to_run_provision(database_url) -> No
 
 def test_a_working_deployment_is_all_ticks_and_exits_0(good) -> None:
     code, lines = check()
-    assert code == 0
+    assert code == 0, [x for x in lines if not x.startswith("✓")]
     assert [x for x in lines if not x.startswith("✓")] == []
     assert len(lines) == 23
     assert line(lines, "✓ WeRSS · 可达").endswith("，账号 'admin' 登录成功")
@@ -617,6 +618,13 @@ def test_a_weak_link_secret_fails_and_the_other_checks_still_run(good, monkeypat
         "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'")
     assert line(lines, "✓ WeRSS · 公众号")  # one bad setting does not hide the rest
     assert "short-secret" not in "\n".join(lines)
+
+
+def test_an_example_files_base_url_left_as_it_was_is_no_tick(good, monkeypatch) -> None:
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_REPORT_BASE_URL", "https://radar.example.com/radar")  # the env files' value
+    _, lines = check()
+    assert line(lines, "! 链接 · report_base_url").startswith(
+        "! 链接 · report_base_url: https://radar.example.com/radar 是示例地址（radar.example.com 留作文档之用")
 
 
 def test_plain_http_links_on_a_public_host_fail(good, monkeypatch) -> None:

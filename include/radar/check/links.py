@@ -47,11 +47,20 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def _example(host: str) -> bool:
+    """A name reserved for documentation (RFC 2606, 6761): an example file's value left as it was."""
+    return host in ("example.com", "example.net", "example.org") or host.endswith(
+        (".example.com", ".example.net", ".example.org", ".example", ".test", ".invalid"))
+
+
 def _base_url_line(url: str, demo: bool) -> Line:
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.scheme != "https" and not _loopback(host):
         return fail(LINKS, "report_base_url", f"{url} 是明文 http，且不在本机：签名链接（凭据）会明文传输", BASE_URL_FIX)
+    if _example(host):
+        return warn(LINKS, "report_base_url", f"{url} 是示例地址（{host} 留作文档之用，不会解析到你的主机）：推送里的链接"
+                    "谁也打不开", BASE_URL_FIX.replace("，如 https://radar.example.com/radar", "（你自己的域名）"))
     if _loopback(host):
         text = f"{url} 是本机地址：推送里的链接只在这台机器上能打开，手机打不开"
         if demo:

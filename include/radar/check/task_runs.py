@@ -68,7 +68,13 @@ def run_lines(read: list[Account], tasks: list[Task], login: WeChatLogin | WeRSS
     upcoming = next_run(crons, local)
     again = f"{(upcoming + RUN_GRACE).astimezone(SHANGHAI):%H:%M} 之后再运行一次 check（它记得这次见到的任务）"
     known = [t.saved_at or seen.get(t.form) for t in tasks]
-    started = [a for a in read if a.synced_at and due <= a.synced_at <= due + RUN_WINDOW]
+    # WeRSS keeps only an account's latest collection start: a run at a later cron time (in its grace, say)
+    # overwrites the due one's, and is as much a run of the schedule
+    runs = [r for r in (_scheduled_run(a.synced_at, crons, due) for a in read) if r is not None]
+    started = bool(runs)
+    if runs:
+        due = min(runs)
+        when = f"{due.astimezone(SHANGHAI):%m-%d %H:%M}"
     if started and not any(k is not None and k <= due for k in known):
         return [warn(AREA, NAME, f"上一次计划采集（{when}）时有公众号开始被采集，但任务是那之后才保存、或 check 那之后才"
                      "第一次见到的：还看不出 WeRSS 加载了它（点过「应用」）", again)]
@@ -84,6 +90,14 @@ def run_lines(read: list[Account], tasks: list[Task], login: WeChatLogin | WeRSS
         return [fail(AREA, NAME, f"上一次计划采集（{when}）没有运行：那之后 30 分钟内没有公众号开始被采集", SCHEDULER)]
     return [warn(AREA, NAME, f"没有看到上一次计划采集（{when}）运行的迹象：任务若是那之后才建或才点「应用」，这还不算问题",
                  again + "；若任务早就在，" + SCHEDULER)]
+
+
+def _scheduled_run(synced: datetime | None, crons: list[str], due: datetime) -> datetime | None:
+    """The cron time, at or after ``due``, whose run ``synced`` (a collection start) is: within RUN_WINDOW of it."""
+    if synced is None or synced < due:
+        return None
+    fired = previous_run(crons, synced.astimezone(WERSS_TZ) + timedelta(seconds=1))
+    return fired if fired is not None and fired >= due and synced - fired <= RUN_WINDOW else None
 
 
 def _stored_times(rows: list[dict[str, Any]]) -> list[datetime]:

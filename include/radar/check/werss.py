@@ -104,8 +104,8 @@ def _unproven(line: Line) -> Line:
     """A task's timing is no ✓ before a run shows WeRSS loaded it: a task saved and never 「应用」'd runs never."""
     if line.mark is not Mark.OK or line.name != "采集任务":
         return line
-    return warn(AREA, line.name, line.text + "；还没有看到它在保存后运行过：WeRSS 只在点「应用」后加载它",
-                task_runs.APPLY + "；下一次计划采集之后再运行一次 check")
+    return warn(AREA, line.name, line.text + "；还没有看到它在 check 认识它之后按时运行并存下文章（见「任务运行」那一行）",
+                "照「任务运行」那一行说的做；WeRSS 只在点「应用」后加载新建或改过的任务")
 
 
 def _qr_waiting(client: WeRSSClient) -> bool:

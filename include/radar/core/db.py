@@ -356,6 +356,23 @@ def fresh_database(server_url: str, name: str) -> str:
     return url
 
 
+def _may_create_tables(info: dict[str, Any], name: str, server_url: str) -> None:
+    """An existing metadata database another login owns (one made by hand, or by `provision` for the guide's
+    `airflow` login) is no place for this login's tables: say so rather than leave it to Airflow's traceback."""
+    user = info.get("user") or "postgres"
+    try:
+        with psycopg.connect(**{**info, "dbname": name}, autocommit=True, connect_timeout=10) as conn:
+            allowed = conn.execute("SELECT has_schema_privilege('public', 'CREATE')").fetchone()[0]
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(f"cannot use Airflow's metadata database {name!r} as {user!r} on "
+                                  f"{redact(server_url)}: {str(exc).strip().splitlines()[0][:200]}") from None
+    if not allowed:
+        raise DatabaseUnavailable(
+            f"cannot use Airflow's metadata database {name!r} as {user!r} on {redact(server_url)}: it exists, and "
+            f"{user!r} may not create tables in it: give it to {user!r} (ALTER DATABASE {name} OWNER TO {user};), "
+            "or name another one with RADAR_AIRFLOW_DB_NAME")
+
+
 def airflow_metadata_url(server_url: str, name: str = "airflow") -> str:
     """A database for Airflow's own metadata on the radar's PostgreSQL server (created when missing), as the
     SQLAlchemy URL Airflow takes: `make ui` runs the scheduler, the api-server and backfills on PostgreSQL
@@ -374,6 +391,7 @@ def airflow_metadata_url(server_url: str, name: str = "airflow") -> str:
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(f"the radar's PostgreSQL at {redact(server_url)} did not answer: "
                                   f"{str(exc).strip().splitlines()[0][:200]}") from None
+    _may_create_tables(info, name, server_url)
     login = quote(info.get("user") or "postgres", safe="") + (
         f":{quote(info['password'], safe='')}" if info.get("password") else "")
     host = str(info.get("host") or "localhost")
