@@ -52,7 +52,9 @@ class DatabaseMissing(DatabaseUnavailable):
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"{reason}: {PROVISION_HINT}")
-        self.reason = reason
+        found = _MISSING.search(reason)
+        # what the server said first: a long socket path in front of it would cut it from a line
+        self.reason = f"{found.group(0)}（{reason}）" if found else reason
 
 
 def unavailable(reason: str) -> DatabaseUnavailable:
