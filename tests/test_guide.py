@@ -111,7 +111,8 @@ def _sh(command: str, **kw) -> subprocess.CompletedProcess[str]:
 
 def _reset() -> None:
     """What a previous run made, gone (a real /opt/radar was refused before)."""
-    _sh("id radar >/dev/null 2>&1 && userdel -r radar >/dev/null 2>&1; true")
+    # the services an earlier walk started as radar (userdel refuses a user with processes)
+    _sh("id radar >/dev/null 2>&1 && { pkill -KILL -u radar; sleep 1; userdel -r radar >/dev/null 2>&1; }; true")
     for path in (OPT, HOME, ETC):
         shutil.rmtree(path, ignore_errors=True)
     for unit in [*UNIT_COPIES.glob("radar-*.service"), UNIT_COPIES / "opportunity-radar.target"]:
