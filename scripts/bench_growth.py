@@ -23,7 +23,6 @@ on disk with its share of the search index, and what a year of slots holds at st
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import random
@@ -178,18 +177,10 @@ def main() -> int:
     first_day = datetime.now(SHANGHAI).date() - timedelta(days=args.days + 1)
     with year.scratch_database(year.bench_server_url(), keep=args.keep) as url:
         os.environ.update({
-            "RADAR_DATABASE_URL": url,
-            "AIRFLOW_CONN_WERSS_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{werss_at}",
-                                                      "login": "bench", "password": "bench-password"}),
-            "AIRFLOW_CONN_DEEPSEEK_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{deepseek_at}",
-                                                         "password": "sk-bench", "extra": {"backoff_seconds": 0}}),
-            "AIRFLOW_CONN_RADAR_PUSH": json.dumps({"conn_type": "generic", "extra": {"urls": [f"json://{sink_at}/b"]}}),
-            "AIRFLOW_VAR_RADAR_LINK_SECRET": "bench-link-secret-0123456789abcdef",
+            **year.standins_environment(url, werss_at, deepseek_at, sink_at),
             "AIRFLOW_VAR_RADAR_MAX_ARTICLES_PER_SLOT": str(args.articles),
             "AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES": str(366 * 24 * 60),
             "AIRFLOW_VAR_RADAR_RETENTION_DAYS": "0",  # measured first with everything kept
-            "AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE": "recorded",
-            "AIRFLOW_VAR_RADAR_MARKET_DATA_RECORDED_DIR": str(REPO / "include" / "radar_demo" / "data" / "market"),
         })
         from tests.slotrun import run_slot  # reads the environment set above
 

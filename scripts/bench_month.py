@@ -12,7 +12,6 @@ the connections left open after the last slot, and the slots' time on day 1 agai
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -40,18 +39,8 @@ def main() -> int:
     deepseek, sink = FakeDeepSeek(api_key="sk-bench"), PushSink()
     werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(sink.handle)
     with year.scratch_database(year.bench_server_url()) as url:
-        os.environ.update({
-            "RADAR_DATABASE_URL": url,
-            "AIRFLOW_CONN_WERSS_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{werss_at}",
-                                                      "login": "bench", "password": "bench-password"}),
-            "AIRFLOW_CONN_DEEPSEEK_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{deepseek_at}",
-                                                         "password": "sk-bench", "extra": {"backoff_seconds": 0}}),
-            "AIRFLOW_CONN_RADAR_PUSH": json.dumps({"conn_type": "generic", "extra": {"urls": [f"json://{sink_at}/m"]}}),
-            "AIRFLOW_VAR_RADAR_LINK_SECRET": "bench-link-secret-0123456789abcdef",
-            "AIRFLOW_VAR_RADAR_RETENTION_DAYS": "14",
-            "AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE": "recorded",
-            "AIRFLOW_VAR_RADAR_MARKET_DATA_RECORDED_DIR": str(REPO / "include" / "radar_demo" / "data" / "market"),
-        })
+        os.environ.update({**year.standins_environment(url, werss_at, deepseek_at, sink_at),
+                           "AIRFLOW_VAR_RADAR_RETENTION_DAYS": "14"})
         from tests import month  # reads the environment set above
 
         pieces, daily = month.generate(FIRST, args.days)
@@ -69,7 +58,7 @@ def main() -> int:
           f"| articles lost / stuck / analysed twice | {len(f.lost)} / {len(f.stuck)} / {len(f.twice)} |\n"
           f"| LLM calls / articles to analyse (with a body; not a repost of an analysed one, not excluded) | "
           f"{f.llm_calls} / {f.analysable} |\n"
-          f"| database, MB on day 1 / 15 / {f.days} | {f.mb_per_day[0]:.1f} / {f.mb_per_day[min(14, f.days - 1)]:.1f} / "
+          f"| database, MB on day 1 / {min(15, f.days)} / {f.days} | {f.mb_per_day[0]:.1f} / {f.mb_per_day[min(14, f.days - 1)]:.1f} / "
           f"{f.mb_per_day[-1]:.1f} |\n"
           f"| connections open after the last slot | {f.connections} |\n"
           f"| mean slot time, day 1 / day {f.days} | {f.slot_seconds[0]:.2f} s / {f.slot_seconds[-1]:.2f} s |")

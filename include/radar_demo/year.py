@@ -11,6 +11,7 @@ a migration or a restore can be shown to have kept every row.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import uuid
@@ -45,6 +46,22 @@ WORDS = "储能 电芯 集采 券商 并购 重组 光伏 硅料 半导体 设�
 def bench_server_url() -> str:
     """The benchmarks' server: ``RADAR_TEST_DATABASE_URL``, else an embedded PostgreSQL of their own."""
     return os.environ.get("RADAR_TEST_DATABASE_URL") or db.embedded_url(REPO / ".local" / "pgdata-bench")
+
+
+def standins_environment(url: str, werss_at: str, deepseek_at: str, sink_at: str) -> dict[str, str]:
+    """What a benchmark's slots read to reach its database and its stand-ins on loopback (WeRSS as bench /
+    bench-password, DeepSeek as sk-bench, one JSON push sink), with recorded market data."""
+    return {
+        "RADAR_DATABASE_URL": url,
+        "AIRFLOW_CONN_WERSS_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{werss_at}",
+                                                  "login": "bench", "password": "bench-password"}),
+        "AIRFLOW_CONN_DEEPSEEK_DEFAULT": json.dumps({"conn_type": "http", "host": f"http://{deepseek_at}",
+                                                     "password": "sk-bench", "extra": {"backoff_seconds": 0}}),
+        "AIRFLOW_CONN_RADAR_PUSH": json.dumps({"conn_type": "generic", "extra": {"urls": [f"json://{sink_at}/b"]}}),
+        "AIRFLOW_VAR_RADAR_LINK_SECRET": "bench-link-secret-0123456789abcdef",
+        "AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE": "recorded",
+        "AIRFLOW_VAR_RADAR_MARKET_DATA_RECORDED_DIR": str(REPO / "include" / "radar_demo" / "data" / "market"),
+    }
 
 
 @contextmanager
