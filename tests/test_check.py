@@ -781,3 +781,24 @@ def test_every_line_is_typed_and_a_warning_does_not_fail() -> None:
     report.lines.append(fail("a", "g", "h", "i"))
     assert report.exit_code == 1 and report.as_state()["failing"] == ["✗ a · g: h → i"]
     assert report.summary() == "1 ✓，1 !，1 ✗：这套部署按现在的配置不能工作"
+
+
+@pytest.mark.parametrize(("synced", "expected"), [
+    ("2026-01-08 21:35", "2026-01-08 21:30"),  # the due run itself
+    ("2026-01-09 00:03", "2026-01-09 00:00"),  # a later run, past midnight, overwrote the due one's start
+    ("2026-01-08 22:10", None),  # 40 minutes after a cron time: a manual 「执行」, not the schedule
+    ("2026-01-08 21:20", None),  # before the due run
+])
+def test_a_collection_start_is_read_as_the_scheduled_run_it_belongs_to(synced, expected) -> None:
+    """WeRSS keeps only an account's latest collection start: any cron time from the due one on whose run it
+    is (within half an hour) shows the schedule runs, across midnight too."""
+    from datetime import datetime
+
+    from include.radar.check.task_runs import _scheduled_run
+    from include.radar.collect.werss import WERSS_TZ
+
+    def at(text: str) -> datetime:
+        return datetime.strptime(text, "%Y-%m-%d %H:%M").replace(tzinfo=WERSS_TZ)
+
+    found = _scheduled_run(at(synced), ["30 21 * * *", "0 0 * * *"], at("2026-01-08 21:30"))
+    assert found == (at(expected) if expected else None)
