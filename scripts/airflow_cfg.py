@@ -1,13 +1,16 @@
 """Write settings into an AIRFLOW_HOME's airflow.cfg, so that every ``airflow`` command run with that home
 reads the same metadata database, executor and bundle as ``make run`` / ``make ui`` do.
 
-Usage: ``python scripts/airflow_cfg.py section.key=value ...`` (AIRFLOW_HOME from the environment). Airflow
-writes its default airflow.cfg when there is none; each key is then replaced in place (or added to its
+Usage: ``python scripts/airflow_cfg.py [--from FILE] section.key=value ...`` (AIRFLOW_HOME from the
+environment). ``--from`` takes every key of an ini file (deploy/systemd/airflow.cfg.radar, the guide's step),
+each ``<NAME>`` in it filled from the environment variable NAME. Airflow writes its default airflow.cfg when
+there is none (its fernet key and JWT secret with it); each key is then replaced in place (or added to its
 section), Airflow's comments kept.
 """
 
 from __future__ import annotations
 
+import configparser
 import os
 import re
 import sys
@@ -53,18 +56,34 @@ def set_values(text: str, values: dict[tuple[str, str], str]) -> str:
     return "\n".join(out) + "\n"
 
 
+def from_file(path: Path, environ: dict[str, str]) -> dict[tuple[str, str], str]:
+    """Every key of the ini file at ``path``, each ``<NAME>`` in its values replaced by ``environ[NAME]``;
+    SystemExit naming the variables that are not set."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(path.read_text(encoding="utf-8"))
+    values = {(section, key): value for section in parser.sections() for key, value in parser[section].items()}
+    missing = sorted({name for value in values.values() for name in re.findall(r"<([A-Z0-9_]+)>", value)} - set(environ))
+    if missing:
+        raise SystemExit(f"{path}: set {', '.join(missing)} in the environment (its <…> placeholders)")
+    return {where: re.sub(r"<([A-Z0-9_]+)>", lambda m: environ[m.group(1)], value) for where, value in values.items()}
+
+
 def main(argv: list[str]) -> int:
     cfg = Path(os.environ["AIRFLOW_HOME"]) / "airflow.cfg"
-    if not cfg.exists():
-        from airflow.configuration import write_default_airflow_configuration_if_needed
-
-        write_default_airflow_configuration_if_needed()
-    values = {}
+    values: dict[tuple[str, str], str] = {}
+    if argv[:1] == ["--from"] and len(argv) > 1:
+        values.update(from_file(Path(argv[1]), dict(os.environ)))
+        argv = argv[2:]
     for arg in argv:
         name, _, value = arg.partition("=")
         section, _, key = name.partition(".")
         values[(section, key)] = value
+    if not cfg.exists():
+        from airflow.configuration import write_default_airflow_configuration_if_needed
+
+        write_default_airflow_configuration_if_needed()
     cfg.write_text(set_values(cfg.read_text(encoding="utf-8"), values), encoding="utf-8")
+    print(f"{cfg}: {len(values)} keys set ({', '.join(f'{s}.{k}' for s, k in values)})")
     return 0
 
 

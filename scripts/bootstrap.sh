@@ -73,7 +73,7 @@ if [ "${RADAR_AIRFLOW_ON_POSTGRES:-}" = "1" ]; then
   cfg+=("database.sql_alchemy_conn=$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" "core.executor=$AIRFLOW__CORE__EXECUTOR")
   metadata="postgres"
 fi
-python "$REPO/scripts/airflow_cfg.py" "${cfg[@]}"
+python "$REPO/scripts/airflow_cfg.py" "${cfg[@]}" >/dev/null
 # the stamp covers the lock, the metadata database and the analysis pool size: a change of any is applied
 stamp="$lock_sum $metadata analysis_tasks=${AIRFLOW_VAR_RADAR_ANALYSIS_TASKS:-2}"
 if [ ! -f "$AIRFLOW_HOME/.migrated" ] || [ "$(cat "$AIRFLOW_HOME/.migrated")" != "$stamp" ]; then

@@ -11,7 +11,7 @@ The only substitutions in the blocks: the placeholder ``<本仓库的地址>`` (
 passwords (雷达密码, 页面密码, 元数据密码: fresh random ones). What the guide asks the reader to do by hand, the test
 does and says so: it fills the env files' ``<…>``, points the DeepSeek and push connections at the stand-ins
 (WeRSS's stand-in listens where tasks.env.example says, 127.0.0.1:8001) and adds the recorded market data; it
-writes airflow.cfg.radar's keys into airflow.cfg; it installs the lock into /opt/radar/venv with uv first, so
+installs the lock into /opt/radar/venv with uv first, so
 that the guide's own ``pip install … -c requirements.lock`` finds everything satisfied.
 
 It runs as root where the system PostgreSQL's socket is (CI: .ci/run installs sudo), otherwise it skips and says
@@ -22,7 +22,6 @@ and refuses to touch an /opt/radar it did not make.
 
 from __future__ import annotations
 
-import configparser
 import json
 import os
 import pwd
@@ -30,7 +29,6 @@ import re
 import secrets
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -170,19 +168,6 @@ def _fill_env_files(passwords: dict[str, str], standins: dict[str, str]) -> None
         path.write_text(text, encoding="utf-8")
 
 
-def _write_airflow_cfg(passwords: dict[str, str]) -> None:
-    """二.4: airflow.cfg.radar's keys into the airflow.cfg Airflow just wrote."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    from airflow_cfg import set_values
-
-    radar = configparser.ConfigParser(interpolation=None)
-    radar.read(OPT / "deploy" / "systemd" / "airflow.cfg.radar", encoding="utf-8")
-    values = {(section, key): value.replace("<AIRFLOW_DB_PASSWORD>", passwords["元数据密码"])
-              for section in radar.sections() for key, value in radar[section].items()}
-    cfg = HOME / "airflow" / "airflow.cfg"
-    cfg.write_text(set_values(cfg.read_text(encoding="utf-8"), values), encoding="utf-8")
-
-
 def _install_the_lock() -> None:
     """The guide's pip lines then run verbatim and find everything there (from scratch they take ~16 min)."""
     done = subprocess.run([str(REPO / ".venv" / "bin" / "uv"), "pip", "install", "-q", "--python",
@@ -229,7 +214,6 @@ def test_the_one_host_guide_runs_as_written(tmp_path: Path) -> None:
 
     blocks = _all_blocks()
     after = [("-m venv /opt/radar/venv", lambda: (MARK.touch(), _install_the_lock(), start_standins())),
-             ("airflow config list", lambda: _write_airflow_cfg(passwords)),
              ("$f.env.example", lambda: _fill_env_files(passwords, standins))]
     try:
         _walk(blocks, after, passwords, shell_home)

@@ -228,6 +228,26 @@ def test_the_airflow_cfg_lines_of_the_guide() -> None:
     assert FabAuthManager.__name__ == "FabAuthManager"
 
 
+def test_the_guides_airflow_cfg_command_writes_the_files_keys_into_airflows_own(tmp_path: Path) -> None:
+    """二.4: ``airflow_cfg.py --from airflow.cfg.radar`` on a home with no airflow.cfg: Airflow's defaults (its
+    fernet key and JWT secret kept), the file's keys over them, the password filled from the environment; without
+    the variable it refuses, naming it, and writes nothing."""
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
+    command = [sys.executable, str(REPO / "scripts" / "airflow_cfg.py"), "--from", str(UNITS / "airflow.cfg.radar")]
+    env.pop("AIRFLOW_DB_PASSWORD", None)
+    refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "AIRFLOW_DB_PASSWORD" in refused.stderr and not (tmp_path / "airflow.cfg").exists()
+    done = subprocess.run(command, env={**env, "AIRFLOW_DB_PASSWORD": "s3cret-x"}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "database.sql_alchemy_conn" in done.stdout and "s3cret-x" not in done.stdout
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(tmp_path / "airflow.cfg", encoding="utf-8")
+    assert cfg["database"]["sql_alchemy_conn"] == "postgresql+psycopg2://airflow:s3cret-x@127.0.0.1:5432/airflow"
+    assert cfg["api"]["base_url"] == "http://127.0.0.1:8080" and cfg["core"]["executor"] == "LocalExecutor"
+    assert len(cfg["core"]["fernet_key"]) == 44 and cfg["api_auth"]["jwt_secret"]
+
+
 # --------------------------------------------------------------------------------------------- the package
 
 
