@@ -246,6 +246,24 @@ def test_a_fresh_install_shows_no_records_rather_than_errors(db_url: str) -> Non
     assert "一切正常" in section
 
 
+def test_an_install_whose_dag_never_ran_shows_every_slot_since_as_late(conn: Any, db_url: str) -> None:
+    """No slot run at all (the DAG left paused): the slots since the schema was made are late, those before it
+    are not, and the headline does not say 一切正常."""
+    made = conn.execute("SELECT min(applied_at) AS at FROM schema_migration").fetchone()["at"]
+    installed = datetime(2026, 1, 8, 10, 0, tzinfo=SHANGHAI)
+    conn.execute("UPDATE schema_migration SET applied_at = applied_at - (%s - %s)", (made, installed))
+    conn.commit()
+    try:
+        section = health_html(page(db_url))
+    finally:
+        conn.execute("UPDATE schema_migration SET applied_at = applied_at + (%s - %s)", (made, installed))
+        conn.commit()
+    assert "一切正常" not in section and "项需关注" in section
+    assert re.findall(r"<li>(01-0\d \d\d:00) 超时未运行</li>", section) == ["01-08 18:00", "01-08 14:00", "01-08 12:00"]
+    assert "01-08 07:00" not in section and "01-07 22:00" not in section  # before the install
+    assert "还没有任何时段运行记录" not in section
+
+
 def test_werss_and_deepseek_status_from_their_last_calls(seed: Seeder, db_url: str) -> None:
     runs = seed_recent_slots(seed)
     conn = seed.conn

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import date
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -159,18 +160,26 @@ def status(conn: psycopg.Connection, key: str) -> dict[str, Any]:
 
 
 
-def missed_slots(conn: psycopg.Connection, expected: list[tuple[date, str]]) -> list[tuple[date, str]]:
-    """Of the ``expected`` (day, slot) pairs, those with no slot run, counting only time since the radar's
-    first slot run (a fresh install has missed nothing before it)."""
+def missed_slots(conn: psycopg.Connection, expected: list[tuple[date, str]], tz: ZoneInfo
+                 ) -> list[tuple[date, str]]:
+    """Of the ``expected`` (day, slot) pairs (slots of ``tz``), those with no slot run, counting only time since
+    the radar's first slot run, or, before any, since its schema was made: a fresh install has missed nothing
+    before it, and one whose DAG was never unpaused has missed every slot since."""
     if not expected:
         return []
     first = conn.execute("SELECT run_date, slot FROM slot_run ORDER BY run_date, slot LIMIT 1").fetchone()
-    if first is None:
-        return []
+    if first is not None:
+        since = (first["run_date"], first["slot"])
+    else:
+        made = conn.execute("SELECT min(applied_at) AS at FROM schema_migration").fetchone()["at"]
+        if made is None:
+            return []
+        local = made.astimezone(tz)
+        since = (local.date(), f"{local:%H:%M}")
     days = sorted({d for d, _ in expected})
     seen = {(r["run_date"], r["slot"]) for r in conn.execute(
         "SELECT run_date, slot FROM slot_run WHERE run_date = ANY(%s)", (days,)).fetchall()}
-    return [(d, s) for d, s in expected if (d, s) > (first["run_date"], first["slot"]) and (d, s) not in seen]
+    return [(d, s) for d, s in expected if (d, s) > since and (d, s) not in seen]
 
 
 def missed_since_last_run(conn: psycopg.Connection, expected: list[tuple[date, str]], before: tuple[date, str]

@@ -463,7 +463,8 @@ def gather(conn: psycopg.Connection, settings: Settings, *, now: datetime, tz: Z
     # the coverage of the latest day a slot ran (before today's first slot, yesterday's as of its end): a day
     # whose accounts no slot has listed yet would read as a WeRSS collecting nothing, every night
     day = min(today, runs[0]["run_date"]) if runs else today
-    missed = store.missed_slots(conn, expected_slots(now, settings.schedule_slots, settings.late_after_minutes, tz))
+    missed = store.missed_slots(conn, expected_slots(now, settings.schedule_slots, settings.late_after_minutes, tz),
+                                tz)
     return health_view(
         now=now,
         tz=tz,
