@@ -162,11 +162,9 @@ def _probe_ms(hits: Callable[[bytes], bool], probes: Iterable[bytes], budget: Bu
     on up to the whole. It stops growing as soon as a part alone took longer than the limit
     (``(?s).*[^\n].{999}[\n]``, 2 s a probe, is refused after one run over SHORT_BYTES), or when two parts
     in a row took a measurable time that, extrapolated to the whole probe, is far over it: the first run
-    also pays for the automaton's first states, a one-off cost (``(.*){1000}#`` takes ~1 ms over its first
-    thousand bytes, then 0.1 ms over 60,000) that one part alone would extrapolate 60-fold. A rule that is
-    cheap on a part goes on to the next (its cost may grow with the text: RE2's automaton gathers states as
-    it reads). The probes stop at the first one over the limit, and when ``budget`` runs out
-    (:class:`OutOfTime`)."""
+    also pays once for the automaton's first states (``(.*){1000}#``: ~1 ms over its first thousand bytes,
+    0.1 ms over 60,000). A cheap part goes on to the next (RE2's automaton gathers states as it reads). The
+    probes stop at the first one over the limit, and when ``budget`` runs out (:class:`OutOfTime`)."""
     worst = 0.0
     for probe in probes:
         budget.check()
