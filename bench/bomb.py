@@ -16,12 +16,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import logging
-import sys
 import tracemalloc
 import zlib
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from werkzeug.wrappers import Request, Response
 

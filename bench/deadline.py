@@ -29,15 +29,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from include.radar import DAG_ID, store
+from include.radar.core import db
+from include.radar.core.slots import SHANGHAI, slot_at
+from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve
+from tests.slotrun import answer
 
-from include.radar import DAG_ID, store  # noqa: E402
-from include.radar.core import db  # noqa: E402
-from include.radar.core.slots import SHANGHAI, slot_at  # noqa: E402
-from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
-from tests.slotrun import answer  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 BENCH_DB = "radar_bench_deadline"
 OUT = REPO / ".local" / "bench-deadline"

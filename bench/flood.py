@@ -31,11 +31,10 @@ from urllib.parse import urlencode, urlsplit
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from include.radar.core import signing
+from include.radar.core.slots import SHANGHAI
 
-from include.radar.core import signing  # noqa: E402
-from include.radar.core.slots import SHANGHAI  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 PROBE_EVERY = 0.05
 TIMEOUT = 30.0

@@ -8,7 +8,7 @@ prints pairwise precision and recall, and the recall of the rewrites alone, of:
 - character 3-shingle Jaccard, the quantity MinHash (e.g. datasketch) estimates, at its best threshold,
 and a threshold sweep around the shipped values. Then it times grouping one day of 500 articles.
 
-Usage: make bench-grouping   (or: python scripts/bench_grouping.py [--articles 500])
+Usage: make bench-grouping   (or: python -m bench.grouping [--articles 500])
 """
 
 from __future__ import annotations

@@ -32,14 +32,12 @@ import time
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from include.radar.core import db
+from include.radar.core.slots import SHANGHAI, slot_at
+from include.radar_demo import wechat_pages, year
+from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
 
-from include.radar.core import db  # noqa: E402
-from include.radar.core.slots import SHANGHAI, slot_at  # noqa: E402
-from include.radar_demo import wechat_pages, year  # noqa: E402
-from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SLOTS = ("07:00", "12:00", "14:00", "18:00", "22:00")
 ACCOUNTS = 20

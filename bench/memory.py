@@ -8,13 +8,13 @@
    runs, the report is built and pushed, and the Deadline Alert's callback runs in the triggerer), then its
    api-server is asked for Airflow's pages and, with the radar, every report page through a signed link
    (as pushed; the profile as the admin), a search (``/search?q=储能``) among them.
-2. Every process of Airflow's tree is sampled once a second (PSS, USS, RSS; scripts/memory_roles.py) and
+2. Every process of Airflow's tree is sampled once a second (PSS, USS, RSS; bench/memory_roles.py) and
    sorted into roles by its title; per role: its processes, its peak PSS (summed over them), its largest
    process; per task id, the largest task process; and what the radar adds (radar minus bare). The PostgreSQL
    backends serving the run's databases are sampled too (the server's shared part is not counted).
 3. The same slot under the CeleryExecutor: scheduler, dag-processor, api-server, triggerer and two Celery
-   workers (concurrency 4), as scripts/celery_two_workers.py runs them.
-4. The radar's own imports per process in fresh interpreters (scripts/memory_imports.py).
+   workers (concurrency 4), as tools/celery_two_workers.py runs them.
+4. The radar's own imports per process in fresh interpreters (bench/memory_imports.py).
 
     make bench-memory                                   # everything, 4 to 7 minutes on 2 cores
     make bench-memory ARGS="--only standalone"          # or celery, imports; --articles 50 --latency 0.5
@@ -49,17 +49,15 @@ import psycopg
 from cryptography.fernet import Fernet
 from psycopg.rows import dict_row
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from bench import memory_imports, memory_roles
+from include.radar import DAG_ID
+from include.radar.core import db, signing
+from include.radar.core.slots import SHANGHAI
+from include.radar_demo import wechat_pages
+from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
+from tools.local_airflow import airflow, free_port, standin_env, start, stop, wait_for
 
-from include.radar import DAG_ID  # noqa: E402
-from include.radar.core import db, signing  # noqa: E402
-from include.radar.core.slots import SHANGHAI  # noqa: E402
-from include.radar_demo import wechat_pages  # noqa: E402
-from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
-from scripts import memory_imports, memory_roles  # noqa: E402
-from scripts.local_airflow import airflow, free_port, standin_env, start, stop, wait_for  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 OUT = REPO / ".local" / "bench-memory"
 PRELOADING = "include.radar.seam.executor.PreloadingLocalExecutor"

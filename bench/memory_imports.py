@@ -16,7 +16,7 @@ process gained at each step (USS: the memory that is the process's alone) and th
 - **triggerer**: the trigger runner's modules are the baseline; then the Deadline Alert's callback, imported
   by name as the triggerer does and run on a daily run's context.
 
-    python scripts/memory_imports.py            # every probe, a table
+    python -m bench.memory_imports            # every probe, a table
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 MB = 2**20
 # what is worth naming when a step loads it

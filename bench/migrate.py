@@ -19,19 +19,16 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from include.radar import store
+from include.radar.core import db
+from include.radar.core.slots import SHANGHAI
+from include.radar_demo import year
 
-from include.radar import store  # noqa: E402
-from include.radar.core import db  # noqa: E402
-from include.radar.core.slots import SHANGHAI  # noqa: E402
-from include.radar_demo import year  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:

@@ -18,12 +18,10 @@ import sys
 from datetime import date
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from include.radar_demo import year
+from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve
 
-from include.radar_demo import year  # noqa: E402
-from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 FIRST = date(2026, 3, 2)
 

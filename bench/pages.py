@@ -7,7 +7,7 @@ PostgreSQL in ``.local/pgdata-bench``), migrates it, bulk-loads a year of radar 
 notifications), then requests each page through FastAPI's TestClient with authentication overridden and
 prints median / p95 / max in milliseconds. ``--explain`` also prints the plans of the pages' main queries.
 
-    RADAR_TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test .venv/bin/python scripts/bench_pages.py
+    RADAR_TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test .venv/bin/python -m bench.pages
 
 Runs in well under two minutes; the database is dropped at the end unless ``--keep`` is given.
 """
@@ -18,7 +18,6 @@ import argparse
 import logging
 import random
 import statistics
-import sys
 import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -26,15 +25,13 @@ from typing import Any
 
 import psycopg
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from include.radar import store
+from include.radar.core import db
+from include.radar.core.settings import load_settings
+from include.radar.core.slots import SHANGHAI
+from include.radar_demo import synthetic_market, year
 
-from include.radar import store  # noqa: E402
-from include.radar.core import db  # noqa: E402
-from include.radar.core.settings import load_settings  # noqa: E402
-from include.radar.core.slots import SHANGHAI  # noqa: E402
-from include.radar_demo import synthetic_market, year  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 # a common word, a rare pair, two words, a word with filters, the second page of a common word
 SEARCHES = ("q=储能", "q=国产替代", "q=创新药+出海", "q=半导体&band=60&from=2025-12-01", "q=算力&page=2")

@@ -30,11 +30,10 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from include.radar.analysis import focus
+from include.radar_demo.hostile_rules import CATASTROPHIC_RULES, GATED_NINETEEN, UNREAD_TWENTY, texts
 
-from include.radar.analysis import focus  # noqa: E402
-from include.radar_demo.hostile_rules import CATASTROPHIC_RULES, GATED_NINETEEN, UNREAD_TWENTY, texts  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 ARTICLES = 50
 

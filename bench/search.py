@@ -12,7 +12,7 @@ each in PostgreSQL on a scratch database:
 - **substring** (``ILIKE '%q%'``, what a pg_trgm index accelerates): relevant by definition, shown for its
   time and because pg_trgm is missing from the embedded PostgreSQL and cannot index two-character words.
 
-    RADAR_TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test .venv/bin/python scripts/bench_search.py
+    RADAR_TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test .venv/bin/python -m bench.search
 """
 
 from __future__ import annotations
@@ -20,18 +20,15 @@ from __future__ import annotations
 import ast
 import json
 import os
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import psycopg
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from include.radar.core import db, search
 
-from include.radar.core import db, search  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SECTOR_WORDS = ["储能", "光伏", "回购", "锂电", "半导体", "降准", "CPI", "PPI", "出口", "订单", "并购", "新能源汽车"]
 

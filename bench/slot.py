@@ -42,16 +42,14 @@ from typing import Any
 import psutil
 import psycopg
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from include.radar import DAG_ID
+from include.radar.core import db
+from include.radar.core.settings import Settings
+from include.radar_demo import wechat_pages
+from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
+from tools.local_airflow import airflow, metadata, port_from, slots_now, standin_env, start, stop, wait_for
 
-from include.radar import DAG_ID  # noqa: E402
-from include.radar.core import db  # noqa: E402
-from include.radar.core.settings import Settings  # noqa: E402
-from include.radar_demo import wechat_pages  # noqa: E402
-from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
-from scripts.local_airflow import airflow, metadata, port_from, slots_now, standin_env, start, stop, wait_for  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 BENCH_DB = "radar_bench_slot"
 OUT = REPO / ".local" / "bench-slot"

@@ -1,6 +1,6 @@
 """Time the track record's step over a year of picks: from a cold cache, a warm one, a full recompute, the next day.
 
-Creates a throw-away database (year.scratch_database, as scripts/bench_pages.py does), seeds a year of radar
+Creates a throw-away database (year.scratch_database, as bench/pages.py does), seeds a year of radar
 data (year.seed), turns every analysis scoring 60 or more into a sent opportunity push naming one of
 ``--instruments`` A-share codes (so ~1,500 picks over ~300 instruments), then runs the real step
 (track_record.update) with a synthetic market-data source (include/radar_demo/synthetic_market.py): akshare's
@@ -13,7 +13,7 @@ trip; 0 measures the radar alone).
   again from the cache, nothing fetched (a backfill, a cleared task, a changed rule);
 - next day: one incremental fetch per instrument (the last week of bars), the open picks computed.
 
-    RADAR_TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test .venv/bin/python scripts/bench_track_record.py
+    RADAR_TEST_DATABASE_URL=postgresql://postgres@127.0.0.1:5432/test .venv/bin/python -m bench.track_record
 """
 
 from __future__ import annotations
@@ -21,17 +21,14 @@ from __future__ import annotations
 import argparse
 import logging
 import random
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from include.radar.core import db
+from include.radar.core.slots import SHANGHAI
+from include.radar_demo import synthetic_market, year
 
-from include.radar.core import db  # noqa: E402
-from include.radar.core.slots import SHANGHAI  # noqa: E402
-from include.radar_demo import synthetic_market, year  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,7 @@ row a day, a live-stream notice the reader's rule excludes), run slot by slot th
 slots' clock (tests/slotrun.py), then counted as the reader would: how often each piece of news was pushed,
 what was lost, stuck or analysed twice, what it cost in calls, the database's size and the slots' time.
 
-Used by ``make bench-month`` (scripts/bench_month.py: 30 days) and, for a few days, by tests/test_month.py. The
+Used by ``make bench-month`` (bench/month.py: 30 days) and, for a few days, by tests/test_month.py. The
 stand-ins (``werss``, ``deepseek``, ``sink``) must already be what the environment's connections name.
 """
 

@@ -1,4 +1,4 @@
-"""The house stays easy to change. Read from the code's own imports (scripts/import_graph.py,
+"""The house stays easy to change. Read from the code's own imports (tools/import_graph.py,
 type-only and lazy imports included): no import circle under include/, no module of the product over ~500
 lines, no import up a floor (rooms → runtime → steps → the seam to Airflow), each DAG task's step in the module
 named after it; and docs/architecture.md true: its table of modules names every module of
@@ -10,8 +10,8 @@ import ast
 import re
 from pathlib import Path
 
-from scripts import import_graph
 from tests.conftest import REPO
+from tools import import_graph
 
 MAX_LINES = 500
 
@@ -255,3 +255,52 @@ def test_the_time_rules_see_what_they_forbid() -> None:
     assert not _SETATTR_RAISING_FALSE.search('monkeypatch.delenv("X", raising=False)')
     assert _SETATTR_OF_TIME.search('monkeypatch.setattr(spending, "today", lambda: DAY)')
     assert _SETATTR_OF_TIME.search('monkeypatch.setattr(regex_rules, "_cost_clock", tick)')
+
+
+# ------------------------------------------------------------------------------------------ the folders' roles
+
+SETUP_SCRIPTS = {"bootstrap.sh", "airflow_cfg.py"}  # what `make` and the guide run to set a machine up
+
+
+def _imported(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, names) of each import in the file at ``path``, lazy ones included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.append((node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            found += [(a.name, []) for a in node.names]
+    return found
+
+
+def _crossings(paths, forbidden) -> list[str]:
+    return sorted(f"{p.name}: {m} {names}" for p in paths for m, names in _imported(p) if forbidden(m, names))
+
+
+def _a_test_s_own(module: str, names: list[str]) -> bool:
+    """A test module, or a test's private name: what no tooling may import."""
+    return module.startswith("tests.test_") or (module.split(".")[0] == "tests" and any(
+        n.startswith(("_", "test_")) for n in names))
+
+
+def test_each_folder_holds_its_role() -> None:
+    """scripts/ holds the set-up alone; the benchmarks live in bench/ (each run by a `make bench*` target), the
+    acceptance drivers and the docs' and tests' helpers in tools/; no tooling imports a test module or a test's
+    private name, and the product imports none of them."""
+    assert {p.name for p in (REPO / "scripts").iterdir() if p.is_file()} == SETUP_SCRIPTS
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    run = set(re.findall(r"python -m bench\.(\w+)", makefile))
+    benches = {p.stem for p in (REPO / "bench").glob("*.py")}
+    assert run and run <= benches and benches - run == {"memory_imports", "memory_roles"}  # bench-memory's parts
+    tooling = [*(REPO / "bench").glob("*.py"), *(REPO / "tools").glob("*.py")]
+    assert _crossings(tooling, _a_test_s_own) == []
+    product = [*(REPO / "include").rglob("*.py"), *(REPO / "dags").rglob("*.py"), *(REPO / "plugins").rglob("*.py")]
+    assert _crossings(product, lambda m, _: m.split(".")[0] in {"tests", "bench", "tools", "scripts"}) == []
+
+
+def test_the_folder_roles_notice_a_tool_importing_a_test_module(tmp_path: Path) -> None:
+    tool = tmp_path / "driver.py"
+    tool.write_text("from tests.test_backfill import DAYS\ndef f():\n    from tests import _private\n"
+                    "from tests.slotrun import article\n", encoding="utf-8")
+    assert _crossings([tool], _a_test_s_own) == [
+        "driver.py: tests ['_private']", "driver.py: tests.test_backfill ['DAYS']"]

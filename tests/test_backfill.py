@@ -7,7 +7,6 @@ digest.py, decide.py (nothing pushed), the daily page.
 
 from __future__ import annotations
 
-import json
 import random
 from datetime import date
 
@@ -16,31 +15,8 @@ import pytest
 from include.radar import store
 from include.radar.core import db
 from include.radar.core.slots import slot_at
-from tests.slotrun import answer, article, run_slot, shanghai
-
-DAYS = (date(2026, 1, 5), date(2026, 1, 6))
-SLOTS = ("07:00", "12:00", "14:00", "18:00", "22:00")
-# published (Shanghai) -> the slot that owns it: the first planned slot at or after it (None: before the range)
-PUBLISHED = [
-    (shanghai(2026, 1, 4, 20), None),
-    (shanghai(2026, 1, 5, 6, 30), (date(2026, 1, 5), "07:00")),
-    (shanghai(2026, 1, 5, 11), (date(2026, 1, 5), "12:00")),
-    (shanghai(2026, 1, 5, 13), (date(2026, 1, 5), "14:00")),
-    (shanghai(2026, 1, 5, 16), (date(2026, 1, 5), "18:00")),
-    (shanghai(2026, 1, 5, 21), (date(2026, 1, 5), "22:00")),
-    (shanghai(2026, 1, 6, 1), (date(2026, 1, 6), "07:00")),
-    (shanghai(2026, 1, 6, 12), (date(2026, 1, 6), "12:00")),  # exactly at a slot: that slot's
-    (shanghai(2026, 1, 6, 17, 59), (date(2026, 1, 6), "18:00")),
-    (shanghai(2026, 1, 6, 18, 1), (date(2026, 1, 6), "22:00")),
-]
-
-
-def _respond(body: dict) -> str:
-    user = body["messages"][1]["content"]
-    if "<<<DATA_START>>>" in user:
-        return json.dumps({"has_opportunity": False, "top_opportunities": [], "digest_md": "## 今日要点\n- 无"},
-                          ensure_ascii=False)
-    return answer(80)
+from tests.backfill_days import DAYS, PUBLISHED, SLOTS, respond
+from tests.slotrun import article, run_slot, shanghai
 
 
 def _slots() -> list:
@@ -51,7 +27,7 @@ def _slots() -> list:
 def test_a_two_day_backfill_in_any_order_analyses_each_article_in_its_own_slot_and_pushes_nothing(fakes, order):
     fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
     fakes.werss.articles = [article(n, at, title=f"文章{n}") for n, (at, _) in enumerate(PUBLISHED, start=1)]
-    fakes.deepseek.responder = _respond
+    fakes.deepseek.responder = respond
     fakes.at(shanghai(2026, 1, 7, 10))  # a backfill runs later: WeRSS has everything
     keys = _slots()
     if order == "reversed":
@@ -101,7 +77,7 @@ def test_a_backfilled_days_report_page_says_why_nothing_was_pushed(fakes):
     from tests.slotrun import read_page
 
     fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
-    fakes.deepseek.responder = _respond
+    fakes.deepseek.responder = respond
     fakes.at(shanghai(2026, 1, 7, 10))
     run_slot(shanghai(2026, 1, 6, 22), run_type="backfill", now=shanghai(2026, 1, 7, 10))
     page = read_page("/daily/2026-01-06", shanghai(2026, 1, 7, 10))

@@ -1,4 +1,4 @@
-"""`make compose-day` (scripts/compose_day.py): its fast part run for real where the Docker engine can start,
+"""`make compose-day` (tools/compose_day.py): its fast part run for real where the Docker engine can start,
 and what the whole day relies on held offline: the guide's commands it runs, the day's slots at every hour,
 the stand-ins' compose file and build files (nothing of this machine's in a user's build)."""
 
@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from include.radar.core.slots import SHANGHAI
-from scripts import compose_day, compose_engine
+from tools import compose_day, compose_engine
 
 REPO = Path(__file__).resolve().parents[1]
 GUIDE = REPO / "docs" / "deployment.md"
@@ -103,7 +103,7 @@ def test_the_fast_part_runs_where_the_engine_can_start(tmp_path: Path) -> None:
     reason = compose_engine.engine_unavailable()
     if reason:
         pytest.skip(reason)
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "compose_day.py"), "--fast"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "tools.compose_day", "--fast"], capture_output=True,
                           text=True, timeout=1500, cwd=REPO)
     transcript = done.stdout
     if done.returncode == 2 and "SKIP:" in transcript:

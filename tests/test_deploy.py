@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from include.radar.core.settings import SETTING_NAMES, Settings, env_name, load_settings
-from scripts.compose_engine import COMPOSE_READS
+from tools.compose_engine import COMPOSE_READS
 
 REPO = Path(__file__).resolve().parents[1]
 ENV_EXAMPLE = REPO / ".env.example"
@@ -431,8 +431,8 @@ def test_a_task_waits_for_a_busy_api_server(compose: dict) -> None:
 
 
 def test_compose_runs_the_workers_as_make_celery_proved(compose: dict) -> None:
-    """The executor settings `make celery` (scripts/celery_two_workers.py) ran two workers with."""
-    from scripts import celery_two_workers
+    """The executor settings `make celery` (tools/celery_two_workers.py) ran two workers with."""
+    from tools import celery_two_workers
 
     env = compose["services"]["airflow-worker"]["environment"]
     assert env["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"

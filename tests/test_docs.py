@@ -68,27 +68,19 @@ def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
 
 
 def test_the_settings_table_is_the_codes() -> None:
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import config_reference
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    from tools import config_reference
     assert config_reference.problems(_text(DOCS / "configuration.md")) == []
 
 
 def test_the_settings_table_notices_a_setting_it_does_not_describe() -> None:
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import config_reference
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    from tools import config_reference
     doc = _text(DOCS / "configuration.md")
     row = next(line for line in doc.splitlines() if line.startswith("| `daily_budget` |"))
     assert config_reference.problems(doc.replace(row + "\n", "")) == [
-        "daily_budget: not described", "the table differs from the code: run python scripts/config_reference.py"]
+        "daily_budget: not described", "the table differs from the code: run python -m tools.config_reference"]
     stale_default = doc.replace(row, row.replace("| `0` |", "| `5` |", 1))
     assert config_reference.problems(stale_default) == [
-        "the table differs from the code: run python scripts/config_reference.py"]
+        "the table differs from the code: run python -m tools.config_reference"]
 
 
 def test_the_alerts_table_names_every_alert_the_code_sends_and_no_other() -> None:

@@ -1,4 +1,4 @@
-"""``make existing-airflow`` (scripts/existing_airflow.py) leaves nothing running and can be told its ports.
+"""``make existing-airflow`` (tools/existing_airflow.py) leaves nothing running and can be told its ports.
 
 The walk itself (half an hour here) is not run by the suite; its transcript's numbers are held by test_docs.py.
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from scripts import existing_airflow
+from tools import existing_airflow
 
 
 def test_its_ports_are_pinned_by_argument_or_variable_else_free(monkeypatch) -> None:

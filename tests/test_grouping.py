@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.grouping import load, scores
 from include.radar import store
 from include.radar.core import db
 from include.radar.pushes import events
-from scripts.bench_grouping import load, scores
 from tests.slotrun import article, read_page, run_slot, shanghai
 
 DATA = Path(__file__).parent / "data" / "event_articles.json"

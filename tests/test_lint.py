@@ -40,7 +40,7 @@ MAX_DOCSTRING_LINES = 11  # a docstring says why; the rules it would spell out a
 
 
 def test_no_docstring_of_the_product_runs_to_12_lines():
-    # scripts/ are left out: a script's module docstring is its usage text, what it prints and how to run it
+    # scripts/, bench/ and tools/ are left out: a script's module docstring is its usage text, what it prints and how to run it
     long = {}
     for path in [*(REPO / "include").rglob("*.py"), *(REPO / "dags").rglob("*.py"), *(REPO / "plugins").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -81,7 +81,7 @@ def test_the_guard_tells_our_issue_numbers_from_upstream_ones():
 
 def test_no_comment_or_docstring_cites_an_issue_number_of_ours():
     cited = {}
-    for folder in ("include", "dags", "plugins", "scripts"):
+    for folder in ("include", "dags", "plugins", "scripts", "bench", "tools"):
         for path in (REPO / folder).rglob("*.py"):
             for line, text in comments_and_docstrings(path.read_text(encoding="utf-8")):
                 if our_issue_numbers(text):

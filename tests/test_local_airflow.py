@@ -52,7 +52,7 @@ def _plan(y: int, mo: int, d: int, h: int, mi: int):
     from datetime import datetime
 
     from include.radar.core.clock import SHANGHAI, FixedClock
-    from scripts.local_airflow import slots_now
+    from tools.local_airflow import slots_now
 
     now = datetime(y, mo, d, h, mi, 30, tzinfo=SHANGHAI)
     return now, slots_now(FixedClock(now))
@@ -108,7 +108,8 @@ def test_no_script_sleeps_until_a_time_of_day():
     """What made `make test` fail between 23:00 and 24:00 Shanghai: a script that slept until midnight."""
     import re
 
-    for path in [*(REPO / "scripts").glob("*.py"), *(REPO / "include" / "radar_demo").glob("*.py")]:
+    for path in [*(REPO / "scripts").glob("*.py"), *(REPO / "bench").glob("*.py"), *(REPO / "tools").glob("*.py"),
+                 *(REPO / "include" / "radar_demo").glob("*.py")]:
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"sleep\([^)]*(start_at|midnight|until|wait)\b", text), path
         assert "waiting for midnight" not in text and "wait for midnight" not in text, path

@@ -98,11 +98,11 @@ def test_a_module_that_fails_to_preload_is_left_to_its_task(monkeypatch) -> None
 
 
 def test_the_executor_make_ui_and_the_benchmarks_name_is_this_one() -> None:
+    from bench import memory
     from include.radar.seam import executor
-    from scripts import bench_memory
 
     bootstrap = (REPO / "scripts" / "bootstrap.sh").read_text(encoding="utf-8")
-    named = bench_memory.PRELOADING
+    named = memory.PRELOADING
     assert f'"${{RADAR_EXECUTOR:-{named}}}"' in bootstrap
     module, cls = named.rsplit(".", 1)
     assert module == executor.__name__ and getattr(executor, cls).is_local

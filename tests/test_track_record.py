@@ -1,6 +1,6 @@
 """The track record — every pick followed in the market, from recorded prices (no network).
 
-The recorded answers (include/radar_demo/data/market, scripts/market_fixtures.py) have the shapes of akshare's
+The recorded answers (include/radar_demo/data/market, tools/market_fixtures.py) have the shapes of akshare's
 calls; their numbers are made up, with stated situations: the Spring Festival closure (2026-02-16..23), 600999
 suspended 02-04..02-11, 000018 without trades after 02-13, 300750 opening at its limit on 02-05, 5-minute bars
 for 600519 and the CSI 300 on 02-04.
@@ -940,12 +940,12 @@ def test_what_a_fetch_could_see_is_dated_by_the_steps_clock_not_the_databases(db
 def test_the_track_record_benchmark_runs_and_prints_its_figures(db_url, monkeypatch, capsys) -> None:
     import re
 
+    from bench import track_record as benchmark
     from include.radar_demo import year
-    from scripts import bench_track_record
     from tests import conftest
 
     monkeypatch.setattr(year, "bench_server_url", conftest._server_url)  # the tests' server, a scratch database
-    assert bench_track_record.main(["--days", "7", "--instruments", "5"]) == 0
+    assert benchmark.main(["--days", "7", "--instruments", "5"]) == 0
     out = capsys.readouterr().out
     figures = {m[0]: [int(n) for n in m[2:]] for m in re.findall(
         r"^(cold|warm|recompute|next day) +([\d.]+) +(\d+) +(\d+) +(\d+) +(\d+) +(\d+)$", out, re.M)}
@@ -959,9 +959,9 @@ def test_the_track_record_benchmark_runs_and_prints_its_figures(db_url, monkeypa
 
 
 def test_no_benchmark_script_imports_another() -> None:
-    from scripts import import_graph
+    from tools import import_graph
 
-    scripts = {f"scripts.{p.stem}": p for p in (REPO / "scripts").glob("bench_*.py")}
-    assert "scripts.bench_pages" in scripts and "scripts.bench_track_record" in scripts
+    scripts = {f"bench.{p.stem}": p for p in (REPO / "bench").glob("*.py") if not p.stem.startswith("memory_")}
+    assert "bench.pages" in scripts and "bench.track_record" in scripts
     for name, path in scripts.items():
         assert import_graph.imports_of(path, set(scripts)) == set(), name

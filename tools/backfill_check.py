@@ -1,7 +1,7 @@
 """The two-day backfill of docs/operations.md, run for real under `airflow standalone` (LocalExecutor, metadata on
 PostgreSQL: the `make ui` set-up) against stand-ins, and checked.
 
-WeRSS holds the articles of tests/test_backfill.py (one before the range, the others spread over the ten slots
+WeRSS holds the articles of tests/backfill_days.py (one before the range, the others spread over the ten slots
 of 5-6 January 2026, one exactly at a slot's time); DeepSeek answers every article with a score of 80 (so a
 live slot would push) and the digest with a quiet day. The script unpauses the DAG (a backfill runs only on an
 unpaused DAG; the live run that unpausing starts is left out of the checks), runs the documented
@@ -31,16 +31,14 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from include.radar import DAG_ID
+from include.radar.core import db
+from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve
+from tests.backfill_days import DAYS, PUBLISHED, SLOTS, respond
+from tests.slotrun import article
+from tools.local_airflow import airflow, metadata, port_from, standin_env, start, stop, wait_for
 
-from include.radar import DAG_ID  # noqa: E402
-from include.radar.core import db  # noqa: E402
-from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
-from scripts.local_airflow import airflow, metadata, port_from, standin_env, start, stop, wait_for  # noqa: E402
-from tests.slotrun import article  # noqa: E402
-from tests.test_backfill import DAYS, PUBLISHED, SLOTS, _respond  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 RADAR_DB = "radar_backfill_check"
 OUT = REPO / ".local" / "backfill-check"
@@ -58,7 +56,7 @@ def main() -> int:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     werss = FakeWeRSS(accounts=[{"id": "MP_WXS_1", "mp_name": "研究所"}],
                       articles=[article(n, at, title=f"文章{n}") for n, (at, _) in enumerate(PUBLISHED, start=1)])
-    deepseek = FakeDeepSeek(responder=_respond, api_key="sk-backfill")
+    deepseek = FakeDeepSeek(responder=respond, api_key="sk-backfill")
     pushes: list[dict[str, Any]] = []
     werss_at, deepseek_at = serve(werss.handle), serve(deepseek.handle)
     sink_at = serve(PushSink(on_message=pushes.append).handle)

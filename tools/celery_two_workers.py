@@ -8,7 +8,7 @@ What it shows (and checks; the exit status is 0 only when all hold):
 - exactly-once results, as under LocalExecutor: 20 WeRSS detail calls, 20 DeepSeek calls, 20 analyses, one
   push per channel; then a manual run of the same slot (a duplicate trigger) calls nothing and pushes nothing.
 
-The slot is the daytime slot of scripts/local_airflow.py's plan, triggered by name after the run that unpausing
+The slot is the daytime slot of tools/local_airflow.py's plan, triggered by name after the run that unpausing
 starts (the schedule's latest tick, hours ago, with no articles yet) has ended: the same at any hour, 23:30
 included, and nothing waits for a time of day.
 
@@ -35,15 +35,13 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from include.radar import DAG_ID
+from include.radar.core import db
+from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
+from tests.slotrun import answer
+from tools.local_airflow import airflow, metadata, port_from, slots_now, standin_env, start, stop, wait_for
 
-from include.radar import DAG_ID  # noqa: E402
-from include.radar.core import db  # noqa: E402
-from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve  # noqa: E402
-from scripts.local_airflow import airflow, metadata, port_from, slots_now, standin_env, start, stop, wait_for  # noqa: E402
-from tests.slotrun import answer  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 RADAR_DB = "radar_celery"
 OUT = REPO / ".local" / "celery"

@@ -23,14 +23,10 @@ import time
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from include.radar.core.slots import SHANGHAI  # noqa: E402
-from include.radar_demo.run import market_shift_weeks  # noqa: E402
-from scripts import compose_day_steps as steps  # noqa: E402
-from scripts.compose_engine import (  # noqa: E402
+from include.radar.core.slots import SHANGHAI
+from include.radar_demo.run import market_shift_weeks
+from tools import compose_day_steps as steps
+from tools.compose_engine import (
     OUT,
     Transcript,
     clean_copy,
@@ -41,7 +37,9 @@ from scripts.compose_engine import (  # noqa: E402
     stop_engine,
     write_env,
 )
-from scripts.local_airflow import free_port  # noqa: E402
+from tools.local_airflow import free_port
+
+REPO = Path(__file__).resolve().parents[1]
 
 CLONE = OUT / "opportunity-radar"  # the folder's name is compose's project name, as in the guide's step 1
 USER_ID = 1000  # the run plays a user of this id (the guide's `id -u`): as root here, it would run as root

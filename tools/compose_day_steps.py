@@ -1,4 +1,4 @@
-"""The day of `make compose-day` (scripts/compose_day.py) against a running stack: each step's checks said
+"""The day of `make compose-day` (tools/compose_day.py) against a running stack: each step's checks said
 ✓ / ✗ in the transcript, with its timings and the stack's memory."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from include.radar import DAG_ID
 from include.radar.core.slots import SHANGHAI
-from scripts.compose_engine import HOST_CA, OUT, Transcript, image_kind, pip_cert, sh
+from tools.compose_engine import HOST_CA, OUT, Transcript, image_kind, pip_cert, sh
 
 AIRFLOW_SERVICES = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
                     "airflow-worker")
@@ -44,7 +44,7 @@ class Stack:
         return self.compose("exec", "-T", "postgres", "psql", "-U", user, "-d", database, "-tAXc", query).stdout.strip()
 
     def env_file(self) -> dict[str, str]:
-        from scripts.compose_engine import read_env
+        from tools.compose_engine import read_env
 
         return read_env(self.folder / ".env")
 

@@ -1,6 +1,6 @@
 """What `make compose-day` needs before a stack can start: the Docker engine, Compose v2, the images our
 compose files name (built here as stand-ins where no registry answers), a clean copy of the checkout and
-its `.env` made as docs/deployment.md says. scripts/compose_day.py runs the day; tests/test_compose_day.py
+its `.env` made as docs/deployment.md says. tools/compose_day.py runs the day; tests/test_compose_day.py
 runs the fast part (engine, copy, `.env`, PostgreSQL and Redis up and healthy)."""
 
 from __future__ import annotations

@@ -35,14 +35,13 @@ from pathlib import Path
 
 import psycopg
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from include.radar import DAG_ID
+from include.radar_demo import run as demo
+from include.radar_demo.fakes import PushSink, serve
+from scripts.airflow_cfg import set_values
+from tools.local_airflow import port_from, start, stop
 
-from include.radar import DAG_ID  # noqa: E402
-from include.radar_demo import run as demo  # noqa: E402
-from include.radar_demo.fakes import PushSink, serve  # noqa: E402
-from scripts.airflow_cfg import set_values  # noqa: E402
-from scripts.local_airflow import port_from, start, stop  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 HERE = REPO / ".local" / "existing-airflow"
 VENV, HOME, PGDATA = HERE / "venv", HERE / "home", HERE / "pgdata"

@@ -1,7 +1,7 @@
 """The import graph of include/ as the code states it: which module imports which — at module level, inside
 functions (lazy imports), and under ``if TYPE_CHECKING:`` / ``if typing.TYPE_CHECKING:`` (they never run, but a
 module that names another's types depends on it: a circle through them is a circle of the design) — its
-circles, and the size of each product module. ``python scripts/import_graph.py`` prints them, and which edges
+circles, and the size of each product module. ``python -m tools.import_graph`` prints them, and which edges
 are type-only; tests/test_architecture.py holds the rules."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ machines reach no market-data service, and a fixture's job is the shape and a fe
 - the CSI 300's total-return series (H00300) has its closes only, as CSI publishes it, 1.3 times the price
   index's and a further 0.5 % from 2026-03-16 on (a dividend reinvested).
 
-    python scripts/market_fixtures.py      # rewrites the files; the output is the same on every run
+    python -m tools.market_fixtures      # rewrites the files; the output is the same on every run
 """
 
 from __future__ import annotations

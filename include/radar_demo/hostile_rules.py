@@ -1,5 +1,5 @@
 """Filter rules a careless or hostile reader can type, and the texts that make a backtracking engine pay for
-them. Used by tests/test_rules_redos.py and scripts/bench_rules.py; nothing in the product
+them. Used by tests/test_rules_redos.py and bench/rules.py; nothing in the product
 imports it."""
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def build_deepseek() -> FakeDeepSeek:
     return FakeDeepSeek(responder=respond, api_key="sk-demo")
 
 
-# the recorded market answers (include/radar_demo/data/market, scripts/market_fixtures.py) start in this week;
+# the recorded market answers (include/radar_demo/data/market, tools/market_fixtures.py) start in this week;
 # the demo replays them on its own week (whole weeks: weekdays stay weekdays), labelled as demo data
 MARKET = DATA / "market"
 MARKET_WEEK = date(2026, 2, 2)
