@@ -239,5 +239,5 @@ def opportunity_radar_slots():
 
 
 # `airflow dags test` (and dag.test()) of a DAG with a Deadline Alert crash in Airflow 3.3.2 once the run has
-# succeeded, apache/airflow#73428: this DAG's test() works around it (airflow_alerts.py); the scheduler is untouched
+# succeeded, apache/airflow#73428: this DAG's test() works around it (seam/callbacks.py); the scheduler is untouched
 mend_dag_test(opportunity_radar_slots())

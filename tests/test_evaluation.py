@@ -5,7 +5,7 @@ The end-to-end cases run the demo's articles through a real 22:00 slot (the stan
 with the demo's recorded answers), then evaluate deepseek-flash (its own recorded answers,
 include/radar_demo/data/answers_flash.json). The expected figures are worked out by hand from the two files.
 
-Rooms: agreement.py, evaluation.py, evaluation_report.py, evaluation_cli.py, store/evaluations.py.
+Rooms: agreement.py, evaluation.py, evaluation_report.py, evaluation/commands.py, store/evaluations.py.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ whose articles keep failing stopped as failed, the dry run, and a refused evalua
 Most cases price the candidate at hand-made prices (``GIVEN``: output only, 1000 a million tokens) with
 ``deepseek_max_tokens`` 500: a stand-in call (400 output tokens) costs 0.4, and one call at its most 0.5.
 
-Rooms: evaluation.py, spending.py (the cap), connections.py (the endpoint's URL), evaluation_cli.py.
+Rooms: evaluation.py, spending.py (the cap), connections.py (the endpoint's URL), evaluation/commands.py.
 """
 
 from __future__ import annotations

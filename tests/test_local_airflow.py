@@ -51,7 +51,8 @@ def _plan(y: int, mo: int, d: int, h: int, mi: int):
     sys.path.insert(0, str(REPO))
     from datetime import datetime
 
-    from include.radar.core.clock import SHANGHAI, FixedClock
+    from include.radar.core.clock import FixedClock
+    from include.radar.core.slots import SHANGHAI
     from tools.local_airflow import slots_now
 
     now = datetime(y, mo, d, h, mi, 30, tzinfo=SHANGHAI)

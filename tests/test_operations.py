@@ -1,7 +1,7 @@
 """Operator alerts (one per cause and day, none on a rerun, never a secret), a cost that matches
 DeepSeek's bill (prices at the time of each call, cache hits, peak hours) and a daily budget.
 
-Rooms: alerts.py, airflow_alerts.py (failure callback, Deadline Alert), pricing.py, spending.py, ratelimit.py,
+Rooms: alerts.py, seam/callbacks.py (failure callback, Deadline Alert), pricing.py, spending.py, ratelimit.py,
 watch.py, steps/open_slot.py (missed slots).
 """
 
@@ -21,7 +21,7 @@ from include.radar.core import db, pricing
 from include.radar.core.clock import FixedClock
 from include.radar.core.pricing import Usage
 from include.radar.core.settings import load_settings
-from include.radar.seam import callbacks as airflow_alerts
+from include.radar.seam import callbacks
 from include.radar_demo.fakes import api_error, completion
 from tests.slotrun import answer, article, run_slot, shanghai
 
@@ -319,13 +319,13 @@ def test_slots_that_never_ran_are_alerted_at_the_next_run(fakes):
 
 def test_the_daily_runs_deadline_alert_tells_the_operator_when_the_report_is_not_out(fakes):
     context = {"dag_run": {"logical_date": "2026-01-08T14:00:00Z", "dag_run_id": "scheduled__2026-01-08T14:00:00+00:00"}}
-    assert airflow_alerts._daily_deadline_missed({"dag_run": {"logical_date": "2026-01-08T06:00:00Z"}}) is None
+    assert callbacks._daily_deadline_missed({"dag_run": {"logical_date": "2026-01-08T06:00:00Z"}}) is None
     # a backfill of a past day's 22:00 pushes nothing: its deadline (long past) is not a missed report
     backfill = {"dag_run": {"logical_date": "2026-01-08T14:00:00Z", "run_type": "backfill",
                             "dag_run_id": "backfill__2026-01-08T14:00:00+00:00"}}
-    assert airflow_alerts._daily_deadline_missed(backfill) is None and _alerts(fakes) == []
-    asyncio.run(airflow_alerts.daily_deadline_missed(context=context))
-    assert airflow_alerts._daily_deadline_missed(context) == "already"
+    assert callbacks._daily_deadline_missed(backfill) is None and _alerts(fakes) == []
+    asyncio.run(callbacks.daily_deadline_missed(context=context))
+    assert callbacks._daily_deadline_missed(context) == "already"
     [alert] = _alerts(fakes)
     # a run working to a later deadline (daily_push_deadline_minutes set as a Variable) is not late yet
     from include.radar.steps.open_slot import open_slot
@@ -337,7 +337,7 @@ def test_the_daily_runs_deadline_alert_tells_the_operator_when_the_report_is_not
     with db.connect() as conn:
         conn.execute("UPDATE slot_run SET deadline_at = now() + interval '20 minutes' WHERE id = %s",
                      (slot["slot_run_id"],))
-    assert airflow_alerts._daily_deadline_missed({"dag_run": {"logical_date": "2026-01-09T14:00:00Z"}}) is None
+    assert callbacks._daily_deadline_missed({"dag_run": {"logical_date": "2026-01-09T14:00:00Z"}}) is None
     assert alert["title"] == "22:00 日报未按时送达" and "仍未送达" in alert["message"]
 
 
@@ -354,8 +354,8 @@ def test_the_deadline_alert_is_wired_on_the_dag(monkeypatch):
     assert alert.interval == timedelta(minutes=13)
     assert "daily_deadline_missed" in str(alert.callback.path)
     for task in dag.tasks:
-        callbacks = task.on_failure_callback if isinstance(task.on_failure_callback, list) else [task.on_failure_callback]
-        assert any(isinstance(c, airflow_alerts.AlertNotifier) for c in callbacks), task.task_id
+        hooks = task.on_failure_callback if isinstance(task.on_failure_callback, list) else [task.on_failure_callback]
+        assert any(isinstance(c, callbacks.AlertNotifier) for c in hooks), task.task_id
 
 
 # --- `airflow dags test` with the Deadline Alert on (apache/airflow#73428) --------------------------------
@@ -435,7 +435,7 @@ def test_the_dag_the_scheduler_reads_still_carries_the_deadline_alert():
 @pytest.mark.e2e
 def test_airflow_still_needs_the_dags_test_mend(dag, fakes):
     """Airflow's own DAG.test() still fails on a successful run of a DAG with a Deadline Alert. When this test
-    fails, the pinned Airflow has the fix of apache/airflow#73428: remove airflow_alerts.mend_dag_test."""
+    fails, the pinned Airflow has the fix of apache/airflow#73428: remove callbacks.mend_dag_test."""
     from airflow import settings
 
     assert dag.deadline, "the DAG is parsed with its deadline alert"
@@ -463,7 +463,7 @@ def test_the_failure_notifier_names_the_cause_and_never_the_secret(fakes):
         return SimpleNamespace(task_id=task_id, dag_id="opportunity_radar_slots", run_id="scheduled__x",
                                map_index=-1, log_url=None, xcom_pull=lambda task_ids: None)
 
-    notifier = airflow_alerts.AlertNotifier()
+    notifier = callbacks.AlertNotifier()
     notifier.notify({"ti": ti("ingest"), "exception": RuntimeError("WeRSSAuthError: refused password=hunter2hunter2")})
     notifier.notify({"ti": ti("push_daily_report"), "exception": RuntimeError("PushFailed: json://x")})
     notifier.notify({"ti": ti("summarise"), "exception": ValueError("boom")})

@@ -17,7 +17,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from include.radar.core.clock import SHANGHAI, SYSTEM, Clock
+from include.radar.core.clock import SYSTEM, Clock
+from include.radar.core.slots import SHANGHAI
 
 
 def free_port() -> int:

@@ -1,6 +1,6 @@
 """Command line for set-up and operations:
 ``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages,backup,restore,check,exec}``, and
-the shadow evaluations' ``evaluate`` / ``evaluation`` (evaluation_cli.py). ``--env-file`` (before the command, once
+the shadow evaluations' ``evaluate`` / ``evaluation`` (evaluation/commands.py). ``--env-file`` (before the command, once
 per file) reads the one-host deployment's environment files as its systemd units do. Every command that reaches the radar
 database reaches the one the tasks use: the settings' ``db_conn_id`` through the one loader (loader.py)."""
 

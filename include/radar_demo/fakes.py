@@ -22,14 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
+from include.radar.core.slots import SHANGHAI  # WeRSS's TZ in our compose file: its local-time texts are in it
 from include.radar_demo import werss_tasks
 
-SHANGHAI = ZoneInfo("Asia/Shanghai")  # WeRSS's TZ in our compose file: its local-time texts are in it
 CONVERSION_ERROR = "<p>转换失败: 'NoneType' object has no attribute 'strip'</p>"
 
 # WeChat's own pages as WeRSS saved them in place of an article's body (include/radar/collect/body_check.py has the

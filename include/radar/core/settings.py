@@ -125,7 +125,7 @@ class Settings(BaseModel):
     # the daily report is pushed at most this long after the daily slot's time, whatever else is happening
     daily_push_deadline_minutes: float = Field(10, ge=0.25, le=120)
     # a Deadline Alert on the daily run (the triggerer alerts the operator when the report is not out by the
-    # deadline). Read at parse time (the DAG's test() works around apache/airflow#73428: airflow_alerts.py).
+    # deadline). Read at parse time (the DAG's test() works around apache/airflow#73428: seam/callbacks.py).
     daily_deadline_alert: bool = True
     # every radar database session: a statement or a lock wait longer than this fails instead of hanging
     db_statement_timeout_seconds: float = Field(60, gt=0, le=3600)

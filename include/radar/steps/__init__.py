@@ -4,7 +4,7 @@ modules).
 
 Each step takes the :class:`~include.radar.steps.runtime.Runtime` and the small ``slot`` dict ``open_slot`` returns
 (ids and flags, never bodies). Steps import the domain rooms below them and the runtime, never Airflow nor the
-seam to it (airflow_support.py), which imports them one step module at a time, by name, through :func:`load`,
+seam to it (seam/support.py), which imports them one step module at a time, by name, through :func:`load`,
 so a task process imports only what its own step needs.
 """
 
