@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import socket
 import time
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from include.radar import store
+from include.radar import cli, store
 from include.radar.check import STATE_KEY, Mark, Options, airflow_facts, platform, run
 from include.radar.check.airflow_facts import AirflowFacts
 from include.radar.check.schedule import coverage, task_of
@@ -802,3 +803,41 @@ def test_a_collection_start_is_read_as_the_scheduled_run_it_belongs_to(synced, e
 
     found = _scheduled_run(at(synced), ["30 21 * * *", "0 0 * * *"], at("2026-01-08 21:30"))
     assert found == (at(expected) if expected else None)
+
+
+def test_the_cli_reads_connections_and_variables_kept_in_airflows_metadata_database(monkeypatch, capsys) -> None:
+    """`airflow connections add` and `airflow variables set` (the guide's 三.5 and 三.6) keep them in Airflow's
+    metadata database, which a process outside a task does not read: the cli reads it as Airflow's own commands
+    do, and the tasks' order elsewhere is unchanged."""
+    from airflow.models.connection import Connection
+    from airflow.models.variable import Variable
+    from airflow.utils.session import create_session
+
+    from include.radar.core import settings as radar_settings
+
+    with create_session() as session:
+        session.add(Connection(conn_id="radar_kept_werss", conn_type="http", host="http://werss.test", login="u",
+                               password="kept-secret"))
+        session.add(Connection(conn_id="radar_kept_db", conn_type="postgres", host="db.kept.test", login="radar",
+                               password="kept-db-secret", port=5432, schema="radar"))
+    Variable.set("radar_report_base_url", "https://radar.kept.test")
+    Variable.set("radar_db_conn_id", "radar_kept_db")
+    try:
+        assert radar_settings.get_connection("radar_kept_werss") is None  # outside a task: the environment only
+        assert radar_settings.task_lookup()("report_base_url") is None
+        with radar_settings.airflow_server_context():
+            kept = radar_settings.get_connection("radar_kept_werss")
+            assert (kept.host, kept.password) == ("http://werss.test", "kept-secret")
+            assert radar_settings.task_lookup()("report_base_url") == "https://radar.kept.test"
+            assert radar_settings.load_settings().report_base_url == "https://radar.kept.test"
+        assert "_AIRFLOW_PROCESS_CONTEXT" not in os.environ
+        monkeypatch.delenv("RADAR_DATABASE_URL", raising=False)
+        assert cli.main(["db-url"]) == 0  # the cli's own commands: the Variable names the connection kept there
+        printed = capsys.readouterr().out
+        assert "host=db.kept.test" in printed and "dbname=radar" in printed
+        assert "_AIRFLOW_PROCESS_CONTEXT" not in os.environ
+    finally:
+        Variable.delete("radar_report_base_url")
+        Variable.delete("radar_db_conn_id")
+        with create_session() as session:
+            session.query(Connection).filter(Connection.conn_id.in_(["radar_kept_werss", "radar_kept_db"])).delete()

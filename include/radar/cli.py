@@ -129,8 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, env_file.EnvFileError) as exc:
         print(f"error: --env-file: {exc}", file=sys.stderr)
         return 2
-    if args.command == "check":
-        return _check(args)  # its transcript is its output: no logging set up
+    if args.command == "exec":  # the command it runs reads Airflow its own way
+        return _run(args)
+    with settings.airflow_server_context():  # connections and Variables kept in Airflow's metadata database too
+        if args.command == "check":
+            return _check(args)  # its transcript is its output: no logging set up
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         return COMMANDS[args.command](args) or 0

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -338,11 +339,48 @@ def task_lookup(use_airflow: bool = True) -> Lookup:
         value = environment(name)
         if value is None and use_airflow:
             if variables is None:
-                variables = _airflow_variables() or (lambda _: None)
+                variables = _airflow_variables() or _metadata_variables() or (lambda _: None)
             value = variables(name)
         return value
 
     return lookup
+
+
+def _metadata_variables() -> Lookup | None:
+    """Outside a task, in a process that reads Airflow's metadata database as Airflow's own servers and
+    commands do (``_AIRFLOW_PROCESS_CONTEXT=server``: the radar's cli, see :func:`airflow_server_context`), the
+    Variables stored there and in the secrets backends; None elsewhere. A failed read is a SettingsError, never
+    "not set"."""
+    if os.environ.get("_AIRFLOW_PROCESS_CONTEXT") != "server":
+        return None
+    variable = _server_variable()
+    if variable is None:
+        return None
+
+    def lookup(name: str) -> str | None:
+        try:
+            found = variable.get(f"radar_{name}", default_var=None)
+        except Exception as exc:  # the metadata database down, a backend refusing
+            raise SettingsError(f"Airflow Variable radar_{name} could not be read ({type(exc).__name__}: "
+                                f"{str(exc)[:200]}): check this AIRFLOW_HOME's metadata database") from None
+        return None if found is None else str(found)
+
+    return lookup
+
+
+@contextmanager
+def airflow_server_context() -> Iterator[None]:
+    """Within it, this process reads connections and Variables as Airflow's scheduler and commands do: its
+    metadata database and secrets backends, not only the environment (a process outside a task otherwise sees
+    the environment alone). Where a context is already set (a task, a server), it is kept."""
+    if "_AIRFLOW_PROCESS_CONTEXT" in os.environ:
+        yield
+        return
+    os.environ["_AIRFLOW_PROCESS_CONTEXT"] = "server"
+    try:
+        yield
+    finally:
+        os.environ.pop("_AIRFLOW_PROCESS_CONTEXT", None)
 
 
 def server_lookup(name: str) -> str | None:
