@@ -34,12 +34,13 @@ def shell_blocks(path: Path) -> list[Block]:
         line = lines[i]
         if line.startswith("#"):
             section = line.lstrip("#").strip()
-        if line.startswith("```"):
-            end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+        if line.lstrip().startswith("```"):  # a block inside a list item is indented
+            indent = len(line) - len(line.lstrip())
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].lstrip().startswith("```"))
             if line.strip() == "```bash":
                 before = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
                 reason = SKIP.fullmatch(before.strip())
-                found.append(Block(path, i + 1, section, "\n".join(lines[i + 1:end]) + "\n",
+                found.append(Block(path, i + 1, section, "\n".join(x[indent:] for x in lines[i + 1:end]) + "\n",
                                    reason.group(1) if reason else None))
             i = end
         i += 1
