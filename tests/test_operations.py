@@ -106,6 +106,7 @@ def test_prices_follow_the_model_currency_and_overrides():
 
 def test_every_call_caps_its_tokens_and_the_stored_cost_is_the_bill_failed_rungs_included(fakes, monkeypatch):
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_PEAK_HOURS", "00:00-24:00")  # every call at peak rates
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_PEAK_SINCE", "2026-01-01T00:00:00+00:00")  # the calls are the slot's
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_MAX_TOKENS", "8192")
     _articles(fakes, 1)
     fakes.deepseek.script = [completion("not json")]  # a paid rung that failed
@@ -527,7 +528,7 @@ def test_a_throttled_slot_has_one_call_in_flight_at_a_time(db_url):
 
     def call(slot_run_id: int) -> None:
         gate = DatabaseGate(connect, slot_run_id)
-        gate.wait(30, clock.sleep)
+        gate.wait(30)
         with gate.in_flight(30):
             with lock:
                 inside[0] += 1
@@ -587,9 +588,15 @@ def test_the_rate_limit_wait_bounds_every_sleep_of_a_ladder_cool_downs_included(
     fakes.deepseek.responder = lambda body: (*api_error(429, "Rate limit reached", "rate_limit_error"),
                                              {"Retry-After": "600"})
     slept: list[float] = []
+
+    class Recording(FixedClock):
+        def sleep(self, seconds: float) -> None:  # the ladder's waits and the gate's cool-downs, none for real
+            slept.append(seconds)
+
+    clock = Recording(datetime.now(UTC))
     client = LLMClient(base_url=f"{fakes.base}/deepseek", api_key="sk-test", model="deepseek-v4-pro",
-                       max_retries=2, backoff_seconds=0, rate_limit_wait=5, sleep=slept.append,
-                       gate=DatabaseGate(lambda: db.connect(db_url), 1))
+                       max_retries=2, backoff_seconds=0, rate_limit_wait=5, clock=clock,
+                       gate=DatabaseGate(lambda: db.connect(db_url), 1, clock=clock))
     with pytest.raises(LLMExhausted):
         client.complete_json("system json", "user", ArticleAnalysis)
     assert sum(slept) <= 5  # DeepSeek asked for 600 s; the ladder waited no more than its allowance

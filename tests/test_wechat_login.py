@@ -48,21 +48,24 @@ def _setup(fakes, expires_at: datetime | None, *, login: bool | None = True) -> 
 # -------------------------------------------------------------------------------------------- reading it
 
 
+NOW_AT = datetime(2026, 1, 8, 12, 0, tzinfo=UTC)  # when these sys/info answers are read
+
+
 def test_sys_info_is_read_for_the_login_and_its_expiry_and_nothing_else():
     expires = datetime(2026, 1, 10, 15, 23, 48, tzinfo=UTC)
     data = {"wx": {"token": "1234567890", "expiry_time": "2026-01-10 23:23:48", "login": True,
                    "info": {"token": "1234567890", "cookie": "slave_sid=WECHAT_SESSION_SECRET",
                             "expiry": {"expiry_timestamp": expires.timestamp(), "remaining_seconds": 1,
                                        "expiry_time": "2026-01-10 23:23:48"}}}}
-    login = wechat_login(data)
+    login = wechat_login(data, NOW_AT)
     assert (login.reported, login.logged_in, login.expires_at) == (True, True, expires)
     assert not any(s in repr(login) for s in WECHAT_SECRETS)
     # an older stored login without the timestamp: its local-time text (WeRSS runs in Asia/Shanghai)
     data["wx"]["info"]["expiry"] = {"expiry_time": "2026-01-10 23:23:48", "remaining_seconds": 99}
-    assert wechat_login(data).expires_at == expires
+    assert wechat_login(data, NOW_AT).expires_at == expires
     # lapsed: WeRSS says login false and blanks expiry_time, the stored login keeps its expiry
     data["wx"].update(login=False, expiry_time="")
-    lapsed = wechat_login(data)
+    lapsed = wechat_login(data, NOW_AT)
     assert lapsed.reported and not lapsed.logged_in and lapsed.expired(expires - timedelta(days=1))
 
 
@@ -71,14 +74,14 @@ def test_sys_info_is_read_for_the_login_and_its_expiry_and_nothing_else():
     {"wx": "yes"}, {"wx": {"login": "true"}}, [], None,
 ])
 def test_a_werss_that_does_not_say_is_not_reported(data):
-    assert not wechat_login(data).reported
+    assert not wechat_login(data, NOW_AT).reported
 
 
 @pytest.mark.parametrize("expiry", [{"expiry_timestamp": "soon"}, {"expiry_timestamp": 10**20},
                                     {"expiry_timestamp": True}, {"expiry_time": "tomorrow"},
                                     {"expiry_time": "1970-01-01 00:00:00"}, {"expiry_time": "x" * 10_000}])
 def test_an_expiry_that_makes_no_sense_is_left_unknown(expiry):
-    login = wechat_login({"wx": {"token": "1234567890", "login": True, "info": {"expiry": expiry}}})
+    login = wechat_login({"wx": {"token": "1234567890", "login": True, "info": {"expiry": expiry}}}, NOW_AT)
     assert login.reported and login.logged_in and login.expires_at is None
 
 
@@ -147,13 +150,13 @@ def test_a_lapsed_login_alerts_once_and_again_only_after_the_next_lapse(fakes):
 def test_a_token_is_a_login_as_a_number_too(token):
     """WeRSS's config reads an all-digit value as a number, and WeChat's token is digits: sys/info then answers
     ``"token": 1234567890`` (seen on v1.4.9). A login all the same."""
-    login = wechat_login({"wx": {"token": token, "expiry_time": "2026-01-10 23:23:48", "login": True, "info": None}})
+    login = wechat_login({"wx": {"token": token, "expiry_time": "2026-01-10 23:23:48", "login": True, "info": None}}, NOW_AT)
     assert (login.reported, login.scanned, login.logged_in) == (True, True, True)
 
 
 @pytest.mark.parametrize("token", [0, True, False, None, [], {}, 1.5])
 def test_a_token_that_is_no_token_shows_no_login(token):
-    assert wechat_login({"wx": {"token": token, "login": True}}).scanned is None
+    assert wechat_login({"wx": {"token": token, "login": True}}, NOW_AT).scanned is None
 
 
 @pytest.mark.parametrize("wx", [
@@ -164,7 +167,7 @@ def test_a_token_that_is_no_token_shows_no_login(token):
 def test_no_token_shown_is_no_verdict_until_the_collections_give_one(wx):
     """v1.4.9 keeps a scan's token where sys/info does not read it (data/wx.lic's token_data): an empty token
     says nothing. A collection does: WeRSS starts one only with a token, and sets the account's sync_time."""
-    login = wechat_login({"wx": wx})
+    login = wechat_login({"wx": wx}, NOW_AT)
     assert (login.reported, login.scanned, login.logged_in) == (True, None, True)
     assert not login.expired(datetime(2026, 1, 8, tzinfo=UTC))
     never = judged(login, None)
@@ -176,7 +179,7 @@ def test_no_token_shown_is_no_verdict_until_the_collections_give_one(wx):
 
 def test_a_login_flag_false_is_a_lapse_whatever_the_token_shows():
     """v1.4.9 sets login false when WeChat answers 「Invalid Session」: the lapse, seen by its next collection."""
-    login = judged(wechat_login({"wx": {"token": "", "expiry_time": "", "info": None, "login": False}}),
+    login = judged(wechat_login({"wx": {"token": "", "expiry_time": "", "info": None, "login": False}}, NOW_AT),
                    datetime(2026, 1, 8, tzinfo=UTC))
     assert login.scanned and login.expired(datetime(2026, 1, 8, tzinfo=UTC))
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -51,13 +50,15 @@ BUSY_POLL_SECONDS = 5.0
 class ClaimKeeper:
     """Renews, every ``store.HEARTBEAT``, the lease of every claim ``owner`` holds (``renew``: the slots' by
     default, an evaluation's), from a daemon thread, for as long as the block runs (and never past ``until``, a
-    ``time.monotonic()`` value: a try hung beyond its own time limit must not hold its claims for ever). A live
+    ``clock.monotonic()`` value: a try hung beyond its own time limit must not hold its claims for ever). A live
     try — even a zombie Airflow gave up on — keeps its claims; a dead one's leases run out within ``store.LEASE``.
     A renewal that fails (the database away for a moment) is logged and tried again at the next beat."""
 
     def __init__(self, connect: Callable[[], Any], owner: str, *, until: float | None = None,
-                 every: float | None = None, renew: Callable[[Any, str], int] = store.renew_claims) -> None:
+                 every: float | None = None, renew: Callable[[Any, str], int] = store.renew_claims,
+                 clock: Clock = SYSTEM) -> None:
         self.connect = connect
+        self.clock = clock
         self.owner = owner
         self.renew = renew
         self.until = until
@@ -76,7 +77,7 @@ class ClaimKeeper:
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
-            if self.until is not None and time.monotonic() > self.until:
+            if self.until is not None and self.clock.monotonic() > self.until:
                 log.warning("claims of %s: past the try's time limit; their leases are no longer renewed", self.owner)
                 return
             try:
@@ -138,10 +139,10 @@ def analyse_item(
     """Analyse one content item for this slot run (see the module docstring for every way out).
 
     ``claimer`` names the task try (store.claim_owner; the DAG run id outside Airflow); ``deadline``
-    (``time.monotonic()``) is when the slot needs its analyses done, and bounds the wait for another try of
+    (``clock.monotonic()``) is when the slot needs its analyses done, and bounds the wait for another try of
     the same task; ``clock``: whose day the spend and the budget are of. Raises LLMConfigError (the item is put back) and whatever crashed (recorded first).
     """
-    if deadline is not None and deadline - time.monotonic() < MIN_CALL_SECONDS:
+    if deadline is not None and deadline - clock.monotonic() < MIN_CALL_SECONDS:
         with connect() as conn:
             store.add_deferred(conn, slot_run_id)
         log.info("item %s: the slot's analysis deadline has passed; left for a later slot", item_id)
@@ -151,7 +152,7 @@ def analyse_item(
     if over_budget is not None:
         return over_budget
     claim, early, profile = _claim(connect, item_id, slot_run_id=slot_run_id, claimer=claimer, settings=settings,
-                                   deadline=deadline)
+                                   deadline=deadline, clock=clock)
     if early is not None:
         return early
     return _analyse_claimed(connect, llm, claim, profile, item_id=item_id, slot_run_id=slot_run_id,
@@ -179,14 +180,14 @@ def _over_budget(connect: Callable[[], Any], settings: Settings, item_id: int, s
 
 def _claim(
     connect: Callable[[], Any], item_id: int, *, slot_run_id: int, claimer: str, settings: Settings,
-    deadline: float | None,
+    deadline: float | None, clock: Clock,
 ) -> tuple[store.Claim, Outcome | None, focus.Profile]:
     """Claim the item: the claim, the outcome when it needs no call, and the reader's profile for the prompt.
 
     While another try of this task holds it, wait for that try to finish it, or for its lease to run out
     (it died), within the slot's deadline.
     """
-    patience = time.monotonic() + store.LEASE.total_seconds() + BUSY_POLL_SECONDS
+    patience = clock.monotonic() + store.LEASE.total_seconds() + BUSY_POLL_SECONDS
     if deadline is not None:
         patience = min(patience, deadline - MIN_CALL_SECONDS)
     while True:
@@ -194,14 +195,14 @@ def _claim(
             claim = store.claim_item(conn, item_id, slot_run_id=slot_run_id, claimer=claimer,
                                      max_attempts=settings.max_analysis_attempts)
             waiting = (claim.state == "busy" and claim.item is not None
-                       and store.same_task(claimer, claim.item["claimed_by"]) and time.monotonic() < patience)
+                       and store.same_task(claimer, claim.item["claimed_by"]) and clock.monotonic() < patience)
             if not waiting:
                 early = _without_call(conn, claim, item_id, slot_run_id)
                 profile = focus.from_row(store.get_profile(conn)) if early is None else focus.Profile()
                 return claim, early, profile
         assert claim.item is not None
         log.info("item %s: another try of this task holds it (%s); waiting for it", item_id, claim.item["claimed_by"])
-        time.sleep(max(min(BUSY_POLL_SECONDS, patience - time.monotonic()), 0.05))
+        clock.sleep(max(min(BUSY_POLL_SECONDS, patience - clock.monotonic()), 0.05))
 
 
 T = TypeVar("T")

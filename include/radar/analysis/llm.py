@@ -15,15 +15,14 @@ import contextlib
 import copy
 import json
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from include.radar.core import http
+from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.pricing import Usage, most_prompt_tokens
 from include.radar.core.text import storable_json
 
@@ -101,7 +100,7 @@ class RateGate:
     """How the calls of one slot share DeepSeek's rate limit. This one shares nothing (one process, tests);
     include/radar/analysis/ratelimit.py keeps the state in PostgreSQL, so every worker of the slot backs off."""
 
-    def wait(self, left: float | None, sleep: Callable[[float], None]) -> float:
+    def wait(self, left: float | None) -> float:
         """Sleep out a cool-down announced by another call, at most ``left`` seconds; return the seconds slept."""
         return 0.0
 
@@ -169,7 +168,7 @@ class LLMClient:
         max_tokens: int | None = None,
         rate_limit_wait: float = 300.0,
         gate: RateGate | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        clock: Clock = SYSTEM,
         max_connections: int = 20,
         conn_id: str = "deepseek_default",
         name: str = "DeepSeek",
@@ -183,7 +182,7 @@ class LLMClient:
         self.reasoning_effort = reasoning_effort
         self.max_retries = max_retries
         self.backoff_seconds = backoff_seconds
-        self.sleep = sleep
+        self.clock = clock  # the backoffs' waits and the deadlines' seconds
         self.timeout = timeout
         self.max_tokens = max_tokens
         self.rate_limit_wait = rate_limit_wait
@@ -259,7 +258,7 @@ class LLMClient:
         ``usage`` (the caller's, so that what was paid is known even when the task dies mid-ladder) collects
         every call; ``reserve(prompt, output)`` is told each call's most tokens before it is made and raises
         LLMBudget (with this usage) to refuse it. Raises LLMExhausted when every rung failed, LLMDeadline when ``deadline``
-        (``time.monotonic()``) came first, LLMConfigError / LLMRejected / LLMBudget when retrying cannot help
+        (``clock.monotonic()``) came first, LLMConfigError / LLMRejected / LLMBudget when retrying cannot help
         (unless a questioned but valid answer is at hand: then it stands); each carries the usage so far.
         """
         ladder = _Ladder(usage if usage is not None else Usage(), deadline, reserve)
@@ -302,7 +301,7 @@ class LLMClient:
         allowance); the seconds the next call may take, None when the deadline leaves no room for one."""
         left = self._left(ladder.deadline)
         allowance = self.rate_limit_wait - ladder.waited
-        ladder.waited += self.gate.wait(allowance if left is None else min(left, allowance), self.sleep)
+        ladder.waited += self.gate.wait(allowance if left is None else min(left, allowance))
         return self._budget(ladder.deadline)
 
     def _rung(self, system: str, user: str, schema: type[M], ladder: _Ladder, budget: float) -> M | None:
@@ -313,7 +312,7 @@ class LLMClient:
         if ladder.reserve is not None:  # before the call: a refusal (LLMBudget) costs nothing and no rung
             assert self.max_tokens, "a call under a cap is bounded by max_tokens"
             ladder.reserve(most_prompt_tokens(system, content), self.max_tokens)
-        started = time.monotonic()
+        started = self.clock.monotonic()
         try:
             with self.gate.in_flight(self._left(ladder.deadline) or budget):
                 value = self._call_once(system, content, schema, ladder.usage, budget)
@@ -329,7 +328,7 @@ class LLMClient:
             raise
         finally:  # the waits above count in the call's latency
             ladder.usage.calls += 1
-            ladder.usage.latency_ms += int((time.monotonic() - started) * 1000)
+            ladder.usage.latency_ms += int((self.clock.monotonic() - started) * 1000)
         self.gate.answered()
         return value
 
@@ -344,7 +343,7 @@ class LLMClient:
                 and (left is None or left - pause >= MIN_CALL_SECONDS)):
             log.warning("LLM rate-limited (%s); waiting %.1fs, no attempt spent", exc, pause)
             ladder.waited += pause
-            self.sleep(pause)
+            self.clock.sleep(pause)
             return
         ladder.failures.append(f"call {ladder.attempt + 1}: {exc} (rate-limit wait of {self.rate_limit_wait:g}s used up)")
         ladder.attempt += 1
@@ -357,26 +356,25 @@ class LLMClient:
         if ladder.attempt < self.max_retries and self.backoff_seconds:
             pause = self.backoff_seconds * 2**ladder.attempt
             if ladder.deadline is not None:
-                pause = min(pause, max(ladder.deadline - time.monotonic(), 0))
-            self.sleep(pause)
+                pause = min(pause, max(ladder.deadline - self.clock.monotonic(), 0))
+            self.clock.sleep(pause)
         ladder.attempt += 1
 
-    @staticmethod
-    def _left(deadline: float | None) -> float | None:
-        return None if deadline is None else deadline - time.monotonic()
+    def _left(self, deadline: float | None) -> float | None:
+        return None if deadline is None else deadline - self.clock.monotonic()
 
     def _budget(self, deadline: float | None) -> float | None:
         """Seconds this call may take: the per-call timeout, cut to what is left before ``deadline``."""
         if deadline is None:
             return self.timeout
-        left = deadline - time.monotonic()
+        left = deadline - self.clock.monotonic()
         return None if left < MIN_CALL_SECONDS else min(self.timeout, left)
 
     def _call_once(self, system: str, user: str, schema: type[M], usage: Usage, budget: float) -> M:
         response = self._request(system, user, budget)
         usage.answered += 1
         try:
-            usage.add(getattr(response, "usage", None), datetime.now(UTC))
+            usage.add(getattr(response, "usage", None), self.clock.now())
             content, finish_reason = _content(response)
         except (TypeError, AttributeError, ValueError, RecursionError) as exc:
             raise _Retryable(f"malformed answer ({exc.__class__.__name__})") from None

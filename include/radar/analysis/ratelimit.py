@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import zlib
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from include.radar import store
 from include.radar.analysis.llm import RateGate
 from include.radar.core import redact
+from include.radar.core.clock import SYSTEM, Clock
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class DatabaseGate(RateGate):
         slot_run_id: int,
         *,
         on_streak: Callable[[int, str], None] | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = SYSTEM,
         key: str = KEY,
         lock: int = _LOCK,
         reports: bool = True,
@@ -69,18 +69,18 @@ class DatabaseGate(RateGate):
             log.warning("the shared DeepSeek rate-limit state could not be read", exc_info=True)
             return {}
 
-    def wait(self, left: float | None, sleep: Callable[[float], None]) -> float:
+    def wait(self, left: float | None) -> float:
         self._seen = self._read()
         until = _at(self._seen.get("cool_down_until"))
         if until is None:
             return 0.0
-        pause = (until - self.clock()).total_seconds()
+        pause = (until - self.clock.now()).total_seconds()
         if left is not None:
             pause = min(pause, left)
         if pause <= 0:
             return 0.0
         log.info("DeepSeek asked for a pause: waiting %.1fs before the next call", pause)
-        sleep(pause)
+        self.clock.sleep(pause)
         return pause
 
     @contextlib.contextmanager
@@ -91,12 +91,12 @@ class DatabaseGate(RateGate):
         with contextlib.ExitStack() as stack:
             try:  # one session holds the lock for the whole call and releases it after (its connection is pooled)
                 conn = stack.enter_context(self.connect())
-                give_up = time.monotonic() + max(left, 0)
+                give_up = self.clock.monotonic() + max(left, 0)
                 while not conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (self.lock,)).fetchone()["ok"]:
                     conn.commit()
-                    if time.monotonic() > give_up:
+                    if self.clock.monotonic() > give_up:
                         break
-                    time.sleep(POLL_SECONDS)
+                    self.clock.sleep(POLL_SECONDS)
                 else:
                     stack.callback(_release, conn, self.lock)
                 conn.commit()
@@ -105,7 +105,7 @@ class DatabaseGate(RateGate):
             yield
 
     def limited(self, pause: float, error: str) -> None:
-        now = self.clock()
+        now = self.clock.now()
 
         def change(state: dict[str, Any]) -> dict[str, Any]:
             streak = int(state.get("streak") or 0) + 1
@@ -128,7 +128,7 @@ class DatabaseGate(RateGate):
     def failed(self, error: str) -> None:
         if not self.reports:
             return
-        now = self.clock()
+        now = self.clock.now()
 
         def change(state: dict[str, Any]) -> dict[str, Any]:
             state.update(last_status="failed", last_error=redact.scrub(error)[:300], last_error_at=now.isoformat())
@@ -137,7 +137,7 @@ class DatabaseGate(RateGate):
         self._update(change)
 
     def answered(self) -> None:
-        now = self.clock()
+        now = self.clock.now()
 
         def change(state: dict[str, Any]) -> dict[str, Any]:
             state.update(streak=0)

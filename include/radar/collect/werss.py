@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,6 +23,7 @@ from zoneinfo import ZoneInfo
 import httpx2
 
 from include.radar.core import http
+from include.radar.core.clock import SYSTEM, Clock
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +110,8 @@ def _is_token(value: Any) -> bool:
         and value != 0
 
 
-def wechat_login(data: Any) -> WeChatLogin:
-    """Read ``data`` of ``sys/info``: its ``login`` flag, whether a token is shown (the ``wx`` block's, or the
+def wechat_login(data: Any, now: datetime) -> WeChatLogin:
+    """Read ``data`` of ``sys/info`` (at ``now``): its ``login`` flag, whether a token is shown (the ``wx`` block's, or the
     scan's in ``info``; never kept) and the expiry (``info.expiry``'s ``expiry_timestamp``, else its or the
     block's ``expiry_time`` in Shanghai time), nothing else of it. No token shown is no verdict: v1.4.9 shows
     none after a restart, scanned or not (``scanned`` None)."""
@@ -128,7 +128,8 @@ def wechat_login(data: Any) -> WeChatLogin:
         return WeChatLogin(True, login, note="sys/info shows no WeChat token (v1.4.9 shows none once WeRSS "
                            "restarted since the scan)", scanned=None)
     expiry = info.get("expiry") if isinstance(info.get("expiry"), dict) else {}
-    return WeChatLogin(True, login, _expiry(expiry.get("expiry_timestamp"), expiry.get("expiry_time") or wx.get("expiry_time")))
+    return WeChatLogin(True, login, _expiry(expiry.get("expiry_timestamp"), expiry.get("expiry_time") or wx.get("expiry_time"),
+                                            now))
 
 
 def judged(login: WeChatLogin, collected_at: datetime | None) -> WeChatLogin:
@@ -144,7 +145,7 @@ def judged(login: WeChatLogin, collected_at: datetime | None) -> WeChatLogin:
     return WeChatLogin(True, login.logged_in, note=login.note, scanned=True, collected_at=collected_at)
 
 
-def _expiry(timestamp: Any, text: Any) -> datetime | None:
+def _expiry(timestamp: Any, text: Any, now: datetime) -> datetime | None:
     """An expiry moment from WeRSS's Unix seconds, else from its local-time text; None when neither is
     plausible (before 2020 or more than a year ahead)."""
     moment = None
@@ -158,7 +159,7 @@ def _expiry(timestamp: Any, text: Any) -> datetime | None:
             moment = datetime.strptime(text.strip(), "%Y-%m-%d %H:%M:%S").replace(tzinfo=WERSS_TZ)
         except ValueError:
             moment = None
-    if moment is None or not datetime(2020, 1, 1, tzinfo=UTC) < moment < datetime.now(UTC) + timedelta(days=366):
+    if moment is None or not datetime(2020, 1, 1, tzinfo=UTC) < moment < now + timedelta(days=366):
         return None
     return moment
 
@@ -183,7 +184,7 @@ class WeRSSClient:
         backoff_seconds: float = 1.0,
         token_cache: TokenCache | None = None,
         http_client: httpx2.Client | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Clock = SYSTEM,
         deadline: float | None = None,
     ) -> None:
         if not base_url:
@@ -200,7 +201,7 @@ class WeRSSClient:
         self.backoff_seconds = backoff_seconds
         self.http = http_client or http.client(timeout)
         self.clock = clock
-        # time.monotonic() after which no request is started and none runs on (the step's deadline)
+        # clock.monotonic() after which no request is started and none runs on (the step's deadline)
         self.deadline = deadline
         self._load_token, self._save_token = token_cache or (lambda: None, lambda _t: None)
         self._token: Token | None = None
@@ -218,7 +219,7 @@ class WeRSSClient:
         return {"Authorization": f"Bearer {self._valid_token().value}"}
 
     def _valid_token(self) -> Token:
-        now = self.clock()
+        now = self.clock.now()
         if self._token is None:
             self._token = self._load_token()
         if self._token is None or not self._token.fresh(now):
@@ -247,7 +248,7 @@ class WeRSSClient:
         if not token_value:
             raise WeRSSAuthError(f"WeRSS login answered without an access_token (HTTP {response.status_code})")
         expires_in = int(data.get("expires_in") or 1800)
-        token = Token(token_value, self.clock() + timedelta(seconds=expires_in))
+        token = Token(token_value, self.clock.now() + timedelta(seconds=expires_in))
         self._save_token(token)
         log.info("logged in to WeRSS as %s; token valid for %d min", self.username, expires_in // 60)
         return token
@@ -281,16 +282,16 @@ class WeRSSClient:
                 error = f"HTTP {reply.status_code}"
             attempt += 1
             delay = self.backoff_seconds * 2 ** (attempt - 1)
-            if self.deadline is not None and time.monotonic() + delay + MIN_ATTEMPT_SECONDS > self.deadline:
+            if self.deadline is not None and self.clock.monotonic() + delay + MIN_ATTEMPT_SECONDS > self.deadline:
                 raise WeRSSDeadline(f"WeRSS {method} {path} failed ({error}) and the step's deadline leaves no time to retry")
             log.warning("WeRSS %s %s failed (%s); retry %d/%d in %.1fs", method, path, error, attempt,
                         retries, delay)
-            time.sleep(delay)
+            self.clock.sleep(delay)
 
     def _attempt_budget(self) -> float:
         if self.deadline is None:
             return self.timeout
-        left = self.deadline - time.monotonic()
+        left = self.deadline - self.clock.monotonic()
         if left < MIN_ATTEMPT_SECONDS:
             raise WeRSSDeadline("the step's deadline passed: no further WeRSS request is started")
         return min(self.timeout, left)
@@ -384,7 +385,7 @@ class WeRSSClient:
             if not self.uses_keys:
                 raise
             return WeChatLogin(False, note="this WeRSS's sys/info does not accept AK/SK")
-        return wechat_login(data)
+        return wechat_login(data, self.clock.now())
 
     def qr_status(self) -> dict[str, Any] | None:
         """WeRSS's QR login state (``auth/qr/status``: ``login_status``, ``qr_code`` a code is waiting), or None

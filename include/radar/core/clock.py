@@ -40,6 +40,10 @@ class Clock:
         """This thread's CPU time in seconds (what a regex rule's cost is counted on)."""
         return time.thread_time()
 
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (a backoff, a poll): on the system's clock, for real."""
+        time.sleep(max(seconds, 0.0))
+
 
 SYSTEM = Clock()
 
@@ -78,6 +82,15 @@ class FixedClock(Clock):
             return super().cpu()
         self.cpu_counter += self.cpu_step
         return self.cpu_counter
+
+    def sleep(self, seconds: float) -> None:
+        """With a step, no wait: the moment and the counter move on by ``seconds`` (a backoff takes no real
+        time in a test, and its deadline still sees it); without one, the system's wait."""
+        if self.step is None:
+            super().sleep(seconds)
+            return
+        self.at += timedelta(seconds=max(seconds, 0.0))
+        self.counter += max(seconds, 0.0)
 
 
 class ClockAt(Clock):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from include.radar.core import redact
+from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.settings import ConnectionInfo, Settings, check_secret, get_connection
 from include.radar.operations import alerts
 from include.radar.pushes import push
@@ -29,7 +30,7 @@ class ConfigurationError(RuntimeError):
 
 
 def werss_client(settings: Settings, *, token_cache: TokenCache | None = None, timeout: float | None = None,
-                 max_retries: int | None = None) -> WeRSSClient:
+                 max_retries: int | None = None, clock: Clock = SYSTEM) -> WeRSSClient:
     """The WeRSS client of the connection ``werss_conn_id``: AK/SK from its extra when set, else its login.
     ``timeout`` and ``max_retries`` override the settings' and the connection's (``check`` tries once)."""
     from include.radar.collect.werss import WeRSSClient
@@ -51,6 +52,7 @@ def werss_client(settings: Settings, *, token_cache: TokenCache | None = None, t
         max_retries=int(extra.get("max_retries", 3)) if max_retries is None else max_retries,
         backoff_seconds=float(extra.get("backoff_seconds", 1.0)),
         token_cache=token_cache,
+        clock=clock,
     )
 
 
@@ -80,7 +82,7 @@ def configured(settings: Settings) -> Setup:
 
 
 def llm_client(settings: Settings, gate: RateGate | None = None, *, connections: int = 20,
-               timeout: float | None = None, setup: Setup | None = None) -> LLMClient:
+               timeout: float | None = None, setup: Setup | None = None, clock: Clock = SYSTEM) -> LLMClient:
     """The client of ``setup`` (the configured one by default) on its connection (its password, or extra
     ``api_key``); a host without a scheme is https (http on loopback)."""
     from include.radar.analysis.llm import LLMClient
@@ -104,6 +106,7 @@ def llm_client(settings: Settings, gate: RateGate | None = None, *, connections:
         max_tokens=s.deepseek_max_tokens,
         rate_limit_wait=s.deepseek_rate_limit_wait_seconds,
         gate=gate,
+        clock=clock,
         max_connections=connections,
         conn_id=use.conn_id,
         name=use.name,

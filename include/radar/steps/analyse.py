@@ -6,7 +6,6 @@ it runs.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from include.radar import store
@@ -28,14 +27,15 @@ def analyse(rt: Runtime, slot: dict[str, Any], batch: dict[str, Any], *,
     call still running then is interrupted and its article, like those not started, left for a later slot.
     ``attempt``: (task id, map index, try number) of this task try, which owns the claims (the DAG passes the
     running task instance's; without one, the DAG run owns them); their leases are renewed while the batch runs."""
-    until = None if seconds is None else time.monotonic() + seconds
+    until = None if seconds is None else rt.clock.monotonic() + seconds
     owner = claimer(slot, attempt)
     threads = batches.width(rt.settings.llm_concurrency, rt.settings.analysis_tasks)
     try:  # one SDK client (one connection per thread) for the batch; a bad key surfaces in each article instead
         shared: LLMClient | None = rt.llm(connections=threads)
     except Exception:
         shared = None
-    with analyst.ClaimKeeper(rt.connect, owner, until=None if until is None else until + CLAIM_GRACE_SECONDS):
+    with analyst.ClaimKeeper(rt.connect, owner, until=None if until is None else until + CLAIM_GRACE_SECONDS,
+                             clock=rt.clock):
         return batches.run(
             batch["articles"],
             lambda article: analyse_article(rt, slot, article, llm=shared, until=until, owner=owner),
@@ -49,7 +49,7 @@ def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any], 
     def streak(count: int, error: str) -> None:
         rt.alert("deepseek", f"DeepSeek 连续 {count} 次限流（429）：{error}；本时段改为逐篇调用", slot)
 
-    gate = ratelimit.DatabaseGate(rt.connect, slot["slot_run_id"], on_streak=streak)
+    gate = ratelimit.DatabaseGate(rt.connect, slot["slot_run_id"], on_streak=streak, clock=rt.clock)
     try:
         outcome = analyst.analyse_item(
             rt.connect, (lambda: llm.with_gate(gate)) if llm else (lambda: rt.llm(gate)),

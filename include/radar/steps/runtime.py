@@ -68,10 +68,10 @@ class Runtime:
 
         conn = readers.required(self.settings.werss_conn_id, "WeRSS")
         cache = ingest.db_token_cache(self.connect, f"werss:token:{readers.base_url(conn)}:{conn.login}")
-        return readers.werss_client(self.settings, token_cache=cache)
+        return readers.werss_client(self.settings, token_cache=cache, clock=self.clock)
 
     def llm(self, gate: RateGate | None = None, *, connections: int = 20) -> LLMClient:
-        return readers.llm_client(self.settings, gate, connections=connections)
+        return readers.llm_client(self.settings, gate, connections=connections, clock=self.clock)
 
     def channels(self, conn_id: str | None = None) -> list[push.Channel]:
         return readers.channels(conn_id or self.settings.push_conn_id)
