@@ -9,6 +9,7 @@ from typing import Any
 
 from include.radar import store
 from include.radar.core import db
+from include.radar.core.clock import FixedClock
 from include.radar.core.settings import load_settings
 from include.radar.evaluation import shadow
 from include.radar_demo import run as demo_run
@@ -57,7 +58,8 @@ def calls_of(fakes: Any, model: str) -> int:
 
 def start(cap: float = 1.0, candidate: shadow.Candidate = FLASH, **sample: Any) -> shadow.Plan:
     return shadow.start(db.connect, settings(), candidate,
-                            shadow.Sample(**{"days": 14, "size": 50, **sample}), cap, created_by="test", now=LATER)
+                            shadow.Sample(**{"days": 14, "size": 50, **sample}), cap, created_by="test",
+                            clock=FixedClock(LATER))
 
 
 def ledger(evaluation_id: int) -> tuple[int, float]:

@@ -117,10 +117,11 @@ def test_a_ladder_whose_repair_does_not_fit_is_refused_at_once_not_left_waiting_
                                                  max_attempts=3).attempt_id for item in items)
         conn.commit()
 
-    def no_wait(seconds: float) -> None:
-        raise AssertionError(f"waited {seconds} s for a reservation that would never be released")
+    class NoWait(FixedClock):
+        def sleep(self, seconds: float) -> None:
+            raise AssertionError(f"waited {seconds} s for a reservation that would never be released")
 
-    cap = spending.Cap(db.connect, plan.evaluation_id, settings().price_table(), sleep=no_wait)
+    cap = spending.Cap(db.connect, plan.evaluation_id, settings().price_table(), clock=NoWait(shanghai(2026, 2, 4, 22, 30)))
     cap.reserve(first, 0.4)
     cap.reserve(second, 0.4)
     with pytest.raises(spending.LLMBudget, match="cap leaves too little"):
@@ -362,9 +363,9 @@ def test_a_refused_evaluation_is_resumed_with_a_new_cap(fakes, monkeypatch, caps
 def test_the_most_a_call_may_cost_is_every_byte_a_token_and_a_full_answer(fakes, monkeypatch) -> None:
     demo_day(fakes, monkeypatch)
     _capped(monkeypatch)
-    plan, rows = shadow.preview(db.connect, settings(), CHEAP, shadow.Sample(days=14), 1.0, now=LATER)
+    plan, rows = shadow.preview(db.connect, settings(), CHEAP, shadow.Sample(days=14), 1.0, clock=FixedClock(LATER))
     assert plan.evaluation_id is None and plan.most_per_call == pytest.approx(0.5)  # the prompt costs nothing here
-    flash, _ = shadow.preview(db.connect, settings(), FLASH, shadow.Sample(days=14), 1.0, now=LATER)
+    flash, _ = shadow.preview(db.connect, settings(), FLASH, shadow.Sample(days=14), 1.0, clock=FixedClock(LATER))
     longest = max(len(r["clean_text"].encode()) for r in rows)
     # at flash's rates: at least the longest article's bytes and 500 output tokens, a call at the most
     assert flash.most_per_call > (longest * 0.15 + 500 * 0.60) / 1e6

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -82,7 +81,7 @@ class Cap:
     evaluation_id: int
     prices: PriceTable
     deadline: float | None = None
-    sleep: Callable[[float], None] = time.sleep
+    clock: Clock = SYSTEM  # the waits for a reservation, and the deadline's seconds
 
     def reserve_for(self, attempt_id: int, usage: Usage) -> Callable[[int, int], None]:
         def reserve(prompt_tokens: int, output_tokens: int) -> None:
@@ -99,9 +98,9 @@ class Cap:
                 asked = store.evaluations.reserve(conn, self.evaluation_id, attempt_id, amount)
             if asked.taken:
                 return
-            out_of_time = self.deadline is not None and time.monotonic() + CAP_POLL_SECONDS > self.deadline
+            out_of_time = self.deadline is not None and self.clock.monotonic() + CAP_POLL_SECONDS > self.deadline
             if asked.others <= 0 or asked.held > 0 or out_of_time:
                 money = self.prices.money
                 raise LLMBudget(f"the evaluation's cap leaves too little for the next call (at most {money(amount)}; "
                                 f"{money(asked.spent)} spent): raise the cap and resume it to finish", usage)
-            self.sleep(CAP_POLL_SECONDS)
+            self.clock.sleep(CAP_POLL_SECONDS)

@@ -60,11 +60,11 @@ def handle(args: argparse.Namespace) -> int:
     candidate = _candidate(args, settings)
     sample = shadow.Sample(days=args.days, size=args.size, only_with=args.only)
     if args.dry_run:
-        plan, _ = shadow.preview(connect, settings, candidate, sample, args.cap)
+        plan, _ = shadow.preview(connect, settings, candidate, sample, args.cap, clock=clock)
         for line in plan_lines(plan, candidate, args.cap):
             print(line)
         return DONE
-    plan = shadow.start(connect, settings, candidate, sample, args.cap, created_by="cli")
+    plan = shadow.start(connect, settings, candidate, sample, args.cap, created_by="cli", clock=clock)
     print(f"evaluation {plan.evaluation_id}: {plan.articles} articles, estimated {plan.prices.money(plan.estimate)}")
     if plan.refused:
         print(f"refused: {plan.refused} (resume it with a higher --cap: --resume {plan.evaluation_id} --cap …)")

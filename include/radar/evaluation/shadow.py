@@ -17,10 +17,9 @@ import os
 import re
 import socket
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from include.radar import store
@@ -227,7 +226,7 @@ def _refusal(plan: Plan, cap: float) -> str | None:
 
 
 def preview(connect: Callable[[], Any], settings: Settings, candidate: Candidate, sample: Sample, cap: float, *,
-            now: datetime | None = None, probe: bool = True) -> tuple[Plan, list[dict[str, Any]]]:
+            clock: Clock = SYSTEM, probe: bool = True) -> tuple[Plan, list[dict[str, Any]]]:
     """What an evaluation would sample and cost, its endpoint tried: nothing recorded, no paid call."""
     candidate.check()
     sample.check()
@@ -235,7 +234,7 @@ def preview(connect: Callable[[], Any], settings: Settings, candidate: Candidate
     prices, source = candidate_prices(settings, candidate)
     if probe:
         check_endpoint(settings, candidate)
-    since = (now or datetime.now(UTC)) - timedelta(days=sample.days)
+    since = clock.now() - timedelta(days=sample.days)
     with connect() as conn:
         rows = store.evaluations.sample(conn, since=since, size=sample.size, only_with=sample.only_with)
         profile = focus.from_row(store.get_profile(conn))
@@ -245,10 +244,10 @@ def preview(connect: Callable[[], Any], settings: Settings, candidate: Candidate
 
 
 def start(connect: Callable[[], Any], settings: Settings, candidate: Candidate, sample: Sample, cap: float, *,
-          created_by: str = "", now: datetime | None = None, probe: bool = True) -> Plan:
+          created_by: str = "", clock: Clock = SYSTEM, probe: bool = True) -> Plan:
     """Record the evaluation and its sample once its endpoint answered; refused (no call made) when its estimate,
     or one call at its most, is over ``cap``."""
-    plan, rows = preview(connect, settings, candidate, sample, cap, now=now, probe=probe)
+    plan, rows = preview(connect, settings, candidate, sample, cap, clock=clock, probe=probe)
     rates = plan.prices.off_peak
     with connect() as conn:
         evaluation_id = store.evaluations.create(conn, {
@@ -327,7 +326,7 @@ def run(connect: Callable[[], Any], settings: Settings, evaluation_id: int, *,
     """Answer every open article of the evaluation (a resumed one: only those not answered yet).
 
     ``client`` makes the candidate's client behind a rate gate (the candidate's own connection by default);
-    ``claimer`` owns the claims (this process by default); ``deadline`` (``time.monotonic()``) bounds the run:
+    ``claimer`` owns the claims (this process by default); ``deadline`` (``clock.monotonic()``) bounds the run:
     what is left stays pending; ``clock``: whose day the spend is on."""
     with connect() as conn:
         row = store.evaluations.get(conn, evaluation_id)
@@ -345,7 +344,7 @@ def run(connect: Callable[[], Any], settings: Settings, evaluation_id: int, *,
     owner = claimer or default_claimer()
     prices = prices_of(row, settings)
     job = _Job(connect, settings, evaluation_id, candidate, prices, profile, owner, deadline,
-               spending.Cap(connect, evaluation_id, prices, deadline), clock)
+               spending.Cap(connect, evaluation_id, prices, deadline, clock), clock)
     try:
         shared = make(gate)
         offered = shared.models(PROBE_SECONDS)
@@ -423,7 +422,7 @@ class _Job:
             return self._failed_in_a_row
 
     def answer(self, llm: LLMClient, item: dict[str, Any]) -> dict[str, Any]:
-        if self.deadline is not None and self.deadline - time.monotonic() < 5:
+        if self.deadline is not None and self.deadline - self.clock.monotonic() < 5:
             raise _Stop("time", "the run's time is up; run it again to finish")
         with self.connect() as conn:
             claim = store.evaluations.claim(conn, self.evaluation_id, item["item_id"], claimer=self.owner,

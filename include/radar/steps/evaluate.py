@@ -33,12 +33,13 @@ def evaluate(rt: Runtime, params: dict[str, Any], *, attempt: tuple[str, int, in
                                        only_with=str(params.get("only") or "all"))
             cap = float(params.get("cap") or 0)
             if params.get("dry_run"):
-                plan, _ = shadow.preview(rt.connect, settings, candidate, sample, cap)
+                plan, _ = shadow.preview(rt.connect, settings, candidate, sample, cap, clock=rt.clock)
                 lines = commands.plan_lines(plan, candidate, cap)
                 for line in lines:
                     log.info("%s", line)
                 return {"evaluation_id": None, "dry_run": True, "summary": lines}
-            plan = shadow.start(rt.connect, settings, candidate, sample, cap, created_by=f"dag:{run_id or '-'}")
+            plan = shadow.start(rt.connect, settings, candidate, sample, cap, created_by=f"dag:{run_id or '-'}",
+                                clock=rt.clock)
             if plan.refused:
                 raise ConfigurationError(f"evaluation {plan.evaluation_id} refused: {plan.refused} (resume it with a "
                                          "higher cap)")
