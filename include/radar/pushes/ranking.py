@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from include.radar import store
 from include.radar.market.outcomes import RANK_HORIZON, outcome_points
 
 WATCH_BOOST = 10
@@ -90,6 +92,11 @@ class Weights:
         more = sorted((x for x in labelled if x[1] > 0), key=lambda x: (-x[1], x[0]))[:limit]
         less = sorted((x for x in labelled if x[1] < 0), key=lambda x: (x[1], x[0]))[:limit]
         return more, less
+
+
+def learned(conn: Any, now: datetime, min_picks: int = DEFAULT_MIN_PICKS) -> Weights:
+    """The weights as of ``now``: the reader's verdicts and the track record read from the database, learned."""
+    return learn(store.feedback_for_ranking(conn, now), store.track.outcome_means(conn, OUTCOME_HORIZON), min_picks)
 
 
 def learn(feedback: Iterable[dict[str, Any]], outcomes: Iterable[dict[str, Any]] = (),

@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -93,11 +93,10 @@ class DayFacts:
 
 
 def gather(conn: Any, day: date, threshold: int, currency: str = "USD",
-           min_picks: int = ranking.DEFAULT_MIN_PICKS) -> DayFacts:
+           min_picks: int = ranking.DEFAULT_MIN_PICKS, *, now: datetime) -> DayFacts:
     """The day's analyses, failures and slot runs, the articles published by the day's end that still
     wait for an analysis, and what the day's calls cost."""
-    weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)),
-                            store.track.outcome_means(conn, ranking.OUTCOME_HORIZON), min_picks)
+    weights = ranking.learned(conn, now, min_picks)
     return DayFacts(
         day=day,
         # ordered by rank: the reader's watchlist and feedback decide which of equal scores comes first
@@ -109,15 +108,15 @@ def gather(conn: Any, day: date, threshold: int, currency: str = "USD",
         spend=store.day_spend(conn, day, currency),
         currency=currency,
         budget_deferred=store.day_budget_deferred(conn, day),
-        coverage=_coverage(conn, day),
+        coverage=_coverage(conn, day, now),
     )
 
 
-def _coverage(conn: Any, day: date) -> Coverage | None:
+def _coverage(conn: Any, day: date, now: datetime) -> Coverage | None:
     """The day's account coverage; a failure to work it out costs only that line of the report."""
     try:
         with conn.transaction():
-            return watch.coverage_of(conn, day, datetime.now(UTC))
+            return watch.coverage_of(conn, day, now)
     except Exception:  # the report goes out without it rather than not at all
         log.exception("the account coverage of %s could not be worked out", day)
         return None
@@ -207,13 +206,14 @@ def build_report(
 ) -> dict[str, Any]:
     """Gather the day, ask for the digest, validate it and upsert daily_report. Never raises for LLM failures.
 
-    ``deadline`` (``time.monotonic()``) bounds the digest call: past it, the database summary stands in.
+    ``deadline`` (``clock.monotonic()``) bounds the digest call: past it, the database summary stands in.
     """
     # the report fails for this slot's own failures (and a failed digest); an earlier slot's hiccup that
     # later slots made up for is a warning, listed in the report, not a failed day
     reasons = list(upstream_errors or []) + _group_events(connect, timedelta(hours=settings.event_window_hours))
     with connect() as conn:
-        facts = gather(conn, day, settings.push_score_threshold, settings.deepseek_currency, settings.outcome_min_picks)
+        facts = gather(conn, day, settings.push_score_threshold, settings.deepseek_currency, settings.outcome_min_picks,
+                       now=clock.now())
     if facts.failures and not facts.analyses:  # a failed article never fails its slot, but a day of them fails the report
         reasons.append(f"analysis: 当日 {len(facts.failures)} 篇分析全部失败"
                        f"（{(facts.failures[0]['last_error'] or '')[:200]}）")

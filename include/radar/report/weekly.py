@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from include.radar import store
@@ -42,11 +42,10 @@ def is_weekly_slot(day: date, is_daily: bool) -> bool:
     return is_daily and day.weekday() == SUNDAY
 
 
-def gather(conn: Any, monday: date, min_picks: int = ranking.DEFAULT_MIN_PICKS
+def gather(conn: Any, monday: date, min_picks: int = ranking.DEFAULT_MIN_PICKS, *, now: datetime
            ) -> tuple[list[events.Entry], dict[str, Any]]:
     first, last = monday, monday + timedelta(days=6)
-    weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)),
-                            store.track.outcome_means(conn, ranking.OUTCOME_HORIZON), min_picks)
+    weights = ranking.learned(conn, now, min_picks)
     rows = ranking.order(ranking.annotate(store.week_analyses(conn, first, last), weights))
     fresh = [r for r in rows if not r.get("reused_from_id")]
     entries = events.entries(fresh)
@@ -97,7 +96,7 @@ def build(connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], *, m
         if existing is not None and existing["status"] == store.REPORT_OK:
             log.info("weekly summary %s was built by the LLM already; no second call", monday)
             return existing
-        entries, stats = gather(conn, monday, settings.outcome_min_picks)
+        entries, stats = gather(conn, monday, settings.outcome_min_picks, now=clock.now())
     threshold = settings.push_score_threshold
     asked = Asked(None)
     if entries:

@@ -110,7 +110,7 @@ def _glance(rt: Runtime, day: date, digest_json: Any) -> Glance | None:
     threshold = rt.settings.push_score_threshold
     try:
         with rt.connect() as conn:
-            facts = digest.gather(conn, day, threshold, rt.settings.deepseek_currency)
+            facts = digest.gather(conn, day, threshold, rt.settings.deepseek_currency, now=rt.clock.now())
             groups = store.track.summary_groups(conn, store.track.RecordFilters(), briefs.RECORD_HORIZON)
     except Exception:  # whatever broke the report must not also stop its push
         log.exception("the day's top opportunities could not be gathered for the daily push; pushing the report's")
@@ -127,7 +127,8 @@ def _stats_from_database(rt: Runtime, day: date) -> dict[str, Any]:
     still goes out: it is the one message the reader gets every day)."""
     try:
         with rt.connect() as conn:
-            return digest.gather(conn, day, rt.settings.push_score_threshold, rt.settings.deepseek_currency).stats
+            return digest.gather(conn, day, rt.settings.push_score_threshold, rt.settings.deepseek_currency,
+                                 now=rt.clock.now()).stats
     except Exception:  # whatever broke the report must not also stop its push
         log.exception("the day's counts could not be gathered for the daily push; pushing without them")
         return {}

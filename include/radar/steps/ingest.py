@@ -5,7 +5,6 @@ and what the watchers make of it (watch.py: WeRSS's outcome and login, quiet acc
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 from include.radar.collect import watch
@@ -37,5 +36,5 @@ def ingest(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     watch.werss_outcome(rt, slot, summary, failed=None)
     watch.wechat_login(rt, slot, client)
     watch.silent_accounts(rt, slot, slot_key(slot).scheduled_at)
-    watch.collecting(rt, slot, slot_key(slot), datetime.now(UTC))
+    watch.collecting(rt, slot, slot_key(slot), rt.clock.now())
     return summary.as_xcom()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from include.radar import store
@@ -34,8 +34,7 @@ def slot_view(rt: Runtime, slot: dict[str, Any]) -> SlotView:
         event_ids = sorted({events.event_of(a) for a in analyses})
         others = store.event_members(conn, event_ids)
         reported = store.pushed_events(conn, event_ids, slot["slot_run_id"])
-        weights = ranking.learn(store.feedback_for_ranking(conn, datetime.now(UTC)),
-                                store.track.outcome_means(conn, ranking.OUTCOME_HORIZON), rt.settings.outcome_min_picks)
+        weights = ranking.learned(conn, rt.clock.now(), rt.settings.outcome_min_picks)
     analyses = ranking.annotate(analyses, weights)  # the reader's watchlist and feedback order the candidates
     others = [o for o in others if o["slot_run_id"] != slot["slot_run_id"]]
     entries = events.entries([a for a in analyses if not a.get("reused_from_id")])

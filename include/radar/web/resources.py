@@ -90,8 +90,7 @@ class AppResources:
             cached = self._weights
         if cached is not None and cached[0] == version and time.monotonic() - cached[1] < SETTINGS_TTL_SECONDS:
             return cached[2]
-        weights = ranking.learn(store.feedback_for_ranking(conn, now),
-                                store.track.outcome_means(conn, ranking.OUTCOME_HORIZON), min_picks)
+        weights = ranking.learned(conn, now, min_picks)
         with self._lock:
             self._weights = (version, time.monotonic(), weights)
         return weights
