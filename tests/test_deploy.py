@@ -46,6 +46,9 @@ ENV_ALLOWLIST = {
     # this process has an Airflow to ask (settings.airflow_here: without one, importing Airflow would write ~/airflow)
     "AIRFLOW_HOME",
     "AIRFLOW_CONFIG",
+    # Airflow's own mark of a process that reads its metadata database (its servers set it; the radar's cli sets it
+    # for its command, settings.airflow_server_context): never one a deployment sets
+    "_AIRFLOW_PROCESS_CONTEXT",
     # `make ui` only (include/radar_demo/ui.py): the local UI's port, and a marker set by
     # scripts/bootstrap.sh when the user gave RADAR_DATABASE_URL; the deployment never runs ui.py
     "RADAR_UI_PORT",
