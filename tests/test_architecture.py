@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from tests.conftest import REPO
+from tests.test_lint import comments_and_docstrings
 from tools import import_graph
 
 MAX_LINES = 500
@@ -249,7 +250,30 @@ def test_time_is_given_never_patched_and_no_patch_may_miss_its_target() -> None:
     assert (globals_, lenient, timed) == ([], [], [])
 
 
+_WALL_CLOCK = re.compile(r"\b(?:datetime\.(?:now|utcnow|today)|date\.today|time\.(?:time|monotonic|sleep|perf_counter|"
+                         r"thread_time|process_time|time_ns|monotonic_ns))\(|^\s*(?:import time\b|from time import)", re.M)
+
+
+def _reads_of_the_wall_clock(source: str) -> list[str]:
+    """The lines of ``source`` that read the system's time or wait on it, comments and docstrings aside."""
+    code = "\n".join(line.split("#", 1)[0] for line in source.splitlines())
+    for _, text in comments_and_docstrings(source):
+        code = code.replace(text, "")
+    return [m.group(0) for m in _WALL_CLOCK.finditer(code)]
+
+
+def test_only_the_clock_reads_the_wall_clock() -> None:
+    """Every reader of the time in include/radar takes the injected Clock (now, monotonic, sleep, cpu): no module
+    but core/clock.py calls datetime.now(), time.monotonic(), time.sleep() or their kin, nor imports ``time``."""
+    found = {str(p.relative_to(REPO)): reads for p in sorted((REPO / "include" / "radar").rglob("*.py"))
+             if p.name != "clock.py" and (reads := _reads_of_the_wall_clock(p.read_text(encoding="utf-8")))}
+    assert found == {}
+
+
 def test_the_time_rules_see_what_they_forbid() -> None:
+    assert _reads_of_the_wall_clock("import time\nx = datetime.now(UTC)\ntime.sleep(1)\n") == [
+        "import time", "datetime.now(", "time.sleep("]
+    assert _reads_of_the_wall_clock('def f():\n    """waits ``time.sleep(1)``"""\n    return 1  # time.time()\n') == []
     assert _MODULE_CLOCK.search("x = 1\n_rules_clock = time.monotonic  # a test's own\n")
     assert _SETATTR_RAISING_FALSE.search('monkeypatch.setattr(mod, "X", f(2), raising=False)')
     assert not _SETATTR_RAISING_FALSE.search('monkeypatch.delenv("X", raising=False)')

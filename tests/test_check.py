@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -775,7 +776,7 @@ def test_the_suggested_cron_is_the_guides_half_an_hour_before_each_slot() -> Non
 def test_every_line_is_typed_and_a_warning_does_not_fail() -> None:
     from include.radar.check import Report, fail, ok, warn
 
-    report = Report([ok("a", "b", "c"), warn("a", "d", "e", "f")])
+    report = Report([ok("a", "b", "c"), warn("a", "d", "e", "f")], datetime(2026, 1, 8, tzinfo=UTC))
     assert report.exit_code == 0 and report.lines[1].mark is Mark.WARN
     assert report.lines[1].render() == "! a · d: e → f"
     assert report.summary() == "1 ✓，1 !，0 ✗：这套部署可以工作，有几处要看一看"
@@ -841,3 +842,4 @@ def test_the_cli_reads_connections_and_variables_kept_in_airflows_metadata_datab
         Variable.delete("radar_db_conn_id")
         with create_session() as session:
             session.query(Connection).filter(Connection.conn_id.in_(["radar_kept_werss", "radar_kept_db"])).delete()
+

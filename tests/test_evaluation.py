@@ -119,7 +119,7 @@ def test_flash_against_v4_pro_on_the_demo_day_gives_the_hand_computed_figures(fa
     # 11 answers in one call; 手机链's 62 quotes nothing, so the ladder asks again on every rung (4 calls)
     assert calls_of(fakes, "deepseek-flash") == 15 and calls_of(fakes, "deepseek-v4-pro") == pro_calls
     with db.connect() as conn:
-        s = summary.load(conn, plan.evaluation_id)
+        s = summary.load(conn, plan.evaluation_id, LATER)
     assert s is not None and (s.compared, s.failed, s.pending) == (12, 0, 0)
     c = s.confusion  # current: 设备 铜 集采 机器人 集运; flash drops 铜, adds 手机链
     assert (c.both, c.only_current, c.only_candidate, c.neither) == (4, 1, 1, 6)

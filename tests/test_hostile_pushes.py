@@ -9,7 +9,7 @@ steps/daily_report.py, steps/close_slot.py, the overview's push status.
 from __future__ import annotations
 
 import threading
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -103,11 +103,11 @@ def test_a_sender_killed_between_its_claim_and_its_send_is_delivered_once_by_the
 def test_a_sender_killed_between_its_claim_and_its_send_is_delivered_once_by_the_sweep(fakes, monkeypatch):
     _killed_before_the_send(monkeypatch)
     channel = Channel()
-    assert not push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), sender=channel)  # too fresh
+    assert not push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)  # too fresh
     _age(6)
-    report = push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), sender=channel)
+    report = push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
     assert len(report.sent) == 1 and not report.failed and not report.unknown
-    push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), sender=channel)
+    push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
     _deliver(channel)  # a later retry sends the other channel only
     assert channel.per_channel() == {c.key: 1 for c in CHANNELS}
 
@@ -120,7 +120,7 @@ def test_senders_racing_for_a_row_whose_sender_died_deliver_it_once(fakes, monke
 
     def sweeper() -> None:
         barrier.wait()
-        push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), sender=channel)
+        push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
 
     def retry() -> None:
         barrier.wait()
@@ -138,7 +138,7 @@ def test_a_stale_opportunity_alert_left_unsent_is_marked_failed_not_sent_late(fa
     _killed_before_the_send(monkeypatch, "opportunity")
     _age(120)
     channel = Channel()
-    report = push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), sender=channel)
+    report = push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
     assert channel.accepted == [] and len(report.failed) == 1
     [row] = _rows()
     assert row["status"] == store.NOTE_FAILED and "120 minutes late is stale" in row["error"]
@@ -147,7 +147,7 @@ def test_a_stale_opportunity_alert_left_unsent_is_marked_failed_not_sent_late(fa
 def test_a_row_whose_channel_is_gone_is_marked_failed(fakes, monkeypatch):
     _killed_before_the_send(monkeypatch)
     _age(6)
-    report = push.sweep(db.connect, CHANNELS[1:], stale_after=timedelta(minutes=30), sender=Channel())
+    report = push.sweep(db.connect, CHANNELS[1:], stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=Channel())
     assert len(report.failed) == 1 and "no longer configured" in _rows()[0]["error"]
 
 
@@ -159,7 +159,7 @@ def test_a_pending_row_from_before_sends_were_recorded_is_unknown_never_resent(f
             (DAY,),
         )
     channel = Channel()
-    report = push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), sender=channel)
+    report = push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
     assert len(report.unknown) == 1 and channel.accepted == [] and _rows()[0]["status"] == store.NOTE_UNKNOWN
 
 

@@ -31,7 +31,11 @@ SECRETS = ("secret", "sk-test", "test-link-secret")
 
 
 def _accounts(fakes, *mps: tuple[str, str]) -> None:
+    """A WeRSS collecting these accounts: each was last collected before the day's first slot (without it, the
+    slots' collection watcher rightly alerts that WeRSS is not collecting)."""
     fakes.werss.accounts = [{"id": mp, "mp_name": name} for mp, name in mps or (("MP_WXS_1", "研究所"),)]
+    collected = int(shanghai(2026, 1, 8, 6, 30).timestamp())
+    fakes.werss.synced.update({str(a["id"]): collected for a in fakes.werss.accounts})
 
 
 def _articles(fakes, *numbers: int, at: datetime = SLOT) -> None:

@@ -27,6 +27,7 @@ from include.radar.collect import ingest, watch
 from include.radar.collect.listing import window_metas
 from include.radar.collect.werss import WERSS_TZ
 from include.radar.core import db
+from include.radar.core.clock import SYSTEM
 from include.radar.core.settings import load_settings
 from include.radar.core.slots import slot_for
 from include.radar.operations import connections
@@ -62,6 +63,8 @@ def _settings(server: Any, monkeypatch: Any) -> Any:
 
 class Watching:
     """What the ingest's watcher needs of its step: the settings, the database, and the alerts it raises."""
+
+    clock = SYSTEM
 
     def __init__(self, settings: Any) -> None:
         self.settings = settings

@@ -18,6 +18,7 @@ from psycopg import errors, sql
 
 from include.radar import store
 from include.radar.core import db
+from include.radar.core.clock import SYSTEM
 from include.radar.core.settings import load_settings
 from include.radar.operations import roles
 from tests.conftest import _server_url, _with_database, login_url, set_up_deployment
@@ -33,11 +34,10 @@ def _refused(url: str, statement: str, *args: object) -> None:
 
 
 def _pages_resources():
-    from datetime import UTC, datetime
 
     from include.radar.web.resources import AppResources
 
-    return AppResources(lambda: load_settings(use_airflow=False), None, lambda: datetime.now(UTC))
+    return AppResources(lambda: load_settings(use_airflow=False), None, SYSTEM)
 
 
 # ------------------------------------------------------------------------------------------- the boundary

@@ -548,8 +548,10 @@ def test_a_failing_source_alerts_once_and_the_next_day_retries(fakes, monkeypatc
     with db.connect() as conn:
         slot["slot_run_id"] = conn.execute("SELECT max(id) AS id FROM slot_run").fetchone()["id"]
     day = shanghai(2026, 3, 20, 22)
-    first = track_record.daily(rt.connect, rt.settings, slot, lambda d: rt.alert("market_data", d, slot), now=day)
-    second = track_record.daily(rt.connect, rt.settings, slot, lambda d: rt.alert("market_data", d, slot), now=day)
+    first = track_record.daily(rt.connect, rt.settings, slot, lambda d: rt.alert("market_data", d, slot),
+                               clock=FixedClock(day))
+    second = track_record.daily(rt.connect, rt.settings, slot, lambda d: rt.alert("market_data", d, slot),
+                                clock=FixedClock(day))
     assert first["failed"] and second["failed"]
     assert len(down.calls) == track_record.STOP_AFTER_FAILURES * 2  # it stops after three failures in a row
     alerts = [m for m in fakes.ops.received if "行情数据源" in json.dumps(m, ensure_ascii=False)]
@@ -558,7 +560,7 @@ def test_a_failing_source_alerts_once_and_the_next_day_retries(fakes, monkeypatc
     up = CountingSource()
     monkeypatch.setattr(track_record, "source_from", lambda settings: lambda: up.source)
     third = track_record.daily(rt.connect, rt.settings, slot, lambda d: rt.alert("market_data", d, slot),
-                               now=day + timedelta(days=1))
+                               clock=FixedClock(day + timedelta(days=1)))
     assert not third["failed"] and third["measured"] == 6
     assert up.calls  # retried the next day
 

@@ -58,7 +58,8 @@ def _check(args: argparse.Namespace) -> int:
     from include.radar.check import Options
     from include.radar.check.run import main as check
 
-    return check(Options(timeout=args.timeout, send_test=args.send_test, llm_call=args.llm_call))
+    return check(Options(timeout=args.timeout, send_test=args.send_test, llm_call=args.llm_call,
+                         clock=loader.load().clock))
 
 
 def _database_url() -> str:

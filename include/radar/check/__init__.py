@@ -12,12 +12,13 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
 from include.radar.core import redact
+from include.radar.core.clock import SYSTEM, Clock
 
 STATE_KEY = "check:last"
 DEFAULT_TIMEOUT = 10.0
@@ -63,12 +64,13 @@ class Options:
     timeout: float = DEFAULT_TIMEOUT
     send_test: bool = False
     llm_call: bool = False
+    clock: Clock = SYSTEM  # the loader's: what every line's time, budget and day are read on
 
 
 @dataclass
 class Report:
-    lines: list[Line] = field(default_factory=list)
-    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    lines: list[Line]
+    at: datetime
 
     def count(self, mark: Mark) -> int:
         return sum(1 for line in self.lines if line.mark is mark)

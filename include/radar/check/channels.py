@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import datetime
 
 from include.radar.check import Line, Options, fail, ok, reason, warn
 from include.radar.core.settings import Settings
-from include.radar.core.slots import SHANGHAI
 from include.radar.operations import connections
 from include.radar.pushes import push
 
@@ -52,7 +50,7 @@ def _channel_line(who: str, channel: push.Channel, options: Options) -> Line:
                     "的 URL 写法）")
     if not options.send_test:
         return ok(PUSH, name, "apprise 能解析（加 --send-test 发一条测试消息）")
-    at = datetime.now(SHANGHAI)
+    at = options.clock.shanghai()
     error = push.send_one(channel, "机会雷达：连接测试", f"cli check 于 {at:%Y-%m-%d %H:%M} 发送的测试消息，无需处理。")
     if error:
         said = delivery_error(error, channel.label)

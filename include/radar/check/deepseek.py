@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -13,7 +11,6 @@ from include.radar import store
 from include.radar.analysis.llm import LLMError, LLMNotTheApi, LLMUnreachable
 from include.radar.check import Line, Options, fail, ok, reason, warn
 from include.radar.core.settings import Settings, SettingsError
-from include.radar.core.slots import SHANGHAI
 from include.radar.operations import connections
 
 DEEPSEEK = "DeepSeek"
@@ -28,7 +25,7 @@ def deepseek_lines(settings: Settings, options: Options, connect: Callable[[], A
     conn_id = settings.deepseek_conn_id
     not_made = [warn(DEEPSEEK, "付费调用", "没有调用：上面的检查没有通过", "先修好上面的问题")] if options.llm_call else []
     try:
-        client = connections.llm_client(settings, timeout=options.timeout, connections=1)
+        client = connections.llm_client(settings, timeout=options.timeout, connections=1, clock=options.clock)
         models = client.models(options.timeout)
     except LLMUnreachable as exc:
         return [fail(DEEPSEEK, "可达", reason(exc), f"检查本机到该地址的网络（代理、防火墙、DNS），或改正 {conn_id} "
@@ -50,7 +47,7 @@ def deepseek_lines(settings: Settings, options: Options, connect: Callable[[], A
     else:
         lines.append(ok(DEEPSEEK, "模型", f"{model} 可用"))
     lines.append(_prices_line(settings))
-    lines.append(_budget_line(settings, connect))
+    lines.append(_budget_line(settings, connect, options))
     if options.llm_call:
         lines.append(_paid_call(client, settings, options) if model in models else not_made[0])
     return lines
@@ -67,11 +64,11 @@ def _prices_line(settings: Settings) -> Line:
     return ok(DEEPSEEK, "价格", text)
 
 
-def _budget_line(settings: Settings, connect: Callable[[], Any] | None) -> Line:
+def _budget_line(settings: Settings, connect: Callable[[], Any] | None, options: Options) -> Line:
     spent = ""
     if connect is not None:
         with connect() as conn:
-            today = store.day_spend(conn, datetime.now(SHANGHAI).date(), settings.deepseek_currency)
+            today = store.day_spend(conn, options.clock.today(), settings.deepseek_currency)
         spent = f"；今天已花 {push_money(today, settings)}"
     if not settings.daily_budget:
         text = f"没有每日预算（daily_budget = 0）：分析从不因花费停下{spent}"
@@ -87,11 +84,11 @@ def push_money(amount: float, settings: Settings) -> str:
 
 def _paid_call(client: Any, settings: Settings, options: Options) -> Line:
     """One small completion (``--llm-call``): the model answers JSON as the analyses ask it to."""
-    started = time.monotonic()
+    started = options.clock.monotonic()
     try:
         answer = client.complete_json("Answer in json only.", 'Reply with the json {"ok": true}.', _Pong,
                                       deadline=started + options.timeout * 3)
     except LLMError as exc:
         return fail(DEEPSEEK, "付费调用", reason(exc), "看上面 DeepSeek 的错误；HTTP 402 是余额不足")
     cost = answer.usage.cost(settings.price_table())
-    return ok(DEEPSEEK, "付费调用", f"{time.monotonic() - started:.1f} 秒内答出 JSON，花费 {push_money(cost, settings)}")
+    return ok(DEEPSEEK, "付费调用", f"{options.clock.monotonic() - started:.1f} 秒内答出 JSON，花费 {push_money(cost, settings)}")

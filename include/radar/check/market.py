@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from include.radar.check import Line, Options, bounded, fail, ok, reason, warn
 from include.radar.core.settings import Settings
 from include.radar.report import track_record
@@ -20,11 +18,11 @@ def market_lines(settings: Settings, options: Options) -> list[Line]:
             return [ok(MARKET, "来源", text + "（演示数据）")]
         return [warn(MARKET, "来源", text, "设置 AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE=akshare 取真实行情")]
     quick = settings.model_copy(update={"market_data_timeout_seconds": options.timeout})
-    started = time.monotonic()
+    started = options.clock.monotonic()
     try:
         days = bounded(lambda: track_record.source_from(quick)().calendar(), options.timeout + 1, "akshare")
     except Exception as exc:  # only the track record needs it, and it retries the next day: a warning
         return [warn(MARKET, "akshare", f"没有回答：{reason(exc, 160)}；只影响战绩，次日自动重试",
                      "检查本机到 akshare 数据源（新浪、东方财富）的网络")]
     last = max(days).isoformat() if days else "无"
-    return [ok(MARKET, "akshare", f"{time.monotonic() - started:.1f} 秒读到交易日历（{len(days)} 天，最后一天 {last}）")]
+    return [ok(MARKET, "akshare", f"{options.clock.monotonic() - started:.1f} 秒读到交易日历（{len(days)} 天，最后一天 {last}）")]

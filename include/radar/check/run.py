@@ -16,7 +16,6 @@ from include.radar.check.market import market_lines
 from include.radar.check.platform import airflow_lines, database_lines
 from include.radar.check.werss import werss_lines
 from include.radar.core import db, loader, redact
-from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.settings import Lookup, Settings, SettingsError, load_settings, task_lookup
 
 SETTINGS = "设置"
@@ -51,7 +50,7 @@ def run(options: Options, lookup: Lookup | None = None) -> Report:
     try:
         settings, problems = load(read)
     except SettingsError as exc:
-        return Report([fail(SETTINGS, "读取", reason(exc, 400), "改正它说的那个设置")])
+        return Report([fail(SETTINGS, "读取", reason(exc, 400), "改正它说的那个设置")], options.clock.now())
     lines = [fail(SETTINGS, p.setting or "?", reason(p, 400), "在设置它的地方改正")
              for p in problems if p.setting not in LINK_SETTINGS]
     redact.register(read("link_secret"))  # as typed, even when refused: never printed
@@ -70,7 +69,7 @@ def run(options: Options, lookup: Lookup | None = None) -> Report:
     lines += _guarded("推送", lambda: push_lines(settings, options))
     lines += _guarded("链接", lambda: link_lines(settings, link_problems))
     lines += _guarded("行情数据", lambda: market_lines(settings, options))
-    report = Report(lines)
+    report = Report(lines, options.clock.now())
     if reachable:
         record(connect, report)
     return report
@@ -82,10 +81,10 @@ def record(connect: Callable[[], Any], report: Report) -> None:
         store.set_state(conn, STATE_KEY, report.as_state(), None)
 
 
-def main(options: Options, out: Callable[[str], None] = print, clock: Clock = SYSTEM) -> int:
+def main(options: Options, out: Callable[[str], None] = print) -> int:
     # the transcript is the output: the clients' and Airflow's INFO lines (a login, a request) are not
     logging.disable(logging.INFO)
-    started = clock.shanghai()
+    started = options.clock.shanghai()
     out(f"机会雷达 · 部署检查 {started:%Y-%m-%d %H:%M:%S}（北京时间；每次调用最多 {options.timeout:g} 秒）")
     report = run(options)
     area = None

@@ -39,11 +39,10 @@ BODIES = ("让正文随列表一起抓：WeRSS 的 config.yaml 里 gather.conten
 LOCKED = ("WeRSS 已锁住这个账号（连续 5 次登录失败）：重启 WeRSS 解锁（compose：docker compose restart werss；原生："
           "systemctl restart werss），改正密码后再试；建议改用 AK/SK（账号锁住时 AK/SK 照常可用）")
 
-def werss_lines(settings: Settings, options: Options, connect: Callable[[], Any] | None, *,
-                now: datetime | None = None) -> list[Line]:
-    now = now or datetime.now(UTC)
+def werss_lines(settings: Settings, options: Options, connect: Callable[[], Any] | None) -> list[Line]:
+    now = options.clock.now()
     try:
-        client = connections.werss_client(settings, timeout=options.timeout, max_retries=0)
+        client = connections.werss_client(settings, timeout=options.timeout, max_retries=0, clock=options.clock)
     except (connections.ConfigurationError, WeRSSAuthError, SettingsError) as exc:
         return [fail(AREA, "连接配置", reason(exc), f"设置 {settings.werss_conn_id} 连接：host，以及 AK/SK（extra 的 "
                      "access_key、secret_key）或 login/password")]

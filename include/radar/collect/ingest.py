@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -144,7 +144,6 @@ def ingest_slot(
     max_articles: int,
     page_size: int = 100,
     max_pages: int = 50,
-    now: datetime | None = None,
     summary: IngestSummary | None = None,
 ) -> IngestSummary:
     """Pull the slot's window from every account and store what is new. Returns the summary.
@@ -155,7 +154,7 @@ def ingest_slot(
     passes, listing and fetching stop where they are: what is stored stays, the rest waits for a later slot.
     Everything counted is added to the slot run before returning, also when the ingest fails.
     """
-    now = now or datetime.now(UTC)
+    now = client.clock.now()  # the client's clock: the slot's, its deadline and its backoffs on it too
     start, end = key.scheduled_at - timedelta(days=window_days), key.scheduled_at
     summary = summary or IngestSummary(slot=key.slot)  # the caller's, to read after a failure too
     try:

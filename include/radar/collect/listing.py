@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from include.radar import store
@@ -47,7 +47,7 @@ class AccountWindow:
 
 def window_metas(
     client: WeRSSClient, mp_id: str, start: datetime, end: datetime, page_size: int, *,
-    max_pages: int = 50, now: datetime | None = None,
+    max_pages: int = 50, now: datetime,
 ) -> AccountWindow:
     """The account's articles published in [start, end], newest first, deduplicated by id.
 
@@ -56,7 +56,6 @@ def window_metas(
     ``max_pages`` pages. The server's sort has no tie-breaker, so a row may repeat across pages: the first copy
     wins. A malformed row is skipped with its reason; the rows beside it go on.
     """
-    now = now or datetime.now(UTC)
     found = AccountWindow()
     seen: dict[str, ArticleRow] = {}
     offset = 0

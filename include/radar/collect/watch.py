@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from include.radar import store
@@ -13,6 +13,7 @@ from include.radar.collect import coverage
 from include.radar.collect.coverage import SILENT_FACTOR, WECHAT_STATUS, Coverage
 from include.radar.collect.werss import judged
 from include.radar.core import redact
+from include.radar.core.clock import Clock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SlotKey, local_day_bounds, slots_between, to_local
 from include.radar.store.articles import last_collection
@@ -29,6 +30,7 @@ class StepRuntime(Protocol):
     the runtime is above the rooms it builds on)."""
 
     settings: Settings
+    clock: Clock
 
     def connect(self) -> Any: ...
 
@@ -49,7 +51,7 @@ def werss_outcome(rt: StepRuntime, slot: dict[str, Any], summary: ingest.IngestS
     def change(state: dict[str, Any]) -> dict[str, Any]:
         if state.get("last_slot_run_id") != slot["slot_run_id"]:  # a rerun of a slot counts once
             state["auth_stalled_slots"] = int(state.get("auth_stalled_slots") or 0) + 1 if stalled else 0
-        state.update(last_slot_run_id=slot["slot_run_id"], last_ingest_at=datetime.now(UTC).isoformat(),
+        state.update(last_slot_run_id=slot["slot_run_id"], last_ingest_at=rt.clock.now().isoformat(),
                      last_status="failed" if failed else ("partial" if summary.errors else "ok"),
                      last_new=summary.new, last_errors=[redact.scrub(e)[:200] for e in errors[:3]])
         return state
@@ -68,12 +70,12 @@ def werss_outcome(rt: StepRuntime, slot: dict[str, Any], summary: ingest.IngestS
 DELIVERED = ("sent", "already", "pending")
 
 
-def wechat_login(rt: StepRuntime, slot: dict[str, Any], client: WeRSSClient, *, now: datetime | None = None) -> None:
+def wechat_login(rt: StepRuntime, slot: dict[str, Any], client: WeRSSClient) -> None:
     """WeRSS's own WeChat login, when WeRSS reports it (``sys/info``): kept for the overview; the operator is
     warned once a day while it lapses within ``wechat_login_warn_hours``, and alerted once when it has lapsed
     (once per lapse: the next lapse, after a new scan, alerts again). A WeRSS that does not answer leaves the
     last state as it was; one that does not report its login is recorded as such."""
-    now = now or datetime.now(UTC)
+    now = rt.clock.now()
     try:
         login = client.wechat_login()
         if login.scanned is None:  # sys/info does not say (v1.4.9 after a restart): WeRSS's collections do

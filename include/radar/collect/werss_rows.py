@@ -100,7 +100,9 @@ class ArticleRow(BaseModel):
     @field_validator("publish_time", mode="before")
     @classmethod
     def _seconds(cls, value: Any, info: ValidationInfo) -> int:
-        now = (info.context or {}).get("now") or datetime.now(UTC)
+        now = (info.context or {}).get("now")
+        if not isinstance(now, datetime):
+            raise ValueError("an ArticleRow is validated with context={'now': datetime}")
         return publish_seconds(value, now)
 
     @property

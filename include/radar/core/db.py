@@ -17,7 +17,6 @@ import logging
 import os
 import re
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +26,8 @@ from urllib.parse import quote
 import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+from include.radar.core.clock import SYSTEM
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ class _Recording(psycopg.Connection):
         try:
             return super().connect(conninfo, **kwargs)
         except psycopg.Error as exc:
-            cls.failures[conninfo] = (time.monotonic(), exc)
+            cls.failures[conninfo] = (SYSTEM.monotonic(), exc)
             raise
 
 
@@ -214,18 +215,18 @@ def _borrow(target: str, shared: ConnectionPool) -> psycopg.Connection:
     """A connection of ``shared``, or DatabaseUnavailable soon after the pool fails to connect: within a second,
     within 50 ms while the server failed in the last half-minute. (A wait cut shorter than a connection takes to
     open can make the pool open a second one, so short waits only where connecting fails anyway.)"""
-    asked = time.monotonic()
+    asked = SYSTEM.monotonic()
     deadline = asked + CONNECT_TIMEOUT_S
     while True:
         last = _Recording.failures.get(target)
         wait = 0.05 if last is not None and asked - last[0] < 30 else 1.0
         try:
-            return shared.getconn(timeout=min(wait, max(0.01, deadline - time.monotonic())))
+            return shared.getconn(timeout=min(wait, max(0.01, deadline - SYSTEM.monotonic())))
         except (PoolTimeout, PoolClosed):
             failed = _Recording.failures.get(target)
             if failed is not None and failed[0] >= asked:
                 raise unavailable(f"cannot reach the radar database at {redact(target)}: {failed[1]}") from None
-            if time.monotonic() >= deadline or shared.closed:
+            if SYSTEM.monotonic() >= deadline or shared.closed:
                 raise DatabaseUnavailable(f"no connection to the radar database at {redact(target)} within "
                                           f"{CONNECT_TIMEOUT_S} s{_in_use(shared)}") from None
 

@@ -15,7 +15,6 @@ import contextlib
 import contextvars
 import logging
 import ssl
-import time
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +23,8 @@ from typing import Any
 
 import httpcore2
 import httpx2
+
+from include.radar.core.clock import SYSTEM
 
 DEFAULT_MAX_BYTES = 20_000_000
 # what the transport decodes itself, and asks servers for (an answer in any other encoding is refused)
@@ -39,13 +40,13 @@ logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 @dataclass
 class _Budget:
-    deadline: float  # time.monotonic()
+    deadline: float  # SYSTEM.monotonic()
     seconds: float
     max_bytes: int
     received: int = field(default=0)
 
     def remaining(self, timeout: float | None, exc: type[Exception]) -> float:
-        left = self.deadline - time.monotonic()
+        left = self.deadline - SYSTEM.monotonic()
         if left <= 0:
             raise exc(f"no complete answer within {self.seconds:.3g}s")
         return left if timeout is None else min(timeout, left)
@@ -57,7 +58,7 @@ _budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("radar_
 @contextlib.contextmanager
 def limits(seconds: float, max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[None]:
     """Bound every request made inside the block: together at most ``seconds`` and ``max_bytes`` each."""
-    token = _budget.set(_Budget(time.monotonic() + seconds, seconds, max_bytes))
+    token = _budget.set(_Budget(SYSTEM.monotonic() + seconds, seconds, max_bytes))
     try:
         yield
     finally:

@@ -171,7 +171,7 @@ class Usage:
     rate_limited: int = 0  # 429 answers (not billed, no rung spent)
     per_call: list[CallUsage] = field(default_factory=list)
 
-    def add(self, usage: Any, at: datetime | None = None) -> None:
+    def add(self, usage: Any, at: datetime) -> None:
         """Add one answer's ``usage``, whatever shape it came in (missing, null or junk counts as 0)."""
         if usage is None:
             return
@@ -189,7 +189,7 @@ class Usage:
             reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else getattr(details, "reasoning_tokens", 0)
             self.reasoning_tokens += _count(reasoning)
         # an answer without the cache split bills its whole prompt as cache misses
-        self.per_call.append(CallUsage(at or datetime.now(UTC), hit, miss or max(prompt - hit, 0), completion))
+        self.per_call.append(CallUsage(at, hit, miss or max(prompt - hit, 0), completion))
 
     def cost(self, prices: PriceTable) -> float:
         """What DeepSeek bills for these calls, each at the prices in force when it was answered."""

@@ -46,7 +46,7 @@ def handle(args: argparse.Namespace) -> int:
     loaded = loader.load()
     settings, connect, clock = loaded.settings, loaded.connect, loaded.clock
     if args.command == "evaluation":
-        return _show(connect, args.id, settings)
+        return _show(connect, args.id, settings, clock)
     if args.resume is not None:
         if args.cap is not None:
             refused = shadow.new_cap(connect, settings, args.resume, args.cap)
@@ -92,10 +92,10 @@ def _run(connect: Any, settings: Settings, evaluation_id: int, clock: Clock) -> 
         result = shadow.run(connect, settings, evaluation_id, clock=clock)
     except batches.BatchFailed as exc:  # articles crashed: recorded on their attempts, the evaluation failed
         print(f"failed: {exc}")
-        return _show(connect, evaluation_id, settings) or FAILED
+        return _show(connect, evaluation_id, settings, clock) or FAILED
     if result.stopped:
         print(f"{'failed' if result.failed else 'stopped'}: {result.stopped}")
-    shown = _show(connect, evaluation_id, settings)
+    shown = _show(connect, evaluation_id, settings, clock)
     return shown or (FAILED if result.failed else STOPPED if result.stopped else DONE)
 
 
@@ -106,7 +106,7 @@ def _candidate(args: argparse.Namespace, settings: Settings) -> shadow.Candidate
                                 prices=args.prices)
 
 
-def _show(connect: Any, evaluation_id: int | None, settings: Settings) -> int:
+def _show(connect: Any, evaluation_id: int | None, settings: Settings, clock: Clock) -> int:
     with connect() as conn:
         if evaluation_id is None:
             for row in store.evaluations.listing(conn):
@@ -114,7 +114,7 @@ def _show(connect: Any, evaluation_id: int | None, settings: Settings) -> int:
                 print(f"{row['id']:>5}  {row['created_at'].astimezone(SHANGHAI):%Y-%m-%d %H:%M}  {row['model']:<18} {row['status']:<8} "
                       f"{row['answered']}/{row['items']} answered, spent {money(row['spent'])} of {money(row['cap'])}")
             return 0
-        summary = evaluation_report.load(conn, evaluation_id, settings=settings)
+        summary = evaluation_report.load(conn, evaluation_id, clock.now(), settings=settings)
     if summary is None:
         print(f"error: no evaluation {evaluation_id}")
         return NOT_STARTED

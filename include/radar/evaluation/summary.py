@@ -14,7 +14,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from include.radar import store
@@ -226,7 +226,7 @@ def _disagreements(rows: list[dict[str, Any]]) -> list[Disagreement]:
                          abs(r["b_score"] - r["c_score"]), what) for r, what in ranked[:DISAGREEMENTS]]
 
 
-def load(conn: Any, evaluation_id: int, now: datetime | None = None, *, settings: Any = None) -> Summary | None:
+def load(conn: Any, evaluation_id: int, now: datetime, *, settings: Any = None) -> Summary | None:
     """The summary of an evaluation as stored ``now``, with the market's verdict on both set-ups' picks from the
     track record's cache; None when there is no such evaluation."""
     evaluation = store.evaluations.get(conn, evaluation_id)
@@ -238,7 +238,7 @@ def load(conn: Any, evaluation_id: int, now: datetime | None = None, *, settings
     rows = store.evaluations.pairs(conn, evaluation_id)
     summary = summarise(evaluation, rows, names, float(ledger["cost"]))
     done = [r for r in rows if r["status"] == store.evaluations.DONE and r["analysis_id"] is not None]
-    summary.market = picks.measure(conn, done, names, now or datetime.now(UTC))
+    summary.market = picks.measure(conn, done, names, now)
     paid, first = store.evaluations.volume(conn, evaluation["created_at"], VOLUME_DAYS)
     summary.glance = glance(summary, rows, paid, first)
     summary.current_estimated = bool(settings is not None and settings.price_table().estimated)

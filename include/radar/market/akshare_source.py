@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 import math
 import threading
-import time
 from datetime import date, datetime, timedelta
 from typing import Any, Protocol
 
 from include.radar.core import http
+from include.radar.core.clock import SYSTEM
 from include.radar.core.slots import SHANGHAI
 from include.radar.market import Bar, MinuteBar, SourceError
 from include.radar.market.instruments import Instrument, a_share
@@ -44,9 +44,9 @@ class LibraryCaller:
         self._last = 0.0
 
     def __call__(self, function: str, **kwargs: Any) -> list[dict[str, Any]]:
-        wait = self._last + self.min_interval - time.monotonic()
+        wait = self._last + self.min_interval - SYSTEM.monotonic()
         if wait > 0:
-            time.sleep(wait)
+            SYSTEM.sleep(wait)
         result: dict[str, Any] = {}
 
         def run() -> None:
@@ -63,7 +63,7 @@ class LibraryCaller:
         worker = threading.Thread(target=run, name=f"akshare-{function}", daemon=True)
         worker.start()
         worker.join(self.timeout)
-        self._last = time.monotonic()
+        self._last = SYSTEM.monotonic()
         if worker.is_alive():
             raise SourceError(f"akshare.{function} gave no answer within {self.timeout:.0f}s")
         if "error" in result:

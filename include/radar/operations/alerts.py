@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 
 from include.radar import store
@@ -81,14 +81,14 @@ def raise_alert(
     link: str,
     slot_run_id: int | None = None,
     dag_run_id: str | None = None,
-    now: datetime | None = None,
+    now: datetime,
 ) -> str:
     """Record ``cause`` for today and deliver it unless it already was. Returns what happened:
     ``sent``, ``already`` (this cause was delivered today), ``pending`` (another run is sending it right now),
     ``failed`` (delivery failed: recorded, retried by the next occurrence) or ``unrecorded`` (the database is
     unreachable: logged only). Never raises."""
     info = CAUSES[cause]
-    day = (now or datetime.now(UTC)).astimezone(SHANGHAI).date()
+    day = now.astimezone(SHANGHAI).date()
     detail = redact.scrub(" ".join(str(detail).split()))[:600]
     try:
         with connect() as conn:

@@ -29,6 +29,7 @@ from psycopg import sql
 
 from include.radar import store
 from include.radar.core import db, redact, settings
+from include.radar.core.clock import SYSTEM, Clock
 from include.radar.operations import roles
 
 FORMAT = "opportunity-radar-backup/1"
@@ -196,7 +197,7 @@ def default_name(dbname: str, when: datetime) -> str:
     return f"{dbname}-{when.astimezone(UTC):%Y%m%dT%H%M%SZ}.dump"
 
 
-def backup(url: str, out: Path | None = None, *, now: datetime | None = None) -> tuple[Path, dict[str, Any]]:
+def backup(url: str, out: Path | None = None, *, clock: Clock = SYSTEM) -> tuple[Path, dict[str, Any]]:
     """Dump the radar database at ``url`` to ``out`` (a file, or a directory for a dated name; default: a
     dated name here) with its manifest beside it; returns the dump's path and the manifest.
 
@@ -204,7 +205,7 @@ def backup(url: str, out: Path | None = None, *, now: datetime | None = None) ->
     truncated backup behind), readable by their owner only: the dump holds the reader's data and the cached
     WeRSS token.
     """
-    created = now or datetime.now(UTC)
+    created = clock.now()
     dbname = str(psycopg.conninfo.conninfo_to_dict(url).get("dbname") or "radar")
     out = _dump_path(out, dbname, created)
     conninfo, env = _libpq(url)
@@ -402,13 +403,13 @@ def restore(dump: Path, into: str, *, replace: bool = False, pages_url: str | No
 # ----------------------------------------------------------------------------------------- the two commands
 
 
-def run_backup(url: str, out: str | None) -> int:
+def run_backup(url: str, out: str | None, clock: Clock = SYSTEM) -> int:
     """``cli backup``: dump, then say what was saved where."""
-    started = datetime.now(UTC)
+    started = clock.monotonic()
     if out and out.endswith(("/", os.sep)):  # a directory, maybe new (Path drops the trailing slash)
         Path(out).mkdir(parents=True, exist_ok=True)
-    path, manifest = backup(url, Path(out) if out else None)
-    seconds = (datetime.now(UTC) - started).total_seconds()
+    path, manifest = backup(url, Path(out) if out else None, clock=clock)
+    seconds = clock.monotonic() - started
     print(f"backup of {db.redact(url)} (PostgreSQL {manifest['server_version']}, schema at "
           f"{manifest['migrations'][-1] if manifest['migrations'] else 'no migration'}) "
           f"with pg_dump {manifest['pg_dump']['version']} in {seconds:.1f} s")
@@ -417,11 +418,11 @@ def run_backup(url: str, out: str | None) -> int:
     return 0
 
 
-def run_restore(dump: str, into: str, *, replace: bool = False) -> int:
+def run_restore(dump: str, into: str, *, replace: bool = False, clock: Clock = SYSTEM) -> int:
     """``cli restore``: restore, then say what was restored, from when, and what the check found."""
-    started = datetime.now(UTC)
+    started = clock.monotonic()
     done = restore(Path(dump), into, replace=replace, pages_url=settings.deployment("RADAR_PAGES_DATABASE_URL"))
-    seconds = (datetime.now(UTC) - started).total_seconds()
+    seconds = clock.monotonic() - started
     if done.created_database:
         print(f"created the database {done.target}")
     source = (f"taken {done.manifest['created_at']} from PostgreSQL {done.manifest['server_version']}, schema at "

@@ -11,13 +11,13 @@ time (``SECONDS``); what is left waits for the next day, shown on the health pan
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from include.radar import store
+from include.radar.core.clock import SYSTEM, Clock
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +44,14 @@ def cutoff(now: datetime, keep_days: int) -> datetime:
 
 
 def prune(connect: Callable[[], Any], *, keep_days: int, now: datetime, max_attempts: int, batch: int = BATCH,
-          seconds: float = SECONDS) -> Pruned:
+          seconds: float = SECONDS, clock: Clock = SYSTEM) -> Pruned:
     """Prune bodies older than ``keep_days`` days, a batch per transaction, until none is left or ``seconds``
     have passed (a batch started is finished: a batch of 500 takes about a second). An article still owed its
     analysis (pending, or failed with fewer than ``max_attempts`` attempts) keeps its body."""
     limit = cutoff(now, keep_days)
-    started = time.monotonic()
+    started = clock.monotonic()
     pruned = batches = 0
-    while time.monotonic() - started < seconds:
+    while clock.monotonic() - started < seconds:
         with connect() as conn:
             done = store.retention.prune_bodies(conn, limit, batch, max_attempts=max_attempts)
         if not done:
@@ -60,25 +60,25 @@ def prune(connect: Callable[[], Any], *, keep_days: int, now: datetime, max_atte
         batches += 1
     with connect() as conn:
         remaining = store.retention.unpruned_before(conn, limit, max_attempts=max_attempts)
-    return Pruned(pruned, batches, remaining, round(time.monotonic() - started, 3))
+    return Pruned(pruned, batches, remaining, round(clock.monotonic() - started, 3))
 
 
 def daily(connect: Callable[[], Any], settings: Any, slot: dict[str, Any], now: datetime, *,
-          seconds: float = SECONDS) -> dict[str, Any]:
+          seconds: float = SECONDS, clock: Clock = SYSTEM) -> dict[str, Any]:
     """The DAG's retention task: at the daily slot, after the daily push. Prunes what retention_days lets go
     (nothing when it is 0) and records what the database holds for the health panel; a backlog left by the
-    time bound is a warning on the slot, taken up the next day.
+    time bound (on ``clock``) is a warning on the slot, taken up the next day.
 
     ``now`` is the slot's own time, not the clock: a rerun prunes the same articles, and a backfill of an old
     day prunes no more than that day's run would have."""
     if not slot["is_daily"]:
         return {"reason": "retention runs at the daily slot"}
     keep = settings.retention_days
-    run = (prune(connect, keep_days=keep, now=now, max_attempts=settings.max_analysis_attempts, seconds=seconds)
-           if keep else None)
+    run = (prune(connect, keep_days=keep, now=now, max_attempts=settings.max_analysis_attempts, seconds=seconds,
+                 clock=clock) if keep else None)
     with connect() as conn:
         held = store.retention.footprint(conn)
-        status = {"at": datetime.now(UTC).isoformat(), "retention_days": keep, **held,
+        status = {"at": clock.now().isoformat(), "retention_days": keep, **held,
                   "last": asdict(run) if run else None}
         store.update_status(conn, STATUS_KEY, lambda _old: status)
         if run and not run.finished:

@@ -17,7 +17,7 @@ import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from include.radar import store
@@ -350,7 +350,7 @@ def sweep(
     stale_after: timedelta,
     older_than: timedelta = SWEEP_AFTER,
     sender: Callable[[Channel, str, str], str | None] = send_one,
-    now: datetime | None = None,
+    now: datetime,
 ) -> SweepReport:
     """Account for every pending row older than ``older_than`` (see the module docstring).
 
@@ -360,7 +360,6 @@ def sweep(
     text, are marked failed. Raises nothing for channel failures.
     """
     by_key = {c.key: c for c in channels}
-    now = now or datetime.now(UTC)
     report = SweepReport()
     with connect() as conn:
         rows = store.stale_notifications(conn, older_than)

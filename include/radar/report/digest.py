@@ -205,9 +205,7 @@ def build_report(
     deadline: float | None = None, clock: Clock = SYSTEM,
 ) -> dict[str, Any]:
     """Gather the day, ask for the digest, validate it and upsert daily_report. Never raises for LLM failures.
-
-    ``deadline`` (``clock.monotonic()``) bounds the digest call: past it, the database summary stands in.
-    """
+    ``deadline`` (``clock.monotonic()``) bounds the digest call: past it, the database summary stands in."""
     # the report fails for this slot's own failures (and a failed digest); an earlier slot's hiccup that
     # later slots made up for is a warning, listed in the report, not a failed day
     reasons = list(upstream_errors or []) + _group_events(connect, timedelta(hours=settings.event_window_hours))

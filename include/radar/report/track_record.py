@@ -11,13 +11,13 @@ and what needed it waits for the next day. The rules: docs/track-record.md.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from include.radar import store
+from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.slots import SHANGHAI
 from include.radar.market import MinuteBar, Source, SourceError, basis, outcomes
 from include.radar.market.instruments import CN, HK, HSI, Instrument, Names, from_key, name_index, price_limit, resolve
@@ -72,15 +72,14 @@ class Update:
         return "；".join(parts)
 
 
-def update(connect: Callable[[], Any], source: Callable[[], Source], *, now: datetime | None = None,
-           deadline: float | None = None) -> Update:
+def update(connect: Callable[[], Any], source: Callable[[], Source], *, now: datetime,
+           deadline: float | None = None, clock: Clock = SYSTEM) -> Update:
     """Record new picks, fetch what today's run has not fetched yet, compute every open pick.
 
     ``source``: builds the market-data source (only called when something must be fetched: a warm cache
-    imports no library). ``deadline``: ``time.monotonic()`` value after which nothing more is fetched."""
-    now = now or datetime.now(UTC)
+    imports no library). ``deadline``: ``clock.monotonic()`` value after which nothing more is fetched."""
     run = Update()
-    lazy = _Lazy(source, deadline)
+    lazy = _Lazy(source, deadline, clock)
     with connect() as conn:
         _record_picks(conn, lazy, now, run)
         _recheck_rules(conn, lazy, now, run)
@@ -95,9 +94,10 @@ def update(connect: Callable[[], Any], source: Callable[[], Source], *, now: dat
 
 
 class _Lazy:
-    def __init__(self, factory: Callable[[], Source], deadline: float | None = None) -> None:
+    def __init__(self, factory: Callable[[], Source], deadline: float | None, clock: Clock) -> None:
         self.factory = factory
-        self.deadline = deadline  # time.monotonic() after which nothing more is fetched (every kind of fetch)
+        self.deadline = deadline  # clock.monotonic() after which nothing more is fetched (every kind of fetch)
+        self.clock = clock
         self.source: Source | None = None
         self.failures_in_a_row = 0
         self.successes = 0
@@ -113,7 +113,7 @@ class _Lazy:
 
     @property
     def late(self) -> bool:
-        return self.deadline is not None and time.monotonic() > self.deadline
+        return self.deadline is not None and self.clock.monotonic() > self.deadline
 
 
 def _today(now: datetime) -> date:
@@ -460,14 +460,14 @@ def source_from(settings: Any) -> Callable[[], Source]:
 
 
 def daily(connect: Callable[[], Any], settings: Any, slot: dict[str, Any], alert: Callable[[str], Any],
-          *, now: datetime | None = None) -> dict[str, Any]:
+          *, clock: Clock = SYSTEM) -> dict[str, Any]:
     """The DAG's track_record task: at the daily slot, after the daily push. A failing source is a handled
     problem (the slot's warning, one operator alert a day, tomorrow's run retries); anything else fails the
     step."""
     if not slot["is_daily"]:
         return {"reason": "the track record is updated at the daily slot"}
-    deadline = time.monotonic() + settings.track_record_minutes * 60
-    run = update(connect, source_from(settings), now=now, deadline=deadline)
+    deadline = clock.monotonic() + settings.track_record_minutes * 60
+    run = update(connect, source_from(settings), now=clock.now(), deadline=deadline, clock=clock)
     if run.problem:
         with connect() as conn:
             store.add_slot_warnings(conn, slot["slot_run_id"], "track_record", [f"track record: {run.problem}"])

@@ -16,7 +16,7 @@ import functools
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 
 from airflow.sdk import BaseNotifier
@@ -93,7 +93,7 @@ def _daily_deadline_missed(context: dict[str, Any]) -> str | None:
     # the deadline the run itself works to (daily_push_deadline_minutes as the task read it, perhaps from a
     # Variable) may be later than the one this alert was parsed with: not due yet, not late yet
     due = own["deadline_at"] if own else None
-    if due is not None and datetime.now(UTC) < due:
+    if due is not None and rt.clock.now() < due:
         return None
     if own is not None and due is None and own["run_type"] != "scheduled":
         return None  # opened by a run that does not deliver the report on time (a redo, a past-dated trigger)

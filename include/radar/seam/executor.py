@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import importlib
 import logging
-import time
 from collections.abc import Callable, Iterable
 
 from airflow.executors.local_executor import LocalExecutor
 
+from include.radar.core.clock import SYSTEM
 from include.radar.steps import STEPS
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class PreloadingLocalExecutor(LocalExecutor):
     """``AIRFLOW__CORE__EXECUTOR=include.radar.seam.executor.PreloadingLocalExecutor``."""
 
     def start(self) -> None:
-        started = time.monotonic()
+        started = SYSTEM.monotonic()
         loaded = preload() + warm()
-        log.info("preloaded %s for the task processes in %.1f s", ", ".join(loaded), time.monotonic() - started)
+        log.info("preloaded %s for the task processes in %.1f s", ", ".join(loaded), SYSTEM.monotonic() - started)
         super().start()

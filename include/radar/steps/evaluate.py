@@ -54,7 +54,7 @@ def evaluate(rt: Runtime, params: dict[str, Any], *, attempt: tuple[str, int, in
     result = shadow.run(rt.connect, settings, int(evaluation_id), claimer=owner,
                         deadline=None if seconds is None else rt.clock.monotonic() + seconds, clock=rt.clock)
     with rt.connect() as conn:
-        summary = evaluation_report.load(conn, int(evaluation_id), settings=settings)
+        summary = evaluation_report.load(conn, int(evaluation_id), rt.clock.now(), settings=settings)
     lines = evaluation_report.lines(summary) if summary else []
     for line in lines:
         log.info("%s", line)

@@ -14,4 +14,4 @@ from include.radar.steps.runtime import Runtime, slot_key, step
 def retention(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     """At the daily slot only: bodies older than ``retention_days`` pruned (none when it is 0), a batch per
     transaction, for at most five minutes; a backlog is a warning on the slot and tomorrow's work."""
-    return daily(rt.connect, rt.settings, slot, slot_key(slot).scheduled_at)
+    return daily(rt.connect, rt.settings, slot, slot_key(slot).scheduled_at, clock=rt.clock)

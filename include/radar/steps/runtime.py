@@ -102,7 +102,8 @@ class Runtime:
         Run by every slot's push step and by close_slot; never raises (it must not cost the slot its push)."""
         try:
             channels = [*self.channels(), *self.channels(self.settings.ops_push_conn_id)]
-            report = push.sweep(self.connect, channels, stale_after=timedelta(minutes=self.settings.late_after_minutes))
+            report = push.sweep(self.connect, channels, stale_after=timedelta(minutes=self.settings.late_after_minutes),
+                                now=self.clock.now())
         except Exception:  # the next push step or close tries again
             log.exception("sweeping the pending pushes failed")
             return None

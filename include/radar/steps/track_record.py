@@ -16,4 +16,4 @@ log = logging.getLogger(__name__)
 def track_record(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     """After the daily push, whatever became of it: the picks followed in the market (report/track_record.py). A
     failing price source is a warning and one operator alert a day; the next day's run retries."""
-    return daily(rt.connect, rt.settings, slot, lambda detail: rt.alert("market_data", detail, slot))
+    return daily(rt.connect, rt.settings, slot, lambda detail: rt.alert("market_data", detail, slot), clock=rt.clock)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from include.radar.core.clock import SYSTEM
 from include.radar.web.server import redact_scope_query
 
 AT_ONCE = 4  # page requests served at once in one api-server process (its pool has as many connections)
@@ -60,7 +60,7 @@ class Admission:
 
     def __init__(self, *, at_once: int = AT_ONCE, queued: int = QUEUED, wait_seconds: float = WAIT_SECONDS,
                  rate: float = RATE, burst: int = BURST, keys: int = KEYS, hold_seconds: float = HOLD_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = SYSTEM.monotonic) -> None:
         self.at_once, self.queued, self.wait_seconds = at_once, queued, wait_seconds
         self.rate, self.burst, self.keys, self.clock = rate, burst, keys, clock
         self.hold_seconds = hold_seconds

@@ -74,7 +74,7 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    app.state.radar = AppResources(settings_loader, db_url, (clock or SYSTEM).now)
+    app.state.radar = AppResources(settings_loader, db_url, clock or SYSTEM)
     pages = app.state.pages = Pages()
     app.add_middleware(SecurityHeadersMiddleware, pages=pages)
     # outermost: what it turns away costs no thread, no connection, no template

@@ -130,7 +130,7 @@ def session_reader(request: Request, settings: Settings, page: str) -> Reader | 
         return None
     longest = (minutes * 60 + _CLOCK_SKEW_SECONDS) / 86400  # a cookie of a longer setting is cut to this one
     if not signing.verify(_READ_PURPOSE + match.group(2), match.group(1), match.group(3), secret,
-                          request.app.state.radar.clock(), longest):
+                          request.app.state.radar.clock.now(), longest):
         return None
     return Reader(signed_exp=int(match.group(1)), session=True)
 
@@ -246,7 +246,7 @@ def _signed_reader(request: Request, path: str, settings: Settings) -> Reader | 
     if len(exps) != 1 or len(sigs) != 1:
         return None
     secret = settings.link_secret.get_secret_value() if settings.link_secret else None
-    now = request.app.state.radar.clock()
+    now = request.app.state.radar.clock.now()
     longest = settings.remember_me_days + 1
     if not signing.verify(path, exps[0], sigs[0], secret, now, longest):
         return None
@@ -259,7 +259,7 @@ def _open_session(request: Request, settings: Settings, reader: Reader) -> None:
     if not (settings.link_secret and reader.signed_exp and session_opens(settings)):
         return
     session = read_session_value(settings.link_secret.get_secret_value(), reader.signed_exp,
-                                 request.app.state.radar.clock().timestamp(), settings.link_session_minutes,
+                                 request.app.state.radar.clock.now().timestamp(), settings.link_session_minutes,
                                  settings.remember_me_days, request.query_params.get("sig", ""))
     if session is not None:
         request.scope.setdefault("state", {})["radar_read_session"] = session

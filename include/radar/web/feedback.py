@@ -163,5 +163,5 @@ def feedback_forms(request: Request, reader: Reader, settings: Settings, links: 
     forwarded to holds it, so votes come only from an Airflow login or from the page a link names (a daily
     link's own analyses, whose links it signs), never from the session a link opened."""
     secret = settings.link_secret.get_secret_value() if settings.link_secret and not reader.session else None
-    return Forms(secret, get_resources(request).clock(), links.root, _here(request, links),
+    return Forms(secret, get_resources(request).clock.now(), links.root, _here(request, links),
                           reader.signed_exp if reader.signed else None)

@@ -6,10 +6,9 @@ business time zone. ``create_app`` (app.py) makes them per app, so the route mod
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import date, datetime
+from datetime import date
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -18,6 +17,7 @@ from fastapi import Request
 
 from include.radar import store
 from include.radar.core import db
+from include.radar.core.clock import Clock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI
 from include.radar.pushes import ranking
@@ -38,7 +38,7 @@ class AppResources:
     """
 
     def __init__(
-        self, settings_loader: Callable[[], Settings], db_url: str | None, clock: Callable[[], datetime]
+        self, settings_loader: Callable[[], Settings], db_url: str | None, clock: Clock
     ) -> None:
         self._settings_loader = settings_loader
         self._db_url = db_url
@@ -52,7 +52,7 @@ class AppResources:
 
     def _refresh(self) -> None:
         with self._lock:
-            if self._settings is not None and time.monotonic() - self._loaded_at < SETTINGS_TTL_SECONDS:
+            if self._settings is not None and self.clock.monotonic() - self._loaded_at < SETTINGS_TTL_SECONDS:
                 return
             settings = self._settings_loader()
             url = self._db_url
@@ -61,7 +61,7 @@ class AppResources:
                     url = db.pages_database_url(settings.db_conn_id)
                 except Exception as exc:  # any failure to locate it is "unreachable"
                     raise db.DatabaseUnavailable(f"cannot locate the radar database: {type(exc).__name__}") from exc
-            self._settings, self._resolved_url, self._loaded_at = settings, url, time.monotonic()
+            self._settings, self._resolved_url, self._loaded_at = settings, url, self.clock.monotonic()
 
     def settings(self) -> Settings:
         self._refresh()
@@ -82,17 +82,17 @@ class AppResources:
         """What the reader's feedback and the track record taught the ranking (ranking.learn), learned again
         only when a verdict or an outcome changed (store.feedback_version, store.track.outcome_version) or after
         SETTINGS_TTL_SECONDS (an account renamed): most pages read it, few requests change it."""
-        now = self.clock()
+        now = self.clock.now()
         min_picks = self.settings().outcome_min_picks
         # the track record's outcomes change once a day (its step), the verdicts whenever the reader votes
         version = (store.feedback_version(conn, now), store.track.outcome_version(conn), min_picks)
         with self._lock:
             cached = self._weights
-        if cached is not None and cached[0] == version and time.monotonic() - cached[1] < SETTINGS_TTL_SECONDS:
+        if cached is not None and cached[0] == version and self.clock.monotonic() - cached[1] < SETTINGS_TTL_SECONDS:
             return cached[2]
         weights = ranking.learned(conn, now, min_picks)
         with self._lock:
-            self._weights = (version, time.monotonic(), weights)
+            self._weights = (version, self.clock.monotonic(), weights)
         return weights
 
     def kept(self, name: str, make: Callable[[], str]) -> str:
@@ -127,4 +127,4 @@ def zone() -> ZoneInfo:
 
 
 def today(resources: AppResources) -> date:
-    return resources.clock().astimezone(zone()).date()
+    return resources.clock.now().astimezone(zone()).date()

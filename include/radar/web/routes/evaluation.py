@@ -48,7 +48,7 @@ def one(request: Request, evaluation_id: str, reader: OperatorDep) -> HTMLRespon
         raise PageError(404, "找不到这次评估", "评估地址应为 /evaluation/ 加正整数编号，例如 /evaluation/3。")
     resources = get_resources(request)
     with resources.connect() as conn:
-        summary = evaluation_report.load(conn, int(evaluation_id), now=request.app.state.radar.clock(),
+        summary = evaluation_report.load(conn, int(evaluation_id), now=request.app.state.radar.clock.now(),
                                          settings=resources.settings())
     if summary is None:
         raise PageError(404, "找不到这次评估", f"没有编号为 {int(evaluation_id)} 的评估。")

@@ -57,7 +57,7 @@ async def save_profile(request: Request, reader: EditorDep) -> Response:
         raise PageError(400, "请求无效", "提交的内容格式不正确。") from None
     form = {k: v[0] for k, v in fields.items() if v}
     key = await run_in_threadpool(csrf.form_key, resources, settings)
-    if not csrf.form_token_valid(form.get("csrf", ""), key, reader.user, resources.clock()):
+    if not csrf.form_token_valid(form.get("csrf", ""), key, reader.user, resources.clock.now()):
         raise PageError(403, "表单已过期", "请重新打开关注设置页面后再保存（表单校验失败）。")
     typed = {name: form.get(name, "") for name in profile_views.FIELDS}
     try:
@@ -77,7 +77,7 @@ async def save_profile(request: Request, reader: EditorDep) -> Response:
             store.save_profile(conn, lists, user_name(reader.user))
             # the next slot applies the new rules to what the old ones excluded (never this request: its time
             # must not depend on how many articles there are); the page says how many it will look at
-            return store.excluded_count(conn, resources.clock() - timedelta(hours=focus.RECHECK_HOURS))
+            return store.excluded_count(conn, resources.clock.now() - timedelta(hours=focus.RECHECK_HOURS))
 
     recheck = await run_in_threadpool(write)
     return RedirectResponse(page_links(request).profile() + f"?saved=1&recheck={recheck}", status_code=303)
@@ -95,7 +95,7 @@ def _profile_response(request: Request, reader: Reader, *, editable: bool, saved
     token, reason = "", "" if editable else EDIT_REFUSED
     if editable:
         try:
-            token = csrf.form_token(csrf.form_key(resources, settings), reader.user, resources.clock())
+            token = csrf.form_token(csrf.form_key(resources, settings), reader.user, resources.clock.now())
         except csrf.UnknownUser:  # fails closed: shown, never saved
             editable, reason = False, csrf.USER_UNKNOWN
         except csrf.FormKeyMissing:  # shown, not saved, until the operator runs init again

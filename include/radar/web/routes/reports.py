@@ -50,7 +50,7 @@ def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
     resources = get_resources(request)
     settings = resources.settings()
     tz = zone()
-    now = resources.clock()
+    now = resources.clock.now()
     today = now.astimezone(tz).date()
     links = page_links(request)
     currency = settings.deepseek_currency
@@ -105,7 +105,7 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
     resources = get_resources(request)
     settings = resources.settings()
     tz = zone()
-    now = resources.clock()
+    now = resources.clock.now()
     report_day = parse_day(day, now.astimezone(tz).date())
     with resources.connect() as conn:
         report = store.get_daily_report(conn, report_day)
@@ -204,7 +204,7 @@ async def vote(request: Request, analysis_id: str) -> Response:
     csrf.check_same_origin(request, settings)  # from this app's own page, not another site's
     secret = settings.link_secret.get_secret_value() if settings.link_secret else None
     body = await read_body(request, feedback.MAX_BODY)
-    cast = feedback.parse_vote(body, wanted, secret, resources.clock(), page_links(request).root)
+    cast = feedback.parse_vote(body, wanted, secret, resources.clock.now(), page_links(request).root)
     user = await airflow_user(request)
     via = f"user:{user_name(user)}" if user is not None else "link"
 
