@@ -843,3 +843,19 @@ def test_the_cli_reads_connections_and_variables_kept_in_airflows_metadata_datab
         with create_session() as session:
             session.query(Connection).filter(Connection.conn_id.in_(["radar_kept_werss", "radar_kept_db"])).delete()
 
+
+def test_no_radar_database_configured_is_a_line_and_the_other_checks_still_run(monkeypatch) -> None:
+    """An installed radar with neither RADAR_DATABASE_URL nor a radar_db connection refuses to start a database
+    of its own: check says so in its ✗ line (not a traceback) and goes on with the other areas."""
+    from include.radar.core import db
+
+    def unconfigured(conn_id: str = "radar_db") -> str:
+        raise db.DatabaseUnavailable("no radar database configured: set RADAR_DATABASE_URL or the radar_db connection")
+
+    monkeypatch.setattr(db, "database_url", unconfigured)
+    out: list[str] = []
+    code = run.main(Options(timeout=3), out.append)
+    text = "\n".join(out)
+    assert code == 1 and "✗ 雷达数据库 · 可连接: no radar database configured" in text
+    assert "在 worker 的环境里设置 RADAR_DATABASE_URL" in text and "Traceback" not in text
+    assert "WeRSS · " in text and "推送 · " in text  # the other areas were checked

@@ -307,6 +307,8 @@ def test_a_refused_password_names_the_url_the_user_set_and_compose_s_line_beside
         roles.check_password(roles.Login.of("postgresql://postgres@db.example:5432/postgres", "RADAR_ADMIN_DATABASE_URL"))
     assert str(refused.value).startswith("the password of the database role 'postgres' in RADAR_ADMIN_DATABASE_URL "
                                          "(with docker compose: POSTGRES_PASSWORD in .env) is empty")
+    assert "give the superuser's password" in str(refused.value) and "host=/var/run/postgresql" in str(refused.value)
+    assert "set it to a long random string" not in str(refused.value)  # outside compose, not ours to change
 
 
 def test_a_superuser_on_the_local_socket_needs_no_password_a_role_over_tcp_does():

@@ -13,7 +13,7 @@ from include.radar.check.channels import push_lines
 from include.radar.check.deepseek import deepseek_lines
 from include.radar.check.links import link_lines
 from include.radar.check.market import market_lines
-from include.radar.check.platform import airflow_lines, database_lines
+from include.radar.check.platform import DB, airflow_lines, database_lines
 from include.radar.check.werss import werss_lines
 from include.radar.core import db, loader, redact
 from include.radar.core.settings import Lookup, Settings, SettingsError, load_settings, task_lookup
@@ -54,8 +54,12 @@ def run(options: Options, lookup: Lookup | None = None) -> Report:
     lines = [fail(SETTINGS, p.setting or "?", reason(p, 400), "在设置它的地方改正")
              for p in problems if p.setting not in LINK_SETTINGS]
     redact.register(read("link_secret"))  # as typed, even when refused: never printed
-    url = loader.load(settings=settings).database_url  # the tasks' database, its password registered
-    found, reachable = database_lines(url, settings, options)
+    try:
+        url = loader.load(settings=settings).database_url  # the tasks' database, its password registered
+    except db.DatabaseUnavailable as exc:
+        url = None
+        lines.append(fail(DB, "可连接", reason(exc, 300), "在 worker 的环境里设置 RADAR_DATABASE_URL（或 radar_db 连接）"))
+    found, reachable = database_lines(url, settings, options) if url else ([], False)
     lines += found
 
     def connect() -> Any:

@@ -104,6 +104,13 @@ def check_password(login: Login) -> None:
         problem = "is a well-known default"
     else:
         return
+    if login.variable == "RADAR_ADMIN_DATABASE_URL" and not password:  # the server's superuser, not one we make
+        raise ProvisionError(
+            f"the password of the database role {login.user!r} in {login.variable} (with docker compose: "
+            f"{COMPOSE_SECRET[login.variable]} in .env) {problem}: give the superuser's password in the URL (with "
+            f"docker compose, set {COMPOSE_SECRET[login.variable]} to a long random string, e.g. the output of "
+            f"{GENERATE}); a server that asks for none is reached on its socket instead, as the operating-system user "
+            "of that role (postgresql:///postgres?host=/var/run/postgresql)")
     raise ProvisionError(
         f"the password of the database role {login.user!r} in {login.variable} (with docker compose: "
         f"{COMPOSE_SECRET[login.variable]} in .env) {problem}: set it to a long random string (URL-safe characters, "
