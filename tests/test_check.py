@@ -859,3 +859,4 @@ def test_no_radar_database_configured_is_a_line_and_the_other_checks_still_run(m
     assert code == 1 and "✗ 雷达数据库 · 可连接: no radar database configured" in text
     assert "在 worker 的环境里设置 RADAR_DATABASE_URL" in text and "Traceback" not in text
     assert "WeRSS · " in text and "推送 · " in text  # the other areas were checked
+    assert cli.main(["check", "--timeout", "3"]) == 1  # and so through the cli, which loads nothing first

@@ -58,8 +58,9 @@ def _check(args: argparse.Namespace) -> int:
     from include.radar.check import Options
     from include.radar.check.run import main as check
 
-    return check(Options(timeout=args.timeout, send_test=args.send_test, llm_call=args.llm_call,
-                         clock=loader.load().clock))
+    # the system's clock, as the loader gives it; not through loader.load(), which would raise for a missing
+    # database or a refused setting that check reports as its own lines
+    return check(Options(timeout=args.timeout, send_test=args.send_test, llm_call=args.llm_call))
 
 
 def _database_url() -> str:
