@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from include.radar import DAG_ID, store
-from include.radar.core import db
+from include.radar.core import db, loader
 from include.radar.core.slots import SHANGHAI, slot_at
 from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve
 from tests.slotrun import answer
@@ -80,7 +80,7 @@ def main() -> int:
     now = datetime.now(SHANGHAI)
     day = now.date() if now.hour >= 22 else now.date() - timedelta(days=1)
     key = slot_at(day, "22:00")
-    url = db.fresh_database(os.environ.get("RADAR_DATABASE_URL") or db.database_url(), BENCH_DB)
+    url = db.fresh_database(loader.load(use_airflow=False).database_url, BENCH_DB)
     seed_pending(url, key.scheduled_at, args.pending)
     env = {
         **os.environ,

@@ -51,7 +51,7 @@ from psycopg.rows import dict_row
 
 from bench import memory_imports, memory_roles
 from include.radar import DAG_ID
-from include.radar.core import db, signing
+from include.radar.core import db, loader, signing
 from include.radar.core.slots import SHANGHAI
 from include.radar_demo import wechat_pages
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
@@ -72,7 +72,7 @@ COMPONENTS = tuple(r for r in memory_roles.ORDER if r not in (memory_roles.SUPER
 
 
 def server_url() -> str:
-    return os.environ.get("RADAR_TEST_DATABASE_URL") or os.environ.get("RADAR_DATABASE_URL") or db.database_url()
+    return os.environ.get("RADAR_TEST_DATABASE_URL") or loader.load(use_airflow=False).database_url
 
 
 def metadata_database(server: str, name: str) -> str:

@@ -43,7 +43,7 @@ import psutil
 import psycopg
 
 from include.radar import DAG_ID
-from include.radar.core import db
+from include.radar.core import db, loader
 from include.radar.core.settings import Settings
 from include.radar_demo import wechat_pages
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
@@ -214,7 +214,7 @@ def main() -> int:
     deepseek = FakeDeepSeek(api_key="sk-bench")
     sink = PushSink()
     werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(sink.handle)
-    server_url = os.environ.get("RADAR_DATABASE_URL") or db.database_url()
+    server_url = loader.load(use_airflow=False).database_url
     bench_url = db.fresh_database(server_url, BENCH_DB)
     plan = slots_now()
     daytime, daily, slot_epoch = plan.daytime, plan.daily, plan.slot_epoch

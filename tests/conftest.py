@@ -66,6 +66,11 @@ def database_url() -> str:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def connect(**bounds):
+    """A connection to the session's test database (``RADAR_DATABASE_URL``, set by ``database_url``)."""
+    return db.connect(os.environ["RADAR_DATABASE_URL"], **bounds)
+
+
 @pytest.fixture
 def db_url(database_url: str) -> str:
     """A migrated, empty radar database."""

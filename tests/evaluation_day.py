@@ -8,11 +8,11 @@ from datetime import date
 from typing import Any
 
 from include.radar import store
-from include.radar.core import db
 from include.radar.core.clock import FixedClock
 from include.radar.core.settings import load_settings
 from include.radar.evaluation import shadow
 from include.radar_demo import run as demo_run
+from tests.conftest import connect
 from tests.slotrun import run_slot, shanghai
 
 DAY = date(2026, 2, 4)
@@ -32,13 +32,13 @@ def demo_day(fakes: Any, monkeypatch: Any) -> dict[str, int]:
     werss = demo_run.build_werss(DAY, fakes.clock)
     fakes.werss.accounts, fakes.werss.articles = werss.accounts, werss.articles
     fakes.deepseek.responder = demo_run.build_deepseek().responder
-    with db.connect() as conn:
+    with connect() as conn:
         store.save_profile(conn, demo_run.DEMO_PROFILE, "demo")
     at = shanghai(2026, 2, 4, 22)
     fakes.at(at)
     result = run_slot(at)
     assert not result["errors"], result["errors"]
-    with db.connect() as conn:
+    with connect() as conn:
         rows = conn.execute("SELECT a.id, c.title FROM analysis_result a JOIN content_item c ON c.id = a.content_item_id"
                             ).fetchall()
         ids = {r["title"]: r["id"] for r in rows}
@@ -57,19 +57,19 @@ def calls_of(fakes: Any, model: str) -> int:
 
 
 def start(cap: float = 1.0, candidate: shadow.Candidate = FLASH, **sample: Any) -> shadow.Plan:
-    return shadow.start(db.connect, settings(), candidate,
+    return shadow.start(connect, settings(), candidate,
                             shadow.Sample(**{"days": 14, "size": 50, **sample}), cap, created_by="test",
                             clock=FixedClock(LATER))
 
 
 def ledger(evaluation_id: int) -> tuple[int, float]:
     """(lines, money) of the evaluation in the spend ledger."""
-    with db.connect() as conn:
+    with connect() as conn:
         row = conn.execute("SELECT count(*) AS n, coalesce(sum(cost), 0) AS cost FROM llm_spend "
                            "WHERE evaluation_id = %s AND purpose = 'evaluation'", (evaluation_id,)).fetchone()
     return int(row["n"]), float(row["cost"])
 
 
 def rows_in(*tables: str) -> dict[str, int]:
-    with db.connect() as conn:
+    with connect() as conn:
         return {t: conn.execute(f"SELECT count(*) AS n FROM {t}").fetchone()["n"] for t in tables}

@@ -17,13 +17,13 @@ from include.radar import store
 from include.radar.analysis.analyst import TRUNCATION_NOTICE, article_prompt
 from include.radar.analysis.llm import FIELD_ORDER, JSON_ONLY, LLMConfigError
 from include.radar.analysis.schemas import ArticleAnalysis
-from include.radar.core import db
 from include.radar.steps.analyse import analyse_article
 from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
 from include.radar.steps.runtime import Runtime
 from include.radar.steps.select_articles import articles_to_analyse
 from include.radar_demo.fakes import api_error, completion
+from tests.conftest import connect
 from tests.slotrun import answer, article, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)
@@ -36,7 +36,7 @@ def _one_article(fakes, n: int = 1, body: str | None = None, mp: str = "MP_WXS_1
 
 
 def _item(external_id: str) -> dict:
-    with db.connect() as conn:
+    with connect() as conn:
         return conn.execute("SELECT * FROM content_item WHERE external_id = %s", (external_id,)).fetchone()
 
 
@@ -49,7 +49,7 @@ def test_valid_answer_is_stored_once_with_usage_and_a_rerun_makes_zero_calls(fak
     assert request["response_format"] == {"type": "json_object"}
     assert request["thinking"] == {"type": "enabled"} and request["model"] == "deepseek-v4-pro"
     assert [m["role"] for m in request["messages"]] == ["system", "user"]
-    with db.connect() as conn:
+    with connect() as conn:
         row = conn.execute("SELECT * FROM analysis_result").fetchone()
         opportunities = conn.execute("SELECT count(*) AS n FROM opportunity").fetchone()["n"]
     assert row["score"] == 72 and row["prompt_tokens"] == 1200 and row["cache_hit_tokens"] == 256
@@ -95,7 +95,7 @@ def test_a_rung_that_succeeds_stops_the_ladder(fakes):
     fakes.deepseek.responder = lambda body: answer(65)
     run_slot(SLOT)
     assert len(fakes.deepseek.requests) == 3
-    with db.connect() as conn:
+    with connect() as conn:
         assert conn.execute("SELECT llm_calls FROM analysis_result").fetchone()["llm_calls"] == 3
 
 
@@ -136,7 +136,7 @@ def test_same_text_under_two_external_ids_costs_one_call(fakes):
     run_slot(SLOT)  # one of the twins per slot, so parallel mapped tasks never both pay
     run_slot(shanghai(2026, 1, 8, 18))  # the other reuses its analysis
     assert len(fakes.deepseek.requests) == 1
-    with db.connect() as conn:
+    with connect() as conn:
         rows = conn.execute("SELECT * FROM analysis_result ORDER BY id").fetchall()
     assert len(rows) == 2 and rows[1]["reused_from_id"] == rows[0]["id"] and rows[1]["llm_calls"] == 0
 
@@ -228,14 +228,14 @@ def test_two_runs_racing_for_one_article_pay_once(fakes):
     slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
     ingest(rt, slot)
     [target] = articles_to_analyse(rt, slot)
-    with db.connect() as conn:  # the other run has claimed it and is waiting for its answer
+    with connect() as conn:  # the other run has claimed it and is waiting for its answer
         claim = store.claim_item(conn, target["item_id"], slot_run_id=slot["slot_run_id"], claimer="other-run",
                                  max_attempts=3)
         assert claim.state == "claimed"
     outcome = analyst.analyse_item(rt.connect, rt.llm, item_id=target["item_id"], slot_run_id=slot["slot_run_id"],
                                    claimer="this-run", settings=rt.settings)
     assert outcome.status == "skipped" and fakes.deepseek.requests == []
-    with db.connect() as conn:
+    with connect() as conn:
         assert articles_to_analyse(rt, slot) == []  # not offered again while the claim is fresh
 
 
@@ -249,7 +249,7 @@ def test_a_content_risk_400_fails_that_article_only_without_retries(fakes):
     failed = [o for o in result["outcomes"] if o["status"] == "failed"]
     assert len(failed) == 1 and "Content Exists Risk" in failed[0]["error"]
     assert result["closed"]["status"] == "success"
-    with db.connect() as conn:
+    with connect() as conn:
         item = conn.execute("SELECT attempts, analyzed_status FROM content_item WHERE id = %s",
                             (failed[0]["content_item_id"],)).fetchone()
     assert (item["analyzed_status"], item["attempts"]) == (store.FAILED, 1)  # the attempt counts

@@ -13,9 +13,9 @@ from datetime import date
 import pytest
 
 from include.radar import store
-from include.radar.core import db
 from include.radar.core.slots import slot_at
 from tests.backfill_days import DAYS, PUBLISHED, SLOTS, respond
+from tests.conftest import connect
 from tests.slotrun import article, run_slot, shanghai
 
 
@@ -37,7 +37,7 @@ def test_a_two_day_backfill_in_any_order_analyses_each_article_in_its_own_slot_a
     results = [run_slot(k.scheduled_at, run_type="backfill", now=shanghai(2026, 1, 7, 10)) for k in keys]
     assert all(r["errors"] == {} for r in results), [r["errors"] for r in results]
 
-    with db.connect() as conn:
+    with connect() as conn:
         analysed_in = {r["title"]: (r["run_date"], r["slot"]) if r["slot"] else None for r in conn.execute(
             "SELECT c.title, s.run_date, s.slot FROM content_item c LEFT JOIN analysis_result a "
             "ON a.content_item_id = c.id LEFT JOIN slot_run s ON s.id = a.slot_run_id").fetchall()}

@@ -11,13 +11,13 @@ import pytest
 from include.radar import store
 from include.radar.analysis import batches
 from include.radar.analysis.llm import MIN_CALL_SECONDS, LLMConfigError
-from include.radar.core import db
 from include.radar.core.clock import FixedClock
 from include.radar.steps.analyse import analyse
 from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
 from include.radar.steps.runtime import Runtime
 from include.radar.steps.select_articles import select_articles
+from tests.conftest import connect
 from tests.slotrun import answer, article, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)
@@ -132,7 +132,7 @@ def _ingested(run_id: str) -> tuple[Runtime, dict]:
 
 
 def _pending(item_id: int) -> bool:
-    with db.connect() as conn:
+    with connect() as conn:
         row = conn.execute("SELECT analyzed_status FROM content_item WHERE id = %s", (item_id,)).fetchone()
     return row["analyzed_status"] == store.PENDING
 
@@ -163,7 +163,7 @@ def test_a_slot_batch_keeps_the_calls_in_flight_at_its_width_and_calls_once_per_
     assert len(fakes.deepseek.requests) == 6
     again = analyse(rt, slot, plan[0], seconds=600)  # Airflow's retry or an operator's clear
     assert again["counts"] == {"skipped": 6} and len(fakes.deepseek.requests) == 6
-    with db.connect() as conn:
+    with connect() as conn:
         rows = conn.execute("SELECT content_item_id, count(*) AS n FROM analysis_attempt GROUP BY 1").fetchall()
     assert sorted(r["content_item_id"] for r in rows) == sorted(a["item_id"] for a in plan[0]["articles"])
     assert {r["n"] for r in rows} == {1}
@@ -175,7 +175,7 @@ def test_a_batch_whose_time_runs_out_leaves_its_articles_for_a_later_slot(fakes)
     [first, _] = select_articles(rt, slot)
     result = analyse(rt, slot, first, seconds=0)
     assert result["counts"] == {"deferred": 1} and fakes.deepseek.requests == []
-    with db.connect() as conn:
+    with connect() as conn:
         assert conn.execute("SELECT deferred_count FROM slot_run").fetchone()["deferred_count"] == 1
     assert _pending(first["articles"][0]["item_id"])
 
@@ -191,5 +191,5 @@ def test_a_call_still_running_when_the_batch_time_ends_is_cut_and_its_article_wa
     assert result["counts"] == {"interrupted": 1}
     assert time.monotonic() - started < 20  # cut at the batch's time, long before the stand-in answers
     assert _pending(batch["articles"][0]["item_id"])
-    with db.connect() as conn:
+    with connect() as conn:
         assert [r["outcome"] for r in conn.execute("SELECT outcome FROM analysis_attempt")] == ["interrupted"]

@@ -24,6 +24,7 @@ from include.radar.core import redact
 from include.radar.core.settings import load_settings
 from include.radar.core.slots import SHANGHAI
 from include.radar_demo.fakes import FakeArticle, collection_task
+from tests.conftest import connect
 from tests.pages import XSS, XSS_ESCAPED
 from tests.test_health_page import health_html, page
 
@@ -315,9 +316,8 @@ def _seen_long_ago(task: dict[str, Any]) -> None:
     from datetime import UTC, datetime, timedelta
 
     from include.radar.check.task_runs import SEEN_KEY
-    from include.radar.core import db
 
-    with db.connect() as conn:
+    with connect() as conn:
         store.set_state(conn, SEEN_KEY, {task_of(task).form: (datetime.now(UTC) - timedelta(days=2)).isoformat()}, None)
 
 
@@ -328,9 +328,8 @@ def test_a_task_never_applied_is_a_warning_first_and_a_failure_once_it_was_known
     from include.radar.check.task_runs import SEEN_KEY
 
     good.werss.applied = None  # saved, never applied: WeRSS's scheduler runs nothing
-    from include.radar.core import db
 
-    with db.connect() as fresh:
+    with connect() as fresh:
         store.set_state(fresh, SEEN_KEY, {}, None)  # the first check that sees it
     code, lines = check()
     assert code == 0 and not [x for x in lines if x.startswith("✓ WeRSS · 任务运行")]
@@ -353,7 +352,6 @@ def test_a_run_that_stored_nothing_or_came_before_the_task_was_known_is_no_tick(
     after the run began shows it collected; and a run before the check first saw the task (in its present form:
     an edit needs 「应用」) may be another version's."""
     from include.radar.check.task_runs import SEEN_KEY
-    from include.radar.core import db
 
     for article in good.werss.articles:  # stored two days ago: every request of the last run failed
         article.stored_at = good.clock[0] - 2 * 86400
@@ -366,7 +364,7 @@ def test_a_run_that_stored_nothing_or_came_before_the_task_was_known_is_no_tick(
                                  "mps_id": '[{"id": "MP_WXS_1001", "mp_name": "澄观产业研究"}]'}]  # edited
     _, lines = check()
     assert "但任务是那之后才保存、或 check 那之后才第一次见到的" in line(lines, "! WeRSS · 任务运行")
-    with db.connect() as conn:
+    with connect() as conn:
         assert len(store.status(conn, SEEN_KEY)) == 2  # the old form and the new one
 
 

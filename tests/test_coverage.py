@@ -15,8 +15,8 @@ import pytest
 import time_machine
 
 from include.radar.collect.coverage import LOGIN_LAPSED, LOGIN_OK, LOGIN_UNSCANNED, Coverage, login_state, summarise
-from include.radar.core import db
 from include.radar.pushes import decide
+from tests.conftest import connect
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 DAY = shanghai(2026, 1, 8, 22).date()
@@ -31,7 +31,7 @@ def _slot(fakes, when):
 
 
 def _report() -> dict:
-    with db.connect() as conn:
+    with connect() as conn:
         return conn.execute("SELECT status, stats, error FROM daily_report").fetchone()
 
 
@@ -184,7 +184,7 @@ def test_a_day_werss_was_down_counts_the_accounts_of_the_days_before_as_not_cove
     fakes.werss.down = True
     before = len(_alerts(fakes, "WeRSS 没有在采集"))  # the day before: listed, nothing collected yet
     _slot(fakes, shanghai(2026, 1, 8, 22))
-    with db.connect() as conn:
+    with connect() as conn:
         stats = conn.execute("SELECT stats FROM daily_report WHERE report_date = %s", (DAY,)).fetchone()["stats"]
     assert (stats["coverage"]["active"], stats["coverage"]["covered"], stats["coverage"]["listed"]) == (2, 0, False)
     # WeRSS unreachable is said as such: not as a WeRSS that collects nothing (nor alerted as one)

@@ -10,9 +10,9 @@ import json
 from datetime import date, timedelta
 
 from include.radar import store
-from include.radar.core import db
 from include.radar.core.clock import FixedClock
 from include.radar_demo.fakes import api_error
+from tests.conftest import connect
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 DAY = date(2026, 1, 8)
@@ -48,7 +48,7 @@ def _setup(fakes, items: dict[int, tuple], scores: dict[str, int], digest_ids=No
 
 
 def _report(day=DAY):
-    with db.connect() as conn:
+    with connect() as conn:
         return store.get_daily_report(conn, day)
 
 
@@ -131,7 +131,7 @@ def test_rerunning_the_daily_slot_updates_the_report_and_sends_no_second_push(fa
     second = _report()
     assert second["id"] == first["id"] and second["stats"]["analysed"] == 2
     assert len(fakes.sink.received) == 1
-    with db.connect() as conn:
+    with connect() as conn:
         assert conn.execute("SELECT count(*) AS n FROM daily_report").fetchone()["n"] == 1
 
 
@@ -148,7 +148,7 @@ def test_a_rerun_over_the_same_analyses_keeps_the_digest_and_pays_for_no_second_
     run_slot(DAILY)
     first = _report()
     assert _digest_calls(fakes) == 1 and first["digest_json"]["source"] == "llm"
-    with db.connect() as conn:
+    with connect() as conn:
         spent = conn.execute("SELECT count(*) AS n FROM llm_spend").fetchone()["n"]
         low = conn.execute("SELECT id FROM analysis_result WHERE score = 30").fetchone()["id"]
         store.set_feedback(conn, low, "up", "user:reader")  # the rank changes, the facts do not
@@ -157,7 +157,7 @@ def test_a_rerun_over_the_same_analyses_keeps_the_digest_and_pays_for_no_second_
     run_slot(later, run_type="manual", params={"run_date": "2026-01-08"}, now=later, dag_run_id="rebuild-1")
     kept = _report()
     assert _digest_calls(fakes) == 1
-    with db.connect() as conn:
+    with connect() as conn:
         assert conn.execute("SELECT count(*) AS n FROM llm_spend").fetchone()["n"] == spent
     assert kept["status"] == store.REPORT_OK and kept["digest_md"] == first["digest_md"]
     assert kept["digest_json"]["top_opportunities"] == first["digest_json"]["top_opportunities"]
@@ -168,7 +168,7 @@ def test_a_rerun_over_the_same_analyses_keeps_the_digest_and_pays_for_no_second_
     assert _digest_calls(fakes) == 2 and _report()["stats"]["analysed"] == 3
 
     fakes.deepseek.responder = lambda body: api_error(500, "Internal Server Error", "server_error")
-    with db.connect() as conn:  # a digest that failed, on a day whose facts change no more
+    with connect() as conn:  # a digest that failed, on a day whose facts change no more
         conn.execute("UPDATE daily_report SET digest_json = digest_json || '{\"source\": \"fallback\"}'")
     calls = len(fakes.deepseek.requests)
     run_slot(DAILY, run_type="manual", dag_run_id="rerun-3")
@@ -186,7 +186,7 @@ def test_articles_count_toward_the_shanghai_day_their_slot_ran(fakes):
     run_slot(shanghai(2026, 1, 9, 22))
     assert _report(DAY)["stats"]["analysed"] == 1
     assert _report(date(2026, 1, 9))["stats"]["analysed"] == 1
-    with db.connect() as conn:
+    with connect() as conn:
         day9 = store.day_analyses(conn, date(2026, 1, 9))
     assert [a["title"] for a in day9] == ["文章2"]
 
@@ -245,7 +245,7 @@ def test_a_report_that_succeeds_on_retry_is_not_failed_by_its_own_first_try(fake
     fakes.at(DAILY)
     rt = Runtime.load()
     slot = open_slot(rt, run_after=DAILY, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
-    with db.connect() as conn:  # its first try died (e.g. the database blinked)
+    with connect() as conn:  # its first try died (e.g. the database blinked)
         store.record_step(conn, slot["slot_run_id"], "build_daily_report", "OperationalError: connection lost")
     build_daily_report(rt, slot)
     assert _report()["status"] == store.REPORT_OK

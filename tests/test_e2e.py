@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from include.radar import store
-from include.radar.core import db
+from tests.conftest import connect
 from tests.slotrun import answer, article, shanghai
 from tests.slotrun import task_states as _states
 
@@ -22,7 +22,7 @@ def _never_late(fakes, monkeypatch):
 
 
 def _rows(sql: str) -> list[dict]:
-    with db.connect() as conn:
+    with connect() as conn:
         return conn.execute(sql).fetchall()
 
 

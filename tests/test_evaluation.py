@@ -24,6 +24,7 @@ from include.radar.core.settings import load_settings
 from include.radar.core.slots import SHANGHAI
 from include.radar.evaluation import agreement, shadow, summary
 from include.radar_demo import run as demo_run
+from tests.conftest import connect
 from tests.evaluation_day import DAY, FLASH, FLASH_CALL, LATER, PRO_CALL, calls_of, demo_day, ledger, rows_in, start
 from tests.slotrun import run_slot, shanghai
 
@@ -114,11 +115,11 @@ def test_flash_against_v4_pro_on_the_demo_day_gives_the_hand_computed_figures(fa
     # 黄金 is older than the slot's window; 1200 + 400 tokens each at flash's peak (= off-peak) rates
     assert plan.articles == 12 and plan.refused is None
     assert plan.estimate == pytest.approx(12 * (1200 * 0.15 + 400 * 0.60) / 1e6)
-    run = shadow.run(db.connect, load_settings(), plan.evaluation_id)
+    run = shadow.run(connect, load_settings(), plan.evaluation_id)
     assert run.stopped is None and run.counts == {"answered": 12}
     # 11 answers in one call; 手机链's 62 quotes nothing, so the ladder asks again on every rung (4 calls)
     assert calls_of(fakes, "deepseek-flash") == 15 and calls_of(fakes, "deepseek-v4-pro") == pro_calls
-    with db.connect() as conn:
+    with connect() as conn:
         s = summary.load(conn, plan.evaluation_id, LATER)
     assert s is not None and (s.compared, s.failed, s.pending) == (12, 0, 0)
     c = s.confusion  # current: 设备 铜 集采 机器人 集运; flash drops 铜, adds 手机链
@@ -174,7 +175,7 @@ def test_an_estimate_over_the_cap_is_refused_up_front_and_pays_nothing(fakes, mo
     demo_day(fakes, monkeypatch)
     plan = start(cap=0.005)  # the estimate is 12 x 0.00042 = 0.00504
     assert plan.refused is not None and "over the cap" in plan.refused
-    run = shadow.run(db.connect, load_settings(), plan.evaluation_id)
+    run = shadow.run(connect, load_settings(), plan.evaluation_id)
     assert run.stopped == plan.refused and calls_of(fakes, "deepseek-flash") == 0
     assert ledger(plan.evaluation_id) == (0, 0.0)
 
@@ -182,15 +183,15 @@ def test_an_estimate_over_the_cap_is_refused_up_front_and_pays_nothing(fakes, mo
 def test_a_lost_worker_s_claim_is_taken_over_once_its_lease_ran_out_and_a_live_one_is_left_alone(fakes, monkeypatch) -> None:
     demo_day(fakes, monkeypatch)
     plan = start(size=3)  # 设备, 手机链, 铜 (the newest first)
-    with db.connect() as conn:
+    with connect() as conn:
         items = [r["item_id"] for r in store.evaluations.open_items(conn, plan.evaluation_id, 3)]
         dead = store.evaluations.claim(conn, plan.evaluation_id, items[0], claimer="dead", max_attempts=3,
                                 lease=timedelta(seconds=-1))
         live = store.evaluations.claim(conn, plan.evaluation_id, items[1], claimer="alive", max_attempts=3)
     assert dead.state == live.state == "claimed"
-    run = shadow.run(db.connect, load_settings(), plan.evaluation_id, claimer="resumer")
+    run = shadow.run(connect, load_settings(), plan.evaluation_id, claimer="resumer")
     assert run.counts == {"answered": 2} and run.stopped is not None and "held by another run" in run.stopped
-    with db.connect() as conn:
+    with connect() as conn:
         attempts = conn.execute("SELECT content_item_id, claimed_by, attempt, outcome FROM evaluation_attempt "
                                 "ORDER BY id").fetchall()
     outcomes = [(a["content_item_id"], a["claimed_by"], a["attempt"], a["outcome"]) for a in attempts]
@@ -201,7 +202,7 @@ def test_a_lost_worker_s_claim_is_taken_over_once_its_lease_ran_out_and_a_live_o
 def _fingerprint() -> dict[str, Any]:
     tables = ("analysis_result", "opportunity", "notification_log", "push_decision", "track_pick", "track_outcome",
               "feedback", "daily_report", "content_item")
-    with db.connect() as conn:
+    with connect() as conn:
         return {t: json.dumps(conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall(), default=str, sort_keys=True)
                 for t in tables}
 
@@ -210,13 +211,13 @@ def test_nothing_of_an_evaluation_reaches_pushes_the_analyses_the_record_or_the_
     ids = demo_day(fakes, monkeypatch)
     before = _fingerprint()
     phone = next(i for t, i in ids.items() if t.startswith("手机链"))
-    with db.connect() as conn:
+    with connect() as conn:
         phone_cost = store.item_spend(conn, conn.execute(
             "SELECT content_item_id FROM analysis_result WHERE id = %s", (phone,)).fetchone()["content_item_id"])
     plan = start()
-    shadow.run(db.connect, load_settings(), plan.evaluation_id)
+    shadow.run(connect, load_settings(), plan.evaluation_id)
     assert _fingerprint() == before  # no analysis, push, pick, report or article row changed
-    with db.connect() as conn:
+    with connect() as conn:
         item = conn.execute("SELECT content_item_id FROM analysis_result WHERE id = %s", (phone,)).fetchone()
         assert store.item_spend(conn, item["content_item_id"]) == phone_cost  # the article's own cost only
     sent = len(fakes.sink.received)
@@ -266,8 +267,8 @@ def _page_client(now: Any, *, airflow_user: bool) -> Any:
 def test_the_page_lists_evaluations_shows_one_escaped_and_answers_head(fakes, monkeypatch) -> None:
     demo_day(fakes, monkeypatch)
     plan = start()
-    shadow.run(db.connect, load_settings(), plan.evaluation_id)
-    with db.connect() as conn:  # an answer that tries to be markup
+    shadow.run(connect, load_settings(), plan.evaluation_id)
+    with connect() as conn:  # an answer that tries to be markup
         conn.execute("UPDATE evaluation_item SET summary = '<script>alert(1)</script>' WHERE score = 58")
     client = _page_client(LATER, airflow_user=True)
     listing = client.get("/evaluation")
@@ -287,7 +288,7 @@ def test_the_page_lists_evaluations_shows_one_escaped_and_answers_head(fakes, mo
 def test_the_page_opens_on_the_verdict_naming_both_set_ups_in_chinese(fakes, monkeypatch) -> None:
     demo_day(fakes, monkeypatch)
     plan = start()
-    shadow.run(db.connect, load_settings(), plan.evaluation_id)
+    shadow.run(connect, load_settings(), plan.evaluation_id)
     page = _page_client(LATER, airflow_user=True).get(f"/evaluation/{plan.evaluation_id}").text
     verdict = page.split('<section class="card verdict">', 1)[1].split("</section>", 1)[0]
     assert page.index('<section class="card verdict">') < page.index("一致程度")  # the first card
@@ -302,7 +303,7 @@ def test_the_page_opens_on_the_verdict_naming_both_set_ups_in_chinese(fakes, mon
     assert "<dt>一个月</dt><dd>按近 1 天每天约 12.0 篇：候选约 $0.1719，当前约 $0.5116（估算）</dd>" in verdict
     assert "<dt>你的反馈</dt><dd>不足以判断（👍 3 · 👎 3，每类至少 10 条）</dd>" in verdict
     assert "候选按 deepseek-flash 的公开价格（USD）计" in verdict and "完成 · 12/12 篇已回答 · 已花 $0.0057 / 上限 $1.00" in verdict
-    with db.connect() as conn:
+    with connect() as conn:
         created = store.evaluations.get(conn, plan.evaluation_id)["created_at"]
     assert f"{created.astimezone(SHANGHAI):%Y-%m-%d %H:%M} · 完成" in verdict  # Beijing time, as every page
     # the chart's axes are named; the disagreements' enums are in Chinese, the robot's changed direction among them
@@ -334,13 +335,13 @@ def test_both_set_ups_picks_are_measured_by_the_record_s_rules_from_the_slot_s_t
     """The demo day's record six weeks on (recorded prices): the 22:00 slot ran at 22:01, after the close, so each
     call is measured from 2月5日's open to the close of the 5th trading day after it (2月12日), against CSI 300."""
     demo_day(fakes, monkeypatch)
-    with db.connect() as conn:  # the slot ran on time (the replay's wall clock is not the slot's time)
+    with connect() as conn:  # the slot ran on time (the replay's wall clock is not the slot's time)
         conn.execute("UPDATE slot_run SET started_at = scheduled_at + interval '1 minute'")
     demo_run.date_pushes_at_slot(db.database_url(), DAY, "22:00", shanghai(2026, 2, 4, 22, 1))
     demo_run.record_later(DAY, db.database_url())
     plan = start()
-    shadow.run(db.connect, load_settings(), plan.evaluation_id)
-    with db.connect() as conn:
+    shadow.run(connect, load_settings(), plan.evaluation_id)
+    with connect() as conn:
         s = summary.load(conn, plan.evaluation_id, now=shanghai(2026, 3, 18, 22, 30))
     assert s is not None and s.market is not None and s.market.horizon == 5
     # picks both made: 设备 (SW:801081) and 集运 (SW:801170) measured; 机器人 names no index, 集采's 医药 index was
@@ -359,7 +360,7 @@ def test_both_set_ups_picks_are_measured_by_the_record_s_rules_from_the_slot_s_t
     page = six_weeks_on.get(f"/evaluation/{plan.evaluation_id}").text
     assert "与市场对照（T+5" in page and "<td>2 / 0 / 2</td><td>2/2</td><td>+5.24%</td>" in page
     # the morning after, T+5 is not published yet: the two measurable picks wait, nothing read ahead of its time
-    with db.connect() as conn:
+    with connect() as conn:
         early_summary = summary.load(conn, plan.evaluation_id, now=LATER)
     assert early_summary is not None and early_summary.market is not None
     both = early_summary.market.both_current
@@ -411,7 +412,7 @@ def test_the_page_fits_a_phone_of_420_px_and_opens_on_the_verdict(fakes, monkeyp
 
     demo_day(fakes, monkeypatch)
     plan = start()
-    shadow.run(db.connect, load_settings(), plan.evaluation_id)
+    shadow.run(connect, load_settings(), plan.evaluation_id)
     app = create_app(lambda: load_settings(use_airflow=False), db_url, clock=FixedClock(LATER))
     app.dependency_overrides[airflow_get_user()] = lambda: FakeUser()
     allow_reading(app)

@@ -27,6 +27,7 @@ from include.radar.core.settings import ConnectionInfo, load_settings
 from include.radar.evaluation import shadow
 from include.radar.operations import connections
 from include.radar_demo.fakes import FakeArticle
+from tests.conftest import connect
 from tests.evaluation_day import DAY, FLASH, FLASH_CALL, LATER, calls_of, demo_day, ledger, rows_in, settings, start
 from tests.slotrun import read_page, run_slot, shanghai
 
@@ -50,7 +51,7 @@ def _capped(monkeypatch: Any) -> None:
 
 
 def _status(evaluation_id: int) -> tuple[str, str | None]:
-    with db.connect() as conn:
+    with connect() as conn:
         row = store.evaluations.get(conn, evaluation_id)
     return row["status"], row["reason"]
 
@@ -61,7 +62,7 @@ def _status(evaluation_id: int) -> tuple[str, str | None]:
 def test_eight_threads_never_take_the_ledger_past_a_cap_below_one_article_s_cost(fakes, monkeypatch) -> None:
     demo_day(fakes, monkeypatch)
     _capped(monkeypatch)
-    with db.connect() as conn:  # stored analyses that say nothing of their tokens: the estimate is no guard
+    with connect() as conn:  # stored analyses that say nothing of their tokens: the estimate is no guard
         conn.execute("UPDATE analysis_result SET prompt_tokens = 1, completion_tokens = 1")
     plan = start(cap=10.0, candidate=CHEAP)
     assert plan.estimate == pytest.approx(12 * 0.001)
@@ -88,18 +89,18 @@ def test_eight_threads_never_take_the_ledger_past_a_cap_below_one_article_s_cost
     monkeypatch.setattr(store.evaluations, "reserve", counted)
     eight = settings(llm_concurrency=8, analysis_tasks=1)
     # 0.3: less than one article (0.4) and one call at its most (0.5): eight threads, no call
-    assert shadow.new_cap(db.connect, eight, plan.evaluation_id, 0.3) is None
-    first = shadow.run(db.connect, eight, plan.evaluation_id)
+    assert shadow.new_cap(connect, eight, plan.evaluation_id, 0.3) is None
+    first = shadow.run(connect, eight, plan.evaluation_id)
     assert ledger(plan.evaluation_id) == (0, 0.0) and calls_of(fakes, "deepseek-flash") == 0 and reserving
     assert first.stopped is not None and "cap" in first.stopped and _status(plan.evaluation_id) == ("stopped", "cap")
     # 1.2: two calls at their most fit at once, never a third; the two paid (0.8), a third no longer fits
-    shadow.new_cap(db.connect, eight, plan.evaluation_id, 1.2)
+    shadow.new_cap(connect, eight, plan.evaluation_id, 1.2)
     reserving.clear()
-    second = shadow.run(db.connect, eight, plan.evaluation_id)
+    second = shadow.run(connect, eight, plan.evaluation_id)
     assert ledger(plan.evaluation_id) == (2, pytest.approx(0.8)) and second.counts["answered"] == 2
     assert flight["most"] == 2 and calls_of(fakes, "deepseek-flash") == 2
     assert len(reserving) == 8  # every thread was there, waiting for the cap while two calls were in flight
-    with db.connect() as conn:
+    with connect() as conn:
         held = conn.execute("SELECT coalesce(sum(reserved), 0) AS n FROM evaluation_attempt").fetchone()["n"]
     assert float(held) == 0  # every reservation released once its ladder was in the ledger
 
@@ -109,7 +110,7 @@ def test_a_ladder_whose_repair_does_not_fit_is_refused_at_once_not_left_waiting_
     # other's is released: waiting, each would wait for the other until the deadline
     demo_day(fakes, monkeypatch)
     plan = start(cap=1.0, candidate=CHEAP)
-    with db.connect() as conn:
+    with connect() as conn:
         items = [r["content_item_id"] for r in conn.execute(
             "SELECT content_item_id FROM evaluation_item WHERE evaluation_id = %s ORDER BY 1 LIMIT 2",
             (plan.evaluation_id,)).fetchall()]
@@ -121,12 +122,12 @@ def test_a_ladder_whose_repair_does_not_fit_is_refused_at_once_not_left_waiting_
         def sleep(self, seconds: float) -> None:
             raise AssertionError(f"waited {seconds} s for a reservation that would never be released")
 
-    cap = spending.Cap(db.connect, plan.evaluation_id, settings().price_table(), clock=NoWait(shanghai(2026, 2, 4, 22, 30)))
+    cap = spending.Cap(connect, plan.evaluation_id, settings().price_table(), clock=NoWait(shanghai(2026, 2, 4, 22, 30)))
     cap.reserve(first, 0.4)
     cap.reserve(second, 0.4)
     with pytest.raises(spending.LLMBudget, match="cap leaves too little"):
         cap.reserve(first, 0.8)  # 0.4 + 0.8 > 1.0 while the other holds 0.4
-    with db.connect() as conn:
+    with connect() as conn:
         asked = store.evaluations.reserve(conn, plan.evaluation_id, second, 0.8)
     assert (asked.taken, asked.others, asked.held) == (False, pytest.approx(0.4), pytest.approx(0.4))
     with pytest.raises(AssertionError, match="waited"):  # a first call (holding nothing) waits while others hold
@@ -139,21 +140,21 @@ def test_the_cap_stops_a_run_and_a_resumed_run_pays_for_no_article_twice(fakes, 
     plan = start(cap=4.8, candidate=CHEAP)  # exactly the estimate: 12 x 0.4
     assert (plan.estimate, plan.most_per_call, plan.refused) == (pytest.approx(4.8), pytest.approx(0.5), None)
     one_at_a_time = settings(llm_concurrency=1, analysis_tasks=1)
-    first = shadow.run(db.connect, one_at_a_time, plan.evaluation_id)
+    first = shadow.run(connect, one_at_a_time, plan.evaluation_id)
     # by id: ten single-call answers (4.0); 手机链's first call fits (4.5), its repair would not (5.0): its answer
     # stands as it is (4.4); 设备's call would pass the cap (4.9): released, not counted, the run stopped
     assert first.stopped is not None and "cap" in first.stopped
     assert first.counts == {"answered": 11, "released": 1} and calls_of(fakes, "deepseek-flash") == 11
     assert ledger(plan.evaluation_id) == (11, pytest.approx(4.4))
-    with db.connect() as conn:
+    with connect() as conn:
         row = conn.execute("SELECT i.attempts, i.status FROM evaluation_item i JOIN content_item c "
                            "ON c.id = i.content_item_id WHERE c.title LIKE '设备%%'").fetchone()
     assert (row["attempts"], row["status"]) == (0, store.evaluations.PENDING)
-    shadow.new_cap(db.connect, one_at_a_time, plan.evaluation_id, 10.0)
-    again = shadow.run(db.connect, one_at_a_time, plan.evaluation_id)
+    shadow.new_cap(connect, one_at_a_time, plan.evaluation_id, 10.0)
+    again = shadow.run(connect, one_at_a_time, plan.evaluation_id)
     assert again.stopped is None and again.counts == {"answered": 1} and calls_of(fakes, "deepseek-flash") == 12
     assert ledger(plan.evaluation_id) == (12, pytest.approx(4.8))
-    assert shadow.run(db.connect, one_at_a_time, plan.evaluation_id).counts == {}  # nothing left to pay for
+    assert shadow.run(connect, one_at_a_time, plan.evaluation_id).counts == {}  # nothing left to pay for
     assert calls_of(fakes, "deepseek-flash") == 12
 
 
@@ -176,7 +177,7 @@ def test_the_candidate_is_priced_by_its_own_prices_and_a_model_without_known_pri
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_PRICES", '{"cache_hit": 1, "cache_miss": 10, "output": 30}')
     plan = start()
     assert plan.source == "published" and plan.prices.off_peak.output == 0.60
-    shadow.run(db.connect, settings(), plan.evaluation_id)
+    shadow.run(connect, settings(), plan.evaluation_id)
     # 11 single-call answers and 手机链's four calls, at flash's rates (not 10 / 30 a million tokens)
     assert ledger(plan.evaluation_id) == (12, pytest.approx(11 * round(FLASH_CALL, 6) + round(4 * FLASH_CALL, 6)))
     pro = start(candidate=shadow.Candidate(model="deepseek-v4-pro"))
@@ -191,7 +192,7 @@ def test_the_candidate_is_priced_by_its_own_prices_and_a_model_without_known_pri
     given = start(candidate=shadow.Candidate(model="deepseek-flash", prices='{"cache_hit": 0.02, "cache_miss": '
                                                  '1, "output": 4}'))
     assert given.source == "given" and given.prices.currency == "CNY"
-    with db.connect() as conn:
+    with connect() as conn:
         row = store.evaluations.get(conn, given.evaluation_id)
     assert row["prices"] == {"cache_hit": 0.02, "cache_miss": 1.0, "output": 4.0, "source": "given"}
     assert shadow.prices_of(row, settings()).off_peak == given.prices.off_peak
@@ -205,9 +206,9 @@ def test_an_evaluation_spends_from_its_own_cap_and_never_holds_back_a_reader_s_a
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DAILY_BUDGET", "0.02")
     plan = start()
     evening = FixedClock(shanghai(2026, 2, 4, 22, 30))  # the evaluation runs the evening of the demo's slot
-    run = shadow.run(db.connect, settings(), plan.evaluation_id, clock=evening)
+    run = shadow.run(connect, settings(), plan.evaluation_id, clock=evening)
     assert run.stopped is None and run.counts == {"answered": 12}  # past the day's budget: its own cap decides
-    with db.connect() as conn:
+    with connect() as conn:
         today = evening.today()
         assert store.day_spend(conn, today, "USD") == pytest.approx(0.018473)
         assert store.day_spend(conn, today, "USD", evaluations=True) == pytest.approx(0.005731)
@@ -219,7 +220,7 @@ def test_an_evaluation_spends_from_its_own_cap_and_never_holds_back_a_reader_s_a
         publish_time=int(shanghai(2026, 2, 5, 6, 30).timestamp()), content_html="<p>" + "早间快讯正文。" * 40 + "</p>"))
     fakes.at(morning)
     assert not run_slot(morning)["errors"]
-    with db.connect() as conn:
+    with connect() as conn:
         slot = conn.execute("SELECT budget_deferred FROM slot_run WHERE slot = '07:00'").fetchone()
         analysed = conn.execute("SELECT count(*) AS n FROM analysis_result a JOIN content_item c ON c.id = "
                                 "a.content_item_id WHERE c.title = '早间快讯：一则新消息'").fetchone()["n"]
@@ -315,7 +316,7 @@ def test_articles_failing_one_after_another_stop_the_run_as_failed_with_the_reas
     out = capsys.readouterr().out
     assert "failed: 3 articles in a row failed; the last: " in out and "HTTP 503: upstream down" in out
     assert calls_of(fakes, "deepseek-flash") == 3 * 4  # three ladders of four calls, then nothing more
-    with db.connect() as conn:
+    with connect() as conn:
         e = store.evaluations.listing(conn)[0]
         statuses = [r["status"] for r in store.evaluations.pairs(conn, e["id"])]
     assert (e["status"], e["reason"], e["failed"], e["answered"]) == ("failed", "failing", 3, 0)
@@ -326,7 +327,7 @@ def test_articles_failing_one_after_another_stop_the_run_as_failed_with_the_reas
     assert "失败（已停止，可续跑） · 0/12 篇已回答，3 篇失败" in verdict
     # two articles, both failed: fewer than three in a row, but every article it tried failed
     plan = start(size=2)
-    run = shadow.run(db.connect, settings(), plan.evaluation_id)
+    run = shadow.run(connect, settings(), plan.evaluation_id)
     assert run.failed and run.stopped is not None and run.stopped.startswith("every article it tried failed (2)")
     assert _status(plan.evaluation_id) == ("failed", "failing")
 
@@ -363,9 +364,9 @@ def test_a_refused_evaluation_is_resumed_with_a_new_cap(fakes, monkeypatch, caps
 def test_the_most_a_call_may_cost_is_every_byte_a_token_and_a_full_answer(fakes, monkeypatch) -> None:
     demo_day(fakes, monkeypatch)
     _capped(monkeypatch)
-    plan, rows = shadow.preview(db.connect, settings(), CHEAP, shadow.Sample(days=14), 1.0, clock=FixedClock(LATER))
+    plan, rows = shadow.preview(connect, settings(), CHEAP, shadow.Sample(days=14), 1.0, clock=FixedClock(LATER))
     assert plan.evaluation_id is None and plan.most_per_call == pytest.approx(0.5)  # the prompt costs nothing here
-    flash, _ = shadow.preview(db.connect, settings(), FLASH, shadow.Sample(days=14), 1.0, clock=FixedClock(LATER))
+    flash, _ = shadow.preview(connect, settings(), FLASH, shadow.Sample(days=14), 1.0, clock=FixedClock(LATER))
     longest = max(len(r["clean_text"].encode()) for r in rows)
     # at flash's rates: at least the longest article's bytes and 500 output tokens, a call at the most
     assert flash.most_per_call > (longest * 0.15 + 500 * 0.60) / 1e6
@@ -380,7 +381,7 @@ def test_an_article_that_crashes_fails_the_evaluation_with_its_reason_and_exit_s
     monkeypatch.setattr(store.evaluations, "store_answer", broken)
     assert cli.main(["evaluate", "--model", "deepseek-flash", "--cap", "1", "--days", "366", "--size", "2"]) == 3
     assert "failed: 2 of 2 articles crashed" in capsys.readouterr().out
-    with db.connect() as conn:
+    with connect() as conn:
         e = store.evaluations.listing(conn)[0]
         outcomes = [r["outcome"] for r in conn.execute("SELECT outcome FROM evaluation_attempt").fetchall()]
     assert (e["status"], e["reason"]) == ("failed", "crashed") and outcomes == ["crashed", "crashed"]

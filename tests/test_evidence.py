@@ -14,7 +14,7 @@ import pytest
 
 from include.radar.analysis import evidence
 from include.radar.analysis.schemas import ArticleAnalysis
-from include.radar.core import db
+from tests.conftest import connect
 from tests.slotrun import answer, article, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)
@@ -29,7 +29,7 @@ def _setup(fakes, *bodies: str) -> None:
 
 
 def _analyses() -> list[dict]:
-    with db.connect() as conn:
+    with connect() as conn:
         return conn.execute("SELECT a.*, c.external_id FROM analysis_result a JOIN content_item c "
                             "ON c.id = a.content_item_id ORDER BY a.id").fetchall()
 
@@ -141,7 +141,7 @@ def test_evidence_that_never_verifies_is_stored_marked_and_never_pushed(fakes, m
     assert hostile["result_json"]["checks"]["unverified"] == 1
     assert result["summary"]["unverified"] == 1 and result["summary"]["above_threshold"] == 0
     assert result["branch"] == "skip_push" and fakes.sink.received == []
-    with db.connect() as conn:
+    with connect() as conn:
         slot = conn.execute("SELECT opportunity_count, warnings FROM slot_run").fetchone()
     assert slot["opportunity_count"] == 0
     assert any("1 analyses had unverifiable evidence" in w["message"] for w in slot["warnings"])
@@ -305,7 +305,7 @@ def test_the_daily_report_never_makes_an_unverified_analysis_a_top_pick(fakes, m
     fakes.deepseek.responder = respond
     run_slot(night)
     stored = {r["external_id"]: r for r in _analyses()}
-    with db.connect() as conn:
+    with connect() as conn:
         report = conn.execute("SELECT digest_json, stats FROM daily_report").fetchone()
     tops = [t["analysis_id"] for t in report["digest_json"]["top_opportunities"]]
     assert tops == [stored["1-2"]["id"]] and stored["1-1"]["id"] in report["digest_json"]["dropped_analysis_ids"]

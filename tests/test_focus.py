@@ -13,8 +13,8 @@ import pytest
 
 from include.radar import store
 from include.radar.analysis import focus
-from include.radar.core import db
 from include.radar.pushes import decide, ranking
+from tests.conftest import connect
 from tests.slotrun import answer, article, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)
@@ -27,14 +27,14 @@ def _accounts(fakes) -> None:
 
 def _save(**lists: list[str]) -> None:
     profile = focus.Profile.build(**lists)
-    with db.connect() as conn:
+    with connect() as conn:
         store.save_profile(conn, {"companies": list(profile.companies), "tickers": list(profile.tickers),
                                   "sectors": list(profile.sectors), "interests": list(profile.interests),
                                   "rules": profile.rule_lines()}, "tester")
 
 
 def _analyses() -> dict[str, dict]:
-    with db.connect() as conn:
+    with connect() as conn:
         rows = conn.execute(
             "SELECT a.*, c.title FROM analysis_result a JOIN content_item c ON c.id = a.content_item_id").fetchall()
     return {r["title"]: r for r in rows}
@@ -88,13 +88,13 @@ def test_an_excluded_article_is_never_sent_to_the_llm_and_is_counted_on_the_slot
     run_slot(SLOT)
     assert len(fakes.deepseek.requests) == 1  # the excluded article cost nothing
     assert "储能订单回暖" in fakes.deepseek.requests[0]["messages"][1]["content"]
-    with db.connect() as conn:
+    with connect() as conn:
         item = conn.execute("SELECT * FROM content_item WHERE title LIKE '今晚%'").fetchone()
         slot = conn.execute("SELECT * FROM slot_run").fetchone()
     assert item["analyzed_status"] == store.EXCLUDED and item["last_error"] == "命中排除词 !直播"
     assert slot["excluded_count"] == 1 and slot["analysed_count"] == 1
     run_slot(SLOT)  # a rerun neither calls again nor counts the exclusion twice
-    with db.connect() as conn:
+    with connect() as conn:
         assert conn.execute("SELECT excluded_count FROM slot_run").fetchone()["excluded_count"] == 1
     assert len(fakes.deepseek.requests) == 1
 
@@ -142,7 +142,7 @@ def test_feedback_moves_a_later_articles_rank(fakes) -> None:
     run_slot(SLOT)
     earlier = _analyses()["研究所旧文"]
     # the reader says the 研究所's article was useful ...
-    with db.connect() as conn:
+    with connect() as conn:
         assert store.set_feedback(conn, earlier["id"], "up", "link") == "recorded"
         assert store.set_feedback(conn, earlier["id"], "up", "link") == "unchanged"  # idempotent
     # ... so at the next slot, of two equal scores, the 研究所's article leads although the other is older

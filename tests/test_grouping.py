@@ -16,8 +16,8 @@ import pytest
 
 from bench.grouping import load, scores
 from include.radar import store
-from include.radar.core import db
 from include.radar.pushes import events
+from tests.conftest import connect
 from tests.slotrun import article, read_page, run_slot, shanghai
 
 DATA = Path(__file__).parent / "data" / "event_articles.json"
@@ -165,7 +165,7 @@ def _publish(fakes, *accounts: str, at: datetime) -> None:
 
 
 def _analyses() -> dict[str, dict]:
-    with db.connect() as conn:
+    with connect() as conn:
         rows = conn.execute("SELECT a.*, c.title FROM analysis_result a JOIN content_item c ON c.id = a.content_item_id"
                             " ORDER BY a.id").fetchall()
     return {r["title"]: r for r in rows}
@@ -190,12 +190,12 @@ def test_three_accounts_on_one_event_make_one_push_and_one_report_entry_with_thr
     assert push["title"] == "【机会提醒】14:00 发现 1 条（最高分 80）"
     assert "3 个公众号报道：财联快讯社、新能源研究院、价值投资笔记" in push["message"]
     assert result["closed"]["status"] == "success"
-    with db.connect() as conn:
+    with connect() as conn:
         assert store.get_slot_run(conn, result["slot"]["slot_run_id"])["opportunity_count"] == 1
 
     fakes.at(shanghai(2026, 1, 8, 22))
     run_slot(shanghai(2026, 1, 8, 22))
-    with db.connect() as conn:
+    with connect() as conn:
         report = store.get_daily_report(conn, DAY)
     assert report["stats"]["analysed"] == 4 and report["stats"]["events"] == 2
     assert report["stats"]["opportunities"] == 1
@@ -228,7 +228,7 @@ def test_a_later_article_about_an_event_already_pushed_is_listed_not_pushed_agai
     later = run_slot(shanghai(2026, 1, 8, 18))
     assert later["summary"]["already_reported"] == 1 and later["summary"]["above_threshold"] == 0
     assert later["branch"] == "skip_push" and len(fakes.sink.received) == 1
-    with db.connect() as conn:
+    with connect() as conn:
         assert store.get_slot_run(conn, later["slot"]["slot_run_id"])["opportunity_count"] == 0
     rows = _analyses()
     assert {r["event_id"] for r in rows.values()} == {rows["宁德时代公告：拟回购股份"]["id"]}
@@ -327,7 +327,7 @@ def test_grouping_runs_once_per_analysis_and_a_rerun_changes_nothing(fakes):
     fakes.at(shanghai(2026, 1, 8, 14))
     run_slot(shanghai(2026, 1, 8, 14))
     before = {t: (r["event_id"], r["event_note"]) for t, r in _analyses().items()}
-    assert events.group_new(db.connect) == 0
+    assert events.group_new(connect) == 0
     run_slot(shanghai(2026, 1, 8, 14))  # a rerun of the slot
     assert {t: (r["event_id"], r["event_note"]) for t, r in _analyses().items()} == before
     assert len(fakes.sink.received) == 1
@@ -346,7 +346,7 @@ def test_a_crash_in_grouping_leaves_the_daily_report_ungrouped_and_says_so(fakes
     result = run_slot(shanghai(2026, 1, 8, 22))
     # the slot's own grouping failed: recorded, the slot closes failed (visibly), the report says why
     assert result["closed"]["status"] == "failed" and "group_events: MemoryError" in result["closed"]["error"]
-    with db.connect() as conn:
+    with connect() as conn:
         report = store.get_daily_report(conn, DAY)
     assert report["status"] == store.REPORT_PARTIAL and "grouping: MemoryError" in report["error"]
     assert report["stats"]["analysed"] == 2 and report["stats"]["events"] == 2  # listed one by one, none lost

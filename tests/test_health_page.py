@@ -16,7 +16,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from include.radar import DAG_ID, store
-from include.radar.core import db
 from include.radar.core.clock import FixedClock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI
@@ -24,6 +23,7 @@ from include.radar.web import costs, views
 from include.radar.web.app import create_app
 from include.radar.web.views import health
 from include.radar_demo.fakes import completion
+from tests.conftest import connect
 from tests.pages import DAY, NOW, XSS, XSS_ESCAPED, FakeUser, Seeder, airflow_get_user, allow_reading, make_settings
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
@@ -384,7 +384,7 @@ def test_the_analysis_page_shows_its_cost_and_the_articles_total_with_failed_att
     fakes.deepseek.responder = lambda body: answer(72)
     fakes.at(shanghai(2026, 1, 8, 18))
     run_slot(shanghai(2026, 1, 8, 18))
-    with db.connect() as conn:
+    with connect() as conn:
         row = conn.execute("SELECT id, content_item_id, cost, currency FROM analysis_result").fetchone()
         total = conn.execute("SELECT sum(cost) AS c, sum(calls) AS n, count(*) AS ladders FROM llm_spend "
                              "WHERE content_item_id = %s", (row["content_item_id"],)).fetchone()
@@ -402,7 +402,7 @@ def test_an_analysis_that_cost_one_clean_call_shows_no_separate_total(fakes) -> 
     fakes.at(slot)
     fakes.deepseek.responder = lambda body: answer(72)
     run_slot(slot)
-    with db.connect() as conn:
+    with connect() as conn:
         row = conn.execute("SELECT id, cost FROM analysis_result").fetchone()
     html = read_page(f"/analysis/{row['id']}", shanghai(2026, 1, 8, 15))
     costs = html.split("<dt>成本</dt>")[1].split("</dd>")[0]
@@ -417,7 +417,7 @@ def test_the_daily_page_shows_the_days_cost_and_what_the_budget_deferred(fakes, 
     fakes.at(slot)
     fakes.deepseek.responder = lambda body: answer(70)
     run_slot(slot)
-    with db.connect() as conn:
+    with connect() as conn:
         spent = store.day_spend(conn, DAY, "USD")
     assert spent > 0
 

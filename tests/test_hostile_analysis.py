@@ -25,6 +25,7 @@ from include.radar.steps.open_slot import open_slot
 from include.radar.steps.runtime import Runtime
 from include.radar.steps.select_articles import articles_to_analyse
 from include.radar_demo.fakes import completion
+from tests.conftest import connect
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile
@@ -40,12 +41,12 @@ def _articles(fakes, *numbers: int, body: str | None = None) -> None:
 
 
 def _item(external_id: str) -> dict:
-    with db.connect() as conn:
+    with connect() as conn:
         return conn.execute("SELECT * FROM content_item WHERE external_id = %s", (external_id,)).fetchone()
 
 
 def _attempts(external_id: str) -> list[str]:
-    with db.connect() as conn:
+    with connect() as conn:
         return [r["outcome"] for r in conn.execute(
             "SELECT t.outcome FROM analysis_attempt t JOIN content_item c ON c.id = t.content_item_id "
             "WHERE c.external_id = %s ORDER BY t.id", (external_id,))]
@@ -87,7 +88,7 @@ def test_a_hostile_answer_ends_as_a_rung_or_storable_text_never_as_a_stuck_artic
     assert item["analyzed_status"] == (store.DONE if expected == "analysed" else store.FAILED)
     assert item["attempts"] == 1 and _attempts("1-1") == [expected]
     if expected == "analysed":
-        with db.connect() as conn:
+        with connect() as conn:
             row = conn.execute("SELECT summary, result_json::text AS j FROM analysis_result").fetchone()
         assert "\x00" not in row["summary"] and "\\u0000" not in row["j"] and "\ud800" not in row["summary"]
     else:
@@ -95,7 +96,7 @@ def test_a_hostile_answer_ends_as_a_rung_or_storable_text_never_as_a_stuck_artic
 
 
 def _failed_count() -> int:
-    with db.connect() as conn:
+    with connect() as conn:
         return conn.execute("SELECT failed_count FROM slot_run ORDER BY id DESC LIMIT 1").fetchone()["failed_count"]
 
 
@@ -154,7 +155,7 @@ def test_a_database_that_drops_during_the_call_leaves_a_claim_the_tasks_retry_ta
     rt, slot, target = _claimed_run(fakes, monkeypatch, owner=("analyse", 0, 1))
     assert _item("1-1")["analyzed_status"] == store.ANALYSING  # nothing could be written: the lease holds it
     fakes.deepseek.responder = lambda b: answer(70)
-    with db.connect() as conn:  # the dead try renews nothing: its lease runs out
+    with connect() as conn:  # the dead try renews nothing: its lease runs out
         conn.execute("UPDATE content_item SET lease_until = now() - interval '1 second'")
     retry = store.claim_owner(slot["dag_run_id"], "analyse", 0, 2)
     outcome = analyse_article(rt, slot, target, owner=retry)  # Airflow's retry of the same mapped task
@@ -169,7 +170,7 @@ def test_a_claim_left_by_a_lost_worker_expires_counts_and_the_cap_holds(fakes, m
     fakes.deepseek.responder = lambda b: answer(70)
     run_slot(LATER)  # another run: the claim is someone else's and still leased
     assert _item("1-1")["analyzed_status"] == store.ANALYSING and len(fakes.deepseek.requests) == 1
-    with db.connect() as conn:  # the hour passes
+    with connect() as conn:  # the hour passes
         conn.execute("UPDATE content_item SET lease_until = now() - interval '1 second'")
     run_slot(shanghai(2026, 1, 8, 22))
     item = _item("1-1")
@@ -183,7 +184,7 @@ def test_every_path_counts_against_one_cap(fakes, monkeypatch):
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_MAX_RETRIES", "0")
     _articles(fakes, 1)
     _claimed_run(fakes, monkeypatch)  # attempt 1: the database dropped
-    with db.connect() as conn:
+    with connect() as conn:
         conn.execute("UPDATE content_item SET lease_until = now() - interval '1 second'")
     fakes.deepseek.responder = lambda b: completion("not json")
     run_slot(LATER)  # attempt 1 expires; attempt 2: the ladder gives up
@@ -203,7 +204,7 @@ def test_two_copies_of_one_text_claimed_at_the_same_moment_pay_for_one_call(fake
     rt = Runtime.load()
     slot = open_slot(rt, run_after=SLOT, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
     ingest(rt, slot)
-    with db.connect() as conn:
+    with connect() as conn:
         ids = [r["id"] for r in conn.execute("SELECT id FROM content_item ORDER BY id")]
 
     def slow(body):
@@ -229,7 +230,7 @@ def test_two_copies_of_one_text_claimed_at_the_same_moment_pay_for_one_call(fake
     assert sorted(outcomes.values()) == ["analysed", "deferred"]
     run_slot(LATER)  # the deferred copy reuses the analysis: still one call
     assert len(fakes.deepseek.requests) == 1
-    with db.connect() as conn:
+    with connect() as conn:
         assert conn.execute("SELECT count(*) AS n FROM analysis_result").fetchone()["n"] == 2
 
 
@@ -288,13 +289,13 @@ def test_a_crash_fails_its_mapped_task_and_the_run_and_the_slot_counts_it(dag, f
     # two batches ([3], [2, 1], oldest first): the crashed article's batch fails, the other one is green
     assert sorted(states["analyse"]) == ["failed", "success"]
     assert str(run.state) == "failed"
-    with db.connect() as conn:
+    with connect() as conn:
         slot = conn.execute("SELECT status, failed_count, analysed_count, error FROM slot_run").fetchone()
     assert (slot["status"], slot["failed_count"], slot["analysed_count"]) == (store.SLOT_FAILED, 1, 2)
     assert "OperationalError" in slot["error"]
     # the mapped task was retried by Airflow (retries=1): two attempts, both counted, both crashed
     assert _attempts("1-2") == ["crashed", "crashed"] and _item("1-2")["attempts"] == 2
-    with db.connect() as conn:  # each try owned its own claim: <run id>|analyse|<map index>|<try number>
+    with connect() as conn:  # each try owned its own claim: <run id>|analyse|<map index>|<try number>
         owners = [r["claimed_by"].split("|") for r in conn.execute(
             "SELECT a.claimed_by FROM analysis_attempt a JOIN content_item c ON c.id = a.content_item_id "
             "WHERE c.external_id = '1-2' ORDER BY a.id")]

@@ -27,7 +27,7 @@ from include.radar.analysis import analyst, batches
 from include.radar.analysis.llm import MAX_ANSWER_BYTES, LLMClient, LLMExhausted
 from include.radar.analysis.schemas import ArticleAnalysis
 from include.radar.collect.werss import MAX_RESPONSE_BYTES, WeRSSClient, WeRSSError
-from include.radar.core import db, http
+from include.radar.core import http
 from include.radar.steps.analyse import analyse, claimer
 from include.radar.steps.close_slot import close_slot
 from include.radar.steps.ingest import ingest
@@ -35,6 +35,7 @@ from include.radar.steps.open_slot import open_slot
 from include.radar.steps.runtime import Runtime
 from include.radar.steps.select_articles import articles_to_analyse
 from include.radar_demo.fakes import completion, serve
+from tests.conftest import connect
 from tests.slotrun import answer, article, shanghai
 
 pytestmark = pytest.mark.hostile
@@ -207,7 +208,7 @@ def _batch(fakes, n: int, run: str = "scheduled__run-1"):
 
 
 def _attempts() -> dict[int, list[str]]:
-    with db.connect() as conn:
+    with connect() as conn:
         rows = conn.execute("SELECT content_item_id, outcome FROM analysis_attempt ORDER BY id").fetchall()
     out: dict[int, list[str]] = {}
     for r in rows:
@@ -248,14 +249,14 @@ def test_a_retry_takes_over_a_dead_tries_claim_once_its_lease_ran_out(fakes, mon
     monkeypatch.setattr(analyst, "BUSY_POLL_SECONDS", 0.1)
     rt, slot, batch = _batch(fakes, 1)
     item_id = batch["articles"][0]["item_id"]
-    with db.connect() as conn:  # try 1 claimed it and died: nothing renews its lease
+    with connect() as conn:  # try 1 claimed it and died: nothing renews its lease
         claim = store.claim_item(conn, item_id, slot_run_id=slot["slot_run_id"], max_attempts=3,
                                  claimer=claimer(slot, ("analyse", 0, 1)), lease=timedelta(seconds=1))
     assert claim.state == "claimed"
     fakes.deepseek.responder = lambda body: answer(70)
     result = analyse(rt, slot, batch, seconds=120, attempt=("analyse", 0, 2))
     assert result["counts"] == {"analysed": 1} and len(fakes.deepseek.requests) == 1
-    with db.connect() as conn:
+    with connect() as conn:
         dead, retry = conn.execute("SELECT * FROM analysis_attempt ORDER BY id").fetchall()
     assert (dead["outcome"], retry["outcome"]) == ("crashed", "analysed")
     assert dead["finished_at"] >= dead["lease_until"]  # taken over only after its lease ran out
@@ -267,7 +268,7 @@ def test_a_live_try_keeps_its_claim_and_another_try_does_not_take_it(fakes, monk
     rt, slot, batch = _batch(fakes, 1)
     item_id = batch["articles"][0]["item_id"]
     zombie = claimer(slot, ("analyse", 0, 1))
-    with db.connect() as conn:
+    with connect() as conn:
         store.claim_item(conn, item_id, slot_run_id=slot["slot_run_id"], max_attempts=3, claimer=zombie,
                          lease=timedelta(seconds=1))
         first = conn.execute("SELECT lease_until FROM content_item WHERE id = %s", (item_id,)).fetchone()
@@ -279,7 +280,7 @@ def test_a_live_try_keeps_its_claim_and_another_try_does_not_take_it(fakes, monk
         renewed = keeper.renewals
     assert result["counts"] == {"skipped": 1} and fakes.deepseek.requests == []
     assert renewed >= 5
-    with db.connect() as conn:
+    with connect() as conn:
         item = conn.execute("SELECT * FROM content_item WHERE id = %s", (item_id,)).fetchone()
     assert item["claimed_by"] == zombie and item["analyzed_status"] == store.ANALYSING
     assert item["lease_until"] > first["lease_until"] + timedelta(minutes=4)  # renewed to a full lease
@@ -300,7 +301,7 @@ def test_the_claim_keeper_stops_renewing_past_the_tries_time_limit(fakes):
 def test_close_slot_fails_the_lapsed_claims_of_every_try_of_its_run_and_no_others(fakes):
     rt, slot, batch = _batch(fakes, 3, run="manual__run-1")
     first, second, third = (a["item_id"] for a in batch["articles"])
-    with db.connect() as conn:
+    with connect() as conn:
         # a try of this run killed mid-call (its lease ran out); a run whose id starts with this one's; a try of
         # this run whose holder still renews its lease (a zombie still calling DeepSeek)
         store.claim_item(conn, first, slot_run_id=slot["slot_run_id"], max_attempts=3,
@@ -311,7 +312,7 @@ def test_close_slot_fails_the_lapsed_claims_of_every_try_of_its_run_and_no_other
                          claimer=claimer(slot, ("analyse", 1, 1)))
     close_slot(rt, slot, [])
     assert _attempts() == {first: ["crashed"], second: ["running"], third: ["running"]}
-    with db.connect() as conn:  # the zombie's article is not offered to a later slot while its lease runs
+    with connect() as conn:  # the zombie's article is not offered to a later slot while its lease runs
         offered = {r["id"] for r in store.items_to_analyse(conn, max_attempts=3, limit=10)}
     assert third not in offered
 

@@ -24,6 +24,7 @@ from include.radar.core.deadlines import daily_deadlines, retry_is_pointless
 from include.radar.steps.open_slot import open_slot
 from include.radar.steps.runtime import ConfigurationError, Runtime
 from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, serve
+from tests.conftest import connect
 from tests.slotrun import answer, run_slot, shanghai, task_states
 
 pytestmark = pytest.mark.hostile
@@ -93,7 +94,7 @@ def test_radar_sessions_bound_statements_and_lock_waits(fakes, monkeypatch):
     with pytest.raises(psycopg.errors.QueryCanceled), rt.connect() as conn:
         conn.execute("SELECT pg_sleep(5)")
     assert time.monotonic() - started < 3
-    with db.connect() as holder:  # another session holds the slot_run table
+    with connect() as holder:  # another session holds the slot_run table
         holder.execute("LOCK TABLE slot_run IN ACCESS EXCLUSIVE MODE")
         started = time.monotonic()
         with pytest.raises(psycopg.errors.LockNotAvailable), rt.connect() as conn:
@@ -135,7 +136,7 @@ def test_only_the_run_that_delivers_the_days_report_is_bound_by_the_deadline(fak
     assert _open(fakes, shanghai(2026, 1, 8, 14))["deadlines"] == {}  # daytime slots: the steps' own limits
     assert _open(fakes, DAILY, run_type="backfill")["deadlines"] == {}  # nobody waits for a backfill
     assert set(_open(fakes, DAILY)["deadlines"]) == {"ingest", "analysis", "report", "push"}
-    with db.connect() as conn:  # once the day's report is out, reruns run on their own limits
+    with connect() as conn:  # once the day's report is out, reruns run on their own limits
         conn.execute(
             "INSERT INTO notification_log (msg_uuid, report_date, slot, push_type, target_url, channel, status) "
             "VALUES ('x', '2026-01-08', '22:00', 'daily', 'u', 'json://', 1)"
@@ -144,7 +145,7 @@ def test_only_the_run_that_delivers_the_days_report_is_bound_by_the_deadline(fak
 
 
 def _pending_articles(n: int) -> None:
-    with db.connect() as conn:
+    with connect() as conn:
         account = store.upsert_account(conn, "MP_WXS_1", "研究所")
         for i in range(n):
             store.insert_content_item(conn, {
@@ -183,7 +184,7 @@ def test_the_daily_report_goes_out_by_its_deadline_with_a_slow_llm_and_a_trickli
     assert "待分析 2 篇" in message["message"] and "部分结果" in message["message"]
     assert "日报生成失败" not in message["message"]
     assert "ingest" in result["errors"]  # WeRSS could not be read in time: a visible failure of the slot
-    with db.connect() as conn:
+    with connect() as conn:
         outcomes = [r["outcome"] for r in conn.execute("SELECT outcome FROM analysis_attempt ORDER BY id")]
         slot = conn.execute("SELECT deferred_count, status FROM slot_run").fetchone()
         items = conn.execute("SELECT analyzed_status, attempts FROM content_item ORDER BY id").fetchall()
@@ -193,7 +194,7 @@ def test_the_daily_report_goes_out_by_its_deadline_with_a_slow_llm_and_a_trickli
 
 
 def _report():
-    with db.connect() as conn:
+    with connect() as conn:
         return store.get_daily_report(conn, DAILY.date())
 
 

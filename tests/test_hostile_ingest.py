@@ -14,10 +14,10 @@ import time_machine
 
 from include.radar import store
 from include.radar.collect.werss_rows import RowRejected, article_row
-from include.radar.core import db
 from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
 from include.radar.steps.runtime import Runtime
+from tests.conftest import connect
 from tests.slotrun import article, read_page, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile
@@ -35,7 +35,7 @@ def _ingest(fakes, when=SLOT):
 
 
 def _rows(sql: str, *args) -> list[dict]:
-    with db.connect() as conn:
+    with connect() as conn:
         return conn.execute(sql, args).fetchall()
 
 

@@ -14,11 +14,11 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from include.radar import store
-from include.radar.core import db
 from include.radar.pushes import push
 from include.radar.steps.close_slot import close_slot
 from include.radar.steps.daily_report import push_daily_report
 from include.radar.steps.runtime import Runtime
+from tests.conftest import connect
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile
@@ -54,7 +54,7 @@ class Channel:
 
 
 def _deliver(sender, push_type: str = "daily", channels=CHANNELS) -> push.DeliveryReport:
-    return push.deliver(db.connect, channels, MESSAGE, report_date=DAY, slot="22:00", push_type=push_type,
+    return push.deliver(connect, channels, MESSAGE, report_date=DAY, slot="22:00", push_type=push_type,
                         target_url="https://radar.example.com/radar/daily/2026-01-08", slot_run_id=None,
                         sender=sender)
 
@@ -75,7 +75,7 @@ def _killed_before_the_send(monkeypatch, push_type: str = "daily") -> None:
 def _age(minutes: int, **where: str) -> None:
     """Move the log's clock back: the rows were claimed (and started) ``minutes`` ago."""
     condition = " AND ".join(f"{k} = %({k})s" for k in where) or "true"
-    with db.connect() as conn:
+    with connect() as conn:
         conn.execute(
             f"UPDATE notification_log SET updated_at = updated_at - make_interval(mins => %(m)s), "
             f"send_started_at = send_started_at - make_interval(mins => %(m)s) WHERE {condition}",
@@ -84,7 +84,7 @@ def _age(minutes: int, **where: str) -> None:
 
 
 def _rows() -> list[dict]:
-    with db.connect() as conn:
+    with connect() as conn:
         return conn.execute("SELECT * FROM notification_log ORDER BY id").fetchall()
 
 
@@ -103,11 +103,11 @@ def test_a_sender_killed_between_its_claim_and_its_send_is_delivered_once_by_the
 def test_a_sender_killed_between_its_claim_and_its_send_is_delivered_once_by_the_sweep(fakes, monkeypatch):
     _killed_before_the_send(monkeypatch)
     channel = Channel()
-    assert not push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)  # too fresh
+    assert not push.sweep(connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)  # too fresh
     _age(6)
-    report = push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
+    report = push.sweep(connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
     assert len(report.sent) == 1 and not report.failed and not report.unknown
-    push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
+    push.sweep(connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
     _deliver(channel)  # a later retry sends the other channel only
     assert channel.per_channel() == {c.key: 1 for c in CHANNELS}
 
@@ -120,7 +120,7 @@ def test_senders_racing_for_a_row_whose_sender_died_deliver_it_once(fakes, monke
 
     def sweeper() -> None:
         barrier.wait()
-        push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
+        push.sweep(connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
 
     def retry() -> None:
         barrier.wait()
@@ -138,7 +138,7 @@ def test_a_stale_opportunity_alert_left_unsent_is_marked_failed_not_sent_late(fa
     _killed_before_the_send(monkeypatch, "opportunity")
     _age(120)
     channel = Channel()
-    report = push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
+    report = push.sweep(connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
     assert channel.accepted == [] and len(report.failed) == 1
     [row] = _rows()
     assert row["status"] == store.NOTE_FAILED and "120 minutes late is stale" in row["error"]
@@ -147,19 +147,19 @@ def test_a_stale_opportunity_alert_left_unsent_is_marked_failed_not_sent_late(fa
 def test_a_row_whose_channel_is_gone_is_marked_failed(fakes, monkeypatch):
     _killed_before_the_send(monkeypatch)
     _age(6)
-    report = push.sweep(db.connect, CHANNELS[1:], stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=Channel())
+    report = push.sweep(connect, CHANNELS[1:], stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=Channel())
     assert len(report.failed) == 1 and "no longer configured" in _rows()[0]["error"]
 
 
 def test_a_pending_row_from_before_sends_were_recorded_is_unknown_never_resent(fakes):
-    with db.connect() as conn:  # claimed by the code before this issue: no key, no text, no send start
+    with connect() as conn:  # claimed by the code before this issue: no key, no text, no send start
         conn.execute(
             "INSERT INTO notification_log (msg_uuid, report_date, slot, push_type, target_url, channel, status, "
             "updated_at) VALUES ('old', %s, '22:00', 'daily', 'u', 'json://one.example', 0, now() - interval '1 day')",
             (DAY,),
         )
     channel = Channel()
-    report = push.sweep(db.connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
+    report = push.sweep(connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
     assert len(report.unknown) == 1 and channel.accepted == [] and _rows()[0]["status"] == store.NOTE_UNKNOWN
 
 

@@ -11,12 +11,12 @@ from datetime import timedelta
 import pytest
 
 from include.radar import store
-from include.radar.core import db
 from include.radar.steps.close_slot import close_slot
 from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
 from include.radar.steps.runtime import Runtime
 from include.radar_demo.fakes import completion
+from tests.conftest import connect
 from tests.slotrun import answer, article, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile
@@ -25,7 +25,7 @@ SLOT = shanghai(2026, 1, 8, 14)
 
 
 def _slot_row() -> dict:
-    with db.connect() as conn:
+    with connect() as conn:
         return conn.execute("SELECT * FROM slot_run").fetchone()
 
 
@@ -92,6 +92,6 @@ def test_a_slot_alerts_once_even_when_a_rerun_finds_a_better_top(fakes, monkeypa
     again = run_slot(SLOT, run_type="manual")  # the retried article now outscores the slot's earlier top
     assert again["summary"]["max_score"] == 95
     assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1  # nothing more
-    with db.connect() as conn:
+    with connect() as conn:
         sent = conn.execute("SELECT count(*) AS n FROM notification_log WHERE push_type = 'opportunity'").fetchone()
     assert sent["n"] == 2  # one row per channel, for the slot

@@ -24,6 +24,7 @@ from include.radar.core.clock import FixedClock
 from include.radar.core.settings import SettingsError, load_settings
 from include.radar.pushes import push
 from include.radar_demo.fakes import api_error
+from tests.conftest import connect
 from tests.slotrun import article, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile
@@ -61,7 +62,7 @@ def test_a_deepseek_key_with_a_newline_fails_clearly_without_quoting_it(fakes, m
     result = run_slot(SLOT)
     error = result["errors"]["analyse:1"]
     assert "DeepSeek API key" in error and "line break" in error and key[:12] not in error
-    with db.connect() as conn:
+    with connect() as conn:
         stored = conn.execute("SELECT error, step_errors::text AS s FROM slot_run").fetchone()
         item = conn.execute("SELECT analyzed_status, attempts FROM content_item").fetchone()
     assert key[:12] not in stored["error"] and key[:12] not in stored["s"]
@@ -85,7 +86,7 @@ def test_errors_that_echo_credentials_are_scrubbed_before_they_are_stored(fakes)
     fakes.deepseek.responder = lambda b: api_error(400, "bad request; Authorization: Bearer sk-test; "
                                                         "db=postgresql://radar:pg-pass-1234@db/radar password=hunter22")
     run_slot(SLOT)
-    with db.connect() as conn:
+    with connect() as conn:
         texts = [r["t"] for r in conn.execute(
             "SELECT last_error AS t FROM content_item UNION ALL SELECT error FROM analysis_attempt")]
     assert texts and all(t for t in texts)
@@ -121,7 +122,7 @@ def test_pages_scrub_errors_written_before_scrubbing_existed(fakes):
     from include.radar.web.app import create_app
     from include.radar.web.auth import may_read_radar
 
-    with db.connect() as conn:
+    with connect() as conn:
         run = store.open_slot_run(conn, slot_at(SLOT.date(), "14:00"), run_type="scheduled", dag_id="d", dag_run_id="r")
         conn.execute("UPDATE slot_run SET status = 2, error = 'ingest: Authorization: Bearer leaked-token-999' "
                      "WHERE id = %s", (run["id"],))

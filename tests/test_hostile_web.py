@@ -448,18 +448,18 @@ def test_settings_come_from_the_metadata_database(monkeypatch: pytest.MonkeyPatc
     from airflow.models.variable import Variable
 
     from include.radar.core.settings import env_name
-    from include.radar.web.server import server_settings
+    from include.radar.web.app import pages_settings
 
     monkeypatch.delenv(env_name("push_score_threshold"), raising=False)
     monkeypatch.delenv(env_name("max_analysis_attempts"), raising=False)
     key = "radar_push_score_threshold"
     Variable.set(key, "83")
     try:
-        assert server_settings().push_score_threshold == 83
+        assert pages_settings().push_score_threshold == 83
     finally:
         Variable.delete(key)
-    assert server_settings().push_score_threshold == Settings().push_score_threshold
-    assert server_settings().max_analysis_attempts == Settings().max_analysis_attempts  # never set: the default
+    assert pages_settings().push_score_threshold == Settings().push_score_threshold
+    assert pages_settings().max_analysis_attempts == Settings().max_analysis_attempts  # never set: the default
 
 
 # -------------------------------------------------------------------------------------- 8. access logs

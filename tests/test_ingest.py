@@ -12,10 +12,10 @@ import pytest
 from include.radar import store
 from include.radar.collect.listing import backoff_for
 from include.radar.collect.werss import WeRSSAuthError, WeRSSClient
-from include.radar.core import db
 from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
 from include.radar.steps.runtime import Runtime
+from tests.conftest import connect
 from tests.slotrun import article, run_slot, shanghai
 
 ACCOUNTS = [{"id": "MP_WXS_1", "mp_name": "研究所"}, {"id": "MP_WXS_2", "mp_name": "前哨站"},
@@ -31,7 +31,7 @@ def _ingest(fakes, when=SLOT, **params):
 
 
 def _count(sql: str, *args) -> int:
-    with db.connect() as conn:
+    with connect() as conn:
         return conn.execute(sql, args).fetchone()["n"]
 
 
@@ -94,7 +94,7 @@ def test_one_failing_account_leaves_the_others_ingested_and_is_counted(fakes):
     fakes.werss.failing_accounts = {"MP_WXS_2": 429}
     _, _, summary = _ingest(fakes)
     assert summary["new"] == 2 and summary["accounts_failed"] == 1
-    with db.connect() as conn:
+    with connect() as conn:
         accounts = {a["mp_id"]: a for a in store.accounts(conn)}
     failed = accounts["MP_WXS_2"]
     assert failed["consecutive_failures"] == 1 and "429" in failed["last_error"]
@@ -120,7 +120,7 @@ def test_seven_oclock_slot_includes_the_previous_evening_and_backfill_uses_its_o
     fakes.werss.articles = [late_evening, article(2, shanghai(2026, 1, 8, 9, 0))]
     _, _, summary = _ingest(fakes, shanghai(2026, 1, 8, 7))
     assert summary["new"] == 1
-    with db.connect() as conn:
+    with connect() as conn:
         assert set(store.known_external_ids(conn, ["1-1", "1-2"])) == {"1-1"}
     # a backfill of an earlier slot, run now: its window ends at its own scheduled time
     fakes.werss.articles.append(article(3, shanghai(2026, 1, 3, 10)))
@@ -130,7 +130,7 @@ def test_seven_oclock_slot_includes_the_previous_evening_and_backfill_uses_its_o
                               dag_run_id="b", params={})
     summary = ingest(rt, slot)
     assert summary["new"] == 1  # article 3 only: 1-2 is after the backfilled slot
-    with db.connect() as conn:
+    with connect() as conn:
         assert "1-2" not in store.known_external_ids(conn, ["1-2"])
 
 
@@ -142,11 +142,11 @@ def test_empty_body_is_not_analysed_and_a_later_slot_picks_it_up(fakes):
     fakes.werss.articles = [waiting]
     _, _, summary = _ingest(fakes)
     assert summary["waiting"] == 1 and summary["new"] == 0
-    with db.connect() as conn:
+    with connect() as conn:
         assert store.items_to_analyse(conn, max_attempts=3, limit=10) == []
     _, _, summary = _ingest(fakes, shanghai(2026, 1, 8, 18))
     assert summary["new"] == 1
-    with db.connect() as conn:
+    with connect() as conn:
         [item] = store.items_to_analyse(conn, max_attempts=3, limit=10)
         assert "铜矿供给收缩" in store.get_item(conn, item["id"])["clean_text"]
 
@@ -166,7 +166,7 @@ def test_malformed_rows_and_millisecond_times_are_handled(fakes):
     fakes.werss.articles = [article(1, SLOT - timedelta(hours=1))]
     _, _, summary = _ingest(fakes)
     assert summary["new"] == 1
-    with db.connect() as conn:
+    with connect() as conn:
         item = conn.execute("SELECT published_at FROM content_item").fetchone()
     assert item["published_at"] == SLOT - timedelta(hours=1)
 
@@ -198,7 +198,7 @@ def test_rerun_after_werss_recovers_closes_the_slot_as_success(fakes):
     fakes.werss.down = False
     again = run_slot(SLOT)
     assert again["closed"]["status"] == "success" and again["closed"]["error"] is None
-    with db.connect() as conn:
+    with connect() as conn:
         row = conn.execute("SELECT status, attempts, new_count FROM slot_run").fetchone()
     assert (row["status"], row["attempts"], row["new_count"]) == (1, 2, 1)
 
@@ -222,7 +222,7 @@ def test_a_body_werss_fetched_by_15_00_for_an_article_first_seen_at_12_00_is_ana
         with time_machine.travel(when + timedelta(minutes=1), tick=True):
             run_slot(when)
     assert fakes.werss.detail_calls["1-1"] == 3  # 12:00 (no body), 14:00 (no body yet), 18:00 (the body)
-    with db.connect() as conn:
+    with connect() as conn:
         row = conn.execute(
             "SELECT s.slot FROM analysis_result a JOIN slot_run s ON s.id = a.slot_run_id"
         ).fetchone()

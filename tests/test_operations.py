@@ -23,6 +23,7 @@ from include.radar.core.pricing import Usage
 from include.radar.core.settings import load_settings
 from include.radar.seam import callbacks
 from include.radar_demo.fakes import api_error, completion
+from tests.conftest import connect
 from tests.slotrun import answer, article, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)
@@ -56,7 +57,7 @@ def _no_secret_in(messages: list[dict], *more: str) -> None:
 
 
 def _row(sql: str, *args) -> dict:
-    with db.connect() as conn:
+    with connect() as conn:
         return conn.execute(sql, args).fetchone()
 
 
@@ -339,7 +340,7 @@ def test_the_daily_runs_deadline_alert_tells_the_operator_when_the_report_is_not
     rt = Runtime.load(FixedClock(shanghai(2026, 1, 9, 22, 1)))
     slot = open_slot(rt, run_after=shanghai(2026, 1, 9, 22), run_type="scheduled", dag_id="d",
                               dag_run_id="r", params={})
-    with db.connect() as conn:
+    with connect() as conn:
         conn.execute("UPDATE slot_run SET deadline_at = now() + interval '20 minutes' WHERE id = %s",
                      (slot["slot_run_id"],))
     assert callbacks._daily_deadline_missed({"dag_run": {"logical_date": "2026-01-09T14:00:00Z"}}) is None

@@ -11,9 +11,10 @@ from urllib.parse import parse_qs, urlparse
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from include.radar.core import db, signing
+from include.radar.core import signing
 from include.radar.pushes import decide, push
 from include.radar.pushes.decide import msg_uuid
+from tests.conftest import connect
 from tests.slotrun import answer, article, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)
@@ -31,7 +32,7 @@ def _articles(fakes, scores: dict[int, int], when=SLOT):
 
 
 def _decisions():
-    with db.connect() as conn:
+    with connect() as conn:
         return conn.execute("SELECT decision, detail FROM push_decision ORDER BY id").fetchall()
 
 
@@ -55,7 +56,7 @@ def test_slot_above_threshold_sends_one_message_for_its_own_best_analysis(fakes)
     assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1
     message = fakes.sink.received[0]
     assert message["title"] == "【机会提醒】14:00 发现 2 条（最高分 82）"
-    with db.connect() as conn:
+    with connect() as conn:
         top = conn.execute("SELECT a.id FROM analysis_result a JOIN content_item c ON c.id = a.content_item_id "
                            "WHERE c.title = '文章3'").fetchone()["id"]
     link = message["message"].splitlines()[-1]
@@ -72,7 +73,7 @@ def test_rerunning_the_slot_sends_nothing_new(fakes):
     run_slot(SLOT, run_type="manual")
     run_slot(SLOT, dag_run_id="another-trigger")
     assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1
-    with db.connect() as conn:
+    with connect() as conn:
         assert conn.execute("SELECT count(*) AS n FROM notification_log").fetchone()["n"] == 2
 
 
@@ -85,7 +86,7 @@ def test_failing_channel_gets_exactly_one_message_after_the_retry_and_the_health
     second = run_slot(SLOT)  # the Airflow retry / a cleared task
     assert "push" not in second["errors"]
     assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1
-    with db.connect() as conn:
+    with connect() as conn:
         rows = conn.execute("SELECT channel, status, attempts FROM notification_log ORDER BY id").fetchall()
     assert [(r["status"], r["attempts"]) for r in rows] == [(1, 2), (1, 1)]
     assert all(r["channel"] == "json://" + fakes.base.split("://", 1)[1] for r in rows)  # a label, not the URL

@@ -17,8 +17,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from include.radar import store
-from include.radar.core import db
 from include.radar.market import outcomes
+from tests.conftest import connect
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 14)
@@ -69,7 +69,7 @@ def _three_forms(fakes, monkeypatch) -> None:
 
 def _slot_of_three(fakes, monkeypatch) -> dict[str, int]:
     _three_forms(fakes, monkeypatch)
-    with db.connect() as conn:
+    with connect() as conn:
         store.save_profile(conn, {"companies": [], "tickers": [], "sectors": ["储能"], "interests": [], "rules": []}, "t")
     fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}, {"id": "MP_WXS_2", "mp_name": "前哨站"}]
     for n, (title, minute) in enumerate((("白酒提价", 0), ("版号收紧", 30), ("储能集采放量", 60), ("储能订单高增", 70)), 1):
@@ -79,7 +79,7 @@ def _slot_of_three(fakes, monkeypatch) -> dict[str, int]:
     fakes.deepseek.responder = _respond
     result = run_slot(SLOT)
     assert result["errors"] == {}, result["errors"]
-    with db.connect() as conn:
+    with connect() as conn:
         rows = conn.execute("SELECT a.id, c.title FROM analysis_result a JOIN content_item c ON c.id = a.content_item_id"
                             ).fetchall()
     return {r["title"]: r["id"] for r in rows}
@@ -194,7 +194,7 @@ def test_a_rerun_after_the_slots_text_changed_sends_nothing_to_any_form(fakes, m
     finally:
         ANSWERS.pop("白酒提价续")
     assert len(fakes.sink.received) == 3
-    with db.connect() as conn:
+    with connect() as conn:
         rows = conn.execute("SELECT msg_uuid, body FROM notification_log WHERE push_type = 'opportunity'").fetchall()
     assert len(rows) == 3 and len({r["msg_uuid"] for r in rows}) == 3
     assert {r["body"].split("\n", 1)[0] for r in rows} == {  # each channel's row keeps its own form's text
@@ -224,7 +224,7 @@ def test_the_daily_push_gives_the_day_in_a_glance_with_each_picks_call(fakes, mo
 
 def _measured_picks(n: int, hits: int) -> None:
     """``n`` earlier picks, bullish, measured at the record page's horizon, ``hits`` of them right."""
-    with db.connect() as conn:
+    with connect() as conn:
         for i in range(n):
             item = conn.execute("INSERT INTO content_item (external_id, title, published_at) VALUES (%s, %s, now()) "
                                 "RETURNING id", (f"old-{i}", f"往期 {i}")).fetchone()["id"]
@@ -306,7 +306,7 @@ def test_the_demo_days_pushes_on_a_phone(fakes, monkeypatch):
     werss = demo_run.build_werss(day, fakes.clock)
     fakes.werss.accounts, fakes.werss.articles = werss.accounts, werss.articles
     fakes.deepseek.responder = demo_run.build_deepseek().responder
-    with db.connect() as conn:
+    with connect() as conn:
         store.save_profile(conn, demo_run.DEMO_PROFILE, "demo")
     pushed = {}
     for hour in (7, 12, 14, 18, 22):

@@ -26,13 +26,13 @@ from include.radar.check.werss import werss_lines
 from include.radar.collect import ingest, watch
 from include.radar.collect.listing import window_metas
 from include.radar.collect.werss import WERSS_TZ
-from include.radar.core import db
 from include.radar.core.clock import SYSTEM
 from include.radar.core.settings import load_settings
 from include.radar.core.slots import slot_for
 from include.radar.operations import connections
 from include.radar.web.views.health import wechat_login_view
 from tests import werss_real
+from tests.conftest import connect
 
 REPO = Path(__file__).resolve().parents[1]
 BODY = "<p>" + "国产刻蚀设备订单同比增长，龙头公司扩产。" * 30 + "</p>"
@@ -71,7 +71,7 @@ class Watching:
         self.alerts: list[tuple[str, str]] = []
 
     def connect(self) -> Any:
-        return db.connect()
+        return connect()
 
     def alert(self, cause: str, detail: str, slot: Any = None, *, day_of: Any = None) -> str:
         self.alerts.append((cause, detail))
@@ -79,7 +79,7 @@ class Watching:
 
 
 def _check(settings: Any) -> list[str]:
-    return [line.render() for line in werss_lines(settings, Options(timeout=10), db.connect)]
+    return [line.render() for line in werss_lines(settings, Options(timeout=10), connect)]
 
 
 def _one(lines: list[str], start: str) -> str:
@@ -93,13 +93,13 @@ def _ingest(settings: Any) -> tuple[Watching, dict[str, Any], ingest.IngestSumma
     its login watcher: what the alert and the overview read."""
     client = connections.werss_client(settings, timeout=10, max_retries=0)
     key = slot_for(datetime.now(UTC), settings.schedule_slots)
-    with db.connect() as conn:
+    with connect() as conn:
         slot = store.open_slot_run(conn, key, run_type="manual", dag_id=None, dag_run_id=None)
-    summary = ingest.ingest_slot(db.connect, client, slot_run_id=slot["id"], key=key, window_days=3,
+    summary = ingest.ingest_slot(connect, client, slot_run_id=slot["id"], key=key, window_days=3,
                                  max_articles=50, page_size=5)
     step = Watching(settings)
     watch.wechat_login(step, {"slot_run_id": slot["id"]}, client)
-    with db.connect() as conn:
+    with connect() as conn:
         return step, store.status(conn, watch.WECHAT_STATUS), summary
 
 
@@ -155,7 +155,7 @@ def test_a_task_is_no_tick_until_werss_ran_it_after_it_was_applied_and_stored_wh
         "cron_exp": f"{ran.minute} {ran.hour} * * *", "status": 1})
     lines = _check(radar)  # saved, not applied
     assert not [x for x in lines if x.startswith(("✓ WeRSS · 采集任务", "✓ WeRSS · 任务运行"))], lines
-    with db.connect() as conn:  # an earlier check knew the task before its time
+    with connect() as conn:  # an earlier check knew the task before its time
         store.set_state(conn, SEEN_KEY, {task_of(task).form: (ran - timedelta(hours=1)).isoformat()}, None)
     werss.api("PUT", "/message_tasks/job/fresh")  # 「应用」
     before = werss.sync_time(mp_id)

@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 
 from include.radar import store
-from include.radar.core import db
 from include.radar.core.settings import SettingsError, load_settings
 from include.radar.operations import retention
+from tests.conftest import connect
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 OLD = shanghai(2026, 1, 8, 12)  # the slot that stored the articles
@@ -33,7 +33,7 @@ def _store_old_articles(fakes, monkeypatch) -> None:
 
 
 def _items() -> dict[int, dict]:
-    with db.connect() as conn:
+    with connect() as conn:
         rows = conn.execute("SELECT id, title, clean_text, body_pruned_at, analyzed_status, "
                             "array_length(tsvector_to_array(search_tsv), 1) AS lexemes FROM content_item").fetchall()
     return {r["id"]: r for r in rows}
@@ -43,7 +43,7 @@ def test_the_daily_slot_prunes_old_bodies_and_keeps_titles_analyses_pushes_and_f
     _store_old_articles(fakes, monkeypatch)
     before = _items()
     assert all(r["clean_text"] and r["body_pruned_at"] is None for r in before.values())
-    with db.connect() as conn:
+    with connect() as conn:
         [hot] = [a for a in store.day_analyses(conn, OLD.date()) if a["score"] == 72]
         assert store.set_feedback(conn, hot["id"], "up", "test") == "recorded"
         pushes = conn.execute("SELECT count(*) AS n FROM notification_log").fetchone()["n"]
@@ -58,7 +58,7 @@ def test_the_daily_slot_prunes_old_bodies_and_keeps_titles_analyses_pushes_and_f
         assert row["clean_text"] == "" and row["body_pruned_at"] is not None, item_id
         assert row["title"] == before[item_id]["title"]
         assert row["lexemes"] < before[item_id]["lexemes"]  # the body's lexemes went with it
-    with db.connect() as conn:
+    with connect() as conn:
         assert conn.execute("SELECT count(*) AS n FROM analysis_result").fetchone()["n"] == analyses
         assert conn.execute("SELECT count(*) AS n FROM notification_log").fetchone()["n"] >= pushes
         assert store.feedback_of(conn, [hot["id"]]) == {hot["id"]: "up"}
@@ -81,14 +81,14 @@ def test_the_daily_slot_prunes_old_bodies_and_keeps_titles_analyses_pushes_and_f
 
 def test_a_pruned_article_is_never_offered_or_paid_for_again(fakes, monkeypatch) -> None:
     _store_old_articles(fakes, monkeypatch)
-    with db.connect() as conn:  # the 30-point article failed, then retention took its body
+    with connect() as conn:  # the 30-point article failed, then retention took its body
         conn.execute("UPDATE content_item SET analyzed_status = 3, attempts = 3 WHERE title = '光伏排产回升'")
         conn.execute("DELETE FROM analysis_result WHERE content_item_id = "
                      "(SELECT id FROM content_item WHERE title = '光伏排产回升')")
     fakes.at(LATER)
     run_slot(LATER)
     calls = len(fakes.deepseek.requests)
-    with db.connect() as conn:
+    with connect() as conn:
         [failed] = conn.execute("SELECT id FROM content_item WHERE title = '光伏排产回升'").fetchall()
         assert store.reset_failed(conn) == 0  # retry_failed gives a pruned article no fresh attempts
         conn.execute("UPDATE content_item SET attempts = 0, analyzed_status = 0 WHERE id = %s", (failed["id"],))
@@ -118,18 +118,18 @@ def test_the_step_is_bounded_and_leaves_the_rest_for_tomorrow_with_a_warning(fak
     _store_old_articles(fakes, monkeypatch)
     fakes.at(LATER)
     slot = run_slot(LATER)["slot"]
-    with db.connect() as conn:  # bodies back, as if retention had never run
+    with connect() as conn:  # bodies back, as if retention had never run
         conn.execute("UPDATE content_item SET clean_text = 'x', body_pruned_at = NULL")
     settings = load_settings(use_airflow=False)
-    out = retention.daily(db.connect, settings, slot, LATER, seconds=0)  # no time at all: not one batch
+    out = retention.daily(connect, settings, slot, LATER, seconds=0)  # no time at all: not one batch
     assert out == {"pruned": 0, "remaining": 2, "database_mb": out["database_mb"]}
-    with db.connect() as conn:
+    with connect() as conn:
         warnings = conn.execute("SELECT warnings FROM slot_run WHERE id = %s", (slot["slot_run_id"],)).fetchone()
     assert {"step": "retention", "message": "retention: 2 article bodies older than 14 days left for tomorrow "
             "(0 pruned in 0 s)"} in warnings["warnings"]
     overview = read_page("/", LATER + timedelta(minutes=30))
     assert "还有 2 篇超过保留期的正文待清理" in overview
-    pruned = retention.prune(db.connect, keep_days=14, now=LATER, max_attempts=3, batch=1)
+    pruned = retention.prune(connect, keep_days=14, now=LATER, max_attempts=3, batch=1)
     assert (pruned.bodies, pruned.batches, pruned.remaining) == (2, 2, 0)
 
 
@@ -137,19 +137,19 @@ def test_an_article_still_owed_its_analysis_keeps_its_body_until_analysed(fakes,
     # a backfill of an old day stores its articles after today's daily slot pruned by age: its own slot must
     # still find their text
     _store_old_articles(fakes, monkeypatch)
-    with db.connect() as conn:  # one waits for its first analysis, one failed with attempts left, one without
+    with connect() as conn:  # one waits for its first analysis, one failed with attempts left, one without
         conn.execute("UPDATE content_item SET analyzed_status = 0, attempts = 0 WHERE title = '储能订单回暖'")
         conn.execute("UPDATE content_item SET analyzed_status = 3, attempts = 1 WHERE title = '光伏排产回升'")
     fakes.werss.articles.append(article(3, OLD - timedelta(hours=3), title="锂价见底"))
     fakes.at(OLD + timedelta(hours=2))
     run_slot(OLD + timedelta(hours=2), run_type="backfill")
-    with db.connect() as conn:
+    with connect() as conn:
         conn.execute("UPDATE content_item SET analyzed_status = 3, attempts = 3 WHERE title = '锂价见底'")
-    pruned = retention.prune(db.connect, keep_days=14, now=LATER, max_attempts=3)
+    pruned = retention.prune(connect, keep_days=14, now=LATER, max_attempts=3)
     kept = {r["title"]: r["body_pruned_at"] is None for r in _items().values()}
     assert kept == {"储能订单回暖": True, "光伏排产回升": True, "锂价见底": False}
     assert (pruned.bodies, pruned.remaining) == (1, 0)  # an owed article is no backlog either
-    with db.connect() as conn:
+    with connect() as conn:
         offered = store.claims.items_to_analyse(conn, max_attempts=3, limit=10)
     assert sorted(r["title"] for r in offered) == ["储能订单回暖", "光伏排产回升"]
 

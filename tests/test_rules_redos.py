@@ -21,9 +21,9 @@ import pytest
 
 from include.radar import store
 from include.radar.analysis import focus, regex_probes, regex_rules
-from include.radar.core import db
 from include.radar.core.clock import FixedClock
 from include.radar_demo.hostile_rules import CATASTROPHIC_RULES, UNREAD_TWENTY
+from tests.conftest import connect
 from tests.pages import DAY, NOW, Seeder, commit
 from tests.slotrun import answer, article, run_slot, shanghai
 from tests.test_feedback_web import _csrf
@@ -232,7 +232,7 @@ def _accounts(fakes) -> None:
 
 
 def _save_rules(*rules: str) -> None:
-    with db.connect() as conn:
+    with connect() as conn:
         store.save_profile(conn, {"companies": [], "tickers": [], "sectors": [], "interests": [],
                                   "rules": list(rules)}, "tester")
 
@@ -248,7 +248,7 @@ def test_a_slot_with_the_issues_rule_stored_selects_and_analyses(fakes, hang_gua
     fakes.at(SLOT)
     fakes.deepseek.responder = lambda body: answer(72)
     run_slot(SLOT)
-    with db.connect() as conn:
+    with connect() as conn:
         rows = {r["title"]: r for r in conn.execute("SELECT title, analyzed_status, last_error FROM content_item")}
     assert rows[REPRO]["analyzed_status"] == store.DONE  # (a+)+$ does not match "…!": analysed
     assert rows["纯字母"]["analyzed_status"] == store.EXCLUDED
@@ -270,7 +270,7 @@ def test_the_next_slot_applies_changed_rules_to_what_they_excluded(fakes) -> Non
     _save_rules("!/抽奖/")  # the reader drops 直播 and keeps out 抽奖
     fakes.at(LATER)
     run_slot(LATER)
-    with db.connect() as conn:
+    with connect() as conn:
         rows = {r["title"]: r for r in conn.execute("SELECT title, analyzed_status, last_error, updated_at "
                                                     "FROM content_item")}
     assert rows["今晚直播：储能订单"]["analyzed_status"] == store.DONE
@@ -278,7 +278,7 @@ def test_the_next_slot_applies_changed_rules_to_what_they_excluded(fakes) -> Non
     assert rows["抽奖直播"]["last_error"] == "命中排除词 !/抽奖/"  # the reason the current rules give
     assert len(fakes.deepseek.requests) == 1
     run_slot(LATER)  # checked once per change of the rules
-    with db.connect() as conn:
+    with connect() as conn:
         again = conn.execute("SELECT updated_at FROM content_item WHERE title = '抽奖直播'").fetchone()
     assert again["updated_at"] == rows["抽奖直播"]["updated_at"] and len(fakes.deepseek.requests) == 1
 
@@ -396,7 +396,7 @@ def test_a_slot_applies_the_rules_within_its_budget_and_the_rest_wait_for_the_ne
     fakes.deepseek.responder = lambda body: answer(40)
     ran = run_slot(SLOT, clock=_clock(SLOT, 0.25))  # each regex rule run reads the clock: 21 rules, 5 s an article
     assert ran["errors"] == {}
-    with db.connect() as conn:
+    with connect() as conn:
         run = conn.execute("SELECT id, deferred_count, warnings FROM slot_run ORDER BY id DESC LIMIT 1").fetchone()
         status = [r["analyzed_status"] for r in conn.execute("SELECT analyzed_status FROM content_item")]
     analysed = len(fakes.deepseek.requests)
@@ -411,7 +411,7 @@ def test_a_slot_applies_the_rules_within_its_budget_and_the_rest_wait_for_the_ne
     later = len(fakes.deepseek.requests)
     assert analysed < later < 12
     run_slot(LATER, dag_run_id="manual__later", clock=_clock(LATER, 0.0))  # a clock that stands still: within budget  # within budget: the rest are checked and analysed
-    with db.connect() as conn:
+    with connect() as conn:
         assert {r["analyzed_status"] for r in conn.execute("SELECT analyzed_status FROM content_item")} == {store.DONE}
     assert len(fakes.deepseek.requests) == 12 and len(fakes.ops.received) == 1
 
@@ -436,7 +436,7 @@ def test_the_recheck_after_a_change_of_rules_is_capped_per_slot_and_bounded_in_t
     # out of time: the recheck stops, what it did not reach waits excluded for the next slot
     run_slot(LATER, dag_run_id="manual__2", clock=_clock(LATER, 100.0))
     assert len(fakes.deepseek.requests) == 4
-    with db.connect() as conn:
+    with connect() as conn:
         assert conn.execute("SELECT count(*) AS n FROM content_item WHERE analyzed_status = 4").fetchone()["n"] == 1
 
 
@@ -483,7 +483,7 @@ def test_a_rule_too_slow_on_an_article_in_a_slot_is_switched_off_and_the_profile
     fakes.at(SLOT)
     fakes.deepseek.responder = lambda body: answer(40)
     run_slot(SLOT)
-    with db.connect() as conn:
+    with connect() as conn:
         off = store.slow_rules(conn)
         status = {r["title"]: r["analyzed_status"] for r in conn.execute("SELECT title, analyzed_status FROM content_item")}
         warnings = conn.execute("SELECT warnings FROM slot_run ORDER BY id DESC LIMIT 1").fetchone()["warnings"]
@@ -495,7 +495,7 @@ def test_a_rule_too_slow_on_an_article_in_a_slot_is_switched_off_and_the_profile
     assert "已停用" in json.dumps(fakes.ops.received, ensure_ascii=False)
     page = make_client().get("/profile").text
     assert "已自动停用" in page and f"!/{SLOW_IN_SLOT}/" in page
-    with db.connect() as conn:  # the next slot runs without it
+    with connect() as conn:  # the next slot runs without it
         assert focus.from_row(store.get_profile(conn), store.slow_rules(conn)).rule_lines() == ["!/抽奖/"]
 
 
@@ -567,13 +567,13 @@ def test_a_slot_switches_off_the_dearest_rules_once_all_together_are_too_slow_on
     fakes.at(SLOT)
     fakes.deepseek.responder = lambda body: answer(40)
     run_slot(SLOT, clock=FixedClock(SLOT + timedelta(minutes=1), cpu_step=0.045))  # each rule run: 45 ms of CPU
-    with db.connect() as conn:
+    with connect() as conn:
         off = store.slow_rules(conn)
         status = {r["title"]: r["analyzed_status"] for r in conn.execute("SELECT title, analyzed_status FROM content_item")}
     assert len(off) == 18 and set(off) == {f"!/{body}/" for body in UNREAD_TWENTY[:18]}
     assert all("一篇文章的正则规则合计用了 900 毫秒（上限 100），本规则 45 毫秒" in why for why in off.values())
     assert status["直播抽奖"] == store.EXCLUDED and status["订单"] == store.DONE
     assert len(fakes.ops.received) == 1 and "已停用" in json.dumps(fakes.ops.received, ensure_ascii=False)
-    with db.connect() as conn:
+    with connect() as conn:
         kept = focus.from_row(store.get_profile(conn), store.slow_rules(conn)).rule_lines()
     assert kept == [*(f"!/{body}/" for body in UNREAD_TWENTY[18:]), "!抽奖"]

@@ -11,10 +11,10 @@ from datetime import date
 
 import pytest
 
-from include.radar.core import db
 from include.radar.market import Bar, MinuteBar, outcomes
 from include.radar.market.instruments import name_index, resolve
 from include.radar.report import track_record
+from tests.conftest import connect
 from tests.slotrun import shanghai
 from tests.track_fixtures import HandSource, flat, pushed_pick, weekdays
 
@@ -53,10 +53,10 @@ def _bars() -> dict[str, dict[date, Bar]]:
 
 
 def _pick_and_measure(source: HandSource, at) -> dict:
-    with db.connect() as conn:
+    with connect() as conn:
         pushed_pick(conn, ["600519"], at)
-    track_record.update(db.connect, lambda: source, now=shanghai(2026, 3, 20, 22))
-    with db.connect() as conn:
+    track_record.update(connect, lambda: source, now=shanghai(2026, 3, 20, 22))
+    with connect() as conn:
         return conn.execute(
             "SELECT p.benchmark, p.benchmark_name, p.ref_kind, p.ref_price, p.bench_ref, o.ret, o.bench_ret, o.excess "
             "FROM track_pick p JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = 1").fetchone()
@@ -91,7 +91,7 @@ def test_a_pick_during_the_session_takes_the_total_return_index_at_the_same_minu
 def test_a_price_benchmark_s_bias_is_said_beside_every_excess_figure_and_a_total_return_one_s_is_not(fakes) -> None:
     from tests.slotrun import read_page
 
-    with db.connect() as conn:
+    with connect() as conn:
         for i, (instrument, benchmark, name) in enumerate((("HK:00700", "HKI:HSI", "恒生指数"),
                                                             ("SH:600519", "CSI:H00300", "沪深300全收益"),
                                                             ("SH:000001", "SH:000300", "沪深300"))):
@@ -113,7 +113,7 @@ def test_a_price_benchmark_s_bias_is_said_beside_every_excess_figure_and_a_total
     assert "+2.0%</b><sup" in cards[0] and "基准恒生指数是价格指数（不含分红）" in cards[0] and "3–4%" in cards[0]
     assert "<sup" not in cards[1] and "价格指数" not in cards[1]  # against the total-return series
     assert "<sup" not in cards[2] and "价格指数" not in cards[2]  # an index against a price index
-    with db.connect() as conn:
+    with connect() as conn:
         from include.radar import store
 
         [total] = [r for r in store.track.summary_groups(conn, store.track.RecordFilters(), 5) if r["dim"] == "all"]
@@ -152,15 +152,15 @@ def test_a_pick_without_data_is_asked_for_less_and_less_often_then_is_no_data_fo
     from include.radar import store
 
     source = Unknown(DAYS, _bars(), fails=fails)
-    with db.connect() as conn:
+    with connect() as conn:
         pushed_pick(conn, ["688981"], shanghai(2026, 3, 3, 22))
     day = date(2026, 3, 3)
     while day <= date(2026, 4, 10):
-        track_record.update(db.connect, lambda: source, now=shanghai(day.year, day.month, day.day, 22))
+        track_record.update(connect, lambda: source, now=shanghai(day.year, day.month, day.day, 22))
         day += timedelta(days=1)
     asked = [c for c in source.calls if c == ("daily", "SH:688981")]
     assert len(asked) == 6
-    with db.connect() as conn:
+    with connect() as conn:
         pick = conn.execute("SELECT id, no_data_final, ref_note FROM track_pick").fetchone()
         rows = conn.execute("SELECT status, note FROM track_outcome WHERE pick_id = %s ORDER BY horizon",
                             (pick["id"],)).fetchall()
@@ -198,7 +198,7 @@ def test_the_page_opens_on_the_figures_with_the_method_folded_and_a_calibration_
     60–69: 1, wrong; the others 0) instead of two charts with nothing drawn but n=1."""
     from tests.slotrun import read_page
 
-    with db.connect() as conn:
+    with connect() as conn:
         _measured_pick(conn, "看多茅台", 82, "bullish", 0.03, 0.01)
         _measured_pick(conn, "看空茅台", 64, "bearish", 0.01, 0.02)
     html = read_page("/record", shanghai(2026, 3, 21, 9))

@@ -9,11 +9,11 @@ from datetime import date
 
 import pytest
 
-from include.radar.core import db
 from include.radar.market import Bar
 from include.radar.market.akshare_source import LibrarySource
 from include.radar.market.instruments import Instrument, name_index, parse_code, price_limit, resolve
 from include.radar.report import track_record
+from tests.conftest import connect
 from tests.slotrun import shanghai
 from tests.track_fixtures import HandSource, flat, pushed_pick, weekdays
 
@@ -96,10 +96,10 @@ def _limit_pick(db_url, target: str, key: str, previous: float, opened: float, l
             "CSI:H00300": flat(DAYS, 5200.0)}  # the total-return benchmark of a stock
     bars[key][date(2025, 3, 4)] = Bar(date(2025, 3, 4), opened, opened, opened * 0.97, opened * 0.98)
     source = HandSource(DAYS, bars, listings=limit_listed)
-    with db.connect() as conn:
+    with connect() as conn:
         pushed_pick(conn, [target], shanghai(2025, 3, 3, 22))
-    track_record.update(db.connect, lambda: source, now=shanghai(2025, 3, 10, 22))
-    with db.connect() as conn:
+    track_record.update(connect, lambda: source, now=shanghai(2025, 3, 10, 22))
+    with connect() as conn:
         return conn.execute("SELECT instrument, ref_day, ref_price, limit_open, ref_note FROM track_pick").fetchone()
 
 
@@ -160,10 +160,10 @@ def test_a_bank_stock_is_measured_against_the_csi_300_total_return_series_by_han
     bars["SZ:000001"][wednesday] = Bar(wednesday, 10.0, 10.5, 10.0, 10.5)
     bars["CSI:H00300"][wednesday] = Bar(wednesday, None, None, None, 5252.0)
     bars["SW:801780"][wednesday] = Bar(wednesday, 3000.0, 3150.0, 3000.0, 3150.0)
-    with db.connect() as conn:
+    with connect() as conn:
         pushed_pick(conn, ["平安银行（000001）"], shanghai(2025, 3, 3, 22))
-    track_record.update(db.connect, lambda: HandSource(DAYS, bars, listings=LISTED), now=shanghai(2025, 3, 10, 22))
-    with db.connect() as conn:
+    track_record.update(connect, lambda: HandSource(DAYS, bars, listings=LISTED), now=shanghai(2025, 3, 10, 22))
+    with connect() as conn:
         pick = conn.execute("SELECT instrument, benchmark, ref_price, bench_ref FROM track_pick").fetchone()
         t1 = conn.execute("SELECT ret, bench_ret, excess FROM track_outcome WHERE horizon = 1").fetchone()
     assert (pick["instrument"], pick["benchmark"], pick["ref_price"]) == ("SZ:000001", "CSI:H00300", 10.0)
@@ -184,20 +184,20 @@ def test_picks_recorded_under_the_older_rules_are_resolved_again_once(db_url) ->
     bars["CSI:H00300"][wednesday] = Bar(wednesday, None, None, None, 5252.0)
     listed = [*LISTED, ("SZ:300750", "宁德时代")]
     source = HandSource(DAYS, bars, listings=listed)
-    with db.connect() as conn:
+    with connect() as conn:
         for targets in (["平安银行（000001）"], ["宁德时代（300750）", "动力电池"], ["平安银行（SH000001）"]):
             pushed_pick(conn, targets, shanghai(2025, 3, 3, 22), title=targets[0])
-    track_record.update(db.connect, lambda: source, now=shanghai(2025, 3, 10, 22))
-    with db.connect() as conn:  # as the older rules recorded them
+    track_record.update(connect, lambda: source, now=shanghai(2025, 3, 10, 22))
+    with connect() as conn:  # as the older rules recorded them
         conn.execute("UPDATE track_pick SET benchmark = 'SW:801780', benchmark_name = '申万银行' "
                      "WHERE title = '平安银行（000001）'")
         conn.execute("UPDATE track_pick SET status = 'measurable', reason = '', instrument = 'SH:000001', "
                      "benchmark = 'SH:000300' WHERE title = '平安银行（SH000001）'")
         conn.execute("UPDATE track_outcome SET excess = 0.0")
         conn.execute("DELETE FROM service_state WHERE key = 'track:rules'")
-    run = track_record.update(db.connect, lambda: source, now=shanghai(2025, 3, 11, 22))
+    run = track_record.update(connect, lambda: source, now=shanghai(2025, 3, 11, 22))
     assert run.corrected == 2
-    with db.connect() as conn:
+    with connect() as conn:
         picks = {r["title"]: r for r in conn.execute(
             "SELECT p.title, p.status, p.reason, p.benchmark, o.excess FROM track_pick p "
             "LEFT JOIN track_outcome o ON o.pick_id = p.id AND o.horizon = 1")}
@@ -206,4 +206,4 @@ def test_picks_recorded_under_the_older_rules_are_resolved_again_once(db_url) ->
     assert picks["宁德时代（300750）"]["benchmark"] == "SW:801737" and picks["宁德时代（300750）"]["excess"] == 0.0
     index = picks["平安银行（SH000001）"]
     assert index["status"] == "unmeasurable" and "代码 000001 是「上证指数」" in index["reason"]
-    assert track_record.update(db.connect, lambda: source, now=shanghai(2025, 3, 12, 22)).corrected == 0
+    assert track_record.update(connect, lambda: source, now=shanghai(2025, 3, 12, 22)).corrected == 0

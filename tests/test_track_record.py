@@ -29,7 +29,7 @@ from include.radar.market.recorded import RecordedCaller, recorded_source
 from include.radar.report import track_record
 from include.radar.steps.runtime import Runtime
 from include.radar_demo import run as demo_run
-from tests.conftest import REPO
+from tests.conftest import REPO, connect
 from tests.slotrun import article, run_slot, shanghai
 
 DATA = REPO / "include" / "radar_demo" / "data" / "market"
@@ -337,13 +337,13 @@ def _day_of_picks(fakes, *, fresh_record: bool = True) -> None:
         # the push went out at its slot's time (the sink's clock is the wall clock), as `make run` stamps it
         assert demo_run.date_pushes_at_slot(db.database_url(), when.date(), f"{hour:02d}:00",
                                             when + timedelta(minutes=1)) >= 1
-        with db.connect() as conn:
+        with connect() as conn:
             if fresh_record:
                 conn.execute("TRUNCATE track_pick, track_outcome, market_fetch, market_bar, market_calendar")
 
 
 def _record() -> list[dict]:
-    with db.connect() as conn:
+    with connect() as conn:
         return conn.execute(
             """
             SELECT p.title, p.origin, p.picked_at, p.status, p.reason, p.instrument, p.benchmark, p.direction,
@@ -383,11 +383,11 @@ def test_the_demo_dates_a_replayed_slot_s_pushes_at_the_slot_so_a_07_00_pick_is_
     seven = shanghai(2026, 2, 4, 7)
     fakes.at(seven)
     run_slot(seven, now=seven + timedelta(minutes=1))
-    with db.connect() as conn:  # the sink's clock is the wall clock, as in the demo
+    with connect() as conn:  # the sink's clock is the wall clock, as in the demo
         assert conn.execute("SELECT sent_at FROM notification_log WHERE slot = '07:00' AND sent_at IS NOT NULL"
                             ).fetchone()["sent_at"] > shanghai(2026, 3, 1, 0)
     assert demo_run.date_pushes_at_slot(db.database_url(), date(2026, 2, 4), "07:00", seven + timedelta(seconds=40)) >= 1
-    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
+    track_record.update(connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
     [pick] = [r for r in _record() if r["horizon"] == 1]
     assert pick["picked_at"] == seven + timedelta(seconds=40) and (pick["ref_day"], pick["ref_kind"]) == (
         date(2026, 2, 4), "open")
@@ -397,7 +397,7 @@ def test_the_demo_s_record_dates_the_day_s_report_pick_at_the_22_00_push_not_at_
     """The 22:00 slot's own track-record step records the report's picks before the demo stamps that slot's
     push: the demo's record is taken up again from the stamped pushes."""
     _day_of_picks(fakes, fresh_record=False)
-    with db.connect() as conn:
+    with connect() as conn:
         wall = conn.execute("SELECT picked_at FROM track_pick WHERE title = '茅台再提'").fetchone()["picked_at"]
     assert wall > shanghai(2026, 3, 1, 0)  # stamped by the replay's wall clock
     demo_run.record_later(date(2026, 2, 4), db.database_url())
@@ -410,7 +410,7 @@ def test_every_pick_of_a_real_day_is_followed_one_per_event_with_its_reason_or_i
     _day_of_picks(fakes)
     source = CountingSource()
     later = shanghai(2026, 3, 20, 22)
-    run = track_record.update(db.connect, lambda: source.source, now=later)
+    run = track_record.update(connect, lambda: source.source, now=later)
     rows = _record()
     picks = {r["title"]: r for r in rows if r["horizon"] in (None, 1)}
     assert set(picks) == {"茅台提价", "平安看空", "机器人", "茅台再提"} and run.new_picks == 4
@@ -431,21 +431,21 @@ def test_every_pick_of_a_real_day_is_followed_one_per_event_with_its_reason_or_i
     daily_calls = [c for c in source.calls if c[0] in ("stock_zh_a_hist", "index_zh_a_hist", "index_hist_sw")]
     assert sorted(c[1]["symbol"] for c in daily_calls) == ["000300", "600519", "801125"]
     again = CountingSource()
-    track_record.update(db.connect, lambda: again.source, now=later + timedelta(minutes=5))
+    track_record.update(connect, lambda: again.source, now=later + timedelta(minutes=5))
     assert again.calls == []  # the same day: everything from the cache
 
 
 def test_a_rerun_computes_the_same_rows(fakes) -> None:
     _day_of_picks(fakes)
     later = shanghai(2026, 3, 20, 22)
-    track_record.update(db.connect, lambda: CountingSource().source, now=later)
+    track_record.update(connect, lambda: CountingSource().source, now=later)
     first = _record()
-    with db.connect() as conn:  # a rerun from scratch on the cached prices (a backfill, a cleared task)
+    with connect() as conn:  # a rerun from scratch on the cached prices (a backfill, a cleared task)
         conn.execute("DELETE FROM track_outcome")
         conn.execute("UPDATE track_pick SET ref_day = NULL, ref_kind = NULL, ref_price = NULL, bench_ref = NULL")
-    track_record.update(db.connect, lambda: CountingSource().source, now=later + timedelta(minutes=1))
+    track_record.update(connect, lambda: CountingSource().source, now=later + timedelta(minutes=1))
     assert _record() == first
-    track_record.update(db.connect, lambda: CountingSource().source, now=later + timedelta(minutes=2))
+    track_record.update(connect, lambda: CountingSource().source, now=later + timedelta(minutes=2))
     assert _record() == first
 
 
@@ -466,20 +466,20 @@ class Lagging:
 
 def test_a_lagging_source_s_missing_bar_waits_and_is_never_a_suspension(fakes) -> None:
     _day_of_picks(fakes)  # 茅台提价's T+20 is 03-12, 茅台再提's 03-13
-    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 11, 22))
-    track_record.update(db.connect, lambda: Lagging(date(2026, 3, 12)), now=shanghai(2026, 3, 12, 22))
+    track_record.update(connect, lambda: CountingSource().source, now=shanghai(2026, 3, 11, 22))
+    track_record.update(connect, lambda: Lagging(date(2026, 3, 12)), now=shanghai(2026, 3, 12, 22))
     [lagged] = [r for r in _record() if r["title"] == "茅台提价" and r["horizon"] == 20]
     assert (lagged["outcome"], lagged["ret"]) == ("waiting", None) and "停牌" not in lagged["note"]
-    with db.connect() as conn:  # still open: the next day's run computes it again
+    with connect() as conn:  # still open: the next day's run computes it again
         assert {p["title"] for p in store.track.open_picks(conn)} == {"茅台提价", "茅台再提"}
-    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 13, 22))
+    track_record.update(connect, lambda: CountingSource().source, now=shanghai(2026, 3, 13, 22))
     settled = {r["title"]: r for r in _record() if r["horizon"] == 20 and r["outcome"] is not None}
     assert settled["茅台提价"]["outcome"] == settled["茅台再提"]["outcome"] == "measured"
     assert settled["茅台提价"]["end_day"] == date(2026, 3, 12)
     first = _record()
-    with db.connect() as conn:  # a rerun from scratch on the same cache computes the same rows
+    with connect() as conn:  # a rerun from scratch on the same cache computes the same rows
         conn.execute("DELETE FROM track_outcome")
-    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 13, 22, 5))
+    track_record.update(connect, lambda: CountingSource().source, now=shanghai(2026, 3, 13, 22, 5))
     assert _record() == first
 
 
@@ -502,13 +502,13 @@ def test_a_suspension_written_without_its_mark_is_computed_again(fakes) -> None:
     """Rows settled as suspended before marks (a lagging source's missing bar among them) heal on the next run."""
     _day_of_picks(fakes)
     later = shanghai(2026, 3, 20, 22)
-    track_record.update(db.connect, lambda: CountingSource().source, now=later)
+    track_record.update(connect, lambda: CountingSource().source, now=later)
     first = _record()
-    with db.connect() as conn:
+    with connect() as conn:
         conn.execute("UPDATE track_outcome SET status = 'suspended', ret = NULL, bench_ret = NULL, excess = NULL, "
                      "signed_excess = NULL, hit = NULL, note = '自 3月11日 后没有成交（停牌或退市）' WHERE horizon = 20")
         assert len(store.track.open_picks(conn)) == 2
-    track_record.update(db.connect, lambda: CountingSource().source, now=later + timedelta(minutes=1))
+    track_record.update(connect, lambda: CountingSource().source, now=later + timedelta(minutes=1))
     assert _record() == first
 
 
@@ -516,24 +516,24 @@ def test_the_listings_and_the_5_minute_fetches_stop_at_the_step_s_deadline(fakes
     import time as clock
 
     _day_of_picks(fakes)
-    with db.connect() as conn:  # the listed names are to be fetched (平安看空 names a company)
+    with connect() as conn:  # the listed names are to be fetched (平安看空 names a company)
         conn.execute("TRUNCATE market_listing")
     evening = shanghai(2026, 2, 20, 22)  # within the month the source keeps 5-minute bars
     late = CountingSource()
-    run = track_record.update(db.connect, lambda: late.source, now=evening, deadline=clock.monotonic() - 1)
+    run = track_record.update(connect, lambda: late.source, now=evening, deadline=clock.monotonic() - 1)
     assert late.calls == [] and run.stopped and run.left  # not the listings, not the calendar, no bars
     assert {r["title"]: r["status"] for r in _record()}["平安看空"] == "unresolved"  # its name waits for tomorrow
-    track_record.update(db.connect, lambda: CountingSource().source, now=evening)
-    with db.connect() as conn:  # 茅台提价 pushed in the session: its reference needs the day's 5-minute bars
+    track_record.update(connect, lambda: CountingSource().source, now=evening)
+    with connect() as conn:  # 茅台提价 pushed in the session: its reference needs the day's 5-minute bars
         conn.execute("UPDATE track_pick SET picked_at = %s WHERE title = '茅台提价'", (shanghai(2026, 2, 4, 10, 30),))
         conn.execute("DELETE FROM track_outcome WHERE pick_id = (SELECT id FROM track_pick WHERE title = '茅台提价')")
     late = CountingSource()
-    run = track_record.update(db.connect, lambda: late.source, now=evening + timedelta(minutes=5),
+    run = track_record.update(connect, lambda: late.source, now=evening + timedelta(minutes=5),
                               deadline=clock.monotonic() - 1)
     assert late.calls == [] and run.stopped
     assert [r["outcome"] for r in _record() if r["title"] == "茅台提价"] == [None]  # it waits, open
     in_time = CountingSource()
-    track_record.update(db.connect, lambda: in_time.source, now=evening + timedelta(minutes=10))
+    track_record.update(connect, lambda: in_time.source, now=evening + timedelta(minutes=10))
     assert [c[0] for c in in_time.calls] == ["stock_zh_a_hist_min_em"]  # the next day's run in time fetches them
     [moutai] = [r for r in _record() if r["title"] == "茅台提价" and r["horizon"] == 1]
     assert (moutai["ref_day"], moutai["ref_kind"]) == (date(2026, 2, 4), "close")  # 申万白酒 has no 5-minute bars
@@ -545,7 +545,7 @@ def test_a_failing_source_alerts_once_and_the_next_day_retries(fakes, monkeypatc
     monkeypatch.setattr(track_record, "source_from", lambda settings: lambda: down.source)
     rt = Runtime.load()
     slot = {"slot_run_id": None, "is_daily": True, "run_date": "2026-03-20", "dag_run_id": "x"}
-    with db.connect() as conn:
+    with connect() as conn:
         slot["slot_run_id"] = conn.execute("SELECT max(id) AS id FROM slot_run").fetchone()["id"]
     day = shanghai(2026, 3, 20, 22)
     first = track_record.daily(rt.connect, rt.settings, slot, lambda d: rt.alert("market_data", d, slot),
@@ -572,7 +572,7 @@ def test_the_record_page_shows_every_pick_with_its_benchmark_and_no_conclusion_b
     from tests.slotrun import read_page
 
     _day_of_picks(fakes)
-    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
+    track_record.update(connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
     html = read_page("/record", shanghai(2026, 3, 21, 9))
     for text in ("茅台提价", "平安看空", "机器人", "茅台再提", "申万白酒", "沪深300", "不是投资建议",
                  "无法测量：「人形机器人」没有对应的行业指数", "SH:601318", "样本 2，不足 30", "<svg", "命中率"):
@@ -580,7 +580,7 @@ def test_the_record_page_shows_every_pick_with_its_benchmark_and_no_conclusion_b
     assert html.count('class="item pick"') == 4  # one per event: the repost of 茅台提价 is not a second pick
     filtered = read_page("/record?type=sector&h=20", shanghai(2026, 3, 21, 9))
     assert "机器人" in filtered and "茅台提价" not in filtered
-    with db.connect() as conn:
+    with connect() as conn:
         repost = conn.execute("SELECT a.id FROM analysis_result a JOIN content_item c ON c.id = a.content_item_id "
                               "WHERE c.title = '茅台提价了'").fetchone()["id"]
         lead = conn.execute("SELECT analysis_id FROM track_pick WHERE title = '茅台提价'").fetchone()["analysis_id"]
@@ -595,7 +595,7 @@ def test_the_record_page_shows_every_pick_with_its_benchmark_and_no_conclusion_b
 def test_a_record_page_past_the_end_says_so_and_links_the_last_page(fakes) -> None:
     from tests.slotrun import read_page
 
-    with db.connect() as conn:
+    with connect() as conn:
         _a_year_of_measured_picks(conn, 60)  # three pages of 25
     html = read_page("/record?page=50&h=20", shanghai(2026, 3, 21, 9))
     assert "还没有记录" not in html and "第 50 / 3 页" not in html
@@ -629,7 +629,7 @@ def test_a_malformed_filter_is_a_400_that_says_why_never_a_500(fakes, query) -> 
 def test_article_text_on_the_record_page_is_escaped(fakes) -> None:
     from tests.slotrun import read_page
 
-    with db.connect() as conn:
+    with connect() as conn:
         conn.execute("INSERT INTO wechat_account (mp_id, name) VALUES ('x', '<b>号</b>')")
         item = conn.execute("INSERT INTO content_item (external_id, title, published_at) VALUES "
                             "('e', '<script>alert(1)</script>', now()) RETURNING id").fetchone()["id"]
@@ -668,8 +668,8 @@ def test_the_analysis_page_writes_the_outcome_part_beside_the_feedback_part(fake
     from tests.slotrun import read_page
 
     _day_of_picks(fakes)
-    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
-    with db.connect() as conn:  # 40 earlier measured picks of the account, each 3 % better than its benchmark
+    track_record.update(connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
+    with connect() as conn:  # 40 earlier measured picks of the account, each 3 % better than its benchmark
         lead = conn.execute("SELECT analysis_id FROM track_pick WHERE title = '茅台提价'").fetchone()["analysis_id"]
         earlier = conn.execute(
             """
@@ -696,8 +696,8 @@ def test_the_analysis_page_writes_the_outcome_part_beside_the_feedback_part(fake
 
 def test_the_summaries_aggregated_in_sql_equal_the_ones_counted_pick_by_pick(fakes) -> None:
     _day_of_picks(fakes)
-    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
-    with db.connect() as conn:
+    track_record.update(connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
+    with connect() as conn:
         _suspended_picks(conn)
         for horizon in outcomes.HORIZONS:
             rows = conn.execute(
@@ -788,7 +788,7 @@ def _a_year_of_measured_picks(conn, n: int = 160) -> None:
 def test_the_page_counts_suspended_calls_at_their_last_close_and_states_the_bound(fakes) -> None:
     from tests.slotrun import read_page
 
-    with db.connect() as conn:
+    with connect() as conn:
         _a_year_of_measured_picks(conn)
         _suspended_picks(conn)
         hits = conn.execute("SELECT count(*) FILTER (WHERE hit) AS h, count(*) AS n FROM track_outcome o "
@@ -810,8 +810,8 @@ def test_the_record_page_and_an_analysis_outcome_on_a_phone(fakes, db_url: str) 
     from tests.pages import FakeUser, airflow_get_user, allow_reading, make_settings
 
     _day_of_picks(fakes)
-    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
-    with db.connect() as conn:
+    track_record.update(connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
+    with connect() as conn:
         _a_year_of_measured_picks(conn)
         lead = conn.execute("SELECT analysis_id FROM track_pick WHERE title = '茅台提价'").fetchone()["analysis_id"]
     app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=FixedClock(shanghai(2026, 3, 21, 9)))
@@ -895,7 +895,7 @@ def test_a_library_call_that_hangs_or_fails_is_a_source_error_and_a_good_one_is_
 
 def test_the_weekly_push_gains_the_weeks_record(fakes) -> None:
     _day_of_picks(fakes)  # Wednesday 2026-02-04
-    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 2, 6, 22))
+    track_record.update(connect, lambda: CountingSource().source, now=shanghai(2026, 2, 6, 22))
     sunday = shanghai(2026, 2, 8, 22)
     fakes.at(sunday)
     run_slot(sunday, now=sunday + timedelta(minutes=1))
@@ -920,18 +920,18 @@ def test_the_weekly_push_gives_a_rate_only_from_30_measured_calls_as_the_page_do
 
 def test_a_code_the_source_knows_nothing_of_is_no_data_said_so(fakes) -> None:
     _day_of_picks(fakes)
-    with db.connect() as conn:
+    with connect() as conn:
         conn.execute("UPDATE analysis_result SET result_json = jsonb_set(result_json, '{opportunities,0,targets}', "
                      "'[\"688981\"]') WHERE id IN (SELECT a.id FROM analysis_result a JOIN content_item c "
                      "ON c.id = a.content_item_id WHERE c.title = '茅台再提')")
-    track_record.update(db.connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
+    track_record.update(connect, lambda: CountingSource().source, now=shanghai(2026, 3, 20, 22))
     [row] = [r for r in _record() if r["title"] == "茅台再提" and r["horizon"] == 20]
     assert row["instrument"] == "SH:688981" and row["outcome"] == "no_data" and "行情源没有 SH:688981" in row["note"]
 
 
 def test_what_a_fetch_could_see_is_dated_by_the_steps_clock_not_the_databases(db_url) -> None:
     later = shanghai(2027, 6, 1, 22, 30)  # a replay (the demo) runs with a clock ahead of the database's
-    with db.connect() as conn:
+    with connect() as conn:
         store.track.record_fetch(conn, "daily:SH:600519", later.date(), later, ok=True, rows=1)
         assert track_record._coverage(conn, ["SH:600519"], later) == {"SH:600519": date(2027, 6, 1)}
 

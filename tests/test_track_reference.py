@@ -12,6 +12,7 @@ from datetime import date, datetime
 from include.radar.core.slots import SHANGHAI
 from include.radar.market import Bar, MinuteBar, outcomes
 from include.radar.market.instruments import CN, HK
+from tests.conftest import connect
 from tests.slotrun import shanghai
 from tests.track_fixtures import flat, weekdays
 
@@ -122,7 +123,6 @@ def test_a_pick_first_shown_by_a_later_push_of_a_rebuilt_report_is_dated_at_that
     宁德订单: that pick is dated 10:01 on 5 February (a reader saw it then), not at the first push."""
     from datetime import timedelta
 
-    from include.radar.core import db
     from include.radar.market.recorded import recorded_source
     from include.radar.report import track_record
     from tests.conftest import REPO
@@ -155,7 +155,7 @@ def test_a_pick_first_shown_by_a_later_push_of_a_rebuilt_report_is_dated_at_that
     def slot(when: datetime, at: datetime, **extra) -> None:
         fakes.at(when)
         run_slot(when, now=when + timedelta(minutes=1), **extra)
-        with db.connect() as conn:  # the push went out at ``at`` (the sink's clock is the wall clock)
+        with connect() as conn:  # the push went out at ``at`` (the sink's clock is the wall clock)
             conn.execute("UPDATE notification_log SET sent_at = %s WHERE push_type = 'daily' AND sent_at IS NOT NULL "
                          "AND sent_at NOT IN (%s, %s)", (at, first, second))
             conn.execute("TRUNCATE track_pick, track_outcome, market_fetch, market_bar, market_calendar")
@@ -167,9 +167,9 @@ def test_a_pick_first_shown_by_a_later_push_of_a_rebuilt_report_is_dated_at_that
     tops.append("宁德订单")
     slot(shanghai(2026, 2, 5, 10), second, run_type="manual", dag_run_id="rebuild",
          params={"run_date": "2026-02-04", "push_mode": "force"})
-    track_record.update(db.connect, lambda: recorded_source(REPO / "include" / "radar_demo" / "data" / "market"),
+    track_record.update(connect, lambda: recorded_source(REPO / "include" / "radar_demo" / "data" / "market"),
                         now=shanghai(2026, 2, 20, 22))
-    with db.connect() as conn:
+    with connect() as conn:
         picks = {r["title"]: r for r in conn.execute("SELECT title, origin, picked_at, ref_day, ref_kind FROM track_pick")}
     assert picks["茅台提价"]["picked_at"] == first and picks["茅台提价"]["ref_day"] == date(2026, 2, 5)
     assert picks["宁德订单"]["origin"] == "daily" and picks["宁德订单"]["picked_at"] == second
@@ -182,11 +182,10 @@ def test_a_pick_first_shown_by_a_later_push_of_a_rebuilt_report_is_dated_at_that
 def test_the_weekly_page_and_the_weekly_push_state_the_week_s_record_at_one_named_horizon(fakes) -> None:
     """A pick of Monday 2026-02-02 measured at T+1 (a hit) and still waiting at T+5 by Sunday: the push and the
     page both count it at T+1, and both say T+1."""
-    from include.radar.core import db
     from include.radar.report import weekly
     from tests.slotrun import read_page
 
-    with db.connect() as conn:
+    with connect() as conn:
         analysis = conn.execute(
             "WITH c AS (INSERT INTO content_item (external_id, title, published_at) VALUES ('w', '周一机会', now()) "
             "RETURNING id) INSERT INTO analysis_result (content_item_id, score, has_opportunity, top_type, summary, "

@@ -20,8 +20,8 @@ from include.radar import store
 from include.radar.collect import body_check
 from include.radar.collect.body_check import GONE, INCOMPLETE, VERIFICATION
 from include.radar.collect.cleaning import clean_html
-from include.radar.core import db
 from include.radar_demo.fakes import BLOCKED_HTML, DELETED_HTML, VERIFICATION_HTML, VERIFICATION_TEXT, FakeArticle
+from tests.conftest import connect
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 12)
@@ -108,7 +108,7 @@ def _slot(fakes, when):
 
 
 def _one(sql: str):
-    with db.connect() as conn:
+    with connect() as conn:
         return conn.execute(sql).fetchone()
 
 
@@ -183,7 +183,7 @@ def test_the_migration_puts_stored_verification_pages_back_to_waiting(db_url):
     sql = Path("include/radar/store/migrations/0011_wechat.sql").read_text()
     start = sql.index("UPDATE content_item\nSET body_status = 0")
     update = sql[start: sql.index(";\n", start) + 1]  # the statement, up to the ";" that ends its line
-    with db.connect() as conn:
+    with connect() as conn:
         conn.execute("INSERT INTO content_item (external_id, title, published_at, clean_text, body_status) VALUES "
                      "('v', 'v', now(), %s, 1), ('q', 'q', now(), %s, 1)",
                      (clean_html(VERIFICATION_TEXT).text, clean_html(QUOTING).text))

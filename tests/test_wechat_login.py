@@ -15,7 +15,7 @@ import pytest
 import time_machine
 
 from include.radar.collect.werss import WeRSSClient, judged, wechat_login
-from include.radar.core import db
+from tests.conftest import connect
 from tests.slotrun import article, read_page, run_slot, shanghai
 
 SLOT = shanghai(2026, 1, 8, 12)
@@ -33,7 +33,7 @@ def _alerts(fakes, title: str) -> list[dict]:
 
 
 def _state() -> dict:
-    with db.connect() as conn:
+    with connect() as conn:
         row = conn.execute("SELECT value FROM service_state WHERE key = 'werss:wechat'").fetchone()
     return row["value"] if row else {}
 

@@ -15,6 +15,7 @@ from include.radar import store
 from include.radar.core import db
 from include.radar.core.clock import FixedClock
 from include.radar.report import weekly
+from tests.conftest import connect
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 MONDAY = date(2026, 1, 5)
@@ -62,7 +63,7 @@ def test_sunday_22_pushes_the_week_once_and_a_rerun_neither_pays_nor_pushes_agai
     [pushed] = _weekly_pushes(fakes)
     text = json.dumps(pushed, ensure_ascii=False)
     assert "【周报】1/5–1/11" in text and "/weekly/2026-01-05" in text and "本周分析 2 篇" in text
-    with db.connect() as conn:
+    with connect() as conn:
         row = store.get_weekly_report(conn, MONDAY)
     assert row["status"] == store.REPORT_OK and row["digest_json"]["source"] == "llm"
     # the daily push went out first, in the same run
@@ -79,7 +80,7 @@ def test_a_weekday_22_builds_and_pushes_no_weekly(fakes) -> None:
     run_slot(THURSDAY)
     run_slot(shanghai(2026, 1, 8, 22))
     assert _weekly_calls(fakes) == 0 and _weekly_pushes(fakes) == []
-    with db.connect() as conn:
+    with connect() as conn:
         assert store.get_weekly_report(conn, MONDAY) is None
 
 
@@ -88,7 +89,7 @@ def test_an_invalid_weekly_answer_falls_back_and_is_still_pushed_once(fakes) -> 
     fakes.at(SUNDAY)
     result = run_slot(SUNDAY)
     assert "weekly" not in result["errors"]  # a handled failure: the fallback stands in
-    with db.connect() as conn:
+    with connect() as conn:
         row = store.get_weekly_report(conn, MONDAY)
     assert row["status"] == store.REPORT_PARTIAL and row["digest_json"]["source"] == "fallback"
     assert "光伏排产回升" in row["digest_md"]
@@ -115,7 +116,7 @@ def test_a_weekly_digest_call_that_hangs_is_cut_at_its_deadline_and_the_fallback
     result = run_slot(SUNDAY)
     assert time.monotonic() - started < 30  # the slot did not wait for the hanging call
     assert "weekly" not in result["errors"]
-    with db.connect() as conn:
+    with connect() as conn:
         row = store.get_weekly_report(conn, MONDAY)
     assert row["digest_json"]["source"] == "fallback" and "deadline" in row["error"]
     assert len(_weekly_pushes(fakes)) == 1

@@ -32,7 +32,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from include.radar import DAG_ID
-from include.radar.core import db
+from include.radar.core import db, loader
 from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve
 from tests.backfill_days import DAYS, PUBLISHED, SLOTS, respond
 from tests.slotrun import article
@@ -60,7 +60,7 @@ def main() -> int:
     pushes: list[dict[str, Any]] = []
     werss_at, deepseek_at = serve(werss.handle), serve(deepseek.handle)
     sink_at = serve(PushSink(on_message=pushes.append).handle)
-    server_url = os.environ.get("RADAR_DATABASE_URL") or db.database_url()
+    server_url = loader.load(use_airflow=False).database_url
     radar_url = db.fresh_database(server_url, RADAR_DB)
     env = {
         **os.environ,

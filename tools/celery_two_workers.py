@@ -36,7 +36,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from include.radar import DAG_ID
-from include.radar.core import db
+from include.radar.core import db, loader
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
 from tests.slotrun import answer
 from tools.local_airflow import airflow, metadata, port_from, slots_now, standin_env, start, stop, wait_for
@@ -83,7 +83,7 @@ def main() -> int:
     pushes: list[dict[str, Any]] = []
     werss_at, deepseek_at = serve(werss.handle), serve(deepseek.handle)
     sink_at = serve(PushSink(on_message=pushes.append).handle)
-    server_url = os.environ.get("RADAR_DATABASE_URL") or db.database_url()
+    server_url = loader.load(use_airflow=False).database_url
     radar_url = db.fresh_database(server_url, RADAR_DB)
     meta_url = os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
     redis_port = free_port()

@@ -17,7 +17,7 @@ REAL = ("AIRFLOW_CONN_WERSS_DEFAULT", "AIRFLOW_CONN_DEEPSEEK_DEFAULT", "AIRFLOW_
 def main(argv: list[str]) -> int:
     if not any(name in os.environ for name in REAL):
         demo.OUT.mkdir(parents=True, exist_ok=True)
-        standins = ui._standins()
+        standins = ui.start_standins()
         os.environ.update({
             "AIRFLOW_VAR_RADAR_DEMO_MODE": "true",
             "AIRFLOW_VAR_RADAR_LINK_SECRET": demo.link_secret(),

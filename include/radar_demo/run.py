@@ -23,7 +23,7 @@ from typing import Any
 
 from include.radar import store
 from include.radar.check.schedule import suggested_cron
-from include.radar.core import db
+from include.radar.core import db, loader
 from include.radar.core.clock import FixedClock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI, slot_at
@@ -225,7 +225,7 @@ def main() -> int:
 
     sink = PushSink(on_message=record)
     werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(sink.handle, PUSH_PORT)
-    url = db.fresh_database(os.environ.get("RADAR_DATABASE_URL") or db.database_url(), DEMO_DB)
+    url = db.fresh_database(loader.load(use_airflow=False).database_url, DEMO_DB)
     secret = link_secret()
     os.environ.update(demo_environment(url, werss_at, deepseek_at, sink_at, secret, day))
     (OUT / "database_url").write_text(url)

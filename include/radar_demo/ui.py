@@ -27,7 +27,7 @@ PORT = int(os.environ.get("RADAR_UI_PORT", "8080"))
 HOST = "127.0.0.1"  # make ui is for this machine: SimpleAuthManager's generated login is not a deployment's
 
 
-def _standins() -> list[str]:
+def start_standins() -> list[str]:
     """Start the stand-ins for each connection that is not configured; return what was started."""
     started = []
     clock = [0]
@@ -71,7 +71,7 @@ def main() -> int:
               f"or choose another port with RADAR_UI_PORT=8081 make ui", file=sys.stderr)
         return 1
     demo.OUT.mkdir(parents=True, exist_ok=True)
-    standins = _standins()
+    standins = start_standins()
     if standins:
         os.environ.setdefault("AIRFLOW_VAR_RADAR_DEMO_MODE", "true")
         demo_db = demo.OUT / "database_url"

@@ -239,15 +239,14 @@ def _in_use(shared: ConnectionPool) -> str:
 
 @contextmanager
 def connect(
-    url: str | None = None, *, statement_timeout_s: float | None = STATEMENT_TIMEOUT_S,
+    url: str, *, statement_timeout_s: float | None = STATEMENT_TIMEOUT_S,
     lock_timeout_s: float | None = LOCK_TIMEOUT_S, pool_size: int = POOL_SIZE,
 ) -> Iterator[psycopg.Connection]:
     """A transaction-scoped connection with dict rows from this process's pool; commits on success, rolls
     back on error, then goes back to the pool (or is replaced, when it broke). What a borrower leaves on the
     session is not lent on: its session locks are released, with the commit or after the rollback."""
-    target = url or database_url()
-    shared = pool(target, session_options(statement_timeout_s, lock_timeout_s), pool_size)
-    conn = _borrow(target, shared)
+    shared = pool(url, session_options(statement_timeout_s, lock_timeout_s), pool_size)
+    conn = _borrow(url, shared)
     try:
         with conn:
             yield conn

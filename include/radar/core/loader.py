@@ -6,7 +6,6 @@ first), its password registered with the log masker.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,15 +30,11 @@ class Loaded:
 
 
 def load(lookup: Lookup | None = None, *, settings: Settings | None = None, clock: Clock | None = None,
-         use_airflow: bool = True) -> Loaded:
+         use_airflow: bool = True, pages: bool = False) -> Loaded:
     """The settings (read through ``lookup``, default the tasks' order; or ``settings`` already read), the
-    database of their ``db_conn_id``, and the clock (the system's unless one is given)."""
+    database of their ``db_conn_id`` (with ``pages``, the pages' own login of it where one is set), and the
+    clock (the system's unless one is given)."""
     settings = settings if settings is not None else load_settings(lookup, use_airflow=use_airflow)
-    url = db.database_url(settings.db_conn_id)
+    url = (db.pages_database_url if pages else db.database_url)(settings.db_conn_id)
     redact.register(db.password_of(url))
     return Loaded(settings, url, clock or SYSTEM)
-
-
-def database_url(settings: Callable[[], Settings] | None = None) -> str:
-    """The radar database of the settings' ``db_conn_id`` (the pages' loader passes its own settings reader)."""
-    return db.database_url((settings or load_settings)().db_conn_id)

@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 from include.radar import store
 from include.radar.analysis.llm import LLMClient, LLMConfigError, RateGate
 from include.radar.collect.werss import WeRSSAuthError, WeRSSClient
-from include.radar.core import db, loader, signing
+from include.radar.core import loader, signing
 from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.deadlines import SlotDeadlines, retry_is_pointless
-from include.radar.core.settings import Settings, SettingsError
+from include.radar.core.settings import SettingsError
 from include.radar.core.slots import SlotKey
 from include.radar.operations import alerts
 from include.radar.operations import connections as readers
@@ -42,24 +42,21 @@ def not_retryable() -> tuple[type[Exception], ...]:
     return WeRSSAuthError, LLMConfigError, SettingsError, ConfigurationError, push.PushConfigError, DeadlinePassed
 
 
-@dataclass
-class Runtime:
-    """What a step needs, resolved inside the task (never at DAG parse time)."""
+@dataclass(frozen=True)
+class Runtime(loader.Loaded):
+    """What a step needs, resolved inside the task (never at DAG parse time): what the loader gives, and the
+    clients, channels, alerts and links built from it."""
 
-    settings: Settings
-    database_url: str
     clock: Clock = SYSTEM  # what the steps read the time on: a test's or a script's own moment
 
     @classmethod
     def load(cls, clock: Clock | None = None) -> Runtime:
         loaded = loader.load(clock=clock)
-        return cls(settings=loaded.settings, database_url=loaded.database_url, clock=loaded.clock)
+        return cls(loaded.settings, loaded.database_url, loaded.clock)
 
-    def connect(self) -> Any:
+    def connect(self, **bounds: Any) -> Any:
         # the analyse task's threads each hold one while storing, plus its claim keeper and the step records
-        return db.connect(self.database_url, statement_timeout_s=self.settings.db_statement_timeout_seconds,
-                          lock_timeout_s=self.settings.db_lock_timeout_seconds,
-                          pool_size=self.settings.llm_concurrency + 4)
+        return super().connect(pool_size=self.settings.llm_concurrency + 4, **bounds)
 
     def werss(self) -> WeRSSClient:
         # ingest.py cleans HTML (bs4 and lxml, 13 MB): only the task that ingests loads it, not every step,

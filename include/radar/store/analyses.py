@@ -118,7 +118,7 @@ def mark_item_done(conn: psycopg.Connection, item_id: int) -> None:
 
 # ----------------------------------------------------------------------------------- analyses for reading
 
-_ANALYSIS_COLUMNS = """
+ANALYSIS_COLUMNS = """
     a.id, a.content_item_id, a.slot_run_id, a.reused_from_id, a.score, a.has_opportunity, a.top_type,
     a.summary, a.result_json, a.model, a.prompt_version, a.prompt_tokens, a.completion_tokens,
     a.reasoning_tokens, a.cache_hit_tokens, a.cache_miss_tokens, a.cost, a.currency, a.evidence_verified, a.consistency_note, a.latency_ms, a.llm_calls,
@@ -132,7 +132,7 @@ def slot_analyses(conn: psycopg.Connection, slot_run_id: int) -> list[Row]:
     """The analyses produced by this slot run, best first."""
     return conn.execute(
         f"""
-        SELECT {_ANALYSIS_COLUMNS} FROM analysis_result a
+        SELECT {ANALYSIS_COLUMNS} FROM analysis_result a
         JOIN content_item c ON c.id = a.content_item_id
         LEFT JOIN wechat_account acc ON acc.id = c.account_id
         JOIN slot_run s ON s.id = a.slot_run_id
@@ -152,7 +152,7 @@ def analyses_between(conn: psycopg.Connection, first: date, last: date) -> list[
     """Every analysis produced by a slot run of the (Asia/Shanghai) days ``first`` to ``last``, best first."""
     return conn.execute(
         f"""
-        SELECT {_ANALYSIS_COLUMNS} FROM slot_run s
+        SELECT {ANALYSIS_COLUMNS} FROM slot_run s
         JOIN analysis_result a ON a.slot_run_id = s.id
         JOIN content_item c ON c.id = a.content_item_id
         LEFT JOIN wechat_account acc ON acc.id = c.account_id
@@ -209,7 +209,7 @@ def pending_items(conn: psycopg.Connection, published_before: datetime, limit: i
 def get_analysis(conn: psycopg.Connection, analysis_id: int) -> Row | None:
     return conn.execute(
         f"""
-        SELECT {_ANALYSIS_COLUMNS}, s.dag_run_id, s.dag_id, c.clean_text, c.body_pruned_at FROM analysis_result a
+        SELECT {ANALYSIS_COLUMNS}, s.dag_run_id, s.dag_id, c.clean_text, c.body_pruned_at FROM analysis_result a
         JOIN content_item c ON c.id = a.content_item_id
         LEFT JOIN wechat_account acc ON acc.id = c.account_id
         LEFT JOIN slot_run s ON s.id = a.slot_run_id

@@ -194,11 +194,11 @@ def excluded_count(conn: psycopg.Connection, since: datetime) -> int:
 
 def analyses_since(conn: psycopg.Connection, since: datetime, limit: int) -> tuple[list[Row], int]:
     """The analyses stored after ``since`` (the reader's last visit), newest first, and how many there are."""
-    from include.radar.store.analyses import _ANALYSIS_COLUMNS  # the one column list
+    from include.radar.store.analyses import ANALYSIS_COLUMNS  # the one column list
 
     rows = conn.execute(
         f"""
-        SELECT {_ANALYSIS_COLUMNS}, count(*) OVER () AS total FROM analysis_result a
+        SELECT {ANALYSIS_COLUMNS}, count(*) OVER () AS total FROM analysis_result a
         JOIN content_item c ON c.id = a.content_item_id
         LEFT JOIN wechat_account acc ON acc.id = c.account_id
         JOIN slot_run s ON s.id = a.slot_run_id

@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from include.radar.core import db
 from include.radar.core.clock import SYSTEM, Clock
-from include.radar.core.settings import Settings, SettingsError
+from include.radar.core.settings import Settings, SettingsError, load_settings, server_lookup
 from include.radar.web.admission import Admission, AdmissionMiddleware
 from include.radar.web.auth import PageError
 from include.radar.web.middleware import SECURITY_HEADERS, AddTrailingSlash, SecurityHeadersMiddleware
@@ -33,7 +33,7 @@ from include.radar.web.mount import URL_PREFIX
 from include.radar.web.pages import Pages
 from include.radar.web.resources import AppResources
 from include.radar.web.routes import evaluation, history, profile, record, reports
-from include.radar.web.server import install_access_log_filter, server_settings
+from include.radar.web.server import install_access_log_filter
 
 __all__ = ["SECURITY_HEADERS", "URL_PREFIX", "AddTrailingSlash", "app", "create_app"]
 
@@ -53,8 +53,15 @@ _HTTP_TITLES = {
 }
 
 
+def pages_settings() -> Settings:
+    """The app's settings: the api-server has no task context, so the Variables are read through Airflow's
+    server-side reader after the environment (settings.py's ``server_lookup``); otherwise a threshold or a
+    ``link_secret`` kept as a Variable would be ignored, and every signed link refused."""
+    return load_settings(server_lookup)
+
+
 def create_app(
-    settings_loader: Callable[[], Settings] = server_settings,
+    settings_loader: Callable[[], Settings] | None = None,
     db_url: str | None = None,
     *,
     clock: Clock | None = None,
@@ -74,7 +81,7 @@ def create_app(
         redoc_url=None,
         openapi_url=None,
     )
-    app.state.radar = AppResources(settings_loader, db_url, clock or SYSTEM)
+    app.state.radar = AppResources(settings_loader or pages_settings, db_url, clock or SYSTEM)
     pages = app.state.pages = Pages()
     app.add_middleware(SecurityHeadersMiddleware, pages=pages)
     # outermost: what it turns away costs no thread, no connection, no template

@@ -16,7 +16,7 @@ import psycopg
 from fastapi import Request
 
 from include.radar import store
-from include.radar.core import db
+from include.radar.core import db, loader
 from include.radar.core.clock import Clock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI
@@ -58,7 +58,7 @@ class AppResources:
             url = self._db_url
             if url is None:
                 try:
-                    url = db.pages_database_url(settings.db_conn_id)
+                    url = loader.load(settings=settings, clock=self.clock, pages=True).database_url
                 except Exception as exc:  # any failure to locate it is "unreachable"
                     raise db.DatabaseUnavailable(f"cannot locate the radar database: {type(exc).__name__}") from exc
             self._settings, self._resolved_url, self._loaded_at = settings, url, self.clock.monotonic()

@@ -1,12 +1,7 @@
-"""What the report app needs from the Airflow api-server it runs in: its settings and quiet access logs.
-
-Settings: the api-server has no task context, so the pages read the Variables through Airflow's server-side
-reader (settings.py's :func:`~include.radar.core.settings.server_lookup`, after the environment); otherwise a
-threshold or a ``link_secret`` kept as a Variable would be ignored, and every signed link refused.
-
-Access logs: a signed link carries its credential in the query string (``sig``), which access logs write. It
-is redacted in the request scope once the response starts (:func:`redact_scope_query`), and in uvicorn's own
-records by a logging filter (:func:`install_access_log_filter`); docs/security.md says which loggers and why.
+"""The report app's access logs in the api-server: a signed link carries its credential in the query string
+(``sig``), which access logs write. It is redacted in the request scope once the response starts
+(:func:`redact_scope_query`), and in uvicorn's own records by a logging filter (:func:`install_access_log_filter`);
+docs/security.md says which loggers and why.
 """
 
 from __future__ import annotations
@@ -15,19 +10,9 @@ import logging
 from typing import Any
 from urllib.parse import unquote_plus
 
-from include.radar.core.settings import Settings, load_settings, server_lookup
-
 ACCESS_LOGGER = "uvicorn.access"
 REDACTED = "***"
 _SECRET_PARAMS = frozenset({"sig"})
-
-
-# ----------------------------------------------------------------------------------------------- settings
-
-
-def server_settings() -> Settings:
-    """The default settings loader of the report app (AppResources caches its result for a minute)."""
-    return load_settings(server_lookup)
 
 
 # ------------------------------------------------------------------------------------------- access logs
