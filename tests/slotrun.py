@@ -50,6 +50,12 @@ def answer(score: int, summary: str = "储能订单回暖，龙头受益。建�
     }, ensure_ascii=False)
 
 
+def slot_clock(when: datetime) -> FixedClock:
+    """The clock of a slot's run a minute after ``when``: it stands still, and a backoff moves it on instead of
+    waiting, so a retry costs a test no real time."""
+    return FixedClock(when + timedelta(minutes=1), step=0.0)
+
+
 def run_slot(when: datetime, *, run_type: str = "scheduled", params: dict[str, Any] | None = None,
              now: datetime | None = None, dag_run_id: str | None = None, clock: Clock | None = None) -> dict[str, Any]:
     """A slot's steps in the DAG's order, on ``clock`` (default: the system's, set to ``now``, else a minute

@@ -12,12 +12,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-import time_machine
 
 from include.radar.collect.coverage import LOGIN_LAPSED, LOGIN_OK, LOGIN_UNSCANNED, Coverage, login_state, summarise
 from include.radar.pushes import decide
 from tests.conftest import connect
-from tests.slotrun import answer, article, read_page, run_slot, shanghai
+from tests.slotrun import answer, article, read_page, run_slot, shanghai, slot_clock
 
 DAY = shanghai(2026, 1, 8, 22).date()
 ACCOUNTS = [{"id": "MP_WXS_1", "mp_name": "研究所"}, {"id": "MP_WXS_2", "mp_name": "前哨站"},
@@ -26,8 +25,7 @@ ACCOUNTS = [{"id": "MP_WXS_1", "mp_name": "研究所"}, {"id": "MP_WXS_2", "mp_n
 
 def _slot(fakes, when):
     fakes.at(when)
-    with time_machine.travel(when + timedelta(minutes=1), tick=True):
-        return run_slot(when)
+    return run_slot(when, clock=slot_clock(when))
 
 
 def _report() -> dict:

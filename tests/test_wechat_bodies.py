@@ -12,7 +12,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import time_machine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +21,7 @@ from include.radar.collect.body_check import GONE, INCOMPLETE, VERIFICATION
 from include.radar.collect.cleaning import clean_html
 from include.radar_demo.fakes import BLOCKED_HTML, DELETED_HTML, VERIFICATION_HTML, VERIFICATION_TEXT, FakeArticle
 from tests.conftest import connect
-from tests.slotrun import answer, article, read_page, run_slot, shanghai
+from tests.slotrun import answer, article, read_page, run_slot, shanghai, slot_clock
 
 SLOT = shanghai(2026, 1, 8, 12)
 ACCOUNT = [{"id": "MP_WXS_1", "mp_name": "研究所"}]
@@ -103,8 +102,7 @@ def test_a_long_article_quoting_any_page_is_never_taken_for_that_page(phrase, te
 
 def _slot(fakes, when):
     fakes.at(when)
-    with time_machine.travel(when + timedelta(minutes=1), tick=True):
-        return run_slot(when)
+    return run_slot(when, clock=slot_clock(when))
 
 
 def _one(sql: str):

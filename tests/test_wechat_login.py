@@ -12,20 +12,18 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import time_machine
 
 from include.radar.collect.werss import WeRSSClient, judged, wechat_login
 from tests.conftest import connect
-from tests.slotrun import article, read_page, run_slot, shanghai
+from tests.slotrun import article, read_page, run_slot, shanghai, slot_clock
 
 SLOT = shanghai(2026, 1, 8, 12)
 WECHAT_SECRETS = ("WECHAT_SESSION_SECRET", "1234567890", "fp0123456789")
 
 
-def _slot(fakes, when, **kwargs):
+def _slot(fakes, when):
     fakes.at(when)
-    with time_machine.travel(when + timedelta(minutes=1), tick=True):
-        return run_slot(when, **kwargs)
+    return run_slot(when, clock=slot_clock(when))
 
 
 def _alerts(fakes, title: str) -> list[dict]:
