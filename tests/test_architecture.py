@@ -232,22 +232,49 @@ def test_the_airflow_import_rule_sees_an_import_at_the_top_and_inside_a_function
 
 
 _SETATTR_RAISING_FALSE = re.compile(r"monkeypatch\.setattr\((?:[^()]|\([^()]*\))*raising\s*=\s*False", re.S)
-_SETATTR_OF_TIME = re.compile(r"monkeypatch\.setattr\(\s*[\w.]+\s*,\s*[\"'](\w*clock\w*|today|now|utcnow|time|monotonic|"
-                              r"perf_counter|thread_time|datetime|date)[\"']")
+_TIME_NAME = (r"(?:\w*clock\w*|today|now|utcnow|time|time_ns|monotonic|monotonic_ns|perf_counter|thread_time|process_time|"
+              r"sleep|datetime|date)")
+_PATCH_OF_TIME = re.compile(
+    rf"monkeypatch\.setattr\(\s*(?:[\w.]+\s*,\s*[\"']|[\"'][\w.]+\.){_TIME_NAME}[\"']"  # (obj, "now") or ("mod.now")
+    rf"|\bpatch\(\s*(?:target\s*=\s*)?[\"'](?:[\w.]+\.)?{_TIME_NAME}[\"']"  # mock.patch, patch, mocker.patch
+    rf"|\bpatch\.object\(\s*[\w.]+\s*,\s*(?:attribute\s*=\s*)?[\"']{_TIME_NAME}[\"']")
 _MODULE_CLOCK = re.compile(r"^_?\w*clock\w*\s*(:[^=]+)?=\s*(time|datetime)\.", re.M | re.I)
+# the libraries that move the wall clock under the code instead of giving it a clock
+_TIME_TRAVEL = {"time_machine", "freezegun"}
+
+
+def _time_travel_imports(source: str) -> list[str]:
+    """Each import of time_machine or freezegun in ``source``, however spelled: ``import``, ``from … import``,
+    ``__import__``, ``importlib.import_module`` or ``pytest.importorskip`` of the name."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and (
+                getattr(node.func, "id", None) or getattr(node.func, "attr", None)) in (
+                "__import__", "import_module", "importorskip"):
+            names = [str(node.args[0].value)]
+        else:
+            continue
+        found += [(node.lineno, name) for name in names if name.split(".")[0] in _TIME_TRAVEL]
+    return [f"line {line}: {name}" for line, name in sorted(found)]
 
 
 def test_time_is_given_never_patched_and_no_patch_may_miss_its_target() -> None:
     """One clock (core/clock.py), given where the radar takes one: no product module keeps a clock in a global for
-    tests to patch, no test patches time into a module, and no test patches with ``raising=False`` (a renamed
-    target would silently stop being faked)."""
+    tests to patch; no test patches time into a module (monkeypatch.setattr, mock.patch, patch.object) nor
+    imports a library that moves the wall clock (time_machine, freezegun); and no test patches with
+    ``raising=False`` (a renamed target would silently stop being faked)."""
     globals_ = [str(p.relative_to(REPO)) for p in (REPO / "include").rglob("*.py")
                 if _MODULE_CLOCK.search(p.read_text(encoding="utf-8"))]
     tests = sorted(p for p in (REPO / "tests").glob("*.py") if p.name != "test_architecture.py")  # not its own examples
     lenient = [str(p.relative_to(REPO)) for p in tests if _SETATTR_RAISING_FALSE.search(p.read_text(encoding="utf-8"))]
     timed = [f"{p.relative_to(REPO)}: {m.group(0)}" for p in tests
-             for m in _SETATTR_OF_TIME.finditer(p.read_text(encoding="utf-8"))]
-    assert (globals_, lenient, timed) == ([], [], [])
+             for m in _PATCH_OF_TIME.finditer(p.read_text(encoding="utf-8"))]
+    travel = [f"{p.relative_to(REPO)} {found}" for p in tests for found in _time_travel_imports(p.read_text(encoding="utf-8"))]
+    assert (globals_, lenient, timed, travel) == ([], [], [], [])
 
 
 _WALL_CLOCK = re.compile(r"\b(?:datetime\.(?:now|utcnow|today)|date\.today|time\.(?:time|monotonic|sleep|perf_counter|"
@@ -277,8 +304,26 @@ def test_the_time_rules_see_what_they_forbid() -> None:
     assert _MODULE_CLOCK.search("x = 1\n_rules_clock = time.monotonic  # a test's own\n")
     assert _SETATTR_RAISING_FALSE.search('monkeypatch.setattr(mod, "X", f(2), raising=False)')
     assert not _SETATTR_RAISING_FALSE.search('monkeypatch.delenv("X", raising=False)')
-    assert _SETATTR_OF_TIME.search('monkeypatch.setattr(spending, "today", lambda: DAY)')
-    assert _SETATTR_OF_TIME.search('monkeypatch.setattr(regex_rules, "_cost_clock", tick)')
+    for patched in ('monkeypatch.setattr(spending, "today", lambda: DAY)', 'monkeypatch.setattr(regex_rules, "_cost_clock", t)',
+                    'monkeypatch.setattr(time, "sleep", lambda s: None)', 'monkeypatch.setattr("time.monotonic", tick)',
+                    'mock.patch("time.sleep")', '@patch("include.radar.collect.werss.time.time", return_value=0)',
+                    'unittest.mock.patch(target="time.monotonic")', 'mocker.patch("include.radar.core.clock.datetime")',
+                    'patch.object(time, "sleep")', 'mock.patch.object(clock_module, "datetime", Frozen)',
+                    'patch.object(werss.time, attribute="monotonic")', 'with patch.object(Clock, "now", lambda self: AT):'):
+        assert _PATCH_OF_TIME.search(patched), patched
+    for other in ('monkeypatch.setattr(backup, "_run", spy)', 'mock.patch("include.radar.core.db.connect")',
+                  'patch.object(client, "now_playing")', 'monkeypatch.setenv("TIME", "1")'):
+        assert not _PATCH_OF_TIME.search(other), other
+    assert _time_travel_imports(
+        "import time_machine\nimport freezegun.api as fz\nimport os, time_machine as tm\n"
+        "from time_machine import travel\nfrom freezegun import freeze_time\nfrom freezegun.api import FakeDatetime\n"
+        "def f():\n    import time_machine\n    return __import__('freezegun')\n"
+        "tm = importlib.import_module('time_machine')\nfg = pytest.importorskip('freezegun')\n"
+    ) == ["line 1: time_machine", "line 2: freezegun.api", "line 3: time_machine", "line 4: time_machine",
+          "line 5: freezegun", "line 6: freezegun.api", "line 8: time_machine", "line 9: freezegun",
+          "line 10: time_machine", "line 11: freezegun"]
+    assert _time_travel_imports("import time\nfrom datetime import datetime\nimport machine_time\n"
+                                "from . import time_machine_notes\nx = load('freezegun')\n") == []
 
 
 # ------------------------------------------------------------------------------------------ the folders' roles
