@@ -26,7 +26,7 @@ from include.radar import store
 from include.radar.analysis import analyst, batches
 from include.radar.analysis.llm import MAX_ANSWER_BYTES, LLMClient, LLMExhausted
 from include.radar.analysis.schemas import ArticleAnalysis
-from include.radar.collect.werss import MAX_RESPONSE_BYTES, WeRSSClient, WeRSSError
+from include.radar.collect.werss import MAX_RESPONSE_BYTES, Credentials, WeRSSClient, WeRSSError
 from include.radar.core import http
 from include.radar.steps.analyse import analyse, claimer
 from include.radar.steps.close_slot import close_slot
@@ -42,6 +42,7 @@ pytestmark = pytest.mark.hostile
 
 # what the WeRSS stand-in sent: about 61 kB of gzip for a 63 MB body
 BOMB_BYTES = 64 * 1024 * 1024
+KEYS = Credentials(access_key="ak", secret_key="sk")
 
 
 @functools.lru_cache
@@ -134,7 +135,7 @@ def _peak(call: Callable[[], object]) -> tuple[BaseException | None, int]:
 @pytest.mark.parametrize("coding", ["gzip", "deflate", "gzip, gzip"])
 def test_a_werss_compression_bomb_is_refused_once_it_decodes_past_the_cap(coding, bomb_server):
     assert len(_zeros_bomb(coding)) < 100_000  # a small answer on the wire
-    client = WeRSSClient(bomb_server(coding), access_key="ak", secret_key="sk", max_retries=0)
+    client = WeRSSClient(bomb_server(coding), KEYS, max_retries=0)
     raised, peak = _peak(client.accounts)
     assert isinstance(raised, WeRSSError)
     assert f"answer larger than {MAX_RESPONSE_BYTES} bytes once decoded" in str(raised)
@@ -156,7 +157,7 @@ def test_a_compressed_answer_within_the_cap_is_decoded_and_only_what_is_decoded_
     seen: list[Request] = []
     rows = {"code": 0, "data": {"list": [{"id": "MP_WXS_1", "mp_name": "研究所"}], "total": 1}}
     base = _server(gzip.compress(json.dumps(rows).encode()), {"Content-Encoding": "gzip"}, seen)
-    client = WeRSSClient(base, access_key="ak", secret_key="sk", max_retries=0)
+    client = WeRSSClient(base, KEYS, max_retries=0)
     assert client.accounts()[0]["mp_name"] == "研究所"
     assert seen[0].headers["Accept-Encoding"] == "gzip, deflate"
     # DeepSeek through the openai SDK: the same transport, the same header, raw deflate accepted too
@@ -171,14 +172,13 @@ def test_a_compressed_answer_within_the_cap_is_decoded_and_only_what_is_decoded_
 
 @pytest.mark.parametrize("coding", ["br", "zstd", "compress", "gzip, gzip, gzip"])
 def test_an_encoding_the_radar_does_not_decode_is_refused(coding):
-    client = WeRSSClient(_server(b"{}", {"Content-Encoding": coding}), access_key="ak", secret_key="sk", max_retries=0)
+    client = WeRSSClient(_server(b"{}", {"Content-Encoding": coding}), KEYS, max_retries=0)
     with pytest.raises(WeRSSError, match="content encoding the radar does not decode"):
         client.accounts()
 
 
 def test_a_corrupt_encoding_fails_the_request_like_a_transport_error():
-    client = WeRSSClient(_server(b"not gzip at all", {"Content-Encoding": "gzip"}), access_key="ak", secret_key="sk",
-                         max_retries=0)
+    client = WeRSSClient(_server(b"not gzip at all", {"Content-Encoding": "gzip"}), KEYS, max_retries=0)
     with pytest.raises(WeRSSError, match="gzip encoding is corrupt"):
         client.accounts()
 

@@ -18,7 +18,7 @@ import pytest
 from include.radar import store
 from include.radar.analysis.llm import LLMClient, LLMDeadline, LLMExhausted
 from include.radar.analysis.schemas import ArticleAnalysis
-from include.radar.collect.werss import WeRSSClient, WeRSSDeadline, WeRSSError
+from include.radar.collect.werss import Credentials, WeRSSClient, WeRSSDeadline, WeRSSError
 from include.radar.core import db
 from include.radar.core.deadlines import daily_deadlines, retry_is_pointless
 from include.radar.steps.open_slot import open_slot
@@ -41,7 +41,7 @@ def _trickling_werss() -> str:
 
 
 def test_a_werss_that_trickles_one_byte_at_a_time_is_cut_at_the_request_timeout():
-    client = WeRSSClient(_trickling_werss(), username="admin", password="secret", timeout=1.0, max_retries=0)
+    client = WeRSSClient(_trickling_werss(), Credentials("admin", "secret"), timeout=1.0, max_retries=0)
     started = time.monotonic()
     with pytest.raises(WeRSSError, match="no complete answer within 1s"):
         client.accounts()
@@ -49,7 +49,7 @@ def test_a_werss_that_trickles_one_byte_at_a_time_is_cut_at_the_request_timeout(
 
 
 def test_werss_retries_stop_at_the_callers_deadline():
-    client = WeRSSClient(_trickling_werss(), username="admin", password="secret", timeout=1.0, max_retries=5,
+    client = WeRSSClient(_trickling_werss(), Credentials("admin", "secret"), timeout=1.0, max_retries=5,
                          backoff_seconds=0.1, deadline=time.monotonic() + 2.5)
     started = time.monotonic()
     with pytest.raises(WeRSSDeadline):

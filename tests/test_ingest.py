@@ -11,7 +11,7 @@ import pytest
 
 from include.radar import store
 from include.radar.collect.listing import backoff_for
-from include.radar.collect.werss import WeRSSAuthError, WeRSSClient
+from include.radar.collect.werss import Credentials, WeRSSAuthError, WeRSSClient
 from include.radar.steps.ingest import ingest
 from include.radar.steps.open_slot import open_slot
 from include.radar.steps.runtime import Runtime
@@ -71,7 +71,7 @@ def test_token_expiring_mid_slot_recovers_with_exactly_one_relogin(fakes):
     fakes.werss.accounts = ACCOUNTS[:2]
     fakes.werss.articles = [article(1, SLOT - timedelta(hours=1)), article(2, SLOT - timedelta(hours=2), mp="MP_WXS_2")]
     fakes.at(SLOT)
-    client = WeRSSClient(fakes.base, username="admin", password="secret", backoff_seconds=0)
+    client = WeRSSClient(fakes.base, Credentials("admin", "secret"), backoff_seconds=0)
     client.accounts()
     fakes.werss.expire_tokens()  # the server forgets the token (restart, expiry)
     rows = client.article_page("MP_WXS_1", 0, 10)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from include.radar.collect.werss import WeRSSClient, judged, wechat_login
+from include.radar.collect.werss import Credentials, WeRSSClient, judged, wechat_login
 from tests.conftest import connect
 from tests.slotrun import article, read_page, run_slot, shanghai, slot_clock
 
@@ -87,7 +87,7 @@ def test_an_older_werss_whose_sys_info_refuses_keys_does_not_fail_the_ingest(fak
     fakes.werss.access_key, fakes.werss.secret_key = "AK1", "SK1"
     fakes.werss.sys_info_takes_keys = False
     fakes.at(SLOT)
-    client = WeRSSClient(fakes.base, access_key="AK1", secret_key="SK1", backoff_seconds=0)
+    client = WeRSSClient(fakes.base, Credentials(access_key="AK1", secret_key="SK1"), backoff_seconds=0)
     login = client.wechat_login()
     assert not login.reported and "AK/SK" in login.note
     fakes.werss.sys_info_takes_keys = True

@@ -70,13 +70,14 @@ def werss_lines(settings: Settings, options: Options, connect: Callable[[], Any]
 
 def _credentials(client: WeRSSClient, settings: Settings) -> tuple[list[Line], list[Any]]:
     """The first call (the account list): it logs in once, or sends the AK/SK. A refusal is never retried."""
-    how = "AK/SK 已接受" if client.uses_keys else f"账号 {client.username!r} 登录成功"
+    keys = client.credentials.uses_keys
+    how = "AK/SK 已接受" if keys else f"账号 {client.credentials.username!r} 登录成功"
     try:
         rows = client.accounts()
     except WeRSSAuthError as exc:
         refused = reason(exc, 300).split(": check", 1)[0]  # the client's own advice is said below
         fix = (f"在 WeRSS → Access Key 新建一对密钥，填入 {settings.werss_conn_id} 连接的 extra.access_key / "
-               "extra.secret_key" if client.uses_keys else LOCKED if "锁定" in refused else
+               "extra.secret_key" if keys else LOCKED if "锁定" in refused else
                f"改正 {settings.werss_conn_id} 连接的 login/password；不会重试：WeRSS 连续 5 次登录失败会锁定账号，直到它重启")
         return [fail(AREA, "凭据", refused, fix)], []
     except WeRSSError as exc:

@@ -15,7 +15,7 @@ import json
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -164,8 +164,23 @@ def _expiry(timestamp: Any, text: Any, now: datetime) -> datetime | None:
     return moment
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """How the radar signs in to WeRSS: AK/SK when both are set, else its username and password (a form login).
+    The secrets stay out of the repr."""
+
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+
+    @property
+    def uses_keys(self) -> bool:
+        return bool(self.access_key and self.secret_key)
+
+
 class WeRSSClient:
-    """Reads accounts and articles. Credentials: AK/SK when configured, otherwise username/password login.
+    """Reads accounts and articles, signed in with ``credentials``.
 
     ``token_cache`` is a (load, save) pair so the login token outlives one task (the radar keeps it in
     its database, see ``ingest.db_token_cache``); without one the token lives as long as the client.
@@ -174,32 +189,27 @@ class WeRSSClient:
     def __init__(
         self,
         base_url: str,
+        credentials: Credentials,
         *,
-        username: str | None = None,
-        password: str | None = None,
-        access_key: str | None = None,
-        secret_key: str | None = None,
         timeout: float = 20.0,
         max_retries: int = 3,
         backoff_seconds: float = 1.0,
         token_cache: TokenCache | None = None,
-        http_client: httpx2.Client | None = None,
         clock: Clock = SYSTEM,
         deadline: float | None = None,
     ) -> None:
         if not base_url:
             raise WeRSSAuthError("WeRSS base URL is empty: set the host of the werss_default connection")
-        if not (access_key and secret_key) and not (username and password):
+        if not credentials.uses_keys and not (credentials.username and credentials.password):
             raise WeRSSAuthError(
                 "no WeRSS credentials: set login/password or extra access_key/secret_key on the werss_default connection"
             )
         self.base_url = base_url.rstrip("/")
-        self.username, self.password = username, password
-        self.access_key, self.secret_key = access_key, secret_key
+        self.credentials = credentials
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff_seconds = backoff_seconds
-        self.http = http_client or http.client(timeout)
+        self.http = http.client(timeout)
         self.clock = clock
         # clock.monotonic() after which no request is started and none runs on (the step's deadline)
         self.deadline = deadline
@@ -209,13 +219,9 @@ class WeRSSClient:
 
     # ----------------------------------------------------------------------------------------- auth
 
-    @property
-    def uses_keys(self) -> bool:
-        return bool(self.access_key and self.secret_key)
-
     def _auth_header(self) -> dict[str, str]:
-        if self.uses_keys:
-            return {"Authorization": f"AK-SK {self.access_key}:{self.secret_key}"}
+        if self.credentials.uses_keys:
+            return {"Authorization": f"AK-SK {self.credentials.access_key}:{self.credentials.secret_key}"}
         return {"Authorization": f"Bearer {self._valid_token().value}"}
 
     def _valid_token(self) -> Token:
@@ -232,12 +238,12 @@ class WeRSSClient:
         response = self._send(
             "POST",
             f"{PREFIX}/auth/login",
-            data={"username": self.username, "password": self.password},
+            data={"username": self.credentials.username, "password": self.credentials.password},
             authenticated=False,
         )
         if response.status_code == 401 or _detail_code(response) in (40101, 40100):
             raise WeRSSAuthError(
-                f"WeRSS refused the login for user {self.username!r} ({_message(response)}): check the WeRSS "
+                f"WeRSS refused the login for user {self.credentials.username!r} ({_message(response)}): check the WeRSS "
                 "credentials in the werss_default connection. Not retried: WeRSS locks the account after "
                 "5 failed logins until it restarts.",
                 status=response.status_code,
@@ -250,7 +256,7 @@ class WeRSSClient:
         expires_in = int(data.get("expires_in") or 1800)
         token = Token(token_value, self.clock.now() + timedelta(seconds=expires_in))
         self._save_token(token)
-        log.info("logged in to WeRSS as %s; token valid for %d min", self.username, expires_in // 60)
+        log.info("logged in to WeRSS as %s; token valid for %d min", self.credentials.username, expires_in // 60)
         return token
 
     # -------------------------------------------------------------------------------------- requests
@@ -299,7 +305,7 @@ class WeRSSClient:
     def _get(self, path: str, params: dict[str, Any] | None = None, *, retries: int | None = None) -> Any:
         """GET with the credentials; on a 401 log in again once (a refresh cannot revive an expired token)."""
         response = self._send("GET", path, params=params, retries=retries)
-        if response.status_code == 401 and not self.uses_keys:
+        if response.status_code == 401 and not self.credentials.uses_keys:
             log.info("WeRSS token rejected (%s); logging in again", _message(response))
             self._token = self.login()
             response = self._send("GET", path, params=params, retries=retries)
@@ -382,7 +388,7 @@ class WeRSSClient:
         except WeRSSNotFound:
             return WeChatLogin(False, note="this WeRSS has no sys/info")
         except WeRSSAuthError:
-            if not self.uses_keys:
+            if not self.credentials.uses_keys:
                 raise
             return WeChatLogin(False, note="this WeRSS's sys/info does not accept AK/SK")
         return wechat_login(data, self.clock.now())
@@ -390,7 +396,7 @@ class WeRSSClient:
     def qr_status(self) -> dict[str, Any] | None:
         """WeRSS's QR login state (``auth/qr/status``: ``login_status``, ``qr_code`` a code is waiting), or None
         where it cannot be asked: the route takes a login token, not AK/SK. One attempt, no retry."""
-        if self.uses_keys:
+        if self.credentials.uses_keys:
             return None
         data = self._get(f"{PREFIX}/auth/qr/status", retries=0)
         return data if isinstance(data, dict) else None

@@ -33,7 +33,7 @@ def werss_client(settings: Settings, *, token_cache: TokenCache | None = None, t
                  max_retries: int | None = None, clock: Clock = SYSTEM) -> WeRSSClient:
     """The WeRSS client of the connection ``werss_conn_id``: AK/SK from its extra when set, else its login.
     ``timeout`` and ``max_retries`` override the settings' and the connection's (``check`` tries once)."""
-    from include.radar.collect.werss import WeRSSClient
+    from include.radar.collect.werss import Credentials, WeRSSClient
 
     conn = required(settings.werss_conn_id, "WeRSS")
     extra = conn.extra or {}
@@ -44,10 +44,7 @@ def werss_client(settings: Settings, *, token_cache: TokenCache | None = None, t
     redact.register(password, access_key, secret_key)
     return WeRSSClient(
         base_url(conn),
-        username=conn.login,
-        password=password,
-        access_key=access_key,
-        secret_key=secret_key,
+        Credentials(conn.login, password, access_key, secret_key),
         timeout=settings.werss_timeout_seconds if timeout is None else timeout,
         max_retries=int(extra.get("max_retries", 3)) if max_retries is None else max_retries,
         backoff_seconds=float(extra.get("backoff_seconds", 1.0)),
