@@ -95,8 +95,8 @@ def _ingest(settings: Any) -> tuple[Watching, dict[str, Any], ingest.IngestSumma
     key = slot_for(datetime.now(UTC), settings.schedule_slots)
     with connect() as conn:
         slot = store.open_slot_run(conn, key, run_type="manual", dag_id=None, dag_run_id=None)
-    summary = ingest.ingest_slot(connect, client, slot_run_id=slot["id"], key=key, window_days=3,
-                                 max_articles=50, page_size=5)
+    summary = ingest.ingest_slot(connect, client, ingest.SlotIngest(slot["id"], key, window_days=3, max_articles=50,
+                                                                      page_size=5))
     step = Watching(settings)
     watch.wechat_login(step, {"slot_run_id": slot["id"]}, client)
     with connect() as conn:

@@ -134,18 +134,25 @@ def next_body_check(first_seen: datetime, now: datetime) -> datetime:
     return now + later
 
 
-def ingest_slot(
-    connect: Callable[[], Any],
-    client: WeRSSClient,
-    *,
-    slot_run_id: int,
-    key: SlotKey,
-    window_days: float,
-    max_articles: int,
-    page_size: int = 100,
-    max_pages: int = 50,
-    summary: IngestSummary | None = None,
-) -> IngestSummary:
+@dataclass(frozen=True)
+class SlotIngest:
+    """What one slot's ingest reads: its slot run, the ``window_days`` before its scheduled time, at most
+    ``max_articles`` details, and each account's list ``page_size`` rows a page, ``max_pages`` pages at most."""
+
+    slot_run_id: int
+    key: SlotKey
+    window_days: float
+    max_articles: int
+    page_size: int = 100
+    max_pages: int = 50
+
+    @property
+    def start(self) -> datetime:
+        return self.key.scheduled_at - timedelta(days=self.window_days)
+
+
+def ingest_slot(connect: Callable[[], Any], client: WeRSSClient, slot: SlotIngest,
+                summary: IngestSummary | None = None) -> IngestSummary:
     """Pull the slot's window from every account and store what is new. Returns the summary.
 
     Raises WeRSSAuthError at once on bad credentials, and WeRSSError when every account failed
@@ -155,16 +162,14 @@ def ingest_slot(
     Everything counted is added to the slot run before returning, also when the ingest fails.
     """
     now = client.clock.now()  # the client's clock: the slot's, its deadline and its backoffs on it too
-    start, end = key.scheduled_at - timedelta(days=window_days), key.scheduled_at
-    summary = summary or IngestSummary(slot=key.slot)  # the caller's, to read after a failure too
+    summary = summary or IngestSummary(slot=slot.key.slot)  # the caller's, to read after a failure too
     try:
-        _ingest(connect, client, summary, slot_run_id=slot_run_id, key=key, start=start, end=end,
-                max_articles=max_articles, page_size=page_size, max_pages=max_pages, now=now)
+        _ingest(connect, client, summary, slot, now)
     finally:
         with connect() as conn:
-            store.record_ingest(conn, slot_run_id, new=summary.new, skipped=summary.skipped, waiting=summary.waiting,
+            store.record_ingest(conn, slot.slot_run_id, new=summary.new, skipped=summary.skipped, waiting=summary.waiting,
                                 body_problems=summary.body_problems)
-            store.add_slot_warnings(conn, slot_run_id, "ingest", summary.warnings)
+            store.add_slot_warnings(conn, slot.slot_run_id, "ingest", summary.warnings)
     log.info(summary.line())
     return summary
 
@@ -198,31 +203,29 @@ class Listing:
     tried: int = 0
 
 
-def _ingest(
-    connect: Callable[[], Any], client: WeRSSClient, summary: IngestSummary, *, slot_run_id: int, key: SlotKey,
-    start: datetime, end: datetime, max_articles: int, page_size: int, max_pages: int, now: datetime,
-) -> None:
+def _ingest(connect: Callable[[], Any], client: WeRSSClient, summary: IngestSummary, slot: SlotIngest,
+            now: datetime) -> None:
     account_rows = _accounts(connect, client, summary)
     summary.accounts = len(account_rows)
     with connect() as conn:  # active on the slot's day (coverage.py)
-        store.record_accounts_listed(conn, [a["id"] for a in account_rows.values()], key.run_date)
-    listing = _list_accounts(connect, client, summary, account_rows, start=start, end=end, page_size=page_size,
-                             max_pages=max_pages, now=now)
+        store.record_accounts_listed(conn, [a["id"] for a in account_rows.values()], slot.key.run_date)
+    listing = _list_accounts(connect, client, summary, account_rows, slot, now)
     if listing.tried and summary.accounts_failed == listing.tried:
         raise WeRSSError(f"ingest failed for all {listing.tried} accounts: " + "; ".join(summary.errors[:3]))
     summary.in_window = len(listing.metas)
     with connect() as conn:
         known = store.known_external_ids(conn, list(listing.metas))
     candidates = _candidates(listing.metas, known, summary, now=now)
-    if len(candidates) > max_articles:
-        summary.deferred = len(candidates) - max_articles
+    if len(candidates) > slot.max_articles:
+        summary.deferred = len(candidates) - slot.max_articles
         log.info("slot %s: %d articles over max_articles_per_slot=%d wait for the next slot",
-                 key.slot, summary.deferred, max_articles)
-        candidates = candidates[:max_articles]
+                 slot.key.slot, summary.deferred, slot.max_articles)
+        candidates = candidates[:slot.max_articles]
     new_by_account = _store_candidates(connect, client, summary, candidates, account_rows, known,
-                                       slot_run_id=slot_run_id, now=now)
+                                       slot_run_id=slot.slot_run_id, now=now)
     with connect() as conn:
-        store.record_accounts_read(conn, [account_rows[mp_id]["id"] for mp_id in listing.per_account], key.run_date)
+        store.record_accounts_read(conn, [account_rows[mp_id]["id"] for mp_id in listing.per_account],
+                                   slot.key.run_date)
         for mp_id, found_metas in listing.per_account.items():
             store.record_account_check(
                 conn, account_rows[mp_id]["id"], hits=1 if new_by_account.get(mp_id) else 0,
@@ -231,10 +234,8 @@ def _ingest(
     read_collection(connect, client, [account_rows[mp_id] for mp_id in listing.per_account], now)
 
 
-def _list_accounts(
-    connect: Callable[[], Any], client: WeRSSClient, summary: IngestSummary, account_rows: dict[str, Any], *,
-    start: datetime, end: datetime, page_size: int, max_pages: int, now: datetime,
-) -> Listing:
+def _list_accounts(connect: Callable[[], Any], client: WeRSSClient, summary: IngestSummary,
+                   account_rows: dict[str, Any], slot: SlotIngest, now: datetime) -> Listing:
     """List the window of every account not backed off; a failing account is backed off and counted."""
     listing = Listing()
     for mp_id, account in account_rows.items():
@@ -243,7 +244,8 @@ def _list_accounts(
             log.info("account %s backed off until %s (%s)", account["name"], account["backoff_until"], account["last_error"])
             continue
         try:
-            found = window_metas(client, mp_id, start, end, page_size, max_pages=max_pages, now=now)
+            found = window_metas(client, mp_id, slot.start, slot.key.scheduled_at, slot.page_size,
+                                 max_pages=slot.max_pages, now=now)
         except WeRSSAuthError:
             raise
         except WeRSSDeadline as exc:

@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from include.radar.collect import watch
-from include.radar.collect.ingest import IngestSummary, ingest_slot
+from include.radar.collect.ingest import IngestSummary, SlotIngest, ingest_slot
 from include.radar.collect.werss import WeRSSAuthError, WeRSSError
 from include.radar.steps.runtime import Runtime, slot_key, step, step_deadline
 
@@ -19,13 +19,12 @@ log = logging.getLogger(__name__)
 def ingest(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     client = rt.werss()
     client.deadline = step_deadline(slot, "ingest", rt.clock)
+    s = rt.settings
+    reads = SlotIngest(slot["slot_run_id"], slot_key(slot), window_days=s.window_days,
+                       max_articles=s.max_articles_per_slot, page_size=s.werss_page_size, max_pages=s.werss_max_pages)
     summary = IngestSummary(slot=slot["slot"])
     try:
-        ingest_slot(
-            rt.connect, client, slot_run_id=slot["slot_run_id"], key=slot_key(slot),
-            window_days=rt.settings.window_days, max_articles=rt.settings.max_articles_per_slot,
-            page_size=rt.settings.werss_page_size, max_pages=rt.settings.werss_max_pages, summary=summary,
-        )
+        ingest_slot(rt.connect, client, reads, summary)
     except WeRSSAuthError as exc:  # a refused login, or a 401 that a fresh login did not cure
         watch.werss_outcome(rt, slot, summary, failed=str(exc))
         rt.alert("werss_auth", f"WeRSS 拒绝登录或授权：{exc}", slot)
