@@ -22,10 +22,10 @@ from include.radar.web.resources import get_resources, today, zone
 from include.radar.web.views import record as record_views
 from include.radar.web.views import search as search_views
 from include.radar.web.views import trends as trend_views
+from include.radar.web.views.common import WEEKDAYS
 
 ENTITY_LISTED = 100
 WEEK_PICKS = 30  # the weekly page lists the week's picks up to this many (the record page has them all)
-WEEKDAYS = "一二三四五六日"
 
 router = APIRouter(dependencies=[Depends(require_reader)])
 

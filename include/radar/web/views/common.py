@@ -32,7 +32,6 @@ SLOT_LABELS = {
     SLOT_PENDING: "未到时间",
     SLOT_LATE: "超时未运行",
 }
-_SLOT_STATUS = {0: SLOT_RUNNING, 1: SLOT_DONE, 2: SLOT_FAILED}
 
 PUSH_SENT, PUSH_PENDING, PUSH_FAILED, PUSH_PARTIAL, PUSH_NONE = "sent", "pending", "failed", "partial", "none"
 PUSH_UNKNOWN = "unknown"  # the send started and its sender never recorded an answer: never resent by itself
@@ -44,7 +43,6 @@ PUSH_LABELS = {
     PUSH_UNKNOWN: "结果未知",
     PUSH_NONE: "未推送",
 }
-_NOTE_STATUS = {0: PUSH_PENDING, 1: PUSH_SENT, 2: PUSH_FAILED, 3: PUSH_UNKNOWN}
 PUSH_UNKNOWN_NOTICE = "发送已开始但没有记录结果，系统不会自动重发：请在该通道确认；没收到可用「强制推送」重推"
 
 REPORT_OK, REPORT_BUILDING, REPORT_FAILED, REPORT_MISSING, REPORT_EMPTY = "ok", "building", "failed", "missing", "empty"
@@ -57,16 +55,16 @@ REPORT_LABELS = {
     REPORT_MISSING: "未生成",
     REPORT_EMPTY: "无",
 }
-_REPORT_STATUS = {0: REPORT_BUILDING, 1: REPORT_OK, 2: REPORT_FAILED, 3: REPORT_PARTIAL}
+REPORT_STATUS = {0: REPORT_BUILDING, 1: REPORT_OK, 2: REPORT_FAILED, 3: REPORT_PARTIAL}
 REPORT_FAILED_NOTICE = "日报生成失败，请稍后刷新"
 REPORT_PARTIAL_NOTICE = "日报根据已完成的部分生成"
 
-_WEEKDAYS = "一二三四五六日"
+WEEKDAYS = "一二三四五六日"
 
 
 def day_label(day: date) -> str:
     """``2026年1月8日 周四``: how the pages name a report date."""
-    return f"{day.year}年{day.month}月{day.day}日 周{_WEEKDAYS[day.weekday()]}"
+    return f"{day.year}年{day.month}月{day.day}日 周{WEEKDAYS[day.weekday()]}"
 
 
 def local_time(moment: datetime | None, tz: ZoneInfo, fmt: str = "%Y-%m-%d %H:%M") -> str:

@@ -15,7 +15,6 @@ from include.radar.collect.coverage import Coverage
 from include.radar.pushes import events
 from include.radar.pushes.labels import type_label
 from include.radar.web.views.common import (
-    _REPORT_STATUS,
     REPORT_BUILDING,
     REPORT_EMPTY,
     REPORT_FAILED,
@@ -24,6 +23,7 @@ from include.radar.web.views.common import (
     REPORT_MISSING,
     REPORT_PARTIAL,
     REPORT_PARTIAL_NOTICE,
+    REPORT_STATUS,
     SLOT_DONE,
     Links,
     Row,
@@ -327,7 +327,7 @@ def report_state(
         return REPORT_MISSING, f"当日日报尚未生成（{max(slots) if slots else '22:00'} 生成），以下是已完成的分析。", []
     if report is None:
         return REPORT_EMPTY, "这一天没有任何数据：没有运行记录、分析或日报。", []
-    state = _REPORT_STATUS.get(report["status"], REPORT_FAILED)
+    state = REPORT_STATUS.get(report["status"], REPORT_FAILED)
     if state == REPORT_FAILED:
         return state, REPORT_FAILED_NOTICE, failure_reasons(report, runs)
     if state == REPORT_PARTIAL:

@@ -10,13 +10,13 @@ from zoneinfo import ZoneInfo
 
 from include.radar.collect.coverage import Coverage
 from include.radar.web.views.common import (
-    _REPORT_STATUS,
-    _WEEKDAYS,
     PUSH_LABELS,
     REPORT_EMPTY,
     REPORT_LABELS,
     REPORT_MISSING,
+    REPORT_STATUS,
     SLOT_DONE,
+    WEEKDAYS,
     Links,
     Row,
     day_label,
@@ -101,7 +101,7 @@ def day_rows(
     views = []
     for r in rows:
         report_state = (
-            _REPORT_STATUS.get(r["report_status"], REPORT_MISSING)
+            REPORT_STATUS.get(r["report_status"], REPORT_MISSING)
             if r["report_status"] is not None
             else (REPORT_MISSING if r["analysed"] or r["failed"] or r["slots_run"] else REPORT_EMPTY)
         )
@@ -110,7 +110,7 @@ def day_rows(
             DayRowView(
                 day=r["day"],
                 label=f"{r['day'].month}月{r['day'].day}日",
-                weekday=_WEEKDAYS[r["day"].weekday()],
+                weekday=WEEKDAYS[r["day"].weekday()],
                 url=links.daily(r["day"]),
                 analysed=r["analysed"],
                 opportunities=r["opportunities"],

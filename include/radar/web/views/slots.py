@@ -11,8 +11,6 @@ from zoneinfo import ZoneInfo
 from include.radar.core.slots import slot_at
 from include.radar.core.text import span
 from include.radar.web.views.common import (
-    _NOTE_STATUS,
-    _SLOT_STATUS,
     PUSH_FAILED,
     PUSH_LABELS,
     PUSH_NONE,
@@ -21,16 +19,22 @@ from include.radar.web.views.common import (
     PUSH_SENT,
     PUSH_UNKNOWN,
     PUSH_UNKNOWN_NOTICE,
+    SLOT_DONE,
     SLOT_FAILED,
     SLOT_LABELS,
     SLOT_LATE,
     SLOT_PENDING,
+    SLOT_RUNNING,
     Links,
     Row,
     error_text,
     local_time,
     money,
 )
+
+# slot_run.status and notification_log.status as the pages name them
+_SLOT_STATUS = {0: SLOT_RUNNING, 1: SLOT_DONE, 2: SLOT_FAILED}
+_NOTE_STATUS = {0: PUSH_PENDING, 1: PUSH_SENT, 2: PUSH_FAILED, 3: PUSH_UNKNOWN}
 
 
 @dataclass(frozen=True)
