@@ -230,7 +230,7 @@ def test_a_werss_without_a_task_collects_nothing_and_never_looks_complete(fakes)
 
 
 def test_the_accounts_headline_is_an_all_clear_only_for_what_was_seen():
-    from include.radar.web.views import AccountsHeadline, AccountView, accounts_headline
+    from include.radar.web.views.overview import AccountsHeadline, AccountView, accounts_headline
 
     def account(mp_id, checked="01-08 22:00", healthy=True):
         return AccountView(mp_id, mp_id, "—", checked, 0 if healthy else 2, "", "", healthy)

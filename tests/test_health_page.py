@@ -19,9 +19,9 @@ from include.radar import DAG_ID, store
 from include.radar.core.clock import FixedClock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI
-from include.radar.web import costs, views
+from include.radar.web import costs
 from include.radar.web.app import create_app
-from include.radar.web.views import health
+from include.radar.web.views import common, health
 from include.radar_demo.fakes import completion
 from tests.conftest import connect
 from tests.pages import DAY, NOW, XSS, XSS_ESCAPED, FakeUser, Seeder, airflow_get_user, allow_reading, make_settings
@@ -391,8 +391,8 @@ def test_the_analysis_page_shows_its_cost_and_the_articles_total_with_failed_att
     assert total["ladders"] == 2 and total["c"] > row["cost"] > 0
     html = read_page(f"/analysis/{row['id']}", shanghai(2026, 1, 8, 19))
     costs = html.split("<dt>成本</dt>")[1].split("</dd>")[0]
-    assert views.money(row["cost"], "USD") in costs
-    assert f"本文合计 {views.money(total['c'], 'USD')}（{total['n']} 次调用，含失败的尝试）" in costs
+    assert common.money(row["cost"], "USD") in costs
+    assert f"本文合计 {common.money(total['c'], 'USD')}（{total['n']} 次调用，含失败的尝试）" in costs
 
 
 def test_an_analysis_that_cost_one_clean_call_shows_no_separate_total(fakes) -> None:
@@ -406,7 +406,7 @@ def test_an_analysis_that_cost_one_clean_call_shows_no_separate_total(fakes) -> 
         row = conn.execute("SELECT id, cost FROM analysis_result").fetchone()
     html = read_page(f"/analysis/{row['id']}", shanghai(2026, 1, 8, 15))
     costs = html.split("<dt>成本</dt>")[1].split("</dd>")[0]
-    assert views.money(row["cost"], "USD") in costs and row["cost"] > 0 and "本文合计" not in costs
+    assert common.money(row["cost"], "USD") in costs and row["cost"] > 0 and "本文合计" not in costs
 
 
 def test_the_daily_page_shows_the_days_cost_and_what_the_budget_deferred(fakes, monkeypatch) -> None:
@@ -424,12 +424,12 @@ def test_the_daily_page_shows_the_days_cost_and_what_the_budget_deferred(fakes, 
     # before the report: from the live rows
     html = read_page("/daily/2026-01-08", shanghai(2026, 1, 8, 15))
     assert "预算用尽，2 篇顺延到次日" in html
-    assert f'<div class="k">LLM 花费</div><div class="v cost">{views.money(spent, "USD")}</div>' in html
+    assert f'<div class="k">LLM 花费</div><div class="v cost">{common.money(spent, "USD")}</div>' in html
     # the overview: the slot's deferrals, its cost, and the day's spend against the budget
     section = health_html(read_page("/", shanghai(2026, 1, 8, 15)))
     item = run_items(section)["01-08 14:00"]
-    assert '预算顺延 <b class="warnnum">2</b>' in item and views.money(spent, "USD") in item
-    assert f"今日花费 {views.money(spent, 'USD')} / 预算 $0.0001（已用尽）" in section
+    assert '预算顺延 <b class="warnnum">2</b>' in item and common.money(spent, "USD") in item
+    assert f"今日花费 {common.money(spent, 'USD')} / 预算 $0.0001（已用尽）" in section
 
     # after the 22:00 report: as the report counted them
     fakes.at(shanghai(2026, 1, 8, 22))

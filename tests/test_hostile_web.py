@@ -29,8 +29,8 @@ from include.radar.core import signing
 from include.radar.core.clock import FixedClock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI
-from include.radar.web import views
 from include.radar.web.app import create_app
+from include.radar.web.views import common
 from tests.pages import SECRET, FakeUser, airflow_get_user, make_settings
 
 pytestmark = pytest.mark.hostile
@@ -374,8 +374,8 @@ HOSTILE_DIGEST = "\n\n".join(
 
 
 def test_digest_renders_only_the_radars_own_page_links() -> None:
-    rewrite = views.digest_link_rewriter(BASE, views.Links(root="/radar"))
-    html = str(views.render_markdown(HOSTILE_DIGEST, rewrite))
+    rewrite = common.digest_link_rewriter(BASE, common.Links(root="/radar"))
+    html = str(common.render_markdown(HOSTILE_DIGEST, rewrite))
     # the digest is the LLM's: an article can make it write any URL, so only the radar's own pages are links
     assert sorted(hrefs(html)) == sorted(["/radar/analysis/5", "/radar/analysis/6", "/radar/daily/2026-01-07"])
     # refused links stay readable as text
@@ -383,7 +383,7 @@ def test_digest_renders_only_the_radars_own_page_links() -> None:
                  "https://auto.example/b", "not a page", "impossible day"):
         assert text in html, text
     # without a rewriter (no app to link to) no link survives
-    plain = str(views.render_markdown("[a](/analysis/5) [b](https://ok.example/) [c](//evil.example)"))
+    plain = str(common.render_markdown("[a](/analysis/5) [b](https://ok.example/) [c](//evil.example)"))
     assert hrefs(plain) == []
 
 

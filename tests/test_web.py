@@ -27,8 +27,8 @@ from include.radar.core import signing
 from include.radar.core.clock import FixedClock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI, slot_at
-from include.radar.web import views
 from include.radar.web.app import create_app
+from include.radar.web.views import common, slots
 from tests.pages import (
     DAY,
     NOW,
@@ -472,15 +472,15 @@ def test_demo_mode_badge(make_client) -> None:
 
 
 def test_slot_view_lateness_boundaries() -> None:
-    links = views.Links()
+    links = common.Links()
     at = slot_at(DAY, "18:00").scheduled_at
     for now, expected in ((at + timedelta(minutes=30), "pending"), (at + timedelta(minutes=31), "late")):
-        [view] = views.slot_views(DAY, ["18:00"], [], now=now, late_after_minutes=30, tz=SHANGHAI, links=links)
+        [view] = slots.slot_views(DAY, ["18:00"], [], now=now, late_after_minutes=30, tz=SHANGHAI, links=links)
         assert view.state == expected
 
 
 def test_safe_http_url() -> None:
-    assert views.safe_http_url("https://mp.weixin.qq.com/s/x?a=1") == "https://mp.weixin.qq.com/s/x?a=1"
+    assert common.safe_http_url("https://mp.weixin.qq.com/s/x?a=1") == "https://mp.weixin.qq.com/s/x?a=1"
     for bad in (
         "javascript:alert(1)",
         "JAVASCRIPT:alert(1)",
@@ -492,15 +492,15 @@ def test_safe_http_url() -> None:
         "https://a.b/\nx",
         " https://a.b/",
     ):
-        assert views.safe_http_url(bad) is None, bad
+        assert common.safe_http_url(bad) is None, bad
 
 
 def test_push_state_summarises_channels() -> None:
-    assert views.push_state(0, 0, 0) == "none"
-    assert views.push_state(2, 2, 0) == "sent"
-    assert views.push_state(2, 1, 1) == "partial"
-    assert views.push_state(2, 0, 2) == "failed"
-    assert views.push_state(2, 1, 0) == "pending"
+    assert slots.push_state(0, 0, 0) == "none"
+    assert slots.push_state(2, 2, 0) == "sent"
+    assert slots.push_state(2, 1, 1) == "partial"
+    assert slots.push_state(2, 0, 2) == "failed"
+    assert slots.push_state(2, 1, 0) == "pending"
 
 
 # ----------------------------------------------------------------------------------------------- plugin

@@ -12,8 +12,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 
 from include.radar.core.pricing import format_money
-from include.radar.web import views
-from include.radar.web.views import Row
+from include.radar.web.views.common import Row, money
 
 SPEND_DAYS = 30
 # the drawing area of the spend line, in SVG user units (the SVG stretches to the card's width)
@@ -61,14 +60,14 @@ def spend_line(
     points = " ".join(f"{x:g},{yy:g}" for x, yy in coords)
     bottom = f"{CHART_H:g}"
     area = f"{coords[0][0]:g},{bottom} {points} {coords[-1][0]:g},{bottom}"
-    cells = [(round(max(i * step - step / 2, 0), 1), round(step, 1), f"{d:%m-%d} {views.money(v, currency)}")
+    cells = [(round(max(i * step - step / 2, 0), 1), round(step, 1), f"{d:%m-%d} {money(v, currency)}")
              for i, (d, v) in enumerate(series)]
     return SpendLine(
         points=points,
         area=area,
         days=cells,
-        max_label=views.money(high, currency),
-        min_label=views.money(low, currency),
+        max_label=money(high, currency),
+        min_label=money(low, currency),
         first_label=f"{first_day:%m-%d}",
         last_label=f"{last_day:%m-%d}",
         currency=currency,
@@ -93,7 +92,7 @@ def spend_view(
 ) -> SpendView:
     """The slots' spend today against the budget and over the last days; ``evaluations``: what the shadow
     evaluations spent today and over the same days (their own caps'), said apart."""
-    spent = views.money(spent_today, currency)
+    spent = money(spent_today, currency)
     if budget > 0:
         text = f"今日花费 {spent} / 预算 {format_money(budget, currency)}"
     else:
@@ -105,8 +104,8 @@ def spend_view(
         percent=min(100, round(spent_today / budget * 100)) if budget > 0 else 0,
         estimated=estimated,
         line=spend_line({**by_day, today: spent_today}, last_day=today, currency=currency, budget=budget),
-        evaluations=(f"模型评估另计：今日 {views.money(evaluations[0], currency)}，近 {SPEND_DAYS} 天 "
-                     f"{views.money(evaluations[1], currency)}（不占预算，不在上图）") if evaluations[1] else None,
+        evaluations=(f"模型评估另计：今日 {money(evaluations[0], currency)}，近 {SPEND_DAYS} 天 "
+                     f"{money(evaluations[1], currency)}（不占预算，不在上图）") if evaluations[1] else None,
     )
 
 
@@ -119,8 +118,8 @@ def day_cost(spent: float | None, currency: str, report: Row | None) -> str:
         for key, unit in (("cost", stats.get("currency")), ("cost_usd", "USD")):
             value = stats.get(key)
             if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-                return views.money(value, unit if unit in ("USD", "CNY") else currency)
-    return views.money(spent or 0, currency)
+                return money(value, unit if unit in ("USD", "CNY") else currency)
+    return money(spent or 0, currency)
 
 
 def item_total(row: Row, spend: Row | None) -> str | None:
@@ -132,4 +131,4 @@ def item_total(row: Row, spend: Row | None) -> str | None:
     currency = spend.get("currency") or row.get("currency") or "USD"
     if abs(total - own) < Decimal("0.0000005") and currency == (row.get("currency") or "USD"):
         return None
-    return f"{views.money(total, currency)}（{spend.get('calls') or 0} 次调用，含失败的尝试）"
+    return f"{money(total, currency)}（{spend.get('calls') or 0} 次调用，含失败的尝试）"

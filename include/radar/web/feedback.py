@@ -21,9 +21,9 @@ from fastapi import Request
 from include.radar.core import signing
 from include.radar.core.settings import Settings
 from include.radar.pushes.ranking import VERDICTS
-from include.radar.web import views
 from include.radar.web.auth import PageError, Reader, app_path, local_path
 from include.radar.web.resources import get_resources
+from include.radar.web.views.common import Links
 
 MAX_BODY = 4096
 USER_TOKEN_DAYS = 1  # a logged-in reader's buttons work for a day after the page was rendered
@@ -150,13 +150,13 @@ def day_signer(reader: Reader, settings: Settings) -> Callable[[str], str] | Non
     return lambda path: urlencode(signing.sign(path, secret, expires, 0))
 
 
-def _here(request: Request, links: views.Links) -> str:
+def _here(request: Request, links: Links) -> str:
     """This page's own path and query (a signed page's signature included): where a form comes back to."""
     query = request.url.query
     return local_path(links.root + app_path(request)) + (f"?{query}" if query else "")
 
 
-def feedback_forms(request: Request, reader: Reader, settings: Settings, links: views.Links) -> Forms:
+def feedback_forms(request: Request, reader: Reader, settings: Settings, links: Links) -> Forms:
     """The 👍/👎/🤷 forms of this page: signed actions that come back here (web/feedback.py).
 
     A read session's pages get none: its cookie reaches every analysis of every day, and whoever a push is

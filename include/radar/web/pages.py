@@ -15,10 +15,10 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from include.radar.core.settings import Settings
-from include.radar.web import views
 from include.radar.web.auth import AIRFLOW_LOGIN_PATH, Reader, app_path, local_path
 from include.radar.web.mount import URL_PREFIX
 from include.radar.web.resources import zone
+from include.radar.web.views.common import Links, local_time
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")
 # what stands in a page a link opened for what only an Airflow login sees (the operator's lines, the spend)
@@ -41,10 +41,10 @@ def _environment() -> Environment:
 
 def page_links(
     request: Request, signer: Callable[[str], str] | None = None, signable: frozenset[int] = frozenset()
-) -> views.Links:
+) -> Links:
     root = request.scope.get("root_path", "").rstrip("/")
     airflow_root = root[: -len(URL_PREFIX)] if root.endswith(URL_PREFIX) else ""
-    return views.Links(root=root, airflow_root=airflow_root, signer=signer, signable=signable)
+    return Links(root=root, airflow_root=airflow_root, signer=signer, signable=signable)
 
 
 def _session_minutes(request: Request) -> int:
@@ -67,12 +67,12 @@ class Pages:
         status: int = 200,
         settings: Settings | None = None,
         reader: Reader | None = None,
-        links: views.Links | None = None,
+        links: Links | None = None,
         **context: Any,
     ) -> HTMLResponse:
         signed_until = None
         if reader is not None and reader.signed and reader.signed_exp and settings is not None:
-            signed_until = views.local_time(datetime.fromtimestamp(reader.signed_exp, UTC), zone())
+            signed_until = local_time(datetime.fromtimestamp(reader.signed_exp, UTC), zone())
         html = self.env.get_template(template).render(
             links=links or page_links(request),
             demo=bool(settings and settings.demo_mode),

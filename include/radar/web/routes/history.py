@@ -14,7 +14,6 @@ from include.radar.analysis import focus
 from include.radar.core import search
 from include.radar.market import outcomes
 from include.radar.report import weekly
-from include.radar.web import views
 from include.radar.web.auth import PageError, ReaderDep, require_reader
 from include.radar.web.inputs import DAYS_AHEAD, FIRST_DAY, parse_day
 from include.radar.web.pages import get_pages, page_links
@@ -22,7 +21,7 @@ from include.radar.web.resources import get_resources, today, zone
 from include.radar.web.views import record as record_views
 from include.radar.web.views import search as search_views
 from include.radar.web.views import trends as trend_views
-from include.radar.web.views.common import WEEKDAYS
+from include.radar.web.views.common import WEEKDAYS, digest_link_rewriter, render_markdown
 
 ENTITY_LISTED = 100
 WEEK_PICKS = 30  # the weekly page lists the week's picks up to this many (the record page has them all)
@@ -66,7 +65,7 @@ def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLRespons
         request, "weekly.html", settings=settings, reader=reader, links=links, monday=week, report=report,
         span=f"{week.isoformat()} 至 {end.month}月{end.day}日", tops=tops,
         fallback=bool(report) and data.get("source") == "fallback", report_error=(report or {}).get("error") or "",
-        digest_html=views.render_markdown(report["digest_md"], views.digest_link_rewriter(
+        digest_html=render_markdown(report["digest_md"], digest_link_rewriter(
             settings.report_base_url, links)) if report and report["digest_md"] else None,
         watchlist=[w for w in data.get("watchlist") or [] if isinstance(w, str)][:8],
         days=[(f"{d.month}/{d.day} 周{WEEKDAYS[d.weekday()]}", links.daily(d))

@@ -13,16 +13,20 @@ from include.radar import store
 from include.radar.pushes import ranking
 from include.radar.report import weekly
 from include.radar.store.events import event_pushes, with_pushes
-from include.radar.web import costs, csrf, feedback, views
+from include.radar.web import costs, csrf, feedback
 from include.radar.web.auth import PageError, ReaderDep, airflow_user, require_reader, user_name
 from include.radar.web.feedback import day_signer, feedback_forms
 from include.radar.web.inputs import parse_day, parse_id, read_body
 from include.radar.web.pages import get_pages, page_links
 from include.radar.web.resources import get_resources, zone
+from include.radar.web.views import analysis as analysis_views
+from include.radar.web.views import daily as daily_views
 from include.radar.web.views import health
+from include.radar.web.views import overview as overview_views
 from include.radar.web.views import profile as profile_views
 from include.radar.web.views import record as record_views
 from include.radar.web.views import trends as trend_views
+from include.radar.web.views.common import local_time, money
 
 RECENT_DAYS = 14
 SEEN_COOKIE = "radar_seen"  # when this browser last opened the overview: what is new since then
@@ -68,7 +72,7 @@ def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
         today_rows = ranking.annotate(store.day_analyses(conn, today), weights)
         last_seen = _last_seen(request, now)
         new_rows, new_total = store.analyses_since(conn, last_seen, NEW_LISTED) if last_seen else ([], 0)
-    page = views.overview_page(
+    page = overview_views.overview_page(
         today=today,
         now=now,
         tz=tz,
@@ -84,15 +88,15 @@ def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
         day_spend=by_day,
         currency=currency,
     )
-    top = [c for c in views.analysis_cards(today_rows, threshold=settings.push_score_threshold, tz=tz, links=links)
+    top = [c for c in daily_views.analysis_cards(today_rows, threshold=settings.push_score_threshold, tz=tz, links=links)
            if not c.reused][:TOP_LISTED]
-    fresh = views.analysis_cards(ranking.annotate(new_rows, weights), threshold=settings.push_score_threshold,
+    fresh = daily_views.analysis_cards(ranking.annotate(new_rows, weights), threshold=settings.push_score_threshold,
                                  tz=tz, links=links)
     response = get_pages(request).render(
         request, "overview.html", settings=settings, reader=reader, links=links, page=page, health=health_view,
-        accounts_head=views.accounts_headline(page.accounts, health_view.silent, health_view.collection),
+        accounts_head=overview_views.accounts_headline(page.accounts, health_view.silent, health_view.collection),
         learned_more=learned_more, learned_less=learned_less, top_today=top,
-        since=views.local_time(last_seen, tz) if last_seen else None, new_cards=fresh, new_total=new_total,
+        since=local_time(last_seen, tz) if last_seen else None, new_cards=fresh, new_total=new_total,
         new_limit=NEW_LISTED,
     )
     response.set_cookie(SEEN_COOKIE, str(int(now.timestamp())), max_age=366 * 86400, httponly=True,
@@ -126,7 +130,7 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
     analyses = ranking.order(ranking.annotate(analyses, weights))  # the reader's order, as the report's
     # a signed daily link opens that day's analyses too, and nothing else
     links = page_links(request, day_signer(reader, settings), frozenset(a["id"] for a in analyses))
-    page = views.daily_page(
+    page = daily_views.daily_page(
         day=report_day,
         today=now.astimezone(tz).date(),
         now=now,
@@ -153,7 +157,7 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
         feedback_forms=buttons, excluded=profile_views.excluded_views(excluded, tz),
         histogram=histogram if analyses else None, histogram_text=histogram_text,
         week_url=links.weekly(weekly.week_of(report_day)[0]),
-        evaluation_cost=views.money(evaluated, settings.deepseek_currency) if evaluated else None)
+        evaluation_cost=money(evaluated, settings.deepseek_currency) if evaluated else None)
 
 
 @router.get("/analysis/{analysis_id}", response_class=HTMLResponse)
@@ -174,7 +178,7 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
         verdict = store.feedback_of(conn, [wanted]).get(wanted)
         pick = store.track.pick_of_analysis(conn, wanted)
     links = page_links(request)
-    page = views.analysis_page(
+    page = analysis_views.analysis_page(
         row=row,
         opportunities=opportunities,
         reused=reused,
@@ -182,7 +186,7 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
         tz=zone(),
         links=links,
         total_cost=costs.item_total(row, spend),
-        event=views.event_view(row, members, push, zone(), links),
+        event=analysis_views.event_view(row, members, push, zone(), links),
     )
     return get_pages(request).render(
         request, "analysis.html", settings=settings, reader=reader, links=links, page=page,

@@ -3,7 +3,7 @@ web/costs.py's).
 
 :func:`gather` is the one function here that reads (the database, through read-only store queries); every
 other function is pure, like the views. What came from outside — alert details, service errors, step names
-— is scrubbed through :func:`views.error_text` and left for Jinja to escape, never marked safe. The 30-day
+— is scrubbed through :func:`error_text` and left for Jinja to escape, never marked safe. The 30-day
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from include.radar.collect import watch
 from include.radar.collect.coverage import SILENT_FACTOR, Coverage
 from include.radar.core.settings import Settings
 from include.radar.core.slots import slot_at, slots_between
-from include.radar.web import views
+from include.radar.core.text import span
 from include.radar.web.costs import SPEND_DAYS, SpendView, spend_view
-from include.radar.web.views import Links, Row, SlotView
+from include.radar.web.views.common import SLOT_FAILED, SLOT_LATE, SLOT_PENDING, Links, Row, error_text, short
+from include.radar.web.views.slots import SlotView, missing_slot_view, slot_view
 
 RECENT_SLOTS = 5
 MISSED_LOOKBACK_DAYS = 7  # how far back a slot that never ran is looked for (the list shows five anyway)
@@ -102,14 +103,14 @@ def recent_slots(
     run (late, linked to the DAG), and a slot whose time has come but is still within its grace period."""
     entries: dict[tuple[date, str], SlotView] = {}
     for run in runs:
-        entries[(run["run_date"], run["slot"])] = views.slot_view(
+        entries[(run["run_date"], run["slot"])] = slot_view(
             run, now=now, tz=tz, links=links, spend=spend, currency=currency)
     for day, slot in missed:
-        entries.setdefault((day, slot), views.missing_slot_view(day, slot, views.SLOT_LATE, links))
+        entries.setdefault((day, slot), missing_slot_view(day, slot, SLOT_LATE, links))
     grace = timedelta(minutes=late_after_minutes)
     for key in slots_between(now - grace, now, tuple(schedule), tz):
         if (key.run_date, key.slot) not in entries:
-            view = views.missing_slot_view(key.run_date, key.slot, views.SLOT_PENDING, links)
+            view = missing_slot_view(key.run_date, key.slot, SLOT_PENDING, links)
             entries[(key.run_date, key.slot)] = SlotView(slot=view.slot, state=view.state, label="等待调度",
                                                          run_date=view.run_date)
     newest = sorted(entries, reverse=True)[:limit]
@@ -127,7 +128,7 @@ def next_slot(now: datetime, schedule: Sequence[str], tz: ZoneInfo) -> NextSlot 
             if at > now:
                 seconds = (at - now).total_seconds()
                 minutes = -(-int(seconds) // 60)  # rounded up: "in 1 minute", never "in 0 minutes"
-                eta = "即将开始" if seconds < 60 else f"{views.span(minutes * 60)}后"
+                eta = "即将开始" if seconds < 60 else f"{span(minutes * 60)}后"
                 prefix = {0: "", 1: "明天 "}.get(offset, f"{day:%m-%d} ")
                 return NextSlot(label=f"{prefix}{slot}", eta=eta)
     return None
@@ -174,12 +175,12 @@ def alert_views(rows: Iterable[Row], *, now: datetime, tz: ZoneInfo, links: Link
         if r.get("delivered"):
             delivery = "已送达"
         elif r.get("delivery_error"):
-            delivery = f"发送失败：{views.error_text(r['delivery_error'], 300)}"
+            delivery = f"发送失败：{error_text(r['delivery_error'], 300)}"
         else:
             delivery = "未送达"
         out.append(AlertView(
-            title=views.short(str(r.get("title") or r.get("cause") or "告警"), 80),
-            detail=views.error_text(r.get("detail"), 600),
+            title=short(str(r.get("title") or r.get("cause") or "告警"), 80),
+            detail=error_text(r.get("detail"), 600),
             action=actions.get(str(r.get("cause")), ""),
             occurrences=occurrences,
             delivered=bool(r.get("delivered")),
@@ -244,7 +245,7 @@ def werss_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo, wechat
         if collection.nothing_collected and state == "done":
             state, label = "failed", "没有在采集"
     raw = status.get("last_errors")
-    errors = [views.error_text(e, 200) for e in (raw if isinstance(raw, list) else [raw]) if isinstance(e, str) and e]
+    errors = [error_text(e, 200) for e in (raw if isinstance(raw, list) else [raw]) if isinstance(e, str) and e]
     return ServiceView("WeRSS", True, state, label, _when(_at(status.get("last_ingest_at")), now, tz),
                        facts, warnings, errors[:3])
 
@@ -264,7 +265,7 @@ def storage_view(status: Mapping[str, Any], *, retention_days: int, now: datetim
     tables = status.get("tables") if isinstance(status.get("tables"), dict) else {}
     biggest = max(tables.items(), key=lambda kv: _int(kv[1]) or 0, default=None)
     facts = [f"占用 {_megabytes(status.get('database_bytes'))}"
-             + (f"（最大的表 {views.error_text(str(biggest[0]), 40)} {_megabytes(biggest[1])}）" if biggest else "")]
+             + (f"（最大的表 {error_text(str(biggest[0]), 40)} {_megabytes(biggest[1])}）" if biggest else "")]
     articles, pruned = _int(status.get("articles")) or 0, _int(status.get("pruned")) or 0
     facts.append(f"文章 {articles:,} 篇，其中 {pruned:,} 篇正文已按保留期清理" if pruned else f"文章 {articles:,} 篇")
     warnings = []
@@ -276,7 +277,7 @@ def storage_view(status: Mapping[str, Any], *, retention_days: int, now: datetim
         facts.append(f"上次清理 {_int(last.get('bodies')) or 0:,} 篇正文，用时 {float(last.get('seconds') or 0):.1f} 秒")
     at = _at(status.get("at"))
     if at is not None and now - at > timedelta(hours=48):
-        warnings.append(f"保留期清理 {views.span((now - at).total_seconds())}没有运行（日报时段之后运行）")
+        warnings.append(f"保留期清理 {span((now - at).total_seconds())}没有运行（日报时段之后运行）")
     return ServiceView("数据库", True, "late" if warnings else "done", label, _when(at, now, tz), facts, warnings)
 
 
@@ -307,9 +308,9 @@ def wechat_login_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo,
         return LoginView("ok", "微信已登录（WeRSS 未给出到期时间）")
     left = (expires - now).total_seconds()
     if left <= warn_hours * 3600:
-        return LoginView("expiring", f"微信登录将于 {until} 过期（还剩 {views.span(left)}）：请在到期前到 WeRSS 扫码续期",
+        return LoginView("expiring", f"微信登录将于 {until} 过期（还剩 {span(left)}）：请在到期前到 WeRSS 扫码续期",
                          True)
-    return LoginView("ok", f"微信登录有效至 {until}（还剩 {views.span(left)}）")
+    return LoginView("ok", f"微信登录有效至 {until}（还剩 {span(left)}）")
 
 
 def deepseek_view(
@@ -338,7 +339,7 @@ def deepseek_view(
         warnings.append(f"时段 {name} 已降为单并发")
     if status.get("last_error"):
         prefix = "" if last != "ok" else f"上次错误（{_when(error_at, now, tz)}）：" if error_at else "上次错误："
-        errors.append(prefix + views.error_text(str(status["last_error"]), 300))
+        errors.append(prefix + error_text(str(status["last_error"]), 300))
     return ServiceView("DeepSeek", True, state, label, _when(when, now, tz), facts, warnings, errors)
 
 
@@ -364,7 +365,7 @@ def check_view(status: Mapping[str, Any], *, now: datetime, tz: ZoneInfo) -> Che
     if not status:
         return CheckView(False)
     raw = status.get("failing")
-    failing = [views.error_text(line, 300) for line in (raw if isinstance(raw, list) else []) if isinstance(line, str)]
+    failing = [error_text(line, 300) for line in (raw if isinstance(raw, list) else []) if isinstance(line, str)]
     return CheckView(True, _when(_at(status.get("at")), now, tz), _int(status.get("ok")) or 0,
                      _int(status.get("warnings")) or 0, _int(status.get("failures")) or 0, failing[:10])
 
@@ -434,8 +435,8 @@ def health_view(
     for a in silent_accounts:
         quiet = (now - a["last_article_at"]).total_seconds() if a.get("last_article_at") else 0
         cadence = a["cadence"].total_seconds() if isinstance(a.get("cadence"), timedelta) else 0
-        silent[str(a["mp_id"])] = f"已 {views.span(quiet)}没有新文章（通常每 {views.span(cadence)}一篇）"
-    issues = [f"{s.when} {s.view.label}" for s in slots if s.view.state in (views.SLOT_FAILED, views.SLOT_LATE)]
+        silent[str(a["mp_id"])] = f"已 {span(quiet)}没有新文章（通常每 {span(cadence)}一篇）"
+    issues = [f"{s.when} {s.view.label}" for s in slots if s.view.state in (SLOT_FAILED, SLOT_LATE)]
     if alert_list:
         issues.append(f"今日告警 {len(alert_list)} 条")
     issues += [f"{v.name} {v.label}" for v in (werss_v, deepseek_v) if v.recorded and not v.ok]
