@@ -123,7 +123,7 @@ def claim_item(
         end_running(conn, SLOTS, (item_id,), "crashed" if own else "expired",
                     "its task try ended without finishing (a retry took over after its lease ran out)" if own
                     else "lease expired: worker lost")
-    return take(conn, SLOTS, (item_id,), item, claimer=claimer, max_attempts=max_attempts, lease=lease,
+    return take(conn, SLOTS, item, claimer=claimer, max_attempts=max_attempts, lease=lease,
                 extra={"last_slot_run_id": slot_run_id}, attempt_extra={"slot_run_id": slot_run_id})
 
 
@@ -157,12 +157,13 @@ def _touch(table: Table) -> sql.SQL:
 
 
 def take(
-    conn: psycopg.Connection, table: Table, key: tuple[Any, ...], item: Row, *, claimer: str, max_attempts: int,
-    lease: timedelta, extra: dict[str, Any] | None = None, attempt_extra: dict[str, Any] | None = None,
+    conn: psycopg.Connection, table: Table, item: Row, *, claimer: str, max_attempts: int, lease: timedelta,
+    extra: dict[str, Any] | None = None, attempt_extra: dict[str, Any] | None = None,
 ) -> Claim:
-    """Count an attempt on a locked article, leased to ``claimer``, and open it (``extra``: more columns set on
-    the article, ``attempt_extra`` on the attempt); exhausted, and failed for good, when it has no attempt left."""
-    extra, attempt_extra = extra or {}, attempt_extra or {}
+    """Count an attempt on a locked article (its row in ``table``), leased to ``claimer``, and open it (``extra``:
+    more columns set on the article, ``attempt_extra`` on the attempt); exhausted, and failed for good, when it has
+    no attempt left."""
+    key, extra, attempt_extra = tuple(item[k] for k in table.key), extra or {}, attempt_extra or {}
     names = {"items": sql.Identifier(table.items), "status": sql.Identifier(table.status), "where": table.where(),
              "touch": _touch(table)}
     params = {**table.params(key), "claimer": claimer, "lease": lease, **{f"x_{c}": v for c, v in extra.items()}}

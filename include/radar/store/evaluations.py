@@ -147,7 +147,7 @@ def claim(conn: psycopg.Connection, evaluation_id: int, item_id: int, *, claimer
     key = (evaluation_id, item_id)
     if row["status"] == CLAIMED:  # its holder's lease ran out: the worker was lost, its attempt counted
         end_running(conn, EVALUATIONS, key, "expired", "lease expired: worker lost")
-    return take(conn, EVALUATIONS, key, row, claimer=claimer, max_attempts=max_attempts,
+    return take(conn, EVALUATIONS, row, claimer=claimer, max_attempts=max_attempts,
                 lease=LEASE if lease is None else lease)
 
 
