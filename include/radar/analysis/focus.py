@@ -160,8 +160,8 @@ class Profile:
 
     @classmethod
     def build(cls, *, companies: Iterable[str] = (), tickers: Iterable[str] = (), sectors: Iterable[str] = (),
-              interests: Iterable[str] = (), rules: Iterable[str] = (), updated_at: Any = None,
-              updated_by: str | None = None, measure: bool = False, clock: Clock = SYSTEM) -> Profile:
+              interests: Iterable[str] = (), rules: Iterable[str] = (), measure: bool = False,
+              clock: Clock = SYSTEM) -> Profile:
         """A profile from stored or typed lists; raises ProfileError listing every line it cannot use.
 
         ``measure`` (a profile typed on the form): also refuse regex rules too costly to run on every article
@@ -195,7 +195,7 @@ class Profile:
         watch += [(t, re.compile(r"(?<![0-9A-Za-z])" + re.escape(ticker_key(t)) + r"(?![0-9A-Za-z])", re.IGNORECASE))
                   for t in lists["tickers"] if ticker_key(t)]
         return cls(tuple(lists["companies"]), tuple(lists["tickers"]), tuple(lists["sectors"]),
-                   tuple(lists["interests"]), tuple(parsed), updated_at, updated_by, _watch=tuple(watch))
+                   tuple(lists["interests"]), tuple(parsed), _watch=tuple(watch))
 
     @property
     def empty(self) -> bool:
@@ -273,10 +273,10 @@ def from_row(row: dict[str, Any] | None, slow: Mapping[str, str] | None = None) 
 def _stored(row: dict[str, Any] | None) -> Profile:
     if row is None:
         return Profile()
+    saved = {"updated_at": row["updated_at"], "updated_by": row["updated_by"]}
     try:
-        return Profile.build(companies=row["companies"], tickers=row["tickers"], sectors=row["sectors"],
-                             interests=row["interests"], rules=row["rules"], updated_at=row["updated_at"],
-                             updated_by=row["updated_by"])
+        return replace(Profile.build(companies=row["companies"], tickers=row["tickers"], sectors=row["sectors"],
+                                     interests=row["interests"], rules=row["rules"]), **saved)
     except ProfileError:
         good, disabled = [], []
         for line in row["rules"]:
@@ -288,5 +288,5 @@ def _stored(row: dict[str, Any] | None) -> Profile:
             good.append(line)
         profile = Profile.build(companies=row["companies"][:MAX_ITEMS], tickers=row["tickers"][:MAX_ITEMS],
                                 sectors=row["sectors"][:MAX_ITEMS], interests=row["interests"][:MAX_ITEMS],
-                                rules=good[:MAX_RULES], updated_at=row["updated_at"], updated_by=row["updated_by"])
-        return replace(profile, disabled=tuple(disabled))
+                                rules=good[:MAX_RULES])
+        return replace(profile, disabled=tuple(disabled), **saved)
