@@ -60,7 +60,7 @@ def test_a_push_at_22_00_is_measured_from_the_next_open_and_one_at_10_30_from_th
     assert evening.price == _bars(MOUTAI)[date(2026, 2, 5)].open and evening.bench == BENCH[date(2026, 2, 5)].open
     minutes = SOURCE.intraday(MOUTAI, date(2026, 2, 4))
     bench_minutes = SOURCE.intraday(CSI300, date(2026, 2, 4))
-    morning = _ref(MOUTAI, shanghai(2026, 2, 4, 10, 30), intraday=minutes, bench_intraday=bench_minutes)
+    morning = _ref(MOUTAI, shanghai(2026, 2, 4, 10, 30), intraday=(minutes, bench_minutes))
     first_after = next(m for m in minutes if m.start >= shanghai(2026, 2, 4, 10, 30))
     assert (morning.day, morning.kind, morning.price) == (date(2026, 2, 4), "intraday", first_after.open)
     assert first_after.start == shanghai(2026, 2, 4, 10, 30)  # the bar 10:30–10:35 (akshare labels it 10:35)
@@ -179,8 +179,8 @@ def test_no_look_ahead_the_reference_is_never_before_the_push_nor_an_outcome_aft
     bars = _bars(MOUTAI)
     minutes = SOURCE.intraday(MOUTAI, date(2026, 2, 4))
     through = date(2026, 3, 10)
-    ref = outcomes.reference(picked, CN, CAL, bars, BENCH, through, intraday=minutes,
-                             bench_intraday=SOURCE.intraday(CSI300, date(2026, 2, 4)))
+    ref = outcomes.reference(picked, CN, CAL, bars, BENCH, through,
+                             intraday=(minutes, SOURCE.intraday(CSI300, date(2026, 2, 4))))
     if ref.status == "ok":
         assert ref.day >= picked.date() and ref.day <= through
         if ref.kind == "open":

@@ -67,10 +67,10 @@ CSI_MINUTES = _minutes((9, 30, 4000.0), (9, 35, 4004.0), (9, 40, 4008.0))
 
 def test_a_push_during_the_opening_auction_is_measured_after_it_never_at_the_open_fixed_before_it() -> None:
     ref = outcomes.reference(shanghai(2026, 2, 4, 9, 27), CN, CN_DAYS, STOCK, CSI, date(2026, 3, 31),
-                             intraday=STOCK_MINUTES, bench_intraday=CSI_MINUTES, limit=0.1)
+                             intraday=(STOCK_MINUTES, CSI_MINUTES), limit=0.1)
     assert (ref.day, ref.kind, ref.price, ref.bench) == (DAY, "intraday", 10.3, 4004.0)  # the 09:35 bar's open
     at_open = outcomes.reference(shanghai(2026, 2, 4, 9, 30), CN, CN_DAYS, STOCK, CSI, date(2026, 3, 31),
-                                 intraday=STOCK_MINUTES, bench_intraday=CSI_MINUTES, limit=0.1)
+                                 intraday=(STOCK_MINUTES, CSI_MINUTES), limit=0.1)
     assert (at_open.kind, at_open.price) == ("intraday", 10.3)
     assert outcomes.during_session(shanghai(2026, 2, 4, 9, 26), CN, CN_DAYS)
 
@@ -89,8 +89,8 @@ def _limit_case(day_bar: Bar, at: datetime, minutes: list[MinuteBar] | None = No
     """A stock that closed at 10.00 the day before: its ±10 % limit is 11.00 / 9.00 on 2026-02-04."""
     bars = {**flat([d for d in CN_DAYS if d < DAY], 10.0), DAY: day_bar}
     bench_minutes = _minutes(*((m.start.hour, m.start.minute, 4000.0) for m in minutes or ()))
-    return outcomes.reference(at, CN, CN_DAYS, bars, CSI, date(2026, 3, 31), intraday=minutes,
-                              bench_intraday=bench_minutes or None, limit=0.1)
+    return outcomes.reference(at, CN, CN_DAYS, bars, CSI, date(2026, 3, 31),
+                              intraday=(minutes, bench_minutes) if minutes else None, limit=0.1)
 
 
 def test_an_open_near_the_limit_that_traded_above_it_is_tradable_and_one_sealed_at_it_is_not() -> None:

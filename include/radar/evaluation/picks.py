@@ -129,12 +129,12 @@ class _Prices:
         days = self.calendars[inst.calendar]
         # known through: what is published by now and what the cache holds of both
         through = min(outcomes.published_through(self.now, inst.calendar), max(own), max(theirs))
-        minutes = bench_minutes = None
+        intraday = None
         if outcomes.during_session(pick.at, inst.calendar, days):
             day = pick.at.astimezone(SHANGHAI).date()
             minutes, bench_minutes = self._minutes(inst, day), self._minutes(bench, day)
-            if minutes is None or bench_minutes is None:
-                minutes = bench_minutes = None  # the day's close stands in, as in the record
-        ref = outcomes.reference(pick.at, inst.calendar, days, own, theirs, through, intraday=minutes,
-                                 bench_intraday=bench_minutes, limit=price_limit(inst, pick.target))
+            if minutes is not None and bench_minutes is not None:  # else the day's close stands in, as in the record
+                intraday = minutes, bench_minutes
+        ref = outcomes.reference(pick.at, inst.calendar, days, own, theirs, through, intraday=intraday,
+                                 limit=price_limit(inst, pick.target))
         return outcomes.outcome(ref, horizon, days, own, theirs, through, pick.direction)

@@ -153,34 +153,36 @@ def _previous_close(bars: Mapping[date, Bar], day: date) -> float | None:
 
 def reference(
     picked_at: datetime, market: str, days: Sequence[date], bars: Mapping[date, Bar], bench: Mapping[date, Bar],
-    through: date, *, intraday: Sequence[MinuteBar] | None = None, bench_intraday: Sequence[MinuteBar] | None = None,
+    through: date, *, intraday: tuple[Sequence[MinuteBar], Sequence[MinuteBar]] | None = None,
     limit: float | None = None,
 ) -> Reference:
     """The first price a reader could have traded at after ``picked_at`` (see the module's docstring).
 
     ``days``: the market's trading days, sorted; ``bars``/``bench``: daily bars by day; ``through``: the last day
-    whose bars are known (published and fetched: published_through); ``intraday`` / ``bench_intraday``: the
-    5-minute bars of the push day (None: none to be had); ``limit``: the instrument's price limit that day."""
+    whose bars are known (published and fetched: published_through); ``intraday``: the 5-minute bars of the push
+    day, the instrument's and the benchmark's (None: not both to be had); ``limit``: the instrument's price limit
+    that day."""
     first, kind = first_moment(picked_at, market, days)
     if first is None:
         return Reference("waiting", note="等待下一个交易日开盘（交易日历尚未公布）")
     if first > through:
         return Reference("waiting", day=first, note=f"等待 {_md(first)} 开盘")
     if kind == "intraday" and first in bars:
-        return _intraday_reference(picked_at, market, first, bars, bench, intraday, bench_intraday, limit)
+        return _intraday_reference(picked_at, market, first, bars, bench, intraday, limit)
     return _open_reference(first, kind, days, bars, bench, through, limit)
 
 
 def _intraday_reference(picked_at: datetime, market: str, day: date, bars: Mapping[date, Bar],
-                        bench: Mapping[date, Bar], intraday: Sequence[MinuteBar] | None,
-                        bench_intraday: Sequence[MinuteBar] | None, limit: float | None) -> Reference:
+                        bench: Mapping[date, Bar], intraday: tuple[Sequence[MinuteBar], Sequence[MinuteBar]] | None,
+                        limit: float | None) -> Reference:
     """A push during the session: the first 5-minute bar that starts at or after it, never the one starting at
     the session's open (its open is the auction's price, fixed before a push after 09:25); else the close."""
     local = picked_at.astimezone(SHANGHAI)
     session_open = datetime.combine(day, SESSIONS[market][0][0], SHANGHAI)
-    minute = next((m for m in intraday or () if m.start >= local and m.start > session_open
+    own, theirs = intraday or ((), ())
+    minute = next((m for m in own if m.start >= local and m.start > session_open
                    and m.start.astimezone(SHANGHAI).date() == day), None)
-    bench_minute = next((m for m in bench_intraday or () if minute and m.start == minute.start), None)
+    bench_minute = next((m for m in theirs if minute and m.start == minute.start), None)
     previous = _previous_close(bars, day)
     if minute is not None and bench_minute is not None:
         side = not_tradable(bars[day], minute.open, "intraday", previous, limit)

@@ -363,23 +363,20 @@ def _benchmark(bars: dict[str, dict[date, Any]], bench: Instrument) -> dict[date
     return basis.total_return_bars(own, bars.get(twin.key, {})) if twin else own
 
 
-def _session_minutes(conn: Any, lazy: _Lazy, p: Any, inst: Instrument, bench: Instrument, through: date,
+def _session_minutes(conn: Any, lazy: _Lazy, day: date, inst: Instrument, bench: Instrument,
                      bars: dict[str, dict[date, Any]], now: datetime, run: Update
-                     ) -> tuple[bool, list[Any] | None, list[Any] | None]:
-    """(known, the instrument's, the benchmark's 5-minute bars of the push day) for a push during the session;
-    known False when a fetch failed today (the pick waits for tomorrow's run). A total-return benchmark's are
-    its price twin's, scaled by the day's ratio of the closes."""
-    day = p["picked_at"].astimezone(SHANGHAI).date()
-    if day > through:
-        return True, None, None
+                     ) -> tuple[bool, tuple[list[Any], list[Any]] | None]:
+    """(known, the instrument's and the benchmark's 5-minute bars of ``day``, the push day, when there are both)
+    for a push during the session; known False when a fetch failed today (the pick waits for tomorrow's run). A
+    total-return benchmark's are its price twin's, scaled by the day's ratio of the closes."""
     known, minutes = _minutes(conn, lazy, inst, day, now, run)
     if not (known and minutes):
-        return known, minutes, None
+        return known, None
     twin = basis.price_twin(bench)
     known, theirs = _minutes(conn, lazy, twin or bench, day, now, run)
     if twin is not None:
         theirs = basis.scaled_minutes(theirs, bars.get(bench.key, {}), bars.get(twin.key, {}), day)
-    return known, minutes, theirs
+    return known, (minutes, theirs) if theirs else None
 
 
 def _no_data_final(pick_day: date, ref: outcomes.Reference, results: list[outcomes.Outcome], today: date) -> bool:
@@ -413,9 +410,9 @@ def _compute(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
         twin = basis.price_twin(bench)
         through = min([outcomes.published_through(now, inst.calendar)]
                       + [coverage.get(k, date.min) for k in (inst.key, bench.key, *([twin.key] if twin else []))])
-        minutes = bench_minutes = None
-        if outcomes.during_session(p["picked_at"], inst.calendar, days):
-            known, minutes, bench_minutes = _session_minutes(conn, lazy, p, inst, bench, through, bars, now, run)
+        intraday, day = None, p["picked_at"].astimezone(SHANGHAI).date()
+        if outcomes.during_session(p["picked_at"], inst.calendar, days) and day <= through:
+            known, intraday = _session_minutes(conn, lazy, day, inst, bench, bars, now, run)
             if not known:
                 continue  # the 5-minute bars could not be had today: tomorrow's run tries again
         own, theirs = bars.get(inst.key, {}), _benchmark(bars, bench)
@@ -423,8 +420,7 @@ def _compute(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
         if not own and (inst.key in coverage or tried):  # the source has nothing for it: said, not guessed
             ref = outcomes.Reference("no_data", note=f"行情源没有 {inst.key} 的行情（代码有误、未上市或早已退市）")
         else:
-            ref = outcomes.reference(p["picked_at"], inst.calendar, days, own, theirs, through, intraday=minutes,
-                                     bench_intraday=bench_minutes,
+            ref = outcomes.reference(p["picked_at"], inst.calendar, days, own, theirs, through, intraday=intraday,
                                      limit=price_limit(inst, p.get("target") or "", p["pick_day"]))
         results = [outcomes.outcome(ref, h, days, own, theirs, through, p["direction"]) for h in outcomes.HORIZONS]
         if _no_data_final(p["pick_day"], ref, results, _today(now)):
