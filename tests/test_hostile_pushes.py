@@ -54,9 +54,8 @@ class Channel:
 
 
 def _deliver(sender, push_type: str = "daily", channels=CHANNELS) -> push.DeliveryReport:
-    return push.deliver(connect, channels, MESSAGE, report_date=DAY, slot="22:00", push_type=push_type,
-                        target_url="https://radar.example.com/radar/daily/2026-01-08", slot_run_id=None,
-                        sender=sender)
+    return push.deliver(connect, channels, MESSAGE, push.Occasion(
+        DAY, "22:00", push_type, "https://radar.example.com/radar/daily/2026-01-08", None), sender=sender)
 
 
 def _killed_before_the_send(monkeypatch, push_type: str = "daily") -> None:

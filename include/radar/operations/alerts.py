@@ -107,8 +107,8 @@ def raise_alert(
             lines=[alert["detail"] or detail, f"处理：{info.action}"],
             link=link,
         )
-        report = push.deliver(connect, targets, message, report_date=day, slot="ops", push_type="alert",
-                              target_url=link, slot_run_id=slot_run_id, identity=cause)
+        report = push.deliver(connect, targets, message, push.Occasion(day, "ops", "alert", link, slot_run_id,
+                                                                       identity=cause))
         error = "; ".join(report.failed) or None
         # a channel another raiser is sending to right now is not delivered yet: its outcome decides
         delivered = error is None and not report.pending

@@ -72,6 +72,26 @@ class Channel:
         return self.url.split("://", 1)[0].lower()
 
 
+@dataclass(frozen=True)
+class Occasion:
+    """What a message is sent for, as its rows record it: the day, the slot, the kind, the page it links to and
+    the slot run. ``identity`` is what makes two messages the same one (default: ``target_url``): a slot's
+    opportunity alert passes "" so the slot itself is the identity, and a rerun whose top analysis changed sends
+    nothing; ``nonce`` is empty except for a forced re-push."""
+
+    report_date: date
+    slot: str
+    push_type: str
+    target_url: str
+    slot_run_id: int | None
+    nonce: str = ""
+    identity: str | None = None
+
+    def uuid(self, channel: Channel) -> str:
+        identity = self.target_url if self.identity is None else self.identity
+        return msg_uuid(self.report_date, self.slot, self.push_type, identity, channel.key, self.nonce)
+
+
 @dataclass
 class DeliveryReport:
     sent: list[str] = field(default_factory=list)
@@ -253,38 +273,24 @@ def send_one(channel: Channel, title: str, body: str) -> str | None:
     return _redact(f"{channel.label}: {detail}", channel)[:1000]
 
 
-def deliver(
-    connect: Callable[[], Any],
-    channels: list[Channel],
-    message: Message,
-    *,
-    report_date: date,
-    slot: str,
-    push_type: str,
-    target_url: str,
-    slot_run_id: int | None,
-    nonce: str = "",
-    identity: str | None = None,
-    sender: Callable[[Channel, str, str], str | None] = send_one,
-) -> DeliveryReport:
-    """Send ``message`` once to each channel; record every outcome. Raises nothing for channel failures.
-
-    ``identity`` is what makes two messages the same one (default: ``target_url``). A slot's opportunity
-    alert passes "" so the slot itself is the identity: a rerun whose top analysis changed sends nothing.
-    """
+def deliver(connect: Callable[[], Any], channels: list[Channel], message: Message, occasion: Occasion, *,
+            sender: Callable[[Channel, str, str], str | None] = send_one) -> DeliveryReport:
+    """Send ``message`` once to each channel, for ``occasion``; record every outcome. Raises nothing for channel
+    failures."""
     if not channels:
         raise PushConfigError("no push channel configured: add apprise URLs to the radar_push connection (extra.urls)")
     report = DeliveryReport()
     for channel in channels:
-        uuid = msg_uuid(report_date, slot, push_type, target_url if identity is None else identity, channel.key, nonce)
+        uuid = occasion.uuid(channel)
         title, body = fit(message, channel)
         with connect() as conn:
             claimed = store.claim_notification(
                 conn,
                 {
-                    "msg_uuid": uuid, "report_date": report_date, "slot": slot, "push_type": push_type,
-                    "target_url": target_url, "channel": channel.label, "slot_run_id": slot_run_id,
-                    "title": title, "channel_key": channel.key, "body": body, "shown_ids": list(message.shown) or None,
+                    "msg_uuid": uuid, "report_date": occasion.report_date, "slot": occasion.slot,
+                    "push_type": occasion.push_type, "target_url": occasion.target_url, "channel": channel.label,
+                    "slot_run_id": occasion.slot_run_id, "title": title, "channel_key": channel.key, "body": body,
+                    "shown_ids": list(message.shown) or None,
                 },
             )
         if claimed is None:
@@ -293,13 +299,13 @@ def deliver(
             if (existing and existing["status"] == store.NOTE_PENDING and existing["send_started_at"] is None
                     and existing["channel_key"] is not None):
                 # its sender died between its claim and its send (this is its task's retry, say): deliver it
-                log.info("%s to %s: claimed earlier and never sent; sending it now", push_type, channel.label)
+                log.info("%s to %s: claimed earlier and never sent; sending it now", occasion.push_type, channel.label)
                 _send_claimed(connect, channel, existing, sender, report)
                 continue
             state = {store.NOTE_SENT: "already sent", store.NOTE_PENDING: "being sent by another sender",
                      store.NOTE_UNKNOWN: "sent earlier with its outcome unknown"}.get(
                 existing["status"] if existing else -1, "handled")
-            log.info("%s to %s: %s, not sent again", push_type, channel.label, state)
+            log.info("%s to %s: %s, not sent again", occasion.push_type, channel.label, state)
             report.skipped.append(channel.label)
             if existing and existing["status"] == store.NOTE_PENDING:
                 report.pending.append(channel.label)

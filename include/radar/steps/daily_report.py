@@ -84,10 +84,8 @@ def _push_daily(rt: Runtime, day: date, slot: dict[str, Any], *, late: bool, non
     )
     with rt.connect() as conn:
         before = store.track.sent_daily_pushes(conn, day)
-    delivery = push.deliver(
-        rt.connect, rt.channels(), message, report_date=day, slot=rt.settings.daily_slot, push_type="daily",
-        target_url=rt.canonical_url(path), slot_run_id=slot["slot_run_id"], nonce=nonce,
-    )
+    delivery = push.deliver(rt.connect, rt.channels(), message, push.Occasion(
+        day, rt.settings.daily_slot, "daily", rt.canonical_url(path), slot["slot_run_id"], nonce=nonce))
     with rt.connect() as conn:  # which picks this push showed: the track record dates each at its first push
         store.track.link_daily_push_picks(conn, day, before, decide.top_analysis_ids(report["digest_json"]))
     if delivery.failed:

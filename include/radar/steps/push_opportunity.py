@@ -27,11 +27,10 @@ def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     path = f"/analysis/{summary['top_analysis_id']}"
     message = _message(rt, slot, view, path)
     forced = slot["push_mode"] == "force"
-    report = push.deliver(
-        rt.connect, rt.channels(), message, report_date=date.fromisoformat(slot["run_date"]), slot=slot["slot"],
-        push_type="opportunity", target_url=rt.canonical_url(path), slot_run_id=slot["slot_run_id"],
+    report = push.deliver(rt.connect, rt.channels(), message, push.Occasion(
+        date.fromisoformat(slot["run_date"]), slot["slot"], "opportunity", rt.canonical_url(path), slot["slot_run_id"],
         nonce=(slot["dag_run_id"] or "") if forced else "", identity="",  # one alert per slot, whatever its top
-    )
+    ))
     if report.failed:
         raise push.PushFailed(f"push failed for {', '.join(report.failed)}; a retry resends only to those")
     return report.as_xcom()

@@ -40,11 +40,10 @@ def weekly_summary(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     message = push.Message(title=weekly.title(monday, row["stats"] or {}), lines=weekly.lines(row),
                            link=rt.page_url(path))
     forced = slot["push_mode"] == "force"
-    delivery = push.deliver(
-        rt.connect, rt.channels(), message, report_date=day, slot=rt.settings.daily_slot, push_type="weekly",
-        target_url=rt.canonical_url(path), slot_run_id=slot["slot_run_id"],
+    delivery = push.deliver(rt.connect, rt.channels(), message, push.Occasion(
+        day, rt.settings.daily_slot, "weekly", rt.canonical_url(path), slot["slot_run_id"],
         nonce=(slot["dag_run_id"] or "") if forced else "",
-    )
+    ))
     if delivery.failed:
         raise push.PushFailed(f"weekly push failed for {', '.join(delivery.failed)}; a retry resends only to those")
     return {"week_start": monday.isoformat(), **delivery.as_xcom()}
