@@ -472,10 +472,11 @@ def test_demo_mode_badge(make_client) -> None:
 
 
 def test_slot_view_lateness_boundaries() -> None:
-    links = common.Links()
+    settings = make_settings(schedule_slots=["18:00"], late_after_minutes=30)
     at = slot_at(DAY, "18:00").scheduled_at
     for now, expected in ((at + timedelta(minutes=30), "pending"), (at + timedelta(minutes=31), "late")):
-        [view] = slots.slot_views(DAY, ["18:00"], [], now=now, late_after_minutes=30, tz=SHANGHAI, links=links)
+        page = common.PageContext(settings=settings, now=now, tz=SHANGHAI, links=common.Links())
+        [view] = slots.slot_views(DAY, slots.DayRuns([]), page)
         assert view.state == expected
 
 

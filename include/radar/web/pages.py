@@ -1,5 +1,6 @@
 """The page renderer every route shares (``get_pages(request)``): templates compiled once per app, the context
-every page has (links, the demo badge, the link's expiry, the read session), and the error page.
+every page has (links, the demo badge, the link's expiry, the read session), and the error page; and what the
+views of a request share (``page_context(request)``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from include.radar.core.settings import Settings
 from include.radar.web.auth import AIRFLOW_LOGIN_PATH, Reader, app_path, local_path
 from include.radar.web.mount import URL_PREFIX
-from include.radar.web.resources import zone
-from include.radar.web.views.common import Links, local_time
+from include.radar.web.resources import get_resources, zone
+from include.radar.web.views.common import Links, PageContext, local_time
 
 TEMPLATES_DIR = Path(__file__).with_name("templates")
 # what stands in a page a link opened for what only an Airflow login sees (the operator's lines, the spend)
@@ -45,6 +46,13 @@ def page_links(
     root = request.scope.get("root_path", "").rstrip("/")
     airflow_root = root[: -len(URL_PREFIX)] if root.endswith(URL_PREFIX) else ""
     return Links(root=root, airflow_root=airflow_root, signer=signer, signable=signable)
+
+
+def page_context(request: Request) -> PageContext:
+    """What the views of this request share, read once: the settings, the clock's moment, the zone, the links
+    (a signed daily page replaces them with its own, once it knows its analyses)."""
+    resources = get_resources(request)
+    return PageContext(settings=resources.settings(), now=resources.clock.now(), tz=zone(), links=page_links(request))
 
 
 def _session_minutes(request: Request) -> int:

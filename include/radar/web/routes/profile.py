@@ -25,8 +25,8 @@ from include.radar.web.auth import (
     user_name,
 )
 from include.radar.web.inputs import read_body
-from include.radar.web.pages import get_pages, page_links
-from include.radar.web.resources import get_resources, zone
+from include.radar.web.pages import get_pages, page_context, page_links
+from include.radar.web.resources import get_resources
 from include.radar.web.views import profile as profile_views
 
 MAX_PROFILE_BODY = 64 * 1024
@@ -38,9 +38,10 @@ router = APIRouter(dependencies=[Depends(require_reader)])
 async def profile(request: Request, reader: ReaderDep) -> HTMLResponse:
     recheck = request.query_params.get("recheck", "")
     editable = await may_edit(request, reader)
-    return await run_in_threadpool(
-        _profile_response, request, reader, editable=editable, saved=request.query_params.get("saved") == "1",
+    outcome = profile_views.Outcome(
+        saved=request.query_params.get("saved") == "1",
         recheck=int(recheck) if recheck.isascii() and recheck.isdigit() and len(recheck) < 6 else 0)
+    return await run_in_threadpool(_profile_response, request, reader, editable=editable, outcome=outcome)
 
 
 @router.post("/profile", response_class=HTMLResponse)
@@ -66,8 +67,8 @@ async def save_profile(request: Request, reader: EditorDep) -> Response:
         profile = await run_in_threadpool(lambda: focus.Profile.build(**{k: [v] for k, v in typed.items()},
                                                                       measure=True))
     except focus.ProfileError as exc:
-        return await run_in_threadpool(
-            _profile_response, request, reader, editable=True, errors=exc.errors, typed=typed, status=400)
+        return await run_in_threadpool(_profile_response, request, reader, editable=True, status=400,
+                                       outcome=profile_views.Outcome(errors=exc.errors, typed=typed))
     lists = {"companies": list(profile.companies), "tickers": list(profile.tickers),
              "sectors": list(profile.sectors), "interests": list(profile.interests), "rules": profile.rule_lines()}
 
@@ -83,26 +84,22 @@ async def save_profile(request: Request, reader: EditorDep) -> Response:
     return RedirectResponse(page_links(request).profile() + f"?saved=1&recheck={recheck}", status_code=303)
 
 
-def _profile_response(request: Request, reader: Reader, *, editable: bool, saved: bool = False,
-                      errors: list[str] | None = None, typed: dict[str, str] | None = None, status: int = 200,
-                      recheck: int = 0) -> HTMLResponse:
+def _profile_response(request: Request, reader: Reader, *, editable: bool, outcome: profile_views.Outcome,
+                      status: int = 200) -> HTMLResponse:
     resources = get_resources(request)
-    settings = resources.settings()
-    links = page_links(request)
+    ctx = page_context(request)
     with resources.connect() as conn:
         current = focus.from_row(store.get_profile(conn), store.slow_rules(conn))
         weights = resources.ranking_weights(conn)
     token, reason = "", "" if editable else EDIT_REFUSED
     if editable:
         try:
-            token = csrf.form_token(csrf.form_key(resources, settings), reader.user, resources.clock.now())
+            token = csrf.form_token(csrf.form_key(resources, ctx.settings), reader.user, ctx.now)
         except csrf.UnknownUser:  # fails closed: shown, never saved
             editable, reason = False, csrf.USER_UNKNOWN
         except csrf.FormKeyMissing:  # shown, not saved, until the operator runs init again
             editable, reason = False, csrf.FORM_KEY_MISSING
-    page = profile_views.profile_page(
-        profile=current, weights=weights, action=links.profile(), csrf=token, read_only=not editable,
-        read_only_reason=reason, tz=zone(), saved=saved, errors=errors,
-        typed=typed, recheck=recheck)
-    return get_pages(request).render(request, "profile.html", status=status, settings=settings, reader=reader,
-                                     links=links, page=page)
+    page = profile_views.profile_page(ctx, profile=current, weights=weights, csrf=token, read_only=not editable,
+                                      read_only_reason=reason, outcome=outcome)
+    return get_pages(request).render(request, "profile.html", status=status, settings=ctx.settings, reader=reader,
+                                     links=ctx.links, page=page)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from fastapi import APIRouter, Depends, Request
@@ -17,8 +18,8 @@ from include.radar.web import costs, csrf, feedback
 from include.radar.web.auth import PageError, ReaderDep, airflow_user, require_reader, user_name
 from include.radar.web.feedback import day_signer, feedback_forms
 from include.radar.web.inputs import parse_day, parse_id, read_body
-from include.radar.web.pages import get_pages, page_links
-from include.radar.web.resources import get_resources, zone
+from include.radar.web.pages import get_pages, page_context, page_links
+from include.radar.web.resources import get_resources
 from include.radar.web.views import analysis as analysis_views
 from include.radar.web.views import daily as daily_views
 from include.radar.web.views import health
@@ -27,6 +28,7 @@ from include.radar.web.views import profile as profile_views
 from include.radar.web.views import record as record_views
 from include.radar.web.views import trends as trend_views
 from include.radar.web.views.common import local_time, money
+from include.radar.web.views.slots import DayRuns
 
 RECENT_DAYS = 14
 SEEN_COOKIE = "radar_seen"  # when this browser last opened the overview: what is new since then
@@ -52,11 +54,8 @@ def _last_seen(request: Request, now: datetime) -> datetime | None:
 @router.get("/", response_class=HTMLResponse)
 def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
     resources = get_resources(request)
-    settings = resources.settings()
-    tz = zone()
-    now = resources.clock.now()
-    today = now.astimezone(tz).date()
-    links = page_links(request)
+    ctx = page_context(request)
+    settings, now, today, links = ctx.settings, ctx.now, ctx.today, ctx.links
     currency = settings.deepseek_currency
     with resources.connect() as conn:
         runs = store.slot_runs_for_day(conn, today)
@@ -66,37 +65,21 @@ def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
         by_day = store.spend_by_day(
             conn, today - timedelta(days=max(RECENT_DAYS, costs.SPEND_DAYS) - 1), today, currency)
         run_spend = store.slot_spend(conn, [r["id"] for r in runs])
-        health_view = health.gather(conn, settings, now=now, tz=tz, links=links, spend_by_day=by_day)
+        health_view = health.gather(conn, ctx, spend_by_day=by_day)
         weights = resources.ranking_weights(conn)
         learned_more, learned_less = weights.learned()
         today_rows = ranking.annotate(store.day_analyses(conn, today), weights)
         last_seen = _last_seen(request, now)
         new_rows, new_total = store.analyses_since(conn, last_seen, NEW_LISTED) if last_seen else ([], 0)
-    page = overview_views.overview_page(
-        today=today,
-        now=now,
-        tz=tz,
-        slots=settings.schedule_slots,
-        late_after_minutes=settings.late_after_minutes,
-        threshold=settings.push_score_threshold,
-        runs=runs,
-        notifications=notes,
-        days=days,
-        accounts=accounts,
-        links=links,
-        slot_spend=run_spend,
-        day_spend=by_day,
-        currency=currency,
-    )
-    top = [c for c in daily_views.analysis_cards(today_rows, threshold=settings.push_score_threshold, tz=tz, links=links)
-           if not c.reused][:TOP_LISTED]
-    fresh = daily_views.analysis_cards(ranking.annotate(new_rows, weights), threshold=settings.push_score_threshold,
-                                 tz=tz, links=links)
+    page = overview_views.overview_page(ctx, DayRuns(runs, notes, run_spend), days=days, accounts=accounts,
+                                        day_spend=by_day)
+    top = [c for c in daily_views.analysis_cards(today_rows, ctx) if not c.reused][:TOP_LISTED]
+    fresh = daily_views.analysis_cards(ranking.annotate(new_rows, weights), ctx)
     response = get_pages(request).render(
         request, "overview.html", settings=settings, reader=reader, links=links, page=page, health=health_view,
         accounts_head=overview_views.accounts_headline(page.accounts, health_view.silent, health_view.collection),
         learned_more=learned_more, learned_less=learned_less, top_today=top,
-        since=local_time(last_seen, tz) if last_seen else None, new_cards=fresh, new_total=new_total,
+        since=local_time(last_seen, ctx.tz) if last_seen else None, new_cards=fresh, new_total=new_total,
         new_limit=NEW_LISTED,
     )
     response.set_cookie(SEEN_COOKIE, str(int(now.timestamp())), max_age=366 * 86400, httponly=True,
@@ -107,10 +90,9 @@ def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
 @router.get("/daily/{day}", response_class=HTMLResponse)
 def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
     resources = get_resources(request)
-    settings = resources.settings()
-    tz = zone()
-    now = resources.clock.now()
-    report_day = parse_day(day, now.astimezone(tz).date())
+    ctx = page_context(request)
+    settings, tz = ctx.settings, ctx.tz
+    report_day = parse_day(day, ctx.today)
     with resources.connect() as conn:
         report = store.get_daily_report(conn, report_day)
         analyses = with_pushes(conn, store.day_analyses(conn, report_day), report_day)
@@ -129,27 +111,11 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
         [a["score"] for a in analyses if not a.get("reused_from_id")], settings.push_score_threshold)
     analyses = ranking.order(ranking.annotate(analyses, weights))  # the reader's order, as the report's
     # a signed daily link opens that day's analyses too, and nothing else
-    links = page_links(request, day_signer(reader, settings), frozenset(a["id"] for a in analyses))
+    ctx = replace(ctx, links=page_links(request, day_signer(reader, settings), frozenset(a["id"] for a in analyses)))
+    links = ctx.links
     page = daily_views.daily_page(
-        day=report_day,
-        today=now.astimezone(tz).date(),
-        now=now,
-        tz=tz,
-        slots=settings.schedule_slots,
-        late_after_minutes=settings.late_after_minutes,
-        threshold=settings.push_score_threshold,
-        report_base_url=settings.report_base_url,
-        report=report,
-        analyses=analyses,
-        failures=failures,
-        runs=runs,
-        notifications=notes,
-        links=links,
-        cost=costs.day_cost(spent, settings.deepseek_currency, report),
-        currency=settings.deepseek_currency,
-        slot_spend=run_spend,
-        budget_deferred=budget_deferred,
-    )
+        ctx, report_day, DayRuns(runs, notes, run_spend), report=report, analyses=analyses, failures=failures,
+        cost=costs.day_cost(spent, settings.deepseek_currency, report), budget_deferred=budget_deferred)
     forms = feedback_forms(request, reader, settings, links)
     buttons = {a["id"]: forms.buttons(a["id"], verdicts.get(a["id"])) for a in analyses}
     return get_pages(request).render(
@@ -164,7 +130,8 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
 def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLResponse:
     wanted = parse_id(analysis_id)
     resources = get_resources(request)
-    settings = resources.settings()
+    ctx = page_context(request)
+    settings, links = ctx.settings, ctx.links
     with resources.connect() as conn:
         row = store.get_analysis(conn, wanted)
         if row is None:
@@ -177,24 +144,16 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
         weights = resources.ranking_weights(conn)
         verdict = store.feedback_of(conn, [wanted]).get(wanted)
         pick = store.track.pick_of_analysis(conn, wanted)
-    links = page_links(request)
     page = analysis_views.analysis_page(
-        row=row,
-        opportunities=opportunities,
-        reused=reused,
-        threshold=settings.push_score_threshold,
-        tz=zone(),
-        links=links,
-        total_cost=costs.item_total(row, spend),
-        event=analysis_views.event_view(row, members, push, zone(), links),
-    )
+        ctx, row=row, opportunities=opportunities, reused=reused, total_cost=costs.item_total(row, spend),
+        event=analysis_views.event_view(row, members, push, ctx.tz, links))
     return get_pages(request).render(
         request, "analysis.html", settings=settings, reader=reader, links=links, page=page,
         rank=profile_views.rank_view(row, weights),
         boosts={"watch": ranking.WATCH_BOOST, "interest": ranking.INTEREST_BOOST, "cap": ranking.FEEDBACK_CAP,
                 "outcome": ranking.OUTCOME_CAP, "min_picks": settings.outcome_min_picks},
         feedback_buttons=feedback_forms(request, reader, settings, links).buttons(wanted, verdict),
-        outcome=record_views.pick_view(pick, links, zone()) if pick else None,
+        outcome=record_views.pick_view(pick, links, ctx.tz) if pick else None,
     )
 
 

@@ -13,6 +13,7 @@ from include.radar.pushes.labels import direction_label, type_label
 from include.radar.web.trust import Quote, Trust, trust_view
 from include.radar.web.views.common import (
     Links,
+    PageContext,
     Row,
     duration,
     local_time,
@@ -149,18 +150,17 @@ def opportunity_views(rows: Iterable[Row], quotes: Mapping[str, Quote] | None = 
 
 
 def analysis_page(
+    page: PageContext,
     *,
     row: Row,
     opportunities: Iterable[Row],
     reused: Row | None,
-    threshold: int,
-    tz: ZoneInfo,
-    links: Links,
     total_cost: str | None = None,
     event: EventView | None = None,
 ) -> AnalysisPage:
     """``total_cost``: what every call for the article cost, failed attempts included (web/costs.py: item_total);
     ``event``: its event (:func:`event_view`)."""
+    threshold, tz, links = page.settings.push_score_threshold, page.tz, page.links
     run_date = row.get("run_date")
     reused_id = row.get("reused_from_id")
     trust, quotes = trust_view(row.get("result_json"), row.get("consistency_note"), row.get("clean_text"))

@@ -19,6 +19,7 @@ from markupsafe import Markup
 from include.radar import DAG_ID
 from include.radar.core import redact
 from include.radar.core.pricing import format_money
+from include.radar.core.settings import Settings
 
 Row = Mapping[str, Any]
 
@@ -186,6 +187,21 @@ class Links:
         return f"{run}/tasks/{quote(task_id, safe='')}" if run and task_id else None
 
 
+@dataclass(frozen=True)
+class PageContext:
+    """What the views of one request share, read once by its route (web/pages.py: page_context): the settings,
+    the request's moment, the business time zone and the page's links."""
+
+    settings: Settings
+    now: datetime
+    tz: ZoneInfo
+    links: Links
+
+    @property
+    def today(self) -> date:
+        return self.now.astimezone(self.tz).date()
+
+
 # ---------------------------------------------------------------------------------------------- markdown
 
 _ANALYSIS_PATH = re.compile(r"/analysis/([0-9]{1,18})")
@@ -281,6 +297,3 @@ def render_markdown(text: str, rewrite_href: LinkRule | None = None) -> Markup:
     """Digest markdown as HTML: raw HTML is escaped; links survive only as ``rewrite_href`` allows (the radar's
     own pages), never to another site; without a rule, no link survives."""
     return Markup(_MD.render(text or "", {"rewrite_href": rewrite_href}))
-
-
-# ----------------------------------------------------------------------------------------------- slots

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -26,6 +26,7 @@ from include.radar.web.views.common import (
     REPORT_STATUS,
     SLOT_DONE,
     Links,
+    PageContext,
     Row,
     day_label,
     digest_link_rewriter,
@@ -34,7 +35,7 @@ from include.radar.web.views.common import (
     render_markdown,
     safe_http_url,
 )
-from include.radar.web.views.slots import PushView, SlotView, push_view, slot_views
+from include.radar.web.views.slots import DayRuns, PushView, SlotView, day_push, slot_views
 
 
 @dataclass(frozen=True)
@@ -139,9 +140,10 @@ class DailyPage:
     coverage: Coverage | None = None  # the share of the accounts the day covered, as the report worked it out
 
 
-def analysis_cards(rows: Iterable[Row], *, threshold: int, tz: ZoneInfo, links: Links) -> list[AnalysisCard]:
+def analysis_cards(rows: Iterable[Row], page: PageContext) -> list[AnalysisCard]:
     """The day's analyses, one card per real-world event led by its best-evidenced analysis, the other
     accounts' articles listed under it; verified evidence first, then best score (ties: oldest first)."""
+    threshold, tz, links = page.settings.push_score_threshold, page.tz, page.links
     return [
         AnalysisCard(
             id=r["id"],
@@ -338,47 +340,39 @@ def report_state(
 
 
 def daily_page(
-    *,
+    page: PageContext,
     day: date,
-    today: date,
-    now: datetime,
-    tz: ZoneInfo,
-    slots: Sequence[str],
-    late_after_minutes: int,
-    threshold: int,
-    report_base_url: str,
+    day_runs: DayRuns,
+    *,
     report: Row | None,
     analyses: Iterable[Row],
     failures: Sequence[Row],
-    runs: Sequence[Row],
-    notifications: Iterable[Row],
-    links: Links,
     cost: str = "—",
-    currency: str = "USD",
-    slot_spend: Mapping[int, float] | None = None,
     budget_deferred: int = 0,
 ) -> DailyPage:
     """``cost``: the day's spend (web/costs.py: day_cost); ``budget_deferred``: the articles the budget held back
     that day, for a day whose report does not say (store.day_budget_deferred)."""
-    cards = analysis_cards(analyses, threshold=threshold, tz=tz, links=links)
+    settings, links, tz = page.settings, page.links, page.tz
+    runs, slots = day_runs.runs, settings.schedule_slots
+    cards = analysis_cards(analyses, page)
     state, notice, reasons = report_state(report, runs, slots, has_data=bool(cards or failures or runs))
     digest_md = (report or {}).get("digest_md") or ""
     digest_json = (report or {}).get("digest_json") or {}
-    slot_list = slot_views(day, slots, runs, now=now, late_after_minutes=late_after_minutes, tz=tz, links=links,
-                           spend=slot_spend, currency=currency)
+    slot_list = slot_views(day, day_runs, page)
     stored = (report or {}).get("stats")
     return DailyPage(
         day=day,
         day_label=day_label(day),
         prev_url=links.daily(day - timedelta(days=1)),
-        next_url=links.daily(day + timedelta(days=1)) if day < today else None,
+        next_url=links.daily(day + timedelta(days=1)) if day < page.today else None,
         overview_url=links.overview(),
         report_state=state,
         report_label=REPORT_LABELS[state],
         notice=notice,
         reasons=reasons,
         warnings=[error_text(str(w), 300) for w in (digest_json.get("warnings") or []) if w][:10],
-        digest_html=render_markdown(digest_md, digest_link_rewriter(report_base_url, links)) if digest_md else None,
+        digest_html=(render_markdown(digest_md, digest_link_rewriter(settings.report_base_url, links))
+                     if digest_md else None),
         top=top_opportunities(digest_json, cards, links),
         watchlist=watchlist(digest_json),
         analyses=cards,
@@ -387,8 +381,8 @@ def daily_page(
         stats=_stats(report, cards, failures, budget_deferred),
         slots=slot_list,
         slots_done=[s.slot for s in slot_list if s.state == SLOT_DONE],  # live, not the report's snapshot
-        push=push_view(notifications, tz, next((r for r in runs if slots and r.get("slot") == max(slots)), None)),
-        threshold=threshold,
+        push=day_push(day_runs, page),
+        threshold=settings.push_score_threshold,
         cost=cost,
         coverage=Coverage.from_stats(stored.get("coverage")) if isinstance(stored, dict) else None,
     )

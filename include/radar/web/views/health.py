@@ -1,9 +1,10 @@
 """Health at a glance: the view models of the overview's opening section (what it costs is
 web/costs.py's).
 
-:func:`gather` is the one function here that reads (the database, through read-only store queries); every
-other function is pure, like the views. What came from outside — alert details, service errors, step names
-— is scrubbed through :func:`error_text` and left for Jinja to escape, never marked safe. The 30-day
+:func:`gather` is the one function here that reads (the database, through read-only store queries, into
+:class:`HealthFacts`); every other function is pure, like the views. What came from outside — alert details,
+service errors, step names — is scrubbed through :func:`error_text` and left for Jinja to escape, never marked
+safe.
 """
 
 from __future__ import annotations
@@ -19,11 +20,19 @@ import psycopg
 from include.radar import DAG_ID, store
 from include.radar.collect import watch
 from include.radar.collect.coverage import SILENT_FACTOR, Coverage
-from include.radar.core.settings import Settings
 from include.radar.core.slots import slot_at, slots_between
 from include.radar.core.text import span
 from include.radar.web.costs import SPEND_DAYS, SpendView, spend_view
-from include.radar.web.views.common import SLOT_FAILED, SLOT_LATE, SLOT_PENDING, Links, Row, error_text, short
+from include.radar.web.views.common import (
+    SLOT_FAILED,
+    SLOT_LATE,
+    SLOT_PENDING,
+    Links,
+    PageContext,
+    Row,
+    error_text,
+    short,
+)
 from include.radar.web.views.slots import SlotView, missing_slot_view, slot_view
 
 RECENT_SLOTS = 5
@@ -86,34 +95,24 @@ class NextSlot:
     eta: str  # "1 小时 30 分后"
 
 
-def recent_slots(
-    runs: Iterable[Row],
-    missed: Iterable[tuple[date, str]],
-    *,
-    now: datetime,
-    tz: ZoneInfo,
-    schedule: Sequence[str],
-    late_after_minutes: int,
-    links: Links,
-    spend: Mapping[int, float],
-    currency: str,
-    limit: int = RECENT_SLOTS,
-) -> list[RecentSlot]:
-    """The last ``limit`` slots across days, newest first: the runs, slots that should have run and have no
-    run (late, linked to the DAG), and a slot whose time has come but is still within its grace period."""
+def recent_slots(runs: Iterable[Row], missed: Iterable[tuple[date, str]], page: PageContext,
+                 spend: Mapping[int, float]) -> list[RecentSlot]:
+    """The last ``RECENT_SLOTS`` slots across days, newest first: the runs, slots that should have run and have
+    no run (late, linked to the DAG), and a slot whose time has come but is still within its grace period."""
+    now, tz, links, settings = page.now, page.tz, page.links, page.settings
     entries: dict[tuple[date, str], SlotView] = {}
     for run in runs:
         entries[(run["run_date"], run["slot"])] = slot_view(
-            run, now=now, tz=tz, links=links, spend=spend, currency=currency)
+            run, now=now, tz=tz, links=links, spend=spend, currency=settings.deepseek_currency)
     for day, slot in missed:
         entries.setdefault((day, slot), missing_slot_view(day, slot, SLOT_LATE, links))
-    grace = timedelta(minutes=late_after_minutes)
-    for key in slots_between(now - grace, now, tuple(schedule), tz):
+    grace = timedelta(minutes=settings.late_after_minutes)
+    for key in slots_between(now - grace, now, tuple(settings.schedule_slots), tz):
         if (key.run_date, key.slot) not in entries:
             view = missing_slot_view(key.run_date, key.slot, SLOT_PENDING, links)
             entries[(key.run_date, key.slot)] = SlotView(slot=view.slot, state=view.state, label="等待调度",
                                                          run_date=view.run_date)
-    newest = sorted(entries, reverse=True)[:limit]
+    newest = sorted(entries, reverse=True)[:RECENT_SLOTS]
     return [RecentSlot(day=d, when=f"{d:%m-%d} {s}", daily_url=f"{links.daily(d)}#slots", view=entries[(d, s)])
             for d, s in newest]
 
@@ -134,11 +133,10 @@ def next_slot(now: datetime, schedule: Sequence[str], tz: ZoneInfo) -> NextSlot 
     return None
 
 
-def expected_slots(now: datetime, schedule: Sequence[str], late_after_minutes: int, tz: ZoneInfo
-                   ) -> list[tuple[date, str]]:
+def expected_slots(page: PageContext) -> list[tuple[date, str]]:
     """The planned slots of the last week that should have a run by now (their grace period is over)."""
-    end = now - timedelta(minutes=late_after_minutes)
-    keys = slots_between(end - timedelta(days=MISSED_LOOKBACK_DAYS), end, tuple(schedule), tz)
+    end = page.now - timedelta(minutes=page.settings.late_after_minutes)
+    keys = slots_between(end - timedelta(days=MISSED_LOOKBACK_DAYS), end, tuple(page.settings.schedule_slots), page.tz)
     return [(k.run_date, k.slot) for k in keys]
 
 
@@ -393,46 +391,42 @@ class HealthView:
         return [self.werss, self.deepseek]
 
 
-def health_view(
-    *,
-    now: datetime,
-    tz: ZoneInfo,
-    schedule: Sequence[str],
-    late_after_minutes: int,
-    recent_runs: Sequence[Row],
-    missed: Iterable[tuple[date, str]],
-    run_spend: Mapping[int, float],
-    alerts: Iterable[Row],
-    werss: Mapping[str, Any],
-    deepseek: Mapping[str, Any],
-    spent_today: float,
-    wechat: Mapping[str, Any] | None = None,
-    wechat_warn_hours: float = 24,
-    spend_by_day: Mapping[date, float],
-    budget: float,
-    currency: str,
-    estimated: bool,
-    silent_accounts: Iterable[Row],
-    links: Links,
-    storage: Mapping[str, Any] | None = None,
-    retention_days: int = 0,
-    check: Mapping[str, Any] | None = None,
-    collection: Coverage | None = None,
-    collection_day: str = "今天",
-    evaluation_spend: tuple[float, float] = (0.0, 0.0),
-) -> HealthView:
-    today = now.astimezone(tz).date()
-    slots = recent_slots(recent_runs, missed, now=now, tz=tz, schedule=schedule,
-                         late_after_minutes=late_after_minutes, links=links, spend=run_spend, currency=currency)
-    names = {r["id"]: f"{r['run_date']:%m-%d} {r['slot']}" for r in recent_runs}
-    werss_v = werss_view(werss, now=now, tz=tz, wechat=wechat, warn_hours=wechat_warn_hours, collection=collection,
-                         collection_day=collection_day)
-    deepseek_v = deepseek_view(deepseek, now=now, tz=tz, slot_names=names)
-    alert_list = alert_views(alerts, now=now, tz=tz, links=links)
-    spend = spend_view(spent_today, spend_by_day, today=today, budget=budget, currency=currency,
-                       estimated=estimated, evaluations=evaluation_spend)
+@dataclass(frozen=True)
+class HealthFacts:
+    """What the health section reads (:func:`gather`): the recent runs and what they cost, the planned slots
+    that never ran, today's alerts, the services' last states (service_state), the spend, the quiet accounts,
+    and the coverage of ``collection_day`` (its label: 今天, or the date)."""
+
+    recent_runs: Sequence[Row]
+    missed: Sequence[tuple[date, str]]
+    run_spend: Mapping[int, float]
+    alerts: Sequence[Row]
+    werss: Mapping[str, Any]
+    wechat: Mapping[str, Any]
+    deepseek: Mapping[str, Any]
+    spent_today: float
+    spend_by_day: Mapping[date, float]
+    evaluation_spend: tuple[float, float]
+    silent_accounts: Sequence[Row]
+    storage: Mapping[str, Any]
+    check: Mapping[str, Any]
+    collection: Coverage | None
+    collection_day: str
+
+
+def health_view(page: PageContext, facts: HealthFacts) -> HealthView:
+    now, tz, settings = page.now, page.tz, page.settings
+    slots = recent_slots(facts.recent_runs, facts.missed, page, facts.run_spend)
+    names = {r["id"]: f"{r['run_date']:%m-%d} {r['slot']}" for r in facts.recent_runs}
+    werss_v = werss_view(facts.werss, now=now, tz=tz, wechat=facts.wechat, warn_hours=settings.wechat_login_warn_hours,
+                         collection=facts.collection, collection_day=facts.collection_day)
+    deepseek_v = deepseek_view(facts.deepseek, now=now, tz=tz, slot_names=names)
+    alert_list = alert_views(facts.alerts, now=now, tz=tz, links=page.links)
+    spend = spend_view(facts.spent_today, facts.spend_by_day, today=page.today, budget=settings.daily_budget,
+                       currency=settings.deepseek_currency, estimated=settings.price_table().estimated,
+                       evaluations=facts.evaluation_spend)
     silent = {}
-    for a in silent_accounts:
+    for a in facts.silent_accounts:
         quiet = (now - a["last_article_at"]).total_seconds() if a.get("last_article_at") else 0
         cadence = a["cadence"].total_seconds() if isinstance(a.get("cadence"), timedelta) else 0
         silent[str(a["mp_id"])] = f"已 {span(quiet)}没有新文章（通常每 {span(cadence)}一篇）"
@@ -443,54 +437,42 @@ def health_view(
 
     if silent:
         issues.append(f"{len(silent)} 个公众号久未发文")
-    storage_v = storage_view(storage or {}, retention_days=retention_days, now=now, tz=tz)
+    storage_v = storage_view(facts.storage, retention_days=settings.retention_days, now=now, tz=tz)
     issues += [f"{storage_v.name}：{w}" for w in storage_v.warnings]
     private = ["今日预算已用尽"] if spend.reached else []
-    check_v = check_view(check or {}, now=now, tz=tz)
+    check_v = check_view(facts.check, now=now, tz=tz)
     if check_v.failures:
         issues.append(f"部署检查 {check_v.failures} 项未通过")
-    return HealthView(slots=slots, next_slot=next_slot(now, schedule, tz), alerts=alert_list, werss=werss_v,
-                      deepseek=deepseek_v, spend=spend, storage=storage_v, silent=silent, issues=issues, check=check_v,
-                      private_issues=private, collection=collection)
+    return HealthView(slots=slots, next_slot=next_slot(now, settings.schedule_slots, tz), alerts=alert_list,
+                      werss=werss_v, deepseek=deepseek_v, spend=spend, storage=storage_v, silent=silent, issues=issues,
+                      check=check_v, private_issues=private, collection=facts.collection)
 
 
-def gather(conn: psycopg.Connection, settings: Settings, *, now: datetime, tz: ZoneInfo, links: Links,
-           spend_by_day: Mapping[date, float]) -> HealthView:
+def gather(conn: psycopg.Connection, page: PageContext, *, spend_by_day: Mapping[date, float]) -> HealthView:
     """Read what the health section shows (read-only queries on the page's connection) and build it.
     ``spend_by_day`` covers at least the last ``SPEND_DAYS`` days (the overview reads it once for both)."""
-    today = now.astimezone(tz).date()
-    currency = settings.deepseek_currency
+    now, tz, today = page.now, page.tz, page.today
+    currency = page.settings.deepseek_currency
     runs = store.recent_slot_runs(conn, RECENT_SLOTS)
     # the coverage of the latest day a slot ran (before today's first slot, yesterday's as of its end): a day
     # whose accounts no slot has listed yet would read as a WeRSS collecting nothing, every night
     day = min(today, runs[0]["run_date"]) if runs else today
-    missed = store.missed_slots(conn, expected_slots(now, settings.schedule_slots, settings.late_after_minutes, tz),
-                                tz)
-    return health_view(
-        now=now,
-        tz=tz,
-        schedule=settings.schedule_slots,
-        late_after_minutes=settings.late_after_minutes,
+    missed = store.missed_slots(conn, expected_slots(page), tz)
+    return health_view(page, HealthFacts(
         recent_runs=runs,
         missed=missed,
         run_spend=store.slot_spend(conn, [r["id"] for r in runs]),
         alerts=store.alerts_between(conn, today, today),
         werss=store.status(conn, "werss:status"),
         wechat=store.status(conn, "werss:wechat"),
-        wechat_warn_hours=settings.wechat_login_warn_hours,
         deepseek=store.status(conn, "deepseek:status"),
         spent_today=store.day_spend(conn, today, currency),
         spend_by_day=spend_by_day,
-        budget=settings.daily_budget,
-        currency=currency,
-        estimated=settings.price_table().estimated,
         evaluation_spend=(store.day_spend(conn, today, currency, evaluations=True), sum(store.spend_by_day(
             conn, today - timedelta(days=SPEND_DAYS - 1), today, currency, evaluations=True).values())),
         silent_accounts=store.silent_accounts(conn, now, SILENT_FACTOR),
-        links=links,
         storage=store.status(conn, STORAGE_STATUS),
-        retention_days=settings.retention_days,
         check=store.status(conn, CHECK_STATUS),
         collection=watch.coverage_of(conn, day, now),
         collection_day="今天" if day == today else f"{day:%m-%d}",
-    )
+    ))

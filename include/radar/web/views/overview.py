@@ -18,13 +18,14 @@ from include.radar.web.views.common import (
     SLOT_DONE,
     WEEKDAYS,
     Links,
+    PageContext,
     Row,
     day_label,
     error_text,
     local_time,
     money,
 )
-from include.radar.web.views.slots import PushView, SlotView, push_state, push_view, slot_views
+from include.radar.web.views.slots import DayRuns, PushView, SlotView, day_push, push_state, slot_views
 
 
 @dataclass(frozen=True)
@@ -194,43 +195,29 @@ def _when_what(at: datetime | None, what: Any, tz: ZoneInfo) -> str:
     return f"{local_time(at, tz, '%m-%d %H:%M')} {text}".strip() if text else ""
 
 
-def overview_page(
-    *,
-    today: date,
-    now: datetime,
-    tz: ZoneInfo,
-    slots: Sequence[str],
-    late_after_minutes: int,
-    threshold: int,
-    runs: Iterable[Row],
-    notifications: Iterable[Row],
-    days: Sequence[Row],
-    accounts: Iterable[Row],
-    links: Links,
-    slot_spend: Mapping[int, float] | None = None,
-    day_spend: Mapping[date, float] | None = None,
-    currency: str = "USD",
-) -> OverviewPage:
-    slot_list = slot_views(today, slots, runs, now=now, late_after_minutes=late_after_minutes, tz=tz, links=links,
-                           spend=slot_spend, currency=currency)
+def overview_page(page: PageContext, day_runs: DayRuns, *, days: Sequence[Row], accounts: Iterable[Row],
+                  day_spend: Mapping[date, float] | None = None) -> OverviewPage:
+    """Today's slots and push (``day_runs``), the recent ``days`` (store.recent_days) with what each cost
+    (``day_spend``, store.spend_by_day), and the WeRSS ``accounts``."""
+    today, settings, links = page.today, page.settings, page.links
+    slots = settings.schedule_slots
+    slot_list = slot_views(today, day_runs, page)
     today_row = next((r for r in days if r["day"] == today), None)
     return OverviewPage(
         today=today,
         today_label=day_label(today),
         today_url=links.daily(today),
-        now_label=local_time(now, tz, "%H:%M"),
+        now_label=local_time(page.now, page.tz, "%H:%M"),
         slots=slot_list,
         slots_done=sum(s.state == SLOT_DONE for s in slot_list),
-        push=push_view(notifications, tz, next((r for r in runs if slots and r.get("slot") == max(slots)), None)),
+        push=day_push(day_runs, page),
         analysed=today_row["analysed"] if today_row else 0,
         opportunities=today_row["opportunities"] if today_row else 0,
         failed=today_row["failed"] if today_row else 0,
         best_score=today_row["max_score"] if today_row else None,
-        threshold=threshold,
+        threshold=settings.push_score_threshold,
         daily_slot=max(slots) if slots else "",
-        days=day_rows(days, today=today, slot_count=len(slots), links=links, spend=day_spend, currency=currency),
-        accounts=account_views(accounts, now=now, tz=tz),
+        days=day_rows(days, today=today, slot_count=len(slots), links=links, spend=day_spend,
+                      currency=settings.deepseek_currency),
+        accounts=account_views(accounts, now=page.now, tz=page.tz),
     )
-
-
-# --------------------------------------------------------------------------------------------- daily page

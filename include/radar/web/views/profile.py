@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 from include.radar.analysis import focus
 from include.radar.pushes import ranking
-from include.radar.web.views.common import local_time, safe_http_url
+from include.radar.web.views.common import PageContext, local_time, safe_http_url
 
 FIELDS = ("companies", "tickers", "sectors", "interests", "rules")
 
@@ -42,14 +42,26 @@ def profile_values(profile: focus.Profile) -> dict[str, str]:
             "rules": "\n".join(profile.rule_lines())}
 
 
-def profile_page(*, profile: focus.Profile, weights: ranking.Weights, action: str, csrf: str, read_only: bool,
-                 tz: ZoneInfo, read_only_reason: str = "", saved: bool = False, errors: list[str] | None = None,
-                 typed: dict[str, str] | None = None, recheck: int = 0) -> ProfilePage:
-    """``typed``: what the reader sent when it could not be saved (shown again, with ``errors``)."""
+@dataclass(frozen=True)
+class Outcome:
+    """What the reader's last save came to: saved (``recheck``: the excluded articles the next slot checks
+    against the new rules), or refused (``errors``, with what they ``typed`` shown again)."""
+
+    saved: bool = False
+    recheck: int = 0
+    errors: list[str] = field(default_factory=list)
+    typed: dict[str, str] | None = None
+
+
+def profile_page(page: PageContext, *, profile: focus.Profile, weights: ranking.Weights, csrf: str,
+                 read_only: bool, read_only_reason: str = "", outcome: Outcome = Outcome()) -> ProfilePage:
     more, less = weights.learned()
     return ProfilePage(
-        action=action, csrf=csrf, values=typed if typed is not None else profile_values(profile), read_only=read_only,
-        read_only_reason=read_only_reason, saved=saved, recheck=recheck, disabled=list(profile.disabled), slow=list(profile.slow), errors=errors or [], updated=local_time(profile.updated_at, tz) if profile.updated_at else None,
+        action=page.links.profile(), csrf=csrf,
+        values=outcome.typed if outcome.typed is not None else profile_values(profile), read_only=read_only,
+        read_only_reason=read_only_reason, saved=outcome.saved, recheck=outcome.recheck,
+        disabled=list(profile.disabled), slow=list(profile.slow), errors=list(outcome.errors),
+        updated=local_time(profile.updated_at, page.tz) if profile.updated_at else None,
         updated_by=profile.updated_by, learned_more=more, learned_less=less,
     )
 

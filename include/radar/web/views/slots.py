@@ -26,6 +26,7 @@ from include.radar.web.views.common import (
     SLOT_PENDING,
     SLOT_RUNNING,
     Links,
+    PageContext,
     Row,
     error_text,
     local_time,
@@ -77,35 +78,42 @@ class SlotView:
         return self.state not in (SLOT_PENDING, SLOT_LATE)
 
 
-def slot_views(
-    day: date,
-    slots: Sequence[str],
-    runs: Iterable[Row],
-    *,
-    now: datetime,
-    late_after_minutes: int,
-    tz: ZoneInfo,
-    links: Links,
-    spend: Mapping[int, float] | None = None,
-    currency: str = "USD",
-) -> list[SlotView]:
+@dataclass(frozen=True)
+class DayRuns:
+    """A day's slots as a page reads them: the runs (store.slot_runs_for_day), the daily push's rows
+    (store.daily_notifications), what each run's LLM calls cost (store.slot_spend; None: not looked up)."""
+
+    runs: Sequence[Row]
+    notifications: Sequence[Row] = ()
+    spend: Mapping[int, float] | None = None
+
+
+def slot_views(day: date, day_runs: DayRuns, page: PageContext) -> list[SlotView]:
     """The configured slots of ``day`` (plus any other slot that ran), each with its state.
 
     A slot without a run row is ``late`` once ``now`` passes its scheduled time plus the grace period,
-    otherwise ``pending``; a row is running (0), done (1) or failed (2, with its error). ``spend`` is the
-    LLM cost per slot run id (store.slot_spend), in ``currency``.
+    otherwise ``pending``; a row is running (0), done (1) or failed (2, with its error).
     """
-    by_slot = {r["slot"]: r for r in runs}
+    settings, links = page.settings, page.links
+    by_slot = {r["slot"]: r for r in day_runs.runs}
     views = []
-    for slot in sorted(set(slots) | set(by_slot)):
+    for slot in sorted(set(settings.schedule_slots) | set(by_slot)):
         run = by_slot.get(slot)
         if run is None:
-            due = slot_at(day, slot, tz).scheduled_at + timedelta(minutes=late_after_minutes)
-            state = SLOT_LATE if now > due else SLOT_PENDING
+            due = slot_at(day, slot, page.tz).scheduled_at + timedelta(minutes=settings.late_after_minutes)
+            state = SLOT_LATE if page.now > due else SLOT_PENDING
             views.append(missing_slot_view(day, slot, state, links))
             continue
-        views.append(slot_view(run, now=now, tz=tz, links=links, spend=spend, currency=currency))
+        views.append(slot_view(run, now=page.now, tz=page.tz, links=links, spend=day_runs.spend,
+                               currency=settings.deepseek_currency))
     return views
+
+
+def day_push(day_runs: DayRuns, page: PageContext) -> PushView:
+    """The day's daily push; the run of its daily slot (the last configured one) says why nothing was pushed."""
+    slots = page.settings.schedule_slots
+    daily_run = next((r for r in day_runs.runs if slots and r.get("slot") == max(slots)), None)
+    return push_view(day_runs.notifications, page.tz, daily_run)
 
 
 def missing_slot_view(day: date, slot: str, state: str, links: Links) -> SlotView:
@@ -251,6 +259,3 @@ def push_view(rows: Iterable[Row], tz: ZoneInfo, daily_run: Row | None = None) -
     )
     label = (silent_label(daily_run) if state == PUSH_NONE else None) or PUSH_LABELS[state]
     return PushView(state=state, label=label, channels=channels)
-
-
-# ------------------------------------------------------------------------------------------------ overview
