@@ -261,7 +261,7 @@ def test_a_call_held_open_with_keepalive_lines_is_cut_at_the_deadline(httpserver
 
     from werkzeug.wrappers import Response
 
-    from include.radar.analysis.llm import LLMClient, LLMExhausted
+    from include.radar.analysis.llm import LLMClient, LLMExhausted, LLMOptions
 
     def stall(request):
         def lines():
@@ -272,7 +272,7 @@ def test_a_call_held_open_with_keepalive_lines_is_cut_at_the_deadline(httpserver
 
     httpserver.expect_request("/chat/completions").respond_with_handler(stall)
     client = LLMClient(base_url=httpserver.url_for("/").rstrip("/"), api_key="k", model="deepseek-v4-pro",
-                       timeout=1.0, max_retries=1, backoff_seconds=0)
+                       options=LLMOptions(timeout=1.0, max_retries=1, backoff_seconds=0))
     started = time.monotonic()
     with pytest.raises(LLMExhausted, match="no complete answer within 1s"):
         client.complete_json("s", "u", ArticleAnalysis)

@@ -24,7 +24,7 @@ from werkzeug.wrappers import Request, Response
 
 from include.radar import store
 from include.radar.analysis import analyst, batches
-from include.radar.analysis.llm import MAX_ANSWER_BYTES, LLMClient, LLMExhausted
+from include.radar.analysis.llm import MAX_ANSWER_BYTES, LLMClient, LLMExhausted, LLMOptions
 from include.radar.analysis.schemas import ArticleAnalysis
 from include.radar.collect.werss import MAX_RESPONSE_BYTES, Credentials, WeRSSClient, WeRSSError
 from include.radar.core import http
@@ -145,8 +145,8 @@ def test_a_werss_compression_bomb_is_refused_once_it_decodes_past_the_cap(coding
 
 @pytest.mark.parametrize("coding", ["gzip", "deflate"])
 def test_a_deepseek_compression_bomb_fails_the_rung_with_the_memory_bounded(coding, bomb_server):
-    client = LLMClient(base_url=bomb_server(coding), api_key="sk-test", model="deepseek-v4-pro", max_retries=0,
-                       backoff_seconds=0)
+    client = LLMClient(base_url=bomb_server(coding), api_key="sk-test", model="deepseek-v4-pro",
+                       options=LLMOptions(max_retries=0, backoff_seconds=0))
     raised, peak = _peak(lambda: client.complete_json("s", "u", ArticleAnalysis))
     assert isinstance(raised, LLMExhausted)
     assert f"ReadError: answer larger than {MAX_ANSWER_BYTES} bytes once decoded ({coding})" in str(raised)
@@ -165,7 +165,7 @@ def test_a_compressed_answer_within_the_cap_is_decoded_and_only_what_is_decoded_
     content = json.dumps(completion(answer(70))).encode()
     llm_seen: list[Request] = []
     llm = LLMClient(base_url=_server(raw.compress(content) + raw.flush(), {"Content-Encoding": "deflate"}, llm_seen),
-                    api_key="sk-test", model="deepseek-v4-pro", max_retries=0, backoff_seconds=0)
+                    api_key="sk-test", model="deepseek-v4-pro", options=LLMOptions(max_retries=0, backoff_seconds=0))
     assert llm.complete_json("s", "u", ArticleAnalysis).value.score == 70
     assert llm_seen[0].headers["Accept-Encoding"] == "gzip, deflate"
 

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from include.radar import store
-from include.radar.analysis.llm import LLMClient, LLMDeadline, LLMExhausted
+from include.radar.analysis.llm import LLMClient, LLMDeadline, LLMExhausted, LLMOptions
 from include.radar.analysis.schemas import ArticleAnalysis
 from include.radar.collect.werss import Credentials, WeRSSClient, WeRSSDeadline, WeRSSError
 from include.radar.core import db
@@ -62,8 +62,8 @@ def _slow_deepseek(seconds: float) -> str:
 
 
 def test_a_deepseek_holding_the_line_with_keepalives_is_cut_at_the_call_timeout():
-    client = LLMClient(base_url=_slow_deepseek(30), api_key="sk-test", model="deepseek-v4-pro", timeout=1.0,
-                       max_retries=1, backoff_seconds=0)
+    client = LLMClient(base_url=_slow_deepseek(30), api_key="sk-test", model="deepseek-v4-pro",
+                       options=LLMOptions(timeout=1.0, max_retries=1, backoff_seconds=0))
     started = time.monotonic()
     with pytest.raises(LLMExhausted, match="no complete answer within 1s"):
         client.complete_json("s", "u", ArticleAnalysis)
@@ -71,8 +71,8 @@ def test_a_deepseek_holding_the_line_with_keepalives_is_cut_at_the_call_timeout(
 
 
 def test_the_ladder_stops_at_the_callers_deadline_and_says_so():
-    client = LLMClient(base_url=_slow_deepseek(30), api_key="sk-test", model="deepseek-v4-pro", timeout=60.0,
-                       max_retries=3, backoff_seconds=0)
+    client = LLMClient(base_url=_slow_deepseek(30), api_key="sk-test", model="deepseek-v4-pro",
+                       options=LLMOptions(timeout=60.0, max_retries=3, backoff_seconds=0))
     started = time.monotonic()
     with pytest.raises(LLMDeadline, match="deadline reached after 1 calls") as info:
         client.complete_json("s", "u", ArticleAnalysis, deadline=time.monotonic() + 7)

@@ -586,7 +586,7 @@ def test_an_evaluation_s_calls_never_speak_for_the_slots_deepseek(db_url):
 
 
 def test_the_rate_limit_wait_bounds_every_sleep_of_a_ladder_cool_downs_included(fakes, db_url):
-    from include.radar.analysis.llm import LLMClient, LLMExhausted
+    from include.radar.analysis.llm import LLMClient, LLMExhausted, LLMOptions
     from include.radar.analysis.ratelimit import DatabaseGate
     from include.radar.analysis.schemas import ArticleAnalysis
 
@@ -600,7 +600,7 @@ def test_the_rate_limit_wait_bounds_every_sleep_of_a_ladder_cool_downs_included(
 
     clock = Recording(datetime.now(UTC))
     client = LLMClient(base_url=f"{fakes.base}/deepseek", api_key="sk-test", model="deepseek-v4-pro",
-                       max_retries=2, backoff_seconds=0, rate_limit_wait=5, clock=clock,
+                       options=LLMOptions(max_retries=2, backoff_seconds=0, rate_limit_wait=5), clock=clock,
                        gate=DatabaseGate(lambda: db.connect(db_url), 1, clock=clock))
     with pytest.raises(LLMExhausted):
         client.complete_json("system json", "user", ArticleAnalysis)

@@ -151,48 +151,44 @@ def _cause(exc: BaseException) -> str:
     return (said[0] if said else exc.__class__.__name__)[:300]
 
 
+@dataclass(frozen=True)
+class LLMOptions:
+    """How a client calls beyond its endpoint and model: thinking (at ``reasoning_effort``) or not; each call's
+    ``timeout`` and most tokens; ``max_retries`` rungs after the first, ``backoff_seconds`` (doubling) between
+    them, ``rate_limit_wait`` seconds of 429s waited out per ladder; its pool of ``max_connections``; and what its
+    errors name: the connection ``conn_id``, the endpoint ``name``, and ``model_fix``, which option chooses the
+    model."""
+
+    thinking: bool = True
+    reasoning_effort: str | None = "high"
+    timeout: float = 180.0
+    max_retries: int = 3
+    backoff_seconds: float = 2.0
+    max_tokens: int | None = None
+    rate_limit_wait: float = 300.0
+    max_connections: int = 20
+    conn_id: str = "deepseek_default"
+    name: str = "DeepSeek"
+    model_fix: str = "set AIRFLOW_VAR_RADAR_DEEPSEEK_MODEL to a current model such as deepseek-v4-pro or deepseek-flash"
+
+
 class LLMClient:
     """A DeepSeek (OpenAI-compatible) chat client that returns validated JSON answers."""
 
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        api_key: str,
-        model: str,
-        thinking: bool = True,
-        reasoning_effort: str | None = "high",
-        timeout: float = 180.0,
-        max_retries: int = 3,
-        backoff_seconds: float = 2.0,
-        max_tokens: int | None = None,
-        rate_limit_wait: float = 300.0,
-        gate: RateGate | None = None,
-        clock: Clock = SYSTEM,
-        max_connections: int = 20,
-        conn_id: str = "deepseek_default",
-        name: str = "DeepSeek",
-        model_fix: str = "set AIRFLOW_VAR_RADAR_DEEPSEEK_MODEL to a current model such as deepseek-v4-pro or deepseek-flash",
-    ) -> None:
+    def __init__(self, *, base_url: str, api_key: str, model: str, options: LLMOptions = LLMOptions(),
+                 gate: RateGate | None = None, clock: Clock = SYSTEM) -> None:
         if not api_key:
-            raise LLMConfigError(f"no API key for {name}: set the password of the {conn_id} connection")
-        self.conn_id, self.name, self.model_fix = conn_id, name, model_fix  # what the errors name
+            raise LLMConfigError(f"no API key for {options.name}: set the password of the {options.conn_id} connection")
         self.model = model
-        self.thinking = thinking
-        self.reasoning_effort = reasoning_effort
-        self.max_retries = max_retries
-        self.backoff_seconds = backoff_seconds
+        self.options = options
         self.clock = clock  # the backoffs' waits and the deadlines' seconds
-        self.timeout = timeout
-        self.max_tokens = max_tokens
-        self.rate_limit_wait = rate_limit_wait
         self.gate = gate or RateGate()
         # one client (one connection pool) for every call of this task, shared by a batch's threads (so as
         # many connections as threads: a call must not spend its deadline waiting for one); its requests
         # honour http.limits
         self._client = _sdk().OpenAI(
-            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0,
-            http_client=http.client(timeout, max_connections=max_connections),
+            base_url=base_url, api_key=api_key, timeout=options.timeout, max_retries=0,
+            http_client=http.client(options.timeout, max_connections=options.max_connections),
         )
 
     def with_gate(self, gate: RateGate) -> LLMClient:
@@ -203,29 +199,31 @@ class LLMClient:
 
     def _classify(self, exc: openai.APIStatusError) -> Exception:
         """An error answer as retryable or not; a configuration error names the connection or the option to fix."""
-        status, message, name = exc.status_code, _error_message(exc), self.name
+        status, message = exc.status_code, _error_message(exc)
+        name, conn_id = self.options.name, self.options.conn_id
         if status == 429:
             return _RateLimited(f"HTTP 429: {message}", _retry_after(exc))
         if status in (408, 409) or status >= 500:
             return _Retryable(f"HTTP {status}: {message}")
         if status == 401:
-            return LLMConfigError(f"{name} rejected the API key (401: {message}): check the {self.conn_id} connection")
+            return LLMConfigError(f"{name} rejected the API key (401: {message}): check the {conn_id} connection")
         if status == 402:
             return LLMConfigError(f"the account of {name} has insufficient balance (402: {message}): top it up")
         if status == 422:
             return LLMConfigError(f"{name} rejected a request parameter (422: {message}): check the deepseek settings")
         if status in (400, 404) and "model" in message.lower():
-            return LLMConfigError(f"{name} does not know the model {self.model!r} ({status}: {message}): {self.model_fix}")
+            return LLMConfigError(f"{name} does not know the model {self.model!r} ({status}: {message}): "
+                                  f"{self.options.model_fix}")
         if status in (403, 404):
-            return LLMConfigError(f"{name} refused the request ({status}: {message}): check the {self.conn_id} connection")
+            return LLMConfigError(f"{name} refused the request ({status}: {message}): check the {conn_id} connection")
         return LLMRejected(f"{name} rejected this request (HTTP {status}: {message}); not retried")
 
     def _extra_body(self) -> dict[str, Any]:
-        if not self.thinking:
+        if not self.options.thinking:
             return {"thinking": {"type": "disabled"}}
         body: dict[str, Any] = {"thinking": {"type": "enabled"}}
-        if self.reasoning_effort:
-            body["reasoning_effort"] = self.reasoning_effort
+        if self.options.reasoning_effort:
+            body["reasoning_effort"] = self.options.reasoning_effort
         return body
 
     def models(self, timeout: float) -> list[str]:
@@ -237,12 +235,12 @@ class LLMClient:
         except _sdk().APIStatusError as exc:
             raise (e if isinstance(e := self._classify(exc), LLMError) else LLMError(str(e))) from None
         except _sdk().APIError as exc:
-            raise LLMUnreachable(f"{self.name} unreachable at {self._client.base_url}: {_cause(exc)}") from None
+            raise LLMUnreachable(f"{self.options.name} unreachable at {self._client.base_url}: {_cause(exc)}") from None
         try:  # the SDK reads a page that is not JSON as a string, and stumbles on it (AttributeError, ValueError)
             page = raw.parse()
             return [str(m.id) for m in getattr(page, "data", None) or [] if getattr(m, "id", None)]
         except (AttributeError, TypeError, ValueError) as exc:
-            raise LLMNotTheApi(f"{self.name} at {self._client.base_url} answered GET /models with no model list: "
+            raise LLMNotTheApi(f"{self.options.name} at {self._client.base_url} answered GET /models with no model list: "
                                f"{_answered(raw.http_response)}") from exc
 
     def complete_json(
@@ -262,7 +260,7 @@ class LLMClient:
         (unless a questioned but valid answer is at hand: then it stands); each carries the usage so far.
         """
         ladder = _Ladder(usage if usage is not None else Usage(), deadline, reserve)
-        while ladder.attempt <= self.max_retries:
+        while ladder.attempt <= self.options.max_retries:
             budget = self._wait_turn(ladder)
             if budget is None:
                 if ladder.kept is not None:
@@ -279,11 +277,11 @@ class LLMClient:
             if value is None:  # the rung failed, or a rate limit was waited out
                 continue
             instruction = check(value) if check else None
-            if instruction is None or ladder.attempt >= self.max_retries:
+            if instruction is None or ladder.attempt >= self.options.max_retries:
                 return JsonAnswer(value=value, usage=ladder.usage, model=self.model, failures=ladder.failures,
                                   unsettled=instruction)
             log.warning("LLM call %d/%d: a valid answer that needs another look: %s", ladder.attempt + 1,
-                        self.max_retries + 1, instruction[:80])
+                        self.options.max_retries + 1, instruction[:80])
             ladder.failures.append(f"call {ladder.attempt + 1}: questioned: {instruction[:60]}")
             ladder.kept, ladder.repair = value, instruction
             ladder.attempt += 1
@@ -300,7 +298,7 @@ class LLMClient:
         """Wait out a cool-down another call of the slot was told (within what is left of this ladder's wait
         allowance); the seconds the next call may take, None when the deadline leaves no room for one."""
         left = self._left(ladder.deadline)
-        allowance = self.rate_limit_wait - ladder.waited
+        allowance = self.options.rate_limit_wait - ladder.waited
         ladder.waited += self.gate.wait(allowance if left is None else min(left, allowance))
         return self._budget(ladder.deadline)
 
@@ -310,8 +308,8 @@ class LLMClient:
         suffix = ladder.repair or RUNG_SUFFIX[min(ladder.attempt, 3)]
         content = user if not suffix else f"{user}\n\n{suffix}"
         if ladder.reserve is not None:  # before the call: a refusal (LLMBudget) costs nothing and no rung
-            assert self.max_tokens, "a call under a cap is bounded by max_tokens"
-            ladder.reserve(most_prompt_tokens(system, content), self.max_tokens)
+            assert self.options.max_tokens, "a call under a cap is bounded by max_tokens"
+            ladder.reserve(most_prompt_tokens(system, content), self.options.max_tokens)
         started = self.clock.monotonic()
         try:
             with self.gate.in_flight(self._left(ladder.deadline) or budget):
@@ -336,25 +334,26 @@ class LLMClient:
         """A 429: wait it out without spending a rung while the ladder's wait allowance lasts, else spend one."""
         usage = ladder.usage
         usage.rate_limited += 1
-        pause = exc.retry_after or max(self.backoff_seconds * 2 ** min(usage.rate_limited - 1, 5), 1.0)
+        pause = exc.retry_after or max(self.options.backoff_seconds * 2 ** min(usage.rate_limited - 1, 5), 1.0)
         self.gate.limited(pause, str(exc))
         left = self._left(ladder.deadline)
-        if (usage.rate_limited <= MAX_RATE_LIMIT_WAITS and ladder.waited + pause <= self.rate_limit_wait
+        if (usage.rate_limited <= MAX_RATE_LIMIT_WAITS and ladder.waited + pause <= self.options.rate_limit_wait
                 and (left is None or left - pause >= MIN_CALL_SECONDS)):
             log.warning("LLM rate-limited (%s); waiting %.1fs, no attempt spent", exc, pause)
             ladder.waited += pause
             self.clock.sleep(pause)
             return
-        ladder.failures.append(f"call {ladder.attempt + 1}: {exc} (rate-limit wait of {self.rate_limit_wait:g}s used up)")
+        ladder.failures.append(f"call {ladder.attempt + 1}: {exc} "
+                               f"(rate-limit wait of {self.options.rate_limit_wait:g}s used up)")
         ladder.attempt += 1
 
     def _retryable(self, exc: _Retryable, ladder: _Ladder) -> None:
         """A failed call worth retrying: the rung is spent, and the next waits an exponential backoff."""
         self.gate.failed(str(exc))
         ladder.failures.append(f"call {ladder.attempt + 1}: {exc}")
-        log.warning("LLM call %d/%d failed: %s", ladder.attempt + 1, self.max_retries + 1, exc)
-        if ladder.attempt < self.max_retries and self.backoff_seconds:
-            pause = self.backoff_seconds * 2**ladder.attempt
+        log.warning("LLM call %d/%d failed: %s", ladder.attempt + 1, self.options.max_retries + 1, exc)
+        if ladder.attempt < self.options.max_retries and self.options.backoff_seconds:
+            pause = self.options.backoff_seconds * 2**ladder.attempt
             if ladder.deadline is not None:
                 pause = min(pause, max(ladder.deadline - self.clock.monotonic(), 0))
             self.clock.sleep(pause)
@@ -366,9 +365,9 @@ class LLMClient:
     def _budget(self, deadline: float | None) -> float | None:
         """Seconds this call may take: the per-call timeout, cut to what is left before ``deadline``."""
         if deadline is None:
-            return self.timeout
+            return self.options.timeout
         left = deadline - self.clock.monotonic()
-        return None if left < MIN_CALL_SECONDS else min(self.timeout, left)
+        return None if left < MIN_CALL_SECONDS else min(self.options.timeout, left)
 
     def _call_once(self, system: str, user: str, schema: type[M], usage: Usage, budget: float) -> M:
         response = self._request(system, user, budget)
@@ -393,7 +392,7 @@ class LLMClient:
                     response_format={"type": "json_object"},
                     extra_body=self._extra_body(),
                     timeout=budget,
-                    **({"max_tokens": self.max_tokens} if self.max_tokens else {}),
+                    **({"max_tokens": self.options.max_tokens} if self.options.max_tokens else {}),
                 )
         except openai.APIStatusError as exc:
             raise self._classify(exc) from None

@@ -82,7 +82,7 @@ def llm_client(settings: Settings, gate: RateGate | None = None, *, connections:
                timeout: float | None = None, setup: Setup | None = None, clock: Clock = SYSTEM) -> LLMClient:
     """The client of ``setup`` (the configured one by default) on its connection (its password, or extra
     ``api_key``); a host without a scheme is https (http on loopback)."""
-    from include.radar.analysis.llm import LLMClient
+    from include.radar.analysis.llm import LLMClient, LLMOptions
 
     s, use = settings, setup or configured(settings)
     conn = get_connection(use.conn_id)
@@ -91,10 +91,7 @@ def llm_client(settings: Settings, gate: RateGate | None = None, *, connections:
     extra = conn.extra or {}
     api_key = check_secret(conn.password or extra.get("api_key"), f"the {use.whose} API key (connection {use.conn_id!r})")
     redact.register(api_key)
-    return LLMClient(
-        base_url=llm_url(conn, use.conn_id, https_only=use.https_only) if conn.host else DEEPSEEK_URL,
-        api_key=api_key or "",
-        model=use.model,
+    options = LLMOptions(
         thinking=use.thinking,
         reasoning_effort=use.reasoning_effort if use.thinking else None,
         timeout=s.deepseek_timeout_seconds if timeout is None else timeout,
@@ -102,13 +99,13 @@ def llm_client(settings: Settings, gate: RateGate | None = None, *, connections:
         backoff_seconds=float(extra.get("backoff_seconds", 2.0)),
         max_tokens=s.deepseek_max_tokens,
         rate_limit_wait=s.deepseek_rate_limit_wait_seconds,
-        gate=gate,
-        clock=clock,
         max_connections=connections,
         conn_id=use.conn_id,
         name=use.name,
         model_fix=use.model_fix,
     )
+    base_url = llm_url(conn, use.conn_id, https_only=use.https_only) if conn.host else DEEPSEEK_URL
+    return LLMClient(base_url=base_url, api_key=api_key or "", model=use.model, options=options, gate=gate, clock=clock)
 
 
 def llm_url(conn: ConnectionInfo, conn_id: str, *, https_only: bool = True) -> str:
