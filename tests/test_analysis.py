@@ -232,8 +232,7 @@ def test_two_runs_racing_for_one_article_pay_once(fakes):
         claim = store.claim_item(conn, target["item_id"], slot_run_id=slot["slot_run_id"], claimer="other-run",
                                  max_attempts=3)
         assert claim.state == "claimed"
-    outcome = analyst.analyse_item(rt.connect, rt.llm, item_id=target["item_id"], slot_run_id=slot["slot_run_id"],
-                                   claimer="this-run", settings=rt.settings)
+    outcome = analyst.analyse_item(rt.asking(slot["slot_run_id"]), item_id=target["item_id"], claimer="this-run")
     assert outcome.status == "skipped" and fakes.deepseek.requests == []
     with connect() as conn:
         assert articles_to_analyse(rt, slot) == []  # not offered again while the claim is fresh

@@ -217,9 +217,7 @@ def test_two_copies_of_one_text_claimed_at_the_same_moment_pay_for_one_call(fake
 
     def analyse(item_id: int, run: str) -> None:
         barrier.wait()
-        outcomes[item_id] = analyst.analyse_item(
-            rt.connect, rt.llm, item_id=item_id, slot_run_id=slot["slot_run_id"], claimer=run, settings=rt.settings
-        ).status
+        outcomes[item_id] = analyst.analyse_item(rt.asking(slot["slot_run_id"]), item_id=item_id, claimer=run).status
 
     threads = [threading.Thread(target=analyse, args=(i, f"run-{i}")) for i in ids]
     for t in threads:

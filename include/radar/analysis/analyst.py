@@ -34,7 +34,7 @@ from include.radar.analysis.llm import (
 from include.radar.analysis.prompting import Prompt, neutralise_delimiters
 from include.radar.analysis.rubric import rubric
 from include.radar.analysis.schemas import ArticleAnalysis
-from include.radar.analysis.spending import Spend
+from include.radar.analysis.spending import Asking, Spend
 from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.pricing import Usage
 from include.radar.core.settings import Settings
@@ -124,50 +124,38 @@ def article_prompt(item: dict[str, Any], truncate_chars: int, prompt: Prompt = A
     )
 
 
-def analyse_item(
-    connect: Callable[[], Any],
-    llm_factory: Callable[[], LLMClient],
-    *,
-    item_id: int,
-    slot_run_id: int,
-    claimer: str,
-    settings: Settings,
-    deadline: float | None = None,
-    on_budget: Callable[[str], None] | None = None,
-    clock: Clock = SYSTEM,
-) -> Outcome:
-    """Analyse one content item for this slot run (see the module docstring for every way out).
+def analyse_item(asking: Asking, *, item_id: int, claimer: str,
+                 on_budget: Callable[[str], None] | None = None) -> Outcome:
+    """Analyse one content item for ``asking``'s slot run (see the module docstring for every way out).
 
-    ``claimer`` names the task try (store.claim_owner; the DAG run id outside Airflow); ``deadline``
-    (``clock.monotonic()``) is when the slot needs its analyses done, and bounds the wait for another try of
-    the same task; ``clock``: whose day the spend and the budget are of. Raises LLMConfigError (the item is put back) and whatever crashed (recorded first).
+    ``claimer`` names the task try (store.claim_owner; the DAG run id outside Airflow); ``asking.deadline`` is
+    when the slot needs its analyses done, and bounds the wait for another try of the same task. Raises
+    LLMConfigError (the item is put back) and whatever crashed (recorded first).
     """
-    if deadline is not None and deadline - clock.monotonic() < MIN_CALL_SECONDS:
-        with connect() as conn:
-            store.add_deferred(conn, slot_run_id)
+    if asking.deadline is not None and asking.deadline - asking.clock.monotonic() < MIN_CALL_SECONDS:
+        with asking.connect() as conn:
+            store.add_deferred(conn, asking.slot_run_id)
         log.info("item %s: the slot's analysis deadline has passed; left for a later slot", item_id)
         return Outcome(item_id, "deferred", error="the slot's analysis deadline passed; a later slot analyses it")
-    llm = llm_factory()  # a configuration problem (a missing or malformed key) surfaces before any claim
-    over_budget = _over_budget(connect, settings, item_id, slot_run_id, on_budget, clock)
+    llm = asking.llm()  # a configuration problem (a missing or malformed key) surfaces before any claim
+    over_budget = _over_budget(asking, item_id, on_budget)
     if over_budget is not None:
         return over_budget
-    claim, early, profile = _claim(connect, item_id, slot_run_id=slot_run_id, claimer=claimer, settings=settings,
-                                   deadline=deadline, clock=clock)
+    claim, early, profile = _claim(asking, item_id, claimer)
     if early is not None:
         return early
-    return _analyse_claimed(connect, llm, claim, profile, item_id=item_id, slot_run_id=slot_run_id,
-                            settings=settings, deadline=deadline, clock=clock)
+    return _analyse_claimed(asking, llm, claim, profile)
 
 
-def _over_budget(connect: Callable[[], Any], settings: Settings, item_id: int, slot_run_id: int,
-                 on_budget: Callable[[str], None] | None, clock: Clock) -> Outcome | None:
+def _over_budget(asking: Asking, item_id: int, on_budget: Callable[[str], None] | None) -> Outcome | None:
     """The deferral of an item once the day's LLM budget is reached, else None."""
+    settings, clock = asking.settings, asking.clock
     if not settings.daily_budget:
         return None
-    with connect() as conn:
+    with asking.connect() as conn:
         spent = spending.budget_reached(conn, settings, clock)
         if spent is not None:
-            store.defer_for_budget(conn, slot_run_id, [item_id], clock.today())
+            store.defer_for_budget(conn, asking.slot_run_id, [item_id], clock.today())
     if spent is None:
         return None
     reason = (f"the day's LLM budget is reached ({settings.price_table().money(spent)} of "
@@ -178,22 +166,20 @@ def _over_budget(connect: Callable[[], Any], settings: Settings, item_id: int, s
     return Outcome(item_id, "deferred", error=reason)
 
 
-def _claim(
-    connect: Callable[[], Any], item_id: int, *, slot_run_id: int, claimer: str, settings: Settings,
-    deadline: float | None, clock: Clock,
-) -> tuple[store.Claim, Outcome | None, focus.Profile]:
+def _claim(asking: Asking, item_id: int, claimer: str) -> tuple[store.Claim, Outcome | None, focus.Profile]:
     """Claim the item: the claim, the outcome when it needs no call, and the reader's profile for the prompt.
 
     While another try of this task holds it, wait for that try to finish it, or for its lease to run out
     (it died), within the slot's deadline.
     """
+    clock, slot_run_id = asking.clock, asking.slot_run_id
     patience = clock.monotonic() + store.LEASE.total_seconds() + BUSY_POLL_SECONDS
-    if deadline is not None:
-        patience = min(patience, deadline - MIN_CALL_SECONDS)
+    if asking.deadline is not None:
+        patience = min(patience, asking.deadline - MIN_CALL_SECONDS)
     while True:
-        with connect() as conn:
+        with asking.connect() as conn:
             claim = store.claim_item(conn, item_id, slot_run_id=slot_run_id, claimer=claimer,
-                                     max_attempts=settings.max_analysis_attempts)
+                                     max_attempts=asking.settings.max_analysis_attempts)
             waiting = (claim.state == "busy" and claim.item is not None
                        and store.same_task(claimer, claim.item["claimed_by"]) and clock.monotonic() < patience)
             if not waiting:
@@ -266,26 +252,22 @@ def ask(llm: LLMClient, item: dict[str, Any], profile: focus.Profile, settings: 
     return result, verdict, answer
 
 
-def _analyse_claimed(
-    connect: Callable[[], Any], llm: LLMClient, claim: store.Claim, profile: focus.Profile, *, item_id: int,
-    slot_run_id: int, settings: Settings, deadline: float | None, clock: Clock,
-) -> Outcome:
+def _analyse_claimed(asking: Asking, llm: LLMClient, claim: store.Claim, profile: focus.Profile) -> Outcome:
     """Call the LLM for a claimed item and store its analysis; every way out closes the attempt."""
     item, attempt_id = claim.item, claim.attempt_id
     assert item is not None and attempt_id is not None
+    item_id = item["id"]
     # the ladder's usage is ours from the first call: whatever kills the task, what was paid is recorded
-    spend = Spend(settings, item_id=item_id, attempt_id=attempt_id, slot_run_id=slot_run_id, model=llm.model,
-                  usage=Usage(), clock=clock)
+    spend = Spend(asking.settings, item_id=item_id, attempt_id=attempt_id, slot_run_id=asking.slot_run_id,
+                  model=llm.model, usage=Usage(), clock=asking.clock)
 
     def close(conn: Any, outcome: str, error: str, calls: int) -> None:
         store.finish_attempt(conn, attempt_id, outcome, error=error, llm_calls=calls,
-                             max_attempts=settings.max_analysis_attempts)
+                             max_attempts=asking.settings.max_analysis_attempts)
         if outcome == "interrupted":
-            store.add_deferred(conn, slot_run_id)
+            store.add_deferred(conn, asking.slot_run_id)
 
-    done = attempt(connect, spend, close, lambda: _call_and_store(
-        connect, llm, item, profile, spend, attempt_id=attempt_id, item_id=item_id, slot_run_id=slot_run_id,
-        settings=settings, deadline=deadline))
+    done = attempt(asking.connect, spend, close, lambda: _call_and_store(asking, llm, claim, profile, spend))
     if not isinstance(done, Closed):
         return done
     if done.outcome == "interrupted":
@@ -296,16 +278,16 @@ def _analyse_claimed(
     return Outcome(item_id, done.outcome, error=str(done.error))
 
 
-def _call_and_store(
-    connect: Callable[[], Any], llm: LLMClient, item: dict[str, Any], profile: focus.Profile, spend: Spend, *,
-    attempt_id: int, item_id: int, slot_run_id: int, settings: Settings, deadline: float | None,
-) -> Outcome:
-    """The ladder's answer, its evidence settled, stored with what it cost."""
-    assert spend.usage is not None
-    result, verdict, answer = ask(llm, item, profile, settings, usage=spend.usage, deadline=deadline)
-    record = _record(item_id, slot_run_id, result, answer.usage, answer.model, settings, verdict)
+def _call_and_store(asking: Asking, llm: LLMClient, claim: store.Claim, profile: focus.Profile,
+                    spend: Spend) -> Outcome:
+    """The ladder's answer on the claimed item, its evidence settled, stored with what it cost (``spend``)."""
+    item, attempt_id, settings = claim.item, claim.attempt_id, asking.settings
+    assert item is not None and attempt_id is not None and spend.usage is not None
+    item_id = item["id"]
+    result, verdict, answer = ask(llm, item, profile, settings, usage=spend.usage, deadline=asking.deadline)
+    record = _record(item_id, asking.slot_run_id, result, answer.usage, answer.model, settings, verdict)
     record["watch_hits"] = profile.watch_hits(item["title"], item["clean_text"])
-    with connect() as conn:
+    with asking.connect() as conn:
         spend.record(conn)
         analysis_id = store.insert_analysis(conn, record, [o.model_dump() for o in result.opportunities],
                                             attempt_id=attempt_id)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from include.radar import store
-from include.radar.analysis.llm import LLMBudget
+from include.radar.analysis.llm import LLMBudget, LLMClient
 from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.pricing import PriceTable, Usage
 from include.radar.core.settings import Settings
@@ -30,6 +30,21 @@ def budget_reached(conn: Any, settings: Settings, clock: Clock = SYSTEM) -> floa
         return None
     spent = store.day_spend(conn, clock.today(), settings.deepseek_currency)
     return spent if spent >= settings.daily_budget else None
+
+
+@dataclass(frozen=True)
+class Asking:
+    """What asking the LLM on a slot run's behalf takes besides the prompt: the database (the ledger's), ``llm``
+    (builds the client: a configuration problem surfaces when it is called), the settings, the slot run the calls
+    are paid on (None: a report built for no slot), the ``deadline`` (``clock.monotonic()``) by which the answers
+    are needed, and the clock (whose day the spend and the budget are of)."""
+
+    connect: Callable[[], Any]
+    llm: Callable[[], LLMClient]
+    settings: Settings
+    slot_run_id: int | None
+    deadline: float | None = None
+    clock: Clock = SYSTEM
 
 
 @dataclass

@@ -51,12 +51,11 @@ def analyse_article(rt: Runtime, slot: dict[str, Any], article: dict[str, Any], 
 
     gate = ratelimit.DatabaseGate(rt.connect, slot["slot_run_id"], on_streak=streak, clock=rt.clock)
     try:
+        deadline = min((d for d in (step_deadline(slot, "analyse", rt.clock), until) if d is not None), default=None)
         outcome = analyst.analyse_item(
-            rt.connect, (lambda: llm.with_gate(gate)) if llm else (lambda: rt.llm(gate)),
-            item_id=article["item_id"], slot_run_id=slot["slot_run_id"],
-            claimer=owner or claimer(slot), settings=rt.settings,
-            deadline=min((d for d in (step_deadline(slot, "analyse", rt.clock), until) if d is not None), default=None),
-            on_budget=lambda reason: rt.alert("budget", reason, slot), clock=rt.clock,
+            rt.asking(slot["slot_run_id"], deadline, (lambda: llm.with_gate(gate)) if llm else (lambda: rt.llm(gate))),
+            item_id=article["item_id"], claimer=owner or claimer(slot),
+            on_budget=lambda reason: rt.alert("budget", reason, slot),
         )
     except LLMConfigError as exc:
         rt.alert("deepseek", f"DeepSeek 配置或账户问题：{exc}", slot)

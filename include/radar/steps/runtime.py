@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from include.radar import store
 from include.radar.analysis.llm import LLMClient, LLMConfigError, RateGate
+from include.radar.analysis.spending import Asking
 from include.radar.collect.werss import WeRSSAuthError, WeRSSClient
 from include.radar.core import loader, signing
 from include.radar.core.clock import SYSTEM, Clock
@@ -69,6 +70,11 @@ class Runtime(loader.Loaded):
 
     def llm(self, gate: RateGate | None = None, *, connections: int = 20) -> LLMClient:
         return readers.llm_client(self.settings, gate, connections=connections, clock=self.clock)
+
+    def asking(self, slot_run_id: int | None, deadline: float | None = None,
+               llm: Callable[[], LLMClient] | None = None) -> Asking:
+        """What a step's LLM calls take: this runtime's database, client (or ``llm``'s), settings and clock."""
+        return Asking(self.connect, llm or self.llm, self.settings, slot_run_id, deadline, self.clock)
 
     def channels(self, conn_id: str | None = None) -> list[push.Channel]:
         return readers.channels(conn_id or self.settings.push_conn_id)
