@@ -5,6 +5,7 @@ or prints one's summary. Exit status: 0 done, 1 stopped or refused (resume it), 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from include.radar import store
@@ -38,6 +39,8 @@ def add_parsers(sub: Any) -> None:
     run.add_argument("--cap", type=float, help="the most this evaluation may spend (deepseek_currency)")
     run.add_argument("--dry-run", action="store_true", help="print the sample's size and estimate; record nothing")
     run.add_argument("--resume", type=int, help="continue evaluation ID (nothing answered is paid for again)")
+    run.add_argument("--trust-max-tokens", action="store_true", help="run it although its endpoint once reported "
+                     "more tokens than max_tokens allows (the run that saw it passed its cap)")
     show = sub.add_parser("evaluation", help="list the evaluations, or print one's summary")
     show.add_argument("id", nargs="?", type=int)
 
@@ -48,12 +51,16 @@ def handle(args: argparse.Namespace) -> int:
     if args.command == "evaluation":
         return _show(connect, args.id, settings, clock)
     if args.resume is not None:
+        with connect() as conn:
+            row = store.evaluations.get(conn, args.resume)
+            if row is not None and not args.trust_max_tokens:
+                shadow.check_trusted(conn, row)  # before its cap is touched
         if args.cap is not None:
             refused = shadow.new_cap(connect, settings, args.resume, args.cap)
             if refused:
                 print(f"refused: {refused}")
                 return STOPPED
-        return _run(connect, settings, args.resume, clock)
+        return _run(connect, settings, args.resume, clock, args.trust_max_tokens)
     if not args.model or args.cap is None:
         print("error: --model and --cap are needed to start an evaluation (or --resume ID)")
         return NOT_STARTED
@@ -70,7 +77,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"refused: {plan.refused} (resume it with a higher --cap: --resume {plan.evaluation_id} --cap …)")
         return STOPPED
     assert plan.evaluation_id is not None
-    return _run(connect, settings, plan.evaluation_id, clock)
+    return _run(connect, settings, plan.evaluation_id, clock, args.trust_max_tokens)
 
 
 def plan_lines(plan: shadow.Plan, candidate: shadow.Candidate, cap: float) -> list[str]:
@@ -87,16 +94,22 @@ def plan_lines(plan: shadow.Plan, candidate: shadow.Candidate, cap: float) -> li
     ]
 
 
-def _run(connect: Any, settings: Settings, evaluation_id: int, clock: Clock) -> int:
+def _run(connect: Any, settings: Settings, evaluation_id: int, clock: Clock, trust: bool = False) -> int:
     try:
-        result = shadow.run(connect, settings, evaluation_id, clock=clock)
+        result = shadow.run(connect, settings, evaluation_id, clock=clock, trust_max_tokens=trust)
     except batches.BatchFailed as exc:  # articles crashed: recorded on their attempts, the evaluation failed
         print(f"failed: {exc}")
         return _show(connect, evaluation_id, settings, clock) or FAILED
     if result.stopped:
-        print(f"{'failed' if result.failed else 'stopped'}: {result.stopped}")
+        line = f"{'failed' if result.failed else 'stopped'}: {result.stopped}"
+        print(red(line) if result.reason == "over_cap" else line)
     shown = _show(connect, evaluation_id, settings, clock)
     return shown or (FAILED if result.failed else STOPPED if result.stopped else DONE)
+
+
+def red(line: str) -> str:
+    """A line in red on a terminal (a log or a pipe gets it plain)."""
+    return f"\033[31m{line}\033[0m" if sys.stdout.isatty() else line
 
 
 def _candidate(args: argparse.Namespace, settings: Settings) -> shadow.Candidate:
@@ -118,6 +131,6 @@ def _show(connect: Any, evaluation_id: int | None, settings: Settings, clock: Cl
     if summary is None:
         print(f"error: no evaluation {evaluation_id}")
         return NOT_STARTED
-    for line in evaluation_report.lines(summary):
-        print(line)
+    for number, line in enumerate(evaluation_report.lines(summary)):
+        print(red(line) if number == 0 and summary.evaluation.get("over_cap") else line)
     return 0

@@ -5,7 +5,8 @@ It goes the slots' way (connections.py's client, analyst.py's ladder, evidence c
 of store/claims.py on its own tables, spending.py's ledger) and stores apart (store/evaluations.py): nothing that
 pushes, ranks, reports or keeps the track record reads its answers. Its money: priced by the candidate's own prices,
 spent from its own cap (never from the slots' daily budget), each call reserving its worst case first; its
-endpoint is tried before anything is recorded, and a run whose articles keep failing stops as failed. The rules:
+endpoint is tried before anything is recorded, and a run whose articles keep failing, or whose endpoint reports
+more than a call reserved, stops as failed (the articles' way and that watch: job.py). The rules:
 docs/evaluation.md.
 """
 
@@ -16,19 +17,19 @@ import logging
 import os
 import re
 import socket
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from include.radar import store
-from include.radar.analysis import analyst, batches, evidence, focus, ratelimit, spending
-from include.radar.analysis.llm import LLMBudget, LLMClient, LLMConfigError, LLMError, Usage
+from include.radar.analysis import analyst, batches, focus, ratelimit, spending
+from include.radar.analysis.llm import LLMClient, LLMConfigError, LLMError
 from include.radar.analysis.prompting import PROMPTS, Prompt
 from include.radar.core import pricing
 from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.settings import Settings
+from include.radar.evaluation import job
 from include.radar.operations import connections
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,6 @@ log = logging.getLogger(__name__)
 MAX_SAMPLE = 200  # articles in one evaluation: a bound on its cost and on its run's time
 MAX_DAYS = 366
 MAX_CAP = {"USD": 50.0, "CNY": 350.0}  # the most one evaluation may be allowed to spend
-FAIL_STREAK = 3  # articles failed in a row (every rung of their ladders) that stop a run as failed
 PROBE_SECONDS = 15.0  # the endpoint's model list, asked before anything is recorded
 # when an article's own analysis did not record its tokens (a reused analysis, an old row): its length as tokens
 # (Chinese is about a token per character) plus the prompt, and this much output
@@ -307,44 +307,41 @@ class Run:
     counts: dict[str, int]
     stopped: str | None = None
     failed: bool = False
+    reason: str | None = None  # the stop's kind (job.Stop)
 
 
-class _Stop(Exception):
-    """No further article is started: ``kind`` is cap, time, failing or config (the page words it)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-FAILING = ("failing", "config", "crashed")
+FAILING = ("over_cap", "failing", "config", "crashed")
 
 
 def run(connect: Callable[[], Any], settings: Settings, evaluation_id: int, *,
         client: Callable[[Any], LLMClient] | None = None, claimer: str | None = None,
-        deadline: float | None = None, clock: Clock = SYSTEM) -> Run:
+        deadline: float | None = None, clock: Clock = SYSTEM, trust_max_tokens: bool = False) -> Run:
     """Answer every open article of the evaluation (a resumed one: only those not answered yet).
 
     ``client`` makes the candidate's client behind a rate gate (the candidate's own connection by default);
     ``claimer`` owns the claims (this process by default); ``deadline`` (``clock.monotonic()``) bounds the run:
-    what is left stays pending; ``clock``: whose day the spend is on."""
+    what is left stays pending; ``clock``: whose day the spend is on; ``trust_max_tokens``: run it although its
+    endpoint once reported more than a call reserved."""
     with connect() as conn:
         row = store.evaluations.get(conn, evaluation_id)
         if row is None:
             raise EvaluationError(f"no evaluation {evaluation_id}")
         if row["status"] == "refused":
             return Run(evaluation_id, {}, row["note"])
+        if not trust_max_tokens:
+            check_trusted(conn, row)
         items = store.evaluations.open_items(conn, evaluation_id, settings.max_analysis_attempts)
         store.evaluations.set_status(conn, evaluation_id, "running", row["note"])
         profile = focus.from_row(store.get_profile(conn))
     candidate = candidate_of(row)
     threads = batches.width(settings.llm_concurrency, settings.analysis_tasks)
     gate = gate_of(connect, settings, candidate, evaluation_id)
-    make = client or (lambda g: connections.llm_client(settings, g, connections=threads, setup=candidate.setup()))
+    make = client or (lambda g: connections.llm_client(settings, g, connections=threads, setup=candidate.setup(),
+                                                       clock=clock))
     owner = claimer or default_claimer()
     prices = prices_of(row, settings)
-    job = _Job(connect, settings, evaluation_id, candidate, prices, profile, owner, deadline,
-               spending.Cap(connect, evaluation_id, prices, deadline, clock), clock)
+    work = job.Job(connect, settings, evaluation_id, candidate, prices, profile, owner, deadline,
+                   spending.Cap(connect, evaluation_id, prices, deadline, clock), clock)
     try:
         shared = make(gate)
         offered = shared.models(PROBE_SECONDS)
@@ -352,16 +349,25 @@ def run(connect: Callable[[], Any], settings: Settings, evaluation_id: int, *,
             raise LLMConfigError(f"the evaluation's endpoint (connection {candidate.conn_id!r}) does not offer "
                                  f"{candidate.model!r}: choose another --model")
         with analyst.ClaimKeeper(connect, owner, renew=store.evaluations.renew):
-            batches.run([dict(i) for i in items], lambda item: job.answer(shared, item), threads=threads,
-                        stop_on=(_Stop, LLMConfigError))
-    except _Stop as exc:
-        return _finish(connect, evaluation_id, job, exc)
+            batches.run([dict(i) for i in items], lambda item: work.answer(shared, item), threads=threads,
+                        stop_on=(job.Stop, LLMConfigError))
+    except job.Stop as exc:
+        return _finish(connect, evaluation_id, work, exc)
     except (LLMError, connections.ConfigurationError) as exc:
-        return _finish(connect, evaluation_id, job, _Stop("config", str(exc)))
+        return _finish(connect, evaluation_id, work, job.Stop("config", str(exc)))
     except Exception as exc:  # articles crashed: recorded on their attempts; the run says so and fails
-        _finish(connect, evaluation_id, job, _Stop("crashed", f"{exc.__class__.__name__}: {exc}"))
+        _finish(connect, evaluation_id, work, job.Stop("crashed", f"{exc.__class__.__name__}: {exc}"))
         raise
-    return _finish(connect, evaluation_id, job, None)
+    return _finish(connect, evaluation_id, work, None)
+
+
+def check_trusted(conn: Any, row: dict[str, Any]) -> None:
+    """Refuse an evaluation whose endpoint (connection and model) once reported more than a call reserved."""
+    marked = store.evaluations.over_reported(conn, row["conn_id"], row["model"])
+    if marked:
+        raise EvaluationError(
+            f"connection {row['conn_id']!r} reported more tokens for {row['model']} than max_tokens allows "
+            f"(evaluation {marked}, past its cap): not run again unless asked (--trust-max-tokens)")
 
 
 def gate_of(connect: Callable[[], Any], settings: Settings, candidate: Candidate,
@@ -375,102 +381,27 @@ def gate_of(connect: Callable[[], Any], settings: Settings, candidate: Candidate
     return ratelimit.DatabaseGate(connect, -evaluation_id, key=key, lock=lock)
 
 
-def _finish(connect: Callable[[], Any], evaluation_id: int, job: _Job, stop: _Stop | None) -> Run:
-    counts = job.counts
+def _finish(connect: Callable[[], Any], evaluation_id: int, work: job.Job, stop: job.Stop | None) -> Run:
+    counts = work.counts
     with connect() as conn:
         row = store.evaluations.get(conn, evaluation_id)
         assert row is not None
         left = int(row["items"]) - int(row["answered"]) - int(row["failed"])
+        if work.watch.first is not None:  # whatever else stopped it, the overspend is said first
+            over = max(float(row["spent"]) - float(row["cap"]), 0.0)
+            store.evaluations.set_over_cap(conn, evaluation_id, {
+                **work.watch.first, "spent": float(row["spent"]), "cap": float(row["cap"]), "over": round(over, 6)})
+            money = work.prices.money
+            stop = job.Stop("over_cap", f"spent {money(row['spent'])} of a cap of {money(row['cap'])} ({money(over)} "
+                                     f"over it): {work.watch.says()}; stopped at once")
         if stop is None and counts.get("failed") and not counts.get("answered"):
-            stop = _Stop("failing", f"every article it tried failed ({counts['failed']}); the last: {job.last_error}")
+            stop = job.Stop("failing", f"every article it tried failed ({counts['failed']}); the last: {work.last_error}")
         if stop is None and left > 0:
-            stop = _Stop("held", f"{left} articles not answered yet (held by another run): run it again to finish")
+            stop = job.Stop("held", f"{left} articles not answered yet (held by another run): run it again to finish")
         failed = stop is not None and stop.kind in FAILING
         note = str(stop) if stop else (f"{row['answered']} answered, {row['failed']} failed" +
                                        (" (run it again to retry those with attempts left)" if row["failed"] else ""))
         store.evaluations.set_status(conn, evaluation_id, "failed" if failed else "stopped" if stop else "done", note,
                                      reason=stop.kind if stop else None)
     log.info("evaluation %s: %s (%s)", evaluation_id, note, ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
-    return Run(evaluation_id, counts, str(stop) if stop else None, failed)
-
-
-@dataclass
-class _Job:
-    """One run's articles, each through the slots' way: claimed, asked under the cap, closed whatever happens."""
-
-    connect: Callable[[], Any]
-    settings: Settings
-    evaluation_id: int
-    candidate: Candidate
-    prices: pricing.PriceTable
-    profile: focus.Profile
-    owner: str
-    deadline: float | None
-    cap: spending.Cap
-    clock: Clock
-
-    def __post_init__(self) -> None:
-        self.counts: dict[str, int] = {}
-        self._lock = threading.Lock()
-        self._failed_in_a_row = 0
-        self.last_error: LLMError | None = None
-
-    def _count(self, status: str, *, failed: bool = False) -> int:
-        with self._lock:
-            self.counts[status] = self.counts.get(status, 0) + 1
-            self._failed_in_a_row = self._failed_in_a_row + 1 if failed else 0
-            return self._failed_in_a_row
-
-    def answer(self, llm: LLMClient, item: dict[str, Any]) -> dict[str, Any]:
-        if self.deadline is not None and self.deadline - self.clock.monotonic() < 5:
-            raise _Stop("time", "the run's time is up; run it again to finish")
-        with self.connect() as conn:
-            claim = store.evaluations.claim(conn, self.evaluation_id, item["item_id"], claimer=self.owner,
-                                            max_attempts=self.settings.max_analysis_attempts)
-        if claim.state != "claimed":
-            self._count(claim.state)
-            return {"status": claim.state}
-        assert claim.item is not None and claim.attempt_id is not None
-        attempt_id = claim.attempt_id
-        spend = spending.Spend(self.settings, item_id=None, attempt_id=None, slot_run_id=None,
-                               model=self.candidate.model, purpose="evaluation", usage=Usage(), prices=self.prices,
-                               evaluation_id=self.evaluation_id, clock=self.clock)
-
-        def close(conn: Any, outcome: str, error: str, calls: int) -> None:
-            store.evaluations.finish_attempt(conn, attempt_id, outcome, error=error, llm_calls=calls,
-                                             max_attempts=self.settings.max_analysis_attempts)
-
-        done = analyst.attempt(self.connect, spend, close, lambda: self._ask(llm, claim.item, attempt_id, spend))
-        if isinstance(done, analyst.Closed):
-            return self._closed(done)
-        log.info("evaluation %s: article %s (%s) answered", self.evaluation_id, item["item_id"], item["title"][:40])
-        self._count("answered" if done else "taken over")
-        return {"status": "answered"}
-
-    def _closed(self, done: analyst.Closed) -> dict[str, Any]:
-        in_a_row = self._count(done.outcome, failed=done.outcome == "failed")
-        self.last_error = done.error
-        if isinstance(done.error, LLMBudget):
-            raise _Stop("cap", str(done.error))
-        if in_a_row >= FAIL_STREAK:
-            raise _Stop("failing", f"{in_a_row} articles in a row failed; the last: {done.error}")
-        return {"status": done.outcome}
-
-    def _ask(self, llm: LLMClient, item: dict[str, Any], attempt_id: int, spend: spending.Spend) -> bool:
-        assert spend.usage is not None
-        result, verdict, answer = analyst.ask(
-            llm, item, self.profile, self.settings, usage=spend.usage, deadline=self.deadline,
-            prompt=self.candidate.prompt, reserve=self.cap.reserve_for(attempt_id, spend.usage))
-        usage = answer.usage
-        with self.connect() as conn:
-            spend.record(conn)
-            return store.evaluations.store_answer(conn, attempt_id, {
-                "score": result.score, "has_opportunity": result.has_opportunity, "top_type": result.top_type,
-                "summary": result.summary,
-                "result_json": {**result.model_dump(mode="json"), "checks": evidence.record(verdict)},
-                "evidence_verified": evidence.verified_flag(result, verdict, self.settings.push_score_threshold),
-                "consistency_note": verdict.consistency, "failed_rungs": len(answer.failures),
-                "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                "cache_hit_tokens": usage.cache_hit_tokens, "cost": usage.cost(self.prices),
-                "latency_ms": usage.latency_ms, "llm_calls": usage.calls,
-            })
+    return Run(evaluation_id, counts, str(stop) if stop else None, failed, stop.kind if stop else None)

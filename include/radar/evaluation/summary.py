@@ -19,7 +19,7 @@ from typing import Any
 
 from include.radar import store
 from include.radar.core.pricing import format_money
-from include.radar.evaluation import agreement, picks
+from include.radar.evaluation import agreement, job, picks
 from include.radar.market import instruments, outcomes
 
 DISAGREEMENTS = 10
@@ -323,7 +323,8 @@ def lines(s: Summary, money: Any = None) -> list[str]:
     e, c = s.evaluation, s.confusion
     money = money or (lambda value: format_money(value, e["currency"]))
     source = (e.get("prices") or {}).get("source")
-    out = [f"evaluation {e['id']}: {e['model']} ({'thinking ' + (e['reasoning_effort'] or 'on') if e['thinking'] else 'no thinking'}, "
+    out = [*([job.over_text(e["over_cap"], money)] if e.get("over_cap") else []),
+           f"evaluation {e['id']}: {e['model']} ({'thinking ' + (e['reasoning_effort'] or 'on') if e['thinking'] else 'no thinking'}, "
            f"analysis-{e['prompt_version']}) · {e['status']} · {e['note']}",
            *(glance_lines(s.glance, s, money) if s.glance else []),
            f"  compared {s.compared} articles; candidate failed {s.failed}, pending {s.pending}; its money at "

@@ -88,6 +88,18 @@ def set_cap(conn: psycopg.Connection, evaluation_id: int, cap: float) -> None:
     conn.execute("UPDATE evaluation SET cap = %s WHERE id = %s", (cap, evaluation_id))
 
 
+def set_over_cap(conn: psycopg.Connection, evaluation_id: int, over: dict[str, Any]) -> None:
+    """The run passed its cap on an endpoint that reported more than a call reserved: by how much, which call."""
+    conn.execute("UPDATE evaluation SET over_cap = %s WHERE id = %s", (Jsonb(over), evaluation_id))
+
+
+def over_reported(conn: psycopg.Connection, conn_id: str, model: str) -> int | None:
+    """The latest evaluation whose endpoint (this connection and model) reported more than a call reserved."""
+    row = conn.execute("SELECT max(id) AS id FROM evaluation WHERE conn_id = %s AND model = %s AND over_cap IS NOT NULL",
+                       (conn_id, model)).fetchone()
+    return row["id"] if row else None
+
+
 def get(conn: psycopg.Connection, evaluation_id: int) -> Row | None:
     return conn.execute(
         """

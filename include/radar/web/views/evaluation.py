@@ -24,7 +24,8 @@ STATUS = {"planned": "已抽样，未运行", "running": "运行中", "done": "�
           "refused": "已拒绝（估算超出上限，可提高上限续跑）", "failed": "失败（已停止，可续跑）"}
 REASONS = {"cap": "达到本次评估的费用上限，提高上限后续跑即可", "time": "本次运行的时间用完，续跑即可",
            "held": "有文章正被另一次运行占用，稍后续跑", "config": "连接或配置出错", "failing": "文章接连失败",
-           "crashed": "运行出错", "refused": "估算费用超出上限，没有调用"}
+           "crashed": "运行出错", "refused": "估算费用超出上限，没有调用",
+           "over_cap": "端点报告的用量超出调用的预留（不遵守 max_tokens），已立即停止"}
 EFFORT = {"low": "低", "medium": "中", "high": "高", "max": "最高"}
 DIFFERS = {"call": "机会判断", "type": "类型", "direction": "方向", "score": "评分"}
 PRICE_SOURCES = {"published": "公开价格", "given": "你给的价格", "deployment": "部署配置的价格（deepseek_prices）"}
@@ -97,6 +98,16 @@ class Verdict:
     prices: str
     reason: str | None  # why it stopped, failed or was refused, with the detail
     failed: bool
+    over: str | None = None  # the run passed its cap: said first, in red
+
+
+def over_text(over: dict[str, Any], money: Any) -> str:
+    """An overspend as the page says it first: by how much, the call that did it, and what follows."""
+    return (f"超出费用上限 {money(over.get('over'))}：已花 {money(over.get('spent'))}，上限 {money(over.get('cap'))}。"
+            f"端点报告一次调用输出 {over.get('output_tokens')} tokens，而请求最多 {over.get('max_tokens')}"
+            f"（《{over.get('title')}》第 {over.get('call')} 次调用：{money(over.get('cost'))}，预留 "
+            f"{money(over.get('reserved'))}）：它不遵守 max_tokens。运行已立即停止；除非明确要求"
+            "（--trust-max-tokens），不再用这个端点续跑。")
 
 
 def _setup_rows(current: Setup, candidate: Setup) -> list[tuple[str, str, str]]:
@@ -142,13 +153,13 @@ def verdict(s: Summary) -> Verdict:
     prices = f"候选按 {e['model']} 的{source}（{currency}）计" + (
         "；当前的价格为估算（未设置 deepseek_prices）" if s.current_estimated else "") + "；金额均按价格表计算"
     reason = e.get("reason")
-    detail = REASONS.get(reason, reason) + (f"：{e['note']}" if reason not in ("cap", "time", "held") else "") \
-        if reason else None
+    detail = REASONS.get(reason, reason) + (f"：{e['note']}" if reason not in ("cap", "time", "held", "over_cap")
+                                             else "") if reason else None
     return Verdict(
         title=f"{e['model']} 对比 {g.current.model}", setups=_setup_rows(g.current, g.candidate),
         reading=_reading(s, g.ratio), figures=figures,
         status=f"{row.status} · {row.progress} · {row.spent}", prices=prices, reason=detail,
-        failed=e["status"] in ("failed", "refused"),
+        failed=e["status"] in ("failed", "refused"), over=over_text(e["over_cap"], money) if e.get("over_cap") else None,
     )
 
 

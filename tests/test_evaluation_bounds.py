@@ -1,0 +1,126 @@
+"""The evaluation's bounds against an endpoint and a run that do not behave: an endpoint that reports more than a
+call reserved stops the run at once and is not run again unless asked.
+
+As in test_evaluation_money.py the candidate is priced at hand-made prices (``GIVEN``: output only, 1000 a million
+tokens) with ``deepseek_max_tokens`` 500: one call at its most reserves 0.5; the over-reporting endpoint says
+2000 output tokens for every call (2.0 each).
+
+Rooms: evaluation/job.py (the watch), evaluation/shadow.py, evaluation/commands.py, web/views/evaluation.py.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from include.radar import cli, store
+from include.radar.evaluation import shadow
+from include.radar_demo.fakes import completion
+from tests.conftest import connect
+from tests.evaluation_day import LATER, calls_of, demo_day, ledger, settings, start
+from tests.slotrun import read_page
+
+GIVEN = '{"cache_hit": 0, "cache_miss": 0, "output": 1000}'
+CHEAP = shadow.Candidate(model="deepseek-flash", prices=GIVEN)
+REPORTED = 2000  # output tokens the endpoint says each call made, against the 500 asked
+
+
+def _over_reporting(fakes: Any, monkeypatch: Any, *, seconds: float = 0.0) -> dict[str, int]:
+    """The demo day, max_tokens 500, a tiny estimate (the analyses' tokens unknown), and flash's endpoint
+    reporting ``REPORTED`` output tokens; how many of its calls were in flight at most."""
+    demo_day(fakes, monkeypatch)
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_MAX_TOKENS", "500")
+    with connect() as conn:
+        conn.execute("UPDATE analysis_result SET prompt_tokens = 1, completion_tokens = 1")
+    inner, lock, flight = fakes.deepseek.responder, threading.Lock(), {"now": 0, "most": 0}
+
+    def answer(body: dict[str, Any]) -> Any:
+        if body["model"] != "deepseek-flash":
+            return inner(body)
+        with lock:
+            flight["now"] += 1
+            flight["most"] = max(flight["most"], flight["now"])
+        time.sleep(seconds)
+        with lock:
+            flight["now"] -= 1
+        return completion(inner(body), model=body["model"], completion_tokens=REPORTED)
+
+    fakes.deepseek.responder = answer
+    return flight
+
+
+def _over_cap(evaluation_id: int) -> dict[str, Any]:
+    with connect() as conn:
+        row = store.evaluations.get(conn, evaluation_id)
+    assert (row["status"], row["reason"]) == ("failed", "over_cap")
+    return row["over_cap"]
+
+
+def test_an_over_reporting_endpoint_stops_a_run_of_one_thread_at_its_first_call(fakes, monkeypatch, capsys) -> None:
+    _over_reporting(fakes, monkeypatch)
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_LLM_CONCURRENCY", "1")
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_ANALYSIS_TASKS", "1")
+    capsys.readouterr()
+    assert cli.main(["evaluate", "--model", "deepseek-flash", "--prices", GIVEN, "--cap", "1.5", "--days", "366"]) == 3
+    out = [line for line in capsys.readouterr().out.splitlines() if not re.match(r"\d{4}-\d\d-\d\dT", line)]  # no log
+    evaluation_id = int(out[0].split("evaluation ", 1)[1].split(":", 1)[0])
+    # one call reserved 0.5 and reported 2.0: the ledger passed the cap by 0.5, by that call alone
+    assert calls_of(fakes, "deepseek-flash") == 1 and ledger(evaluation_id) == (1, pytest.approx(2.0))
+    assert out[1].startswith("failed: spent $2.00 of a cap of $1.50 ($0.5000 over it): a call reported 2000 output "
+                             "tokens against the 500 asked")
+    assert out[2].startswith("OVER THE CAP by $0.5000: spent $2.00 of a cap of $1.50")  # the summary's first line
+    over = _over_cap(evaluation_id)
+    assert {k: over[k] for k in ("call", "output_tokens", "max_tokens", "cost", "reserved", "spent", "cap", "over")} == {
+        "call": 1, "output_tokens": 2000, "max_tokens": 500, "cost": 2.0, "reserved": 0.5, "spent": 2.0, "cap": 1.5,
+        "over": 0.5}
+    page = read_page(f"/evaluation/{evaluation_id}", LATER)
+    verdict = page.split('<section class="card verdict">', 1)[1].split("</section>", 1)[0]
+    first = verdict.split("</h1>", 1)[1].lstrip()  # said first, in red, with the amount
+    assert first.startswith('<p class="failure error-text" role="alert"><b>超出费用上限 $0.5000：已花 $2.00，上限 $1.50。'
+                            "端点报告一次调用输出 2000 tokens，而请求最多 500")
+
+
+def test_eight_threads_against_an_over_reporting_endpoint_pass_the_cap_by_the_calls_in_flight_only(
+        fakes, monkeypatch) -> None:
+    flight = _over_reporting(fakes, monkeypatch, seconds=0.3)
+    plan = start(cap=1.5, candidate=CHEAP)
+    run = shadow.run(connect, settings(llm_concurrency=8, analysis_tasks=1), plan.evaluation_id)
+    assert run.failed and run.reason == "over_cap"
+    made = calls_of(fakes, "deepseek-flash")
+    # three calls at their most (0.5 each) fit the cap at once; each reported 2.0; no call started after the first
+    # of them was seen: every call made was in flight at once, and the ledger is the cap plus what they reported
+    assert flight["most"] == made == 3
+    lines, spent = ledger(plan.evaluation_id)
+    assert lines == made and spent == pytest.approx(made * 2.0) and spent <= 1.5 + flight["most"] * 2.0
+    assert _over_cap(plan.evaluation_id)["over"] == pytest.approx(spent - 1.5)
+    with connect() as conn:
+        held = conn.execute("SELECT coalesce(sum(reserved), 0) AS n FROM evaluation_attempt").fetchone()["n"]
+    assert float(held) == 0
+
+
+def test_a_run_on_an_endpoint_that_over_reported_is_refused_unless_asked(fakes, monkeypatch, capsys) -> None:
+    _over_reporting(fakes, monkeypatch)
+    plan = start(cap=1.5, candidate=CHEAP)
+    shadow.run(connect, settings(llm_concurrency=1, analysis_tasks=1), plan.evaluation_id)
+    fakes.deepseek.responder = demo_run_responder()  # the endpoint honours max_tokens again
+    capsys.readouterr()
+    assert cli.main(["evaluate", "--resume", str(plan.evaluation_id), "--cap", "10"]) == 2
+    err = capsys.readouterr().err
+    assert "reported more tokens for deepseek-flash than max_tokens allows" in err and "--trust-max-tokens" in err
+    with connect() as conn:
+        assert float(store.evaluations.get(conn, plan.evaluation_id)["cap"]) == 1.5  # refused before its cap changed
+    with pytest.raises(shadow.EvaluationError, match="--trust-max-tokens"):  # a new one on that endpoint too
+        shadow.run(connect, settings(), start(cap=1.5, candidate=CHEAP).evaluation_id)
+    assert calls_of(fakes, "deepseek-flash") == 1
+    assert cli.main(["evaluate", "--resume", str(plan.evaluation_id), "--cap", "10", "--trust-max-tokens"]) == 0
+    assert calls_of(fakes, "deepseek-flash") == 1 + 11 + 3  # the other eleven, 手机链's three repairs among them
+
+
+def demo_run_responder() -> Any:
+    from include.radar_demo import run as demo_run
+
+    return demo_run.build_deepseek().responder
