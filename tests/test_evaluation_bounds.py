@@ -124,3 +124,43 @@ def demo_run_responder() -> Any:
     from include.radar_demo import run as demo_run
 
     return demo_run.build_deepseek().responder
+
+
+# ------------------------------------------------------------------------------------ a run that failed
+
+
+def test_a_run_whose_endpoint_died_says_so_first_and_judges_no_cost_on_too_few_articles(
+        fakes, monkeypatch, capsys) -> None:
+    from include.radar.evaluation import summary
+
+    demo_day(fakes, monkeypatch)
+    recorded, answered = fakes.deepseek.responder, []
+
+    def dies(body: dict[str, Any]) -> Any:  # the endpoint answers four calls, then is down
+        if body["model"] != "deepseek-flash":
+            return recorded(body)
+        answered.append(1)
+        return recorded(body) if len(answered) <= 4 else (503, {"error": {"message": "upstream down"}})
+
+    fakes.deepseek.responder = dies
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_LLM_CONCURRENCY", "1")
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_ANALYSIS_TASKS", "1")
+    capsys.readouterr()
+    assert cli.main(["evaluate", "--model", "deepseek-flash", "--cap", "1", "--days", "366"]) == 3
+    out = [line for line in capsys.readouterr().out.splitlines() if not re.match(r"\d{4}-\d\d-\d\dT", line)]
+    with connect() as conn:
+        e = store.evaluations.listing(conn)[0]
+        s = summary.load(conn, e["id"], LATER)
+    n = int(e["answered"])
+    assert 1 <= n <= 4 and (e["status"], e["reason"], e["failed"]) == ("failed", "failing", 3)
+    assert out[2] == f"failed after {n} of 12: the endpoint failed"  # the summary's first line
+    # the cost per article is of the articles both answered and billed, not the ledger over the failures too
+    assert s is not None and s.glance is not None and s.glance.billed == n
+    assert s.glance.candidate_per_article == pytest.approx(ledger(e["id"])[1] / n)
+    assert s.glance.ratio is None and "the candidate costs — of the current" in "\n".join(out)
+    page = read_page(f"/evaluation/{e['id']}", LATER)
+    verdict = page.split('<section class="card verdict">', 1)[1].split("</section>", 1)[0]
+    reading = verdict.split('<p class="reading"><b>', 1)[1].split("</b>", 1)[0]
+    assert reading.startswith(f"失败：12 篇中回答了 {n} 篇后停止（端点接连失败）。只有 {n} 篇两种设置都回答并计费，不足 10 篇")
+    assert "便宜" not in reading and "贵" not in reading
+    assert "文章接连失败：连续 3 篇文章的每次调用都失败；最后一次：" in verdict  # the reason in Chinese

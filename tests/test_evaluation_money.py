@@ -323,7 +323,7 @@ def test_articles_failing_one_after_another_stop_the_run_as_failed_with_the_reas
     assert statuses.count(store.evaluations.PENDING) == 9 and ledger(e["id"]) == (0, 0.0)
     page = read_page(f"/evaluation/{e['id']}", LATER)  # the reason on the page, in its first card
     verdict = page.split('<section class="card verdict">', 1)[1].split("</section>", 1)[0]
-    assert "文章接连失败：3 articles in a row failed; the last: " in verdict and "HTTP 503: upstream down" in verdict
+    assert "文章接连失败：连续 3 篇文章的每次调用都失败；最后一次：" in verdict and "HTTP 503: upstream down" in verdict
     assert "失败（已停止，可续跑） · 0/12 篇已回答，3 篇失败" in verdict
     # two articles, both failed: fewer than three in a row, but every article it tried failed
     plan = start(size=2)

@@ -24,6 +24,10 @@ from include.radar.market import instruments, outcomes
 
 DISAGREEMENTS = 10
 VOLUME_DAYS = 30
+MIN_COMPARED = 10  # articles both set-ups answered and were billed for, before one is called cheaper or dearer
+ENDED = {"cap": "the cap was reached", "time": "the run's time ran out", "held": "another run holds some articles",
+         "failing": "the endpoint failed", "config": "the endpoint refused its configuration",
+         "crashed": "an article crashed", "over_cap": "the endpoint reported more than a call reserved"}
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,10 @@ class Setup:
 
 @dataclass(frozen=True)
 class Glance:
-    """The deciding figures, together: what an article costs each set-up (the candidate's whole ledger over the
-    articles it tried), their ratio, a month of each at the reader's volume (paid analyses a day over the last
-    ``VOLUME_DAYS`` days before the evaluation), and whether the reader's verdicts are enough to judge."""
+    """The deciding figures, together: what an article costs each set-up over the ``billed`` articles (both
+    answered and billed for them), their ratio (none below ``MIN_COMPARED`` of them), a month of each at the
+    reader's volume (paid analyses a day over the last ``VOLUME_DAYS`` days before the evaluation), and whether
+    the reader's verdicts are enough to judge."""
 
     current: Setup
     candidate: Setup
@@ -85,10 +90,11 @@ class Glance:
     per_day: float | None
     days: int
     verdicts_enough: bool
+    billed: int = 0
 
     @property
     def ratio(self) -> float | None:
-        if self.per_article and self.candidate_per_article is not None:
+        if self.billed >= MIN_COMPARED and self.per_article and self.candidate_per_article is not None:
             return self.candidate_per_article / self.per_article
         return None
 
@@ -262,20 +268,30 @@ def glance(s: Summary, rows: list[dict[str, Any]], paid: int, first: datetime | 
     e = s.evaluation
     started = e["created_at"]
     days = max(1, min(VOLUME_DAYS, math.ceil((started - first).total_seconds() / 86400))) if first else VOLUME_DAYS
-    tried = s.compared + s.failed
+    billed = [r for r in rows if r["status"] == store.evaluations.DONE and r["analysis_id"] is not None
+              and r["c_cost"] is not None and r["b_cost"] is not None]
+    n = len(billed)
     return Glance(
         current=current_setup(e, rows),
         candidate=Setup(e["model"], e["thinking"], e["reasoning_effort"], f"analysis-{e['prompt_version']}"),
-        per_article=s.current.cost / s.current.articles if s.current and s.current.articles else None,
-        candidate_per_article=s.candidate_ledger / tried if tried else None,
-        per_day=paid / days if paid else None, days=days, verdicts_enough=s.reader_current.conclusive,
+        per_article=sum(float(r["b_cost"]) for r in billed) / n if n else None,
+        candidate_per_article=sum(float(r["c_cost"]) for r in billed) / n if n else None,
+        per_day=paid / days if paid else None, days=days, verdicts_enough=s.reader_current.conclusive, billed=n,
     )
+
+
+def ended(e: dict[str, Any]) -> str | None:
+    """A run that stopped early, as its first line says it: "stopped after 4 of 12: the endpoint failed"."""
+    if e["status"] not in ("stopped", "failed"):
+        return None
+    return f"{e['status']} after {e['answered']} of {e['items']}: {ENDED.get(e['reason'], e['reason'])}"
 
 
 def glance_lines(g: Glance, s: Summary, money: Any) -> list[str]:
     """The verdict at a glance, as the CLI prints it first."""
     c = s.confusion
-    ratio = f"{g.ratio:.0%} of the current per article" if g.ratio is not None else "— of the current"
+    ratio = (f"{g.ratio:.0%} of the current per article" if g.ratio is not None else
+             f"— of the current ({g.billed} articles both answered and billed; {MIN_COMPARED} needed to compare)")
     plural = "" if g.days == 1 else "s"
     month = (f"; a month at {g.per_day:.1f} articles a day (over the last {g.days} day{plural}): "
              f"{money(g.month(g.candidate_per_article))} against {money(g.month(g.per_article))}, estimated"
@@ -323,7 +339,7 @@ def lines(s: Summary, money: Any = None) -> list[str]:
     e, c = s.evaluation, s.confusion
     money = money or (lambda value: format_money(value, e["currency"]))
     source = (e.get("prices") or {}).get("source")
-    out = [*([job.over_text(e["over_cap"], money)] if e.get("over_cap") else []),
+    out = [*([job.over_text(e["over_cap"], money)] if e.get("over_cap") else []), *filter(None, [ended(e)]),
            f"evaluation {e['id']}: {e['model']} ({'thinking ' + (e['reasoning_effort'] or 'on') if e['thinking'] else 'no thinking'}, "
            f"analysis-{e['prompt_version']}) · {e['status']} · {e['note']}",
            *(glance_lines(s.glance, s, money) if s.glance else []),

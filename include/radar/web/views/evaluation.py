@@ -5,6 +5,7 @@ the current one's (inline SVG, numbers only, its axes labelled)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -26,6 +27,16 @@ REASONS = {"cap": "达到本次评估的费用上限，提高上限后续跑即�
            "held": "有文章正被另一次运行占用，稍后续跑", "config": "连接或配置出错", "failing": "文章接连失败",
            "crashed": "运行出错", "refused": "估算费用超出上限，没有调用",
            "over_cap": "端点报告的用量超出调用的预留（不遵守 max_tokens），已立即停止"}
+# the run's own English notes, in Chinese; what an endpoint said stays as it said it
+NOTES = ((re.compile(r"^(\d+) articles in a row failed; the last: (.*)$", re.S), "连续 {0} 篇文章的每次调用都失败；最后一次：{1}"),
+         (re.compile(r"^every article it tried failed \((\d+)\); the last: (.*)$", re.S), "试过的 {0} 篇文章全部失败；最后一次：{1}"),
+         (re.compile(r"^estimated (\S+) for (\d+) articles is over the cap of (\S+): no call made$"),
+          "估算 {0}（{1} 篇）超出上限 {2}"),
+         (re.compile(r"^the cap of (\S+) does not cover one call at its most \((\S+)\)"),
+          "上限 {0} 不够一次调用的最多费用 {1}（每次调用前先预留）"),
+         (re.compile(r"^(?:\w+: )?(\d+) of (\d+) articles crashed: (.*)$", re.S), "{1} 篇中 {0} 篇出错：{2}"))
+ENDED = {"cap": "达到费用上限", "time": "运行时间用完", "held": "有文章被另一次运行占用", "failing": "端点接连失败",
+         "config": "端点拒绝了连接或配置", "crashed": "运行出错", "over_cap": "端点报告的用量超出预留"}
 EFFORT = {"low": "低", "medium": "中", "high": "高", "max": "最高"}
 DIFFERS = {"call": "机会判断", "type": "类型", "direction": "方向", "score": "评分"}
 PRICE_SOURCES = {"published": "公开价格", "given": "你给的价格", "deployment": "部署配置的价格（deepseek_prices）"}
@@ -116,17 +127,37 @@ def _setup_rows(current: Setup, candidate: Setup) -> list[tuple[str, str, str]]:
             ("提示词", current.prompt, candidate.prompt)]
 
 
+def note_text(reason: str, note: str) -> str:
+    """Why a run stopped, failed or was refused, in Chinese: the reason, then its detail."""
+    for pattern, text in NOTES:
+        if m := pattern.match(note):
+            return f"{REASONS.get(reason, reason)}：{text.format(*m.groups())}"
+    detail = f"端点的回答：{note}" if reason == "config" else note
+    return f"{REASONS.get(reason, reason)}：{detail}" if detail else REASONS.get(reason, reason)
+
+
+def ended(e: dict[str, Any]) -> str:
+    """A run that stopped early, first: how far it got and why."""
+    if e["status"] not in ("stopped", "failed"):
+        return ""
+    how = "已暂停" if e["status"] == "stopped" else "失败"
+    return f"{how}：{e['items']} 篇中回答了 {e['answered']} 篇后停止（{ENDED.get(e['reason'], e['reason'])}）。"
+
+
 def _reading(s: Summary, ratio: float | None) -> str:
-    """One sentence of what the figures say, no further than they go."""
+    """One sentence of what the figures say, no further than they go; a run that stopped early says so first."""
+    first = ended(s.evaluation)
     if not s.compared:
-        return "还没有两种设置都回答过的文章，无从对照。"
-    c = s.confusion
-    cost = ("每篇费用无从比较" if ratio is None else f"候选每篇便宜 {1 - ratio:.0%}" if ratio < 1
-            else f"候选每篇贵 {ratio - 1:.0%}" if ratio > 1 else "每篇费用相同")
+        return first + "还没有两种设置都回答过的文章，无从对照。"
+    c, billed = s.confusion, s.glance.billed if s.glance else 0
+    cost = (f"只有 {billed} 篇两种设置都回答并计费，不足 {evaluation_report.MIN_COMPARED} 篇，不比较每篇费用"
+            if billed < evaluation_report.MIN_COMPARED else "每篇费用无从比较" if ratio is None
+            else f"候选每篇便宜 {1 - ratio:.0%}" if ratio < 1 else f"候选每篇贵 {ratio - 1:.0%}" if ratio > 1
+            else "每篇费用相同")
     judge = (f"按你的反馈，候选 AUC {s.reader_candidate.value:.2f}，当前 {s.reader_current.value:.2f}"
              if s.reader_current.conclusive and s.reader_candidate.conclusive else "你的反馈还不够判断哪个更准")
-    return (f"{cost}，机会判断一致 {pct(c.agreement)}（漏掉 {c.only_current} 个、多出 {c.only_candidate} 个），"
-            f"评分排序 Spearman {num(s.spearman)}；{judge}。")
+    return first + (f"{cost}，机会判断一致 {pct(c.agreement)}（漏掉 {c.only_current} 个、多出 {c.only_candidate} 个），"
+                    f"评分排序 Spearman {num(s.spearman)}；{judge}。")
 
 
 def verdict(s: Summary) -> Verdict:
@@ -143,7 +174,10 @@ def verdict(s: Summary) -> Verdict:
     verdicts = (f"足以判断（👍 {s.reader_current.liked} · 👎 {s.reader_current.disliked}）" if g.verdicts_enough else
                 f"不足以判断（👍 {s.reader_current.liked} · 👎 {s.reader_current.disliked}，每类至少 {agreement.MIN_VOTES} 条）")
     figures = [
-        ("费用", f"候选为当前的 {pct(g.ratio)}（每篇 {money(g.candidate_per_article)} 对 {money(g.per_article)}）"),
+        ("费用", f"候选为当前的 {pct(g.ratio)}（每篇 {money(g.candidate_per_article)} 对 {money(g.per_article)}）"
+         if g.ratio is not None else
+         f"不比较（只有 {g.billed} 篇两种设置都回答并计费，至少 {evaluation_report.MIN_COMPARED} 篇）；每篇 "
+         f"{money(g.candidate_per_article)} 对 {money(g.per_article)}"),
         ("一个月", month),
         ("机会", f"当前的 {c.both + c.only_current} 个中候选漏掉 {c.only_current} 个，另多出 {c.only_candidate} 个"),
         ("排序一致", f"Spearman {num(s.spearman)}（{s.compared} 篇）"),
@@ -153,8 +187,8 @@ def verdict(s: Summary) -> Verdict:
     prices = f"候选按 {e['model']} 的{source}（{currency}）计" + (
         "；当前的价格为估算（未设置 deepseek_prices）" if s.current_estimated else "") + "；金额均按价格表计算"
     reason = e.get("reason")
-    detail = REASONS.get(reason, reason) + (f"：{e['note']}" if reason not in ("cap", "time", "held", "over_cap")
-                                             else "") if reason else None
+    detail = (REASONS.get(reason, reason) if reason in ("cap", "time", "held", "over_cap")
+              else note_text(reason, e["note"] or "")) if reason else None
     return Verdict(
         title=f"{e['model']} 对比 {g.current.model}", setups=_setup_rows(g.current, g.candidate),
         reading=_reading(s, g.ratio), figures=figures,
