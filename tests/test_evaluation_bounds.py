@@ -21,7 +21,7 @@ from include.radar import cli, store
 from include.radar.evaluation import shadow
 from include.radar_demo.fakes import completion
 from tests.conftest import connect
-from tests.evaluation_day import LATER, calls_of, demo_day, ledger, settings, start
+from tests.evaluation_day import FLASH_CALL, LATER, calls_of, demo_day, ledger, settings, start
 from tests.slotrun import read_page
 
 GIVEN = '{"cache_hit": 0, "cache_miss": 0, "output": 1000}'
@@ -164,3 +164,45 @@ def test_a_run_whose_endpoint_died_says_so_first_and_judges_no_cost_on_too_few_a
     assert reading.startswith(f"失败：12 篇中回答了 {n} 篇后停止（端点接连失败）。只有 {n} 篇两种设置都回答并计费，不足 10 篇")
     assert "便宜" not in reading and "贵" not in reading
     assert "文章接连失败：连续 3 篇文章的每次调用都失败；最后一次：" in verdict  # the reason in Chinese
+
+
+# ------------------------------------------------------------------------------------ one rate table
+
+
+def test_the_same_evaluation_at_07_00_and_at_10_00_has_the_same_verdict_at_list_rates(fakes, monkeypatch) -> None:
+    from include.radar.core.clock import FixedClock
+    from include.radar.evaluation import summary
+    from include.radar.web.views import evaluation as views
+    from tests.slotrun import shanghai
+
+    demo_day(fakes, monkeypatch)  # the current set-up's analyses, at 22:00 (off-peak)
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_PEAK_MULTIPLIER", "2")
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_PEAK_SINCE", "2026-01-01T00:00:00+08:00")
+    seen = {}
+    for hour in (7, 10):  # off-peak, then inside the peak window (09:00-12:00)
+        plan = start()
+        shadow.run(connect, settings(), plan.evaluation_id, clock=FixedClock(shanghai(2026, 2, 5, hour)))
+        with connect() as conn:
+            s = summary.load(conn, plan.evaluation_id, LATER, settings=settings())
+        assert s is not None and s.glance is not None
+        seen[hour] = (s.glance, views.verdict(s).reading, ledger(plan.evaluation_id)[1])
+    (early, early_reading, early_paid), (late, late_reading, late_paid) = seen[7], seen[10]
+    # eleven single calls and 手机链's four, each ladder to six places: off-peak, then at the peak's double rates
+    assert early_paid == pytest.approx(11 * round(FLASH_CALL, 6) + round(4 * FLASH_CALL, 6))
+    assert late_paid == pytest.approx(11 * round(2 * FLASH_CALL, 6) + round(8 * FLASH_CALL, 6))
+    assert late_reading == early_reading and early_reading.startswith("候选每篇便宜 66%")
+    assert (late.ratio, late.per_article, late.candidate_per_article) == (
+        early.ratio, early.per_article, early.candidate_per_article)
+    assert late.month(late.candidate_per_article) == early.month(early.candidate_per_article)
+    # each side's billed cost beside, and the window named
+    assert late.billed_candidate == pytest.approx(late_paid) and late.peak == "09:00-12:00,14:00-18:00 ×2"
+    figures = dict(views.verdict(summary_of(plan.evaluation_id)).figures)
+    assert figures["价格"].startswith("两种设置都按标准价（非高峰价）比较") and "北京时间 09:00-12:00,14:00-18:00 ×2" in figures["价格"]
+    assert f"候选 ${late.billed_candidate:.4f}" in figures["价格"]
+
+
+def summary_of(evaluation_id: int) -> Any:
+    from include.radar.evaluation import summary
+
+    with connect() as conn:
+        return summary.load(conn, evaluation_id, LATER, settings=settings())

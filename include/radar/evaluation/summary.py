@@ -18,12 +18,14 @@ from datetime import datetime
 from typing import Any
 
 from include.radar import store
+from include.radar.core import pricing
 from include.radar.core.pricing import format_money
 from include.radar.evaluation import agreement, job, picks
 from include.radar.market import instruments, outcomes
 
 DISAGREEMENTS = 10
 VOLUME_DAYS = 30
+DEFAULT_PEAK = f"{pricing.DEFAULT_PEAK_HOURS} ×2"
 MIN_COMPARED = 10  # articles both set-ups answered and were billed for, before one is called cheaper or dearer
 ENDED = {"cap": "the cap was reached", "time": "the run's time ran out", "held": "another run holds some articles",
          "failing": "the endpoint failed", "config": "the endpoint refused its configuration",
@@ -43,10 +45,11 @@ class Side:
     latency_ms: float | None  # mean per article
     repaired: int  # answers that took more than one call (an invalid answer, or evidence asked again)
     evidence_refused: int  # answers whose quotes were not found in the article
+    listed: float = 0.0  # its compared answers at the list (off-peak) rates, the one table both are compared at
 
     @property
     def cost_per_opportunity(self) -> float | None:
-        return self.cost / self.opportunities if self.opportunities else None
+        return self.listed / self.opportunities if self.opportunities else None
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,9 @@ class Glance:
     days: int
     verdicts_enough: bool
     billed: int = 0
+    billed_current: float = 0.0  # what those articles were billed, each at the rates of its hour
+    billed_candidate: float = 0.0
+    peak: str = DEFAULT_PEAK  # the window the list rates leave out, and its multiplier
 
     @property
     def ratio(self) -> float | None:
@@ -156,8 +162,9 @@ def _direction(value: Any) -> str | None:
 
 
 def summarise(evaluation: dict[str, Any], rows: list[dict[str, Any]], names: Mapping[str, list[Any]] | None,
-              ledger_cost: float = 0.0) -> Summary:
-    """The summary of one evaluation from its rows (store.evaluations.pairs); pure."""
+              ledger_cost: float = 0.0, settings: Any = None) -> Summary:
+    """The summary of one evaluation from its rows (store.evaluations.pairs); pure (``settings``: the current
+    model's list rates as the deployment prices it)."""
     done = [r for r in rows if r["status"] == store.evaluations.DONE and r["analysis_id"] is not None]
     out = Summary(evaluation, compared=len(done), failed=sum(1 for r in rows if r["status"] == store.evaluations.FAILED),
                   pending=sum(1 for r in rows if r["status"] in (store.evaluations.PENDING, store.evaluations.CLAIMED)),
@@ -180,7 +187,8 @@ def summarise(evaluation: dict[str, Any], rows: list[dict[str, Any]], names: Map
     out.targets_compared = len(measured)
     out.reader_current = _separation(done, "b_score")
     out.reader_candidate = _separation(done, "c_score")
-    out.current, out.candidate = _side(done, "b"), _side(done, "c", ledger_cost)
+    rates = list_rates(evaluation, current_setup(evaluation, rows).model, settings)
+    out.current, out.candidate = _side(done, "b", rates[0]), _side(done, "c", rates[1], ledger_cost)
     out.disagreements = _disagreements(done)
     return out
 
@@ -189,7 +197,7 @@ def _separation(rows: list[dict[str, Any]], key: str) -> agreement.Auc:
     return agreement.auc([r[key] for r in rows if r["verdict"] == "up"], [r[key] for r in rows if r["verdict"] == "down"])
 
 
-def _side(rows: list[dict[str, Any]], p: str, ledger_cost: float | None = None) -> Side:
+def _side(rows: list[dict[str, Any]], p: str, rates: pricing.Rates, ledger_cost: float | None = None) -> Side:
     latencies = [int(r[f"{p}_latency"] or 0) for r in rows]
     return Side(
         articles=len(rows), opportunities=sum(1 for r in rows if r[f"{p}_opp"]),
@@ -200,6 +208,7 @@ def _side(rows: list[dict[str, Any]], p: str, ledger_cost: float | None = None) 
         latency_ms=sum(latencies) / len(latencies) if latencies else None,
         repaired=sum(1 for r in rows if int(r[f"{p}_calls"] or 0) > 1),
         evidence_refused=sum(1 for r in rows if r[f"{p}_verified"] is False),
+        listed=sum(_listed(r, p, rates) for r in rows),
     )
 
 
@@ -242,11 +251,11 @@ def load(conn: Any, evaluation_id: int, now: datetime, *, settings: Any = None) 
     names = instruments.name_index(listed) if listed else None
     ledger = store.evaluations.ledger(conn, evaluation_id)
     rows = store.evaluations.pairs(conn, evaluation_id)
-    summary = summarise(evaluation, rows, names, float(ledger["cost"]))
+    summary = summarise(evaluation, rows, names, float(ledger["cost"]), settings)
     done = [r for r in rows if r["status"] == store.evaluations.DONE and r["analysis_id"] is not None]
     summary.market = picks.measure(conn, done, names, now)
     paid, first = store.evaluations.volume(conn, evaluation["created_at"], VOLUME_DAYS)
-    summary.glance = glance(summary, rows, paid, first)
+    summary.glance = glance(summary, rows, paid, first, settings)
     summary.current_estimated = bool(settings is not None and settings.price_table().estimated)
     return summary
 
@@ -264,19 +273,41 @@ def current_setup(evaluation: dict[str, Any], rows: list[dict[str, Any]]) -> Set
                  configured.get("reasoning_effort") if known else None, prompt)
 
 
-def glance(s: Summary, rows: list[dict[str, Any]], paid: int, first: datetime | None) -> Glance:
+def list_rates(e: dict[str, Any], current_model: str, settings: Any = None) -> tuple[pricing.Rates, pricing.Rates]:
+    """The list (off-peak) rates of both set-ups, one table for the verdict whatever hour each was billed at: the
+    current model's as the deployment prices it, the candidate's as the evaluation was started with."""
+    stored = e.get("prices") or {}
+    candidate = (pricing.Rates(float(stored["cache_hit"]), float(stored["cache_miss"]), float(stored["output"]))
+                 if "cache_miss" in stored else pricing.table_for(e["model"], e["currency"]).off_peak)
+    own = settings is not None and settings.deepseek_model == current_model
+    current = pricing.table_for(current_model, e["currency"], settings.deepseek_prices if own else None).off_peak
+    return current, candidate
+
+
+def _listed(row: dict[str, Any], p: str, rates: pricing.Rates) -> float:
+    """One side's answer at list rates, to the ledger's six places."""
+    prompt, hit, out = (int(row[f"{p}_{k}"] or 0) for k in ("prompt", "hit", "completion"))
+    return round((hit * rates.cache_hit + max(prompt - hit, 0) * rates.cache_miss + out * rates.output) / 1e6, 6)
+
+
+def glance(s: Summary, rows: list[dict[str, Any]], paid: int, first: datetime | None, settings: Any = None) -> Glance:
     e = s.evaluation
     started = e["created_at"]
     days = max(1, min(VOLUME_DAYS, math.ceil((started - first).total_seconds() / 86400))) if first else VOLUME_DAYS
     billed = [r for r in rows if r["status"] == store.evaluations.DONE and r["analysis_id"] is not None
               and r["c_cost"] is not None and r["b_cost"] is not None]
-    n = len(billed)
+    n, current = len(billed), current_setup(e, rows)
+    at_current, at_candidate = list_rates(e, current.model, settings)
+    peak = (f"{settings.deepseek_peak_hours} ×{settings.deepseek_peak_multiplier:g}" if settings is not None
+            else DEFAULT_PEAK)
     return Glance(
-        current=current_setup(e, rows),
+        current=current,
         candidate=Setup(e["model"], e["thinking"], e["reasoning_effort"], f"analysis-{e['prompt_version']}"),
-        per_article=sum(float(r["b_cost"]) for r in billed) / n if n else None,
-        candidate_per_article=sum(float(r["c_cost"]) for r in billed) / n if n else None,
+        per_article=sum(_listed(r, "b", at_current) for r in billed) / n if n else None,
+        candidate_per_article=sum(_listed(r, "c", at_candidate) for r in billed) / n if n else None,
         per_day=paid / days if paid else None, days=days, verdicts_enough=s.reader_current.conclusive, billed=n,
+        billed_current=sum(float(r["b_cost"]) for r in billed), billed_candidate=sum(float(r["c_cost"]) for r in billed),
+        peak=peak,
     )
 
 
@@ -301,7 +332,10 @@ def glance_lines(g: Glance, s: Summary, money: Any) -> list[str]:
     return [f"  current {g.current.label} · candidate {g.candidate.label}",
             f"  at a glance: the candidate costs {ratio} ({money(g.candidate_per_article)} against "
             f"{money(g.per_article)}){month}; it misses {c.only_current} and adds {c.only_candidate} of "
-            f"{c.both + c.only_current} opportunities; rank agreement {_num(s.spearman)}; the reader's verdicts: {enough}"]
+            f"{c.both + c.only_current} opportunities; rank agreement {_num(s.spearman)}; the reader's verdicts: {enough}",
+            f"  per article both at their list (off-peak) rates, whatever the hour; billed for those {g.billed} articles: "
+            f"candidate {money(g.billed_candidate)}, current {money(g.billed_current)} (the peak window, Beijing "
+            f"{g.peak}, bills more)"]
 
 
 def _pct(value: float | None) -> str:
@@ -355,7 +389,7 @@ def lines(s: Summary, money: Any = None) -> list[str]:
     for label, side in (("current", s.current), ("candidate", s.candidate)):
         if side is None:
             continue
-        out.append(f"  {label}: {money(side.cost)}, {side.prompt_tokens} prompt tokens ({side.cache_hit_tokens} cache "
+        out.append(f"  {label}: {money(side.listed)} at list rates (billed {money(side.cost)}), {side.prompt_tokens} prompt tokens ({side.cache_hit_tokens} cache "
                    f"hits), {side.completion_tokens} output, {_num(side.latency_ms, 0)} ms per article, "
                    f"{side.repaired} repaired, {side.evidence_refused} evidence refused, "
                    f"{side.opportunities} opportunities, {money(side.cost_per_opportunity)} per opportunity")

@@ -178,6 +178,8 @@ def verdict(s: Summary) -> Verdict:
          if g.ratio is not None else
          f"不比较（只有 {g.billed} 篇两种设置都回答并计费，至少 {evaluation_report.MIN_COMPARED} 篇）；每篇 "
          f"{money(g.candidate_per_article)} 对 {money(g.per_article)}"),
+        ("价格", f"两种设置都按标准价（非高峰价）比较，不论在哪个时段调用；这 {g.billed} 篇实际计费：候选 "
+                 f"{money(g.billed_candidate)}，当前 {money(g.billed_current)}（高峰时段为北京时间 {g.peak}）"),
         ("一个月", month),
         ("机会", f"当前的 {c.both + c.only_current} 个中候选漏掉 {c.only_current} 个，另多出 {c.only_candidate} 个"),
         ("排序一致", f"Spearman {num(s.spearman)}（{s.compared} 篇）"),
@@ -231,7 +233,8 @@ def cost_rows(summary: Summary, currency: str) -> list[tuple[str, str, str]]:
         return format_money(value, currency)
 
     return [
-        ("费用", money(a.cost), money(b.cost)),
+        ("费用（两边都按标准价）", money(a.listed), money(b.listed)),
+        ("实际计费（各按调用时段的价格）", money(a.cost), money(b.cost)),
         ("输入 tokens（缓存命中）", f"{a.prompt_tokens}（{a.cache_hit_tokens}）", f"{b.prompt_tokens}（{b.cache_hit_tokens}）"),
         ("输出 tokens", str(a.completion_tokens), str(b.completion_tokens)),
         ("每篇平均耗时", f"{num(a.latency_ms, 0)} ms", f"{num(b.latency_ms, 0)} ms"),
