@@ -240,8 +240,8 @@ def test_the_cli_starts_an_evaluation_and_prints_its_summary(fakes, monkeypatch,
     out = capsys.readouterr().out
     assert "current deepseek-v4-pro (thinking high, analysis-v3) · candidate deepseek-flash (thinking high, analysis-v3)" in out
     assert ("at a glance: the candidate costs 34% of the current per article ($0.0005 against $0.0014); a month at "
-            "12.0 articles a day (over the last 1 day): $0.1719 against $0.5116, estimated; it misses 1 and adds 1 of 5 "
-            "opportunities; rank agreement 0.91; the reader's verdicts: too few to judge (3 👍, 3 👎; 10 of each needed)") in out
+            "12.0 articles a day (over the last 1 day): $0.1719 against $0.5116, estimated; it misses 1 and adds 0 of 5 "
+            "opportunities (as the slots would push them); rank agreement 0.91; the reader's verdicts: too few to judge (3 👍, 3 👎; 10 of each needed)") in out
     assert re.search(r"evaluation \d+: 12 articles", out) and "both 4, only current 1, only candidate 1, neither 6" in out
     assert "too few verdicts for an interval, at least 10 of each; a random order does as well 35%" in out
     assert "≠ 人形机器人" in out and "current 71 ✓ sector bullish / candidate 71 ✓ sector watch (direction; gap 0)" in out
@@ -297,7 +297,8 @@ def test_the_page_opens_on_the_verdict_naming_both_set_ups_in_chinese(fakes, mon
             "<td>思考·高</td></tr><tr><th>提示词</th><td>analysis-v3</td><td>analysis-v3</td></tr>") in verdict
     # per article: flash's ledger 0.005731 / 12 = 0.000478 against v4-pro's 0.001421: 34%; 12 paid analyses in the
     # one day before it: 12 a day, 360 a month
-    assert ("候选每篇便宜 66%，机会判断一致 83%（漏掉 1 个、多出 1 个），评分排序 Spearman 0.91；"
+    # 手机链, the opportunity flash adds, quotes nothing its article says: the slots would never push it
+    assert ("候选每篇便宜 66%，机会判断一致 83%（按推送的规则漏掉 1 个、多出 0 个），评分排序 Spearman 0.91；"
             "你的反馈还不够判断哪个更准。") in verdict
     assert "<dt>费用</dt><dd>候选为当前的 34%（每篇 $0.0005 对 $0.0014）</dd>" in verdict
     assert "<dt>一个月</dt><dd>按近 1 天每天约 12.0 篇：候选约 $0.1719，当前约 $0.5116（估算）</dd>" in verdict

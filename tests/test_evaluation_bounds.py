@@ -206,3 +206,25 @@ def summary_of(evaluation_id: int) -> Any:
 
     with connect() as conn:
         return summary.load(conn, evaluation_id, LATER, settings=settings())
+
+
+# ---------------------------------------------------------------------- opportunities as the slots push them
+
+
+def test_an_evidence_refused_answer_is_no_added_opportunity_and_its_card_says_so(fakes, monkeypatch) -> None:
+    from include.radar.evaluation import summary
+
+    demo_day(fakes, monkeypatch)
+    plan = start()
+    shadow.run(connect, settings(), plan.evaluation_id)
+    s = summary_of(plan.evaluation_id)
+    # flash calls 手机链 (62) an opportunity the current set-up does not, but its quotes are not in the article
+    assert (s.confusion.only_candidate, s.candidate.evidence_refused) == (1, 1)
+    assert (s.pushed.both, s.pushed.only_current, s.pushed.only_candidate) == (4, 1, 0)
+    phone = next(d for d in s.disagreements if d.title.startswith("手机链"))
+    assert phone.candidate["opportunity"] and not phone.candidate["verified"] and phone.current["verified"]
+    assert "candidate 62 ✓ sector bullish (evidence refused: never pushed)" in "\n".join(summary.lines(s))
+    page = read_page(f"/evaluation/{plan.evaluation_id}", LATER)
+    card = page.split("手机链", 1)[1].split("</li>", 1)[0]
+    assert "候选 62 分 · 有机会 · 行业 · 看多" in card and "证据未通过核对（不会推送）" in card
+    assert "当前的 5 个中候选漏掉 1 个，另多出 0 个" in page

@@ -20,12 +20,14 @@ from typing import Any
 from include.radar import store
 from include.radar.core import pricing
 from include.radar.core.pricing import format_money
+from include.radar.core.settings import Settings
 from include.radar.evaluation import agreement, job, picks
 from include.radar.market import instruments, outcomes
 
 DISAGREEMENTS = 10
 VOLUME_DAYS = 30
 DEFAULT_PEAK = f"{pricing.DEFAULT_PEAK_HOURS} ×2"
+PUSH_THRESHOLD = Settings.model_fields["push_score_threshold"].default
 MIN_COMPARED = 10  # articles both set-ups answered and were billed for, before one is called cheaper or dearer
 ENDED = {"cap": "the cap was reached", "time": "the run's time ran out", "held": "another run holds some articles",
          "failing": "the endpoint failed", "config": "the endpoint refused its configuration",
@@ -133,6 +135,9 @@ class Summary:
     market: picks.Market | None = None
     glance: Glance | None = None
     current_estimated: bool = False  # the current set-up's money priced by a table without published prices
+    # the calls as the slots would push them (an opportunity at or above the threshold, its evidence found): the
+    # opportunities missed and added
+    pushed: agreement.Confusion = field(default_factory=agreement.Confusion)
 
 
 def _opportunities(value: Any) -> list[dict[str, Any]]:
@@ -173,6 +178,8 @@ def summarise(evaluation: dict[str, Any], rows: list[dict[str, Any]], names: Map
     cand = [int(r["c_score"]) for r in done]
     out.points = list(zip(current, cand, strict=True))
     out.confusion = agreement.confusion([(bool(r["b_opp"]), bool(r["c_opp"])) for r in done])
+    threshold = settings.push_score_threshold if settings is not None else PUSH_THRESHOLD
+    out.pushed = agreement.confusion([(pushable(r, "b", threshold), pushable(r, "c", threshold)) for r in done])
     out.spearman = agreement.spearman(current, cand)
     out.mean_abs_diff = agreement.mean_abs_diff(current, cand)
     out.band_agreement = agreement.share([outcomes.band_of(a) == outcomes.band_of(b) for a, b in out.points])
@@ -212,10 +219,17 @@ def _side(rows: list[dict[str, Any]], p: str, rates: pricing.Rates, ledger_cost:
     )
 
 
+def pushable(row: dict[str, Any], p: str, threshold: int) -> bool:
+    """Whether the slots would push this answer: an opportunity at or above the threshold whose evidence was found
+    (pushes/decide.py's rule)."""
+    return bool(row[f"{p}_opp"]) and int(row[f"{p}_score"]) >= threshold and row[f"{p}_verified"] is not False
+
+
 def _brief(row: dict[str, Any], p: str) -> dict[str, Any]:
     value = row[f"{p}_json"]
     opps = _opportunities(value)
     return {"score": row[f"{p}_score"], "opportunity": bool(row[f"{p}_opp"]), "type": row[f"{p}_type"],
+            "verified": row[f"{p}_verified"] is not False,
             "summary": row[f"{p}_summary"] or "", "direction": _direction(value),
             "targets": [str(t) for o in opps for t in (o.get("targets") or []) if isinstance(t, str)][:8]}
 
@@ -320,7 +334,7 @@ def ended(e: dict[str, Any]) -> str | None:
 
 def glance_lines(g: Glance, s: Summary, money: Any) -> list[str]:
     """The verdict at a glance, as the CLI prints it first."""
-    c = s.confusion
+    p = s.pushed
     ratio = (f"{g.ratio:.0%} of the current per article" if g.ratio is not None else
              f"— of the current ({g.billed} articles both answered and billed; {MIN_COMPARED} needed to compare)")
     plural = "" if g.days == 1 else "s"
@@ -331,8 +345,8 @@ def glance_lines(g: Glance, s: Summary, money: Any) -> list[str]:
               f"too few to judge ({s.reader_current.liked} 👍, {s.reader_current.disliked} 👎; {agreement.MIN_VOTES} of each needed)")
     return [f"  current {g.current.label} · candidate {g.candidate.label}",
             f"  at a glance: the candidate costs {ratio} ({money(g.candidate_per_article)} against "
-            f"{money(g.per_article)}){month}; it misses {c.only_current} and adds {c.only_candidate} of "
-            f"{c.both + c.only_current} opportunities; rank agreement {_num(s.spearman)}; the reader's verdicts: {enough}",
+            f"{money(g.per_article)}){month}; it misses {p.only_current} and adds {p.only_candidate} of "
+            f"{p.both + p.only_current} opportunities (as the slots would push them); rank agreement {_num(s.spearman)}; the reader's verdicts: {enough}",
             f"  per article both at their list (off-peak) rates, whatever the hour; billed for those {g.billed} articles: "
             f"candidate {money(g.billed_candidate)}, current {money(g.billed_current)} (the peak window, Beijing "
             f"{g.peak}, bills more)"]
@@ -365,7 +379,7 @@ def auc_text(value: agreement.Auc) -> str:
 
 def _call(brief: dict[str, Any]) -> str:
     mark = f"✓ {brief['type']}" + (f" {brief['direction']}" if brief["direction"] else "") if brief["opportunity"] else "✗"
-    return f"{brief['score']} {mark}"
+    return f"{brief['score']} {mark}" + ("" if brief["verified"] else " (evidence refused: never pushed)")
 
 
 def lines(s: Summary, money: Any = None) -> list[str]:

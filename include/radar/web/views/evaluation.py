@@ -156,12 +156,13 @@ def _reading(s: Summary, ratio: float | None) -> str:
             else "每篇费用相同")
     judge = (f"按你的反馈，候选 AUC {s.reader_candidate.value:.2f}，当前 {s.reader_current.value:.2f}"
              if s.reader_current.conclusive and s.reader_candidate.conclusive else "你的反馈还不够判断哪个更准")
-    return first + (f"{cost}，机会判断一致 {pct(c.agreement)}（漏掉 {c.only_current} 个、多出 {c.only_candidate} 个），"
+    p = s.pushed
+    return first + (f"{cost}，机会判断一致 {pct(c.agreement)}（按推送的规则漏掉 {p.only_current} 个、多出 {p.only_candidate} 个），"
                     f"评分排序 Spearman {num(s.spearman)}；{judge}。")
 
 
 def verdict(s: Summary) -> Verdict:
-    e, g, c = s.evaluation, s.glance, s.confusion
+    e, g, p = s.evaluation, s.glance, s.pushed
     assert g is not None
     currency = e["currency"]
 
@@ -181,7 +182,8 @@ def verdict(s: Summary) -> Verdict:
         ("价格", f"两种设置都按标准价（非高峰价）比较，不论在哪个时段调用；这 {g.billed} 篇实际计费：候选 "
                  f"{money(g.billed_candidate)}，当前 {money(g.billed_current)}（高峰时段为北京时间 {g.peak}）"),
         ("一个月", month),
-        ("机会", f"当前的 {c.both + c.only_current} 个中候选漏掉 {c.only_current} 个，另多出 {c.only_candidate} 个"),
+        ("机会", f"按推送的规则（达到门槛、证据核对通过），当前的 {p.both + p.only_current} 个中候选漏掉 {p.only_current} 个，"
+                 f"另多出 {p.only_candidate} 个"),
         ("排序一致", f"Spearman {num(s.spearman)}（{s.compared} 篇）"),
         ("你的反馈", verdicts),
     ]
@@ -215,6 +217,8 @@ def _brief(b: dict[str, Any]) -> str:
         parts.append(DIRECTION_LABELS.get(b["direction"], b["direction"]))
     if b["targets"]:
         parts.append("、".join(b["targets"]))
+    if not b.get("verified", True):
+        parts.append("证据未通过核对（不会推送）")
     return " · ".join(parts)
 
 
