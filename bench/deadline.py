@@ -44,14 +44,14 @@ OUT = REPO / ".local" / "bench-deadline"
 def seed_pending(url: str, scheduled: datetime, count: int) -> None:
     """Articles an earlier slot of the day stored and did not get to analyse."""
     with db.connect(url) as conn:
-        account = store.upsert_account(conn, "MP_WXS_1", "研究所")
+        account = store.articles.upsert_account(conn, "MP_WXS_1", "研究所")
         for i in range(count):
-            store.insert_content_item(conn, {
+            store.articles.insert_content_item(conn, {
                 "external_id": f"bench-{i}", "account_id": account["id"], "mp_id": "MP_WXS_1",
                 "title": f"待分析文章{i}", "url": f"https://mp.weixin.qq.com/s/bench{i}",
                 "published_at": scheduled - timedelta(hours=i + 1), "raw_html_size": 1000,
                 "clean_text": f"正文{i}：某储能龙头四季度订单同比增长，集采放量。", "content_hash": f"bench-{i}",
-                "body_status": store.BODY_READY, "last_error": None, "slot_run_id": None,
+                "body_status": store.common.BODY_READY, "last_error": None, "slot_run_id": None,
             })
 
 
@@ -107,7 +107,7 @@ def main() -> int:
 
     with db.connect(url) as conn:
         run = conn.execute("SELECT * FROM slot_run WHERE run_date = %s AND slot = '22:00'", (key.run_date,)).fetchone()
-        report = store.get_daily_report(conn, key.run_date)
+        report = store.reports.get_daily_report(conn, key.run_date)
         attempts = conn.execute("SELECT outcome, count(*) AS n FROM analysis_attempt GROUP BY outcome").fetchall()
     if run is None:
         print(f"[bench] the slot never opened (exit {result.returncode}); see {log_path}")

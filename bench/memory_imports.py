@@ -267,7 +267,7 @@ def seed_pages(url: str) -> list[str]:
     today = datetime.now(UTC).astimezone(SHANGHAI).date()
     seeded = year.seed(url, today, 30, random.Random(42))
     with db.connect(url) as conn:
-        store.index_missing(conn, batch=1000)
+        store.searching.index_missing(conn, batch=1000)
     day = today - timedelta(days=1)
     return ["/", f"/daily/{day}", f"/analysis/{seeded['analysis_id']}", f"/weekly/{day - timedelta(days=day.weekday())}",
             "/entity/储能", "/trends", "/record", "/profile", "/search?q=储能"]

@@ -55,7 +55,7 @@ def main() -> int:
         if "search_tsv" in columns["content_item"]:  # the slots index what they store: so would this year
             t0 = time.perf_counter()
             with db.connect(url) as conn:
-                indexed = store.index_missing(conn, batch=1000)
+                indexed = store.searching.index_missing(conn, batch=1000)
             print(f"indexed {indexed} articles for search in {time.perf_counter() - t0:.1f} s, as the slots did")
         kept = {table: names for table, names in columns.items() if table != "schema_migration"}
         before = year.fingerprint(url, kept)
@@ -75,7 +75,7 @@ def main() -> int:
             print(f"  {name:<34} {took:>8.2f} s")
         t0 = time.perf_counter()
         with db.connect(url) as conn:  # what `cli migrate` does next: lexemes of articles stored before search
-            indexed = store.index_missing(conn, batch=1000)
+            indexed = store.searching.index_missing(conn, batch=1000)
         took = time.perf_counter() - t0
         total += took
         print(f"  {'search index (cli migrate)':<34} {took:>8.2f} s   ({indexed} articles indexed)")

@@ -69,10 +69,10 @@ def time_pages(url: str, pages: dict[str, str], runs: int) -> dict[str, list[flo
 
 def explain(url: str, day: date, analysis_id: int) -> None:
     queries = {
-        "recent_days (overview)": ("store.recent_days", (day, 14, 60)),
-        "day_analyses (daily)": ("store.day_analyses", (day,)),
-        "day_failures (daily)": ("store.day_failures", (day,)),
-        "get_analysis (analysis)": ("store.get_analysis", (analysis_id,)),
+        "recent_days (overview)": ("store.reports.recent_days", (day, 14, 60)),
+        "day_analyses (daily)": ("store.analyses.day_analyses", (day,)),
+        "day_failures (daily)": ("store.analyses.day_failures", (day,)),
+        "get_analysis (analysis)": ("store.analyses.get_analysis", (analysis_id,)),
     }
     from include.radar import store
 
@@ -117,7 +117,7 @@ def main() -> int:
         )
         t0 = time.perf_counter()
         with db.connect(url) as conn:  # the search lexemes, as `cli migrate` writes them for older rows
-            indexed = store.index_missing(conn, batch=1000)
+            indexed = store.searching.index_missing(conn, batch=1000)
         print(f"search: {indexed} articles indexed in {time.perf_counter() - t0:.1f} s (jieba + character pairs)")
         t0 = time.perf_counter()  # a year of picks through the real track-record step (synthetic prices)
         picks = synthetic_market.make_picks(url, 300)

@@ -33,7 +33,7 @@ def demo_day(fakes: Any, monkeypatch: Any) -> dict[str, int]:
     fakes.werss.accounts, fakes.werss.articles = werss.accounts, werss.articles
     fakes.deepseek.responder = demo_run.build_deepseek().responder
     with connect() as conn:
-        store.save_profile(conn, demo_run.DEMO_PROFILE, "demo")
+        store.focus.save_profile(conn, demo_run.DEMO_PROFILE, "demo")
     at = shanghai(2026, 2, 4, 22)
     fakes.at(at)
     result = run_slot(at)
@@ -44,7 +44,7 @@ def demo_day(fakes: Any, monkeypatch: Any) -> dict[str, int]:
         ids = {r["title"]: r["id"] for r in rows}
         for titles, verdict in ((LIKED, "up"), (DISLIKED, "down")):
             for prefix in titles:
-                store.set_feedback(conn, next(i for t, i in ids.items() if t.startswith(prefix)), verdict, "test")
+                store.focus.set_feedback(conn, next(i for t, i in ids.items() if t.startswith(prefix)), verdict, "test")
     return ids
 
 

@@ -217,7 +217,7 @@ def run(werss: Any, deepseek: Any, month: Month, daily: dict[int, list[Piece]], 
 
     profile = focus.Profile.build(rules=[RULE])
     with db.connect(url) as conn:
-        store.save_profile(conn, {"companies": [], "tickers": [], "sectors": [], "interests": [],
+        store.focus.save_profile(conn, {"companies": [], "tickers": [], "sectors": [], "interests": [],
                                   "rules": profile.rule_lines()}, "month")
     sizes, times = [], []
     for offset in range(len(daily)):

@@ -69,7 +69,7 @@ class Seeder:
 
     def account(self, name: str) -> int:
         if name not in self._accounts:
-            self._accounts[name] = store.upsert_account(self.conn, f"mp_{len(self._accounts)}", name)["id"]
+            self._accounts[name] = store.articles.upsert_account(self.conn, f"mp_{len(self._accounts)}", name)["id"]
         return self._accounts[name]
 
     def slot(
@@ -77,15 +77,15 @@ class Seeder:
     ) -> dict[str, Any]:
         key = slot_at(day, slot)
         run_id = f"scheduled__{key.scheduled_at.isoformat()}"
-        row = store.open_slot_run(self.conn, key, run_type="scheduled", dag_id="opportunity_radar", dag_run_id=run_id)
+        row = store.slot_runs.open_slot_run(self.conn, key, run_type="scheduled", dag_id="opportunity_radar", dag_run_id=run_id)
         if new:
-            store.record_ingest(self.conn, row["id"], new=new, skipped=0, waiting=0)
+            store.slot_runs.record_ingest(self.conn, row["id"], new=new, skipped=0, waiting=0)
         if error:
-            store.record_step(self.conn, row["id"], "ingest", error)
+            store.slot_runs.record_step(self.conn, row["id"], "ingest", error)
         return row
 
     def close(self, slot_row: dict[str, Any]) -> dict[str, Any]:
-        return store.close_slot_run(self.conn, slot_row["id"], self.threshold)
+        return store.slot_runs.close_slot_run(self.conn, slot_row["id"], self.threshold)
 
     def article(
         self,
@@ -102,7 +102,7 @@ class Seeder:
     ) -> int:
         self._n += 1
         account_id = self.account(account)
-        item_id = store.insert_content_item(
+        item_id = store.articles.insert_content_item(
             self.conn,
             {
                 "external_id": f"ext-{self._n}",
@@ -119,9 +119,9 @@ class Seeder:
                 "slot_run_id": slot_row["id"],
             },
         )
-        claim = store.claim_item(self.conn, item_id, slot_run_id=slot_row["id"], claimer="seed", max_attempts=3)
+        claim = store.claims.claim_item(self.conn, item_id, slot_run_id=slot_row["id"], claimer="seed", max_attempts=3)
         opps = opportunities or []
-        analysis_id = store.insert_analysis(
+        analysis_id = store.analyses.insert_analysis(
             self.conn,
             {
                 "content_item_id": item_id,
@@ -152,7 +152,7 @@ class Seeder:
 
     def failure(self, slot_row: dict[str, Any], title: str, error: str) -> int:
         self._n += 1
-        item_id = store.insert_content_item(
+        item_id = store.articles.insert_content_item(
             self.conn,
             {
                 "external_id": f"ext-{self._n}",
@@ -169,15 +169,15 @@ class Seeder:
                 "slot_run_id": slot_row["id"],
             },
         )
-        claim = store.claim_item(self.conn, item_id, slot_run_id=slot_row["id"], claimer="seed", max_attempts=3)
-        store.finish_attempt(self.conn, claim.attempt_id, "failed", error=error)
+        claim = store.claims.claim_item(self.conn, item_id, slot_run_id=slot_row["id"], claimer="seed", max_attempts=3)
+        store.claims.finish_attempt(self.conn, claim.attempt_id, "failed", error=error)
         return item_id
 
     def push(
         self, day: date, *, channel: str = "bark://api.day.app", error: str | None = None, sent: bool = True
     ) -> None:
         uuid = f"daily-{day}-{channel}"
-        store.claim_notification(
+        store.pushes.claim_notification(
             self.conn,
             {
                 "msg_uuid": uuid,
@@ -193,20 +193,20 @@ class Seeder:
             },
         )
         if sent or error:
-            store.finish_notification(self.conn, uuid, error)
+            store.pushes.finish_notification(self.conn, uuid, error)
 
     def report(
         self,
         day: date,
         *,
-        status: int = store.REPORT_OK,
+        status: int = store.common.REPORT_OK,
         digest_md: str = "## 今日要点\n- 储能集采放量",
         digest_json: dict[str, Any] | None = None,
         stats: dict[str, Any] | None = None,
         slots_done: list[str] | None = None,
         error: str | None = None,
     ) -> None:
-        store.upsert_daily_report(
+        store.reports.upsert_daily_report(
             self.conn,
             {
                 "report_date": day,

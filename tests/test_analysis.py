@@ -55,7 +55,7 @@ def test_valid_answer_is_stored_once_with_usage_and_a_rerun_makes_zero_calls(fak
     assert row["score"] == 72 and row["prompt_tokens"] == 1200 and row["cache_hit_tokens"] == 256
     assert row["cache_miss_tokens"] == 944 and row["reasoning_tokens"] == 200 and row["llm_calls"] == 1
     assert row["prompt_version"] == "analysis-v3" and float(row["cost"]) > 0
-    assert opportunities == 1 and _item("1-1")["analyzed_status"] == store.DONE
+    assert opportunities == 1 and _item("1-1")["analyzed_status"] == store.common.DONE
     run_slot(SLOT)
     assert len(fakes.deepseek.requests) == 1
 
@@ -83,7 +83,7 @@ def test_each_failure_kind_walks_the_ladder_with_the_seed_prompts(fakes, failure
     assert users[0] == users[1]  # rung 1: plain retry
     assert users[2].endswith(JSON_ONLY) and users[3].endswith(FIELD_ORDER)
     item = _item("1-1")
-    assert item["analyzed_status"] == store.FAILED and item["attempts"] == 1
+    assert item["analyzed_status"] == store.common.FAILED and item["attempts"] == 1
     assert "after 4 calls" in item["last_error"]
     assert result["closed"]["status"] == "success"  # a failed article never fails the slot
     assert result["outcomes"][0]["status"] == "failed"
@@ -112,7 +112,7 @@ def test_configuration_errors_fail_fast_with_no_further_calls(fakes, status, mes
     [error] = [e for k, e in result["errors"].items() if k.startswith("analyse")]
     assert "LLMConfigError" in error and expected in error
     item = _item("1-1")
-    assert item["analyzed_status"] == store.PENDING and item["attempts"] == 0  # not the article's fault
+    assert item["analyzed_status"] == store.common.PENDING and item["attempts"] == 0  # not the article's fault
     assert result["closed"]["status"] == "failed"
 
 
@@ -213,9 +213,9 @@ def test_retry_failed_param_gives_exhausted_articles_fresh_attempts(fakes, monke
     run_slot(SLOT)
     fakes.deepseek.responder = lambda b: answer(70)
     run_slot(shanghai(2026, 1, 8, 18))
-    assert _item("1-1")["analyzed_status"] == store.FAILED  # over the attempt limit: left alone
+    assert _item("1-1")["analyzed_status"] == store.common.FAILED  # over the attempt limit: left alone
     run_slot(shanghai(2026, 1, 8, 18), run_type="manual", params={"retry_failed": True})
-    assert _item("1-1")["analyzed_status"] == store.DONE
+    assert _item("1-1")["analyzed_status"] == store.common.DONE
 
 
 def test_two_runs_racing_for_one_article_pay_once(fakes):
@@ -229,7 +229,7 @@ def test_two_runs_racing_for_one_article_pay_once(fakes):
     ingest(rt, slot)
     [target] = articles_to_analyse(rt, slot)
     with connect() as conn:  # the other run has claimed it and is waiting for its answer
-        claim = store.claim_item(conn, target["item_id"], slot_run_id=slot["slot_run_id"], claimer="other-run",
+        claim = store.claims.claim_item(conn, target["item_id"], slot_run_id=slot["slot_run_id"], claimer="other-run",
                                  max_attempts=3)
         assert claim.state == "claimed"
     outcome = analyst.analyse_item(rt.asking(slot["slot_run_id"]), item_id=target["item_id"], claimer="this-run")
@@ -251,7 +251,7 @@ def test_a_content_risk_400_fails_that_article_only_without_retries(fakes):
     with connect() as conn:
         item = conn.execute("SELECT attempts, analyzed_status FROM content_item WHERE id = %s",
                             (failed[0]["content_item_id"],)).fetchone()
-    assert (item["analyzed_status"], item["attempts"]) == (store.FAILED, 1)  # the attempt counts
+    assert (item["analyzed_status"], item["attempts"]) == (store.common.FAILED, 1)  # the attempt counts
 
 
 def test_a_call_held_open_with_keepalive_lines_is_cut_at_the_deadline(httpserver):

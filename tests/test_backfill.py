@@ -43,7 +43,7 @@ def test_a_two_day_backfill_in_any_order_analyses_each_article_in_its_own_slot_a
             "ON a.content_item_id = c.id LEFT JOIN slot_run s ON s.id = a.slot_run_id").fetchall()}
         reports = {r["report_date"]: r for r in conn.execute("SELECT * FROM daily_report").fetchall()}
         runs = conn.execute("SELECT status FROM slot_run").fetchall()
-    assert len(runs) == 10 and all(r["status"] == store.SUCCESS for r in runs)
+    assert len(runs) == 10 and all(r["status"] == store.common.SUCCESS for r in runs)
     # the evening before the range belongs to a slot that was not backfilled: left for the next live slot
     assert analysed_in == {f"文章{n}": owner for n, (_, owner) in enumerate(PUBLISHED, start=1)}
     assert set(reports) == set(DAYS)

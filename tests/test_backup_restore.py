@@ -134,7 +134,7 @@ def _weekly_summary(url: str) -> None:
     monday, _ = weekly.week_of(SLOTS[0].date())
     row = weekly.build(rt.connect, rt.llm, monday=monday, slot_run_id=None, settings=rt.settings,
                        analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"))
-    assert row["status"] == store.REPORT_OK
+    assert row["status"] == store.common.REPORT_OK
 
 
 def _chosen_verdict(page: str) -> str | None:
@@ -191,10 +191,10 @@ def test_restore_drill_same_pages_and_a_slot_after_it_pays_and_pushes_nothing_ag
     assert sorted(analyses) == [1, 2, 3, 4, 5]
     _weekly_summary(db_url)
     with db.connect(db_url) as conn:
-        store.save_profile(conn, {"companies": ["宁德时代"], "tickers": ["300750"], "sectors": ["储能"],
+        store.focus.save_profile(conn, {"companies": ["宁德时代"], "tickers": ["300750"], "sectors": ["储能"],
                                   "interests": ["创新药出海"], "rules": ["!广告"]}, "user:reader")
         for n, verdict in VERDICTS.items():
-            assert store.set_feedback(conn, analyses[n], verdict, "user:reader") == "recorded"
+            assert store.focus.set_feedback(conn, analyses[n], verdict, "user:reader") == "recorded"
     calls = len(fakes.deepseek.requests)
     pushed = (len(fakes.sink.received), len(fakes.sink2.received), len(fakes.ops.received))
     assert pushed[:2] == (3, 3) and calls >= 7  # five analyses, the day's digest and the week's
@@ -277,8 +277,8 @@ def _populated(url: str) -> None:
     """A few rows in the tables a reader would miss: an analysed article with its verdict, the profile."""
     year.seed(url, datetime(2026, 1, 8).date(), 3, random.Random(7))
     with db.connect(url) as conn:
-        store.index_missing(conn)  # as the pipeline indexes what it stores (else the restore would: it migrates)
-        store.save_profile(conn, {"companies": ["宁德时代"], "tickers": [], "sectors": [], "interests": [],
+        store.searching.index_missing(conn)  # as the pipeline indexes what it stores (else the restore would: it migrates)
+        store.focus.save_profile(conn, {"companies": ["宁德时代"], "tickers": [], "sectors": [], "interests": [],
                                   "rules": []}, "user:reader")
 
 
@@ -433,13 +433,13 @@ def _a_slot_as_the_owner(fakes: Any, d: Any, monkeypatch: pytest.MonkeyPatch) ->
     _publish(fakes, [4, 5])
     _slot(fakes, shanghai(2026, 1, 8, 14))
     with db.connect(d.owner) as conn:
-        store.set_feedback(conn, _analysis_ids(d.owner)[4], "up", "link")
+        store.focus.set_feedback(conn, _analysis_ids(d.owner)[4], "up", "link")
 
 
 def _pages_read_and_write_only_the_readers_data(d: Any) -> None:
     with db.connect(d.pages) as conn:
         assert conn.execute("SELECT count(*) AS n FROM analysis_result").fetchone()["n"] == 2
-        assert store.set_feedback(conn, _analysis_ids(d.owner)[5], "knew", "link") == "recorded"
+        assert store.focus.set_feedback(conn, _analysis_ids(d.owner)[5], "knew", "link") == "recorded"
     with pytest.raises(errors.InsufficientPrivilege), db.connect(d.pages) as conn:
         conn.execute("UPDATE analysis_result SET score = 100")
 

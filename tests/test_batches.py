@@ -134,7 +134,7 @@ def _ingested(run_id: str) -> tuple[Runtime, dict]:
 def _pending(item_id: int) -> bool:
     with connect() as conn:
         row = conn.execute("SELECT analyzed_status FROM content_item WHERE id = %s", (item_id,)).fetchone()
-    return row["analyzed_status"] == store.PENDING
+    return row["analyzed_status"] == store.common.PENDING
 
 
 def test_a_wide_batch_has_a_connection_per_thread(fakes, monkeypatch):

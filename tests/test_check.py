@@ -318,7 +318,7 @@ def _seen_long_ago(task: dict[str, Any]) -> None:
     from include.radar.check.task_runs import SEEN_KEY
 
     with connect() as conn:
-        store.set_state(conn, SEEN_KEY, {task_of(task).form: (datetime.now(UTC) - timedelta(days=2)).isoformat()}, None)
+        store.state.set_state(conn, SEEN_KEY, {task_of(task).form: (datetime.now(UTC) - timedelta(days=2)).isoformat()}, None)
 
 
 def test_a_task_never_applied_is_a_warning_first_and_a_failure_once_it_was_known_before_its_time(good, conn) -> None:
@@ -330,14 +330,14 @@ def test_a_task_never_applied_is_a_warning_first_and_a_failure_once_it_was_known
     good.werss.applied = None  # saved, never applied: WeRSS's scheduler runs nothing
 
     with connect() as fresh:
-        store.set_state(fresh, SEEN_KEY, {}, None)  # the first check that sees it
+        store.state.set_state(fresh, SEEN_KEY, {}, None)  # the first check that sees it
     code, lines = check()
     assert code == 0 and not [x for x in lines if x.startswith("✓ WeRSS · 任务运行")]
     assert "没有看到上一次计划采集（" in line(lines, "! WeRSS · 任务运行")
     # and its timing, however right, is no tick before a run shows WeRSS loaded it
     assert "安排在每个时段之前" in line(lines, "! WeRSS · 采集任务")
     form = task_of(good.werss.message_tasks[0]).form
-    assert set(store.status(conn, SEEN_KEY)) == {form}  # remembered for the next check
+    assert set(store.operations.status(conn, SEEN_KEY)) == {form}  # remembered for the next check
     _seen_long_ago(good.werss.message_tasks[0])
     code, lines = check()
     assert code == 1
@@ -365,7 +365,7 @@ def test_a_run_that_stored_nothing_or_came_before_the_task_was_known_is_no_tick(
     _, lines = check()
     assert "但任务是那之后才保存、或 check 那之后才第一次见到的" in line(lines, "! WeRSS · 任务运行")
     with connect() as conn:
-        assert len(store.status(conn, SEEN_KEY)) == 2  # the old form and the new one
+        assert len(store.operations.status(conn, SEEN_KEY)) == 2  # the old form and the new one
 
 
 def test_a_manual_run_is_not_taken_for_the_schedule(good, conn) -> None:
@@ -689,7 +689,7 @@ def test_no_secret_reaches_the_output_or_the_stored_result(good, monkeypatch, co
         "conn_type": "http", "host": f"{good.base}/deepseek", "password": secrets[1]}))
     out: list[str] = []
     code = run.main(Options(timeout=3, send_test=True), out.append)
-    stored = json.dumps(store.status(conn, STATE_KEY), ensure_ascii=False)
+    stored = json.dumps(store.operations.status(conn, STATE_KEY), ensure_ascii=False)
     transcript = "\n".join(out)
     assert code == 1  # the refused login and key are reported...
     assert "✗ WeRSS · 凭据" in transcript and "✗ DeepSeek · 密钥" in transcript
@@ -701,7 +701,7 @@ def test_the_result_is_stored_and_the_health_panel_shows_it_escaped(good, monkey
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_DEEPSEEK_MODEL", XSS)
     code, _ = check()
     assert code == 1
-    stored = store.status(conn, STATE_KEY)
+    stored = store.operations.status(conn, STATE_KEY)
     assert stored["failures"] == 1 and stored["ok"] >= 15
     assert stored["failing"][0].startswith(f"✗ DeepSeek · 模型: '{XSS}' 不在可用列表里")
     html = health_html(page(db_url))
@@ -812,6 +812,7 @@ def test_the_cli_reads_connections_and_variables_kept_in_airflows_metadata_datab
     from airflow.models.variable import Variable
     from airflow.utils.session import create_session
 
+    from include.radar.core import connection_info
     from include.radar.core import settings as radar_settings
 
     with create_session() as session:
@@ -822,10 +823,10 @@ def test_the_cli_reads_connections_and_variables_kept_in_airflows_metadata_datab
     Variable.set("radar_report_base_url", "https://radar.kept.test")
     Variable.set("radar_db_conn_id", "radar_kept_db")
     try:
-        assert radar_settings.get_connection("radar_kept_werss") is None  # outside a task: the environment only
+        assert connection_info.get_connection("radar_kept_werss") is None  # outside a task: the environment only
         assert radar_settings.task_lookup()("report_base_url") is None
         with radar_settings.airflow_server_context():
-            kept = radar_settings.get_connection("radar_kept_werss")
+            kept = connection_info.get_connection("radar_kept_werss")
             assert (kept.host, kept.password) == ("http://werss.test", "kept-secret")
             assert radar_settings.task_lookup()("report_base_url") == "https://radar.kept.test"
             assert radar_settings.load_settings().report_base_url == "https://radar.kept.test"

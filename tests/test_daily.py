@@ -49,7 +49,7 @@ def _setup(fakes, items: dict[int, tuple], scores: dict[str, int], digest_ids=No
 
 def _report(day=DAY):
     with connect() as conn:
-        return store.get_daily_report(conn, day)
+        return store.reports.get_daily_report(conn, day)
 
 
 def test_normal_day_with_two_opportunities_gives_one_report_and_one_push(fakes):
@@ -59,7 +59,7 @@ def test_normal_day_with_two_opportunities_gives_one_report_and_one_push(fakes):
     result = run_slot(DAILY)
     assert result["branch"] == "build_daily_report" and result["errors"] == {}
     report = _report()
-    assert report["status"] == store.REPORT_OK
+    assert report["status"] == store.common.REPORT_OK
     assert report["stats"]["analysed"] == 3 and report["stats"]["opportunities"] == 2  # from the DB, not the LLM's 999
     assert report["stats"]["max_score"] == 80 and len(report["digest_json"]["top_opportunities"]) == 2
     assert report["slots_done"] == ["22:00"]  # brought up to date when the 22:00 slot closes
@@ -81,7 +81,7 @@ def test_werss_down_for_the_whole_daily_run_still_pushes_once_with_a_partial_rep
     result = run_slot(DAILY)
     report = _report()
     # built from what was done (nothing), with the reason: "generation failed" only when nothing was built
-    assert report["status"] == store.REPORT_PARTIAL and "ingest" in report["error"] and "503" in report["error"]
+    assert report["status"] == store.common.REPORT_PARTIAL and "ingest" in report["error"] and "503" in report["error"]
     assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1
     assert "日报生成失败" not in fakes.sink.received[0]["message"]
     assert "部分结果：本时段部分步骤出错" in fakes.sink.received[0]["message"]
@@ -96,7 +96,7 @@ def test_deepseek_down_gives_a_fallback_digest_and_the_push(fakes):
     fakes.at(DAILY)
     run_slot(DAILY)
     report = _report()
-    assert report["status"] == store.REPORT_PARTIAL and report["digest_json"]["source"] == "fallback"
+    assert report["status"] == store.common.REPORT_PARTIAL and report["digest_json"]["source"] == "fallback"
     assert "分析失败" in report["digest_md"] and "文章1" in report["digest_md"]
     assert report["stats"]["failed"] == 1
     assert fakes.sink.received[0]["title"] == "【日报】2026-01-08：今日无投资机会"
@@ -151,7 +151,7 @@ def test_a_rerun_over_the_same_analyses_keeps_the_digest_and_pays_for_no_second_
     with connect() as conn:
         spent = conn.execute("SELECT count(*) AS n FROM llm_spend").fetchone()["n"]
         low = conn.execute("SELECT id FROM analysis_result WHERE score = 30").fetchone()["id"]
-        store.set_feedback(conn, low, "up", "user:reader")  # the rank changes, the facts do not
+        store.focus.set_feedback(conn, low, "up", "user:reader")  # the rank changes, the facts do not
     run_slot(DAILY, run_type="manual", dag_run_id="rerun-1")
     later = shanghai(2026, 1, 12, 10)
     run_slot(later, run_type="manual", params={"run_date": "2026-01-08"}, now=later, dag_run_id="rebuild-1")
@@ -159,7 +159,7 @@ def test_a_rerun_over_the_same_analyses_keeps_the_digest_and_pays_for_no_second_
     assert _digest_calls(fakes) == 1
     with connect() as conn:
         assert conn.execute("SELECT count(*) AS n FROM llm_spend").fetchone()["n"] == spent
-    assert kept["status"] == store.REPORT_OK and kept["digest_md"] == first["digest_md"]
+    assert kept["status"] == store.common.REPORT_OK and kept["digest_md"] == first["digest_md"]
     assert kept["digest_json"]["top_opportunities"] == first["digest_json"]["top_opportunities"]
     assert (kept["model"], kept["prompt_version"]) == (first["model"], first["prompt_version"])
 
@@ -187,7 +187,7 @@ def test_articles_count_toward_the_shanghai_day_their_slot_ran(fakes):
     assert _report(DAY)["stats"]["analysed"] == 1
     assert _report(date(2026, 1, 9))["stats"]["analysed"] == 1
     with connect() as conn:
-        day9 = store.day_analyses(conn, date(2026, 1, 9))
+        day9 = store.analyses.day_analyses(conn, date(2026, 1, 9))
     assert [a["title"] for a in day9] == ["文章2"]
 
 
@@ -224,7 +224,7 @@ def test_an_earlier_slots_hiccup_is_a_warning_not_a_failed_report(fakes):
     fakes.at(DAILY)
     run_slot(DAILY)
     report = _report()
-    assert report["status"] == store.REPORT_OK and report["error"] is None
+    assert report["status"] == store.common.REPORT_OK and report["error"] is None
     assert any("07:00" in w and "503" in w for w in report["digest_json"]["warnings"])
     assert "日报生成失败" not in fakes.sink.received[0]["message"]
     # the page lists the warning without calling the day failed (a signed link: no Airflow login needed)
@@ -246,9 +246,9 @@ def test_a_report_that_succeeds_on_retry_is_not_failed_by_its_own_first_try(fake
     rt = Runtime.load()
     slot = open_slot(rt, run_after=DAILY, run_type="scheduled", dag_id="d", dag_run_id="r", params={})
     with connect() as conn:  # its first try died (e.g. the database blinked)
-        store.record_step(conn, slot["slot_run_id"], "build_daily_report", "OperationalError: connection lost")
+        store.slot_runs.record_step(conn, slot["slot_run_id"], "build_daily_report", "OperationalError: connection lost")
     build_daily_report(rt, slot)
-    assert _report()["status"] == store.REPORT_OK
+    assert _report()["status"] == store.common.REPORT_OK
 
 
 def test_a_daily_slot_that_never_ran_is_made_up_by_the_next_mornings_first_run(fakes):

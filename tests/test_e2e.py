@@ -76,7 +76,7 @@ def test_daily_slot_with_werss_and_deepseek_down_still_pushes_the_report_once(da
     assert states["build_daily_report"] == ["success"] and states["push_daily_report"] == ["success"]
     assert str(run.state) == "failed"  # the failure stays visible in the run history
     [report] = _rows("SELECT * FROM daily_report")
-    assert report["status"] == store.REPORT_PARTIAL and "ingest" in report["error"]
+    assert report["status"] == store.common.REPORT_PARTIAL and "ingest" in report["error"]
     assert [m["title"] for m in fakes.sink.received] == ["【日报】2026-01-08：今日无投资机会"]
     assert _rows("SELECT status, error FROM slot_run")[0]["status"] == 2
     json.dumps(report["stats"])

@@ -212,14 +212,14 @@ def test_nothing_of_an_evaluation_reaches_pushes_the_analyses_the_record_or_the_
     before = _fingerprint()
     phone = next(i for t, i in ids.items() if t.startswith("手机链"))
     with connect() as conn:
-        phone_cost = store.item_spend(conn, conn.execute(
+        phone_cost = store.operations.item_spend(conn, conn.execute(
             "SELECT content_item_id FROM analysis_result WHERE id = %s", (phone,)).fetchone()["content_item_id"])
     plan = start()
     shadow.run(connect, load_settings(), plan.evaluation_id)
     assert _fingerprint() == before  # no analysis, push, pick, report or article row changed
     with connect() as conn:
         item = conn.execute("SELECT content_item_id FROM analysis_result WHERE id = %s", (phone,)).fetchone()
-        assert store.item_spend(conn, item["content_item_id"]) == phone_cost  # the article's own cost only
+        assert store.operations.item_spend(conn, item["content_item_id"]) == phone_cost  # the article's own cost only
     sent = len(fakes.sink.received)
     morning = shanghai(2026, 2, 5, 7)
     fakes.at(morning)
@@ -374,7 +374,8 @@ def test_the_evaluation_dag_is_a_manual_dag_of_its_own_whose_step_runs_and_resum
     from airflow.dag_processing.dagbag import DagBag
 
     from include.radar import steps
-    from include.radar.steps.runtime import ConfigurationError, Runtime
+    from include.radar.operations.connections import ConfigurationError
+    from include.radar.steps.runtime import Runtime
     from tests.conftest import REPO
 
     bag = DagBag(dag_folder=str(REPO / "dags" / "radar_evaluation.py"))

@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 
 from include.radar import cli, store
-from include.radar.analysis import spending
+from include.radar.analysis import llm, spending
 from include.radar.core import db, signing
 from include.radar.core.clock import FixedClock
-from include.radar.core.settings import ConnectionInfo, load_settings
+from include.radar.core.connection_info import ConnectionInfo
+from include.radar.core.settings import load_settings
 from include.radar.evaluation import shadow
 from include.radar.operations import connections
 from include.radar_demo.fakes import FakeArticle
@@ -125,7 +126,7 @@ def test_a_ladder_whose_repair_does_not_fit_is_refused_at_once_not_left_waiting_
     cap = spending.Cap(connect, plan.evaluation_id, settings().price_table(), clock=NoWait(shanghai(2026, 2, 4, 22, 30)))
     cap.reserve(first, 0.4)
     cap.reserve(second, 0.4)
-    with pytest.raises(spending.LLMBudget, match="cap leaves too little"):
+    with pytest.raises(llm.LLMBudget, match="cap leaves too little"):
         cap.reserve(first, 0.8)  # 0.4 + 0.8 > 1.0 while the other holds 0.4
     with connect() as conn:
         asked = store.evaluations.reserve(conn, plan.evaluation_id, second, 0.8)
@@ -210,8 +211,8 @@ def test_an_evaluation_spends_from_its_own_cap_and_never_holds_back_a_reader_s_a
     assert run.stopped is None and run.counts == {"answered": 12}  # past the day's budget: its own cap decides
     with connect() as conn:
         today = evening.today()
-        assert store.day_spend(conn, today, "USD") == pytest.approx(0.018473)
-        assert store.day_spend(conn, today, "USD", evaluations=True) == pytest.approx(0.005731)
+        assert store.operations.day_spend(conn, today, "USD") == pytest.approx(0.018473)
+        assert store.operations.day_spend(conn, today, "USD", evaluations=True) == pytest.approx(0.005731)
         assert spending.budget_reached(conn, settings(), evening) is None  # 0.0242 in all, the slots' 0.0185 < 0.02
     # the next morning's article is analysed, not left for the next day
     morning = shanghai(2026, 2, 5, 7)

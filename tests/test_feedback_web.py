@@ -62,13 +62,13 @@ def test_a_signed_analysis_page_votes_without_a_login_once_and_idempotently(day,
     assert answer.status_code == 303
     assert answer.headers["location"].startswith(f"/analysis/{day['top']}?exp=")  # back to the signed page
     assert answer.headers["location"].endswith(f"#fb-{day['top']}")
-    assert store.feedback_of(conn, [day["top"]]) == {day["top"]: "up"}
+    assert store.focus.feedback_of(conn, [day["top"]]) == {day["top"]: "up"}
     again = client.get(answer.headers["location"].split("#")[0])
     assert again.status_code == 200 and 'class="fb-btn chosen" aria-pressed="true">👍 有用' in again.text
     assert _vote(client, forms["up"]).status_code == 303  # the same click twice: still one verdict
     assert conn.execute("SELECT count(*) AS n FROM feedback").fetchone()["n"] == 1
     assert _vote(client, forms["knew"]).status_code == 303  # another button replaces it
-    assert store.feedback_of(conn, [day["top"]]) == {day["top"]: "knew"}
+    assert store.focus.feedback_of(conn, [day["top"]]) == {day["top"]: "knew"}
 
 
 def test_a_vote_needs_this_analysiss_own_unexpired_token(day, db_url, conn) -> None:
@@ -92,7 +92,7 @@ def test_a_vote_needs_this_analysiss_own_unexpired_token(day, db_url, conn) -> N
     stale = signing.sign_until(action_path(day["top"]), SECRET, int(NOW.timestamp()) - 1)
     assert _vote(client, up, exp=stale["exp"], tok=stale["sig"]).status_code == 403
     assert client.post(f"/analysis/{day['top']}/feedback", content=b"x" * 5000).status_code == 400
-    assert store.feedback_of(conn, [day["top"], day["other"]]) == {}
+    assert store.focus.feedback_of(conn, [day["top"], day["other"]]) == {}
 
 
 def test_after_a_vote_the_reader_is_never_sent_to_another_host(day, db_url) -> None:
@@ -110,14 +110,14 @@ def test_the_daily_page_has_buttons_beside_each_entry_and_shows_the_rank(day, ma
     ids = re.findall(r'id="fb-(\d+)"', html)
     assert sorted(map(int, ids)) == sorted(day.values())
     # the reader says 券商研究's article was not news: its account sinks, and the overview says what it learned
-    store.set_feedback(conn, day["top"], "up", "test")
+    store.focus.set_feedback(conn, day["top"], "up", "test")
     conn.commit()
     overview = client.get("/").text
     assert "你更看重" in overview and "公众号「储能前沿」 +3" in overview
     analysis = client.get(f"/analysis/{day['top']}").text
     assert "排序分 = 评分 81 + 3（公众号「储能前沿」的反馈）" in analysis
     # the pages reuse what they learned until a verdict changes: a changed mind shows at once
-    store.set_feedback(conn, day["top"], "down", "test")
+    store.focus.set_feedback(conn, day["top"], "down", "test")
     conn.commit()
     overview = client.get("/").text
     assert "较少关注：公众号「储能前沿」（-3）" in overview and "公众号「储能前沿」 +3" not in overview
@@ -147,7 +147,7 @@ def test_the_profile_is_saved_by_a_logged_in_reader_with_the_forms_token(make_cl
             "interests": "储能产业链的价格拐点", "rules": "!直播\n+订单"}
     saved = client.post("/profile", data=form, follow_redirects=False)
     assert saved.status_code == 303 and saved.headers["location"] == "/profile?saved=1&recheck=0"
-    row = store.get_profile(conn)
+    row = store.focus.get_profile(conn)
     assert row["companies"] == ["宁德时代", "比亚迪"] and row["rules"] == ["!直播", "+订单"]
     assert row["updated_by"] == "analyst"
     shown = client.get("/profile?saved=1").text
@@ -166,7 +166,7 @@ def test_a_profile_post_without_its_token_or_from_a_signed_link_is_refused(make_
     token = _csrf(client.get("/profile").text)
     refused = reader.post(signed("/profile"), data={"csrf": token, "companies": "x"})
     assert refused.status_code == 401
-    assert store.get_profile(conn) is None
+    assert store.focus.get_profile(conn) is None
 
 
 def test_a_profile_that_cannot_be_used_is_shown_again_with_its_reasons_escaped(make_client, conn) -> None:
@@ -176,7 +176,7 @@ def test_a_profile_that_cannot_be_used_is_shown_again_with_its_reasons_escaped(m
     assert answer.status_code == 400
     assert "没有保存" in answer.text and "正则「/(/」无效" in answer.text
     assert XSS not in answer.text and XSS_ESCAPED in answer.text  # what was typed comes back, escaped
-    assert store.get_profile(conn) is None
+    assert store.focus.get_profile(conn) is None
 
 
 def test_hostile_watchlist_text_is_escaped_on_the_analysis_page(day, make_client, conn) -> None:
@@ -209,7 +209,7 @@ def test_feedback_from_a_pushed_link_on_a_phone(day, db_url, conn) -> None:
         assert page.url.endswith(f"#fb-{day['other']}") and "/daily/2026-01-08?exp=" in page.url
         assert page.locator(f"#fb-{day['other']} .fb-btn.chosen").inner_text() == "👍 有用"
         assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
-        assert store.feedback_of(conn, [day["other"]]) == {day["other"]: "up"}
+        assert store.focus.feedback_of(conn, [day["other"]]) == {day["other"]: "up"}
         with page.expect_navigation():
             page.locator(f'a[href^="/analysis/{day["top"]}?exp="]').first.tap()
         assert "对你有用吗" in page.content()
@@ -218,19 +218,19 @@ def test_feedback_from_a_pushed_link_on_a_phone(day, db_url, conn) -> None:
         assert page.locator(".fb-btn.chosen").inner_text() == "🤷 早知道了"
         page.evaluate("window.scrollTo(0, 0)")
         screenshot(page, "feedback-phone.png")
-    assert store.feedback_of(conn, [day["top"], day["other"]]) == {day["top"]: "knew", day["other"]: "up"}
+    assert store.focus.feedback_of(conn, [day["top"], day["other"]]) == {day["top"]: "knew", day["other"]: "up"}
 
 
 def test_excluded_articles_are_counted_on_their_slot_and_listed_on_the_day(seed: Seeder, make_client, conn) -> None:
     morning = seed.slot(DAY, "07:00", new=2)
     seed.article(morning, "储能集采放量", 81)
-    item = store.insert_content_item(conn, {
+    item = store.articles.insert_content_item(conn, {
         "external_id": "x-1", "account_id": seed.account("直播号"), "mp_id": "mp-live", "title": "今晚直播" + XSS,
         "url": "https://mp.weixin.qq.com/s/live", "published_at": morning["scheduled_at"], "raw_html_size": 10,
         "clean_text": "直播预告", "content_hash": "h-live", "body_status": 1, "last_error": None,
         "slot_run_id": morning["id"]})
-    assert store.exclude_items(conn, morning["id"], {item: "命中排除词 !直播"}) == 1
-    assert store.exclude_items(conn, morning["id"], {item: "命中排除词 !直播"}) == 0  # counted once
+    assert store.focus.exclude_items(conn, morning["id"], {item: "命中排除词 !直播"}) == 1
+    assert store.focus.exclude_items(conn, morning["id"], {item: "命中排除词 !直播"}) == 0  # counted once
     seed.close(morning)
     commit(seed)
     html = make_client().get(f"/daily/{DAY.isoformat()}").text
@@ -242,12 +242,12 @@ def test_saving_rules_leaves_the_recheck_of_excluded_articles_to_the_next_slot(s
     """The save answers without touching the articles (its time must not grow with them); it
     says how many excluded articles the next slot will look at again (test_focus shows that slot)."""
     morning = seed.slot(DAY, "07:00")
-    item = store.insert_content_item(conn, {
+    item = store.articles.insert_content_item(conn, {
         "external_id": "x-2", "account_id": seed.account("直播号"), "mp_id": "mp-live", "title": "今晚直播",
         "url": "https://mp.weixin.qq.com/s/live", "published_at": NOW, "raw_html_size": 10,
         "clean_text": "直播预告", "content_hash": "h-live2", "body_status": 1, "last_error": None,
         "slot_run_id": morning["id"]})
-    store.exclude_items(conn, morning["id"], {item: "命中排除词 !直播"})
+    store.focus.exclude_items(conn, morning["id"], {item: "命中排除词 !直播"})
     commit(seed)
     client = make_client()
     token = _csrf(client.get("/profile").text)
@@ -255,7 +255,7 @@ def test_saving_rules_leaves_the_recheck_of_excluded_articles_to_the_next_slot(s
     assert freed.headers["location"] == "/profile?saved=1&recheck=1"
     assert "近 72 小时被规则排除的 1 篇文章，下一个时段会按新规则重新检查" in client.get(freed.headers["location"]).text
     row = conn.execute("SELECT analyzed_status, last_error FROM content_item WHERE id = %s", (item,)).fetchone()
-    assert row["analyzed_status"] == store.EXCLUDED and row["last_error"] == "命中排除词 !直播"
+    assert row["analyzed_status"] == store.focus.EXCLUDED and row["last_error"] == "命中排除词 !直播"
 
 
 @pytest.mark.browser
@@ -268,11 +268,11 @@ def test_the_focus_pages_render_on_a_phone(seed: Seeder, db_url, conn) -> None:
     top = seed.article(morning, "储能集采放量，电芯价格见底回升", 81, account="储能前沿", opportunities=[OPPORTUNITY])
     earlier = seed.article(morning, "宁德时代海外储能大单落地", 66, account="储能前沿", opportunities=[OPPORTUNITY])
     seed.close(morning)
-    store.save_profile(conn, {"companies": ["宁德时代", "阳光电源"], "tickers": ["300750"], "sectors": ["储能"],
+    store.focus.save_profile(conn, {"companies": ["宁德时代", "阳光电源"], "tickers": ["300750"], "sectors": ["储能"],
                               "interests": ["储能产业链的价格拐点"], "rules": ["!直播", "!/抽奖|福利/"]}, "analyst")
     conn.execute("UPDATE analysis_result SET watch_hits = %s, result_json = result_json || %s::jsonb WHERE id = %s",
                  (["储能"], '{"watchlist": {"touches": true, "how": "储能集采放量直接关系关注行业「储能」"}}', top))
-    store.set_feedback(conn, earlier, "up", "test")
+    store.focus.set_feedback(conn, earlier, "up", "test")
     commit(seed)
     app = create_app(lambda: make_settings(demo_mode=True), db_url, clock=FixedClock(NOW))
     from tests.pages import FakeUser, airflow_get_user, allow_reading

@@ -28,7 +28,7 @@ def _accounts(fakes) -> None:
 def _save(**lists: list[str]) -> None:
     profile = focus.Profile.build(**lists)
     with connect() as conn:
-        store.save_profile(conn, {"companies": list(profile.companies), "tickers": list(profile.tickers),
+        store.focus.save_profile(conn, {"companies": list(profile.companies), "tickers": list(profile.tickers),
                                   "sectors": list(profile.sectors), "interests": list(profile.interests),
                                   "rules": profile.rule_lines()}, "tester")
 
@@ -91,7 +91,7 @@ def test_an_excluded_article_is_never_sent_to_the_llm_and_is_counted_on_the_slot
     with connect() as conn:
         item = conn.execute("SELECT * FROM content_item WHERE title LIKE '今晚%'").fetchone()
         slot = conn.execute("SELECT * FROM slot_run").fetchone()
-    assert item["analyzed_status"] == store.EXCLUDED and item["last_error"] == "命中排除词 !直播"
+    assert item["analyzed_status"] == store.focus.EXCLUDED and item["last_error"] == "命中排除词 !直播"
     assert slot["excluded_count"] == 1 and slot["analysed_count"] == 1
     run_slot(SLOT)  # a rerun neither calls again nor counts the exclusion twice
     with connect() as conn:
@@ -143,8 +143,8 @@ def test_feedback_moves_a_later_articles_rank(fakes) -> None:
     earlier = _analyses()["研究所旧文"]
     # the reader says the 研究所's article was useful ...
     with connect() as conn:
-        assert store.set_feedback(conn, earlier["id"], "up", "link") == "recorded"
-        assert store.set_feedback(conn, earlier["id"], "up", "link") == "unchanged"  # idempotent
+        assert store.focus.set_feedback(conn, earlier["id"], "up", "link") == "recorded"
+        assert store.focus.set_feedback(conn, earlier["id"], "up", "link") == "unchanged"  # idempotent
     # ... so at the next slot, of two equal scores, the 研究所's article leads although the other is older
     fakes.werss.articles += [
         article(2, LATER - timedelta(hours=2), title="前哨站新文", mp="MP_WXS_2"),

@@ -177,7 +177,7 @@ def test_concurrent_openers_of_one_slot_share_one_row(db_url):
         try:
             barrier.wait()
             with db.connect(db_url) as conn:
-                rows.append(store.open_slot_run(conn, key, run_type="manual", dag_id="d", dag_run_id=f"r{i}"))
+                rows.append(store.slot_runs.open_slot_run(conn, key, run_type="manual", dag_id="d", dag_run_id=f"r{i}"))
         except Exception as exc:
             errors.append(exc)
 
@@ -194,8 +194,8 @@ def test_concurrent_openers_of_one_slot_share_one_row(db_url):
 
 
 def test_manual_params_name_the_slot_and_bad_params_are_clear_errors():
+    from include.radar.operations.connections import ConfigurationError
     from include.radar.steps.open_slot import resolve_slot
-    from include.radar.steps.runtime import ConfigurationError
 
     settings = load_settings({}.get)
     triggered = datetime(2026, 1, 12, 10, 30, tzinfo=SHANGHAI)
@@ -243,7 +243,7 @@ def _airflow_connections(monkeypatch, answer):
 def test_a_connection_in_the_environment_wins_over_airflows(monkeypatch):
     from airflow.sdk import Connection
 
-    from include.radar.core.settings import get_connection
+    from include.radar.core.connection_info import get_connection
 
     monkeypatch.setenv("AIRFLOW_CONN_RADAR_X", '{"conn_type": "http", "host": "from-env", "login": "env"}')
     _airflow_connections(monkeypatch, Connection(conn_id="radar_x", conn_type="http", host="from-airflow"))
@@ -255,7 +255,7 @@ def test_a_connection_in_the_environment_wins_over_airflows(monkeypatch):
 def test_a_connection_airflow_does_not_have_is_not_set_but_an_airflow_error_raises(monkeypatch):
     from airflow.sdk.exceptions import AirflowNotFoundException
 
-    from include.radar.core.settings import get_connection
+    from include.radar.core.connection_info import get_connection
 
     monkeypatch.delenv("AIRFLOW_CONN_RADAR_X", raising=False)
     _airflow_connections(monkeypatch, AirflowNotFoundException("The conn_id `radar_x` isn't defined"))

@@ -191,12 +191,12 @@ def test_three_accounts_on_one_event_make_one_push_and_one_report_entry_with_thr
     assert "3 个公众号报道：财联快讯社、新能源研究院、价值投资笔记" in push["message"]
     assert result["closed"]["status"] == "success"
     with connect() as conn:
-        assert store.get_slot_run(conn, result["slot"]["slot_run_id"])["opportunity_count"] == 1
+        assert store.slot_runs.get_slot_run(conn, result["slot"]["slot_run_id"])["opportunity_count"] == 1
 
     fakes.at(shanghai(2026, 1, 8, 22))
     run_slot(shanghai(2026, 1, 8, 22))
     with connect() as conn:
-        report = store.get_daily_report(conn, DAY)
+        report = store.reports.get_daily_report(conn, DAY)
     assert report["stats"]["analysed"] == 4 and report["stats"]["events"] == 2
     assert report["stats"]["opportunities"] == 1
     # the digest picked the 80 and the 75 of one event: one entry, led by the verified 80, three sources
@@ -229,7 +229,7 @@ def test_a_later_article_about_an_event_already_pushed_is_listed_not_pushed_agai
     assert later["summary"]["already_reported"] == 1 and later["summary"]["above_threshold"] == 0
     assert later["branch"] == "skip_push" and len(fakes.sink.received) == 1
     with connect() as conn:
-        assert store.get_slot_run(conn, later["slot"]["slot_run_id"])["opportunity_count"] == 0
+        assert store.slot_runs.get_slot_run(conn, later["slot"]["slot_run_id"])["opportunity_count"] == 0
     rows = _analyses()
     assert {r["event_id"] for r in rows.values()} == {rows["宁德时代公告：拟回购股份"]["id"]}
 
@@ -347,8 +347,8 @@ def test_a_crash_in_grouping_leaves_the_daily_report_ungrouped_and_says_so(fakes
     # the slot's own grouping failed: recorded, the slot closes failed (visibly), the report says why
     assert result["closed"]["status"] == "failed" and "group_events: MemoryError" in result["closed"]["error"]
     with connect() as conn:
-        report = store.get_daily_report(conn, DAY)
-    assert report["status"] == store.REPORT_PARTIAL and "grouping: MemoryError" in report["error"]
+        report = store.reports.get_daily_report(conn, DAY)
+    assert report["status"] == store.common.REPORT_PARTIAL and "grouping: MemoryError" in report["error"]
     assert report["stats"]["analysed"] == 2 and report["stats"]["events"] == 2  # listed one by one, none lost
     assert len(fakes.sink.received) == 1  # the daily push still goes out
 

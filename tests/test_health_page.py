@@ -1,7 +1,7 @@
 """Health at a glance on the overview, and costs on every page.
 
-Rows are written with the store functions the pipeline uses (tests/test_web.py's Seeder, store.record_spend,
-store.record_alert, store.update_status); the budget and the failed-attempt cost come from the real pipeline
+Rows are written with the store functions the pipeline uses (tests/test_web.py's Seeder, store.operations.record_spend,
+store.operations.record_alert, store.operations.update_status); the budget and the failed-attempt cost come from the real pipeline
 (tests/slotrun.py over the fake WeRSS and DeepSeek), read through the pages as a reader sees them.
 """
 
@@ -52,7 +52,7 @@ def health_html(html: str) -> str:
 
 def spend(conn: Any, day: date, cost: float, *, slot_run_id: int | None = None, item_id: int | None = None,
           currency: str = "USD") -> None:
-    store.record_spend(conn, {
+    store.operations.record_spend(conn, {
         "spent_on": day, "purpose": "analysis", "content_item_id": item_id, "attempt_id": None,
         "slot_run_id": slot_run_id, "model": "deepseek-v4-pro", "calls": 1, "answered": 1, "peak_calls": 0,
         "rate_limited": 0, "prompt_tokens": 1000, "cache_hit_tokens": 0, "cache_miss_tokens": 1000,
@@ -85,8 +85,8 @@ def seed_recent_slots(seed: Seeder) -> dict[str, dict[str, Any]]:
     seed.close(morning)
     noon = seed.slot(DAY, "12:00", new=2)
     item = seed.failure(noon, "失败的文章", "DeepSeek 500")
-    store.record_step(conn, noon["id"], "ingest", "WeRSS 503: service unavailable")
-    store.record_step(conn, noon["id"], f"analyse:{item}", "RuntimeError: ladder exhausted")
+    store.slot_runs.record_step(conn, noon["id"], "ingest", "WeRSS 503: service unavailable")
+    store.slot_runs.record_step(conn, noon["id"], f"analyse:{item}", "RuntimeError: ladder exhausted")
     seed.close(noon)
     running = seed.slot(DAY, "14:00", new=1)
     conn.execute("UPDATE slot_run SET budget_deferred = 2 WHERE id = %s", (running["id"],))
@@ -201,19 +201,19 @@ def test_a_slot_that_should_have_run_and_did_not_links_to_the_dag(seed: Seeder, 
 def test_todays_alerts_are_listed_escaped_and_scrubbed_and_yesterdays_are_not(seed: Seeder, db_url: str) -> None:
     conn = seed.conn
     noon = seed.slot(DAY, "12:00")
-    budget = store.record_alert(conn, day=DAY, cause="budget", title="今日 LLM 预算已用尽",
+    budget = store.operations.record_alert(conn, day=DAY, cause="budget", title="今日 LLM 预算已用尽",
                                 detail="今日花费 $5.01，其余 3 篇顺延", slot_run_id=noon["id"],
                                 dag_run_id=noon["dag_run_id"])
-    store.finish_alert(conn, budget["id"], None, delivered=True)
-    hostile = store.record_alert(conn, day=DAY, cause="deepseek", title="DeepSeek 调用异常",
+    store.operations.finish_alert(conn, budget["id"], None, delivered=True)
+    hostile = store.operations.record_alert(conn, day=DAY, cause="deepseek", title="DeepSeek 调用异常",
                                  detail=f"模型回答 {XSS}", slot_run_id=None, dag_run_id=None)
-    store.record_alert(conn, day=DAY, cause="deepseek", title="DeepSeek 调用异常", detail="again",
+    store.operations.record_alert(conn, day=DAY, cause="deepseek", title="DeepSeek 调用异常", detail="again",
                        slot_run_id=None, dag_run_id=None)
-    store.finish_alert(conn, hostile["id"], "HTTP 500 from push gateway", delivered=False)
+    store.operations.finish_alert(conn, hostile["id"], "HTTP 500 from push gateway", delivered=False)
     # a row written before the store scrubbed (or by another tool): the page scrubs it
     conn.execute("UPDATE operator_alert SET delivery_error = 'gateway said: api_key=sk-live-abcdef123456' "
                  "WHERE id = %s", (hostile["id"],))
-    store.record_alert(conn, day=DAY - timedelta(days=1), cause="werss_stale", title="昨天的告警",
+    store.operations.record_alert(conn, day=DAY - timedelta(days=1), cause="werss_stale", title="昨天的告警",
                        detail="yesterday", slot_run_id=None, dag_run_id=None)
     conn.commit()
 
@@ -268,11 +268,11 @@ def test_werss_and_deepseek_status_from_their_last_calls(seed: Seeder, db_url: s
     runs = seed_recent_slots(seed)
     conn = seed.conn
     ingest_at = datetime(2026, 1, 8, 14, 1, tzinfo=SHANGHAI).astimezone(UTC)
-    store.update_status(conn, "werss:status", lambda s: {
+    store.operations.update_status(conn, "werss:status", lambda s: {
         "last_slot_run_id": runs["running"]["id"], "last_ingest_at": ingest_at.isoformat(), "last_status": "partial",
         "last_new": 4, "last_errors": [f"MP_WXS_2: HTTP 502 {XSS}", "token=abc123secret in the URL"],
         "auth_stalled_slots": 2})
-    store.update_status(conn, "deepseek:status", lambda s: {
+    store.operations.update_status(conn, "deepseek:status", lambda s: {
         "streak": 3, "last_status": "rate_limited", "throttled_slot_run_id": runs["running"]["id"],
         "cool_down_until": (NOW + timedelta(minutes=10)).isoformat(),
         "last_ok_at": datetime(2026, 1, 8, 13, 58, tzinfo=SHANGHAI).isoformat(),
@@ -292,7 +292,7 @@ def test_werss_and_deepseek_status_from_their_last_calls(seed: Seeder, db_url: s
     assert "<li>WeRSS 部分失败</li>" in section.split('<div class="hgrid">')[0]  # named in the headline
 
     # the cool-down is over and DeepSeek answers again: no warnings left
-    store.update_status(conn, "deepseek:status", lambda s: {**s, "streak": 0, "last_status": "ok",
+    store.operations.update_status(conn, "deepseek:status", lambda s: {**s, "streak": 0, "last_status": "ok",
                                                            "cool_down_until": NOW.isoformat(),
                                                            "last_ok_at": NOW.isoformat()})
     conn.commit()
@@ -301,9 +301,9 @@ def test_werss_and_deepseek_status_from_their_last_calls(seed: Seeder, db_url: s
 
 
 def test_hostile_service_state_values_do_not_break_the_page(conn: Any, db_url: str) -> None:
-    store.update_status(conn, "werss:status", lambda s: {"last_status": ["x"], "last_new": "many",
+    store.operations.update_status(conn, "werss:status", lambda s: {"last_status": ["x"], "last_new": "many",
                                                           "last_errors": "not a list", "last_ingest_at": 12})
-    store.update_status(conn, "deepseek:status", lambda s: {"streak": "three", "cool_down_until": "soon",
+    store.operations.update_status(conn, "deepseek:status", lambda s: {"streak": "three", "cool_down_until": "soon",
                                                              "throttled_slot_run_id": {"id": 1}, "last_error": XSS})
     conn.commit()
     section = health_html(page(db_url))
@@ -418,7 +418,7 @@ def test_the_daily_page_shows_the_days_cost_and_what_the_budget_deferred(fakes, 
     fakes.deepseek.responder = lambda body: answer(70)
     run_slot(slot)
     with connect() as conn:
-        spent = store.day_spend(conn, DAY, "USD")
+        spent = store.operations.day_spend(conn, DAY, "USD")
     assert spent > 0
 
     # before the report: from the live rows

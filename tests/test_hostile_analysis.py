@@ -85,7 +85,7 @@ def test_a_hostile_answer_ends_as_a_rung_or_storable_text_never_as_a_stuck_artic
     result = run_slot(SLOT)
     assert result["errors"] == {}  # handled: no step crashed
     item = _item("1-1")
-    assert item["analyzed_status"] == (store.DONE if expected == "analysed" else store.FAILED)
+    assert item["analyzed_status"] == (store.common.DONE if expected == "analysed" else store.common.FAILED)
     assert item["attempts"] == 1 and _attempts("1-1") == [expected]
     if expected == "analysed":
         with connect() as conn:
@@ -103,24 +103,24 @@ def _failed_count() -> int:
 def test_a_crash_after_the_answer_counts_the_attempt_fails_the_step_and_a_later_slot_retries(fakes, monkeypatch):
     _articles(fakes, 1)
     fakes.deepseek.responder = lambda b: answer(70)
-    real_insert = store.insert_analysis
+    real_insert = store.analyses.insert_analysis
 
     def dropped(*args, **kwargs):
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(store, "insert_analysis", dropped)
+    monkeypatch.setattr(store.analyses, "insert_analysis", dropped)
     result = run_slot(SLOT)
     assert "OperationalError" in result["errors"]["analyse:1"]  # the task fails: visible
     assert result["closed"]["status"] == "failed"
     item = _item("1-1")
-    assert (item["analyzed_status"], item["attempts"]) == (store.FAILED, 1) and _attempts("1-1") == ["crashed"]
+    assert (item["analyzed_status"], item["attempts"]) == (store.common.FAILED, 1) and _attempts("1-1") == ["crashed"]
     assert _failed_count() == 1
     html = read_page("/daily/2026-01-08", SLOT + timedelta(hours=1))  # the health page says so too
     card = html.split('<span class="time">14:00</span>', 1)[1].split('<div class="slot">', 1)[0]
     assert "失败</span>" in card and 'class="badnum">1</b>' in card and "OperationalError" in card
-    monkeypatch.setattr(store, "insert_analysis", real_insert)
+    monkeypatch.setattr(store.analyses, "insert_analysis", real_insert)
     run_slot(LATER)
-    assert _item("1-1")["analyzed_status"] == store.DONE and len(fakes.deepseek.requests) == 2
+    assert _item("1-1")["analyzed_status"] == store.common.DONE and len(fakes.deepseek.requests) == 2
 
 
 def _claimed_run(fakes, monkeypatch, when=SLOT, dag_run_id="run-a", owner=None):
@@ -153,11 +153,11 @@ def test_a_database_that_drops_during_the_call_leaves_a_claim_the_tasks_retry_ta
         fakes, monkeypatch):
     _articles(fakes, 1)
     rt, slot, target = _claimed_run(fakes, monkeypatch, owner=("analyse", 0, 1))
-    assert _item("1-1")["analyzed_status"] == store.ANALYSING  # nothing could be written: the lease holds it
+    assert _item("1-1")["analyzed_status"] == store.common.ANALYSING  # nothing could be written: the lease holds it
     fakes.deepseek.responder = lambda b: answer(70)
     with connect() as conn:  # the dead try renews nothing: its lease runs out
         conn.execute("UPDATE content_item SET lease_until = now() - interval '1 second'")
-    retry = store.claim_owner(slot["dag_run_id"], "analyse", 0, 2)
+    retry = store.claims.claim_owner(slot["dag_run_id"], "analyse", 0, 2)
     outcome = analyse_article(rt, slot, target, owner=retry)  # Airflow's retry of the same mapped task
     assert outcome["status"] == "analysed"
     assert _attempts("1-1") == ["crashed", "analysed"] and _item("1-1")["attempts"] == 2
@@ -169,12 +169,12 @@ def test_a_claim_left_by_a_lost_worker_expires_counts_and_the_cap_holds(fakes, m
     _claimed_run(fakes, monkeypatch)
     fakes.deepseek.responder = lambda b: answer(70)
     run_slot(LATER)  # another run: the claim is someone else's and still leased
-    assert _item("1-1")["analyzed_status"] == store.ANALYSING and len(fakes.deepseek.requests) == 1
+    assert _item("1-1")["analyzed_status"] == store.common.ANALYSING and len(fakes.deepseek.requests) == 1
     with connect() as conn:  # the hour passes
         conn.execute("UPDATE content_item SET lease_until = now() - interval '1 second'")
     run_slot(shanghai(2026, 1, 8, 22))
     item = _item("1-1")
-    assert (item["analyzed_status"], item["attempts"]) == (store.FAILED, 1) and _attempts("1-1") == ["expired"]
+    assert (item["analyzed_status"], item["attempts"]) == (store.common.FAILED, 1) and _attempts("1-1") == ["expired"]
     run_slot(shanghai(2026, 1, 9, 7))
     assert len(fakes.deepseek.requests) == 1  # failed for good: never paid for again
 
@@ -188,14 +188,14 @@ def test_every_path_counts_against_one_cap(fakes, monkeypatch):
         conn.execute("UPDATE content_item SET lease_until = now() - interval '1 second'")
     fakes.deepseek.responder = lambda b: completion("not json")
     run_slot(LATER)  # attempt 1 expires; attempt 2: the ladder gives up
-    real_insert = store.insert_analysis
-    monkeypatch.setattr(store, "insert_analysis", lambda *a, **k: (_ for _ in ()).throw(RecursionError("deep")))
+    real_insert = store.analyses.insert_analysis
+    monkeypatch.setattr(store.analyses, "insert_analysis", lambda *a, **k: (_ for _ in ()).throw(RecursionError("deep")))
     fakes.deepseek.responder = lambda b: answer(70)
     run_slot(shanghai(2026, 1, 8, 22))  # attempt 3: crashes after the answer
-    monkeypatch.setattr(store, "insert_analysis", real_insert)
+    monkeypatch.setattr(store.analyses, "insert_analysis", real_insert)
     run_slot(shanghai(2026, 1, 9, 7))
     assert _attempts("1-1") == ["expired", "failed", "crashed"]
-    assert len(fakes.deepseek.requests) == 3 and _item("1-1")["analyzed_status"] == store.FAILED
+    assert len(fakes.deepseek.requests) == 3 and _item("1-1")["analyzed_status"] == store.common.FAILED
 
 
 def test_two_copies_of_one_text_claimed_at_the_same_moment_pay_for_one_call(fakes):
@@ -273,7 +273,7 @@ def test_a_crash_fails_its_mapped_task_and_the_run_and_the_slot_counts_it(dag, f
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES", str(366 * 24 * 60))
     _articles(fakes, 1, 2, 3)
     fakes.deepseek.responder = lambda b: answer(40)
-    real_insert = store.insert_analysis
+    real_insert = store.analyses.insert_analysis
 
     def crash_on_the_second(conn, record, *args, **kwargs):
         if conn.execute("SELECT external_id FROM content_item WHERE id = %s",
@@ -281,7 +281,7 @@ def test_a_crash_fails_its_mapped_task_and_the_run_and_the_slot_counts_it(dag, f
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         return real_insert(conn, record, *args, **kwargs)
 
-    monkeypatch.setattr(store, "insert_analysis", crash_on_the_second)
+    monkeypatch.setattr(store.analyses, "insert_analysis", crash_on_the_second)
     run = dag.test(logical_date=SLOT, run_after=SLOT)
     states = task_states(run)
     # two batches ([3], [2, 1], oldest first): the crashed article's batch fails, the other one is green
@@ -289,7 +289,7 @@ def test_a_crash_fails_its_mapped_task_and_the_run_and_the_slot_counts_it(dag, f
     assert str(run.state) == "failed"
     with connect() as conn:
         slot = conn.execute("SELECT status, failed_count, analysed_count, error FROM slot_run").fetchone()
-    assert (slot["status"], slot["failed_count"], slot["analysed_count"]) == (store.SLOT_FAILED, 1, 2)
+    assert (slot["status"], slot["failed_count"], slot["analysed_count"]) == (store.common.SLOT_FAILED, 1, 2)
     assert "OperationalError" in slot["error"]
     # the mapped task was retried by Airflow (retries=1): two attempts, both counted, both crashed
     assert _attempts("1-2") == ["crashed", "crashed"] and _item("1-2")["attempts"] == 2

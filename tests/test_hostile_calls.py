@@ -23,7 +23,7 @@ import pytest
 from werkzeug.wrappers import Request, Response
 
 from include.radar import store
-from include.radar.analysis import analyst, batches
+from include.radar.analysis import analyst, batches, llm
 from include.radar.analysis.llm import MAX_ANSWER_BYTES, LLMClient, LLMExhausted, LLMOptions
 from include.radar.analysis.schemas import ArticleAnalysis
 from include.radar.collect.werss import MAX_RESPONSE_BYTES, Credentials, WeRSSClient, WeRSSError
@@ -250,7 +250,7 @@ def test_a_retry_takes_over_a_dead_tries_claim_once_its_lease_ran_out(fakes, mon
     rt, slot, batch = _batch(fakes, 1)
     item_id = batch["articles"][0]["item_id"]
     with connect() as conn:  # try 1 claimed it and died: nothing renews its lease
-        claim = store.claim_item(conn, item_id, slot_run_id=slot["slot_run_id"], max_attempts=3,
+        claim = store.claims.claim_item(conn, item_id, slot_run_id=slot["slot_run_id"], max_attempts=3,
                                  claimer=claimer(slot, ("analyse", 0, 1)), lease=timedelta(seconds=1))
     assert claim.state == "claimed"
     fakes.deepseek.responder = lambda body: answer(70)
@@ -269,20 +269,20 @@ def test_a_live_try_keeps_its_claim_and_another_try_does_not_take_it(fakes, monk
     item_id = batch["articles"][0]["item_id"]
     zombie = claimer(slot, ("analyse", 0, 1))
     with connect() as conn:
-        store.claim_item(conn, item_id, slot_run_id=slot["slot_run_id"], max_attempts=3, claimer=zombie,
+        store.claims.claim_item(conn, item_id, slot_run_id=slot["slot_run_id"], max_attempts=3, claimer=zombie,
                          lease=timedelta(seconds=1))
         first = conn.execute("SELECT lease_until FROM content_item WHERE id = %s", (item_id,)).fetchone()
     fakes.deepseek.responder = lambda body: answer(70)
     with analyst.ClaimKeeper(rt.connect, zombie, every=0.2) as keeper:
         # the retry waits as long as its own time allows (here about 3 s), then leaves the article to the zombie
-        result = analyse(rt, slot, batch, seconds=analyst.MIN_CALL_SECONDS + 3,
+        result = analyse(rt, slot, batch, seconds=llm.MIN_CALL_SECONDS + 3,
                                         attempt=("analyse", 0, 2))
         renewed = keeper.renewals
     assert result["counts"] == {"skipped": 1} and fakes.deepseek.requests == []
     assert renewed >= 5
     with connect() as conn:
         item = conn.execute("SELECT * FROM content_item WHERE id = %s", (item_id,)).fetchone()
-    assert item["claimed_by"] == zombie and item["analyzed_status"] == store.ANALYSING
+    assert item["claimed_by"] == zombie and item["analyzed_status"] == store.common.ANALYSING
     assert item["lease_until"] > first["lease_until"] + timedelta(minutes=4)  # renewed to a full lease
 
 
@@ -304,16 +304,16 @@ def test_close_slot_fails_the_lapsed_claims_of_every_try_of_its_run_and_no_other
     with connect() as conn:
         # a try of this run killed mid-call (its lease ran out); a run whose id starts with this one's; a try of
         # this run whose holder still renews its lease (a zombie still calling DeepSeek)
-        store.claim_item(conn, first, slot_run_id=slot["slot_run_id"], max_attempts=3,
+        store.claims.claim_item(conn, first, slot_run_id=slot["slot_run_id"], max_attempts=3,
                          claimer=claimer(slot, ("analyse", 0, 3)), lease=timedelta(seconds=-1))
-        store.claim_item(conn, second, slot_run_id=slot["slot_run_id"], max_attempts=3,
-                         claimer=store.claim_owner("manual__run-10", "analyse", 0, 1), lease=timedelta(seconds=-1))
-        store.claim_item(conn, third, slot_run_id=slot["slot_run_id"], max_attempts=3,
+        store.claims.claim_item(conn, second, slot_run_id=slot["slot_run_id"], max_attempts=3,
+                         claimer=store.claims.claim_owner("manual__run-10", "analyse", 0, 1), lease=timedelta(seconds=-1))
+        store.claims.claim_item(conn, third, slot_run_id=slot["slot_run_id"], max_attempts=3,
                          claimer=claimer(slot, ("analyse", 1, 1)))
     close_slot(rt, slot, [])
     assert _attempts() == {first: ["crashed"], second: ["running"], third: ["running"]}
     with connect() as conn:  # the zombie's article is not offered to a later slot while its lease runs
-        offered = {r["id"] for r in store.items_to_analyse(conn, max_attempts=3, limit=10)}
+        offered = {r["id"] for r in store.claims.items_to_analyse(conn, max_attempts=3, limit=10)}
     assert third not in offered
 
 
@@ -343,7 +343,8 @@ def test_an_akshare_compression_bomb_fails_the_call_with_the_memory_bounded(bomb
 
     import requests
 
-    from include.radar.market.akshare_source import LibraryCaller, SourceError
+    from include.radar.market import SourceError
+    from include.radar.market.akshare_source import LibraryCaller
 
     url = bomb_server("gzip")
     monkeypatch.setitem(sys.modules, "akshare", types.SimpleNamespace(

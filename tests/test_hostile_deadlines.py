@@ -21,8 +21,9 @@ from include.radar.analysis.schemas import ArticleAnalysis
 from include.radar.collect.werss import Credentials, WeRSSClient, WeRSSDeadline, WeRSSError
 from include.radar.core import db
 from include.radar.core.deadlines import daily_deadlines, retry_is_pointless
+from include.radar.operations.connections import ConfigurationError
 from include.radar.steps.open_slot import open_slot
-from include.radar.steps.runtime import ConfigurationError, Runtime
+from include.radar.steps.runtime import Runtime
 from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, serve
 from tests.conftest import connect
 from tests.slotrun import answer, run_slot, shanghai, task_states
@@ -107,7 +108,7 @@ def test_every_task_of_the_dag_has_an_execution_timeout(dag):
         assert task.execution_timeout is not None, task.task_id
         assert task.execution_timeout <= timedelta(minutes=45), task.task_id
     # a live analysis keeps its claims: their lease is renewed several times within it
-    assert store.HEARTBEAT * 4 <= store.LEASE
+    assert store.claims.HEARTBEAT * 4 <= store.claims.LEASE
 
 
 # ----------------------------------------------------------------------------- the daily deadline
@@ -146,13 +147,13 @@ def test_only_the_run_that_delivers_the_days_report_is_bound_by_the_deadline(fak
 
 def _pending_articles(n: int) -> None:
     with connect() as conn:
-        account = store.upsert_account(conn, "MP_WXS_1", "研究所")
+        account = store.articles.upsert_account(conn, "MP_WXS_1", "研究所")
         for i in range(n):
-            store.insert_content_item(conn, {
+            store.articles.insert_content_item(conn, {
                 "external_id": f"1-{i}", "account_id": account["id"], "mp_id": "MP_WXS_1", "title": f"待分析文章{i}",
                 "url": f"https://mp.weixin.qq.com/s/{i}", "published_at": DAILY - timedelta(hours=i + 1),
                 "raw_html_size": 100, "clean_text": f"正文{i}：某储能龙头订单增长。", "content_hash": f"h{i}",
-                "body_status": store.BODY_READY, "last_error": None, "slot_run_id": None,
+                "body_status": store.common.BODY_READY, "last_error": None, "slot_run_id": None,
             })
 
 
@@ -177,7 +178,7 @@ def test_the_daily_report_goes_out_by_its_deadline_with_a_slow_llm_and_a_trickli
     result = run_slot(DAILY)
     assert pushed_at and pushed_at[0] - started <= 15 + 1.5, pushed_at[0] - started  # on time
     report = _report()
-    assert report["status"] == store.REPORT_PARTIAL and report["digest_json"]["source"] == "fallback"
+    assert report["status"] == store.common.REPORT_PARTIAL and report["digest_json"]["source"] == "fallback"
     assert report["stats"]["pending"] == 2
     assert {p["title"] for p in report["digest_json"]["pending"]} == {"待分析文章0", "待分析文章1"}
     [message] = fakes.sink.received
@@ -189,13 +190,13 @@ def test_the_daily_report_goes_out_by_its_deadline_with_a_slow_llm_and_a_trickli
         slot = conn.execute("SELECT deferred_count, status FROM slot_run").fetchone()
         items = conn.execute("SELECT analyzed_status, attempts FROM content_item ORDER BY id").fetchall()
     assert outcomes == ["interrupted"]  # the one call that fit was cut; the other article was never started
-    assert slot["deferred_count"] == 2 and slot["status"] == store.SLOT_FAILED
-    assert [i["analyzed_status"] for i in items] == [store.PENDING, store.PENDING]  # the next slots take them
+    assert slot["deferred_count"] == 2 and slot["status"] == store.common.SLOT_FAILED
+    assert [i["analyzed_status"] for i in items] == [store.common.PENDING, store.common.PENDING]  # the next slots take them
 
 
 def _report():
     with connect() as conn:
-        return store.get_daily_report(conn, DAILY.date())
+        return store.reports.get_daily_report(conn, DAILY.date())
 
 
 # --------------------------------------------------------------------------------- a failed open_slot

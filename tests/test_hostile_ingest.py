@@ -132,7 +132,7 @@ def test_a_body_with_nul_bytes_and_invalid_utf8_is_cleaned_not_fatal(fakes):
                                                     "summary": "资讯", "opportunities": []})
     result = run_slot(SLOT)
     [item] = _rows("SELECT clean_text, body_status, analyzed_status FROM content_item")
-    assert item["body_status"] == store.BODY_READY and item["analyzed_status"] == store.DONE
+    assert item["body_status"] == store.common.BODY_READY and item["analyzed_status"] == store.common.DONE
     assert "宁德时代订单" in item["clean_text"] and "储能景气回升" in item["clean_text"]
     assert "\x00" not in item["clean_text"] and result["closed"]["status"] == "success"
 
@@ -151,7 +151,7 @@ def test_a_missing_body_is_rechecked_every_slot_for_a_day_then_after_6h_then_dai
     # 14:00), then a day later (day 3 14:00) - not every slot
     assert checks == [1, 2, 3, 4, 5, 6, 6, 7, 7, 7]
     [item] = _rows("SELECT body_status, body_checks, next_body_check_at FROM content_item")
-    assert item["body_status"] == store.BODY_WAITING and item["body_checks"] == 7
+    assert item["body_status"] == store.common.BODY_WAITING and item["body_checks"] == 7
     assert abs((item["next_body_check_at"] - shanghai(2026, 1, 10, 14)).total_seconds()) < 120
     [account] = _rows("SELECT bodies_missing FROM wechat_account")
     assert account["bodies_missing"] == 7  # counted per account, once per check that found no body
@@ -214,4 +214,4 @@ def test_a_body_with_one_endless_word_is_stored_and_the_ingest_goes_on(fakes):
     slot, summary = _ingest(fakes)
     assert summary["new"] == 2
     rows = _rows("SELECT external_id, body_status FROM content_item ORDER BY external_id")
-    assert [(r["external_id"], r["body_status"]) for r in rows] == [("1-1", store.BODY_READY), ("1-2", store.BODY_READY)]
+    assert [(r["external_id"], r["body_status"]) for r in rows] == [("1-1", store.common.BODY_READY), ("1-2", store.common.BODY_READY)]

@@ -15,6 +15,7 @@ import pytest
 
 from include.radar import store
 from include.radar.pushes import push
+from include.radar.pushes.message import Message
 from include.radar.steps.close_slot import close_slot
 from include.radar.steps.daily_report import push_daily_report
 from include.radar.steps.runtime import Runtime
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.hostile
 DAY = date(2026, 1, 8)
 DAILY = shanghai(2026, 1, 8, 22)
 CHANNELS = push.channels_from(["json://one.example/hook", "json://two.example/hook"])
-MESSAGE = push.Message(title="【日报】2026-01-08：1 条机会（最高分 80）", lines=["分析 1 篇"],
+MESSAGE = Message(title="【日报】2026-01-08：1 条机会（最高分 80）", lines=["分析 1 篇"],
                        link="https://radar.example.com/radar/daily/2026-01-08")
 
 
@@ -60,15 +61,15 @@ def _deliver(sender, push_type: str = "daily", channels=CHANNELS) -> push.Delive
 
 def _killed_before_the_send(monkeypatch, push_type: str = "daily") -> None:
     """A sender that claims its first channel and dies before starting the send."""
-    real = store.start_send
+    real = store.pushes.start_send
 
     def die(conn, msg_uuid):
         raise Killed()
 
-    monkeypatch.setattr(store, "start_send", die)
+    monkeypatch.setattr(store.pushes, "start_send", die)
     with pytest.raises(Killed):
         _deliver(Channel(), push_type)
-    monkeypatch.setattr(store, "start_send", real)
+    monkeypatch.setattr(store.pushes, "start_send", real)
 
 
 def _age(minutes: int, **where: str) -> None:
@@ -90,13 +91,13 @@ def _rows() -> list[dict]:
 def test_a_sender_killed_between_its_claim_and_its_send_is_delivered_once_by_the_retry(fakes, monkeypatch):
     _killed_before_the_send(monkeypatch)
     [row] = _rows()  # the first channel's claim: pending, never started
-    assert (row["status"], row["send_started_at"]) == (store.NOTE_PENDING, None)
+    assert (row["status"], row["send_started_at"]) == (store.common.NOTE_PENDING, None)
     channel = Channel()
     report = _deliver(channel)  # the push task's retry: before, it skipped the pending row for good
     assert sorted(report.sent) == sorted(c.label for c in CHANNELS)
     _deliver(channel)
     assert channel.per_channel() == {c.key: 1 for c in CHANNELS}
-    assert {r["status"] for r in _rows()} == {store.NOTE_SENT}
+    assert {r["status"] for r in _rows()} == {store.common.NOTE_SENT}
 
 
 def test_a_sender_killed_between_its_claim_and_its_send_is_delivered_once_by_the_sweep(fakes, monkeypatch):
@@ -140,7 +141,7 @@ def test_a_stale_opportunity_alert_left_unsent_is_marked_failed_not_sent_late(fa
     report = push.sweep(connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
     assert channel.accepted == [] and len(report.failed) == 1
     [row] = _rows()
-    assert row["status"] == store.NOTE_FAILED and "120 minutes late is stale" in row["error"]
+    assert row["status"] == store.common.NOTE_FAILED and "120 minutes late is stale" in row["error"]
 
 
 def test_a_row_whose_channel_is_gone_is_marked_failed(fakes, monkeypatch):
@@ -159,7 +160,7 @@ def test_a_pending_row_from_before_sends_were_recorded_is_unknown_never_resent(f
         )
     channel = Channel()
     report = push.sweep(connect, CHANNELS, stale_after=timedelta(minutes=30), now=datetime.now(UTC), sender=channel)
-    assert len(report.unknown) == 1 and channel.accepted == [] and _rows()[0]["status"] == store.NOTE_UNKNOWN
+    assert len(report.unknown) == 1 and channel.accepted == [] and _rows()[0]["status"] == store.common.NOTE_UNKNOWN
 
 
 # ----------------------------------------------------- through the pipeline: the daily push, killed
@@ -179,22 +180,22 @@ def _alerts(fakes, title: str) -> list[dict]:
 def test_a_daily_push_killed_between_send_and_record_is_never_resent_and_the_operator_is_told_once(
         fakes, monkeypatch):
     _daily_day(fakes)
-    real = store.finish_notification
+    real = store.pushes.finish_notification
 
     def killed_after_the_send(conn, msg_uuid, error):
-        if store.notification(conn, msg_uuid)["push_type"] == "daily":
+        if store.pushes.notification(conn, msg_uuid)["push_type"] == "daily":
             raise RuntimeError("the worker was lost")  # the channels accepted; nothing is recorded
         return real(conn, msg_uuid, error)
 
-    monkeypatch.setattr(store, "finish_notification", killed_after_the_send)
+    monkeypatch.setattr(store.pushes, "finish_notification", killed_after_the_send)
     result = run_slot(DAILY)
-    monkeypatch.setattr(store, "finish_notification", real)
+    monkeypatch.setattr(store.pushes, "finish_notification", real)
     assert len(fakes.sink.received) == 1 and fakes.sink2.received == []  # it died at the first channel
     slot, rt = result["slot"], Runtime.load()
     push_daily_report(rt, slot)  # Airflow's retry: the second channel now, the first not again
     assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1
     close_slot(rt, slot, [])  # too fresh for the sweep
-    assert [r["status"] for r in _rows() if r["push_type"] == "daily"] == [store.NOTE_PENDING, store.NOTE_SENT]
+    assert [r["status"] for r in _rows() if r["push_type"] == "daily"] == [store.common.NOTE_PENDING, store.common.NOTE_SENT]
     _age(6, push_type="daily")
     close_slot(rt, slot, [])  # the sweep: delivery unknown, the operator told
     push_daily_report(rt, slot)
@@ -202,7 +203,7 @@ def test_a_daily_push_killed_between_send_and_record_is_never_resent_and_the_ope
     run_slot(shanghai(2026, 1, 9, 7))  # the next slot's steps sweep too
     assert len(fakes.sink.received) == 1 and len(fakes.sink2.received) == 1  # never twice
     unknown, sent = [r for r in _rows() if r["push_type"] == "daily"]
-    assert (unknown["status"], sent["status"]) == (store.NOTE_UNKNOWN, store.NOTE_SENT)
+    assert (unknown["status"], sent["status"]) == (store.common.NOTE_UNKNOWN, store.common.NOTE_SENT)
     assert "delivery unknown" in unknown["error"]
     [alert] = _alerts(fakes, "推送结果未知")
     assert "daily" in alert["message"] and "强制推送" in alert["message"]
@@ -213,14 +214,14 @@ def test_a_daily_push_killed_between_send_and_record_is_never_resent_and_the_ope
 
 def test_a_daily_push_killed_before_its_send_goes_out_with_the_tasks_retry(fakes, monkeypatch):
     _daily_day(fakes)
-    real = store.start_send
+    real = store.pushes.start_send
 
     def killed_before_the_send(conn, msg_uuid):
         raise RuntimeError("the worker was lost")
 
-    monkeypatch.setattr(store, "start_send", killed_before_the_send)
+    monkeypatch.setattr(store.pushes, "start_send", killed_before_the_send)
     result = run_slot(DAILY)
-    monkeypatch.setattr(store, "start_send", real)
+    monkeypatch.setattr(store.pushes, "start_send", real)
     assert fakes.sink.received == [] and "push_daily_report" in (result["closed"]["error"] or "")
     push_daily_report(Runtime.load(), result["slot"])  # the retry
     push_daily_report(Runtime.load(), result["slot"])
@@ -236,24 +237,24 @@ def test_a_push_the_sweep_cannot_deliver_is_told_to_the_operator_once(fakes, mon
     fakes.werss.articles.append(article(1, shanghai(2026, 1, 8, 13), title="文章1"))
     fakes.deepseek.responder = lambda body: answer(80)
     fakes.at(afternoon)
-    real = store.start_send
+    real = store.pushes.start_send
 
     def killed_before_the_send(conn, msg_uuid):
-        if store.notification(conn, msg_uuid)["push_type"] == "opportunity":
+        if store.pushes.notification(conn, msg_uuid)["push_type"] == "opportunity":
             raise RuntimeError("the worker was lost")  # claimed, never started
         return real(conn, msg_uuid)
 
-    monkeypatch.setattr(store, "start_send", killed_before_the_send)
+    monkeypatch.setattr(store.pushes, "start_send", killed_before_the_send)
     result = run_slot(afternoon)
-    monkeypatch.setattr(store, "start_send", real)
+    monkeypatch.setattr(store.pushes, "start_send", real)
     assert "push" in result["errors"] and fakes.sink.received == [] and fakes.sink2.received == []
-    assert [r["status"] for r in _rows()] == [store.NOTE_PENDING]
+    assert [r["status"] for r in _rows()] == [store.common.NOTE_PENDING]
     assert _alerts(fakes, "推送未能补发") == []  # too fresh for the sweep
     _age(120, push_type="opportunity")
     slot, rt = result["slot"], Runtime.load()
     close_slot(rt, slot, [])  # the sweep: two hours late, marked failed
     [row] = [r for r in _rows() if r["push_type"] == "opportunity"]
-    assert row["status"] == store.NOTE_FAILED and "late is stale" in row["error"]
+    assert row["status"] == store.common.NOTE_FAILED and "late is stale" in row["error"]
     [alert] = _alerts(fakes, "推送未能补发")
     assert "opportunity「【机会提醒】14:00" in alert["message"] and "late is stale" in alert["message"]
     close_slot(rt, slot, [])  # a rerun of close_slot, and the next slot's own sweeps: nothing more

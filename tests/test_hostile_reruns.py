@@ -57,7 +57,7 @@ def test_a_rerun_adds_to_the_slots_counts_and_errors_never_writes_over_them(fake
     fakes.werss.down = False
     run_slot(SLOT, run_type="manual")  # a third run fixes ingest: green again, the history kept
     row = _slot_row()
-    assert row["status"] == store.SUCCESS and row["new_count"] == 3
+    assert row["status"] == store.common.SUCCESS and row["new_count"] == 3
     assert [e["step"] for e in row["error_log"]] == ["ingest"]
 
 

@@ -66,7 +66,7 @@ def test_a_deepseek_key_with_a_newline_fails_clearly_without_quoting_it(fakes, m
         stored = conn.execute("SELECT error, step_errors::text AS s FROM slot_run").fetchone()
         item = conn.execute("SELECT analyzed_status, attempts FROM content_item").fetchone()
     assert key[:12] not in stored["error"] and key[:12] not in stored["s"]
-    assert (item["analyzed_status"], item["attempts"]) == (store.PENDING, 0)  # no claim, nothing counted
+    assert (item["analyzed_status"], item["attempts"]) == (store.common.PENDING, 0)  # no claim, nothing counted
     assert fakes.deepseek.requests == []
 
 
@@ -123,7 +123,7 @@ def test_pages_scrub_errors_written_before_scrubbing_existed(fakes):
     from include.radar.web.auth import may_read_radar
 
     with connect() as conn:
-        run = store.open_slot_run(conn, slot_at(SLOT.date(), "14:00"), run_type="scheduled", dag_id="d", dag_run_id="r")
+        run = store.slot_runs.open_slot_run(conn, slot_at(SLOT.date(), "14:00"), run_type="scheduled", dag_id="d", dag_run_id="r")
         conn.execute("UPDATE slot_run SET status = 2, error = 'ingest: Authorization: Bearer leaked-token-999' "
                      "WHERE id = %s", (run["id"],))
     app = create_app(lambda: load_settings({"link_secret": GOOD_SECRET}.get), db.database_url(),

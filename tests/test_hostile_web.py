@@ -339,11 +339,11 @@ def test_the_permission_is_asked_of_airflows_auth_manager(db_url: str, monkeypat
 
 
 def _seed_digest(conn: Any, digest_md: str) -> None:
-    store.upsert_daily_report(
+    store.reports.upsert_daily_report(
         conn,
         {
             "report_date": TODAY,
-            "status": store.REPORT_OK,
+            "status": store.common.REPORT_OK,
             "digest_md": digest_md,
             "digest_json": {"top_opportunities": [], "watchlist": []},
             "slots_done": [],

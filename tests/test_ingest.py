@@ -95,7 +95,7 @@ def test_one_failing_account_leaves_the_others_ingested_and_is_counted(fakes):
     _, _, summary = _ingest(fakes)
     assert summary["new"] == 2 and summary["accounts_failed"] == 1
     with connect() as conn:
-        accounts = {a["mp_id"]: a for a in store.accounts(conn)}
+        accounts = {a["mp_id"]: a for a in store.articles.accounts(conn)}
     failed = accounts["MP_WXS_2"]
     assert failed["consecutive_failures"] == 1 and "429" in failed["last_error"]
     assert failed["backoff_until"] is not None  # visible in the database
@@ -121,7 +121,7 @@ def test_seven_oclock_slot_includes_the_previous_evening_and_backfill_uses_its_o
     _, _, summary = _ingest(fakes, shanghai(2026, 1, 8, 7))
     assert summary["new"] == 1
     with connect() as conn:
-        assert set(store.known_external_ids(conn, ["1-1", "1-2"])) == {"1-1"}
+        assert set(store.articles.known_external_ids(conn, ["1-1", "1-2"])) == {"1-1"}
     # a backfill of an earlier slot, run now: its window ends at its own scheduled time
     fakes.werss.articles.append(article(3, shanghai(2026, 1, 3, 10)))
     fakes.at(shanghai(2026, 1, 9, 12))
@@ -131,7 +131,7 @@ def test_seven_oclock_slot_includes_the_previous_evening_and_backfill_uses_its_o
     summary = ingest(rt, slot)
     assert summary["new"] == 1  # article 3 only: 1-2 is after the backfilled slot
     with connect() as conn:
-        assert "1-2" not in store.known_external_ids(conn, ["1-2"])
+        assert "1-2" not in store.articles.known_external_ids(conn, ["1-2"])
 
 
 def test_empty_body_is_not_analysed_and_a_later_slot_picks_it_up(fakes):
@@ -143,12 +143,12 @@ def test_empty_body_is_not_analysed_and_a_later_slot_picks_it_up(fakes):
     _, _, summary = _ingest(fakes)
     assert summary["waiting"] == 1 and summary["new"] == 0
     with connect() as conn:
-        assert store.items_to_analyse(conn, max_attempts=3, limit=10) == []
+        assert store.claims.items_to_analyse(conn, max_attempts=3, limit=10) == []
     _, _, summary = _ingest(fakes, shanghai(2026, 1, 8, 18))
     assert summary["new"] == 1
     with connect() as conn:
-        [item] = store.items_to_analyse(conn, max_attempts=3, limit=10)
-        assert "铜矿供给收缩" in store.get_item(conn, item["id"])["clean_text"]
+        [item] = store.claims.items_to_analyse(conn, max_attempts=3, limit=10)
+        assert "铜矿供给收缩" in store.articles.get_item(conn, item["id"])["clean_text"]
 
 
 def test_at_most_max_articles_per_slot_newest_first_the_rest_wait(fakes, monkeypatch):

@@ -60,7 +60,7 @@ def test_a_read_session_shows_no_vote_forms_and_casts_no_vote(seed: Seeder, db_u
     for data in ({"verdict": "down"}, {"verdict": "down", **_tokens(own.text, ids["mine"])}):
         refused = client.post(f"/analysis/{ids['other']}/feedback", data=data, follow_redirects=False)
         assert refused.status_code == 403, data
-    assert store.feedback_of(conn, [ids["mine"], ids["other"]]) == {}
+    assert store.focus.feedback_of(conn, [ids["mine"], ids["other"]]) == {}
 
 
 def test_a_link_opens_read_sessions_during_its_first_day_only(seed: Seeder, db_url) -> None:
@@ -113,22 +113,22 @@ def _operator_lines(seed: Seeder) -> int:
     analysis = seed.article(noon, "储能集采放量", 81)
     seed.close(noon)
     seed.push(DAY, channel="bark://push.corp.internal", error="bark://push.corp.internal: HTTP 500")
-    slow = store.record_alert(conn, day=DAY, cause="rules_slow", title="读者的正则规则太慢",
+    slow = store.operations.record_alert(conn, day=DAY, cause="rules_slow", title="读者的正则规则太慢",
                               detail=f"读者的正则规则太慢，已停用：{RULE}（49 毫秒/篇）", slot_run_id=noon["id"],
                               dag_run_id=noon["dag_run_id"])
-    store.finish_alert(conn, slow["id"], "wecom://ops.corp.internal: HTTP 502", delivered=False)
-    store.update_status(conn, "check:last", lambda s: {
+    store.operations.finish_alert(conn, slow["id"], "wecom://ops.corp.internal: HTTP 502", delivered=False)
+    store.operations.update_status(conn, "check:last", lambda s: {
         "at": NOW.isoformat(), "ok": 20, "warnings": 0, "failures": 1,
         "failing": ["✗ radar database: role radar_pages_login cannot read track_pick"]})
-    store.update_status(conn, "werss:status", lambda s: {
+    store.operations.update_status(conn, "werss:status", lambda s: {
         "last_status": "failed", "last_ingest_at": NOW.isoformat(),
         "last_errors": ["HTTP 502 from http://werss.corp.internal:8001/api"]})
-    store.update_status(conn, "retention:status", lambda s: {
+    store.operations.update_status(conn, "retention:status", lambda s: {
         "at": NOW.isoformat(), "database_bytes": 2**30, "tables": {"content_item": 2**29}, "articles": 10})
     account = seed.account("储能前沿")
     conn.execute("UPDATE wechat_account SET last_error = %s WHERE id = %s",
                  ("ConnectError: werss-backend.internal refused", account))
-    store.record_spend(conn, {
+    store.operations.record_spend(conn, {
         "spent_on": DAY, "purpose": "analysis", "content_item_id": None, "attempt_id": None,
         "slot_run_id": noon["id"], "model": "deepseek-v4-pro", "calls": 1, "answered": 1, "peak_calls": 0,
         "rate_limited": 0, "prompt_tokens": 1000, "cache_hit_tokens": 0, "cache_miss_tokens": 1000,

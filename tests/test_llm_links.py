@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from include.radar.pushes import decide, push
+from include.radar.pushes.message import Message
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
 
 pytestmark = pytest.mark.hostile
@@ -100,7 +101,7 @@ def test_the_daily_push_and_page_show_urls_in_the_digest_as_text(fakes):
 
 
 def test_an_operator_alert_quoting_an_answer_shows_its_url_as_text():
-    message = push.Message(title="【运维】DeepSeek 调用异常", lines=["not JSON: 'see https://evil.example/x'"],
+    message = Message(title="【运维】DeepSeek 调用异常", lines=["not JSON: 'see https://evil.example/x'"],
                            link="https://radar.example.com/radar/")
     title, body = push.fit(message, push.channels_from(["json://radar.example.com/hook"])[0])
     assert "hxxps://evil[.]example/x" in body and body.endswith("\nhttps://radar.example.com/radar/")
@@ -113,7 +114,7 @@ def test_an_operator_alert_names_the_radars_command_as_it_is_typed():
     from include.radar.operations.alerts import CAUSES
 
     action = CAUSES["werss_not_collecting"].action
-    message = push.Message(title="WeRSS 没有在采集", lines=["见 evil.example", f"处理：{action}"],
+    message = Message(title="WeRSS 没有在采集", lines=["见 evil.example", f"处理：{action}"],
                            link="https://radar.example.com/radar/")
     for url in ("json://radar.example.com/hook", "tgram://123456:ABCDEF/42"):
         title, body = push.fit(message, push.channels_from([url])[0])

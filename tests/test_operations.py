@@ -411,7 +411,7 @@ def test_airflow_dags_test_runs_a_slot_of_the_dag_with_its_deadline_alert(fakes)
     # the alert was live in this run: Airflow gave it a deadline at the slot's time plus the deadline and a minute
     [(due, callback)] = _deadlines_of(finished.group(1).rstrip(","))
     assert due == SLOT + timedelta(minutes=11) and "daily_deadline_missed" in callback
-    assert _row("SELECT status FROM slot_run")["status"] == store.SUCCESS
+    assert _row("SELECT status FROM slot_run")["status"] == store.common.SUCCESS
 
 
 @pytest.mark.e2e
@@ -498,7 +498,7 @@ def test_a_task_that_fails_for_good_alerts_through_airflows_failure_callback(dag
     def crash(conn, record, *args, **kwargs):
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(store, "insert_analysis", crash)
+    monkeypatch.setattr(store.analyses, "insert_analysis", crash)
     run = dag.test(logical_date=SLOT, run_after=SLOT)
     assert str(run.state) == "failed"
     titles = [m["title"] for m in _alerts(fakes)]
@@ -528,7 +528,7 @@ def test_a_throttled_slot_has_one_call_in_flight_at_a_time(db_url):
         return db.connect(db_url)
 
     with db.connect(db_url) as conn:
-        store.update_status(conn, "deepseek:status", lambda s: {**s, "throttled_slot_run_id": 7})
+        store.operations.update_status(conn, "deepseek:status", lambda s: {**s, "throttled_slot_run_id": 7})
     inside, overlaps, lock = [0], [0], threading.Lock()
 
     def call(slot_run_id: int) -> None:
@@ -568,12 +568,12 @@ def test_an_evaluation_s_calls_never_speak_for_the_slots_deepseek(db_url):
 
     settings = load_settings(use_airflow=False)
     with db.connect(db_url) as conn:
-        store.update_status(conn, ratelimit.KEY, lambda s: {**s, "last_status": "ok", "streak": 0})
+        store.operations.update_status(conn, ratelimit.KEY, lambda s: {**s, "last_status": "ok", "streak": 0})
     shared = shadow.gate_of(connect, settings, shadow.Candidate(model="m"), 5)
     shared.failed("candidate's own failure")
     shared.limited(30, "429 from the candidate")
     with db.connect(db_url) as conn:
-        state = store.status(conn, ratelimit.KEY)
+        state = store.operations.status(conn, ratelimit.KEY)
     assert state["last_status"] == "ok" and "last_error" not in state  # not shown as the slots' failure
     assert state["streak"] == 1 and state["cool_down_until"]  # the limit is the endpoint's: shared
     own = shadow.gate_of(connect, settings, shadow.Candidate(model="m", conn_id="other_llm"), 5)
@@ -581,8 +581,8 @@ def test_an_evaluation_s_calls_never_speak_for_the_slots_deepseek(db_url):
     own.limited(60, "429 from another endpoint")
     own.failed("boom")
     with db.connect(db_url) as conn:
-        assert store.status(conn, ratelimit.KEY)["streak"] == 1  # the slots' state untouched
-        assert store.status(conn, "deepseek:status:other_llm")["last_status"] == "failed"
+        assert store.operations.status(conn, ratelimit.KEY)["streak"] == 1  # the slots' state untouched
+        assert store.operations.status(conn, "deepseek:status:other_llm")["last_status"] == "failed"
 
 
 def test_the_rate_limit_wait_bounds_every_sleep_of_a_ladder_cool_downs_included(fakes, db_url):

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from include.radar.core import signing
 from include.radar.pushes import decide, push
 from include.radar.pushes.decide import msg_uuid
+from include.radar.pushes.message import Message
 from tests.conftest import connect
 from tests.slotrun import answer, article, run_slot, shanghai
 
@@ -124,7 +125,7 @@ def test_no_channel_configured_is_a_clear_error(fakes, monkeypatch):
 
 def test_message_fits_channel_limits_and_keeps_the_link():
     [wecom, schan] = push.channels_from(["wecombot://abcdefghijk", "schan://sendkey123456"])
-    message = push.Message(title="【日报】2026-01-08：3 条机会（最高分 88）以及很长很长的标题" * 2,
+    message = Message(title="【日报】2026-01-08：3 条机会（最高分 88）以及很长很长的标题" * 2,
                            lines=["摘要" * 5000], link="https://radar.example.com/radar/daily/2026-01-08?exp=1&sig=ab")
     title, body = push.fit(message, wecom)
     assert len((title + body).encode()) <= 4096 and body.endswith(message.link)

@@ -70,7 +70,7 @@ def _three_forms(fakes, monkeypatch) -> None:
 def _slot_of_three(fakes, monkeypatch) -> dict[str, int]:
     _three_forms(fakes, monkeypatch)
     with connect() as conn:
-        store.save_profile(conn, {"companies": [], "tickers": [], "sectors": ["储能"], "interests": [], "rules": []}, "t")
+        store.focus.save_profile(conn, {"companies": [], "tickers": [], "sectors": ["储能"], "interests": [], "rules": []}, "t")
     fakes.werss.accounts = [{"id": "MP_WXS_1", "mp_name": "研究所"}, {"id": "MP_WXS_2", "mp_name": "前哨站"}]
     for n, (title, minute) in enumerate((("白酒提价", 0), ("版号收紧", 30), ("储能集采放量", 60), ("储能订单高增", 70)), 1):
         fakes.werss.articles.append(article(n, shanghai(2026, 1, 8, 12) + timedelta(minutes=minute), title=title,
@@ -307,7 +307,7 @@ def test_the_demo_days_pushes_on_a_phone(fakes, monkeypatch):
     fakes.werss.accounts, fakes.werss.articles = werss.accounts, werss.articles
     fakes.deepseek.responder = demo_run.build_deepseek().responder
     with connect() as conn:
-        store.save_profile(conn, demo_run.DEMO_PROFILE, "demo")
+        store.focus.save_profile(conn, demo_run.DEMO_PROFILE, "demo")
     pushed = {}
     for hour in (7, 12, 14, 18, 22):
         before = len(fakes.sink.received)

@@ -23,7 +23,7 @@ from include.radar.check import Options
 from include.radar.check.schedule import task_of
 from include.radar.check.task_runs import SEEN_KEY
 from include.radar.check.werss import werss_lines
-from include.radar.collect import ingest, watch
+from include.radar.collect import coverage, ingest, watch
 from include.radar.collect.listing import window_metas
 from include.radar.collect.werss import WERSS_TZ
 from include.radar.core.clock import SYSTEM
@@ -94,13 +94,13 @@ def _ingest(settings: Any) -> tuple[Watching, dict[str, Any], ingest.IngestSumma
     client = connections.werss_client(settings, timeout=10, max_retries=0)
     key = slot_for(datetime.now(UTC), settings.schedule_slots)
     with connect() as conn:
-        slot = store.open_slot_run(conn, key, run_type="manual", dag_id=None, dag_run_id=None)
+        slot = store.slot_runs.open_slot_run(conn, key, run_type="manual", dag_id=None, dag_run_id=None)
     summary = ingest.ingest_slot(connect, client, ingest.SlotIngest(slot["id"], key, window_days=3, max_articles=50,
                                                                       page_size=5))
     step = Watching(settings)
     watch.wechat_login(step, {"slot_run_id": slot["id"]}, client)
     with connect() as conn:
-        return step, store.status(conn, watch.WECHAT_STATUS), summary
+        return step, store.operations.status(conn, coverage.WECHAT_STATUS), summary
 
 
 def _store_article(werss: Any, mp_id: str, aid: str, title: str, published: int) -> None:
@@ -156,7 +156,7 @@ def test_a_task_is_no_tick_until_werss_ran_it_after_it_was_applied_and_stored_wh
     lines = _check(radar)  # saved, not applied
     assert not [x for x in lines if x.startswith(("✓ WeRSS · 采集任务", "✓ WeRSS · 任务运行"))], lines
     with connect() as conn:  # an earlier check knew the task before its time
-        store.set_state(conn, SEEN_KEY, {task_of(task).form: (ran - timedelta(hours=1)).isoformat()}, None)
+        store.state.set_state(conn, SEEN_KEY, {task_of(task).form: (ran - timedelta(hours=1)).isoformat()}, None)
     werss.api("PUT", "/message_tasks/job/fresh")  # 「应用」
     before = werss.sync_time(mp_id)
     werss.api("GET", f"/message_tasks/{task['id']}/run")  # WeRSS runs it; its requests to WeChat fail here

@@ -44,8 +44,8 @@ def test_the_daily_slot_prunes_old_bodies_and_keeps_titles_analyses_pushes_and_f
     before = _items()
     assert all(r["clean_text"] and r["body_pruned_at"] is None for r in before.values())
     with connect() as conn:
-        [hot] = [a for a in store.day_analyses(conn, OLD.date()) if a["score"] == 72]
-        assert store.set_feedback(conn, hot["id"], "up", "test") == "recorded"
+        [hot] = [a for a in store.analyses.day_analyses(conn, OLD.date()) if a["score"] == 72]
+        assert store.focus.set_feedback(conn, hot["id"], "up", "test") == "recorded"
         pushes = conn.execute("SELECT count(*) AS n FROM notification_log").fetchone()["n"]
         analyses = conn.execute("SELECT count(*) AS n FROM analysis_result").fetchone()["n"]
     assert pushes >= 1 and analyses == 2
@@ -61,10 +61,10 @@ def test_the_daily_slot_prunes_old_bodies_and_keeps_titles_analyses_pushes_and_f
     with connect() as conn:
         assert conn.execute("SELECT count(*) AS n FROM analysis_result").fetchone()["n"] == analyses
         assert conn.execute("SELECT count(*) AS n FROM notification_log").fetchone()["n"] >= pushes
-        assert store.feedback_of(conn, [hot["id"]]) == {hot["id"]: "up"}
-        [opp] = store.opportunities_of(conn, hot["id"])
+        assert store.focus.feedback_of(conn, [hot["id"]]) == {hot["id"]: "up"}
+        [opp] = store.analyses.opportunities_of(conn, hot["id"])
         assert opp["evidence"] == ["订单同比增长"]
-        status = store.status(conn, retention.STATUS_KEY)
+        status = store.operations.status(conn, retention.STATUS_KEY)
     assert status["retention_days"] == 14 and status["pruned"] == 2 and status["last"]["remaining"] == 0
     assert status["database_bytes"] > 0 and "content_item" in status["tables"]
 
@@ -90,10 +90,10 @@ def test_a_pruned_article_is_never_offered_or_paid_for_again(fakes, monkeypatch)
     calls = len(fakes.deepseek.requests)
     with connect() as conn:
         [failed] = conn.execute("SELECT id FROM content_item WHERE title = '光伏排产回升'").fetchall()
-        assert store.reset_failed(conn) == 0  # retry_failed gives a pruned article no fresh attempts
+        assert store.claims.reset_failed(conn) == 0  # retry_failed gives a pruned article no fresh attempts
         conn.execute("UPDATE content_item SET attempts = 0, analyzed_status = 0 WHERE id = %s", (failed["id"],))
-        assert store.items_to_analyse(conn, max_attempts=3, limit=50) == []
-        claim = store.claim_item(conn, failed["id"], slot_run_id=1, claimer="test", max_attempts=3)
+        assert store.claims.items_to_analyse(conn, max_attempts=3, limit=50) == []
+        claim = store.claims.claim_item(conn, failed["id"], slot_run_id=1, claimer="test", max_attempts=3)
     assert claim.state == "pruned"
     run_slot(LATER + timedelta(days=1), params={"retry_failed": True})
     assert len(fakes.deepseek.requests) - calls <= 1  # the next daily slot's digest at most: no analysis

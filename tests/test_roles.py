@@ -96,8 +96,8 @@ def test_the_pages_login_reads_everything_and_writes_only_the_readers_own_data(d
 
     # what the pages do write: a vote and the profile
     with resources.connect_write() as conn:
-        assert store.set_feedback(conn, analysis["id"], "up", "link") == "recorded"
-        store.save_profile(conn, {"companies": ["宁德时代"], "tickers": [], "sectors": [], "interests": [],
+        assert store.focus.set_feedback(conn, analysis["id"], "up", "link") == "recorded"
+        store.focus.save_profile(conn, {"companies": ["宁德时代"], "tickers": [], "sectors": [], "interests": [],
                                   "rules": []}, "reader")
     with db.connect(d.owner) as conn:
         assert conn.execute("SELECT verdict FROM feedback").fetchone()["verdict"] == "up"

@@ -167,10 +167,10 @@ def test_a_costly_rule_is_refused_only_when_typed_and_the_profile_as_a_whole_is_
 
 
 def test_a_stored_rule_this_version_cannot_run_is_disabled_and_said(conn) -> None:
-    store.save_profile(conn, {"companies": [], "tickers": [], "sectors": [], "interests": [],
+    store.focus.save_profile(conn, {"companies": [], "tickers": [], "sectors": [], "interests": [],
                               "rules": ["!直播", r"!/(?=(a+))a*b\1/"]}, "older version")
     conn.commit()
-    profile = focus.from_row(store.get_profile(conn))
+    profile = focus.from_row(store.focus.get_profile(conn))
     assert profile.rule_lines() == ["!直播"]
     assert len(profile.disabled) == 1 and "不支持环视" in profile.disabled[0]
 
@@ -180,12 +180,12 @@ def test_a_stored_rule_this_version_cannot_run_is_disabled_and_said(conn) -> Non
 
 def _excluded_repro(seed: Seeder, conn) -> int:
     morning = seed.slot(DAY, "07:00")
-    item = store.insert_content_item(conn, {
+    item = store.articles.insert_content_item(conn, {
         "external_id": "redos-1", "account_id": seed.account("某号"), "mp_id": "mp-a", "title": REPRO,
         "url": "https://mp.weixin.qq.com/s/redos", "published_at": NOW, "raw_html_size": 41,
         "clean_text": REPRO, "content_hash": "h-redos", "body_status": 1, "last_error": None,
         "slot_run_id": morning["id"]})
-    store.exclude_items(conn, morning["id"], {item: "命中排除词 !a"})
+    store.focus.exclude_items(conn, morning["id"], {item: "命中排除词 !a"})
     commit(seed)
     return item
 
@@ -198,8 +198,8 @@ def test_saving_the_issues_rule_answers_and_leaves_the_articles_to_the_next_slot
     saved = client.post("/profile", data={"csrf": token, "rules": "!/(a+)+$/"}, follow_redirects=False)
     assert saved.status_code == 303 and saved.headers["location"] == "/profile?saved=1&recheck=1"
     assert conn.execute("SELECT analyzed_status FROM content_item WHERE id = %s", (item,)).fetchone()[
-        "analyzed_status"] == store.EXCLUDED  # untouched by the request
-    assert store.get_profile(conn)["rules"] == ["!/(a+)+$/"]
+        "analyzed_status"] == store.focus.EXCLUDED  # untouched by the request
+    assert store.focus.get_profile(conn)["rules"] == ["!/(a+)+$/"]
 
 
 @pytest.mark.parametrize("rules, reason", [
@@ -213,11 +213,11 @@ def test_the_form_refuses_what_the_engine_cannot_take_and_keeps_what_was_typed(
     assert answer_.status_code == 400
     assert reason in answer_.text and "没有保存" in answer_.text
     assert "!直播" in answer_.text  # what the reader typed is shown again
-    assert store.get_profile(conn) is None
+    assert store.focus.get_profile(conn) is None
 
 
 def test_the_profile_page_says_which_stored_rules_are_disabled(make_client, conn) -> None:
-    store.save_profile(conn, {"companies": [], "tickers": [], "sectors": [], "interests": [],
+    store.focus.save_profile(conn, {"companies": [], "tickers": [], "sectors": [], "interests": [],
                               "rules": ["!直播", r"!/(?<=a)b/"]}, "older version")
     conn.commit()
     html = make_client().get("/profile").text
@@ -233,7 +233,7 @@ def _accounts(fakes) -> None:
 
 def _save_rules(*rules: str) -> None:
     with connect() as conn:
-        store.save_profile(conn, {"companies": [], "tickers": [], "sectors": [], "interests": [],
+        store.focus.save_profile(conn, {"companies": [], "tickers": [], "sectors": [], "interests": [],
                                   "rules": list(rules)}, "tester")
 
 
@@ -250,8 +250,8 @@ def test_a_slot_with_the_issues_rule_stored_selects_and_analyses(fakes, hang_gua
     run_slot(SLOT)
     with connect() as conn:
         rows = {r["title"]: r for r in conn.execute("SELECT title, analyzed_status, last_error FROM content_item")}
-    assert rows[REPRO]["analyzed_status"] == store.DONE  # (a+)+$ does not match "…!": analysed
-    assert rows["纯字母"]["analyzed_status"] == store.EXCLUDED
+    assert rows[REPRO]["analyzed_status"] == store.common.DONE  # (a+)+$ does not match "…!": analysed
+    assert rows["纯字母"]["analyzed_status"] == store.focus.EXCLUDED
     assert rows["纯字母"]["last_error"] == "命中排除词 !/(a+)+$/"
     assert len(fakes.deepseek.requests) == 1
 
@@ -273,8 +273,8 @@ def test_the_next_slot_applies_changed_rules_to_what_they_excluded(fakes) -> Non
     with connect() as conn:
         rows = {r["title"]: r for r in conn.execute("SELECT title, analyzed_status, last_error, updated_at "
                                                     "FROM content_item")}
-    assert rows["今晚直播：储能订单"]["analyzed_status"] == store.DONE
-    assert rows["抽奖直播"]["analyzed_status"] == store.EXCLUDED
+    assert rows["今晚直播：储能订单"]["analyzed_status"] == store.common.DONE
+    assert rows["抽奖直播"]["analyzed_status"] == store.focus.EXCLUDED
     assert rows["抽奖直播"]["last_error"] == "命中排除词 !/抽奖/"  # the reason the current rules give
     assert len(fakes.deepseek.requests) == 1
     run_slot(LATER)  # checked once per change of the rules
@@ -400,8 +400,8 @@ def test_a_slot_applies_the_rules_within_its_budget_and_the_rest_wait_for_the_ne
         run = conn.execute("SELECT id, deferred_count, warnings FROM slot_run ORDER BY id DESC LIMIT 1").fetchone()
         status = [r["analyzed_status"] for r in conn.execute("SELECT analyzed_status FROM content_item")]
     analysed = len(fakes.deepseek.requests)
-    assert 1 <= analysed < 12 and status.count(store.DONE) == analysed
-    assert status.count(store.PENDING) == 12 - analysed == run["deferred_count"]  # waiting, not excluded
+    assert 1 <= analysed < 12 and status.count(store.common.DONE) == analysed
+    assert status.count(store.common.PENDING) == 12 - analysed == run["deferred_count"]  # waiting, not excluded
     assert any(w["step"] == "select_articles" and "rules:" in w["message"] for w in run["warnings"])
     assert len(fakes.ops.received) == 1 and "正则" in json.dumps(fakes.ops.received, ensure_ascii=False)
 
@@ -412,7 +412,7 @@ def test_a_slot_applies_the_rules_within_its_budget_and_the_rest_wait_for_the_ne
     assert analysed < later < 12
     run_slot(LATER, dag_run_id="manual__later", clock=_clock(LATER, 0.0))  # a clock that stands still: within budget  # within budget: the rest are checked and analysed
     with connect() as conn:
-        assert {r["analyzed_status"] for r in conn.execute("SELECT analyzed_status FROM content_item")} == {store.DONE}
+        assert {r["analyzed_status"] for r in conn.execute("SELECT analyzed_status FROM content_item")} == {store.common.DONE}
     assert len(fakes.deepseek.requests) == 12 and len(fakes.ops.received) == 1
 
 
@@ -484,19 +484,19 @@ def test_a_rule_too_slow_on_an_article_in_a_slot_is_switched_off_and_the_profile
     fakes.deepseek.responder = lambda body: answer(40)
     run_slot(SLOT)
     with connect() as conn:
-        off = store.slow_rules(conn)
+        off = store.focus.slow_rules(conn)
         status = {r["title"]: r["analyzed_status"] for r in conn.execute("SELECT title, analyzed_status FROM content_item")}
         warnings = conn.execute("SELECT warnings FROM slot_run ORDER BY id DESC LIMIT 1").fetchone()["warnings"]
     assert list(off) == [f"!/{SLOW_IN_SLOT}/"] and "毫秒" in off[f"!/{SLOW_IN_SLOT}/"]
-    assert status["直播抽奖"] == store.EXCLUDED  # the cheap rule still applies
+    assert status["直播抽奖"] == store.focus.EXCLUDED  # the cheap rule still applies
     # "Kaaaaaaaaac" matched the slow rule's prefix only; whatever it would say, it no longer runs
-    assert status["储能订单"] == store.DONE and status["订单"] == store.DONE
+    assert status["储能订单"] == store.common.DONE and status["订单"] == store.common.DONE
     assert any("switched off" in w["message"] for w in warnings)
     assert "已停用" in json.dumps(fakes.ops.received, ensure_ascii=False)
     page = make_client().get("/profile").text
     assert "已自动停用" in page and f"!/{SLOW_IN_SLOT}/" in page
     with connect() as conn:  # the next slot runs without it
-        assert focus.from_row(store.get_profile(conn), store.slow_rules(conn)).rule_lines() == ["!/抽奖/"]
+        assert focus.from_row(store.focus.get_profile(conn), store.focus.slow_rules(conn)).rule_lines() == ["!/抽奖/"]
 
 
 # ------------------------------------------------ shapes the probes did not read, and the rules' total per article
@@ -568,12 +568,12 @@ def test_a_slot_switches_off_the_dearest_rules_once_all_together_are_too_slow_on
     fakes.deepseek.responder = lambda body: answer(40)
     run_slot(SLOT, clock=FixedClock(SLOT + timedelta(minutes=1), cpu_step=0.045))  # each rule run: 45 ms of CPU
     with connect() as conn:
-        off = store.slow_rules(conn)
+        off = store.focus.slow_rules(conn)
         status = {r["title"]: r["analyzed_status"] for r in conn.execute("SELECT title, analyzed_status FROM content_item")}
     assert len(off) == 18 and set(off) == {f"!/{body}/" for body in UNREAD_TWENTY[:18]}
     assert all("一篇文章的正则规则合计用了 900 毫秒（上限 100），本规则 45 毫秒" in why for why in off.values())
-    assert status["直播抽奖"] == store.EXCLUDED and status["订单"] == store.DONE
+    assert status["直播抽奖"] == store.focus.EXCLUDED and status["订单"] == store.common.DONE
     assert len(fakes.ops.received) == 1 and "已停用" in json.dumps(fakes.ops.received, ensure_ascii=False)
     with connect() as conn:
-        kept = focus.from_row(store.get_profile(conn), store.slow_rules(conn)).rule_lines()
+        kept = focus.from_row(store.focus.get_profile(conn), store.focus.slow_rules(conn)).rule_lines()
     assert kept == [*(f"!/{body}/" for body in UNREAD_TWENTY[18:]), "!抽奖"]

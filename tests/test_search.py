@@ -68,12 +68,12 @@ def _corpus(seed: Seeder) -> dict[str, int]:
         "byd": seed.article(morning, "比亚迪海外建厂", 55, account="汽车前沿", summary="出海加速"),
         "hostile": seed.article(morning, XSS + "储能骗局", 20, account="研究所", summary="<b>储能</b>" + XSS),
     }
-    store.exclude_items(seed.conn, morning["id"], {})
+    store.focus.exclude_items(seed.conn, morning["id"], {})
     seed.close(morning)
     seed.conn.execute("UPDATE content_item SET clean_text = %s, search_tsv = NULL WHERE title = '行业周报'",
                       (LONG + "其中储能电芯价格见底。",))
     seed.conn.execute("UPDATE analysis_result SET watch_hits = '{茅台}' WHERE id = %s", (ids["ticker"],))
-    assert store.index_missing(seed.conn) == 1  # what predates search is indexed by `cli migrate`
+    assert store.searching.index_missing(seed.conn) == 1  # what predates search is indexed by `cli migrate`
     commit(seed)
     return ids
 

@@ -98,7 +98,7 @@ def test_a_reader_who_may_only_read_sees_the_profile_read_only_and_cannot_save_i
     assert token is None  # a reader who may not save gets no token to save with
     answer = client.post("/profile", data=_hostile_form(token), follow_redirects=False)
     assert answer.status_code == 403 and "没有修改权限" in answer.text
-    assert store.get_profile(conn) is None
+    assert store.focus.get_profile(conn) is None
     assert "PUT" in manager.asked  # edit permission on the DAG is what was asked
 
 
@@ -109,7 +109,7 @@ def test_a_reader_who_may_edit_the_dag_saves_the_profile(db_url, conn, auth_mana
     assert "只能查看" not in page.text and '<button type="submit">' in page.text
     answer = client.post("/profile", data=_hostile_form(_csrf(page.text)), follow_redirects=False)
     assert answer.status_code == 303
-    row = store.get_profile(conn)
+    row = store.focus.get_profile(conn)
     assert row["updated_by"] == "editor" and row["interests"] == [HOSTILE_INTEREST]
 
 
@@ -126,7 +126,7 @@ def test_an_auth_manager_that_fails_refuses_the_save(db_url, conn, monkeypatch: 
     client = TestClient(_app(db_url, user=FakeUser()))
     assert "只能查看" in client.get("/profile").text  # fails closed, no 500
     assert client.post("/profile", data=_hostile_form(None)).status_code == 403
-    assert store.get_profile(conn) is None
+    assert store.focus.get_profile(conn) is None
 
 
 @pytest.fixture
@@ -135,18 +135,18 @@ def personal_day(seed: Seeder, conn) -> dict[str, int]:
     morning = seed.slot(DAY, "07:00", new=3)
     top = seed.article(morning, "储能集采放量", 81, account="储能前沿", opportunities=[OPPORTUNITY])
     liked = seed.article(morning, "储能海外订单", 66, account="储能前沿")
-    item = store.insert_content_item(conn, {
+    item = store.articles.insert_content_item(conn, {
         "external_id": "x-live", "account_id": seed.account("直播号"), "mp_id": "mp-live", "title": "今晚直播抽奖",
         "url": "https://mp.weixin.qq.com/s/live", "published_at": morning["scheduled_at"], "raw_html_size": 10,
         "clean_text": "直播预告", "content_hash": "h-live", "body_status": 1, "last_error": None,
         "slot_run_id": morning["id"]})
-    store.exclude_items(conn, morning["id"], {item: "命中排除词 !秘密规则"})
+    store.focus.exclude_items(conn, morning["id"], {item: "命中排除词 !秘密规则"})
     seed.close(morning)
-    store.save_profile(conn, {"companies": ["秘密公司"], "tickers": [], "sectors": ["储能"], "interests": ["私人兴趣"],
+    store.focus.save_profile(conn, {"companies": ["秘密公司"], "tickers": [], "sectors": ["储能"], "interests": ["私人兴趣"],
                               "rules": ["!秘密规则"]}, "analyst")
     conn.execute("UPDATE analysis_result SET watch_hits = %s, result_json = result_json || %s::jsonb WHERE id = %s",
                  (["秘密公司"], '{"watchlist": {"touches": true, "how": "与秘密公司相关"}}', top))
-    store.set_feedback(conn, liked, "up", "test")
+    store.focus.set_feedback(conn, liked, "up", "test")
     commit(seed)
     return {"top": top}
 
@@ -290,7 +290,7 @@ def test_the_profile_token_is_bound_to_its_user_and_expires(db_url, conn) -> Non
     bob.cookies.set("radar_csrf", token)
     refused = bob.post("/profile", data={**_hostile_form(token)}, follow_redirects=False)
     assert refused.status_code == 403 and "表单已过期" in refused.text
-    assert store.get_profile(conn) is None
+    assert store.focus.get_profile(conn) is None
     # a token from another key (the link secret rotated) or past its 12 hours is refused too
     rotated = _editor_client(db_url, FakeUser("alice"), settings=make_settings(link_secret="another-secret-" + "x" * 32))
     assert rotated.post("/profile", data=_hostile_form(token), follow_redirects=False).status_code == 403
@@ -304,11 +304,11 @@ def test_without_a_link_secret_the_form_key_is_kept_in_the_database_and_workers_
     first = _editor_client(db_url, FakeUser(), settings=no_secret)
     token = _csrf(first.get("/profile").text)
     assert token
-    kept = store.get_state(conn, "web:form_key")
+    kept = store.state.get_state(conn, "web:form_key")
     assert kept is not None and re.fullmatch(r"[0-9a-f]{64}", kept["value"])
     second = _editor_client(db_url, FakeUser(), settings=no_secret)  # another api-server worker
     assert second.post("/profile", data=_hostile_form(token), follow_redirects=False).status_code == 303
-    assert store.get_state(conn, "web:form_key")["value"] == kept["value"]  # made once
+    assert store.state.get_state(conn, "web:form_key")["value"] == kept["value"]  # made once
     # a token is no link signature, and the form key never appears on a page
     assert kept["value"] not in first.get("/profile").text
 
@@ -337,7 +337,7 @@ def test_a_profile_write_from_another_site_is_refused(db_url, conn, headers: dic
     token = _csrf(client.get("/profile").text)
     answer = client.post("/profile", data=_hostile_form(token), headers=headers, follow_redirects=False)
     assert answer.status_code == 403 and "请求来源无效" in answer.text
-    assert store.get_profile(conn) is None
+    assert store.focus.get_profile(conn) is None
 
 
 @pytest.mark.parametrize("headers", OWN, ids=[str(h) for h in OWN])
@@ -353,9 +353,9 @@ def test_a_vote_from_another_site_is_refused(personal_day, db_url, conn, headers
     action, fields = _vote_form(client.get(signed(f"/analysis/{personal_day['top']}")).text)
     answer = client.post(action, data={**fields, "verdict": "down"}, headers=headers, follow_redirects=False)
     assert answer.status_code == 403 and "请求来源无效" in answer.text
-    assert store.feedback_of(conn, [personal_day["top"]]) == {}
+    assert store.focus.feedback_of(conn, [personal_day["top"]]) == {}
     own = client.post(action, data={**fields, "verdict": "down"}, headers=OWN[1], follow_redirects=False)
-    assert own.status_code == 303 and store.feedback_of(conn, [personal_day["top"]]) == {personal_day["top"]: "down"}
+    assert own.status_code == 303 and store.focus.feedback_of(conn, [personal_day["top"]]) == {personal_day["top"]: "down"}
 
 
 # -------------------------------------------------------------------------------- 3. input, never a 500
@@ -510,7 +510,7 @@ def test_in_a_browser_the_profile_saves_from_its_page_and_never_from_another_sit
         with page.expect_navigation():
             page.get_by_role("button", name="保存").click()
         assert "saved=1" in page.url and "已保存" in page.content()
-        assert store.get_profile(conn)["companies"] == ["宁德时代"]
+        assert store.focus.get_profile(conn)["companies"] == ["宁德时代"]
         conn.commit()
 
         # another site ("localhost" is another site than "127.0.0.1") holding a leaked token
@@ -528,7 +528,7 @@ def test_in_a_browser_the_profile_saves_from_its_page_and_never_from_another_sit
             assert "请求来源无效" in page.content()
         finally:
             evil.shutdown()
-    assert store.get_profile(conn)["companies"] == ["宁德时代"]
+    assert store.focus.get_profile(conn)["companies"] == ["宁德时代"]
 
 
 class _IdUser:
@@ -563,4 +563,4 @@ def test_the_profile_token_binds_id_and_name_apart_and_fails_closed(db_url, conn
     page = client.get("/profile")
     assert page.status_code == 200 and _csrf(page.text) is None and "读取你的 Airflow 账号" in page.text
     assert client.post("/profile", data=_hostile_form(None), follow_redirects=False).status_code == 403
-    assert store.get_profile(conn) is None
+    assert store.focus.get_profile(conn) is None

@@ -76,7 +76,7 @@ def test_overview_shows_slot_states_counts_push_and_recent_days(seed: Seeder, cl
     seed.push(DAY - timedelta(days=1))
     seed.push(DAY, error="HTTP 500 from push gateway")
     account = seed.account("坏掉的号")
-    store.record_account_check(
+    store.articles.record_account_check(
         seed.conn, account, hits=0, last_article_at=None, error="token expired", backoff_until=NOW + timedelta(hours=2)
     )
     commit(seed)
@@ -173,7 +173,7 @@ def test_failed_report_shows_notice_reasons_and_fallback(seed: Seeder, client: T
     seed.close(failed)
     seed.report(
         DAY,
-        status=store.REPORT_FAILED,
+        status=store.common.REPORT_FAILED,
         digest_md="## 今日概况（系统自动生成）\n- 分析 0 篇",
         error="digest: LLM exhausted after 3 attempts",
     )

@@ -71,17 +71,17 @@ def _seed(url: str) -> list[int]:
         morning = seed.slot(DAY, "07:00", new=3)
         ids = [seed.article(morning, "储能集采放量", 81, account="储能前沿", opportunities=[OPPORTUNITY]),
                seed.article(morning, "券商成交放大", 45, account="券商研究")]
-        item = store.insert_content_item(conn, {
+        item = store.articles.insert_content_item(conn, {
             "external_id": "x-live", "account_id": seed.account("直播号"), "mp_id": "mp-live", "title": "今晚直播",
             "url": "https://mp.weixin.qq.com/s/live", "published_at": morning["scheduled_at"], "raw_html_size": 10,
             "clean_text": "直播预告", "content_hash": "h-live", "body_status": 1, "last_error": None,
             "slot_run_id": morning["id"]})
-        store.exclude_items(conn, morning["id"], {item: "命中排除词 !直播"})
+        store.focus.exclude_items(conn, morning["id"], {item: "命中排除词 !直播"})
         seed.close(morning)
         seed.report(DAY)
-        store.save_profile(conn, {"companies": ["宁德时代"], "tickers": ["300750"], "sectors": ["储能"],
+        store.focus.save_profile(conn, {"companies": ["宁德时代"], "tickers": ["300750"], "sectors": ["储能"],
                                   "interests": ["储能"], "rules": ["!直播"]}, "analyst")
-        store.set_feedback(conn, ids[1], "down", "test")
+        store.focus.set_feedback(conn, ids[1], "down", "test")
         conn.commit()
     return ids
 

@@ -123,7 +123,7 @@ def test_a_verification_page_is_waited_out_never_analysed_then_the_real_body_is(
     first = _slot(fakes, SLOT)
     assert fakes.deepseek.requests == []  # never sent to the LLM, never paid for
     item = _one("SELECT body_status, clean_text, last_error FROM content_item")
-    assert item["body_status"] == store.BODY_WAITING and item["clean_text"] == ""
+    assert item["body_status"] == store.common.BODY_WAITING and item["clean_text"] == ""
     assert "verification page" in item["last_error"]
     account = _one("SELECT bodies_verification, bodies_missing, last_body_problem FROM wechat_account")
     assert account["bodies_verification"] == 1 and account["bodies_missing"] == 0
@@ -143,7 +143,7 @@ def test_an_article_that_quotes_the_verification_page_is_analysed(fakes):
     fakes.deepseek.responder = lambda body: answer(72)
     _slot(fakes, SLOT)
     assert len(fakes.deepseek.requests) == 1
-    assert _one("SELECT body_status FROM content_item")["body_status"] == store.BODY_READY
+    assert _one("SELECT body_status FROM content_item")["body_status"] == store.common.BODY_READY
     assert _one("SELECT count(*) AS n FROM analysis_result")["n"] == 1
     assert _one("SELECT bodies_verification FROM wechat_account")["bodies_verification"] == 0
 
@@ -157,7 +157,7 @@ def test_a_deleted_articles_page_is_unusable_counted_and_not_fetched_again(fakes
     _slot(fakes, shanghai(2026, 1, 8, 14))
     assert fakes.werss.detail_calls["1-1"] == 1 and fakes.deepseek.requests == []
     item = _one("SELECT body_status, last_error FROM content_item")
-    assert item["body_status"] == store.BODY_UNUSABLE and "deleted" in item["last_error"]
+    assert item["body_status"] == store.common.BODY_UNUSABLE and "deleted" in item["last_error"]
     assert _one("SELECT bodies_gone FROM wechat_account")["bodies_gone"] == 1
 
 
@@ -169,7 +169,7 @@ def test_a_cut_body_waits_and_each_check_is_counted_on_the_account_and_shown(fak
     _slot(fakes, SLOT)
     _slot(fakes, shanghai(2026, 1, 8, 14))
     assert fakes.deepseek.requests == []
-    assert _one("SELECT body_status FROM content_item")["body_status"] == store.BODY_WAITING
+    assert _one("SELECT body_status FROM content_item")["body_status"] == store.common.BODY_WAITING
     assert _one("SELECT bodies_incomplete FROM wechat_account")["bodies_incomplete"] == 2
     page = read_page("/", shanghai(2026, 1, 8, 15))
     row = re.search(r"<tr>(?:(?!</tr>).)*研究所(?:(?!</tr>).)*</tr>", page, re.DOTALL)
@@ -187,5 +187,5 @@ def test_the_migration_puts_stored_verification_pages_back_to_waiting(db_url):
                      (clean_html(VERIFICATION_TEXT).text, clean_html(QUOTING).text))
         conn.execute(update)
         rows = {r["external_id"]: r for r in conn.execute("SELECT external_id, body_status, clean_text FROM content_item")}
-    assert rows["v"]["body_status"] == store.BODY_WAITING and rows["v"]["clean_text"] == ""
-    assert rows["q"]["body_status"] == store.BODY_READY  # an article quoting the page keeps its text
+    assert rows["v"]["body_status"] == store.common.BODY_WAITING and rows["v"]["clean_text"] == ""
+    assert rows["q"]["body_status"] == store.common.BODY_READY  # an article quoting the page keeps its text

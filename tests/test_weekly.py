@@ -64,8 +64,8 @@ def test_sunday_22_pushes_the_week_once_and_a_rerun_neither_pays_nor_pushes_agai
     text = json.dumps(pushed, ensure_ascii=False)
     assert "【周报】1/5–1/11" in text and "/weekly/2026-01-05" in text and "本周分析 2 篇" in text
     with connect() as conn:
-        row = store.get_weekly_report(conn, MONDAY)
-    assert row["status"] == store.REPORT_OK and row["digest_json"]["source"] == "llm"
+        row = store.weekly.get_weekly_report(conn, MONDAY)
+    assert row["status"] == store.common.REPORT_OK and row["digest_json"]["source"] == "llm"
     # the daily push went out first, in the same run
     titles = [json.dumps(m, ensure_ascii=False) for m in fakes.sink.received]
     assert [i for i, t in enumerate(titles) if "【日报】" in t][0] < [i for i, t in enumerate(titles) if "【周报】" in t][0]
@@ -81,7 +81,7 @@ def test_a_weekday_22_builds_and_pushes_no_weekly(fakes) -> None:
     run_slot(shanghai(2026, 1, 8, 22))
     assert _weekly_calls(fakes) == 0 and _weekly_pushes(fakes) == []
     with connect() as conn:
-        assert store.get_weekly_report(conn, MONDAY) is None
+        assert store.weekly.get_weekly_report(conn, MONDAY) is None
 
 
 def test_an_invalid_weekly_answer_falls_back_and_is_still_pushed_once(fakes) -> None:
@@ -90,8 +90,8 @@ def test_an_invalid_weekly_answer_falls_back_and_is_still_pushed_once(fakes) -> 
     result = run_slot(SUNDAY)
     assert "weekly" not in result["errors"]  # a handled failure: the fallback stands in
     with connect() as conn:
-        row = store.get_weekly_report(conn, MONDAY)
-    assert row["status"] == store.REPORT_PARTIAL and row["digest_json"]["source"] == "fallback"
+        row = store.weekly.get_weekly_report(conn, MONDAY)
+    assert row["status"] == store.common.REPORT_PARTIAL and row["digest_json"]["source"] == "fallback"
     assert "光伏排产回升" in row["digest_md"]
     [pushed] = _weekly_pushes(fakes)
     assert "摘要由系统根据本周的分析生成" in json.dumps(pushed, ensure_ascii=False)
@@ -117,7 +117,7 @@ def test_a_weekly_digest_call_that_hangs_is_cut_at_its_deadline_and_the_fallback
     assert time.monotonic() - started < 30  # the slot did not wait for the hanging call
     assert "weekly" not in result["errors"]
     with connect() as conn:
-        row = store.get_weekly_report(conn, MONDAY)
+        row = store.weekly.get_weekly_report(conn, MONDAY)
     assert row["digest_json"]["source"] == "fallback" and "deadline" in row["error"]
     assert len(_weekly_pushes(fakes)) == 1
 

@@ -73,7 +73,7 @@ def _migrate(args: argparse.Namespace) -> int:
     applied = db.migrate(url)
     print(f"radar schema at {db.redact(url)}: " + (f"applied {', '.join(applied)}" if applied else "up to date"))
     with db.connect(url) as conn:  # articles stored before search existed get their lexemes once
-        indexed = store.index_missing(conn)
+        indexed = store.searching.index_missing(conn)
     if indexed:
         print(f"search: indexed {indexed} articles stored before search existed")
     return 0

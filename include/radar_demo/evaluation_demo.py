@@ -36,7 +36,7 @@ def vote_as_the_reader(url: str, day: date) -> tuple[int, int]:
             "WHERE s.run_date = %s AND a.reused_from_id IS NULL ORDER BY a.score DESC, a.id", (day,)).fetchall()
         liked, disliked = rows[:2], rows[2:][-2:]
         for row, verdict in [(r, "up") for r in liked] + [(r, "down") for r in disliked]:
-            store.set_feedback(conn, row["id"], verdict, "user:demo")
+            store.focus.set_feedback(conn, row["id"], verdict, "user:demo")
     return len(liked), len(disliked)
 
 

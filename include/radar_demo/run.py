@@ -230,7 +230,7 @@ def main() -> int:
     os.environ.update(demo_environment(url, werss_at, deepseek_at, sink_at, secret, day))
     (OUT / "database_url").write_text(url)
     with db.connect(url) as conn:  # a reader's focus, as the profile page saves it (focus.py)
-        store.save_profile(conn, DEMO_PROFILE, "demo")
+        store.focus.save_profile(conn, DEMO_PROFILE, "demo")
 
     say = _quiet_airflow(OUT / "airflow.log")
     say(f"\n[demo] Opportunity Radar demo day {day} (Asia/Shanghai): sample data, recorded LLM answers, no network")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from include.radar.core import db
 from include.radar_demo import run as demo
-from include.radar_demo.fakes import PushSink
+from include.radar_demo.fakes import PushSink, serve
 
 PORT = int(os.environ.get("RADAR_UI_PORT", "8080"))
 HOST = "127.0.0.1"  # make ui is for this machine: SimpleAuthManager's generated login is not a deployment's
@@ -38,12 +38,12 @@ def start_standins() -> list[str]:
     if "AIRFLOW_CONN_WERSS_DEFAULT" not in os.environ:
         werss = demo.build_werss(demo.demo_day(), clock)
         werss.now = tick
-        at = demo.serve(werss.handle)
+        at = serve(werss.handle)
         os.environ["AIRFLOW_CONN_WERSS_DEFAULT"] = json.dumps(
             {"conn_type": "http", "host": f"http://{at}", "login": "demo", "password": "demo-password"})
         started.append(f"WeRSS stand-in on http://{at}")
     if "AIRFLOW_CONN_DEEPSEEK_DEFAULT" not in os.environ:
-        at = demo.serve(demo.build_deepseek().handle)
+        at = serve(demo.build_deepseek().handle)
         os.environ["AIRFLOW_CONN_DEEPSEEK_DEFAULT"] = json.dumps(
             {"conn_type": "http", "host": f"http://{at}", "password": "sk-demo", "extra": {"backoff_seconds": 0}})
         started.append(f"DeepSeek stand-in on http://{at}")
@@ -54,7 +54,7 @@ def start_standins() -> list[str]:
             with pushes.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(message, ensure_ascii=False) + "\n")
 
-        at = demo.serve(PushSink(on_message=record).handle, demo.PUSH_PORT)
+        at = serve(PushSink(on_message=record).handle, demo.PUSH_PORT)
         os.environ["AIRFLOW_CONN_RADAR_PUSH"] = json.dumps({"conn_type": "generic", "extra": {"urls": demo.push_urls(at)[:1]}})
         started.append(f"push sink on http://{at} → {pushes}")
     return started

@@ -1,6 +1,6 @@
 """Analyse one article with the LLM, never paying twice, never leaving it stuck.
 
-All inside one claim (store.claim_item): an article already analysed is skipped, a repost of analysed text
+All inside one claim (store.claims.claim_item): an article already analysed is skipped, a repost of analysed text
 reuses that analysis, one whose twin is being analysed waits for it, one without attempts left fails for
 good; otherwise an attempt is counted and the LLM called (:func:`ask`), the result inserted under a unique key.
 Every way out closes the attempt (:func:`attempt`): analysed, failed (counted on the slot), interrupted (the
@@ -48,21 +48,21 @@ BUSY_POLL_SECONDS = 5.0
 
 
 class ClaimKeeper:
-    """Renews, every ``store.HEARTBEAT``, the lease of every claim ``owner`` holds (``renew``: the slots' by
+    """Renews, every ``store.claims.HEARTBEAT``, the lease of every claim ``owner`` holds (``renew``: the slots' by
     default, an evaluation's), from a daemon thread, for as long as the block runs (and never past ``until``, a
     ``clock.monotonic()`` value: a try hung beyond its own time limit must not hold its claims for ever). A live
-    try — even a zombie Airflow gave up on — keeps its claims; a dead one's leases run out within ``store.LEASE``.
+    try — even a zombie Airflow gave up on — keeps its claims; a dead one's leases run out within ``store.claims.LEASE``.
     A renewal that fails (the database away for a moment) is logged and tried again at the next beat."""
 
     def __init__(self, connect: Callable[[], Any], owner: str, *, until: float | None = None,
-                 every: float | None = None, renew: Callable[[Any, str], int] = store.renew_claims,
+                 every: float | None = None, renew: Callable[[Any, str], int] = store.claims.renew_claims,
                  clock: Clock = SYSTEM) -> None:
         self.connect = connect
         self.clock = clock
         self.owner = owner
         self.renew = renew
         self.until = until
-        self.every = store.HEARTBEAT.total_seconds() if every is None else every
+        self.every = store.claims.HEARTBEAT.total_seconds() if every is None else every
         self.renewals = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"claims:{owner}", daemon=True)
@@ -128,13 +128,13 @@ def analyse_item(asking: Asking, *, item_id: int, claimer: str,
                  on_budget: Callable[[str], None] | None = None) -> Outcome:
     """Analyse one content item for ``asking``'s slot run (see the module docstring for every way out).
 
-    ``claimer`` names the task try (store.claim_owner; the DAG run id outside Airflow); ``asking.deadline`` is
+    ``claimer`` names the task try (store.claims.claim_owner; the DAG run id outside Airflow); ``asking.deadline`` is
     when the slot needs its analyses done, and bounds the wait for another try of the same task. Raises
     LLMConfigError (the item is put back) and whatever crashed (recorded first).
     """
     if asking.deadline is not None and asking.deadline - asking.clock.monotonic() < MIN_CALL_SECONDS:
         with asking.connect() as conn:
-            store.add_deferred(conn, asking.slot_run_id)
+            store.slot_runs.add_deferred(conn, asking.slot_run_id)
         log.info("item %s: the slot's analysis deadline has passed; left for a later slot", item_id)
         return Outcome(item_id, "deferred", error="the slot's analysis deadline passed; a later slot analyses it")
     llm = asking.llm()  # a configuration problem (a missing or malformed key) surfaces before any claim
@@ -155,7 +155,7 @@ def _over_budget(asking: Asking, item_id: int, on_budget: Callable[[str], None] 
     with asking.connect() as conn:
         spent = spending.budget_reached(conn, settings, clock)
         if spent is not None:
-            store.defer_for_budget(conn, asking.slot_run_id, [item_id], clock.today())
+            store.operations.defer_for_budget(conn, asking.slot_run_id, [item_id], clock.today())
     if spent is None:
         return None
     reason = (f"the day's LLM budget is reached ({settings.price_table().money(spent)} of "
@@ -166,25 +166,25 @@ def _over_budget(asking: Asking, item_id: int, on_budget: Callable[[str], None] 
     return Outcome(item_id, "deferred", error=reason)
 
 
-def _claim(asking: Asking, item_id: int, claimer: str) -> tuple[store.Claim, Outcome | None, focus.Profile]:
+def _claim(asking: Asking, item_id: int, claimer: str) -> tuple[store.claims.Claim, Outcome | None, focus.Profile]:
     """Claim the item: the claim, the outcome when it needs no call, and the reader's profile for the prompt.
 
     While another try of this task holds it, wait for that try to finish it, or for its lease to run out
     (it died), within the slot's deadline.
     """
     clock, slot_run_id = asking.clock, asking.slot_run_id
-    patience = clock.monotonic() + store.LEASE.total_seconds() + BUSY_POLL_SECONDS
+    patience = clock.monotonic() + store.claims.LEASE.total_seconds() + BUSY_POLL_SECONDS
     if asking.deadline is not None:
         patience = min(patience, asking.deadline - MIN_CALL_SECONDS)
     while True:
         with asking.connect() as conn:
-            claim = store.claim_item(conn, item_id, slot_run_id=slot_run_id, claimer=claimer,
+            claim = store.claims.claim_item(conn, item_id, slot_run_id=slot_run_id, claimer=claimer,
                                      max_attempts=asking.settings.max_analysis_attempts)
             waiting = (claim.state == "busy" and claim.item is not None
-                       and store.same_task(claimer, claim.item["claimed_by"]) and clock.monotonic() < patience)
+                       and store.claims.same_task(claimer, claim.item["claimed_by"]) and clock.monotonic() < patience)
             if not waiting:
                 early = _without_call(conn, claim, item_id, slot_run_id)
-                profile = focus.from_row(store.get_profile(conn)) if early is None else focus.Profile()
+                profile = focus.from_row(store.focus.get_profile(conn)) if early is None else focus.Profile()
                 return claim, early, profile
         assert claim.item is not None
         log.info("item %s: another try of this task holds it (%s); waiting for it", item_id, claim.item["claimed_by"])
@@ -252,7 +252,7 @@ def ask(llm: LLMClient, item: dict[str, Any], profile: focus.Profile, settings: 
     return result, verdict, answer
 
 
-def _analyse_claimed(asking: Asking, llm: LLMClient, claim: store.Claim, profile: focus.Profile) -> Outcome:
+def _analyse_claimed(asking: Asking, llm: LLMClient, claim: store.claims.Claim, profile: focus.Profile) -> Outcome:
     """Call the LLM for a claimed item and store its analysis; every way out closes the attempt."""
     item, attempt_id = claim.item, claim.attempt_id
     assert item is not None and attempt_id is not None
@@ -262,10 +262,10 @@ def _analyse_claimed(asking: Asking, llm: LLMClient, claim: store.Claim, profile
                   model=llm.model, usage=Usage(), clock=asking.clock)
 
     def close(conn: Any, outcome: str, error: str, calls: int) -> None:
-        store.finish_attempt(conn, attempt_id, outcome, error=error, llm_calls=calls,
+        store.claims.finish_attempt(conn, attempt_id, outcome, error=error, llm_calls=calls,
                              max_attempts=asking.settings.max_analysis_attempts)
         if outcome == "interrupted":
-            store.add_deferred(conn, asking.slot_run_id)
+            store.slot_runs.add_deferred(conn, asking.slot_run_id)
 
     done = attempt(asking.connect, spend, close, lambda: _call_and_store(asking, llm, claim, profile, spend))
     if not isinstance(done, Closed):
@@ -278,7 +278,7 @@ def _analyse_claimed(asking: Asking, llm: LLMClient, claim: store.Claim, profile
     return Outcome(item_id, done.outcome, error=str(done.error))
 
 
-def _call_and_store(asking: Asking, llm: LLMClient, claim: store.Claim, profile: focus.Profile,
+def _call_and_store(asking: Asking, llm: LLMClient, claim: store.claims.Claim, profile: focus.Profile,
                     spend: Spend) -> Outcome:
     """The ladder's answer on the claimed item, its evidence settled, stored with what it cost (``spend``)."""
     item, attempt_id, settings = claim.item, claim.attempt_id, asking.settings
@@ -289,24 +289,24 @@ def _call_and_store(asking: Asking, llm: LLMClient, claim: store.Claim, profile:
     record["watch_hits"] = profile.watch_hits(item["title"], item["clean_text"])
     with asking.connect() as conn:
         spend.record(conn)
-        analysis_id = store.insert_analysis(conn, record, [o.model_dump() for o in result.opportunities],
+        analysis_id = store.analyses.insert_analysis(conn, record, [o.model_dump() for o in result.opportunities],
                                             attempt_id=attempt_id)
         if analysis_id is None:  # a concurrent run stored it first: that one stands
-            store.finish_attempt(conn, attempt_id, "analysed", llm_calls=answer.usage.calls)
-            existing = store.analysis_for_item(conn, item_id)
+            store.claims.finish_attempt(conn, attempt_id, "analysed", llm_calls=answer.usage.calls)
+            existing = store.analyses.analysis_for_item(conn, item_id)
             return Outcome(item_id, "skipped", existing["id"] if existing else None, existing and existing["score"])
     log.info("item %s (%s): score %d, %d opportunities, %d calls, %d ms",
              item_id, item["title"], result.score, len(result.opportunities), answer.usage.calls, answer.usage.latency_ms)
     return Outcome(item_id, "analysed", analysis_id, result.score)
 
 
-def _without_call(conn: Any, claim: store.Claim, item_id: int, slot_run_id: int) -> Outcome | None:
+def _without_call(conn: Any, claim: store.claims.Claim, item_id: int, slot_run_id: int) -> Outcome | None:
     """The outcome of a claim that needs no LLM call (done, a repost, busy, no attempts left), else None."""
     if claim.state == "claimed":
         return None
     if claim.state == "done":
         if claim.analysis is not None:
-            store.mark_item_done(conn, item_id)
+            store.analyses.mark_item_done(conn, item_id)
             log.info("item %s already analysed (analysis %s); no call", item_id, claim.analysis["id"])
             return Outcome(item_id, "skipped", claim.analysis["id"], claim.analysis["score"])
         return Outcome(item_id, "skipped")
@@ -325,7 +325,7 @@ def _without_call(conn: Any, claim: store.Claim, item_id: int, slot_run_id: int)
     }
     status, reason = reasons[claim.state]
     if status == "deferred":
-        store.add_deferred(conn, slot_run_id)
+        store.slot_runs.add_deferred(conn, slot_run_id)
     log.info("item %s: %s", item_id, reason)
     return Outcome(item_id, status, error=reason)
 
@@ -373,5 +373,5 @@ def _reuse(conn: Any, twin: dict[str, Any], item_id: int, slot_run_id: int) -> i
         "llm_calls": 0,
     }
     opportunities = twin["result_json"].get("opportunities", []) if isinstance(twin["result_json"], dict) else []
-    return store.insert_analysis(conn, record, opportunities)
+    return store.analyses.insert_analysis(conn, record, opportunities)
 

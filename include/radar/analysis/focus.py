@@ -264,7 +264,7 @@ class Profile:
 
 
 def from_row(row: dict[str, Any] | None, slow: Mapping[str, str] | None = None) -> Profile:
-    """The stored profile, without the regex rules slots switched off (``slow``, store.slow_rules). A row saved
+    """The stored profile, without the regex rules slots switched off (``slow``, store.focus.slow_rules). A row saved
     by an older version that no longer parses keeps what still does; the rules it drops (a Python-only regex:
     a lookaround, a backreference) are listed in ``disabled`` with the reason, for the profile page to show."""
     return _stored(row).switched_off(slow or {})

@@ -56,7 +56,7 @@ class DatabaseGate(RateGate):
     def _update(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
         try:
             with self.connect() as conn:
-                return store.update_status(conn, self.key, change)
+                return store.operations.update_status(conn, self.key, change)
         except Exception:  # the gate is advisory
             log.warning("the shared DeepSeek rate-limit state could not be updated", exc_info=True)
             return {}
@@ -64,7 +64,7 @@ class DatabaseGate(RateGate):
     def _read(self) -> dict[str, Any]:
         try:
             with self.connect() as conn:
-                return store.status(conn, self.key)
+                return store.operations.status(conn, self.key)
         except Exception:
             log.warning("the shared DeepSeek rate-limit state could not be read", exc_info=True)
             return {}

@@ -28,7 +28,7 @@ def budget_reached(conn: Any, settings: Settings, clock: Clock = SYSTEM) -> floa
     article back."""
     if not settings.daily_budget:
         return None
-    spent = store.day_spend(conn, clock.today(), settings.deepseek_currency)
+    spent = store.operations.day_spend(conn, clock.today(), settings.deepseek_currency)
     return spent if spent >= settings.daily_budget else None
 
 
@@ -69,7 +69,7 @@ class Spend:
         if self.recorded or usage is None or not usage.answered:
             return
         prices = self.prices or self.settings.price_table()
-        store.record_spend(conn, {
+        store.operations.record_spend(conn, {
             "spent_on": self.clock.today(), "purpose": self.purpose, "content_item_id": self.item_id,
             "attempt_id": self.attempt_id, "slot_run_id": self.slot_run_id, "evaluation_id": self.evaluation_id,
             "model": self.model, "calls": usage.calls, "answered": usage.answered, "peak_calls": usage.peak_calls(prices),

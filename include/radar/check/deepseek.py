@@ -68,7 +68,7 @@ def _budget_line(settings: Settings, connect: Callable[[], Any] | None, options:
     spent = ""
     if connect is not None:
         with connect() as conn:
-            today = store.day_spend(conn, options.clock.today(), settings.deepseek_currency)
+            today = store.operations.day_spend(conn, options.clock.today(), settings.deepseek_currency)
         spent = f"；今天已花 {push_money(today, settings)}"
     if not settings.daily_budget:
         text = f"没有每日预算（daily_budget = 0）：分析从不因花费停下{spent}"

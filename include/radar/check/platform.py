@@ -14,7 +14,8 @@ from include.radar import DAG_ID
 from include.radar.check import Line, Options, bounded, fail, ok, reason, warn
 from include.radar.check.airflow_facts import DAG_FILE, POOL, AirflowFacts, load_models, parses_here, read_airflow
 from include.radar.core import db
-from include.radar.core.settings import Settings, airflow_here, deployment
+from include.radar.core.connection_info import airflow_here
+from include.radar.core.settings import Settings, deployment
 from include.radar.operations import roles
 
 DB = "雷达数据库"

@@ -82,7 +82,7 @@ def run(options: Options, lookup: Lookup | None = None) -> Report:
 def record(connect: Callable[[], Any], report: Report) -> None:
     """Keep the result for the health panel (service_state, which the pages' login reads)."""
     with connect() as conn:
-        store.set_state(conn, STATE_KEY, report.as_state(), None)
+        store.state.set_state(conn, STATE_KEY, report.as_state(), None)
 
 
 def main(options: Options, out: Callable[[str], None] = print) -> int:

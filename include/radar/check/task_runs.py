@@ -111,11 +111,11 @@ def _remember(connect: Callable[[], Any] | None, tasks: list[Task], now: datetim
         return {}
     try:
         with connect() as conn:
-            stored = store.status(conn, SEEN_KEY)
+            stored = store.operations.status(conn, SEEN_KEY)
             seen = {k: v for k, v in stored.items() if isinstance(k, str) and isinstance(v, str)}
             for task in tasks:
                 seen.setdefault(task.form, now.isoformat())
-            store.set_state(conn, SEEN_KEY, seen, None)
+            store.state.set_state(conn, SEEN_KEY, seen, None)
     except Exception:  # a memory for the next check: without it this one judges as on a first run
         log.warning("the tasks the check saw could not be kept", exc_info=True)
         return {}

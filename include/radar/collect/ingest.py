@@ -105,7 +105,7 @@ def db_token_cache(connect: Callable[[], Any], key: str) -> tuple[Callable[[], T
 
     def load() -> Token | None:
         with connect() as conn:
-            row = store.get_state(conn, key)
+            row = store.state.get_state(conn, key)
         if not row or not row["expires_at"]:
             return None
         return Token(str(row["value"].get("token", "")), row["expires_at"])
@@ -113,9 +113,9 @@ def db_token_cache(connect: Callable[[], Any], key: str) -> tuple[Callable[[], T
     def save(token: Token | None) -> None:
         with connect() as conn:
             if token is None:
-                store.delete_state(conn, key)
+                store.state.delete_state(conn, key)
             else:
-                store.set_state(conn, key, {"token": token.value}, token.expires_at)
+                store.state.set_state(conn, key, {"token": token.value}, token.expires_at)
 
     return load, save
 
@@ -167,9 +167,9 @@ def ingest_slot(connect: Callable[[], Any], client: WeRSSClient, slot: SlotInges
         _ingest(connect, client, summary, slot, now)
     finally:
         with connect() as conn:
-            store.record_ingest(conn, slot.slot_run_id, new=summary.new, skipped=summary.skipped, waiting=summary.waiting,
+            store.slot_runs.record_ingest(conn, slot.slot_run_id, new=summary.new, skipped=summary.skipped, waiting=summary.waiting,
                                 body_problems=summary.body_problems)
-            store.add_slot_warnings(conn, slot.slot_run_id, "ingest", summary.warnings)
+            store.slot_runs.add_slot_warnings(conn, slot.slot_run_id, "ingest", summary.warnings)
     log.info(summary.line())
     return summary
 
@@ -208,13 +208,13 @@ def _ingest(connect: Callable[[], Any], client: WeRSSClient, summary: IngestSumm
     account_rows = _accounts(connect, client, summary)
     summary.accounts = len(account_rows)
     with connect() as conn:  # active on the slot's day (coverage.py)
-        store.record_accounts_listed(conn, [a["id"] for a in account_rows.values()], slot.key.run_date)
+        store.articles.record_accounts_listed(conn, [a["id"] for a in account_rows.values()], slot.key.run_date)
     listing = _list_accounts(connect, client, summary, account_rows, slot, now)
     if listing.tried and summary.accounts_failed == listing.tried:
         raise WeRSSError(f"ingest failed for all {listing.tried} accounts: " + "; ".join(summary.errors[:3]))
     summary.in_window = len(listing.metas)
     with connect() as conn:
-        known = store.known_external_ids(conn, list(listing.metas))
+        known = store.articles.known_external_ids(conn, list(listing.metas))
     candidates = _candidates(listing.metas, known, summary, now=now)
     if len(candidates) > slot.max_articles:
         summary.deferred = len(candidates) - slot.max_articles
@@ -224,10 +224,10 @@ def _ingest(connect: Callable[[], Any], client: WeRSSClient, summary: IngestSumm
     new_by_account = _store_candidates(connect, client, summary, candidates, account_rows, known,
                                        slot_run_id=slot.slot_run_id, now=now)
     with connect() as conn:
-        store.record_accounts_read(conn, [account_rows[mp_id]["id"] for mp_id in listing.per_account],
+        store.articles.record_accounts_read(conn, [account_rows[mp_id]["id"] for mp_id in listing.per_account],
                                    slot.key.run_date)
         for mp_id, found_metas in listing.per_account.items():
-            store.record_account_check(
+            store.articles.record_account_check(
                 conn, account_rows[mp_id]["id"], hits=1 if new_by_account.get(mp_id) else 0,
                 last_article_at=found_metas[0].published_at if found_metas else None, error=None, backoff_until=None,
             )
@@ -268,7 +268,7 @@ def _account_failed(connect: Callable[[], Any], summary: IngestSummary, account:
     failures = account["consecutive_failures"] + 1
     until = now + backoff_for(exc.status, str(exc), failures)
     with connect() as conn:
-        store.record_account_check(
+        store.articles.record_account_check(
             conn, account["id"], hits=0, last_article_at=None, error=str(exc),
             backoff_until=until if until > now else None,
         )
@@ -286,7 +286,7 @@ def _note_listing(connect: Callable[[], Any], summary: IngestSummary, account: d
         for reason in found.skipped:
             summary.warn(f"account {account['name']}: skipped {reason}")
         with connect() as conn:
-            store.record_account_skips(conn, account["id"], len(found.skipped), found.skipped[-1])
+            store.articles.record_account_skips(conn, account["id"], len(found.skipped), found.skipped[-1])
     for note in found.notes:
         summary.warn(f"account {account['name']}: {note}")
 
@@ -299,7 +299,7 @@ def _candidates(metas: dict[str, ArticleRow], known: dict[str, Any], summary: In
         stored = known.get(meta.id)
         if stored is None:
             candidates.append(meta)
-        elif stored["body_status"] == store.BODY_WAITING:
+        elif stored["body_status"] == store.common.BODY_WAITING:
             due = stored["next_body_check_at"]
             if due is None or due <= now:
                 candidates.append(meta)
@@ -340,7 +340,7 @@ def _accounts(connect: Callable[[], Any], client: WeRSSClient, summary: IngestSu
             continue
         rows.setdefault(row.id, row)
     with connect() as conn:
-        return {mp_id: store.upsert_account(conn, mp_id, row.name) for mp_id, row in rows.items()}
+        return {mp_id: store.articles.upsert_account(conn, mp_id, row.name) for mp_id, row in rows.items()}
 
 
 def _deadline(summary: IngestSummary, message: str) -> None:
@@ -383,24 +383,24 @@ def _store_article(
         "slot_run_id": slot_run_id,
         "body_checks": 1,
         "first_seen_at": now,
-        "next_body_check_at": next_body_check(now, now) if body_status == store.BODY_WAITING else None,
+        "next_body_check_at": next_body_check(now, now) if body_status == store.common.BODY_WAITING else None,
     }
     problem = _problem(meta, item["title"], verdict)
     with connect() as conn:
         if was_waiting:
-            filled = store.fill_waiting_body(conn, meta.id, item, next_check=lambda seen: next_body_check(seen, now))
+            filled = store.articles.fill_waiting_body(conn, meta.id, item, next_check=lambda seen: next_body_check(seen, now))
             if filled is None:
                 return ArticleResult(Stored.KNOWN)  # another run filled it first
             _record_problem(conn, meta, item["title"], account_id, verdict, missing=cleaned is None)
             return _filled(meta, item["title"], filled, last_error, problem)
-        inserted = store.insert_content_item(conn, item)
+        inserted = store.articles.insert_content_item(conn, item)
         if inserted is not None:
             _record_problem(conn, meta, item["title"], account_id, verdict, missing=cleaned is None)
     if inserted is None:
         return ArticleResult(Stored.KNOWN)  # a concurrent run stored it first
-    if body_status == store.BODY_UNUSABLE:
+    if body_status == store.common.BODY_UNUSABLE:
         log.warning("article %s (%s) has no usable text: %s", meta.id, item["title"], last_error)
-    stored = {store.BODY_WAITING: Stored.WAITING, store.BODY_UNUSABLE: Stored.UNUSABLE}.get(body_status, Stored.NEW)
+    stored = {store.common.BODY_WAITING: Stored.WAITING, store.common.BODY_UNUSABLE: Stored.UNUSABLE}.get(body_status, Stored.NEW)
     return ArticleResult(stored, problem, body_problem=problem is not None)
 
 
@@ -424,7 +424,7 @@ def _fetch_detail(
     except RowRejected as exc:
         if account_id is not None:
             with connect() as conn:
-                store.record_account_skips(conn, account_id, 1, f"detail of {exc}")
+                store.articles.record_account_skips(conn, account_id, 1, f"detail of {exc}")
         log.warning("article %s: skipping a malformed detail row: %s", meta.id, exc)
         return ArticleResult(Stored.SKIPPED, f"skipped the detail of {exc}")
     return raw, detail
@@ -434,24 +434,24 @@ def body_state(cleaned: CleanResult | None, verdict: Verdict | None) -> tuple[st
     """The body status to store, and why: no body yet, one of WeChat's pages (never analysed, never paid
     for), no usable text, or ready."""
     if cleaned is None:
-        return store.BODY_WAITING, "waiting for WeRSS to fetch the body"
+        return store.common.BODY_WAITING, "waiting for WeRSS to fetch the body"
     if verdict is not None:
         if verdict.to_come:
-            return store.BODY_WAITING, f"{verdict.reason}; waiting for the real body"
-        return store.BODY_UNUSABLE, verdict.reason
+            return store.common.BODY_WAITING, f"{verdict.reason}; waiting for the real body"
+        return store.common.BODY_UNUSABLE, verdict.reason
     if not cleaned.usable:
-        return store.BODY_UNUSABLE, cleaned.reason or "no usable text"
-    return store.BODY_READY, cleaned.reason
+        return store.common.BODY_UNUSABLE, cleaned.reason or "no usable text"
+    return store.common.BODY_READY, cleaned.reason
 
 
 def _filled(meta: ArticleRow, title: str, filled: dict[str, Any], last_error: str | None,
             problem: str | None) -> ArticleResult:
     """The result of checking a waiting article's body again."""
-    if filled["body_status"] == store.BODY_WAITING:
+    if filled["body_status"] == store.common.BODY_WAITING:
         log.info("article %s (%s): still no body after %d checks (%s); next check %s", meta.id,
                  title, filled["body_checks"], last_error, filled["next_body_check_at"])
         return ArticleResult(Stored.WAITING, problem, body_problem=problem is not None)
-    if filled["body_status"] == store.BODY_READY:
+    if filled["body_status"] == store.common.BODY_READY:
         log.info("article %s (%s): body arrived, now analysable", meta.id, title)
         return ArticleResult(Stored.NEW, problem, body_problem=problem is not None)
     return ArticleResult(Stored.UNUSABLE, problem, body_problem=problem is not None)
@@ -488,6 +488,6 @@ def _record_problem(conn: Any, meta: ArticleRow, title: str, account_id: int | N
     if account_id is None:
         return
     if missing:
-        store.record_body_missing(conn, account_id)
+        store.articles.record_body_missing(conn, account_id)
     elif verdict is not None:
-        store.record_body_problem(conn, account_id, verdict.kind, verdict.reason)
+        store.articles.record_body_problem(conn, account_id, verdict.kind, verdict.reason)

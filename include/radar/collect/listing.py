@@ -95,7 +95,7 @@ def read_collection(connect: Callable[[], Any], client: WeRSSClient, accounts: l
     theirs shows collected (coverage.evidence): the other evidence coverage counts them by. At most SYNC_READS a
     slot, the longest unasked first; a failure or the deadline leaves the rest for a later slot."""
     with connect() as conn:
-        found = store.collection_evidence(conn, [a["id"] for a in accounts], now)
+        found = store.articles.collection_evidence(conn, [a["id"] for a in accounts], now)
     by_article = {r["id"] for r in found if coverage.evidence({**r, "synced_at": None}, now) == "article"}
     doubtful = sorted((a for a in accounts if a["id"] not in by_article),
                       key=lambda a: a.get("werss_checked_at") or EARLIEST_PUBLISH)
@@ -109,4 +109,4 @@ def read_collection(connect: Callable[[], Any], client: WeRSSClient, accounts: l
             continue
         if "sync_time" in detail:  # a WeRSS whose record says nothing of it leaves the evidence as it was
             with connect() as conn:
-                store.record_account_sync(conn, row["id"], werss_rows.synced_at(detail, now))
+                store.articles.record_account_sync(conn, row["id"], werss_rows.synced_at(detail, now))

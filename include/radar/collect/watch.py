@@ -58,7 +58,7 @@ def werss_outcome(rt: StepRuntime, slot: dict[str, Any], summary: ingest.IngestS
 
     try:
         with rt.connect() as conn:
-            state = store.update_status(conn, "werss:status", change)
+            state = store.operations.update_status(conn, "werss:status", change)
     except Exception:  # a status for the pages; the step's own outcome matters more
         log.warning("WeRSS status could not be recorded", exc_info=True)
         return
@@ -97,7 +97,7 @@ def wechat_login(rt: StepRuntime, slot: dict[str, Any], client: WeRSSClient) -> 
 
     try:
         with rt.connect() as conn:
-            state = store.update_status(conn, WECHAT_STATUS, change)
+            state = store.operations.update_status(conn, WECHAT_STATUS, change)
     except Exception:  # a status for the pages
         log.warning("WeRSS's WeChat login could not be recorded", exc_info=True)
         return
@@ -116,7 +116,7 @@ def wechat_login(rt: StepRuntime, slot: dict[str, Any], client: WeRSSClient) -> 
                            "在重新扫码登录之前，公众号的新文章不会进入雷达", slot)
         if outcome in DELIVERED:  # a failed delivery is retried by the next slot
             with rt.connect() as conn:
-                store.update_status(conn, WECHAT_STATUS, lambda s: {**s, "expired_alerted": lapse})
+                store.operations.update_status(conn, WECHAT_STATUS, lambda s: {**s, "expired_alerted": lapse})
         return
     left = login.expires_at - now if login.expires_at else None
     warn = timedelta(hours=rt.settings.wechat_login_warn_hours)
@@ -129,7 +129,7 @@ def silent_accounts(rt: StepRuntime, slot: dict[str, Any], at: datetime) -> None
     """Accounts quiet for more than three times their usual interval between articles: alert, listing them."""
     try:
         with rt.connect() as conn:
-            silent = store.silent_accounts(conn, at, SILENT_FACTOR)
+            silent = store.articles.silent_accounts(conn, at, SILENT_FACTOR)
     except Exception:  # a watcher: its failure must not fail the ingest it follows
         log.warning("quiet accounts could not be checked", exc_info=True)
         return
@@ -150,14 +150,14 @@ def coverage_of(conn: Any, day: date, now: datetime) -> Coverage:
     """The coverage of ``day`` as of ``now`` (or of the day's end, for a day gone by), by coverage.py's rules."""
     start, end = local_day_bounds(day)
     at = min(now, end)
-    accounts = store.accounts_of_day(conn, day)
+    accounts = store.articles.accounts_of_day(conn, day)
     listed = bool(accounts)
     if not listed:
-        accounts = store.accounts_listed_between(conn, day - timedelta(days=coverage.FALLBACK_DAYS),
+        accounts = store.articles.accounts_listed_between(conn, day - timedelta(days=coverage.FALLBACK_DAYS),
                                                  day - timedelta(days=1))
-    found = {r["id"]: r for r in store.collection_evidence(conn, [a["id"] for a in accounts], at)}
+    found = {r["id"]: r for r in store.articles.collection_evidence(conn, [a["id"] for a in accounts], at)}
     rows = [{**found.get(a["id"], {}), **a} for a in accounts]
-    login = coverage.login_state(store.status(conn, WECHAT_STATUS), start, at)
+    login = coverage.login_state(store.operations.status(conn, WECHAT_STATUS), start, at)
     return coverage.summarise(rows, at=at, login=login, listed=listed)
 
 
@@ -186,4 +186,4 @@ def missed_slots(conn: Any, settings: Settings, key: SlotKey, now: datetime) -> 
     expected = slots_between(key.scheduled_at - timedelta(days=1), now - timedelta(minutes=SILENCE_MINUTES),
                              settings.schedule_slots)
     pairs = [(k.run_date, k.slot) for k in expected if k.scheduled_at < key.scheduled_at]
-    return [f"{d:%m-%d} {s}" for d, s in store.missed_since_last_run(conn, pairs, (key.run_date, key.slot))]
+    return [f"{d:%m-%d} {s}" for d, s in store.operations.missed_since_last_run(conn, pairs, (key.run_date, key.slot))]

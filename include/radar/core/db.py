@@ -106,7 +106,8 @@ def embedded_url(pgdata: Path | None = None) -> str:
 
 def database_url(conn_id: str = "radar_db") -> str:
     """The tasks' database: ``RADAR_DATABASE_URL``, else the connection ``conn_id``, else the embedded one."""
-    from include.radar.core.settings import deployment, get_connection
+    from include.radar.core.connection_info import get_connection
+    from include.radar.core.settings import deployment
 
     url = deployment("RADAR_DATABASE_URL")
     if url:

@@ -22,9 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from include.radar.core import pricing
-from include.radar.core.connection_info import ConnectionInfo as ConnectionInfo
 from include.radar.core.connection_info import airflow_here
-from include.radar.core.connection_info import get_connection as get_connection
 
 SLOT_RE = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
 

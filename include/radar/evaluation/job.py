@@ -18,9 +18,9 @@ from typing import Any
 
 from include.radar import store
 from include.radar.analysis import analyst, evidence, focus, spending
-from include.radar.analysis.llm import LLMBudget, LLMClient, LLMError, Usage
+from include.radar.analysis.llm import LLMBudget, LLMClient, LLMError
 from include.radar.core.clock import Clock
-from include.radar.core.pricing import PriceTable
+from include.radar.core.pricing import PriceTable, Usage
 from include.radar.core.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -237,7 +237,7 @@ def preview(connect: Callable[[], Any], settings: Settings, candidate: Candidate
     since = clock.now() - timedelta(days=sample.days)
     with connect() as conn:
         rows = store.evaluations.sample(conn, since=since, size=sample.size, only_with=sample.only_with)
-        profile = focus.from_row(store.get_profile(conn))
+        profile = focus.from_row(store.focus.get_profile(conn))
     most = most_per_call(rows, settings, candidate, prices, profile)
     plan = Plan(None, len(rows), estimate(rows, prices), most, prices, source)
     return dataclasses.replace(plan, refused=_refusal(plan, cap)), rows
@@ -332,7 +332,7 @@ def run(connect: Callable[[], Any], settings: Settings, evaluation_id: int, *,
             check_trusted(conn, row)
         items = store.evaluations.open_items(conn, evaluation_id, settings.max_analysis_attempts)
         store.evaluations.set_status(conn, evaluation_id, "running", row["note"])
-        profile = focus.from_row(store.get_profile(conn))
+        profile = focus.from_row(store.focus.get_profile(conn))
     candidate = candidate_of(row)
     threads = batches.width(settings.llm_concurrency, settings.analysis_tasks)
     gate = gate_of(connect, settings, candidate, evaluation_id)

@@ -20,6 +20,7 @@ from include.radar import store
 from include.radar.core import redact
 from include.radar.core.slots import SHANGHAI
 from include.radar.pushes import push
+from include.radar.pushes.message import Message
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def raise_alert(
     detail = redact.scrub(" ".join(str(detail).split()))[:600]
     try:
         with connect() as conn:
-            alert = store.record_alert(conn, day=day, cause=cause, title=info.title, detail=detail,
+            alert = store.operations.record_alert(conn, day=day, cause=cause, title=info.title, detail=detail,
                                        slot_run_id=slot_run_id, dag_run_id=dag_run_id)
     except Exception:  # alerting must not fail the step that raised it
         log.exception("operator alert %s could not be recorded: %s", cause, detail)
@@ -102,7 +103,7 @@ def raise_alert(
         return "already"
     try:
         targets, shared = channels()
-        message = push.Message(
+        message = Message(
             title=f"{'【运维】' if shared else ''}{info.title}",
             lines=[alert["detail"] or detail, f"处理：{info.action}"],
             link=link,
@@ -116,7 +117,7 @@ def raise_alert(
         error, delivered = redact.scrub(f"{exc.__class__.__name__}: {exc}"), False
     try:
         with connect() as conn:
-            store.finish_alert(conn, alert["id"], error, delivered=delivered)
+            store.operations.finish_alert(conn, alert["id"], error, delivered=delivered)
     except Exception:
         log.exception("operator alert %s: its delivery could not be recorded", cause)
     if error:

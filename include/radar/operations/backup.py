@@ -395,7 +395,7 @@ def restore(dump: Path, into: str, *, replace: bool = False, pages_url: str | No
             raise BackupError(f"restored into {db.redact(into)}, but the row counts differ from the manifest: {detail}")
     applied = db.migrate(into)  # then what `cli migrate` does after migrating: search lexemes of older rows
     with db.connect(into) as conn:
-        indexed = store.index_missing(conn)
+        indexed = store.searching.index_missing(conn)
     granted = roles.grant_pages(into, pages_url) if pages_url and _same_database(into, pages_url) else []
     return Restored(db.redact(into), version, tool, manifest, counts, created, applied, indexed, granted)
 

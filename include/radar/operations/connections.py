@@ -14,7 +14,8 @@ from urllib.parse import urlsplit
 
 from include.radar.core import redact
 from include.radar.core.clock import SYSTEM, Clock
-from include.radar.core.settings import ConnectionInfo, Settings, check_secret, get_connection
+from include.radar.core.connection_info import ConnectionInfo, get_connection
+from include.radar.core.settings import Settings, check_secret
 from include.radar.operations import alerts
 from include.radar.pushes import push
 

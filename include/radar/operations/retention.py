@@ -80,9 +80,9 @@ def daily(connect: Callable[[], Any], settings: Any, slot: dict[str, Any], now: 
         held = store.retention.footprint(conn)
         status = {"at": clock.now().isoformat(), "retention_days": keep, **held,
                   "last": asdict(run) if run else None}
-        store.update_status(conn, STATUS_KEY, lambda _old: status)
+        store.operations.update_status(conn, STATUS_KEY, lambda _old: status)
         if run and not run.finished:
-            store.add_slot_warnings(conn, slot["slot_run_id"], "retention", [
+            store.slot_runs.add_slot_warnings(conn, slot["slot_run_id"], "retention", [
                 f"retention: {run.remaining} article bodies older than {keep} days left for tomorrow "
                 f"({run.bodies} pruned in {run.seconds:.0f} s)"])
     size = held["database_bytes"] / 2**20

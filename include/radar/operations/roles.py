@@ -307,7 +307,7 @@ def grant_pages(owner_url: str, pages_url: str) -> list[str]:
         for statement in _pages_grants(pages.user, pages.dbname, tables):
             conn.execute(statement)
         # the profile form's key (without a link_secret, web/csrf.py): made here, as the owner, the pages read it
-        store.make_form_key(conn)
+        store.state.make_form_key(conn)
         conn.commit()
     return [f"role {pages.user}: reads {len(tables)} tables, writes {', '.join(PAGES_WRITE_TABLES)}; "
             f"the profile form's key is in service_state"]

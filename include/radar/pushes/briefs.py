@@ -2,7 +2,7 @@
 (the thesis), which (score, type, targets with their codes), which way (the direction), why (a verified quote),
 who said it and when, how many accounts — and the 22:00 push's glance of the day.
 
-The rows are analysis rows (store.slot_analyses / day_analyses, with ranking.annotate's ``watch_hits``) folded
+The rows are analysis rows (store.analyses.slot_analyses / day_analyses, with ranking.annotate's ``watch_hits``) folded
 into events (events.Entry); ``result_json`` is the model's validated answer, still read defensively. message.py
 escapes and defangs all of it per channel.
 """

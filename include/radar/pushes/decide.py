@@ -99,9 +99,9 @@ def is_opportunity(analysis: dict[str, Any], threshold: int) -> bool:
 def summarise(analyses: list[dict[str, Any]], failed: int, threshold: int,
               others: list[dict[str, Any]] | tuple[()] = (), reported: set[int] | frozenset[int] = frozenset()
               ) -> SlotSummary:
-    """``analyses``: this slot run's analysis rows (store.slot_analyses); ``others``: the analyses of the same
-    events by other slot runs (store.event_members); ``reported``: the events another run's push already linked
-    to (store.pushed_events).
+    """``analyses``: this slot run's analysis rows (store.analyses.slot_analyses); ``others``: the analyses of the same
+    events by other slot runs (store.events.event_members); ``reported``: the events another run's push already linked
+    to (store.events.pushed_events).
 
     Only news is pushed: a repost that reused an earlier analysis counts as analysed, never as an opportunity;
     one event is one candidate, led by its best-evidenced analysis (events.lead_key), and is not news again once

@@ -341,18 +341,18 @@ def group_new(connect: Any, window: timedelta = WINDOW) -> int:
     total = 0
     while True:
         with connect() as conn:
-            store.lock_grouping(conn)
-            batch = store.ungrouped(conn, MAX_PER_PASS)
+            store.events.lock_grouping(conn)
+            batch = store.events.ungrouped(conn, MAX_PER_PASS)
             if not batch:
                 return total
             # a day of publications per pass: the neighbours fetched stay those of a few days, even when an
             # old article comes back (retry_failed) among new ones
             new = [r for r in batch if r["published_at"] <= batch[0]["published_at"] + PASS_SPAN]
-            rows = store.grouped_near(conn, new, window) + new
+            rows = store.events.grouped_near(conn, new, window) + new
             docs = [_doc(r) for r in rows]
             matches = group(docs, window=window)
             titles = {r["id"]: r["title"] for r in rows}
-            total += store.set_events(conn, ((key, m.event, m.note(titles.get(m.partner, "")))
+            total += store.events.set_events(conn, ((key, m.event, m.note(titles.get(m.partner, "")))
                                              for key, m in matches.items()))
         if len(batch) < MAX_PER_PASS and len(new) == len(batch):
             return total

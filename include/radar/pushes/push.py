@@ -24,9 +24,7 @@ from include.radar import store
 from include.radar.core import http, redact
 from include.radar.core.slots import SHANGHAI
 from include.radar.pushes.decide import defang, msg_uuid
-from include.radar.pushes.message import HTML, MARKDOWN, TEXT, fitted
-from include.radar.pushes.message import Block as Block  # push.Block and push.Message: what a step builds
-from include.radar.pushes.message import Message as Message
+from include.radar.pushes.message import HTML, MARKDOWN, TEXT, Message, fitted
 
 log = logging.getLogger(__name__)
 # apprise and urllib3 (under apprise's requests) log channel URLs and request paths with their tokens
@@ -284,7 +282,7 @@ def deliver(connect: Callable[[], Any], channels: list[Channel], message: Messag
         uuid = occasion.uuid(channel)
         title, body = fit(message, channel)
         with connect() as conn:
-            claimed = store.claim_notification(
+            claimed = store.pushes.claim_notification(
                 conn,
                 {
                     "msg_uuid": uuid, "report_date": occasion.report_date, "slot": occasion.slot,
@@ -295,19 +293,19 @@ def deliver(connect: Callable[[], Any], channels: list[Channel], message: Messag
             )
         if claimed is None:
             with connect() as conn:
-                existing = store.notification(conn, uuid)
-            if (existing and existing["status"] == store.NOTE_PENDING and existing["send_started_at"] is None
+                existing = store.pushes.notification(conn, uuid)
+            if (existing and existing["status"] == store.common.NOTE_PENDING and existing["send_started_at"] is None
                     and existing["channel_key"] is not None):
                 # its sender died between its claim and its send (this is its task's retry, say): deliver it
                 log.info("%s to %s: claimed earlier and never sent; sending it now", occasion.push_type, channel.label)
                 _send_claimed(connect, channel, existing, sender, report)
                 continue
-            state = {store.NOTE_SENT: "already sent", store.NOTE_PENDING: "being sent by another sender",
-                     store.NOTE_UNKNOWN: "sent earlier with its outcome unknown"}.get(
+            state = {store.common.NOTE_SENT: "already sent", store.common.NOTE_PENDING: "being sent by another sender",
+                     store.common.NOTE_UNKNOWN: "sent earlier with its outcome unknown"}.get(
                 existing["status"] if existing else -1, "handled")
             log.info("%s to %s: %s, not sent again", occasion.push_type, channel.label, state)
             report.skipped.append(channel.label)
-            if existing and existing["status"] == store.NOTE_PENDING:
+            if existing and existing["status"] == store.common.NOTE_PENDING:
                 report.pending.append(channel.label)
             continue
         _send_claimed(connect, channel, claimed, sender, report)
@@ -319,7 +317,7 @@ def _send_claimed(connect: Callable[[], Any], channel: Channel, row: dict[str, A
     """Send a claimed row's text to its channel: its send start committed first (only one sender wins it),
     then the channel's answer recorded."""
     with connect() as conn:
-        mine = store.start_send(conn, row["msg_uuid"])
+        mine = store.pushes.start_send(conn, row["msg_uuid"])
     if not mine:
         log.info("%s to %s: another sender started it first", row["push_type"], channel.label)
         report.skipped.append(channel.label)
@@ -328,7 +326,7 @@ def _send_claimed(connect: Callable[[], Any], channel: Channel, row: dict[str, A
     error = sender(channel, row["title"], row["body"]) if row.get("body") is not None else (
         f"{channel.label}: no text was recorded with this message")
     with connect() as conn:
-        store.finish_notification(conn, row["msg_uuid"], error)
+        store.pushes.finish_notification(conn, row["msg_uuid"], error)
     if error is None:
         log.info("pushed %r to %s", row["title"], channel.label)
         report.sent.append(channel.label)
@@ -368,7 +366,7 @@ def sweep(
     by_key = {c.key: c for c in channels}
     report = SweepReport()
     with connect() as conn:
-        rows = store.stale_notifications(conn, older_than)
+        rows = store.pushes.stale_notifications(conn, older_than)
     for row in rows:
         label = f"{row['push_type']} 「{row['title']}」 to {row['channel']}"
         if row["send_started_at"] is not None or row["channel_key"] is None:  # a row without a key: an older claim
@@ -376,7 +374,7 @@ def sweep(
             error = (f"the send started at {started.astimezone(SHANGHAI):%Y-%m-%d %H:%M:%S} (Asia/Shanghai) and its "
                      "sender never recorded an answer: delivery unknown, not resent automatically")
             with connect() as conn:
-                marked = store.mark_unknown(conn, row["msg_uuid"], older_than, error)
+                marked = store.pushes.mark_unknown(conn, row["msg_uuid"], older_than, error)
             if marked is not None:
                 log.warning("%s: its send started and no answer was recorded: delivery unknown, not resent", label)
                 report.unknown.append(marked)
@@ -392,8 +390,8 @@ def sweep(
             why = f"an opportunity alert {int(late.total_seconds() // 60)} minutes late is stale"
         if why is not None:
             with connect() as conn:
-                if store.start_send(conn, row["msg_uuid"]):  # this sweep settles it, nobody else
-                    store.finish_notification(conn, row["msg_uuid"], f"not delivered after its sender was lost: {why}")
+                if store.pushes.start_send(conn, row["msg_uuid"]):  # this sweep settles it, nobody else
+                    store.pushes.finish_notification(conn, row["msg_uuid"], f"not delivered after its sender was lost: {why}")
                     report.failed.append({**row, "error": why})
                     log.warning("%s: claimed, never sent, and %s: marked failed", label, why)
             continue
@@ -405,5 +403,5 @@ def sweep(
             report.sent.append(row)
         elif delivery.failed:
             with connect() as conn:
-                report.failed.append(store.notification(conn, row["msg_uuid"]) or row)
+                report.failed.append(store.pushes.notification(conn, row["msg_uuid"]) or row)
     return report

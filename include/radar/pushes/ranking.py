@@ -96,12 +96,12 @@ class Weights:
 
 def learned(conn: Any, now: datetime, min_picks: int = DEFAULT_MIN_PICKS) -> Weights:
     """The weights as of ``now``: the reader's verdicts and the track record read from the database, learned."""
-    return learn(store.feedback_for_ranking(conn, now), store.track.outcome_means(conn, OUTCOME_HORIZON), min_picks)
+    return learn(store.focus.feedback_for_ranking(conn, now), store.track.outcome_means(conn, OUTCOME_HORIZON), min_picks)
 
 
 def learn(feedback: Iterable[dict[str, Any]], outcomes: Iterable[dict[str, Any]] = (),
           min_picks: int = DEFAULT_MIN_PICKS) -> Weights:
-    """Weights from feedback rows (store.feedback_for_ranking: verdict plus the analysis's account, topic and
+    """Weights from feedback rows (store.focus.feedback_for_ranking: verdict plus the analysis's account, topic and
     result_json) and from the track record (store.track.outcome_means: kind 'account' or 'type', key, n, mean)."""
     account: dict[str, int] = {}
     entity: dict[str, int] = {}

@@ -85,11 +85,11 @@ class DayFacts:
 
     @property
     def slots_done(self) -> list[str]:
-        return [r["slot"] for r in self.slot_runs if r["status"] == store.SUCCESS]
+        return [r["slot"] for r in self.slot_runs if r["status"] == store.common.SUCCESS]
 
     @property
     def slot_errors(self) -> list[str]:
-        return [f"{r['slot']}: {r['error']}" for r in self.slot_runs if r["status"] == store.SLOT_FAILED and r["error"]]
+        return [f"{r['slot']}: {r['error']}" for r in self.slot_runs if r["status"] == store.common.SLOT_FAILED and r["error"]]
 
 
 def gather(conn: Any, day: date, threshold: int, currency: str = "USD",
@@ -100,14 +100,14 @@ def gather(conn: Any, day: date, threshold: int, currency: str = "USD",
     return DayFacts(
         day=day,
         # ordered by rank: the reader's watchlist and feedback decide which of equal scores comes first
-        analyses=ranking.order(ranking.annotate(with_pushes(conn, store.day_analyses(conn, day), day), weights)),
-        failures=store.day_failures(conn, day),
-        slot_runs=store.slot_runs_for_day(conn, day),
+        analyses=ranking.order(ranking.annotate(with_pushes(conn, store.analyses.day_analyses(conn, day), day), weights)),
+        failures=store.analyses.day_failures(conn, day),
+        slot_runs=store.slot_runs.slot_runs_for_day(conn, day),
         threshold=threshold,
-        pending=store.pending_items(conn, local_day_bounds(day)[1], MAX_PENDING_LISTED),
-        spend=store.day_spend(conn, day, currency),
+        pending=store.analyses.pending_items(conn, local_day_bounds(day)[1], MAX_PENDING_LISTED),
+        spend=store.operations.day_spend(conn, day, currency),
         currency=currency,
-        budget_deferred=store.day_budget_deferred(conn, day),
+        budget_deferred=store.operations.day_budget_deferred(conn, day),
         coverage=_coverage(conn, day, now),
     )
 
@@ -236,7 +236,7 @@ def build_report(
     stats = facts.stats
     report = {
         "report_date": day,
-        "status": store.REPORT_PARTIAL if partial else store.REPORT_OK,
+        "status": store.common.REPORT_PARTIAL if partial else store.common.REPORT_OK,
         "digest_md": digest_md,
         "digest_json": digest_json,
         "slots_done": facts.slots_done,
@@ -247,7 +247,7 @@ def build_report(
         "slot_run_id": slot_run_id,
     }
     with connect() as conn:
-        row = store.upsert_daily_report(conn, report)
+        row = store.reports.upsert_daily_report(conn, report)
     log.info("daily report %s: %s, %d analysed, %d opportunities, %d failed, %d pending",
              day, "partial" if partial else "ok", stats["analysed"], stats["opportunities"], stats["failed"],
              stats["pending"])
@@ -270,7 +270,7 @@ def _day_digest(
 ) -> Asked:
     """The LLM's digest of the day: the one already stored from the same facts (paid for once), else asked."""
     with connect() as conn:
-        kept = stored_digest(store.get_daily_report(conn, day), key)
+        kept = stored_digest(store.reports.get_daily_report(conn, day), key)
     if kept is not None:  # a rerun over the same analyses: the digest was paid for once, it is kept
         log.info("digest for %s: the LLM's digest of these same analyses is kept; no second call", day)
         return Asked(*kept)
@@ -303,7 +303,7 @@ def _llm_json(connect: Callable[[], Any], digest: DailyDigest, facts: DayFacts, 
     """The stored form of the LLM's digest: its picks that cite a known, verified analysis, each as its
     event's lead (once), and the ids it cited that were dropped."""
     with connect() as conn:
-        known = store.existing_analysis_ids(conn, [t.analysis_id for t in digest.top_opportunities])
+        known = store.analyses.existing_analysis_ids(conn, [t.analysis_id for t in digest.top_opportunities])
     dropped = [t.analysis_id for t in digest.top_opportunities if t.analysis_id not in known]
     if dropped:
         log.warning("digest for %s cited unknown analysis ids %s; dropped", day, dropped)

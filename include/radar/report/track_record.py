@@ -230,7 +230,7 @@ def _recheck_rules(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
     (store.track.picks_to_recheck) resolved again. One the current rules measure against another benchmark, or
     not at all, gets the new fields and is computed again from the cache; any other difference (a listing
     renamed since) moves nothing. Without the listed names it waits for the next run."""
-    if (store.status(conn, RULES_KEY).get("version") or 0) >= RULES:
+    if (store.operations.status(conn, RULES_KEY).get("version") or 0) >= RULES:
         return
     picks = store.track.picks_to_recheck(conn)
     index = _names(conn, lazy, now, run) if picks else None
@@ -243,7 +243,7 @@ def _recheck_rules(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
         if moved or contradicted:
             store.track.redo_pick(conn, p["id"], fields)
             run.corrected += 1
-    store.update_status(conn, RULES_KEY, lambda _: {"version": RULES, "at": now.isoformat(), "corrected": run.corrected})
+    store.operations.update_status(conn, RULES_KEY, lambda _: {"version": RULES, "at": now.isoformat(), "corrected": run.corrected})
     conn.commit()
     if run.corrected:
         log.warning("track record: %d picks recorded under older pick rules resolved again", run.corrected)
@@ -466,7 +466,7 @@ def daily(connect: Callable[[], Any], settings: Any, slot: dict[str, Any], alert
     run = update(connect, source_from(settings), now=clock.now(), deadline=deadline, clock=clock)
     if run.problem:
         with connect() as conn:
-            store.add_slot_warnings(conn, slot["slot_run_id"], "track_record", [f"track record: {run.problem}"])
+            store.slot_runs.add_slot_warnings(conn, slot["slot_run_id"], "track_record", [f"track record: {run.problem}"])
         if run.failed:
             alert(f"行情数据源请求失败：{run.problem}；相关的战绩次日重试")
     return run.as_xcom()

@@ -46,10 +46,10 @@ def gather(conn: Any, monday: date, min_picks: int = ranking.DEFAULT_MIN_PICKS, 
            ) -> tuple[list[events.Entry], dict[str, Any]]:
     first, last = monday, monday + timedelta(days=6)
     weights = ranking.learned(conn, now, min_picks)
-    rows = ranking.order(ranking.annotate(store.week_analyses(conn, first, last), weights))
+    rows = ranking.order(ranking.annotate(store.weekly.week_analyses(conn, first, last), weights))
     fresh = [r for r in rows if not r.get("reused_from_id")]
     entries = events.entries(fresh)
-    failed = store.week_failed(conn, first, last)
+    failed = store.weekly.week_failed(conn, first, last)
     return entries, {"analysed": len(rows), "events": len(entries), "failed": failed,
                      "max_score": max((r["score"] for r in fresh), default=None), "record": week_record(conn, first, last)}
 
@@ -92,8 +92,8 @@ def build(connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], *, m
           deadline: float | None = None, clock: Clock = SYSTEM) -> dict[str, Any]:
     """Build (or keep) the week's summary; never raises for LLM failures. Returns the stored row."""
     with connect() as conn:
-        existing = store.get_weekly_report(conn, monday)
-        if existing is not None and existing["status"] == store.REPORT_OK:
+        existing = store.weekly.get_weekly_report(conn, monday)
+        if existing is not None and existing["status"] == store.common.REPORT_OK:
             log.info("weekly summary %s was built by the LLM already; no second call", monday)
             return existing
         entries, stats = gather(conn, monday, settings.outcome_min_picks, now=clock.now())
@@ -123,11 +123,11 @@ def build(connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], *, m
         digest_json = {"top_opportunities": tops, "watchlist": [], "source": "fallback"}
         digest_md = fallback_markdown(monday, entries, stats, threshold)
     stats["opportunities"] = sum(1 for e in entries if decide.is_opportunity(e.lead, threshold))
-    report = {"week_start": monday, "status": store.REPORT_OK if digest is not None or not entries
-              else store.REPORT_PARTIAL, "digest_md": digest_md, "digest_json": digest_json, "stats": stats,
+    report = {"week_start": monday, "status": store.common.REPORT_OK if digest is not None or not entries
+              else store.common.REPORT_PARTIAL, "digest_md": digest_md, "digest_json": digest_json, "stats": stats,
               "model": asked.model, "prompt_version": asked.prompt_version, "error": asked.error, "slot_run_id": slot_run_id}
     with connect() as conn:
-        row = store.upsert_weekly_report(conn, report)
+        row = store.weekly.upsert_weekly_report(conn, report)
     log.info("weekly summary %s: %s, %d analysed, %d events", monday, digest_json["source"], stats["analysed"],
              stats["events"])
     return row

@@ -87,9 +87,9 @@ def _daily_deadline_missed(context: dict[str, Any]) -> str | None:
         return None  # a daytime slot running long: its own deadlines bound it
     day: date = at.date()
     with rt.connect() as conn:
-        if store.daily_push_sent(conn, day):
+        if store.pushes.daily_push_sent(conn, day):
             return None
-        own = next((r for r in store.slot_runs_for_day(conn, day) if r["slot"] == rt.settings.daily_slot), None)
+        own = next((r for r in store.slot_runs.slot_runs_for_day(conn, day) if r["slot"] == rt.settings.daily_slot), None)
     # the deadline the run itself works to (daily_push_deadline_minutes as the task read it, perhaps from a
     # Variable) may be later than the one this alert was parsed with: not due yet, not late yet
     due = own["deadline_at"] if own else None

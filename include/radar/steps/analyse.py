@@ -67,4 +67,4 @@ def claimer(slot: dict[str, Any], attempt: tuple[str, int, int] | None = None) -
     """Who holds an article's claim: the task try ``attempt`` (task id, map index, try number) of the DAG run,
     so a retry never takes over the claim of a try that still lives; the DAG run alone outside a task."""
     run = slot.get("dag_run_id") or f"slot_run:{slot['slot_run_id']}"
-    return store.claim_owner(run, *attempt) if attempt else run
+    return store.claims.claim_owner(run, *attempt) if attempt else run

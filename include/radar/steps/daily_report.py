@@ -13,6 +13,7 @@ from typing import Any
 from include.radar import store
 from include.radar.market import outcomes
 from include.radar.pushes import briefs, decide, push
+from include.radar.pushes.message import Block, Message
 from include.radar.report import digest
 from include.radar.steps.runtime import Runtime, step, step_deadline
 
@@ -25,7 +26,7 @@ REPORT_STEPS = ("build_daily_report", "push_daily_report", "weekly_summary", "tr
 def _upstream_errors(rt: Runtime, slot: dict[str, Any]) -> list[str]:
     """The errors of this slot's steps before the report (not the report's own earlier tries)."""
     with rt.connect() as conn:
-        row = store.get_slot_run(conn, slot["slot_run_id"])
+        row = store.slot_runs.get_slot_run(conn, slot["slot_run_id"])
     errors = (row["step_errors"] or {}) if row else {}
     return [f"{slot['slot']} {k}: {v}" for k, v in sorted(errors.items()) if k not in REPORT_STEPS]
 
@@ -48,8 +49,8 @@ def push_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     rt.sweep_pushes(slot)
     should_push, reason = decide.daily_push_plan(slot)
     with rt.connect() as conn:
-        report = store.get_daily_report(conn, date.fromisoformat(slot["run_date"]))
-        store.set_slot_decision(conn, slot["slot_run_id"], "daily_push" if should_push else "silent",
+        report = store.reports.get_daily_report(conn, date.fromisoformat(slot["run_date"]))
+        store.slot_runs.set_slot_decision(conn, slot["slot_run_id"], "daily_push" if should_push else "silent",
                                 {"reason": reason, "report_status": report["status"] if report else None})
     if not should_push:
         log.info("daily report %s: not pushed: %s", slot["run_date"], reason)
@@ -73,12 +74,12 @@ def _push_daily(rt: Runtime, day: date, slot: dict[str, Any], *, late: bool, non
     lines += decide.coverage_line(stats)
     glance = _glance(rt, day, report["digest_json"])
     lines += glance.failures if glance else []
-    message = push.Message(
+    message = Message(
         title=decide.daily_title(day, stats.get("opportunities", 0), stats.get("max_score"), late=late),
         lines=lines if glance else lines + decide.top_lines(report["digest_json"]), link=rt.page_url(path),
         blocks=glance.blocks if glance else (),
         notes=(*(glance.record if glance else ()), *decide.daily_notes(
-            built=report["status"] != store.REPORT_FAILED, partial=report["status"] == store.REPORT_PARTIAL,
+            built=report["status"] != store.common.REPORT_FAILED, partial=report["status"] == store.common.REPORT_PARTIAL,
             digest_json=report["digest_json"])),
         link_label="查看日报",
     )
@@ -97,7 +98,7 @@ def _push_daily(rt: Runtime, day: date, slot: dict[str, Any], *, late: bool, non
 class Glance:
     """What the 22:00 push says of the day beyond its counts (briefs.py)."""
 
-    blocks: tuple[push.Block, ...]  # the day's top opportunities
+    blocks: tuple[Block, ...]  # the day's top opportunities
     failures: list[str]  # the articles whose analysis failed
     record: list[str]  # the track record's hit rate, when the record page concludes one
 
@@ -136,12 +137,12 @@ def _report_to_push(conn: Any, day: date, slot: dict[str, Any]) -> dict[str, Any
     """The report row the push describes. When this run's build step failed, the row says so (status
     failed, with the error) so the page and the push agree: "generation failed" only when nothing was built.
     """
-    report = store.get_daily_report(conn, day)
-    run = store.get_slot_run(conn, slot["slot_run_id"]) if slot.get("slot_run_id") else None
+    report = store.reports.get_daily_report(conn, day)
+    run = store.slot_runs.get_slot_run(conn, slot["slot_run_id"]) if slot.get("slot_run_id") else None
     build_error = ((run or {}).get("step_errors") or {}).get("build_daily_report")
     if report is not None and not build_error:
         return report
-    return store.mark_report_failed(conn, day, build_error or "the daily report was not built", slot.get("slot_run_id"))
+    return store.reports.mark_report_failed(conn, day, build_error or "the daily report was not built", slot.get("slot_run_id"))
 
 
 @step("catch_up_daily_report")
@@ -156,8 +157,8 @@ def catch_up_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
         return {"reason": "not for backfills, redos or suppressed runs"}
     yesterday = date.fromisoformat(slot["run_date"]) - timedelta(days=1)
     with rt.connect() as conn:
-        runs = {r["slot"] for r in store.slot_runs_for_day(conn, yesterday)}
-        report = store.get_daily_report(conn, yesterday)
+        runs = {r["slot"] for r in store.slot_runs.slot_runs_for_day(conn, yesterday)}
+        report = store.reports.get_daily_report(conn, yesterday)
     if not runs or rt.settings.daily_slot in runs:
         return {"reason": "nothing to make up"}
     log.warning("the %s slot of %s never ran: building and pushing its report now, marked late",

@@ -11,7 +11,8 @@ from typing import Any
 from include.radar.analysis import analyst
 from include.radar.evaluation import commands, shadow
 from include.radar.evaluation import summary as evaluation_report
-from include.radar.steps.runtime import ConfigurationError, Runtime
+from include.radar.operations.connections import ConfigurationError
+from include.radar.steps.runtime import Runtime
 
 log = logging.getLogger(__name__)
 

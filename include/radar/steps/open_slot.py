@@ -15,8 +15,9 @@ from include.radar.collect import watch
 from include.radar.core.deadlines import NONE, daily_deadlines
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI, SlotKey, is_late, slot_at, slot_for
+from include.radar.operations.connections import ConfigurationError
 from include.radar.pushes import decide
-from include.radar.steps.runtime import ConfigurationError, Runtime
+from include.radar.steps.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +95,13 @@ def open_slot(
     with rt.connect() as conn:
         # a retry or a clear keeps the slot's first start; a slot the operator names is asked for now, so an
         # alert it finds hours after its time is stale whenever the slot first ran
-        started = None if explicit else store.get_slot_started_at(conn, key.run_date, key.slot)
+        started = None if explicit else store.slot_runs.get_slot_started_at(conn, key.run_date, key.slot)
         late = is_late(key, started or opened_at, rt.settings.late_after_minutes)
         plan = {"push_mode": push_mode, "run_type": run_type, "past_dated": past_dated, "late": late}
         # the daily deadline binds the one run that delivers the day's report on time
-        bound = is_daily and decide.daily_push_plan(plan)[0] and not store.daily_push_sent(conn, key.run_date)
+        bound = is_daily and decide.daily_push_plan(plan)[0] and not store.pushes.daily_push_sent(conn, key.run_date)
         phases = daily_deadlines(key.scheduled_at, opened_at, rt.settings.daily_push_deadline_minutes) if bound else NONE
-        row = store.open_slot_run(conn, key, run_type=run_type, dag_id=dag_id, dag_run_id=dag_run_id,
+        row = store.slot_runs.open_slot_run(conn, key, run_type=run_type, dag_id=dag_id, dag_run_id=dag_run_id,
                                   deadline_at=phases.push, started_at=opened_at)
         missed = watch.missed_slots(conn, rt.settings, key, opened_at) if run_type == "scheduled" and row["created"] else []
     log.info("slot %s %s: run record %s %s (%s run%s)%s", key.run_date, key.slot, row["id"],

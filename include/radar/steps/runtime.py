@@ -113,7 +113,7 @@ class Runtime(loader.Loaded):
 
         def listed(rows: list[dict[str, Any]]) -> str:
             return "；".join(f"{r['report_date']} {r['slot']} {r['push_type']}「{r['title']}」→ {r['channel']}"
-                            + (f"（{r['error']}）" if r.get("error") and r["status"] != store.NOTE_UNKNOWN else "")
+                            + (f"（{r['error']}）" if r.get("error") and r["status"] != store.common.NOTE_UNKNOWN else "")
                             for r in rows[:5]) + (f" 等 {len(rows)} 条" if len(rows) > 5 else "")
 
         if report.unknown:
@@ -139,7 +139,7 @@ def step(name: str | Callable[..., str]) -> Callable[[F], F]:
             except Exception as exc:
                 try:
                     with rt.connect() as conn:
-                        store.record_step(conn, slot["slot_run_id"], label, f"{exc.__class__.__name__}: {exc}",
+                        store.slot_runs.record_step(conn, slot["slot_run_id"], label, f"{exc.__class__.__name__}: {exc}",
                                           dag_run_id=slot.get("dag_run_id"))
                 except Exception:  # the database may be what failed; keep the original error
                     log.exception("could not record the failure of step %s", label)
@@ -150,7 +150,7 @@ def step(name: str | Callable[..., str]) -> Callable[[F], F]:
                     ) from exc
                 raise
             with rt.connect() as conn:
-                store.record_step(conn, slot["slot_run_id"], label, None)
+                store.slot_runs.record_step(conn, slot["slot_run_id"], label, None)
             return result
 
         return run  # type: ignore[return-value]

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from include.radar import store
-from include.radar.analysis import analyst, batches, focus, regex_rules, spending
+from include.radar.analysis import batches, focus, llm, regex_rules, spending
 from include.radar.core.clock import Clock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SlotKey, slot_for
@@ -36,18 +36,18 @@ def own_articles(key: SlotKey, settings: Settings) -> tuple[datetime, datetime]:
 def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any]]:
     """Pending articles and earlier failures under the attempt limit, oldest first, within the slot's cap."""
     with rt.connect() as conn:
-        expired = store.expire_leases(conn)
+        expired = store.claims.expire_leases(conn)
         if expired:
             log.warning("%d analyses whose worker was lost (lease expired) are failed, the attempt counted", expired)
         if slot.get("retry_failed"):
             log.info("slot %s: retry_failed requested: %d failed articles get fresh attempts",
-                     slot["slot"], store.reset_failed(conn))
-        profile = focus.from_row(store.get_profile(conn), store.slow_rules(conn))
+                     slot["slot"], store.claims.reset_failed(conn))
+        profile = focus.from_row(store.focus.get_profile(conn), store.focus.slow_rules(conn))
         slow: list[str] = []  # what the rules' time budgets left for the next slot, the rules switched off
         profile = _recheck(conn, slot, profile, slow, rt.clock)
         # a backfill or a redo takes only its own slot's articles, whatever order its runs go in
         own_only = slot["run_type"] == "backfill" or slot["explicit"]
-        rows = store.items_to_analyse(
+        rows = store.claims.items_to_analyse(
             conn, max_attempts=rt.settings.max_analysis_attempts, limit=rt.settings.max_articles_per_slot,
             published_between=own_articles(slot_key(slot), rt.settings) if own_only else None,
         )
@@ -55,17 +55,17 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
         spent = spending.budget_reached(conn, rt.settings, rt.clock)
         budget_note = None
         if rows and spent is not None:
-            store.defer_for_budget(conn, slot["slot_run_id"], [r["id"] for r in rows], rt.clock.today())
-            store.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
+            store.operations.defer_for_budget(conn, slot["slot_run_id"], [r["id"] for r in rows], rt.clock.today())
+            store.slot_runs.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
                 f"budget: {len(rows)} analyses left for the next day (the day's LLM budget is reached)"])
             budget_note = (f"今日已花费 {rt.settings.price_table().money(spent)}，达到预算 "
                       f"{rt.settings.price_table().money(rt.settings.daily_budget)}；{len(rows)} 篇顺延到次日")
             log.warning("slot %s: %s", slot["slot"], budget_note)
             rows = []
         left = step_deadline(slot, "select_articles", rt.clock)
-        if rows and left is not None and left - rt.clock.monotonic() < analyst.MIN_CALL_SECONDS:
-            store.add_deferred(conn, slot["slot_run_id"], len(rows))
-            store.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
+        if rows and left is not None and left - rt.clock.monotonic() < llm.MIN_CALL_SECONDS:
+            store.slot_runs.add_deferred(conn, slot["slot_run_id"], len(rows))
+            store.slot_runs.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
                 f"deadline: {len(rows)} analyses left for later slots (the daily report is due first)"])
             log.warning("slot %s: the analysis deadline has passed; %d articles wait for later slots",
                         slot["slot"], len(rows))
@@ -74,7 +74,7 @@ def articles_to_analyse(rt: Runtime, slot: dict[str, Any]) -> list[dict[str, Any
         rt.alert("budget", budget_note, slot)
     if slow:
         rt.alert("rules_slow", "；".join(slow), slot)
-    retries = sum(1 for r in rows if r["analyzed_status"] == store.FAILED)
+    retries = sum(1 for r in rows if r["analyzed_status"] == store.common.FAILED)
     log.info("slot %s: %d articles to analyse (%d retries of earlier failures)", slot["slot"], len(rows), retries)
     return [{"item_id": r["id"], "title": r["title"][:80]} for r in rows]
 
@@ -90,8 +90,8 @@ def _switch_off_slow(conn: Any, slot: dict[str, Any], profile: focus.Profile, bu
     reasons = {rule: f"时段 {slot['slot']} 中匹配一篇文章用了 {ms:.0f} 毫秒（上限 {regex_rules.SLOT_RULE_MS:.0f}）"
                if rule not in totals else f"时段 {slot['slot']} 中一篇文章的正则规则合计用了 {totals[rule]:.0f} 毫秒"
                f"（上限 {regex_rules.SLOT_ARTICLE_MS:.0f}），本规则 {ms:.0f} 毫秒" for rule, ms in found.items()}
-    store.switch_off_rules(conn, reasons)
-    store.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
+    store.focus.switch_off_rules(conn, reasons)
+    store.slot_runs.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
         f"rules: switched off {len(found)} regex rule(s) over {regex_rules.SLOT_RULE_MS:g} ms on one article, or "
         f"dearest when all took over {regex_rules.SLOT_ARTICLE_MS:g} ms"])
     slow.append("读者的正则规则太慢，已停用：" + "、".join(f"{rule}（{ms:.0f} 毫秒/篇）" for rule, ms in found.items()))
@@ -107,7 +107,7 @@ def _recheck(conn: Any, slot: dict[str, Any], profile: focus.Profile, slow: list
     wait for analysis again. What this slot does not reach is re-checked by the next. Returns the profile
     without the rules switched off on the way (_switch_off_slow)."""
     since = slot_key(slot).scheduled_at - timedelta(hours=focus.RECHECK_HOURS)
-    rows = store.excluded_to_recheck(conn, since, focus.MATCH_CHARS, RECHECK_BATCH)
+    rows = store.focus.excluded_to_recheck(conn, since, focus.MATCH_CHARS, RECHECK_BATCH)
     if not rows:
         return profile
     budget = regex_rules.Budget(RECHECK_SECONDS, clock)
@@ -118,7 +118,7 @@ def _recheck(conn: Any, slot: dict[str, Any], profile: focus.Profile, slow: list
             reason = profile.exclusion(row["title"], row["text"], budget)
         except regex_rules.OutOfTime:
             left = len(rows) - len(back) - len(kept)
-            store.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
+            store.slot_runs.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
                 f"rules: the re-check of excluded articles stopped after {RECHECK_SECONDS:g} s (the reader's regex "
                 f"rules are slow); {left} wait for the next slot"])
             slow.append(f"读者的正则规则耗时过长：重新检查已排除文章 {RECHECK_SECONDS:g} 秒内未完成，{left} 篇留给下个时段")
@@ -129,7 +129,7 @@ def _recheck(conn: Any, slot: dict[str, Any], profile: focus.Profile, slow: list
             back.append(row["id"])
         else:
             kept[row["id"]] = reason
-    reopened = store.settle_recheck(conn, back, kept)
+    reopened = store.focus.settle_recheck(conn, back, kept)
     if reopened:
         log.info("slot %s: the reader's changed rules give back %d excluded articles", slot["slot"], reopened)
     return _switch_off_slow(conn, slot, profile, budget, slow)
@@ -142,7 +142,7 @@ def _without_excluded(conn: Any, slot: dict[str, Any], profile: focus.Profile, r
     in that time are neither analysed nor excluded, they wait for the next slot (counted and warned here)."""
     if not rows or not profile.rules:
         return rows
-    texts = store.texts_of(conn, [r["id"] for r in rows], focus.MATCH_CHARS)
+    texts = store.focus.texts_of(conn, [r["id"] for r in rows], focus.MATCH_CHARS)
     budget = regex_rules.Budget(RULES_SECONDS, clock)
     reasons = {}
     checked = 0
@@ -157,13 +157,13 @@ def _without_excluded(conn: Any, slot: dict[str, Any], profile: focus.Profile, r
         if reason:
             reasons[r["id"]] = reason
     if reasons:
-        marked = store.exclude_items(conn, slot["slot_run_id"], reasons)
+        marked = store.focus.exclude_items(conn, slot["slot_run_id"], reasons)
         log.info("slot %s: %d articles excluded by the reader's rules, not sent to the LLM", slot["slot"], marked)
     _switch_off_slow(conn, slot, profile, budget, slow)  # a rule slow on the article the budget ran out on
     waiting = len(rows) - checked
     if waiting:
-        store.add_deferred(conn, slot["slot_run_id"], waiting)
-        store.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
+        store.slot_runs.add_deferred(conn, slot["slot_run_id"], waiting)
+        store.slot_runs.add_slot_warnings(conn, slot["slot_run_id"], "select_articles", [
             f"rules: {waiting} articles left for the next slot (the reader's regex rules took over "
             f"{RULES_SECONDS:g} s; they are not analysed before the rules have looked at them)"])
         slow.append(f"读者的正则规则耗时过长：{RULES_SECONDS:g} 秒内只检查了 {checked} 篇，{waiting} 篇留给下个时段"

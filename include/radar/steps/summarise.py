@@ -29,11 +29,11 @@ class SlotView:
 
 def slot_view(rt: Runtime, slot: dict[str, Any]) -> SlotView:
     with rt.connect() as conn:
-        analyses = store.slot_analyses(conn, slot["slot_run_id"])
-        failed = store.slot_failed_count(conn, slot["slot_run_id"])
+        analyses = store.analyses.slot_analyses(conn, slot["slot_run_id"])
+        failed = store.slot_runs.slot_failed_count(conn, slot["slot_run_id"])
         event_ids = sorted({events.event_of(a) for a in analyses})
-        others = store.event_members(conn, event_ids)
-        reported = store.pushed_events(conn, event_ids, slot["slot_run_id"])
+        others = store.events.event_members(conn, event_ids)
+        reported = store.events.pushed_events(conn, event_ids, slot["slot_run_id"])
         weights = ranking.learned(conn, rt.clock.now(), rt.settings.outcome_min_picks)
     analyses = ranking.annotate(analyses, weights)  # the reader's watchlist and feedback order the candidates
     others = [o for o in others if o["slot_run_id"] != slot["slot_run_id"]]
@@ -55,14 +55,14 @@ def summarise(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
         log.exception("grouping the new analyses into events failed; this slot decides on them one by one")
         grouped, error = 0, f"{type(exc).__name__}: {exc}"
     with rt.connect() as conn:  # a rerun that groups cleanly clears an earlier run's error
-        store.record_step(conn, slot["slot_run_id"], "group_events", error, dag_run_id=slot.get("dag_run_id"))
+        store.slot_runs.record_step(conn, slot["slot_run_id"], "group_events", error, dag_run_id=slot.get("dag_run_id"))
     summary = slot_summary(rt, slot)
     if grouped:
         log.info("grouped %d new analyses into events; this slot: %d folded into another's entry, %d events "
                  "already reported by an earlier slot", grouped, summary.grouped, summary.already_reported)
     if summary.unverified:
         with rt.connect() as conn:
-            store.add_slot_warnings(conn, slot["slot_run_id"], "summarise", [
+            store.slot_runs.add_slot_warnings(conn, slot["slot_run_id"], "summarise", [
                 f"evidence: {summary.unverified} analyses had unverifiable evidence (not pushed)"])
     if summary.failed >= 2 and summary.failed * 2 > summary.failed + summary.analysed:
         rt.alert("deepseek", f"本时段 {summary.failed + summary.analysed} 篇分析中 {summary.failed} 篇失败", slot)

@@ -9,6 +9,7 @@ from datetime import date
 from typing import Any
 
 from include.radar.pushes import decide, push
+from include.radar.pushes.message import Message
 from include.radar.report import weekly
 from include.radar.steps.runtime import Runtime, step
 
@@ -37,7 +38,7 @@ def weekly_summary(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
         log.info("weekly summary %s: not pushed: %s", monday, reason)
         return {"week_start": monday.isoformat(), "reason": reason}
     path = f"/weekly/{monday.isoformat()}"
-    message = push.Message(title=weekly.title(monday, row["stats"] or {}), lines=weekly.lines(row),
+    message = Message(title=weekly.title(monday, row["stats"] or {}), lines=weekly.lines(row),
                            link=rt.page_url(path))
     forced = slot["push_mode"] == "force"
     delivery = push.deliver(rt.connect, rt.channels(), message, push.Occasion(

@@ -28,14 +28,13 @@ from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.settings import Settings, SettingsError, load_settings, server_lookup
 from include.radar.web.admission import Admission, AdmissionMiddleware
 from include.radar.web.auth import PageError
-from include.radar.web.middleware import SECURITY_HEADERS, AddTrailingSlash, SecurityHeadersMiddleware
-from include.radar.web.mount import URL_PREFIX
+from include.radar.web.middleware import SECURITY_HEADERS, SecurityHeadersMiddleware
 from include.radar.web.pages import Pages
 from include.radar.web.resources import AppResources
 from include.radar.web.routes import evaluation, history, profile, record, reports
 from include.radar.web.server import install_access_log_filter
 
-__all__ = ["SECURITY_HEADERS", "URL_PREFIX", "AddTrailingSlash", "app", "create_app"]
+__all__ = ["app", "create_app"]
 
 log = logging.getLogger(__name__)
 

@@ -123,7 +123,7 @@ def day_cost(spent: float | None, currency: str, report: Row | None) -> str:
 
 
 def item_total(row: Row, spend: Row | None) -> str | None:
-    """What every call for an article cost (store.item_spend: failed attempts included), when that is not
+    """What every call for an article cost (store.operations.item_spend: failed attempts included), when that is not
     just the analysis's own call."""
     if not spend or not spend.get("ladders"):
         return None

@@ -30,7 +30,7 @@ from include.radar.web.auth import PageError
 log = logging.getLogger(__name__)
 
 FORM_TOKEN_HOURS = 12
-FORM_KEY_STATE = store.FORM_KEY_STATE
+FORM_KEY_STATE = store.state.FORM_KEY_STATE
 _PURPOSE = "profile-form:"  # page paths start with "/", votes with "feedback:": no token is another's
 _TOKEN_RE = re.compile(r"([0-9]{1,12})\.([0-9a-f]{64})")
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
@@ -64,12 +64,12 @@ def form_key(resources: Any, settings: Settings) -> str:
 
     def make() -> str:
         with resources.connect() as conn:
-            row = store.get_state(conn, FORM_KEY_STATE)
+            row = store.state.get_state(conn, FORM_KEY_STATE)
         if row is not None:
             return str(row["value"])
         try:
             with resources.connect_write() as conn:
-                return str(store.ensure_state(conn, FORM_KEY_STATE, secrets.token_hex(32)))
+                return str(store.state.ensure_state(conn, FORM_KEY_STATE, secrets.token_hex(32)))
         except psycopg.errors.InsufficientPrivilege:
             log.error("the profile form's key (service_state %s) is missing and the pages' login may not make "
                       "it: run `python -m include.radar.cli grant-pages` as the owner (airflow-init does)",

@@ -11,7 +11,6 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from include.radar.web.auth import READ_COOKIE
-from include.radar.web.mount import AddTrailingSlash as AddTrailingSlash  # where the app and the tests look for it
 from include.radar.web.pages import Pages
 from include.radar.web.server import redact_scope_query
 

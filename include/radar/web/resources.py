@@ -80,12 +80,12 @@ class AppResources:
 
     def ranking_weights(self, conn: psycopg.Connection) -> ranking.Weights:
         """What the reader's feedback and the track record taught the ranking (ranking.learn), learned again
-        only when a verdict or an outcome changed (store.feedback_version, store.track.outcome_version) or after
+        only when a verdict or an outcome changed (store.focus.feedback_version, store.track.outcome_version) or after
         SETTINGS_TTL_SECONDS (an account renamed): most pages read it, few requests change it."""
         now = self.clock.now()
         min_picks = self.settings().outcome_min_picks
         # the track record's outcomes change once a day (its step), the verdicts whenever the reader votes
-        version = (store.feedback_version(conn, now), store.track.outcome_version(conn), min_picks)
+        version = (store.focus.feedback_version(conn, now), store.track.outcome_version(conn), min_picks)
         with self._lock:
             cached = self._weights
         if cached is not None and cached[0] == version and self.clock.monotonic() - cached[1] < SETTINGS_TTL_SECONDS:

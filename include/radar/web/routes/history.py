@@ -50,7 +50,7 @@ def weekly_page(request: Request, monday: str, reader: ReaderDep) -> HTMLRespons
     end = week + timedelta(days=6)
     week_filters = store.track.RecordFilters(first=week, last=end)
     with resources.connect() as conn:
-        report = store.get_weekly_report(conn, week)
+        report = store.weekly.get_weekly_report(conn, week)
         picks, _ = store.track.record_page(conn, week_filters, WEEK_PICKS, 0)
         pick_rows = store.track.summary_groups(conn, week_filters, outcomes.WEEK_HORIZON)
     links = page_links(request)
@@ -89,10 +89,10 @@ def entity(request: Request, name: str, reader: ReaderDep) -> HTMLResponse:
     day = today(resources)
     spellings = focus.ticker_spellings(wanted)  # 600519, 600519.SH and SH600519 are one page
     with resources.connect() as conn:
-        rows, total = store.entity_analyses(conn, spellings, ENTITY_LISTED)
+        rows, total = store.trends.entity_analyses(conn, spellings, ENTITY_LISTED)
         if not rows:
             raise PageError(404, "没有这个标的", f"没有分析提到「{wanted}」。标的名称来自分析页“投资机会”下列出的标的。")
-        daily = store.entity_daily(conn, spellings, day - timedelta(days=trend_views.DAYS - 1), day)
+        daily = store.trends.entity_daily(conn, spellings, day - timedelta(days=trend_views.DAYS - 1), day)
     links = page_links(request)
     page = trend_views.entity_page(wanted, rows, total, daily, day, links, tz, spellings)
     return get_pages(request).render(request, "entity.html", settings=settings, reader=reader, links=links,
@@ -106,9 +106,9 @@ def trends(request: Request, reader: ReaderDep) -> HTMLResponse:
     day = today(resources)
     first = day - timedelta(days=trend_views.DAYS - 1)
     with resources.connect() as conn:
-        topics = store.topic_daily(conn, first, day)
-        entities = store.top_entities(conn, first, day, 20)
-        scores = store.day_scores(conn, day)
+        topics = store.trends.topic_daily(conn, first, day)
+        entities = store.trends.top_entities(conn, first, day, 20)
+        scores = store.trends.day_scores(conn, day)
     links = page_links(request)
     histogram, histogram_text = trend_views.score_histogram(scores, settings.push_score_threshold)
     return get_pages(request).render(
@@ -130,12 +130,12 @@ def search_page(request: Request, reader: ReaderDep) -> HTMLResponse:
     tsquery, terms = search.query(form.q) if form.q else ("", [])
     rows, total = [], 0
     with resources.connect() as conn:
-        accounts = store.account_names(conn)
+        accounts = store.searching.account_names(conn)
         if tsquery:
-            rows, total = store.search_articles(conn, tsquery, form.filters(tz), search_views.PAGE_SIZE,
+            rows, total = store.searching.search_articles(conn, tsquery, form.filters(tz), search_views.PAGE_SIZE,
                                                 (form.page - 1) * search_views.PAGE_SIZE, terms[0] if terms else "")
             if not rows and form.page > 1:  # past the last page: how many there are, to say so and link back
-                total = store.search_articles(conn, tsquery, form.filters(tz), 1, 0)[1]
+                total = store.searching.search_articles(conn, tsquery, form.filters(tz), 1, 0)[1]
     pages_total = min(search_views.MAX_PAGE, -(-total // search_views.PAGE_SIZE))
     return get_pages(request).render(
         request, "search.html", settings=settings, reader=reader, links=links, form=form,

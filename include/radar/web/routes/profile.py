@@ -75,10 +75,10 @@ async def save_profile(request: Request, reader: EditorDep) -> Response:
     def write() -> int:
         resources = get_resources(request)
         with resources.connect_write() as conn:
-            store.save_profile(conn, lists, user_name(reader.user))
+            store.focus.save_profile(conn, lists, user_name(reader.user))
             # the next slot applies the new rules to what the old ones excluded (never this request: its time
             # must not depend on how many articles there are); the page says how many it will look at
-            return store.excluded_count(conn, resources.clock.now() - timedelta(hours=focus.RECHECK_HOURS))
+            return store.focus.excluded_count(conn, resources.clock.now() - timedelta(hours=focus.RECHECK_HOURS))
 
     recheck = await run_in_threadpool(write)
     return RedirectResponse(page_links(request).profile() + f"?saved=1&recheck={recheck}", status_code=303)
@@ -89,7 +89,7 @@ def _profile_response(request: Request, reader: Reader, *, editable: bool, outco
     resources = get_resources(request)
     ctx = page_context(request)
     with resources.connect() as conn:
-        current = focus.from_row(store.get_profile(conn), store.slow_rules(conn))
+        current = focus.from_row(store.focus.get_profile(conn), store.focus.slow_rules(conn))
         weights = resources.ranking_weights(conn)
     token, reason = "", "" if editable else EDIT_REFUSED
     if editable:

@@ -9,6 +9,7 @@ from fastapi.responses import HTMLResponse
 
 from include.radar import store
 from include.radar.market import outcomes
+from include.radar.pushes import labels
 from include.radar.web.auth import ReaderDep, require_reader
 from include.radar.web.pages import get_pages, page_links
 from include.radar.web.resources import get_resources, zone
@@ -36,7 +37,7 @@ def record(request: Request, reader: ReaderDep) -> HTMLResponse:
         request, "record.html", settings=settings, reader=reader, links=links, form=form, total=total,
         picks=[record_views.pick_view(r, links, tz) for r in rows],
         summary=record_views.summaries(groups, form.horizon), accounts=accounts,
-        types=[(t, record_views.type_label(t)) for t in types], bands=record_views.BAND_LABELS,
+        types=[(t, labels.type_label(t)) for t in types], bands=record_views.BAND_LABELS,
         horizons=record_views.HORIZONS, min_sample=outcomes.MIN_SAMPLE, threshold=settings.push_score_threshold,
         horizon_urls=[(label, form.url(links, h=key), key == form.horizon) for key, label in record_views.HORIZONS.items()],
         prev_url=form.url(links, min(form.page - 1, pages_total)) if form.page > 1 else None,

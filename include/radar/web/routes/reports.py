@@ -58,19 +58,19 @@ def overview(request: Request, reader: ReaderDep) -> HTMLResponse:
     settings, now, today, links = ctx.settings, ctx.now, ctx.today, ctx.links
     currency = settings.deepseek_currency
     with resources.connect() as conn:
-        runs = store.slot_runs_for_day(conn, today)
-        notes = store.daily_notifications(conn, today)
-        days = store.recent_days(conn, today, RECENT_DAYS, settings.push_score_threshold)
-        accounts = store.accounts(conn)
-        by_day = store.spend_by_day(
+        runs = store.slot_runs.slot_runs_for_day(conn, today)
+        notes = store.reports.daily_notifications(conn, today)
+        days = store.reports.recent_days(conn, today, RECENT_DAYS, settings.push_score_threshold)
+        accounts = store.articles.accounts(conn)
+        by_day = store.operations.spend_by_day(
             conn, today - timedelta(days=max(RECENT_DAYS, costs.SPEND_DAYS) - 1), today, currency)
-        run_spend = store.slot_spend(conn, [r["id"] for r in runs])
+        run_spend = store.operations.slot_spend(conn, [r["id"] for r in runs])
         health_view = health.gather(conn, ctx, spend_by_day=by_day)
         weights = resources.ranking_weights(conn)
         learned_more, learned_less = weights.learned()
-        today_rows = ranking.annotate(store.day_analyses(conn, today), weights)
+        today_rows = ranking.annotate(store.analyses.day_analyses(conn, today), weights)
         last_seen = _last_seen(request, now)
-        new_rows, new_total = store.analyses_since(conn, last_seen, NEW_LISTED) if last_seen else ([], 0)
+        new_rows, new_total = store.focus.analyses_since(conn, last_seen, NEW_LISTED) if last_seen else ([], 0)
     page = overview_views.overview_page(ctx, DayRuns(runs, notes, run_spend), days=days, accounts=accounts,
                                         day_spend=by_day)
     top = [c for c in daily_views.analysis_cards(today_rows, ctx) if not c.reused][:TOP_LISTED]
@@ -94,19 +94,19 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
     settings, tz = ctx.settings, ctx.tz
     report_day = parse_day(day, ctx.today)
     with resources.connect() as conn:
-        report = store.get_daily_report(conn, report_day)
-        analyses = with_pushes(conn, store.day_analyses(conn, report_day), report_day)
-        failures = store.day_failures(conn, report_day)
-        runs = store.slot_runs_for_day(conn, report_day)
-        notes = store.daily_notifications(conn, report_day)
-        spent = store.day_spend(conn, report_day, settings.deepseek_currency)
+        report = store.reports.get_daily_report(conn, report_day)
+        analyses = with_pushes(conn, store.analyses.day_analyses(conn, report_day), report_day)
+        failures = store.analyses.day_failures(conn, report_day)
+        runs = store.slot_runs.slot_runs_for_day(conn, report_day)
+        notes = store.reports.daily_notifications(conn, report_day)
+        spent = store.operations.day_spend(conn, report_day, settings.deepseek_currency)
         # an evaluation's spend is the operator's, apart from the slots' (never in their budget or the tile above)
-        evaluated = store.day_spend(conn, report_day, settings.deepseek_currency, evaluations=True) if reader.personal else 0
-        run_spend = store.slot_spend(conn, [r["id"] for r in runs])
-        budget_deferred = store.day_budget_deferred(conn, report_day)
+        evaluated = store.operations.day_spend(conn, report_day, settings.deepseek_currency, evaluations=True) if reader.personal else 0
+        run_spend = store.operations.slot_spend(conn, [r["id"] for r in runs])
+        budget_deferred = store.operations.day_budget_deferred(conn, report_day)
         weights = resources.ranking_weights(conn)
-        verdicts = store.feedback_of(conn, [a["id"] for a in analyses])
-        excluded = store.excluded_items(conn, [r["id"] for r in runs])
+        verdicts = store.focus.feedback_of(conn, [a["id"] for a in analyses])
+        excluded = store.focus.excluded_items(conn, [r["id"] for r in runs])
     histogram, histogram_text = trend_views.score_histogram(
         [a["score"] for a in analyses if not a.get("reused_from_id")], settings.push_score_threshold)
     analyses = ranking.order(ranking.annotate(analyses, weights))  # the reader's order, as the report's
@@ -133,16 +133,16 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
     ctx = page_context(request)
     settings, links = ctx.settings, ctx.links
     with resources.connect() as conn:
-        row = store.get_analysis(conn, wanted)
+        row = store.analyses.get_analysis(conn, wanted)
         if row is None:
             raise PageError(404, "找不到这条分析", f"分析 #{wanted} 不存在，可能已被删除或链接有误。")
-        opportunities = store.opportunities_of(conn, wanted)
-        reused = store.analysis_brief(conn, row["reused_from_id"]) if row["reused_from_id"] else None
-        spend = store.item_spend(conn, row["content_item_id"])
-        members = store.event_members(conn, [row["event_id"]]) if row["event_id"] else []
+        opportunities = store.analyses.opportunities_of(conn, wanted)
+        reused = store.analyses.analysis_brief(conn, row["reused_from_id"]) if row["reused_from_id"] else None
+        spend = store.operations.item_spend(conn, row["content_item_id"])
+        members = store.events.event_members(conn, [row["event_id"]]) if row["event_id"] else []
         push = event_pushes(conn, [row["event_id"]]).get(row["event_id"]) if members else None
         weights = resources.ranking_weights(conn)
-        verdict = store.feedback_of(conn, [wanted]).get(wanted)
+        verdict = store.focus.feedback_of(conn, [wanted]).get(wanted)
         pick = store.track.pick_of_analysis(conn, wanted)
     page = analysis_views.analysis_page(
         ctx, row=row, opportunities=opportunities, reused=reused, total_cost=costs.item_total(row, spend),
@@ -173,7 +173,7 @@ async def vote(request: Request, analysis_id: str) -> Response:
 
     def write() -> str:
         with resources.connect_write() as conn:
-            return store.set_feedback(conn, wanted, cast.verdict, via)
+            return store.focus.set_feedback(conn, wanted, cast.verdict, via)
 
     if await run_in_threadpool(write) == "missing":
         raise PageError(404, "找不到这条分析", f"分析 #{wanted} 不存在，可能已被删除或链接有误。")

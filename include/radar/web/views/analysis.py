@@ -57,7 +57,7 @@ class EventView:
 
 
 def event_view(row: Row, members: Iterable[Row], push: Row | None, tz: ZoneInfo, links: Links) -> EventView | None:
-    """``members``: every analysis of the row's event (store.event_members); ``push``: the event's first
+    """``members``: every analysis of the row's event (store.events.event_members); ``push``: the event's first
     opportunity push (store.event_pushes), if any. None when the analysis stands alone."""
     members = list(members)
     if len(members) < 2:

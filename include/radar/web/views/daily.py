@@ -351,7 +351,7 @@ def daily_page(
     budget_deferred: int = 0,
 ) -> DailyPage:
     """``cost``: the day's spend (web/costs.py: day_cost); ``budget_deferred``: the articles the budget held back
-    that day, for a day whose report does not say (store.day_budget_deferred)."""
+    that day, for a day whose report does not say (store.operations.day_budget_deferred)."""
     settings, links, tz = page.settings, page.links, page.tz
     runs, slots = day_runs.runs, settings.schedule_slots
     cards = analysis_cards(analyses, page)

@@ -156,7 +156,7 @@ class AlertView:
 
 
 def alert_views(rows: Iterable[Row], *, now: datetime, tz: ZoneInfo, links: Links) -> list[AlertView]:
-    """Operator alerts (store.alerts_between), newest first, with what to do about each."""
+    """Operator alerts (store.operations.alerts_between), newest first, with what to do about each."""
     rows = list(rows)
     actions: dict[str, str] = {}
     if rows:  # alerts.py loads the push channels (apprise): only when there is something to explain
@@ -453,26 +453,26 @@ def gather(conn: psycopg.Connection, page: PageContext, *, spend_by_day: Mapping
     ``spend_by_day`` covers at least the last ``SPEND_DAYS`` days (the overview reads it once for both)."""
     now, tz, today = page.now, page.tz, page.today
     currency = page.settings.deepseek_currency
-    runs = store.recent_slot_runs(conn, RECENT_SLOTS)
+    runs = store.reports.recent_slot_runs(conn, RECENT_SLOTS)
     # the coverage of the latest day a slot ran (before today's first slot, yesterday's as of its end): a day
     # whose accounts no slot has listed yet would read as a WeRSS collecting nothing, every night
     day = min(today, runs[0]["run_date"]) if runs else today
-    missed = store.missed_slots(conn, expected_slots(page), tz)
+    missed = store.operations.missed_slots(conn, expected_slots(page), tz)
     return health_view(page, HealthFacts(
         recent_runs=runs,
         missed=missed,
-        run_spend=store.slot_spend(conn, [r["id"] for r in runs]),
-        alerts=store.alerts_between(conn, today, today),
-        werss=store.status(conn, "werss:status"),
-        wechat=store.status(conn, "werss:wechat"),
-        deepseek=store.status(conn, "deepseek:status"),
-        spent_today=store.day_spend(conn, today, currency),
+        run_spend=store.operations.slot_spend(conn, [r["id"] for r in runs]),
+        alerts=store.operations.alerts_between(conn, today, today),
+        werss=store.operations.status(conn, "werss:status"),
+        wechat=store.operations.status(conn, "werss:wechat"),
+        deepseek=store.operations.status(conn, "deepseek:status"),
+        spent_today=store.operations.day_spend(conn, today, currency),
         spend_by_day=spend_by_day,
-        evaluation_spend=(store.day_spend(conn, today, currency, evaluations=True), sum(store.spend_by_day(
+        evaluation_spend=(store.operations.day_spend(conn, today, currency, evaluations=True), sum(store.operations.spend_by_day(
             conn, today - timedelta(days=SPEND_DAYS - 1), today, currency, evaluations=True).values())),
-        silent_accounts=store.silent_accounts(conn, now, SILENT_FACTOR),
-        storage=store.status(conn, STORAGE_STATUS),
-        check=store.status(conn, CHECK_STATUS),
+        silent_accounts=store.articles.silent_accounts(conn, now, SILENT_FACTOR),
+        storage=store.operations.status(conn, STORAGE_STATUS),
+        check=store.operations.status(conn, CHECK_STATUS),
         collection=watch.coverage_of(conn, day, now),
         collection_day="今天" if day == today else f"{day:%m-%d}",
     ))

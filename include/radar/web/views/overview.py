@@ -97,7 +97,7 @@ def day_rows(
     rows: Iterable[Row], *, today: date, slot_count: int, links: Links, spend: Mapping[date, float] | None = None,
     currency: str = "USD",
 ) -> list[DayRowView]:
-    """``spend``: the LLM cost per day (store.spend_by_day); a day without ledger rows shows "—"."""
+    """``spend``: the LLM cost per day (store.operations.spend_by_day); a day without ledger rows shows "—"."""
     spend = spend or {}
     views = []
     for r in rows:
@@ -197,8 +197,8 @@ def _when_what(at: datetime | None, what: Any, tz: ZoneInfo) -> str:
 
 def overview_page(page: PageContext, day_runs: DayRuns, *, days: Sequence[Row], accounts: Iterable[Row],
                   day_spend: Mapping[date, float] | None = None) -> OverviewPage:
-    """Today's slots and push (``day_runs``), the recent ``days`` (store.recent_days) with what each cost
-    (``day_spend``, store.spend_by_day), and the WeRSS ``accounts``."""
+    """Today's slots and push (``day_runs``), the recent ``days`` (store.reports.recent_days) with what each cost
+    (``day_spend``, store.operations.spend_by_day), and the WeRSS ``accounts``."""
     today, settings, links = page.today, page.settings, page.links
     slots = settings.schedule_slots
     slot_list = slot_views(today, day_runs, page)

@@ -80,8 +80,8 @@ class SlotView:
 
 @dataclass(frozen=True)
 class DayRuns:
-    """A day's slots as a page reads them: the runs (store.slot_runs_for_day), the daily push's rows
-    (store.daily_notifications), what each run's LLM calls cost (store.slot_spend; None: not looked up)."""
+    """A day's slots as a page reads them: the runs (store.slot_runs.slot_runs_for_day), the daily push's rows
+    (store.reports.daily_notifications), what each run's LLM calls cost (store.operations.slot_spend; None: not looked up)."""
 
     runs: Sequence[Row]
     notifications: Sequence[Row] = ()
