@@ -132,8 +132,7 @@ def _weekly_summary(url: str) -> None:
     rt = Runtime.load()
     assert rt.database_url == url
     monday, _ = weekly.week_of(SLOTS[0].date())
-    row = weekly.build(rt.connect, rt.llm, monday=monday, slot_run_id=None, settings=rt.settings,
-                       analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"))
+    row = weekly.build(rt.asking(None), monday=monday, analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"))
     assert row["status"] == store.common.REPORT_OK
 
 

@@ -23,7 +23,6 @@ from pydantic import ValidationError
 
 from include.radar import store
 from include.radar.analysis.llm import (
-    LLMClient,
     LLMConfigError,
     LLMDeadline,
     LLMExhausted,
@@ -31,10 +30,9 @@ from include.radar.analysis.llm import (
 )
 from include.radar.analysis.prompting import Prompt, neutralise_delimiters
 from include.radar.analysis.schemas import DailyDigest
-from include.radar.analysis.spending import Spend
+from include.radar.analysis.spending import Asking, Spend
 from include.radar.collect import watch
 from include.radar.collect.coverage import Coverage
-from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import local_day_bounds, to_local
 from include.radar.pushes import decide, events, ranking
@@ -193,25 +191,17 @@ def _md_text(text: str) -> str:
     return out
 
 
-def build_report(
-    connect: Callable[[], Any],
-    llm_factory: Callable[[], LLMClient],
-    *,
-    day: date,
-    slot_run_id: int | None,
-    settings: Settings,
-    analysis_url: Callable[[int], str],
-    upstream_errors: list[str] | None = None,
-    deadline: float | None = None, clock: Clock = SYSTEM,
-) -> dict[str, Any]:
+def build_report(asking: Asking, *, day: date, analysis_url: Callable[[int], str],
+                 upstream_errors: list[str] | None = None) -> dict[str, Any]:
     """Gather the day, ask for the digest, validate it and upsert daily_report. Never raises for LLM failures.
-    ``deadline`` (``clock.monotonic()``) bounds the digest call: past it, the database summary stands in."""
+    ``asking.deadline`` bounds the digest call: past it, the database summary stands in."""
+    connect, settings = asking.connect, asking.settings
     # the report fails for this slot's own failures (and a failed digest); an earlier slot's hiccup that
     # later slots made up for is a warning, listed in the report, not a failed day
     reasons = list(upstream_errors or []) + _group_events(connect, timedelta(hours=settings.event_window_hours))
     with connect() as conn:
         facts = gather(conn, day, settings.push_score_threshold, settings.deepseek_currency, settings.outcome_min_picks,
-                       now=clock.now())
+                       now=asking.clock.now())
     if facts.failures and not facts.analyses:  # a failed article never fails its slot, but a day of them fails the report
         reasons.append(f"analysis: 当日 {len(facts.failures)} 篇分析全部失败"
                        f"（{(facts.failures[0]['last_error'] or '')[:200]}）")
@@ -219,8 +209,7 @@ def build_report(
     key = digest_key(compacted, settings)
     asked = Asked(None)
     if facts.analyses:
-        asked = _day_digest(connect, llm_factory, compacted, key, day=day, settings=settings,
-                            slot_run_id=slot_run_id, deadline=deadline, clock=clock)
+        asked = _day_digest(asking, compacted, key, day)
     if asked.error:
         reasons.append(asked.error)
     reasons += _day_warnings(facts)
@@ -244,7 +233,7 @@ def build_report(
         "model": asked.model,
         "prompt_version": asked.prompt_version,
         "error": "\n".join(dict.fromkeys(reasons)) or None,
-        "slot_run_id": slot_run_id,
+        "slot_run_id": asking.slot_run_id,
     }
     with connect() as conn:
         row = store.reports.upsert_daily_report(conn, report)
@@ -264,21 +253,17 @@ def _group_events(connect: Callable[[], Any], window: timedelta) -> list[str]:
     return []
 
 
-def _day_digest(
-    connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], compacted: dict[str, Any], key: str, *,
-    day: date, settings: Settings, slot_run_id: int | None, deadline: float | None, clock: Clock,
-) -> Asked:
+def _day_digest(asking: Asking, compacted: dict[str, Any], key: str, day: date) -> Asked:
     """The LLM's digest of the day: the one already stored from the same facts (paid for once), else asked."""
-    with connect() as conn:
+    with asking.connect() as conn:
         kept = stored_digest(store.reports.get_daily_report(conn, day), key)
     if kept is not None:  # a rerun over the same analyses: the digest was paid for once, it is kept
         log.info("digest for %s: the LLM's digest of these same analyses is kept; no second call", day)
         return Asked(*kept)
     # titles and summaries are outside text: they cannot close the data block
     data = neutralise_delimiters(json.dumps(compacted, ensure_ascii=False))
-    user = DIGEST_PROMPT.user(date=day.isoformat(), threshold=str(settings.push_score_threshold), data=data)
-    return ask_llm(connect, llm_factory, DIGEST_PROMPT, user, settings=settings, slot_run_id=slot_run_id,
-                   deadline=deadline, what=f"digest for {day}", clock=clock)
+    user = DIGEST_PROMPT.user(date=day.isoformat(), threshold=str(asking.settings.push_score_threshold), data=data)
+    return ask_llm(asking, DIGEST_PROMPT, user, what=f"digest for {day}")
 
 
 def _day_warnings(facts: DayFacts) -> list[str]:
@@ -357,23 +342,20 @@ class Asked:
     error: str | None = None
 
 
-def ask_llm(
-    connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], prompt: Prompt, user: str, *,
-    settings: Settings, slot_run_id: int | None, deadline: float | None, what: str, clock: Clock = SYSTEM,
-) -> Asked:
+def ask_llm(asking: Asking, prompt: Prompt, user: str, *, what: str) -> Asked:
     """One digest call (the daily report's or the weekly summary's), what it cost recorded whatever happens.
     An LLM failure is an answer too: no digest, the reason; the caller falls back to the database's summary."""
-    spend = Spend(settings, item_id=None, attempt_id=None, slot_run_id=slot_run_id, model=settings.deepseek_model,
-                  purpose="digest", clock=clock)
+    spend = Spend(asking.settings, item_id=None, attempt_id=None, slot_run_id=asking.slot_run_id,
+                  model=asking.settings.deepseek_model, purpose="digest", clock=asking.clock)
     try:
-        answer = llm_factory().complete_json(prompt.system(), user, DailyDigest, deadline=deadline)
+        answer = asking.llm().complete_json(prompt.system(), user, DailyDigest, deadline=asking.deadline)
         spend.usage = answer.usage
         asked = Asked(answer.value, answer.model, prompt.label)  # type: ignore[arg-type]
     except (LLMExhausted, LLMConfigError, LLMRejected, LLMDeadline) as exc:
         spend.usage = exc.usage
         log.warning("%s falls back to the database summary: %s", what, exc)
         asked = Asked(None, error=f"digest: {exc}")
-    with connect() as conn:
+    with asking.connect() as conn:
         spend.record(conn)
     return asked
 

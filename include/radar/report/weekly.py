@@ -17,10 +17,8 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from include.radar import store
-from include.radar.analysis.llm import LLMClient
 from include.radar.analysis.prompting import Prompt, neutralise_delimiters
-from include.radar.core.clock import SYSTEM, Clock
-from include.radar.core.settings import Settings
+from include.radar.analysis.spending import Asking
 from include.radar.market import outcomes
 from include.radar.pushes import decide, events, ranking
 from include.radar.report.digest import Asked, _md_text, ask_llm
@@ -87,24 +85,22 @@ def fallback_markdown(monday: date, entries: list[events.Entry], stats: dict[str
     return "\n".join(lines)
 
 
-def build(connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], *, monday: date,
-          slot_run_id: int | None, settings: Settings, analysis_url: Callable[[int], str],
-          deadline: float | None = None, clock: Clock = SYSTEM) -> dict[str, Any]:
+def build(asking: Asking, *, monday: date, analysis_url: Callable[[int], str]) -> dict[str, Any]:
     """Build (or keep) the week's summary; never raises for LLM failures. Returns the stored row."""
+    connect, settings = asking.connect, asking.settings
     with connect() as conn:
         existing = store.weekly.get_weekly_report(conn, monday)
         if existing is not None and existing["status"] == store.common.REPORT_OK:
             log.info("weekly summary %s was built by the LLM already; no second call", monday)
             return existing
-        entries, stats = gather(conn, monday, settings.outcome_min_picks, now=clock.now())
+        entries, stats = gather(conn, monday, settings.outcome_min_picks, now=asking.clock.now())
     threshold = settings.push_score_threshold
     asked = Asked(None)
     if entries:
         data = neutralise_delimiters(json.dumps(compact(entries, analysis_url), ensure_ascii=False))
         user = WEEKLY_PROMPT.user(week_start=monday.isoformat(), week_end=(monday + timedelta(days=6)).isoformat(),
                                   threshold=str(threshold), data=data)
-        asked = ask_llm(connect, llm_factory, WEEKLY_PROMPT, user, settings=settings, slot_run_id=slot_run_id,
-                        deadline=deadline, what=f"weekly summary {monday}", clock=clock)
+        asked = ask_llm(asking, WEEKLY_PROMPT, user, what=f"weekly summary {monday}")
     digest = asked.digest
     lead_of = {m["id"]: e for e in entries for m in e.members}
     if digest is not None:
@@ -125,7 +121,7 @@ def build(connect: Callable[[], Any], llm_factory: Callable[[], LLMClient], *, m
     stats["opportunities"] = sum(1 for e in entries if decide.is_opportunity(e.lead, threshold))
     report = {"week_start": monday, "status": store.common.REPORT_OK if digest is not None or not entries
               else store.common.REPORT_PARTIAL, "digest_md": digest_md, "digest_json": digest_json, "stats": stats,
-              "model": asked.model, "prompt_version": asked.prompt_version, "error": asked.error, "slot_run_id": slot_run_id}
+              "model": asked.model, "prompt_version": asked.prompt_version, "error": asked.error, "slot_run_id": asking.slot_run_id}
     with connect() as conn:
         row = store.weekly.upsert_weekly_report(conn, report)
     log.info("weekly summary %s: %s, %d analysed, %d events", monday, digest_json["source"], stats["analysed"],

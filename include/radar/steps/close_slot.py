@@ -34,9 +34,8 @@ def _account_for_late_slot(rt: Runtime, slot: dict[str, Any]) -> None:
     log.info("the %s report was built before this %s slot finished: rebuilding it (no push)", day, slot["slot"])
     error = None
     try:
-        digest.build_report(rt.connect, rt.llm, day=day, slot_run_id=slot["slot_run_id"], settings=rt.settings,
-                            analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"),
-                            deadline=rt.clock.monotonic() + REBUILD_DIGEST_SECONDS, clock=rt.clock)
+        digest.build_report(rt.asking(slot["slot_run_id"], rt.clock.monotonic() + REBUILD_DIGEST_SECONDS), day=day,
+                            analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"))
     except Exception as exc:  # recorded on the slot (it fails), the close goes on
         log.exception("rebuilding the %s report failed", day)
         error = f"{type(exc).__name__}: {exc}"

@@ -34,10 +34,9 @@ def _upstream_errors(rt: Runtime, slot: dict[str, Any]) -> list[str]:
 @step("build_daily_report")
 def build_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     return digest.build_report(
-        rt.connect, rt.llm, day=date.fromisoformat(slot["run_date"]), slot_run_id=slot["slot_run_id"],
-        settings=rt.settings, analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"),
-        upstream_errors=_upstream_errors(rt, slot), deadline=step_deadline(slot, "build_daily_report", rt.clock),
-        clock=rt.clock,
+        rt.asking(slot["slot_run_id"], step_deadline(slot, "build_daily_report", rt.clock)),
+        day=date.fromisoformat(slot["run_date"]), analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"),
+        upstream_errors=_upstream_errors(rt, slot),
     )
 
 
@@ -164,8 +163,5 @@ def catch_up_daily_report(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     log.warning("the %s slot of %s never ran: building and pushing its report now, marked late",
                 rt.settings.daily_slot, yesterday)
     if report is None:
-        digest.build_report(
-            rt.connect, rt.llm, day=yesterday, slot_run_id=None, settings=rt.settings,
-            analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"), clock=rt.clock,
-        )
+        digest.build_report(rt.asking(None), day=yesterday, analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"))
     return _push_daily(rt, yesterday, slot, late=True)

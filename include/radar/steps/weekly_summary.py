@@ -30,9 +30,8 @@ def weekly_summary(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     if not weekly.is_weekly_slot(day, slot["is_daily"]):
         return {"reason": "the weekly summary is built at Sunday's daily slot"}
     monday, _ = weekly.week_of(day)
-    row = weekly.build(rt.connect, rt.llm, monday=monday, slot_run_id=slot["slot_run_id"], settings=rt.settings,
-                       analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"),
-                       deadline=rt.clock.monotonic() + WEEKLY_DIGEST_SECONDS, clock=rt.clock)
+    row = weekly.build(rt.asking(slot["slot_run_id"], rt.clock.monotonic() + WEEKLY_DIGEST_SECONDS), monday=monday,
+                       analysis_url=lambda i: rt.canonical_url(f"/analysis/{i}"))
     should_push, reason = decide.daily_push_plan(slot)
     if not should_push:
         log.info("weekly summary %s: not pushed: %s", monday, reason)
