@@ -373,3 +373,110 @@ def test_the_folder_roles_notice_a_tool_importing_a_test_module(tmp_path: Path) 
                     "from tests.slotrun import article\n", encoding="utf-8")
     assert _crossings([tool], _a_test_s_own) == [
         "driver.py: tests ['_private']", "driver.py: tests.test_backfill ['DAYS']"]
+
+
+# ------------------------------------------------------------------------------------ names where they are made
+
+MAX_PARAMETERS = 8
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of include/ by its dotted name."""
+    return {import_graph.module_name(p): p for p in (REPO / "include").rglob("*.py")}
+
+
+def _top_names(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """(the names a module defines at its top, the names it imports there)."""
+    defined, imported = set(), set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.ImportFrom):
+            imported |= {a.asname or a.name for a in node.names}
+    return defined, imported - defined
+
+
+def _borrowed(paths: list[Path], modules: dict[str, Path]) -> list[str]:
+    """Each ``from M import n`` / ``M.n`` in ``paths`` that takes from a module of include/ a name it only
+    imported itself (a re-export), or a private name of another module."""
+    tops = {m: _top_names(ast.parse(p.read_text(encoding="utf-8"))) for m, p in modules.items()}
+    found = []
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        here = import_graph.module_name(path) if path.is_relative_to(REPO / "include") else path.name
+        aliases = {a.asname or a.name: f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                   and n.module for a in n.names if f"{n.module}.{a.name}" in tops}
+        aliases |= {a.asname or a.name: a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+                    if a.name in tops and (a.asname or "." not in a.name)}
+        taken = [(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module in tops
+                 for a in n.names]
+        taken += [(aliases[n.value.id], n.attr) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                  and isinstance(n.value, ast.Name) and n.value.id in aliases]
+        for module, name in taken:
+            if f"{module}.{name}" in tops or module == here:
+                continue  # a submodule, or a module's own name
+            defined, imported = tops[module]
+            if name in imported and name not in defined:
+                found.append(f"{here}: {module}.{name} (re-exported)")
+            elif name.startswith("_") and not name.startswith("__"):
+                found.append(f"{here}: {module}.{name} (private)")
+    return sorted(set(found))
+
+
+def _long_signatures(paths: list[Path]) -> list[str]:
+    """``module.function (n)`` for each function of ``paths`` taking more than MAX_PARAMETERS parameters
+    (positional, keyword-only, ``*args`` and ``**kwargs``; a method's ``self`` / ``cls`` aside)."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                positional = [*a.posonlyargs, *a.args]
+                n = len(positional) + len(a.kwonlyargs) + (a.vararg is not None) + (a.kwarg is not None)
+                n -= bool(positional) and positional[0].arg in ("self", "cls")
+                if n > MAX_PARAMETERS:
+                    found.append(f"{path.stem}.{node.name} ({n})")
+    return sorted(found)
+
+
+def _product() -> list[Path]:
+    return [*(REPO / "include").rglob("*.py"), *(REPO / "dags").rglob("*.py"), *(REPO / "plugins").rglob("*.py")]
+
+
+def test_each_name_is_taken_from_the_module_that_makes_it_and_no_private_name_crosses_modules() -> None:
+    """No re-export shims: the product, the tests and the tooling import a name from the module that defines it
+    (store/__init__ names its rooms only); no product module takes another's private name (tests may)."""
+    modules = _modules()
+    tooling = [*(REPO / "tests").glob("*.py"), *(REPO / "tools").glob("*.py"), *(REPO / "bench").glob("*.py")]
+    found = _borrowed(_product(), modules) + [f for f in _borrowed(tooling, modules) if f.endswith("(re-exported)")]
+    assert found == []
+    defined, _ = _top_names(ast.parse((REPO / "include" / "radar" / "store" / "__init__.py").read_text("utf-8")))
+    assert defined == {"__all__"}  # the package holds its rooms' names, nothing of its own
+
+
+def test_the_name_rules_see_a_re_export_and_a_private_name(tmp_path: Path) -> None:
+    made, shim, user = tmp_path / "made.py", tmp_path / "shim.py", tmp_path / "user.py"
+    made.write_text("def thing(): ...\n_secret = 1\n", encoding="utf-8")
+    shim.write_text("from made import thing as thing\nfrom made import _secret\n", encoding="utf-8")
+    user.write_text("from shim import thing\nimport shim\nshim.thing()\nfrom made import _secret, thing\n",
+                    encoding="utf-8")
+    modules = {"made": made, "shim": shim}
+    assert _borrowed([user], modules) == ["user.py: made._secret (private)", "user.py: shim.thing (re-exported)"]
+
+
+def test_no_function_takes_more_than_8_parameters() -> None:
+    """Past eight, what a function needs travels together: the settings, a page context, a frozen dataclass of
+    the values that go together (push.Occasion, ingest.SlotIngest, llm.LLMOptions, spending.Asking)."""
+    assert _long_signatures(_product()) == []
+
+
+def test_the_signature_rule_counts_every_kind_of_parameter(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("def plain(a, b, c, d, e, f, g, h, i): ...\n"
+                      "def keywords(a, b, c, d, *, e, f, g, h, i): ...\n"
+                      "def rest(a, b, c, d, e, f, g, *args, **kwargs): ...\n"
+                      "class C:\n    def method(self, a, b, c, d, e, f, g, h): ...\n", encoding="utf-8")
+    assert _long_signatures([source]) == ["m.keywords (9)", "m.plain (9)", "m.rest (9)"]

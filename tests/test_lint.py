@@ -36,26 +36,6 @@ def test_no_function_of_the_dag_or_include_is_over_60_lines():
     assert long == {}
 
 
-# past this, what a page's function needs travels together: the page context (web/views/common.py: PageContext)
-# or a dataclass of the rows it reads (DayRuns, HealthFacts)
-MAX_PAGE_PARAMETERS = 8
-
-
-def test_no_function_of_the_pages_takes_over_8_parameters():
-    many = {}
-    for path in (REPO / "include" / "radar" / "web").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                args = node.args
-                names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
-                count = len(names) + (args.vararg is not None) + (args.kwarg is not None)
-                if names[:1] in (["self"], ["cls"]):
-                    count -= 1
-                if count > MAX_PAGE_PARAMETERS:
-                    many[f"{path.relative_to(REPO)}:{node.name}"] = count
-    assert many == {}
-
-
 MAX_DOCSTRING_LINES = 11  # a docstring says why; the rules it would spell out are docs/'s, the figures benchmarks'
 
 

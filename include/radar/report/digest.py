@@ -160,30 +160,30 @@ def fallback_markdown(facts: DayFacts) -> str:
         + (f"，最高分 {stats['max_score']}" if stats["max_score"] is not None else ""),
     ]  # which slots are done is the page's header, live (the slot building this report is not done yet)
     if facts.coverage:
-        lines.append(f"- {_md_text(facts.coverage.line())}")
+        lines.append(f"- {md_text(facts.coverage.line())}")
     # verified evidence first: an analysis whose quotes are not in its article ranks below, marked
     best = facts.entries[:5]  # one line per event, led by its best-evidenced analysis
     if best:
         lines += ["", "## 评分最高的文章"]
-        lines += [f"- {e.lead['score']} 分 · {_md_text(e.lead['title'])}：{_md_text(e.lead['summary'])}"
+        lines += [f"- {e.lead['score']} 分 · {md_text(e.lead['title'])}：{md_text(e.lead['summary'])}"
                   + ("（证据未核实）" if not decide.verified(e.lead) else "")
-                  + (f"（{len(e.sources)} 个公众号报道：{_md_text('、'.join(e.sources))}）" if len(e.sources) > 1 else "")
+                  + (f"（{len(e.sources)} 个公众号报道：{md_text('、'.join(e.sources))}）" if len(e.sources) > 1 else "")
                   for e in best]
     if facts.failures:
         lines += ["", "## 分析失败"]
-        lines += [f"- {_md_text(f['title'])}：{_md_text((f['last_error'] or '')[:80])}" for f in facts.failures[:10]]
+        lines += [f"- {md_text(f['title'])}：{md_text((f['last_error'] or '')[:80])}" for f in facts.failures[:10]]
     if facts.budget_deferred:
         lines += ["", f"## 预算已用尽：{facts.budget_deferred} 篇顺延到次日分析"]
     if facts.pending:
         lines += ["", f"## 待分析（{len(facts.pending)} 篇，次日时段继续）"]
-        lines += [f"- {_md_text(p['title'])}" for p in facts.pending[:10]]
+        lines += [f"- {md_text(p['title'])}" for p in facts.pending[:10]]
     if facts.slot_errors:
         lines += ["", "## 时段错误"]
-        lines += [f"- {_md_text(e[:200])}" for e in facts.slot_errors]
+        lines += [f"- {md_text(e[:200])}" for e in facts.slot_errors]
     return "\n".join(lines)
 
 
-def _md_text(text: str) -> str:
+def md_text(text: str) -> str:
     """Neutralise markdown syntax in text that came from an article or the LLM."""
     out = str(text).replace("\n", " ")
     for ch in "\\`*_[]<>#|":

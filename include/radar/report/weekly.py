@@ -21,7 +21,7 @@ from include.radar.analysis.prompting import Prompt, neutralise_delimiters
 from include.radar.analysis.spending import Asking
 from include.radar.market import outcomes
 from include.radar.pushes import decide, events, ranking
-from include.radar.report.digest import Asked, _md_text, ask_llm
+from include.radar.report.digest import Asked, ask_llm, md_text
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def fallback_markdown(monday: date, entries: list[events.Entry], stats: dict[str
     best = entries[:8]
     if best:
         lines += ["", "## 本周评分最高"]
-        lines += [f"- {e.lead['score']} 分 · {_md_text(e.lead['title'])}：{_md_text(e.lead['summary'])}"
+        lines += [f"- {e.lead['score']} 分 · {md_text(e.lead['title'])}：{md_text(e.lead['summary'])}"
                   + (f"（{len(e.sources)} 个公众号报道）" if len(e.sources) > 1 else "") for e in best]
     else:
         lines += ["", "本周没有分析结果。"]
