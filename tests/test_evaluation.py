@@ -389,7 +389,7 @@ def test_the_evaluation_dag_is_a_manual_dag_of_its_own_whose_step_runs_and_resum
     params = {"model": "deepseek-flash", "thinking": True, "reasoning_effort": "high", "prompt_version": "v3",
               "connection": None, "days": 366, "size": 50, "only": "feedback", "cap": 1.0, "resume": None}
     dry = step(Runtime.load(), {**params, "dry_run": True}, run_id="manual__0")  # the form's 只估算
-    assert dry["evaluation_id"] is None and "6 articles; estimated at most $0.0025" in dry["summary"][1]
+    assert dry["evaluation_id"] is None and "6 articles; estimated $0.0025 for one call an article" in dry["summary"][1]
     assert rows_in("evaluation") == {"evaluation": 0} and calls_of(fakes, "deepseek-flash") == 0
     out = step(Runtime.load(), params, attempt=("evaluate", -1, 1), run_id="manual__1")
     # only the six articles with a verdict; their six answers, one call each

@@ -228,3 +228,58 @@ def test_an_evidence_refused_answer_is_no_added_opportunity_and_its_card_says_so
     card = page.split("手机链", 1)[1].split("</li>", 1)[0]
     assert "候选 62 分 · 有机会 · 行业 · 看多" in card and "证据未通过核对（不会推送）" in card
     assert "当前的 5 个中候选漏掉 1 个，另多出 0 个" in page
+
+
+# --------------------------------------------------------------------- the dry run, the resume, the chart
+
+
+def test_the_dry_run_is_an_upper_bound_of_the_run_and_names_the_cap_that_finishes_it(fakes, monkeypatch, capsys) -> None:
+    demo_day(fakes, monkeypatch)
+    args = ["evaluate", "--model", "deepseek-flash", "--days", "366"]
+    capsys.readouterr()
+    assert cli.main([*args, "--cap", "0.05", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    # 12 x 0.00042 for one call an article; with every ladder's three repairs, four times that
+    assert "12 articles; estimated $0.0050 for one call an article, at most $0.0202 with every ladder's repairs" in out
+    finishing = float(re.search(r"a cap of \$(\S+) finishes it whatever it needs", out)[1])
+    assert "cap $0.0500: it would start, and may stop on its cap before the end" in out and finishing > 0.05
+    plan = start(cap=finishing)
+    shadow.run(connect, settings(), plan.evaluation_id)
+    spent = ledger(plan.evaluation_id)[1]  # 手机链's ladder of four calls among them
+    assert calls_of(fakes, "deepseek-flash") == 15 and spent <= plan.worst <= plan.finishing <= finishing
+    assert _status_of(plan.evaluation_id) == "done"  # under the cap it named, the run finished
+    assert cli.main([*args, "--cap", "0.001", "--dry-run"]) == 1  # refused: not zero
+    assert "refused, estimated $0.0050 for 12 articles is over the cap of $0.0010" in capsys.readouterr().out
+
+
+def _status_of(evaluation_id: int) -> str:
+    with connect() as conn:
+        return store.evaluations.get(conn, evaluation_id)["status"]
+
+
+def test_a_resume_with_another_model_is_refused_and_an_unknown_model_is_checked_before_its_prices(
+        fakes, monkeypatch, capsys) -> None:
+    demo_day(fakes, monkeypatch)
+    plan = start(cap=0.001)  # refused: nothing paid
+    capsys.readouterr()
+    assert cli.main(["evaluate", "--resume", str(plan.evaluation_id), "--model", "deepseek-v4-pro", "--cap", "1"]) == 2
+    assert f"--resume {plan.evaluation_id} evaluates deepseek-flash, not --model deepseek-v4-pro" in capsys.readouterr().err
+    with connect() as conn:
+        assert float(store.evaluations.get(conn, plan.evaluation_id)["cap"]) == 0.001
+    # a model the endpoint does not offer, without prices: the endpoint's word first, not a request for prices
+    assert cli.main(["evaluate", "--model", "qwen-max", "--cap", "1", "--days", "366"]) == 2
+    err = capsys.readouterr().err
+    assert "does not offer 'qwen-max'" in err and "--prices" not in err
+
+
+def test_a_long_model_name_is_cut_to_fit_the_chart_s_axis_and_kept_whole_in_its_description() -> None:
+    from include.radar.web.views import evaluation as views
+
+    model = "vendor/" + "a-very-long-candidate-model-name-" * 3
+    chart = str(views.scatter([(50, 60)], title="t", desc=f"候选 {model}", x_label="当前（deepseek-v4-pro）的评分",
+                              y_label=f"候选（{model}）的评分"))
+    label = re.findall(r'rotate\(-90[^>]*>([^<]*)</text>', chart)[0]
+    axis = views.SIZE - views.TOP - views.BOTTOM
+    assert "…" in label and label.startswith("候选（vendor/") and label.endswith("）的评分")
+    assert views.text_width(label) <= axis < views.text_width(f"候选（{model}）的评分")
+    assert model in chart and ">当前（deepseek-v4-pro）的评分</text>" in chart  # a short one is left whole

@@ -342,7 +342,7 @@ def test_a_dry_run_prints_the_estimate_and_records_nothing(fakes, monkeypatch, c
     listed = fakes.deepseek.model_list_calls
     assert cli.main(["evaluate", "--model", "deepseek-flash", "--cap", "1", "--days", "366", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "nothing recorded, no call made" in out and "12 articles; estimated at most $0.0050" in out
+    assert "nothing recorded, no call made" in out and "12 articles; estimated $0.0050 for one call an article" in out
     assert "deepseek-flash's published prices" in out and "output 0.6 USD" in out and "it would start" in out
     assert rows_in("evaluation", "evaluation_item", "evaluation_attempt", "llm_spend") == before
     assert calls_of(fakes, "deepseek-flash") == 0 and fakes.deepseek.model_list_calls == listed + 1

@@ -5,6 +5,7 @@ or prints one's summary. Exit status: 0 done, 1 stopped or refused (resume it), 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any
 
@@ -53,7 +54,12 @@ def handle(args: argparse.Namespace) -> int:
     if args.resume is not None:
         with connect() as conn:
             row = store.evaluations.get(conn, args.resume)
-            if row is not None and not args.trust_max_tokens:
+        if row is not None and args.model and args.model != row["model"]:
+            print(f"error: --resume {args.resume} evaluates {row['model']}, not --model {args.model}: start a new "
+                  "evaluation for another model", file=sys.stderr)
+            return NOT_STARTED
+        if row is not None and not args.trust_max_tokens:
+            with connect() as conn:
                 shadow.check_trusted(conn, row)  # before its cap is touched
         if args.cap is not None:
             refused = shadow.new_cap(connect, settings, args.resume, args.cap)
@@ -70,7 +76,7 @@ def handle(args: argparse.Namespace) -> int:
         plan, _ = shadow.preview(connect, settings, candidate, sample, args.cap, clock=clock)
         for line in plan_lines(plan, candidate, args.cap):
             print(line)
-        return DONE
+        return STOPPED if plan.refused else DONE
     plan = shadow.start(connect, settings, candidate, sample, args.cap, created_by="cli", clock=clock)
     print(f"evaluation {plan.evaluation_id}: {plan.articles} articles, estimated {plan.prices.money(plan.estimate)}")
     if plan.refused:
@@ -86,11 +92,15 @@ def plan_lines(plan: shadow.Plan, candidate: shadow.Candidate, cap: float) -> li
     rates = plan.prices.off_peak
     return [
         f"dry run of {candidate.label} on connection {candidate.conn_id} (it answered): nothing recorded, no call made",
-        f"  {plan.articles} articles; estimated at most {money(plan.estimate)} (every token a cache miss at peak rates)",
+        f"  {plan.articles} articles; estimated {money(plan.estimate)} for one call an article, at most "
+        f"{money(plan.worst)} with every ladder's repairs (each article's analysis's tokens, every token a cache miss "
+        "at peak rates)",
         f"  priced at {candidate.model}'s {shadow.price_source_text(plan.source)} prices, per million tokens "
         f"off-peak: cache hit {rates.cache_hit:g}, miss {rates.cache_miss:g}, output {rates.output:g} {plan.prices.currency}",
         f"  one call at its most (reserved before it is made): {money(plan.most_per_call)}",
-        f"  cap {money(cap)}: " + (f"refused, {plan.refused}" if plan.refused else "it would start"),
+        f"  cap {money(cap)}: " + (f"refused, {plan.refused}" if plan.refused else "it would start" + (
+            "" if cap >= plan.finishing else ", and may stop on its cap before the end")),
+        f"  a cap of {money(up(plan.finishing))} finishes it whatever it needs (every call of every ladder at its most)",
     ]
 
 
@@ -105,6 +115,12 @@ def _run(connect: Any, settings: Settings, evaluation_id: int, clock: Clock, tru
         print(red(line) if result.reason == "over_cap" else line)
     shown = _show(connect, evaluation_id, settings, clock)
     return shown or (FAILED if result.failed else STOPPED if result.stopped else DONE)
+
+
+def up(amount: float) -> float:
+    """An amount rounded up to the places it is printed with (format_money's): a cap named is never short."""
+    places = 4 if amount < 1 else 2
+    return math.ceil(amount * 10**places - 1e-9) / 10**places
 
 
 def red(line: str) -> str:

@@ -23,8 +23,8 @@ from datetime import timedelta
 from typing import Any
 
 from include.radar import store
-from include.radar.analysis import analyst, batches, focus, ratelimit, spending
-from include.radar.analysis.llm import LLMClient, LLMConfigError, LLMError
+from include.radar.analysis import analyst, batches, evidence, focus, ratelimit, spending
+from include.radar.analysis.llm import FIELD_ORDER, JSON_ONLY, LLMClient, LLMConfigError, LLMError
 from include.radar.analysis.prompting import PROMPTS, Prompt
 from include.radar.core import pricing
 from include.radar.core.clock import SYSTEM, Clock
@@ -42,6 +42,9 @@ PROBE_SECONDS = 15.0  # the endpoint's model list, asked before anything is reco
 # (Chinese is about a token per character) plus the prompt, and this much output
 FALLBACK_PROMPT_TOKENS = 3000
 FALLBACK_OUTPUT_TOKENS = 2000
+# what a repair adds to its article's prompt at most: the longest instruction a rung carries, after a blank line
+REPAIR_BYTES = 2 + max(len(text.encode()) for text in (
+    JSON_ONLY, FIELD_ORDER, evidence.EVIDENCE_AGAIN, evidence.CONSISTENCY_AGAIN.format(threshold=100)))
 _MODEL = re.compile(r"^[A-Za-z0-9._:/-]{1,100}$")
 _VERSION = re.compile(r"^v[0-9]{1,3}$")
 _CONN = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
@@ -172,14 +175,24 @@ def estimate(rows: list[dict[str, Any]], prices: pricing.PriceTable) -> float:
     return round(total, 6)
 
 
-def most_per_call(rows: list[dict[str, Any]], settings: Settings, candidate: Candidate, prices: pricing.PriceTable,
-                  profile: focus.Profile) -> float:
+def with_repairs(rows: list[dict[str, Any]], prices: pricing.PriceTable, settings: Settings) -> float:
+    """The estimate with every article's ladder at its worst: each rung (``deepseek_max_retries`` after the first)
+    a call as dear as the article's own analysis, every token a cache miss at peak rates."""
+    return round(estimate(rows, prices) * (settings.deepseek_max_retries + 1), 6)
+
+
+def call_bounds(rows: list[dict[str, Any]], settings: Settings, candidate: Candidate, prices: pricing.PriceTable,
+                profile: focus.Profile) -> tuple[float, float]:
     """The most one call of the sample may cost (the largest prompt, every byte a token, and a full answer): what
-    the cap reserves before each call."""
+    the cap reserves before each call; and the cap that finishes the run whatever happens: every article's
+    ladder, each rung at its most (a repair's prompt with the longest instruction it may carry)."""
     system = analyst.system_prompt(settings.push_score_threshold, profile, candidate.prompt)
-    most = max((pricing.most_prompt_tokens(system, analyst.article_prompt(
-        r, settings.deepseek_content_truncate_chars, candidate.prompt)) for r in rows), default=0)
-    return round(prices.most(most, settings.deepseek_max_tokens), 6) if rows else 0.0
+    firsts = [pricing.most_prompt_tokens(system, analyst.article_prompt(
+        r, settings.deepseek_content_truncate_chars, candidate.prompt)) for r in rows]
+    out = settings.deepseek_max_tokens
+    ladder = sum(prices.most(p, out) + settings.deepseek_max_retries * prices.most(p + REPAIR_BYTES, out)
+                 for p in firsts)
+    return (round(prices.most(max(firsts), out), 6) if rows else 0.0), round(ladder, 6)
 
 
 def check_endpoint(settings: Settings, candidate: Candidate, timeout: float = PROBE_SECONDS) -> list[str]:
@@ -213,6 +226,8 @@ class Plan:
     prices: pricing.PriceTable
     source: str
     refused: str | None = None
+    worst: float = 0.0  # the estimate with every ladder's repairs
+    finishing: float = 0.0  # the cap that finishes the run whatever it needs (every call at its most)
 
 
 def _refusal(plan: Plan, cap: float) -> str | None:
@@ -231,15 +246,16 @@ def preview(connect: Callable[[], Any], settings: Settings, candidate: Candidate
     candidate.check()
     sample.check()
     check_cap(cap, settings.deepseek_currency)
-    prices, source = candidate_prices(settings, candidate)
-    if probe:
+    if probe:  # a model the endpoint does not offer is said before any price is asked for it
         check_endpoint(settings, candidate)
+    prices, source = candidate_prices(settings, candidate)
     since = clock.now() - timedelta(days=sample.days)
     with connect() as conn:
         rows = store.evaluations.sample(conn, since=since, size=sample.size, only_with=sample.only_with)
         profile = focus.from_row(store.focus.get_profile(conn))
-    most = most_per_call(rows, settings, candidate, prices, profile)
-    plan = Plan(None, len(rows), estimate(rows, prices), most, prices, source)
+    most, finishing = call_bounds(rows, settings, candidate, prices, profile)
+    plan = Plan(None, len(rows), estimate(rows, prices), most, prices, source,
+                worst=with_repairs(rows, prices, settings), finishing=finishing)
     return dataclasses.replace(plan, refused=_refusal(plan, cap)), rows
 
 

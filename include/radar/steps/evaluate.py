@@ -38,6 +38,8 @@ def evaluate(rt: Runtime, params: dict[str, Any], *, attempt: tuple[str, int, in
                 lines = commands.plan_lines(plan, candidate, cap)
                 for line in lines:
                     log.info("%s", line)
+                if plan.refused:  # a dry run that would be refused fails as the start would
+                    raise ConfigurationError(f"dry run refused: {plan.refused}")
                 return {"evaluation_id": None, "dry_run": True, "summary": lines}
             plan = shadow.start(rt.connect, settings, candidate, sample, cap, created_by=f"dag:{run_id or '-'}",
                                 clock=rt.clock)

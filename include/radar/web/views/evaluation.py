@@ -249,6 +249,23 @@ def cost_rows(summary: Summary, currency: str) -> list[tuple[str, str, str]]:
     ]
 
 
+def text_width(text: str, size: float = 10) -> float:
+    """How wide a label is drawn, about: a CJK character a full em, anything else 0.75 of one (wider than most
+    Latin letters and digits in the pages' sans-serif)."""
+    return sum(size if ord(ch) >= 0x2E80 else size * 0.75 for ch in text)
+
+
+def fit(label: str, length: float, size: float = 10) -> str:
+    """A label cut in its middle (…) until it fits ``length``: a long model name never runs off the chart (the
+    chart's title and description keep it whole)."""
+    if text_width(label, size) <= length:
+        return label
+    head, tail = label[: len(label) // 2], label[len(label) // 2:]
+    while head and text_width(f"{head}…{tail}", size) > length:
+        head, tail = head[:-1], tail[1:] if len(tail) > len(head) else tail
+    return f"{head}…{tail}"
+
+
 def scatter(points: Sequence[tuple[int, int]], *, title: str, desc: str, x_label: str, y_label: str,
             threshold: int = 60) -> Markup:
     """Score against score (0–100 on both axes, each named), the diagonal where they agree, the push threshold on
@@ -267,9 +284,9 @@ def scatter(points: Sequence[tuple[int, int]], *, title: str, desc: str, x_label
                     f'fill="currentColor">{v}</text><text x="{LEFT - 4}" y="{y(v) + 3:.1f}" font-size="9" '
                     f'text-anchor="end" fill="currentColor">{v}</text>' for v in sorted({0, threshold, 100}))
     axes = (f'<text x="{LEFT + width / 2:.1f}" y="{SIZE - 4}" font-size="10" text-anchor="middle" '
-            f'fill="currentColor">{escape(x_label)}</text><text x="12" y="{TOP + height / 2:.1f}" font-size="10" '
-            f'text-anchor="middle" fill="currentColor" transform="rotate(-90 12 {TOP + height / 2:.1f})">'
-            f"{escape(y_label)}</text>")
+            f'fill="currentColor">{escape(fit(x_label, width))}</text><text x="12" y="{TOP + height / 2:.1f}" '
+            f'font-size="10" text-anchor="middle" fill="currentColor" transform="rotate(-90 12 {TOP + height / 2:.1f})">'
+            f"{escape(fit(y_label, height))}</text>")
     return Markup(
         f'<svg class="chart" viewBox="0 0 {SIZE} {SIZE}" role="img" style="max-width:340px">'
         f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>"
