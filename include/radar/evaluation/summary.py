@@ -3,9 +3,11 @@ and at a glance (:class:`Glance`): both set-ups, the cost ratio and a month at t
 opportunities missed and added, the rank agreement, whether the reader's verdicts are enough to judge. The page
 (web/routes/evaluation.py) and the CLI (``cli evaluation``) show this one summary.
 
-Only articles both set-ups answered are compared; an article the candidate failed on counts in its cost and
-its failures, never as a disagreement. The current set-up's figures are those of the stored analyses (the
-ladder that produced each); the candidate's money is its whole line in the spend ledger, failed ladders included.
+Only articles both set-ups answered are compared; an article the candidate failed on counts in its billed cost
+and its failures, never as a disagreement. The verdict's money prices both set-ups' compared answers at their
+list (off-peak) rates, whatever hour each was billed at, over the articles both answered and were billed for;
+beside it, what was billed: the stored analyses' cost, and the candidate's whole line in the spend ledger, failed
+ladders included. Opportunities missed and added are counted as the slots would push them.
 """
 
 from __future__ import annotations

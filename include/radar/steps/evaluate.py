@@ -54,8 +54,11 @@ def evaluate(rt: Runtime, params: dict[str, Any], *, attempt: tuple[str, int, in
     except (shadow.EvaluationError, ValueError, TypeError) as exc:
         raise ConfigurationError(f"evaluation params: {exc}") from exc
     owner = "|".join((run_id or "manual", *(str(a) for a in attempt))) if attempt else None
-    result = shadow.run(rt.connect, settings, int(evaluation_id), claimer=owner,
-                        deadline=None if seconds is None else rt.clock.monotonic() + seconds, clock=rt.clock)
+    try:
+        result = shadow.run(rt.connect, settings, int(evaluation_id), claimer=owner,
+                            deadline=None if seconds is None else rt.clock.monotonic() + seconds, clock=rt.clock)
+    except shadow.EvaluationError as exc:  # an endpoint that over-reported: no retry helps
+        raise ConfigurationError(f"evaluation {evaluation_id}: {exc}") from exc
     with rt.connect() as conn:
         summary = evaluation_report.load(conn, int(evaluation_id), rt.clock.now(), settings=settings)
     lines = evaluation_report.lines(summary) if summary else []
