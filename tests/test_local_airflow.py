@@ -9,24 +9,30 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from include.radar_demo.waiting import run, sizes
+from tools.local_airflow import QUIET
+
 REPO = Path(__file__).resolve().parents[1]
 
-def _make(target: str) -> str:
+def _make(target: str, out: str) -> str:
+    """``make target``'s output, when make ends: the script's own waits give up on a stall, each naming what it
+    waited for; this one only on a script that stood still (no CPU spent, nothing written to its output or to
+    ``.local/<out>``) for longer than they would wait."""
     # its own AIRFLOW_HOME and databases (on the embedded PostgreSQL), nothing of the test session's
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "RADAR_"))}
-    done = subprocess.run(["make", target], cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-4000:]
-    return out
+    done = run(["make", target], cwd=REPO, env=env, quiet=QUIET + 300,
+               progress=lambda: sizes(REPO / ".local" / out))
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-4000:]
+    return said
 
 
 def test_the_readmes_two_day_backfill_runs_ten_slots_in_order_and_pushes_nothing():
-    out = _make("backfill-check")
+    out = _make("backfill-check", "backfill-check")
     for check in ("10 runs, all successful", "in date and slot order, one at a time",
                   "every article analysed by its own slot", "2 reports, each with its five slots",
                   "nothing pushed for the backfilled days"):
@@ -36,7 +42,7 @@ def test_the_readmes_two_day_backfill_runs_ten_slots_in_order_and_pushes_nothing
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed (apt-get install redis-server)")
 @pytest.mark.skipif(os.environ.get("RADAR_SKIP_CELERY") == "1", reason="RADAR_SKIP_CELERY=1 (CI)")
 def test_two_celery_workers_share_a_slot_and_nothing_happens_twice():
-    out = _make("celery")
+    out = _make("celery", "celery")
     assert "[celery] ok   the batches ran on both workers" in out
     assert "20 WeRSS detail calls, 20 DeepSeek calls, 1 push(es)" in out
     assert "0 more calls, 0 more pushes" in out
@@ -114,3 +120,66 @@ def test_no_script_sleeps_until_a_time_of_day():
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"sleep\([^)]*(start_at|midnight|until|wait)\b", text), path
         assert "waiting for midnight" not in text and "wait for midnight" not in text, path
+
+
+# ------------------------------------------------------------------ the waits: events and a stall bound, no deadline
+
+
+def test_a_wait_lasts_while_something_moves_and_gives_up_on_a_stall_naming_what_it_waited_for(tmp_path) -> None:
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from include.radar.core.clock import FixedClock
+    from include.radar_demo.waiting import GaveUp, wait_for
+
+    clock = FixedClock(datetime(2026, 1, 5, tzinfo=UTC), step=0)  # a poll's sleep moves it; nothing waits
+    begun = clock.monotonic()
+
+    def since() -> float:
+        return clock.monotonic() - begun
+
+    # a loaded machine: a task changes state every 200 s, the runs end after five times the stall bound
+    assert wait_for(lambda: since() >= 3000 and "ended", "the runs", 600, [], lambda: since() // 200,
+                    clock=clock) == "ended"
+    begun = clock.monotonic()
+    with pytest.raises(GaveUp, match=r"waited for the runs: nothing moved for 600 s \(still tasks running 1\)"):
+        wait_for(lambda: None, "the runs", 600, [], lambda: "tasks running 1", clock=clock)
+    assert 600 <= since() < 601
+    log = tmp_path / "scheduler.log"
+    log.write_text("scheduler | starting\nscheduler | Traceback: the database went away\n")
+    dead = SimpleNamespace(args=["airflow", "scheduler"], log=log, returncode=1, poll=lambda: 1)
+    begun = clock.monotonic()
+    with pytest.raises(GaveUp, match=r"airflow scheduler exited \(1\) while waiting for the runs") as gave:
+        wait_for(lambda: None, "the runs", 600, [dead], clock=clock)
+    assert "Traceback: the database went away" in str(gave.value) and since() == 0  # at once
+
+
+def test_only_a_new_kind_of_log_line_is_progress(tmp_path) -> None:
+    """A heartbeat repeats one shape (its times, pids and ids aside); a line still being written waits."""
+    from include.radar_demo.waiting import NewLines
+
+    log = tmp_path / "standalone.log"
+    log.write_text("scheduler | 2026-01-05T10:00:01 heartbeat pid 4242 job 9f3a2b1c77\n")
+    lines = NewLines(log)
+    first = lines()
+    with log.open("a") as f:
+        f.write("scheduler | 2026-01-05T10:00:06 heartbeat pid 4242 job 0c1d2e3f4a\nscheduler | task anal")
+    assert lines() == first
+    with log.open("a") as f:
+        f.write("yse queued\n")
+    assert lines() == first + 1
+
+
+def test_a_watched_command_runs_while_it_works_and_is_stopped_when_it_stands_still() -> None:
+    import sys
+    import time
+
+    from include.radar_demo.waiting import GaveUp
+
+    busy = "import time\nend = time.process_time() + 2\nwhile time.process_time() < end: pass\nprint('worked')"
+    done = run([sys.executable, "-c", busy], quiet=1.5)  # silent, but spending CPU for longer than the bound
+    assert (done.returncode, done.stdout) == (0, "worked\n")
+    started = time.monotonic()
+    with pytest.raises(GaveUp, match="waited for sleep 600 to end: nothing moved for 1 s"):
+        run(["sleep", "600"], quiet=1)
+    assert time.monotonic() - started < 300  # given up on the stall, killed: not sleep's ten minutes

@@ -14,6 +14,9 @@ unpaused DAG; the live run that unpausing starts is left out of the checks), run
 - nothing pushed for either day.
 
     make backfill-check        # about three minutes
+
+It waits on events (the DAG stored, the runs' and tasks' states), not on a clock: as long as a task changes
+state or the log shows new lines, a loaded machine is waited for (tools/local_airflow.py's ``QUIET``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import logging
 import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,9 +36,10 @@ from psycopg.rows import dict_row
 from include.radar import DAG_ID
 from include.radar.core import db, loader
 from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve
+from include.radar_demo.waiting import run
 from tests.backfill_days import DAYS, PUBLISHED, SLOTS, respond
 from tests.slotrun import article
-from tools.local_airflow import airflow, metadata, port_from, standin_env, start, stop, wait_for
+from tools.local_airflow import airflow, metadata, port_from, standin_env, start, stop, wait_parsed, wait_runs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -68,17 +71,17 @@ def main() -> int:
         "RADAR_DATABASE_URL": radar_url,
         "AIRFLOW_VAR_RADAR_LINK_SECRET": "backfill-check-link-secret-0123456789",
     }
-    subprocess.run(["airflow", "dags", "delete", "-y", DAG_ID], env=env, capture_output=True)  # earlier runs
+    run(["airflow", "dags", "delete", "-y", DAG_ID], env=env)  # earlier runs
     command = documented_command()
     print(f"[backfill] airflow standalone on {PORT}; the documented command: {' '.join(command)}; logs in {OUT}",
           flush=True)
-    procs = [start(OUT / "standalone.log", ["airflow", "standalone"], env)]
+    log = OUT / "standalone.log"
+    procs = [start(log, ["airflow", "standalone"], env)]
     try:
         with metadata() as meta:
-            wait_for(lambda: meta.execute("SELECT 1 FROM dag WHERE dag_id = %s", (DAG_ID,)).fetchone(),
-                     "the DAG to be parsed", 300, procs)
+            wait_parsed(meta, DAG_ID, procs, log)
             airflow("dags", "unpause", DAG_ID, env=env)
-            created = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+            created = run(command, env=env)
             if created.returncode != 0:
                 raise RuntimeError(f"the backfill was refused:\n{created.stdout[-2000:]}{created.stderr[-2000:]}")
 
@@ -88,7 +91,7 @@ def main() -> int:
                                     (DAG_ID,)).fetchall()
                 return runs if len(runs) >= 10 and all(r["state"] in ("success", "failed") for r in runs) else None
 
-            runs = wait_for(done, "the backfill's runs", 900, procs)
+            runs = wait_runs(meta, DAG_ID, done, "the backfill's ten runs to end", procs, log)
     finally:
         stop(procs)
     with psycopg.connect(radar_url, row_factory=dict_row) as conn:

@@ -10,7 +10,8 @@ What it shows (and checks; the exit status is 0 only when all hold):
 
 The slot is the daytime slot of tools/local_airflow.py's plan, triggered by name after the run that unpausing
 starts (the schedule's latest tick, hours ago, with no articles yet) has ended: the same at any hour, 23:30
-included, and nothing waits for a time of day.
+included, and nothing waits for a time of day, nor gives up after one: each wait lasts while tasks change
+state or the logs show new lines (tools/local_airflow.py's ``QUIET``).
 
 Redis comes from Debian's ``redis-server`` (``apt-get install redis-server``); the Celery provider is in the
 lock. Its own AIRFLOW_HOME (``.local/airflow-celery``), metadata database (``airflow_celery``) and radar
@@ -26,7 +27,6 @@ import logging
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,8 +38,19 @@ from psycopg.rows import dict_row
 from include.radar import DAG_ID
 from include.radar.core import db, loader
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, serve
+from include.radar_demo.waiting import run as watched
 from tests.slotrun import answer
-from tools.local_airflow import airflow, metadata, port_from, slots_now, standin_env, start, stop, wait_for
+from tools.local_airflow import (
+    airflow,
+    metadata,
+    port_from,
+    slots_now,
+    standin_env,
+    start,
+    stop,
+    wait_parsed,
+    wait_runs,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -100,7 +111,7 @@ def main() -> int:
         "AIRFLOW_VAR_RADAR_SCHEDULE_SLOTS": json.dumps([daytime, daily]),
         "AIRFLOW_VAR_RADAR_LINK_SECRET": "celery-check-link-secret-0123456789",
     }
-    subprocess.run(["airflow", "dags", "delete", "-y", DAG_ID], env=env, capture_output=True)  # earlier runs
+    watched(["airflow", "dags", "delete", "-y", DAG_ID], env=env)  # earlier runs
     print(f"[celery] redis on {redis_port}; scheduler, dag-processor, api-server on {PORT}, workers "
           f"{', '.join(WORKERS)} (concurrency {WORKER_CONCURRENCY} each); slot {daytime} (Asia/Shanghai) with "
           f"{ARTICLES} articles, triggered by name after the run of the daily tick {daily}; logs in {OUT}", flush=True)
@@ -113,21 +124,21 @@ def main() -> int:
         for name in WORKERS:
             procs.append(start(OUT / f"{name}.log", ["airflow", "celery", "worker", "--celery-hostname", f"{name}@%h",
                                       "--skip-serve-logs"], {**env, "RADAR_WORKER_NAME": name}))
+        logs = [OUT / f"{name}.log" for name in ("api-server", "scheduler", "dag-processor", *WORKERS)]
         with metadata() as meta:
-            wait_for(lambda: meta.execute("SELECT 1 FROM dag WHERE dag_id = %s", (DAG_ID,)).fetchone(),
-                     "the DAG to be parsed", 300, procs)
+            wait_parsed(meta, DAG_ID, procs, *logs)
             airflow("dags", "unpause", DAG_ID, env=env)  # the schedule's latest tick (the daily slot) runs: let it end
-            wait_for(lambda: meta.execute(
+            wait_runs(meta, DAG_ID, lambda: meta.execute(
                 "SELECT run_id FROM dag_run WHERE dag_id = %s AND run_type = 'scheduled' "
-                "AND state IN ('success', 'failed')", (DAG_ID,)).fetchone(), "the run of the daily tick", 600, procs)
+                "AND state IN ('success', 'failed')", (DAG_ID,)).fetchone(), "the run of the daily tick", procs, *logs)
             werss.articles = articles
             before = {"llm": len(deepseek.requests), "pushes": len(pushes)}  # the tick's run: its report's push
             started = time.monotonic()
             run_id = f"slot_{int(time.time())}"
             airflow("dags", "trigger", DAG_ID, "--run-id", run_id, "--conf", plan.conf(), env=env)
-            run = wait_for(lambda: meta.execute(
+            run = wait_runs(meta, DAG_ID, lambda: meta.execute(
                 "SELECT run_id, state FROM dag_run WHERE run_id = %s AND state IN ('success', 'failed')",
-                (run_id,)).fetchone(), "the slot's run", 600, procs)
+                (run_id,)).fetchone(), "the slot's run", procs, *logs)
             took = time.monotonic() - started
             tis = meta.execute("SELECT task_id, map_index, state, hostname FROM task_instance WHERE run_id = %s "
                                "ORDER BY task_id, map_index", (run["run_id"],)).fetchall()
@@ -136,9 +147,9 @@ def main() -> int:
             # a duplicate trigger of the same slot, not forced
             again_id = f"duplicate_{int(time.time())}"
             airflow("dags", "trigger", DAG_ID, "--run-id", again_id, "--conf", plan.conf(force=False), env=env)
-            again = wait_for(lambda: meta.execute(
+            again = wait_runs(meta, DAG_ID, lambda: meta.execute(
                 "SELECT state FROM dag_run WHERE run_id = %s AND state IN ('success', 'failed')",
-                (again_id,)).fetchone(), "the duplicate run", 600, procs)
+                (again_id,)).fetchone(), "the duplicate run", procs, *logs)
     finally:
         stop(procs)
     with psycopg.connect(radar_url, row_factory=dict_row) as conn:

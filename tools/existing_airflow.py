@@ -38,8 +38,9 @@ import psycopg
 from include.radar import DAG_ID
 from include.radar_demo import run as demo
 from include.radar_demo.fakes import PushSink, serve
+from include.radar_demo.waiting import NewLines, wait_for
 from scripts.airflow_cfg import set_values
-from tools.local_airflow import port_from, start, stop
+from tools.local_airflow import QUIET, metadata, port_from, start, stop, wait_parsed, wait_runs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -261,22 +262,26 @@ def _walk_all(pinned: argparse.Namespace, started: float) -> int:
              *(start(logs / f"{name}.log", ["airflow", name], tasks_env)
                for name in ("scheduler", "dag-processor", "triggerer"))]
     try:
-        return walk(port, env, procs, received, link_secret, started)
+        with metadata(urls["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]) as meta:
+            return walk(port, env, (meta, procs), received, link_secret, started)
     finally:
         stop(procs)
 
 
-def walk(port: int, env: dict[str, str], procs: list, received: list[dict], secret: str, started: float) -> int:
-    base = f"http://127.0.0.1:{port}"
+def walk(port: int, env: dict[str, str], watched: tuple, received: list[dict], secret: str, started: float) -> int:
+    """The walk once the four processes run (``watched``: their metadata database and the processes)."""
+    base, (meta, procs) = f"http://127.0.0.1:{port}", watched
+    logs = [p.log for p in procs]
     with step("airflow api-server / scheduler / dag-processor / triggerer started; the api-server answers"):
-        _wait(lambda: get(f"{base}/api/v2/monitor/health")[0] == 200, 180, procs)
+        wait_for(lambda: _answers(f"{base}/api/v2/monitor/health"), f"the api-server to answer on {port}", QUIET,
+                 procs, NewLines(*logs))
     with step(f"the dag-processor registered {DAG_ID} from the bundle; airflow dags unpause"):
-        _wait(lambda: DAG_ID in run(["airflow", "dags", "list", "-o", "plain"], env), 180, procs)
+        wait_parsed(meta, DAG_ID, procs, *logs)
         run(["airflow", "dags", "unpause", DAG_ID], env)
     with step('airflow dags trigger -c \'{"action": "force"}\' (the latest slot, pushed): success'):
         run(["airflow", "dags", "trigger", DAG_ID, "-c", json.dumps({"action": "force"})], env)
-        _wait(lambda: _runs_done(env), 600, procs)
-        states = _run_states(env)
+        wait_runs(meta, DAG_ID, lambda: _runs_done(meta), "the slot's runs", procs, *logs)
+        states = [r["state"] for r in meta.execute("SELECT state FROM dag_run WHERE dag_id = %s", (DAG_ID,))]
         assert states and all(s == "success" for s in states), states
     say(f"    runs: {', '.join(states)}; pushed: " + " | ".join(m.get("title", "?") for m in received))
     link = next(_link(m) for m in received if _link(m))
@@ -300,30 +305,16 @@ def _link(message: dict) -> str | None:
     return words[-1] if words else None
 
 
-def _run_states(env: dict[str, str]) -> list[str]:
-    said = run(["airflow", "dags", "list-runs", DAG_ID, "-o", "json"], env)
-    table = next((line for line in said.splitlines() if line.startswith("[")), "[]")  # after Airflow's warnings
-    return [r["state"] for r in json.loads(table)]
-
-
-def _runs_done(env: dict[str, str]) -> bool:
-    states = _run_states(env)
+def _runs_done(meta) -> bool:
+    states = [r["state"] for r in meta.execute("SELECT state FROM dag_run WHERE dag_id = %s", (DAG_ID,))]
     return bool(states) and all(s in ("success", "failed") for s in states)
 
 
-def _wait(check, seconds: float, procs: list) -> None:
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        dead = [p.args for p in procs if p.poll() is not None]
-        if dead:
-            raise RuntimeError(f"{dead} exited (see {HERE / 'logs'})")
-        try:
-            if check():
-                return
-        except (OSError, RuntimeError):
-            pass
-        time.sleep(2)
-    raise RuntimeError(f"timed out after {seconds:.0f} s (see {HERE / 'logs'})")
+def _answers(url: str) -> bool:
+    try:
+        return get(url)[0] == 200
+    except OSError:
+        return False
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """What the scripts that run a real Airflow on this machine share (`make bench-slot`, `make celery`,
-`make backfill-check`): the CLI, the metadata database, starting and stopping process groups, waiting."""
+`make backfill-check`): the CLI, the metadata database, starting and stopping process groups, waiting on
+events with a stall bound instead of a deadline (include/radar_demo/waiting.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -19,6 +21,10 @@ from psycopg.rows import dict_row
 
 from include.radar.core.clock import SYSTEM, Clock
 from include.radar.core.slots import SHANGHAI
+from include.radar_demo.waiting import GaveUp, NewLines, Started, run, wait_for
+
+# seconds in which a wait saw nothing move (no task changing state, no new kind of log line) before it gives up
+QUIET = 600
 
 
 def free_port() -> int:
@@ -52,16 +58,51 @@ def standin_env(port: int, werss_at: str, deepseek_at: str, sink_at: str, api_ke
 
 
 def airflow(*args: str, env: dict[str, str]) -> str:
-    done = subprocess.run(["airflow", *args], env=env, capture_output=True, text=True)
+    """``airflow *args``' output; it waits while the command works (spends CPU or writes), whatever the load."""
+    done = run(["airflow", *args], env=env)
     if done.returncode != 0:
         raise RuntimeError(f"airflow {' '.join(args)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     return done.stdout
 
 
-def metadata() -> psycopg.Connection:
-    """Airflow's metadata database (scripts/bootstrap.sh put it on the radar's PostgreSQL server)."""
-    url = os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].replace("postgresql+psycopg2://", "postgresql://", 1)
+def metadata(url: str | None = None) -> psycopg.Connection:
+    """Airflow's metadata database: ``url``, else the environment's (scripts/bootstrap.sh put it on the radar's
+    PostgreSQL server)."""
+    url = (url or os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]).replace("postgresql+psycopg2://", "postgresql://", 1)
     return psycopg.connect(url, autocommit=True, row_factory=dict_row)
+
+
+def states(meta: psycopg.Connection, dag_id: str) -> str:
+    """How many of the DAG's runs and task instances are in each state: it changes whenever one does."""
+    rows = meta.execute(
+        "SELECT 'runs' AS kind, state, count(*) AS n FROM dag_run WHERE dag_id = %(d)s GROUP BY state UNION ALL "
+        "SELECT 'tasks', coalesce(state, 'none'), count(*) FROM task_instance WHERE dag_id = %(d)s GROUP BY state "
+        "ORDER BY 1, 2", {"d": dag_id}).fetchall()
+    return "; ".join(f"{r['kind']} {r['state']} {r['n']}" for r in rows) or "no runs"
+
+
+def wait_parsed(meta: psycopg.Connection, dag_id: str, procs: list[subprocess.Popen], *logs: Path) -> None:
+    """Until the dag-processor has stored ``dag_id``; an import error of the bundle (recorded from now on: an
+    earlier run's is cleared by the next parse) ends the wait at once."""
+    since = meta.execute("SELECT now() AS t").fetchone()["t"]
+
+    def parsed() -> bool:
+        broken = meta.execute("SELECT filename, stacktrace FROM import_error WHERE timestamp >= %s",
+                              (since,)).fetchone()
+        if broken:
+            raise GaveUp(f"the DAG bundle does not import: {broken['filename']}\n{broken['stacktrace'][-2000:]}")
+        return bool(meta.execute("SELECT 1 FROM dag WHERE dag_id = %s", (dag_id,)).fetchone())
+
+    wait_for(parsed, f"the dag-processor to store {dag_id} (new log lines)", QUIET, procs, NewLines(*logs))
+
+
+def wait_runs(meta: psycopg.Connection, dag_id: str, done: Callable[[], Any], what: str,
+              procs: list[subprocess.Popen], *logs: Path) -> Any:
+    """Until ``done()`` returns something true, while the DAG's runs and tasks change state or the logs show new
+    lines; :data:`QUIET` seconds of neither, or a process's exit, end it."""
+    lines = NewLines(*logs)
+    return wait_for(done, f"{what} (its runs' and tasks' states, new log lines)", QUIET, procs,
+                    lambda: (states(meta, dag_id), lines()))
 
 
 @dataclass(frozen=True)
@@ -102,10 +143,9 @@ def slots_now(clock: Clock = SYSTEM) -> SlotPlan:
     return plan_slots(clock.now())
 
 
-def start(log: Path, args: list[str], env: dict[str, str]) -> subprocess.Popen:
+def start(log: Path, args: list[str], env: dict[str, str]) -> Started:
     """A process in its own group (stopping it stops what it forks), its output in ``log``."""
-    with log.open("w") as out:
-        return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return Started(log, args, env)
 
 
 def stop(procs: list[subprocess.Popen]) -> None:
@@ -124,17 +164,3 @@ def stop(procs: list[subprocess.Popen]) -> None:
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-
-
-def wait_for(check: Any, what: str, seconds: float, procs: list[subprocess.Popen]) -> Any:
-    """Poll ``check`` until it returns something true; fail when a process exits or time runs out."""
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        dead = [p.args for p in procs if p.poll() is not None]
-        if dead:
-            raise RuntimeError(f"{dead} exited while waiting for {what}")
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise RuntimeError(f"timed out waiting for {what}")
