@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from airflow_cfg import set_values  # noqa: E402
 
+from include.radar_demo.waiting import run  # noqa: E402
 from tests.conftest import _server_url as _server  # noqa: E402
 from tests.conftest import _with_database as _database  # noqa: E402
 
@@ -77,8 +78,8 @@ def test_bootstrap_stops_at_its_first_failure_with_its_own_message(tmp_path: Pat
     info = psycopg.conninfo.conninfo_to_dict(server)
     info.update(user=role, dbname=name)
     try:
-        done = subprocess.run(
-            ["bash", "scripts/bootstrap.sh", "echo", "went-on"], cwd=REPO, capture_output=True, text=True, timeout=600,
+        done = run(  # as long as bootstrap works (Airflow's migration included), however loaded the machine
+            ["bash", "scripts/bootstrap.sh", "echo", "went-on"], cwd=REPO,
             env=_clean_env(RADAR_DATABASE_URL=psycopg.conninfo.make_conninfo(**info), RADAR_AIRFLOW_ON_POSTGRES="1",
                            AIRFLOW_HOME=str(tmp_path / "home"), PATH=os.environ["PATH"]))
     finally:
@@ -102,14 +103,13 @@ def test_make_ui_and_make_run_leave_one_metadata_database_in_airflow_cfg(tmp_pat
         admin.execute(f'CREATE DATABASE "{radar}"')
     home = tmp_path / "home"
     try:
-        done = subprocess.run(
-            ["bash", "scripts/bootstrap.sh", "true"], cwd=REPO, capture_output=True, text=True, timeout=900,
+        done = run(
+            ["bash", "scripts/bootstrap.sh", "true"], cwd=REPO,
             env=_clean_env(RADAR_DATABASE_URL=_database(server, radar), RADAR_AIRFLOW_ON_POSTGRES="1",
                            RADAR_AIRFLOW_DB_NAME=metadata, AIRFLOW_HOME=str(home), PATH=os.environ["PATH"]))
         assert done.returncode == 0, done.stderr[-3000:]
-        said = subprocess.run([str(REPO / ".venv" / "bin" / "airflow"), "config", "get-value", "database",
-                               "sql_alchemy_conn"], capture_output=True, text=True, timeout=300,
-                              env=_clean_env(AIRFLOW_HOME=str(home), PATH=os.environ["PATH"]))
+        said = run([str(REPO / ".venv" / "bin" / "airflow"), "config", "get-value", "database", "sql_alchemy_conn"],
+                   env=_clean_env(AIRFLOW_HOME=str(home), PATH=os.environ["PATH"]))
         assert said.returncode == 0, said.stderr[-2000:]
         assert said.stdout.strip() == db.airflow_metadata_url(_database(server, radar), metadata)
     finally:
@@ -172,6 +172,62 @@ def test_make_ui_listens_on_loopback_and_refuses_a_taken_port(monkeypatch, capsy
         assert ui.main() == 1
     err = capsys.readouterr().err
     assert f"error: port {port} on 127.0.0.1 is in use" in err and "RADAR_UI_PORT" in err
+
+
+def _standalone(log: Path, returncode: int | None = None):
+    """airflow standalone as make ui watches it: alive (None) or exited with ``returncode``."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(pid=100, args=["airflow", "standalone"], log=log, returncode=returncode,
+                           poll=lambda: returncode)
+
+
+def _table(api_cpu: int | None, scheduler_cpu: int = 0) -> list:
+    """airflow standalone's processes: itself, a scheduler, and an api-server with a worker (unless None); the
+    api-server retitles itself once it has run a while."""
+    from include.radar_demo.waiting import Proc
+
+    argv = ("python", "airflow", "api-server") if (api_cpu or 0) < 20 else ("airflow api_server -- port:8080",)
+    api = [Proc(101, 100, argv, api_cpu), Proc(102, 101, ("python", "-c", "spawn"), 3)]
+    return [Proc(100, 1, ("python", "airflow", "standalone"), 9), Proc(103, 100, ("python", "airflow", "scheduler"),
+                                                                      scheduler_cpu), *(api if api_cpu is not None else [])]
+
+
+def test_make_ui_waits_for_a_slow_start_and_says_which_process_stopped_or_stood_still(tmp_path: Path) -> None:
+    """No deadline: an api-server that works (spends CPU) for twice the quiet bound is waited for; one that stands
+    still is given up after it, however busy the scheduler; its exit, or standalone's, at once; each named."""
+    from datetime import UTC, datetime
+
+    from include.radar.core.clock import FixedClock
+    from include.radar_demo import ui
+    from include.radar_demo.waiting import GaveUp
+
+    clock = FixedClock(datetime(2026, 1, 5, tzinfo=UTC), step=0)  # a poll's sleep moves it; nothing waits
+    log = tmp_path / "standalone.log"
+    log.write_text("standalone | Starting Airflow Standalone\napi-server | Traceback: port in use\n")
+    begun = clock.monotonic()
+
+    def since() -> int:
+        return int(clock.monotonic() - begun)
+
+    loaded = ui.StandaloneStart(_standalone(log), table=lambda _: _table(api_cpu=since() // 10), clock=clock,
+                                probe=lambda: 200 if since() > 2 * ui.QUIET else "ConnectionRefusedError")
+    loaded.wait()
+    assert since() > 2 * ui.QUIET
+    begun = clock.monotonic()
+    stuck = ui.StandaloneStart(_standalone(log), table=lambda _: _table(api_cpu=7, scheduler_cpu=since()),
+                               probe=lambda: "ConnectionRefusedError", clock=clock)
+    with pytest.raises(GaveUp, match=f"api-server to answer on port {ui.PORT}.*: nothing moved for {ui.QUIET} s"):
+        stuck.wait()
+    assert ui.QUIET <= since() <= ui.QUIET + 2
+    tables = iter([_table(api_cpu=1), _table(api_cpu=2), _table(api_cpu=None)])
+    died = ui.StandaloneStart(_standalone(log), table=lambda _: next(tables), probe=lambda: "timeout", clock=clock)
+    with pytest.raises(GaveUp, match="its api-server exited") as gone:
+        died.wait()
+    assert "Traceback: port in use" in str(gone.value)
+    with pytest.raises(GaveUp, match=r"airflow standalone exited \(1\) while waiting for the api-server") as ended:
+        ui.StandaloneStart(_standalone(log, 1), table=lambda _: [], probe=lambda: "timeout", clock=clock).wait()
+    assert "Starting Airflow Standalone" in str(ended.value)
 
 
 # ------------------------------------------------------------------------------------ systemd and config

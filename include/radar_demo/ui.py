@@ -4,7 +4,8 @@ radar on this machine (not a deployment: SimpleAuthManager, one process for ever
 It listens on 127.0.0.1 only, port ``RADAR_UI_PORT`` (8080). When no real WeRSS / DeepSeek / push connection is
 configured in the environment, the demo stand-ins are started too (on fixed local ports, with the wall clock), so
 slots can be triggered and backfilled offline; the pages then show the demo database that ``make run`` filled.
-Prints the URL and the login; when Airflow does not come up, the log's last lines say why.
+Prints the URL and the login. It waits for the api-server as long as the start moves (:class:`StandaloneStart`):
+when Airflow does not come up, it says which process stopped or stood still, and the log's last lines say why.
 """
 
 from __future__ import annotations
@@ -16,15 +17,23 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from include.radar.core import db
+from include.radar.core.clock import SYSTEM, Clock
 from include.radar_demo import run as demo
 from include.radar_demo.fakes import PushSink, serve
+from include.radar_demo.waiting import GaveUp, NewLines, Proc, Started, family, subtree, tail, wait_for
 
 PORT = int(os.environ.get("RADAR_UI_PORT", "8080"))
 HOST = "127.0.0.1"  # make ui is for this machine: SimpleAuthManager's generated login is not a deployment's
+# seconds in which nothing of the start moved (no new kind of line in the log, no CPU spent by the api-server or,
+# before it runs, by standalone's own set-up, no change in what the port answers): a loaded machine starts slowly
+# but steadily; one that stands still this long is stuck
+QUIET = 300
 
 
 def start_standins() -> list[str]:
@@ -65,6 +74,49 @@ def _port_taken(port: int) -> bool:
         return sock.connect_ex((HOST, port)) == 0
 
 
+def health() -> int | str:
+    """What the api-server's health endpoint answers: its status, or why nothing answered."""
+    try:
+        with urllib.request.urlopen(f"http://localhost:{PORT}/api/v2/monitor/health", timeout=5) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError as exc:
+        return type(getattr(exc, "reason", exc)).__name__
+
+
+class StandaloneStart:
+    """The start of ``airflow standalone`` as ``make ui`` watches it: up when the api-server answers its health
+    check; given up when standalone exits, when its api-server exits (standalone runs on without it), or when
+    nothing moved for :data:`QUIET` seconds: no new kind of log line, no change in what the port answers, no CPU
+    spent on the start. The process table, the health probe and the clock are injected."""
+
+    def __init__(self, proc: Started, *, table: Callable[[int], list[Proc]] = family,
+                 probe: Callable[[], int | str] = health, clock: Clock = SYSTEM) -> None:
+        self.proc, self.table, self.probe, self.clock = proc, table, probe, clock
+        self.lines, self.api, self.answer, self.cpu = NewLines(proc.log), set(), None, 0
+
+    def up(self) -> bool:
+        procs, known = self.table(self.proc.pid), self.api
+        # known by its pid once seen: it retitles itself ("airflow api_server -- host:…")
+        self.api = {p.pid for p in procs if p.pid in known or "api-server" in p.argv}
+        if known and not self.api:
+            raise GaveUp(f"its api-server exited (airflow standalone runs on without it){tail(self.proc.log, 25)}")
+        self.answer = self.probe()
+        # CPU is the start's work only while the port answers nothing (an idle server spends some too); before
+        # the api-server runs, standalone's own set-up (the metadata database) is that work
+        starting = not isinstance(self.answer, int)
+        self.cpu = sum(p.cpu for p in (subtree(procs, self.api) if self.api else procs)) if starting else 0
+        return self.answer == 200
+
+    def progress(self) -> tuple:
+        return self.lines(), self.cpu, self.answer
+
+    def wait(self) -> None:
+        what = f"the api-server to answer on port {PORT} (new log lines, CPU ticks, its answer)"
+        wait_for(self.up, what, QUIET, [self.proc], self.progress, clock=self.clock, every=2)
+
+
 def main() -> int:
     if _port_taken(PORT):
         print(f"error: port {PORT} on {HOST} is in use (another make ui, or an Airflow already running?): stop it, "
@@ -84,22 +136,14 @@ def main() -> int:
     os.environ.setdefault("AIRFLOW__API__BASE_URL", f"http://localhost:{PORT}")
     home = Path(os.environ["AIRFLOW_HOME"])
     log_file = demo.OUT / "standalone.log"
-    with log_file.open("w") as out:
-        # its own process group, so that stopping it also stops the scheduler, api-server and workers it forks
-        proc = subprocess.Popen(["airflow", "standalone"], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    # its own process group, so that stopping it also stops the scheduler, api-server and workers it forks
+    proc = Started(log_file, ["airflow", "standalone"])
     signal.signal(signal.SIGTERM, lambda *_: (_stop(proc), sys.exit(0)))
     print(f"starting airflow standalone (logs: {log_file}) …", flush=True)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            urllib.request.urlopen(f"http://localhost:{PORT}/api/v2/monitor/health", timeout=2)
-            break
-        except OSError:
-            time.sleep(2)
-    else:
-        tail = log_file.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
-        print("\n".join(tail), file=sys.stderr)
-        print(f"error: airflow standalone did not come up (the lines above are the end of {log_file})", file=sys.stderr)
+    try:
+        StandaloneStart(proc).wait()
+    except GaveUp as exc:
+        print(f"error: airflow standalone did not come up: {exc}", file=sys.stderr)
         _stop(proc)
         return 1
     passwords = home / "simple_auth_manager_passwords.json.generated"
