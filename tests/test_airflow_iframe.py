@@ -14,43 +14,68 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
+import urllib.error
 import urllib.request
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from include.radar.core.clock import Clock
 from include.radar.core.slots import SHANGHAI
+from include.radar_demo.waiting import NewLines, Started, family, wait_for
 from tests.browser import chromium, free_port, require_chromium, screenshot
 from tests.pages import OPPORTUNITY, SECRET, Seeder, commit
 
 REPO = Path(__file__).resolve().parents[1]
+QUIET = 300  # seconds in which the api-server logged no new kind of line, spent no CPU starting, sent no response
 
 
-def _api_server(port: int, db_url: str, log: Path) -> subprocess.Popen:
+def _api_server(port: int, db_url: str, log: Path) -> Started:
     env = {**os.environ,
            "AIRFLOW__API__PORT": str(port), "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
            "AIRFLOW__API__WORKERS": "1", "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"), "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
            "RADAR_DATABASE_URL": db_url, "AIRFLOW_VAR_RADAR_LINK_SECRET": SECRET,
            "AIRFLOW_VAR_RADAR_REPORT_BASE_URL": f"http://127.0.0.1:{port}/radar"}
-    with log.open("w") as out:
-        return subprocess.Popen(["airflow", "api-server", "--port", str(port)], env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+    return Started(log, ["airflow", "api-server", "--port", str(port)], env)
 
 
-def _wait_up(url: str, proc: subprocess.Popen, log: Path, seconds: float = 120) -> None:
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        assert proc.poll() is None, log.read_text()[-3000:]
+def _wait_up(url: str, proc: Started) -> None:
+    """Until ``url`` answers 200, while the api-server logs a new kind of line or, before its port answers, spends
+    CPU (include/radar_demo/waiting.py)."""
+    lines, answer = NewLines(proc.log), [None]
+
+    def answers() -> bool:
         try:
-            with urllib.request.urlopen(url, timeout=2) as answer:
-                if answer.status == 200:
-                    return
+            with urllib.request.urlopen(url, timeout=5) as said:
+                answer[0] = said.status
+        except urllib.error.HTTPError as exc:
+            answer[0] = exc.code
         except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"the api-server did not answer {url}: {log.read_text()[-3000:]}")
+            answer[0] = None
+        return answer[0] == 200
+
+    def progress() -> tuple:
+        return lines(), answer[0], answer[0] or sum(p.cpu for p in family(proc.pid))
+
+    wait_for(answers, f"the api-server to answer {url}", QUIET, [proc], progress)
+
+
+class _Browser(Clock):
+    """Waits in the browser: until a check holds, while the browser still receives responses or the api-server
+    logs a new kind of line (a page of Airflow's UI on a loaded machine loads slowly, not never). Its sleeps are
+    Playwright's, so the browser's events arrive meanwhile."""
+
+    def __init__(self, page, server: Started) -> None:
+        self.page, self.server, self.responses, self.lines = page, server, [], NewLines(server.log)
+        page.context.on("response", lambda answer: self.responses.append(answer.url))
+
+    def sleep(self, seconds: float) -> None:
+        self.page.wait_for_timeout(seconds * 1000)
+
+    def __call__(self, check, what: str) -> None:
+        wait_for(check, what, QUIET, [self.server], lambda: (len(self.responses), self.lines()), clock=self, every=0.25)
 
 
 @pytest.mark.browser
@@ -66,36 +91,36 @@ def test_links_work_inside_the_airflow_ui_iframe(seed: Seeder, db_url: str, tmp_
     log = tmp_path / "api-server.log"
     server = _api_server(port, db_url, log)
     try:
-        _wait_up(f"http://127.0.0.1:{port}/radar/static/icon.svg", server, log)
+        _wait_up(f"http://127.0.0.1:{port}/radar/static/icon.svg", server)
         with chromium() as browser:
             context = browser.new_context(viewport={"width": 1280, "height": 900})
             page = context.new_page()
-            page.goto(f"http://127.0.0.1:{port}/plugin/radar")
-            iframe = page.locator("iframe")
-            iframe.wait_for(timeout=30_000)
-            assert iframe.get_attribute("sandbox") == "allow-scripts allow-same-origin allow-forms allow-downloads"
+            until = _Browser(page, server)
+            page.goto(f"http://127.0.0.1:{port}/plugin/radar", wait_until="commit")
+            until(lambda: page.locator("iframe").count() == 1, "the plugin's iframe")
+            assert page.locator("iframe").get_attribute("sandbox") == (
+                "allow-scripts allow-same-origin allow-forms allow-downloads")
             frame = page.frame_locator("iframe")
             # a link between radar pages navigates inside the frame; the Airflow UI stays around it
-            frame.locator(f'a[href="/radar/analysis/{analysis_id}"]').first.click()
-            frame.locator("text=对你有用吗").wait_for(timeout=15_000)
+            link = frame.locator(f'a[href="/radar/analysis/{analysis_id}"]').first
+            until(lambda: link.count() == 1, "the link to the analysis in the frame")
+            link.click()
+            until(lambda: frame.locator("text=对你有用吗").count() > 0, "the analysis page in the frame")
             inner = next(f for f in page.frames if "/radar/analysis/" in f.url)
             assert inner.url.endswith(f"/radar/analysis/{analysis_id}") and "/plugin/radar" in page.url
             screenshot(page, "airflow-iframe.png")
             # the article: a new tab, not nothing
             article = frame.locator('a:has-text("阅读原文")')
             assert article.get_attribute("target") == "_blank"
-            with context.expect_page(timeout=15_000) as opened:
-                article.click()
-            tab = opened.value
-            tab.wait_for_load_state()
-            assert tab.url == article_url
-            tab.close()
+            article.click()
+            until(lambda: len(context.pages) == 2 and context.pages[1].url == article_url, "the article's tab")
+            context.pages[1].close()
             # an Airflow page: the whole window goes there, not the frame
             run_link = frame.locator('a:has-text("Airflow 运行")').first
             assert run_link.get_attribute("target") == "_top"
-            with page.expect_navigation(timeout=15_000):
-                run_link.click()
-            assert "/dags/opportunity_radar/runs/" in page.url and "/plugin/" not in page.url
+            run_link.click()
+            until(lambda: "/dags/opportunity_radar/runs/" in page.url, "the Airflow page of the run")
+            assert "/plugin/" not in page.url
             context.close()
     finally:
         os.killpg(server.pid, signal.SIGTERM)
