@@ -129,7 +129,7 @@ def fast(t: Transcript) -> int:
         stack = steps.Stack(clone, env, "radar-fast", t)
         t.check(stack.compose("config", "-q", check=False).returncode == 0, "docker compose config (.env as the guide makes it)")
         stack.compose("up", "-d", "postgres", "redis")
-        t.check(stack.wait_healthy(["postgres", "redis"], 120) is not None, "postgres and redis healthy")
+        t.check(stack.wait_healthy(["postgres", "redis"]) is not None, "postgres and redis healthy")
         steps.check_backing_services(stack, values)
     finally:
         steps.Stack(clone, env, "radar-fast", t).compose("down", "-v", "--remove-orphans", check=False)

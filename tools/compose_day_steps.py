@@ -16,7 +16,12 @@ from typing import Any
 
 from include.radar import DAG_ID
 from include.radar.core.slots import SHANGHAI
+from include.radar_demo.waiting import GaveUp, shapes, wait_for
 from tools.compose_engine import HOST_CA, OUT, Transcript, image_kind, pip_cert, sh
+
+# seconds in which a wait saw nothing of the stack move (a container's state or health, a task's state, a new
+# kind of log line) before it gives up: a loaded machine is slow, never stopped by a deadline
+QUIET = 600
 
 AIRFLOW_SERVICES = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer",
                     "airflow-worker")
@@ -60,17 +65,24 @@ class Stack:
             rows = rows[0]
         return {r["Service"]: r for r in rows}
 
-    def wait_healthy(self, services: list[str], seconds: float, since: float | None = None) -> dict[str, float] | None:
+    def wait_healthy(self, services: list[str], since: float | None = None) -> dict[str, float] | None:
         """The seconds from ``since`` (else now) until each of ``services`` was seen healthy (running, for one
-        without a health check); None when one was not within ``seconds``."""
-        started, ready = since or time.monotonic(), {}
-        while time.monotonic() - started < seconds:
+        without a health check); None when none of the stack's containers changed state or health for
+        ``QUIET`` seconds first (a loaded machine starts them slowly, not never)."""
+        started, ready, seen = since or time.monotonic(), {}, [None]
+
+        def all_ready() -> bool:
             states = self.states()
+            seen[0] = sorted((s, r.get("State"), r.get("Health")) for s, r in states.items())
             ready.update({s: time.monotonic() - started for s in services if s not in ready and _ready(states.get(s))})
-            if len(ready) == len(services):
-                return ready
-            time.sleep(1)
-        return None
+            return len(ready) == len(services)
+
+        try:
+            wait_for(all_ready, f"{', '.join(services)} to be healthy", QUIET, [], lambda: seen[0], every=1)
+        except GaveUp as exc:
+            self.t.say(str(exc))
+            return None
+        return ready
 
     def memory_mib(self) -> dict[str, float]:
         names = self.compose("ps", "-q").stdout.split()
@@ -130,7 +142,7 @@ def up(stack: Stack, what: str) -> dict[str, float]:
     stack.compose("up", "-d")  # returns once what others depend on is healthy (the api-server for the worker)
     t.say(f"{what} returned after {time.monotonic() - started:.0f} s")
     services = [s for s in stack.compose("config", "--services").stdout.split() if s != "airflow-init"]
-    ready = stack.wait_healthy(services, 900, since=started)
+    ready = stack.wait_healthy(services, since=started)
     init = stack.states().get("airflow-init", {})
     took = sh(["docker", "inspect", "-f", "{{.State.StartedAt}} {{.State.FinishedAt}}", init.get("Name", "-")],
               check=False).stdout.split()
@@ -180,10 +192,17 @@ def trigger(stack: Stack, day: date, slot: str | None, run_id: str) -> None:
     stack.compose("exec", "-T", "airflow-scheduler", "airflow", "dags", "trigger", DAG_ID, "--run-id", run_id, *dated)
 
 
-def wait_run(stack: Stack, run_id: str, seconds: float, during: Any = None) -> dict[str, Any]:
-    """The run's end: its state and its seconds from start to end; ``during()`` is called while it runs."""
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
+def states(stack: Stack) -> str:
+    """How many of the DAG's runs and task instances are in each state: it changes whenever one does."""
+    return stack.sql("airflow", f"SELECT 'runs', state, count(*) FROM dag_run WHERE dag_id = '{DAG_ID}' GROUP BY state "
+                                f"UNION ALL SELECT 'tasks', coalesce(state, 'none'), count(*) FROM task_instance "
+                                f"WHERE dag_id = '{DAG_ID}' GROUP BY state ORDER BY 1, 2").replace("\n", "; ")
+
+
+def wait_run(stack: Stack, run_id: str, during: Any = None) -> dict[str, Any]:
+    """The run's end: its state and its seconds from start to end; ``during()`` is called while it runs. It
+    waits while the DAG's runs and tasks change state; ``QUIET`` seconds without a change: "stalled"."""
+    def ended() -> dict[str, Any] | None:
         row = stack.sql("airflow", f"SELECT state, extract(epoch from end_date - start_date) FROM dag_run "
                                    f"WHERE run_id = '{run_id}'")
         state, _, took = row.partition("|")
@@ -191,8 +210,13 @@ def wait_run(stack: Stack, run_id: str, seconds: float, during: Any = None) -> d
             return {"state": state, "seconds": float(took or 0)}
         if during is not None:
             during()
-        time.sleep(1)
-    return {"state": "timed out", "seconds": seconds}
+        return None
+
+    try:
+        return wait_for(ended, f"run {run_id}", QUIET, [], lambda: states(stack), every=1)
+    except GaveUp as exc:
+        stack.t.say(str(exc))
+        return {"state": "stalled", "seconds": 0.0}
 
 
 def counts(stack: Stack, database: str = "radar") -> dict[str, int]:
@@ -228,7 +252,7 @@ def first_slot(stack: Stack, day: date, slot: str) -> dict[str, Any]:
     t, before = stack.t, stack.standin("push-standin")
     peak = MemoryPeak(stack)
     trigger(stack, day, slot, "compose-day-1")
-    run = wait_run(stack, "compose-day-1", 900, peak)
+    run = wait_run(stack, "compose-day-1", peak)
     now, pushes, llm = counts(stack), stack.standin("push-standin"), stack.standin("deepseek-standin")
     new = pushes["reader"][len(before["reader"]):]
     t.check(run["state"] == "success", f"slot {slot} through the Celery worker: {run['state']} in {run['seconds']:.0f} s")
@@ -244,18 +268,15 @@ def killed_slot(stack: Stack, day: date, slot: str) -> dict[str, Any]:
     t, before, calls = stack.t, counts(stack), stack.standin("deepseek-standin")["calls"]
     pushes_before = len(stack.standin("push-standin")["reader"])
     trigger(stack, day, slot, "compose-day-2")
-    until = time.monotonic() + 300
-    while stack.standin("deepseek-standin")["calls"] < calls + 4:
-        if time.monotonic() > until:
-            raise RuntimeError(f"slot {slot}: its analysis did not start within 300 s")
-        time.sleep(0.5)
+    wait_for(lambda: stack.standin("deepseek-standin")["calls"] >= calls + 4, f"slot {slot}'s analysis to start",
+             QUIET, [], lambda: states(stack))
     stack.compose("kill", "airflow-worker")
     killed = time.monotonic()
     t.say(f"slot {slot}: the worker container killed (docker compose kill) with {stack.standin('deepseek-standin')['calls'] - calls} "
           f"of its LLM calls made, {counts(stack)['analyses'] - before['analyses']} analyses stored")
     stack.compose("start", "airflow-worker")
     t.say(f"slot {slot}: the worker container started again {time.monotonic() - killed:.0f} s later")
-    run = wait_run(stack, "compose-day-2", 1500)
+    run = wait_run(stack, "compose-day-2")
     now, llm = counts(stack), stack.standin("deepseek-standin")
     pushes = stack.standin("push-standin")["reader"][pushes_before:]
     t.check(run["state"] == "success", f"slot {slot} after the kill: {run['state']}, {time.monotonic() - killed:.0f} s "
@@ -273,7 +294,7 @@ def daily_slot(stack: Stack, day: date, slot: str) -> dict[str, Any]:
     t, before = stack.t, stack.standin("push-standin")
     calls = stack.standin("deepseek-standin")["articles"]
     trigger(stack, day, slot, "compose-day-3")
-    run = wait_run(stack, "compose-day-3", 900)
+    run = wait_run(stack, "compose-day-3")
     after = stack.standin("push-standin")
     new = after["reader"][len(before["reader"]):]
     t.check(run["state"] == "success", f"slot {slot} (the daily report): {run['state']} in {run['seconds']:.0f} s")
@@ -316,7 +337,7 @@ def down_and_up(stack: Stack, day: date, slots: list[str]) -> None:
     now = counts(stack)
     t.check(now == before, f"after down and up the radar's data is all there: {now}")
     trigger(stack, day, None, "compose-day-4")  # a run of now: the latest slot, the daily one
-    run = wait_run(stack, "compose-day-4", 900)
+    run = wait_run(stack, "compose-day-4")
     llm, werss, pushes = (stack.standin(s) for s in ("deepseek-standin", "werss", "push-standin"))
     t.check(run["state"] == "success", f"a run triggered now (the latest slot, {slots[-1]}, again): {run['state']}")
     t.check(llm["calls"] == 0 and werss["detail_calls"] == 0 and not pushes["reader"],
@@ -345,11 +366,9 @@ def run_day(stack: Stack, values: dict[str, str], day: date, slots: list[str], s
     timings = build_and_up(stack)
     t.say(f"from the make target's start to a healthy stack: {time.monotonic() - started:.0f} s")
     say_memory(t, "at rest", stack.memory_mib())
-    parsed = time.monotonic()
-    while stack.sql("airflow", f"SELECT count(*) FROM dag WHERE dag_id = '{DAG_ID}'") != "1":
-        if time.monotonic() - parsed > 300:
-            raise RuntimeError("the DAG was not parsed within 300 s")
-        time.sleep(2)
+    wait_for(lambda: stack.sql("airflow", f"SELECT count(*) FROM dag WHERE dag_id = '{DAG_ID}'") == "1",
+             "the dag-processor to store the DAG (new kinds of line in its log)", QUIET, [],
+             lambda: len(shapes(stack.compose("logs", "--no-log-prefix", "airflow-dag-processor").stdout)), every=2)
     guide_checks(stack)
     runs = stack.sql("airflow", f"SELECT count(*) FROM dag_run WHERE dag_id = '{DAG_ID}'")
     t.check(runs == "0", f"unpausing started no run of its own ({runs}): the scheduler makes none in this run")
