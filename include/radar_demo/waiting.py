@@ -29,10 +29,10 @@ class GaveUp(RuntimeError):
 class Started(subprocess.Popen):
     """A process in its own group (stopping the group stops what it forks), its output in ``log``."""
 
-    def __init__(self, log: Path, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None):
+    def __init__(self, log: Path, args: list[str], env: dict[str, str] | None = None):
         self.log = log
         with log.open("w") as out:
-            super().__init__(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+            super().__init__(args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
 class Proc(NamedTuple):
