@@ -341,7 +341,7 @@ class FakeWeRSS:
             "article": {"all_count": len(self.articles)}, "queue": {"size": 0},
         }
         if self.wechat_login is not None:
-            ahead = now + 3 * 24 * 3600  # on the fake's own clock: a test's fixed day stays a plausible expiry whatever today is
+            ahead = max(now, int(time.time())) + 3 * 24 * 3600
             expires = self.wechat_expires_at if self.wechat_expires_at is not None else ahead
             logged_in = self.wechat_login and expires > now  # getStatus() checks the expiry since we-mp-rss PR #437
             local = datetime.fromtimestamp(expires, SHANGHAI).strftime("%Y-%m-%d %H:%M:%S")
