@@ -26,6 +26,7 @@ from include.radar.evaluation import agreement, shadow, summary
 from include.radar_demo import run as demo_run
 from tests.conftest import connect
 from tests.evaluation_day import DAY, FLASH, FLASH_CALL, LATER, PRO_CALL, calls_of, demo_day, ledger, rows_in, start
+from tests.reading import REORDERING, reads_in_order
 from tests.slotrun import run_slot, shanghai
 
 # ------------------------------------------------------------------------------------------ pure figures
@@ -283,6 +284,23 @@ def test_the_page_lists_evaluations_shows_one_escaped_and_answers_head(fakes, mo
     assert head.status_code == 200 and head.content == b""
     for bad in ("0", "x", "9" * 30, str(plan.evaluation_id + 100), "%00"):
         assert client.get(f"/evaluation/{bad}").status_code == 404
+
+
+def test_a_control_in_an_answer_leaves_the_evaluation_page_reading_in_order(fakes, monkeypatch) -> None:
+    """An unclosed U+202E in a candidate's target made 600519.SH read HS.915006 in the disagreements (and the
+    rest of that line reversed); each control, in a target, a code and a summary, is gone and the line in order."""
+    demo_day(fakes, monkeypatch)
+    plan = start()
+    shadow.run(connect, load_settings(), plan.evaluation_id)
+    client = _page_client(LATER, airflow_user=True)
+    for control in REORDERING:
+        with connect() as conn:
+            conn.execute("UPDATE evaluation_item SET summary = %s, result_json = jsonb_set(result_json, "
+                         "'{opportunities,0,targets}', %s::jsonb) WHERE score = 71",
+                         (f"订单{control}在 08:30 公告", json.dumps([f"{control}中微公司 688012", f"贵州茅台（600519{control}.SH）"])))
+        page = client.get(f"/evaluation/{plan.evaluation_id}").text
+        assert reads_in_order(page), f"U+{ord(control):04X}"
+        assert "候选 71 分 · 有机会 · 行业 · 观察 · 中微公司 688012、贵州茅台（600519.SH）" in page and "订单在 08:30 公告" in page
 
 
 def test_the_page_opens_on_the_verdict_naming_both_set_ups_in_chinese(fakes, monkeypatch) -> None:

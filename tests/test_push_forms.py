@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from datetime import date, datetime
 from html.parser import HTMLParser
 
@@ -19,8 +20,10 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from include.radar.core.slots import SHANGHAI
+from include.radar.core.text import in_order
 from include.radar.pushes import briefs, events, message, push
 from tests.conftest import REPO
+from tests.reading import REORDERING, REORDERING_IDS, reads_in_order
 
 pytestmark = pytest.mark.hostile
 
@@ -227,3 +230,63 @@ def test_the_docs_table_of_channels_is_what_channel_form_says():
         assert form == {"text": "text", "markdown": "Markdown", "html": "HTML"}[got.written], (scheme, form)
         said = f"{got.body_chars} chars" + (f" · {got.body_bytes} bytes" if got.body_bytes else "")
         assert limit.strip() == said, (scheme, limit, said)
+
+
+# ------------------------------------------------------------------------------------ a line reads in order
+
+# each field of a push with a control where no host name's character is beside it (there the defanging already
+# dropped them), and the text it reads as: 「中微公司 688012」 stays that, 37% stays 37%, 08:30 stays 08:30
+LINE_FIELDS = {
+    "target": ("{}中微公司（688012.SH）", "标的：中微公司 688012"),
+    "code": ("中微公司（688{}012.SH）", "标的：中微公司 688012"),  # a mark inside a code hid it from the push
+    "quote": ("营收{}同比增长 37%，08:30 公告", "证据：「营收同比增长 37%，08:30 公告」"),
+    "account": ("研究所{}（深度）", "研究所（深度） · 08:30 发布"),
+    "thesis": ("中微公司{}订单大增，营收增长 37%。", "中微公司订单大增，营收增长 37%。"),
+    "title": ("中微公司{}订单大增 37%", "· 中微公司订单大增 37%"),  # the 22:00 push's glance of a top opportunity
+    "failed title": ("中微公司{}订单 37%", "未能分析 1 篇：《中微公司订单 37%》"),  # the 22:00 push's failures
+}
+
+
+def _message_with(field: str, control: str) -> message.Message:
+    """A push whose one item (and the 22:00 glance's lines) holds ``control`` in ``field``."""
+    value = {f: raw.format(control if f == field else "") for f, (raw, _) in LINE_FIELDS.items()}
+    analysis = {
+        "id": 7, "score": 82, "summary": value["thesis"], "top_type": "stock", "mp_name": value["account"],
+        "published_at": datetime(2026, 1, 8, 8, 30, tzinfo=SHANGHAI), "evidence_verified": True,
+        "result_json": {"opportunities": [{"type": "stock", "direction": "bullish",
+                                           "targets": [value["target"] if field == "target" else value["code"]]}],
+                        "checks": {"quotes": [{"quote": value["quote"], "opportunity": 0, "verified": True}]}},
+    }
+    entry = events.Entry(analysis, [analysis])
+    block = briefs.opportunity_block(entry, [value["account"]], date(2026, 1, 8), f"{RADAR}analysis/7?exp=1&sig=cd")
+    glance = briefs.day_block(entry, {"top_opportunities": [{"analysis_id": 7, "title": value["title"]}]})
+    return message.Message(f"【日报】2026-01-08：{value['title']}", briefs.failures_line([{"title": value["failed title"]}]),
+                           LINK, (block, glance), link_label="查看日报")
+
+
+@pytest.mark.parametrize("control", REORDERING, ids=REORDERING_IDS)
+@pytest.mark.parametrize("field", LINE_FIELDS)
+def test_a_control_in_any_field_leaves_every_form_of_the_line_reading_in_order(field: str, control: str) -> None:
+    """An unclosed U+202E in a target made 「中微公司 688012」 read 「210886 司公微中」 to the end of its line,
+    37% read %73 and 08:30 read 03:80: in the text, Markdown and HTML forms (WeCom, DingTalk, e-mail), and in
+    the title, none is left."""
+    for url in ("wecombot://ROBOTKEY1234567", "dingtalk://SECRET123456@TOKEN1234567", "mailto://user:pass@example.com"):
+        title, body = push.fit(_message_with(field, control), push.channels_from([url])[0])
+        assert reads_in_order(title) and reads_in_order(body), (url, title, body)
+        assert LINE_FIELDS[field][1] in body, (url, body)
+        assert title == "【日报】2026-01-08：中微公司订单大增 37%"
+
+
+def test_the_joiners_and_selectors_of_an_emoji_stay() -> None:
+    """The push keeps what an emoji is made of (and drops the override beside it)."""
+    emoji = "❤️ 👨\u200d👩\u200d👧 🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f 1️⃣ 中\u202e文"
+    for form in message.FORMATS:
+        assert message.render(message.Message("t", [emoji], LINK), form).startswith(emoji.replace("\u202e", ""))
+
+
+def test_every_bidirectional_control_unicode_knows_is_dropped() -> None:
+    """The embeddings, overrides and isolates as Python's Unicode database lists them, and the invisible marks
+    (LRM, RLM, the Arabic letter mark, the Syriac abbreviation mark): none is left before 37%."""
+    controls = [chr(c) for c in range(0x110000) if unicodedata.bidirectional(chr(c)) in (
+        "LRE", "RLE", "PDF", "LRO", "RLO", "LRI", "RLI", "FSI", "PDI")]
+    assert len(controls) == 9 and in_order("".join(controls) + "\u200e\u200f\u061c\u070f37%") == "37%"

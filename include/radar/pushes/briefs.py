@@ -16,6 +16,7 @@ from datetime import date, datetime
 from typing import Any
 
 from include.radar.core.slots import SHANGHAI
+from include.radar.core.text import in_order
 from include.radar.market import outcomes
 from include.radar.pushes import events
 from include.radar.pushes.decide import (
@@ -59,7 +60,7 @@ def plain_code(text: str) -> str | None:
 def target_label(target: str) -> tuple[str, bool]:
     """A target as the push names it — ``贵州茅台 600519``, ``腾讯控股 00700``, ``600519`` — and whether it
     carries a code; anything else as the model wrote it, shortened."""
-    text = unicodedata.normalize("NFKC", " ".join(str(target).split()))
+    text = in_order(unicodedata.normalize("NFKC", " ".join(str(target).split())))  # a mark inside a code would hide it
     named = _NAMED.match(text)
     name, code = (named["name"].strip(), plain_code(named["code"])) if named else ("", plain_code(text))
     if code is None:

@@ -10,6 +10,7 @@ from datetime import date
 from typing import Any
 
 from include.radar.collect.coverage import Coverage
+from include.radar.core.text import in_order
 from include.radar.pushes import events
 
 PUSH_OPPORTUNITY = "push_opportunity"
@@ -355,8 +356,9 @@ def defang(text: str) -> str:
     model write a phishing URL into a push. The push's own link is added after, untouched. Idempotent. A security
     code is no host name: ``600519.SH`` (``.sh`` is a TLD) is written ``600519`` (plain_codes), and the radar's
     own command ``include.radar.cli`` stays whole (nothing joined to it, ``include.radar.cli.evil.com``, does).
-    No mention either (:func:`unmention`).
+    No mention either (:func:`unmention`), nor anything that reorders the line (core.text.in_order).
     """
+    text = in_order(text)
     if _LOOKALIKE.search(text):
         text = "".join(map(_plain, text))
     text = plain_codes(_HIDDEN.sub("", text))

@@ -14,8 +14,10 @@ from urllib.parse import urlencode
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
 
 from include.radar.core.settings import Settings
+from include.radar.core.text import in_order
 from include.radar.web.auth import AIRFLOW_LOGIN_PATH, Reader, app_path, local_path
 from include.radar.web.mount import URL_PREFIX
 from include.radar.web.resources import get_resources, zone
@@ -26,11 +28,20 @@ TEMPLATES_DIR = Path(__file__).with_name("templates")
 PRIVATE_NOTE = "登录 Airflow 后可见"
 
 
+def _shown(value: Any) -> Any:
+    """What a template prints of ``value`` (Jinja's finalize, before escaping): text, markup too (the digest,
+    the charts), without what would reorder the rest of its line (core.text.in_order)."""
+    if isinstance(value, Markup):
+        return Markup(in_order(str(value)))
+    return in_order(value) if isinstance(value, str) else value
+
+
 def _environment() -> Environment:
     """Templates compiled once per app; StrictUndefined turns a template typo into an error, not a blank."""
     env = Environment(
         loader=FileSystemLoader(TEMPLATES_DIR),
         autoescape=True,  # every template is HTML; article and LLM text must never become markup
+        finalize=_shown,  # every {{ … }} of every page, whatever view built it
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
