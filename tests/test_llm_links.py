@@ -201,3 +201,38 @@ def test_a_host_name_shaped_like_a_code_is_still_defanged():
     assert decide.defang("600519.SH.evil.com 与 evil.sh") == "600519[.]SH[.]evil[.]com 与 evil[.]sh"
     assert decide.defang("https://600519.sh/x") == "hxxps://600519/x"  # no host left to open
     assert decide.defang("，：（）！") == "，：（）！"  # Chinese punctuation is left as the reader reads it
+
+
+@pytest.mark.parametrize("form", ["evil\u0301.com", "évil\u0301\u0323.com/x", "🎁.ws", "❤️.ws", "1️⃣.ws", "見る\u3099.jp",
+                                  "💰💰.to/领取"])
+def test_defang_sees_a_host_name_after_a_combining_mark_or_an_emoji(form):
+    """A label may end in a combining mark (IDNA keeps it: evil\u0301.com is a host) or be emoji (🎁.ws is
+    registered): the dot after one is a host name's dot as after a letter."""
+    out = decide.defang(f"利好 {form} 速领")
+    assert "[.]" in out and "." not in out.replace("[.]", ""), out
+    assert decide.defang(out) == out
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("特斯拉（TSLA.US）与苹果 AAPL.O、AAPL.OQ", "特斯拉（TSLA）与苹果 AAPL.O、AAPL.OQ"),
+    ("三星电子 005930.KS、丰田 7203.T、Kakao 035720.KQ", "三星电子 005930.KS、丰田 7203.T、Kakao 035720.KQ"),
+    ("上证指数 000001.SH 与平安银行 000001.SZ、沪深300（000300.SS）", "上证指数 SH000001 与平安银行 SZ000001、沪深300（SH000300）"),
+    ("SH000001 与 600519.SH", "SH000001 与 600519"),
+])
+def test_a_foreign_or_ambiguous_code_reads_whole_and_says_which(text, expected):
+    """Codes of other markets read as written (a ticker's .US goes, as .SH does: letters are no A-share);
+    six digits that both Shanghai (its indices) and Shenzhen use keep their exchange, dot-free."""
+    assert decide.defang(text) == expected
+    assert decide.defang(expected) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("tsla.us 与 evil.us", "tsla[.]us 与 evil[.]us"),  # lower case: no code, a host
+    ("005930.KS.evil.com", "005930[.]KS[.]evil[.]com"),
+    ("x005930.KS 与 evil.005930.KS", "x005930[.]KS 与 evil.005930[.]KS"),
+    ("AAPL.OQ.evil.com", "AAPL[.]OQ[.]evil[.]com"),
+    ("TSLA.US.evil.com/x", "TSLA[.]US[.]evil[.]com/x"),
+])
+def test_a_host_shaped_like_a_foreign_code_is_still_defanged(text, expected):
+    out = decide.defang(text)
+    assert out == expected and LINKABLE.search(out.replace("[.]", " ")) is None

@@ -290,3 +290,26 @@ def test_every_bidirectional_control_unicode_knows_is_dropped() -> None:
     controls = [chr(c) for c in range(0x110000) if unicodedata.bidirectional(chr(c)) in (
         "LRE", "RLE", "PDF", "LRO", "RLO", "LRI", "RLI", "FSI", "PDI")]
     assert len(controls) == 9 and in_order("".join(controls) + "\u200e\u200f\u061c\u070f37%") == "37%"
+
+
+def _sent(monkeypatch, url: str, sent: message.Message) -> tuple[str, str]:
+    """(title, body) as the channel's plugin is handed them to send."""
+    calls = _intercepted(monkeypatch)
+    channel = push.channels_from([url])[0]
+    assert push.send_one(channel, *push.fit(sent, channel)) is None
+    [call] = calls
+    return call["title"], call["body"]
+
+
+@pytest.mark.parametrize("url", CHANNELS)
+def test_codes_of_every_market_read_whole_and_shared_digits_say_their_exchange(monkeypatch, url):
+    lead = {**_analysis(1, "指数与海外"), "summary": "上证指数 000001.SH 走弱，平安银行 000001.SZ、TSLA.US、AAPL.O 走强。"}
+    lead["result_json"]["opportunities"][0]["targets"] = [
+        "上证指数（000001.SH）", "000001.SZ", "特斯拉（TSLA.US）", "三星电子（005930.KS）"]
+    block = briefs.opportunity_block(events.Entry(lead, [lead]), [], date(2026, 1, 8), LINK)
+    _, body = _sent(monkeypatch, url, message.Message("t", [], LINK, (block,)))
+    if "mdv=v2" in url:  # MarkdownV2 escapes every dot, and shows it
+        body = re.sub(r"\\([.])", r"\1", body)
+    assert "上证指数 SH000001 走弱，平安银行 SZ000001、TSLA、AAPL.O 走强。" in body
+    assert "标的：上证指数 SH000001、SZ000001、特斯拉 TSLA、三星电子 005930.KS" in body
+    assert "[.]" not in body

@@ -20,6 +20,7 @@ from include.radar.core.text import in_order
 from include.radar.market import outcomes
 from include.radar.pushes import events
 from include.radar.pushes.decide import (
+    SHARED_DIGITS,
     first_sentence,
     is_opportunity,
     plain_codes,
@@ -42,16 +43,21 @@ UNVERIFIED = "（证据未核实）"
 
 # a security code in a target, in any spelling the model writes it (600519, 600519.SH, SH600519, 0700.HK,
 # HK00700, 00700); a name beside it in brackets (贵州茅台（600519.SH）)
-_A_SHARE = re.compile(r"^(?:(?:SH|SZ|BJ|SS)\s?)?([0-9]{6})(?:\.(?:SH|SZ|BJ|SS))?$", re.IGNORECASE)
+_A_SHARE = re.compile(r"^(?:(SH|SZ|BJ|SS)\s?)?([0-9]{6})(?:\.(SH|SZ|BJ|SS))?$", re.IGNORECASE)
 _HK = re.compile(r"^(?:HK\s?([0-9]{1,5})|([0-9]{1,5})\.HK|(0[0-9]{4}))$", re.IGNORECASE)
+_FOREIGN = re.compile(r"^(?:[A-Z]{1,5}\.(?:US|O|N|OQ)|[0-9]{4,6}\.(?:KS|KQ|T))$")  # as decide.plain_codes reads them
 _NAMED = re.compile(r"^(?P<name>[^()]*?)\s*\((?P<code>[^()]+)\)$")
 
 
 def plain_code(text: str) -> str | None:
-    """The code as the radar writes it (600519, 00700), when ``text`` is a security code; else None."""
+    """The code as the radar writes it (600519, 00700, SH000001, TSLA, 005930.KS: decide.plain_codes), when
+    ``text`` is a security code; else None."""
     text = unicodedata.normalize("NFKC", text).strip()
     if (a := _A_SHARE.match(text)) is not None:
-        return a[1]
+        exchange = (a[1] or a[3] or "").upper().replace("SS", "SH")
+        return exchange + a[2] if exchange and a[2].startswith(SHARED_DIGITS) else a[2]
+    if _FOREIGN.match(text):
+        return plain_codes(text)
     if (h := _HK.match(text)) is not None:
         return (h[1] or h[2] or h[3]).zfill(5)
     return None

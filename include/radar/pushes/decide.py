@@ -296,9 +296,10 @@ def first_sentence(text: str | None, limit: int = 80) -> str:
 _SCHEME = re.compile(r"(?i)(?<![A-Za-z0-9+.-])(?!hxxps?:)([a-z][a-z0-9+.-]{0,31}):(?=\s*/\s*/)")
 # schemes that act without ``//``
 _BARE_SCHEME = re.compile(r"(?i)(?<![A-Za-z0-9+.-])(javascript|vbscript|data|file|mailto|tg|weixin|intent)(\s*):")
-# a dot a linkifier would read as a host name's (a word before it, two letters of a TLD after it: evil.example,
-# www.x.cn, 163.com, 例子.中国), and the dots of an IPv4 address
-_HOST_DOT = re.compile(r"(?<=[\w-])\.(?=[^\W\d_]{2})")
+# a dot a linkifier would read as a host name's: two letters of a TLD after it (evil.example, www.x.cn, 163.com,
+# 例子.中国) and before it what ends a label — a letter, digit, hyphen or underscore, a combining mark (IDNA keeps
+# evil\u0301.com) or a symbol beyond ASCII (emoji domains: 🎁.ws); :func:`_label_end` tells which
+_DOT = re.compile(r"(?<=.)\.(?=[^\W\d_]{2})", re.DOTALL)
 # read as a dot in host names (︒ is 。 to NFKC, and browsers map 。 to a dot)
 _IDEOGRAPHIC_DOT = re.compile(r"(?<=[A-Za-z0-9-])[。．｡︒](?=[A-Za-z]{2})")
 _HXXP = {"http": "hxxp", "https": "hxxps"}
@@ -315,12 +316,19 @@ _HOSTLIKE = "A-Za-z0-9.\\-。．｡︒﹒․"
 _HIDDEN = re.compile(f"(?<=[{_HOSTLIKE}])[{_IGNORABLE}]+(?!\u20e3)|[{_IGNORABLE}]+(?=[{_HOSTLIKE}])")
 # what NFKC makes of look-alikes that matter in a host name: full-width letters and digits, ． ﹒ ․ and the like
 _LOOKALIKE = re.compile(r"[^\x00-\u2000\u3000-\u9fff]")
-# a security code with its exchange's suffix (600519.SH, 0700.HK): written as the radar writes codes, dot-free
-# (600519, 00700), so that no channel links ``.sh`` as a host and the reader reads the code whole
-# the radar's own command, which its alerts tell the operator to run (python -m include.radar.cli check): a module
-# path, no host name (neither .radar nor .cli is a TLD), written whole so that it can be copied and run
-_OWN_COMMAND = re.compile(r"(?<![\w.-])(include\.radar\.cli)(?![\w.-])")
-_CODE = re.compile(r"(?i)(?<![A-Za-z0-9_.])(?:([0-9]{6})\.(?:SH|SZ|BJ|SS)|([0-9]{1,5})\.HK)(?![A-Za-z0-9_-]|\.[A-Za-z0-9])")
+# a security code with its exchange's suffix, written as the radar writes codes, dot-free, so that no channel links
+# ``.sh``, ``.hk`` or ``.us`` (TLDs) as a host and the reader reads the code whole: 600519.SH → 600519, 0700.HK →
+# 00700, TSLA.US → TSLA (upper case: a ticker; letters are no A-share or Hong Kong code); six digits starting 000
+# name Shanghai's indices (上证指数 000001, 沪深300 000300) and Shenzhen's shares (平安银行 000001) alike, so
+# they keep their exchange: SH000001, SZ000001
+_CODE = re.compile(r"(?<![A-Za-z0-9_.])(?:(?i:([0-9]{6})\.(SH|SZ|BJ|SS)|([0-9]{1,5})\.HK)|([A-Z]{1,5})\.US)"
+                   r"(?![A-Za-z0-9_-]|\.[A-Za-z0-9])")
+SHARED_DIGITS = "000"
+# what reads whole as written: the radar's own command, which its alerts tell the operator to run (python -m
+# include.radar.cli check), a module path; and codes whose suffix is no TLD (AAPL.OQ, 005930.KS, 035720.KQ,
+# 7203.T; the one-letter AAPL.O is no host anyway). Nothing joined to them (include.radar.cli.evil.com) is.
+_WHOLE = re.compile(r"(?<![\w.-])include\.radar\.cli(?![\w.-])"
+                    r"|(?<![\w.])(?:[0-9]{4,6}\.(?:KS|KQ|T)|[A-Z]{1,5}\.OQ)(?![\w-]|\.\w)")
 
 
 def _plain(char: str) -> str:
@@ -332,8 +340,26 @@ def _plain(char: str) -> str:
 
 
 def plain_codes(text: str) -> str:
-    """``text`` with each exchange-suffixed security code written dot-free: 600519.SH → 600519, 0700.HK → 00700."""
-    return _CODE.sub(lambda m: m[1] or m[2].zfill(5), text)
+    """``text`` with each exchange-suffixed security code written dot-free: 600519.SH → 600519, 0700.HK → 00700,
+    TSLA.US → TSLA, 000001.SH → SH000001."""
+    return _CODE.sub(_plain_code, text)
+
+
+def _plain_code(m: re.Match[str]) -> str:
+    if m[1]:
+        exchange = "SH" if m[2].upper() == "SS" else m[2].upper()
+        return exchange + m[1] if m[1].startswith(SHARED_DIGITS) else m[1]
+    return m[3].zfill(5) if m[3] else m[4]
+
+
+def _label_end(char: str) -> bool:
+    """Whether ``char`` can end a host name's label (see _DOT)."""
+    kind = unicodedata.category(char)
+    return char in "-_" or char.isalnum() or kind[0] == "M" or (kind[0] == "S" and not char.isascii())
+
+
+def _host_dots(text: str) -> str:
+    return _DOT.sub(lambda m: "[.]" if _label_end(text[m.start() - 1]) else ".", text)
 
 
 # what a channel reads as a mention that notifies people: Slack's <!channel> <!here> <@U123>, WeCom's <@userid>,
@@ -367,8 +393,11 @@ def defang(text: str) -> str:
                        text)
     text = _BARE_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}[:]", text)
     text = _IDEOGRAPHIC_DOT.sub("[.]", text)
-    return unmention("".join(part if i % 2 else _HOST_DOT.sub("[.]", part)
-                             for i, part in enumerate(_OWN_COMMAND.split(text))))
+    kept, end = [], 0
+    for whole in _WHOLE.finditer(text):
+        kept += [_host_dots(text[end:whole.start()]), whole[0]]
+        end = whole.end()
+    return unmention("".join(kept) + _host_dots(text[end:]))
 
 
 def daily_push_plan(slot: dict[str, Any]) -> tuple[bool, str]:
