@@ -9,6 +9,7 @@ Rooms: message.py (the forms, the cut), push.py (channel_form, fit, send_one), b
 from __future__ import annotations
 
 import html
+import json
 import re
 import unicodedata
 from datetime import date, datetime
@@ -45,6 +46,7 @@ HOSTILE = [
     "😀🚀❤️👨\u200d👩\u200d👧 表情，贵州茅台（600519.SH）与腾讯控股（0700.HK）",
 ]
 # what a linkifier (Telegram, WeCom, mail clients) turns into a link
+HTML_FORMS = (message.HTML, message.TELEGRAM_HTML, message.MAIL_HTML)
 LINKABLE = re.compile(r"(?i)(?:https?|ftp):\s*/\s*/|javascript\s*:|[\w-]\.[^\W\d_]{2}|\d{1,3}(?:\.\d{1,3}){3}")
 
 
@@ -116,7 +118,7 @@ def test_each_form_shows_what_an_article_or_the_llm_wrote_as_text(url):
         rendered = _html(MarkdownIt("commonmark").render(body))
         assert set(rendered.tags) <= {"p", "strong", "br", "a"}, rendered.tags  # no emphasis, code, image, heading
         assert rendered.tags.count("strong") == body.count("证据：")  # one bold headline per item shown, ours
-    elif form == message.HTML:
+    elif form in HTML_FORMS:
         rendered = _html(body)
         assert set(rendered.tags) <= {"b", "br", "a"}, rendered.tags
     else:
@@ -178,7 +180,7 @@ def test_a_message_that_does_not_fit_is_cut_between_items_never_inside_one(url):
     title, body = push.fit(big, channel)
     shown = next(k for k in range(len(big.blocks), -1, -1) if body == message.render(big, form.written, k))
     assert 1 <= shown < len(big.blocks) and not form.fits(title, message.render(big, form.written, shown + 1))
-    assert message.CUT_NOTE in body and body.endswith(html.escape(LINK) + '">查看日报</a>' if form.written == message.HTML
+    assert message.CUT_NOTE in body and body.endswith(html.escape(LINK) + '">查看日报</a>' if form.written in HTML_FORMS
                                                       else LINK if form.written == message.TEXT else f"(<{LINK}>)")
 
 
@@ -192,11 +194,15 @@ def test_lines_that_alone_do_not_fit_are_shortened_saying_so_and_the_link_kept()
 @pytest.mark.parametrize(("url", "form", "declared", "chars", "bytes_", "title"), [
     ("wecombot://ROBOTKEY1234567", "text", "text", 2048, 2048, None),  # apprise sends WeCom text: 2048 bytes
     ("feishu://WEBHOOKTOKEN1234567", "text", "text", 19985, 20000, None),
-    ("dingtalk://SECRET123456@TOKEN1234567", "markdown", "markdown", 19985, 20000, 250),
-    ("tgram://123456789:ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghi/42", "html", "html", 4096, None, None),
+    ("dingtalk://SECRET123456@TOKEN1234567", "text", "text", 19985, 20000, 250),  # its Markdown has no escapes
+    ("dingtalk://SECRET123456@TOKEN1234567?format=markdown", "text", "text", 19985, 20000, 250),
+    ("tgram://123456789:ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghi/42", "html-telegram", "html", 4096, None, None),
+    ("tgram://123456789:ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghi/42?format=markdown", "markdown", "markdown", 4096, None,
+     None),
     ("discord://1234567890/abcdefghijklmnop", "markdown", "markdown", 2000, None, 250),
-    ("slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ", "markdown", "markdown", 35000, None, 250),
-    ("mailto://user:pass@example.com", "html", "html", 4000, None, 250),
+    ("slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ", "text", "text", 35000, None, 250),  # mrkdwn: no escapes
+    ("mailto://user:pass@example.com", "html-mail", "html", 4000, None, 250),
+    ("ntfy://topic", "text", "text", 7800, 4096, 200),
     ("pushplus://abcdefghijklmnopqrstuvwxyz123456", "html", "html", 20000, None, 200),
     ("schan://SCT1234567890abc", "markdown", "text", 4000, None, 32),  # ServerChan shows Markdown, declared text
     ("bark://localhost/devicekey1234", "text", "text", 2000, None, 100),  # what apprise does not say: the table
@@ -227,7 +233,7 @@ def test_the_docs_table_of_channels_is_what_channel_form_says():
     for scheme, form, limit in rows:
         url = next(u for u in [*CHANNELS, "nosuchservice://token123456"] if u.startswith(scheme + "://"))
         got = push.channel_form(push.channels_from([url])[0])
-        assert form == {"text": "text", "markdown": "Markdown", "html": "HTML"}[got.written], (scheme, form)
+        assert form == {"text": "text", "markdown": "Markdown", "html": "HTML"}[got.written.split("-")[0]], (scheme, form)
         said = f"{got.body_chars} chars" + (f" · {got.body_bytes} bytes" if got.body_bytes else "")
         assert limit.strip() == said, (scheme, limit, said)
 
@@ -313,3 +319,73 @@ def test_codes_of_every_market_read_whole_and_shared_digits_say_their_exchange(m
     assert "上证指数 SH000001 走弱，平安银行 SZ000001、TSLA、AAPL.O 走强。" in body
     assert "标的：上证指数 SH000001、SZ000001、特斯拉 TSLA、三星电子 005930.KS" in body
     assert "[.]" not in body
+
+
+def _items(body: str) -> list[str]:
+    """The parts of a body as its channel shows them apart (a blank line; in HTML two breaks)."""
+    lines = re.sub(r"<br>\s*", "\n", body.replace("\r\n", "\n"))
+    return [part for part in re.split(r"\n[ \t]*\n", lines) if "证据：" in part]
+
+
+@pytest.mark.parametrize("url", CHANNELS)
+def test_every_channel_shows_each_item_apart(monkeypatch, url):
+    """Telegram's HTML has no <br> and apprise joined <br><br> into one break: its items ran together."""
+    _, body = _sent(monkeypatch, url, _slot_message())
+    items = _items(body)
+    assert len(items) == body.count("证据：") >= 1 and all(item.count("证据：") == 1 for item in items), body
+
+
+@pytest.mark.parametrize("url", ["slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7FQ",
+                                 "dingtalk://SECRET123456@TOKEN1234567", "dingtalk://SECRET123456@TOKEN1234567?format=markdown"])
+def test_a_channel_whose_markup_has_no_escapes_shows_the_text_as_written(monkeypatch, url):
+    """Slack's mrkdwn and DingTalk's Markdown have no backslash escapes: the reader saw \\*ST康美 and 3\\~5."""
+    block = message.Block("*ST康美 重组落地，3~5 年 a_b `c` 见效", ("标的：*ST康美 600518",), LINK)
+    _, body = _sent(monkeypatch, url, message.Message("t", [], LINK, (block,)))
+    assert "*ST康美 重组落地，3~5 年 a_b `c` 见效\n标的：*ST康美 600518" in body and "\\" not in body, body
+
+
+def test_ntfy_gets_what_its_server_shows_as_a_notification(monkeypatch):
+    """ntfy's server takes a 4,096-byte message (a longer one it turns into an attachment), and apprise posts one
+    whose JSON is over 8,000 characters (a Chinese character is six) as an attachment itself."""
+    import requests
+
+    posted: list[dict] = []
+
+    def post(url, **kwargs):
+        posted.append(kwargs)
+        answer = requests.Response()
+        answer.status_code, answer._content = 200, b'{"id": "x"}'
+        return answer
+
+    monkeypatch.setattr(requests, "post", post)
+    [channel] = push.channels_from(["ntfy://topic"])
+    for sent in (_big_message(), _alert()):
+        assert push.send_one(channel, *push.fit(sent, channel)) is None
+        data = posted.pop()
+        assert "filename" not in (data.get("params") or {}) and len(data["data"]) <= 8000
+        shown = json.loads(data["data"])["message"]
+        assert len(shown.encode()) <= 4096 and shown.endswith(sent.link) and len(shown.encode()) > 1000
+
+
+def test_an_emails_plain_text_part_keeps_the_radars_links(monkeypatch):
+    import email
+    import smtplib
+
+    mails: list[str] = []
+
+    class SMTP:
+        def __init__(self, *args, **kwargs): pass
+        def starttls(self, **kwargs): pass
+        def login(self, *args): pass
+        def sendmail(self, sender, to, text): mails.append(text) or {}
+        def quit(self): pass
+
+    monkeypatch.setattr(smtplib, "SMTP", SMTP)
+    [channel] = push.channels_from(["mailto://user:pass@example.com"])
+    sent = _slot_message()
+    assert push.send_one(channel, *push.fit(sent, channel)) is None
+    [mail] = mails
+    parts = {p.get_content_type(): p.get_payload(decode=True).decode() for p in email.message_from_string(mail).walk()
+             if not p.is_multipart()}
+    for link in (sent.link, sent.more_link, *(b.link for b in sent.blocks)):
+        assert link in parts["text/plain"] and html.escape(link) in parts["text/html"], link

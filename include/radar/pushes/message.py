@@ -18,7 +18,11 @@ from dataclasses import dataclass, replace
 from include.radar.pushes.decide import defang
 
 TEXT, MARKDOWN, HTML = "text", "markdown", "html"  # apprise's NotifyFormat values
-FORMATS = (TEXT, MARKDOWN, HTML)
+# HTML as two channels need it, declared HTML to apprise: Telegram's breaks its lines with newlines (it has no
+# <br>, and apprise's reduction of its HTML joins <br><br> into one break: the items would run together); an
+# e-mail's writes each link's address out (apprise derives the text/plain part from the HTML, dropping hrefs)
+TELEGRAM_HTML, MAIL_HTML = "html-telegram", "html-mail"
+FORMATS = (TEXT, MARKDOWN, HTML, TELEGRAM_HTML, MAIL_HTML)
 CUT_NOTE = "完整内容见链接"
 MD_BREAK = "  \n"  # a hard line break in CommonMark (a bare newline joins the lines into one paragraph)
 
@@ -81,20 +85,34 @@ def _html_link(label: str, url: str) -> str:
     return f'<a href="{html.escape(url, quote=True)}">{html.escape(label)}</a>'
 
 
+def _mail_link(label: str, url: str) -> str:
+    return f'{html.escape(label)} <a href="{html.escape(url, quote=True)}">{html.escape(url)}</a>'
+
+
+def _html_text(text: str) -> str:
+    return html.escape(defang(_one_line(text)), quote=False)
+
+
+def _html_bold(text: str) -> str:
+    return f"<b>{text}</b>" if text else text
+
+
 _FORMS = {
     TEXT: _Form(lambda t: defang(_one_line(t)), lambda t: t, lambda label, url: "", "\n",
                 lambda lines: "\n".join(lines), "\n\n", lambda label, url: url),
     MARKDOWN: _Form(lambda t: md_escape(defang(_one_line(t))), lambda t: f"**{t}**" if t else t,
                     lambda label, url: f"[{md_escape(label)}](<{_md_url(url)}>)", MD_BREAK,
                     lambda lines: MD_BREAK.join(lines), "\n\n", lambda label, url: f"[{md_escape(label)}](<{_md_url(url)}>)"),
-    # no <p>: Telegram's HTML has none (apprise turns a paragraph into one newline), a blank line it keeps
-    HTML: _Form(lambda t: html.escape(defang(_one_line(t)), quote=False), lambda t: f"<b>{t}</b>" if t else t,
-                _html_link, "<br>\n", lambda lines: "<br>\n".join(lines), "<br>\n<br>\n", _html_link),
+    HTML: _Form(_html_text, _html_bold, _html_link, "<br>\n", lambda lines: "<br>\n".join(lines), "<br>\n<br>\n",
+                _html_link),
+    TELEGRAM_HTML: _Form(_html_text, _html_bold, _html_link, "\n", lambda lines: "\n".join(lines), "\n\n", _html_link),
+    MAIL_HTML: _Form(_html_text, _html_bold, _mail_link, "<br>\n", lambda lines: "<br>\n".join(lines), "<br>\n<br>\n",
+                     _mail_link),
 }
 
 
 def render(message: Message, form: str, blocks: int | None = None) -> str:
-    """The body of ``message`` in ``form`` (TEXT, MARKDOWN or HTML) with its first ``blocks`` blocks (all by
+    """The body of ``message`` in ``form`` (one of FORMATS) with its first ``blocks`` blocks (all by
     default); fewer than all adds 「完整内容见链接」. The title is not part of it (push.fit shortens it)."""
     f = _FORMS[form]
     shown = message.blocks if blocks is None else message.blocks[:blocks]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import re
 from collections.abc import Callable, Iterator
@@ -24,7 +25,7 @@ from include.radar import store
 from include.radar.core import http, redact
 from include.radar.core.slots import SHANGHAI
 from include.radar.pushes.decide import defang, msg_uuid
-from include.radar.pushes.message import HTML, MARKDOWN, TEXT, Message, fitted
+from include.radar.pushes.message import HTML, MAIL_HTML, MARKDOWN, TELEGRAM_HTML, TEXT, Message, fitted
 
 log = logging.getLogger(__name__)
 # apprise and urllib3 (under apprise's requests) log channel URLs and request paths with their tokens
@@ -37,13 +38,20 @@ for _name in ("apprise", "urllib3.connectionpool"):
 # say — bytes: WeCom's robot takes 2048 bytes of text (apprise sends it text and states 2048 characters),
 # Feishu/Lark and DingTalk a 20 KB body; characters: Bark's plugin states no limit of its own (apprise's default
 # of 32768 is no service's); titles: ServerChan's holds 32 characters, Bark's is kept to 100.
-BYTE_LIMITS = {"wecombot": 2048, "feishu": 20000, "lark": 20000, "dingtalk": 20000}
+# ntfy's server takes a message of 4096 bytes (a longer one becomes an attachment), and apprise posts one whose
+# JSON is over its plugin's ntfy_json_upstream_size_limit as an attachment (Form.json_chars)
+BYTE_LIMITS = {"wecombot": 2048, "feishu": 20000, "lark": 20000, "dingtalk": 20000, "ntfy": 4096}
 CHAR_LIMITS = {"bark": 2000}
 TITLE_LIMITS = {"schan": 32, "bark": 100}
 DEFAULT_CHAR_LIMIT = 4000  # a plugin that states no limit and is not listed above
 # ServerChan shows its text (desp) as Markdown, though apprise's plugin declares plain text: it is sent
 # Markdown, escaped, declared as text (apprise converts nothing)
 MARKDOWN_AS_TEXT = {"schan"}
+# plain text, whatever the URL asks: Slack's mrkdwn and DingTalk's Markdown have no escapes (a CommonMark escape
+# arrives as a backslash the reader sees: \*ST康美), so what an article wrote could not be shown as itself
+PLAIN_TEXT = {"slack", "dingtalk"}
+# the HTML a channel needs of its own (message.TELEGRAM_HTML, MAIL_HTML)
+HTML_AS = {"tgram": TELEGRAM_HTML, "mailto": MAIL_HTML, "mailtos": MAIL_HTML}
 # generic webhooks: plain text, unless their URL asks for a format (``?format=markdown``)
 GENERIC = {"json", "jsons", "form", "forms", "xml", "xmls"}
 # a pending row this old was left by a sender that never came back (a send takes seconds: apprise's own
@@ -133,12 +141,13 @@ def _label(url: str) -> str:
 class Form:
     """How a channel gets a message: the form it is written in, the format apprise is told, the sizes."""
 
-    written: str  # message.TEXT, MARKDOWN or HTML
+    written: str  # one of message.FORMATS
     declared: str  # the body_format apprise is told (MARKDOWN_AS_TEXT: text, so that apprise converts nothing)
     body_chars: int
     body_bytes: int | None = None
     title_chars: int | None = None  # None: the plugin folds the title into the body
     plugin: Any = None  # the apprise plugin (None: the URL is not one apprise knows)
+    json_chars: int | None = None  # ntfy: the most its posted JSON may hold (apprise's ensure_ascii json.dumps)
 
     def prepared(self, title: str, body: str) -> list[tuple[str, str]]:
         """(title, body) of each call of the plugin's ``send()`` for this message: the title folded in, the
@@ -161,6 +170,9 @@ class Form:
                 return False
             if self.title_chars is not None and len(sent_title) > self.title_chars:
                 return False
+            if self.json_chars is not None and len(json.dumps({"topic": max(self.plugin.topics, key=len, default=""),
+                                                               "title": sent_title, "message": sent_body})) > self.json_chars:
+                return False
         return True
 
 
@@ -181,14 +193,25 @@ def _formats(plugin: Any) -> tuple[str, ...]:
     return tuple(str(getattr(f, "value", f)) for f in (declared if isinstance(declared, tuple | list) else [declared]))
 
 
+def _apprise_url(channel: Channel) -> str:
+    """The URL apprise is given: a PLAIN_TEXT channel's without its ``format=`` (apprise would convert the
+    plain text into that format)."""
+    if channel.scheme not in PLAIN_TEXT or "?" not in channel.url:
+        return channel.url
+    base, query = channel.url.split("?", 1)
+    kept = "&".join(p for p in query.split("&") if not p.lower().startswith("format="))
+    return f"{base}?{kept}" if kept else base
+
+
 def channel_form(channel: Channel) -> Form:
     """The form and sizes of ``channel``: the format its plugin renders by default (Telegram and e-mail HTML,
     Slack Markdown), Markdown or HTML rather than plain text where the plugin renders them too (DingTalk and
-    Discord: Markdown); a generic webhook plain text; a URL's own ``?format=`` wins."""
+    Discord: Markdown); a generic webhook plain text; a URL's own ``?format=`` wins, but for PLAIN_TEXT's
+    channels."""
     with _quiet_apprise():
         import apprise
 
-        plugin = apprise.Apprise.instantiate(channel.url, suppress_exceptions=True)
+        plugin = apprise.Apprise.instantiate(_apprise_url(channel), suppress_exceptions=True)
     scheme = channel.scheme
     if plugin is None:
         return Form(TEXT, TEXT, CHAR_LIMITS.get(scheme, DEFAULT_CHAR_LIMIT), BYTE_LIMITS.get(scheme),
@@ -197,12 +220,16 @@ def channel_form(channel: Channel) -> Form:
     chosen = str(getattr(plugin.resolve_format(None), "value", formats[0]))  # the URL's ?format=, else the default
     if chosen == TEXT and scheme not in GENERIC and "format=" not in channel.url.split("?", 1)[-1]:
         chosen = next((f for f in (MARKDOWN, HTML) if f in formats), chosen)
+    if scheme in PLAIN_TEXT:
+        chosen = TEXT  # (and the URL's format= is not given to apprise: _apprise_url)
     written = MARKDOWN if scheme in MARKDOWN_AS_TEXT and chosen == TEXT else chosen
+    written = HTML_AS.get(scheme, written) if written == HTML else written
     title_limit = plugin.title_maxlen if plugin.title_maxlen > 0 else None
     if title_limit is not None and scheme in TITLE_LIMITS:
         title_limit = min(title_limit, TITLE_LIMITS[scheme])
     body_limit = _own(plugin, "body_maxlen") or CHAR_LIMITS.get(scheme, DEFAULT_CHAR_LIMIT)
-    return Form(written, chosen, body_limit, BYTE_LIMITS.get(scheme), title_limit, plugin)
+    return Form(written, chosen, body_limit, BYTE_LIMITS.get(scheme), title_limit, plugin,
+                _own(plugin, "ntfy_json_upstream_size_limit"))
 
 
 def fit(message: Message, channel: Channel) -> tuple[str, str]:
