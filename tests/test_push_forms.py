@@ -389,3 +389,18 @@ def test_an_emails_plain_text_part_keeps_the_radars_links(monkeypatch):
              if not p.is_multipart()}
     for link in (sent.link, sent.more_link, *(b.link for b in sent.blocks)):
         assert link in parts["text/plain"] and html.escape(link) in parts["text/html"], link
+
+
+def test_an_accounts_long_name_costs_no_item(monkeypatch):
+    """A 100-character account name (its own line and the event's sources) cost an item on WeCom's 2048 bytes."""
+    long_name = "长名" * 50
+    entries = [events.Entry(a, [a]) for a in (_analysis(n, f"机会{n}") for n in (1, 2, 3))]
+    for entry in entries:
+        entry.lead.update(summary=f"机会{entry.lead['id']}。", mp_name=long_name)
+        entry.lead["result_json"]["opportunities"][0]["targets"] = ["贵州茅台（600519.SH）"]
+        entry.lead["result_json"]["checks"]["quotes"][0]["quote"] = "出厂价上调约20%"
+    blocks = tuple(briefs.opportunity_block(e, [long_name, "第二个" + long_name], date(2026, 1, 8), LINK) for e in entries)
+    _, body = _sent(monkeypatch, "wecombot://ROBOTKEY1234567", message.Message("t", [], LINK, blocks))
+    assert body.count("证据：") == 3 and message.CUT_NOTE not in body
+    assert f"{long_name[:briefs.ACCOUNT_CHARS - 1]}… · 13:01 发布" in body and long_name[:briefs.ACCOUNT_CHARS] not in body
+    assert f"2 个公众号报道：{long_name[:briefs.ACCOUNT_CHARS - 1]}…、第二个" in body

@@ -37,6 +37,7 @@ MAX_DAY_ITEMS = 5  # in the 22:00 push
 THESIS_CHARS = 80
 QUOTE_CHARS = 60
 TARGET_CHARS = 24
+ACCOUNT_CHARS = 16  # an account's name (WeChat's run to 30 characters, an article's author field to anything)
 MAX_TARGETS = 4
 RECORD_HORIZON = 5  # the record page's own (web/views/record.py's default): the push says what the page says
 UNVERIFIED = "（证据未核实）"
@@ -138,6 +139,12 @@ def watch_hits(analysis: dict[str, Any]) -> list[str]:
     return [h for h in hits if isinstance(h, str) and h] if isinstance(hits, list) else []
 
 
+def account_name(name: Any) -> str:
+    """An account's name as a push shows it: at most ACCOUNT_CHARS characters."""
+    text = " ".join(str(name or "").split())
+    return text if len(text) <= ACCOUNT_CHARS else text[: ACCOUNT_CHARS - 1] + "…"
+
+
 def opportunity_block(entry: events.Entry, sources: Sequence[str], day: date, link: str = "") -> Block:
     """One opportunity of a slot's push: the thesis (marked when its evidence is not in its article), the call
     and the reader's watchlist hits, the targets, a quote, the account and time, how many accounts reported it."""
@@ -145,9 +152,9 @@ def opportunity_block(entry: events.Entry, sources: Sequence[str], day: date, li
     watched = watch_hits(lead)
     head = first_sentence(lead.get("summary"), THESIS_CHARS) + ("" if verified(lead) else UNVERIFIED)
     call = call_line(lead) + ("｜★ " + watch_line(watched)[0] if watched else "")
-    posted = " · ".join(p for p in (str(lead.get("mp_name") or ""), _when(lead.get("published_at"), day)) if p)
+    posted = " · ".join(p for p in (account_name(lead.get("mp_name")), _when(lead.get("published_at"), day)) if p)
     lines = [call, *targets_line(lead), *quote_line(lead), *([posted + " 发布"] if posted else []),
-             *sources_line(list(sources))]
+             *sources_line([account_name(s) for s in sources])]
     return Block(head, tuple(lines), link)
 
 
