@@ -204,7 +204,7 @@ def test_three_accounts_on_one_event_make_one_push_and_one_report_entry_with_thr
     assert top["analysis_id"] == lead["id"] and len(top["sources"]) == 3
     daily = fakes.sink.received[-1]
     assert daily["title"] == "【日报】2026-01-08：1 条机会（最高分 88）"
-    assert "· 宁德时代百亿回购（3 个公众号报道）" in daily["message"]
+    assert "· 【精选】宁德时代百亿回购（3 个公众号报道）" in daily["message"]
 
     page = read_page("/daily/2026-01-08", shanghai(2026, 1, 8, 22, 30))
     assert "4 篇，合并为 2 个事件" in page

@@ -210,10 +210,10 @@ def test_the_daily_push_gives_the_day_in_a_glance_with_each_picks_call(fakes, mo
     assert text["title"] == "【日报】2026-01-08：3 条机会（最高分 85）"
     head, *parts = SIGNED.sub("S", text["message"]).split("\n\n")
     assert head.startswith("分析 4 篇，机会 3 条，失败 0 篇\n公众号覆盖 2/2（100%）")
-    assert parts[:3] == [
-        "· 储能集采放量（2 个公众号报道）\n78 分｜看多｜行业｜标的：宁德时代 300750、储能",
-        "· 白酒提价\n85 分｜看多｜个股｜标的：贵州茅台 600519",
-        "· 版号收紧\n72 分｜看空｜个股｜标的：腾讯控股 00700",
+    assert parts[:3] == [  # the report's picks, in its order, marked; each with its verified quote
+        "· 【精选】储能集采放量（2 个公众号报道）\n78 分｜看多｜行业｜标的：宁德时代 300750、储能\n证据：「储能订单同比增长80%」",
+        "· 【精选】白酒提价\n85 分｜看多｜个股｜标的：贵州茅台 600519\n证据：「出厂价上调约20%」",
+        "· 【精选】版号收紧\n72 分｜看空｜个股｜标的：腾讯控股 00700\n证据：「新游上线推迟」",
     ]
     assert parts[3].endswith("\nhttps://radar.example.com/radar/daily/2026-01-08?S")
     markdown = _by_form(fakes.sink.received)["markdown"]["message"]

@@ -404,3 +404,35 @@ def test_an_accounts_long_name_costs_no_item(monkeypatch):
     assert body.count("证据：") == 3 and message.CUT_NOTE not in body
     assert f"{long_name[:briefs.ACCOUNT_CHARS - 1]}… · 13:01 发布" in body and long_name[:briefs.ACCOUNT_CHARS] not in body
     assert f"2 个公众号报道：{long_name[:briefs.ACCOUNT_CHARS - 1]}…、第二个" in body
+
+
+def _day_message(scores: list[int], picks: list[int]) -> message.Message:
+    """The 22:00 push's items (briefs.day_items, day_block) of analyses 1.. with ``scores``, in rank order, the
+    day's report picking ``picks``."""
+    entries = []
+    for n, score in enumerate(scores, 1):
+        lead = {**_analysis(n, f"机会{n}"), "score": score, "title": f"第{n}篇：" + "长" * 40}
+        lead["result_json"]["checks"]["quotes"][0]["quote"] = f"第{n}条证据" + "据" * 60
+        entries.append(events.Entry(lead, [lead]))
+    digest_json = {"top_opportunities": [{"analysis_id": i, "title": f"精选{i}"} for i in picks]}
+    items = briefs.day_items(digest_json, entries, 60)
+    blocks = tuple(briefs.day_block(e, digest_json, f"{RADAR}analysis/{e.lead['id']}?exp=1&sig=cd") for e in items)
+    return message.Message("【日报】2026-01-08：5 条机会（最高分 90）", ["分析 5 篇"], LINK, blocks, link_label="查看日报")
+
+
+def test_the_daily_pushs_items_are_the_reports_picks_marked_then_by_score():
+    body = message.render(_day_message([70, 90, 80, 85, 75], picks=[3]), message.TEXT)
+    heads = [line for line in body.splitlines() if line.startswith("· ")]
+    assert [h.split("：")[0] for h in heads] == ["· 【精选】精选3", "· 第2篇", "· 第4篇", "· 第5篇", "· 第1篇"]
+    assert body.count(briefs.PICK) == 1
+
+
+@pytest.mark.parametrize("url", ["wecombot://ROBOTKEY1234567", "json://localhost/hook", "bark://localhost/devicekey1234"])
+def test_the_daily_pushs_items_keep_their_quotes_where_they_fit_and_every_item_before(monkeypatch, url):
+    sent = _day_message([90, 85, 80, 75, 70], picks=[])
+    _, body = _sent(monkeypatch, url, sent)
+    quoted = [n for n in range(1, 6) if f"第{n}条证据" in body]
+    assert body.count(" 分｜") == 5 and message.CUT_NOTE not in body  # every item, whole
+    assert quoted == list(range(1, len(quoted) + 1)) and quoted, body  # the first ones keep their quotes
+    if "wecombot" not in url:
+        assert len(quoted) == 5

@@ -41,6 +41,7 @@ ACCOUNT_CHARS = 16  # an account's name (WeChat's run to 30 characters, an artic
 MAX_TARGETS = 4
 RECORD_HORIZON = 5  # the record page's own (web/views/record.py's default): the push says what the page says
 UNVERIFIED = "（证据未核实）"
+PICK = "【精选】"  # the 22:00 push's mark of the day's report's picks (listed first)
 
 # a security code in a target, in any spelling the model writes it (600519, 600519.SH, SH600519, 0700.HK,
 # HK00700, 00700); a name beside it in brackets (贵州茅台（600519.SH）)
@@ -180,32 +181,34 @@ def event_sources(entry: events.Entry, others: Iterable[dict[str, Any]]) -> list
 
 def day_items(digest_json: Any, entries: Sequence[events.Entry], threshold: int, limit: int = MAX_DAY_ITEMS
               ) -> list[events.Entry]:
-    """The day's top opportunities: the report's picks first (its order), then the day's other opportunities
-    in rank order, up to ``limit``, one per event."""
+    """The day's top opportunities: the report's picks first (its order; day_block marks them), then the day's
+    other opportunities by score (by rank between equal scores), up to ``limit``, one per event."""
     entry_of = {m["id"]: e for e in entries for m in e.members}
     chosen: list[events.Entry] = []
     for analysis_id in top_analysis_ids(digest_json):
         entry = entry_of.get(analysis_id)
         if entry is not None and entry not in chosen:
             chosen.append(entry)
-    chosen += [e for e in entries if e not in chosen and is_opportunity(e.lead, threshold)]
-    return chosen[:limit]
+    others = [e for e in entries if e not in chosen and is_opportunity(e.lead, threshold)]
+    return (chosen + sorted(others, key=lambda e: -int(e.lead["score"])))[:limit]
 
 
 def day_block(entry: events.Entry, digest_json: Any, link: str = "") -> Block:
-    """One of the day's top opportunities: its one line (the report's title for it, else the article's), how
-    many accounts reported it and, for news an earlier day's push told (store.with_pushes), which slot did; its
-    score, direction, type and targets."""
+    """One of the day's top opportunities: its one line (the report's title for it, else the article's), marked
+    PICK when the report picked it, how many accounts reported it and, for news an earlier day's push told
+    (store.with_pushes), which slot did; its score, direction, type and targets; its verified quote where the
+    channel's size leaves room (a spare line: message.fitted)."""
     lead = entry.lead
     titles = {t.get("analysis_id"): t.get("title") for t in (digest_json or {}).get("top_opportunities") or []
               if isinstance(t, dict)} if isinstance(digest_json, dict) else {}
     title = next((titles[m["id"]] for m in entry.members if isinstance(titles.get(m["id"]), str)), None)
     sources = [s for s in entry.sources if s]
     pushed = next((m.get("pushed") for m in entry.members if m.get("follow_up")), None)
-    head = "· " + first_sentence(title or lead.get("title") or lead.get("summary"), 40) + (
+    picked = any(m["id"] in top_analysis_ids(digest_json) for m in entry.members)
+    head = "· " + (PICK if picked else "") + first_sentence(title or lead.get("title") or lead.get("summary"), 40) + (
         f"（{len(sources)} 个公众号报道）" if len(sources) > 1 else "") + (f"（后续报道：{pushed} 已推送）" if pushed else "")
     targets = targets_line(lead)
-    return Block(head, ("｜".join([call_line(lead), *targets]),), link)
+    return Block(head, ("｜".join([call_line(lead), *targets]),), link, tuple(quote_line(lead)))
 
 
 def failures_line(failures: Sequence[dict[str, Any]], limit: int = 2) -> list[str]:

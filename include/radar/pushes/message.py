@@ -35,6 +35,7 @@ class Block:
     head: str
     lines: tuple[str, ...] = ()
     link: str = ""
+    spare: tuple[str, ...] = ()  # lines after ``lines`` that go first when the message does not fit (fitted)
 
 
 @dataclass(frozen=True)
@@ -111,16 +112,18 @@ _FORMS = {
 }
 
 
-def render(message: Message, form: str, blocks: int | None = None) -> str:
+def render(message: Message, form: str, blocks: int | None = None, spared: int | None = None) -> str:
     """The body of ``message`` in ``form`` (one of FORMATS) with its first ``blocks`` blocks (all by
-    default); fewer than all adds 「完整内容见链接」. The title is not part of it (push.fit shortens it)."""
+    default), the first ``spared`` of them with their spare lines (all by default); fewer blocks than all adds
+    「完整内容见链接」. The title is not part of it (push.fit shortens it)."""
     f = _FORMS[form]
     shown = message.blocks if blocks is None else message.blocks[:blocks]
     parts = []
     if message.lines:
         parts.append(f.paragraph([f.text(line) for line in message.lines]))
-    for block in shown:
-        lines = [f.bold(f.text(block.head)), *(f.text(line) for line in block.lines)]
+    for position, block in enumerate(shown):
+        kept = block.lines + (block.spare if spared is None or position < spared else ())
+        lines = [f.bold(f.text(block.head)), *(f.text(line) for line in kept)]
         own = f.link("详情", block.link) if block.link and block.link != message.link else ""
         if own:
             lines[-1] += " · " + own
@@ -155,15 +158,17 @@ def shortened(message: Message, chars: int) -> Message:
 
 def fitted(message: Message, form: str, fits: Callable[[str], bool]) -> str:
     """The body of ``message`` in ``form``: every block when it ``fits``, else as many as fit, in order (never
-    part of one); when not even none fit, the lines cut short (:func:`shortened`); the link whole in each.
-    A body only grows with what it holds, so each is the most that fits, found by halving (a dozen tries for
-    a message of any length, each one apprise's preparation of it)."""
+    part of one), then the spare lines of as many of those as fit, in order; when not even none fit, the lines
+    cut short (:func:`shortened`); the link whole in each. A body only grows with what it holds, so each is the
+    most that fits, found by halving (a dozen tries for a message of any length, each one apprise's
+    preparation of it)."""
     whole = render(message, form)
     if fits(whole):
         return whole
-    blocks = _most(len(message.blocks) - 1, lambda n: fits(render(message, form, n)))
+    blocks = _most(len(message.blocks), lambda n: fits(render(message, form, n, 0)))
     if blocks is not None:
-        return render(message, form, blocks)
+        spared = _most(blocks, lambda n: fits(render(message, form, blocks, n)))
+        return render(message, form, blocks, spared)
     chars = _most(sum(len(line) for line in message.lines), lambda n: fits(render(shortened(message, n), form)))
     return render(shortened(message, chars or 0), form)
 
