@@ -436,3 +436,12 @@ def test_the_daily_pushs_items_keep_their_quotes_where_they_fit_and_every_item_b
     assert quoted == list(range(1, len(quoted) + 1)) and quoted, body  # the first ones keep their quotes
     if "wecombot" not in url:
         assert len(quoted) == 5
+
+
+@pytest.mark.parametrize("url", CHANNELS)
+def test_the_failed_articles_line_shows_a_look_alike_host_in_its_title_as_text(monkeypatch, url):
+    """「未能分析…《…》」 quotes the WeRSS title as it came: its host names are defanged like any other text."""
+    lines = briefs.failures_line([{"title": "速领 evil\u0301.com"}, {"title": "🎁.ws 红包"}])
+    _, body = _sent(monkeypatch, url, message.Message("t", lines, LINK))
+    body = re.sub(r"\\([.\[\]])", r"\1", body)  # Markdown's escapes of the dots and brackets
+    assert "evil\u0301[.]com" in body and "🎁[.]ws" in body and "\u0301.com" not in body and "🎁.ws" not in body
