@@ -1,5 +1,5 @@
-"""A push message and its three forms: plain text, Markdown (CommonMark: apprise turns it into each channel's
-own dialect) and HTML (e-mail). Pure.
+"""A push message and its forms: plain text, Markdown (CommonMark: apprise turns it into each channel's own
+dialect) and HTML (e-mail), with HTML as Telegram and e-mail need it (TELEGRAM_HTML, MAIL_HTML). Pure.
 
 A message is the radar's structure around text that came from articles and the LLM: lines first, then blocks
 (one per opportunity: a headline and its lines, and its own page), then what it leaves out and notes, then its
