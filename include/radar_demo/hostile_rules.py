@@ -58,6 +58,9 @@ CATASTROPHIC_RULES: list[tuple[str, str]] = [
     ("unread by the probes", r"(?U)K[ab]*a[ab]{150}c"),
     ("unread by the probes", r"\Q\EK[ab]*a[ab]{150}c"),
     ("unread by the probes", r"foo|bar|baz|qux|K[ab]*a[ab]{150}c"),
+    # behind a Unicode class no article here uses: probed once with ASCII that class never matches
+    ("behind a Unicode class", r"\p{Greek}[ab]*a[ab]{150}c"),
+    ("behind a Unicode class", r"\PL[ab]*a[ab]{150}c"),
     # seconds on every probe: what matters is how fast the save refuses them
     ("slow to refuse", r"(?s).*[^\n].{999}[\n]"),
     ("slow to refuse", r"(?s).*\S.{999}\x01"),

@@ -9,14 +9,18 @@ A rule the parser still cannot read is refused, never probed blind. The rules: d
 
 from __future__ import annotations
 
+import array
 import random
 import re
 import re._parser as _sre_parser  # Python's own parser of regexes, to find a rule's literals and classes
+import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
+
+import re2
 
 PROBE_CHARS = 30_000  # the length of text a rule runs over (focus.MATCH_CHARS plus a title)
 MAX_STOPS = 64  # the places a costly part can begin that a save probes, one by one: a rule with more is refused
@@ -246,10 +250,40 @@ def _parsed_shape(body: str) -> _Shape | None:
     return shape
 
 
-# RE2's Unicode classes, as Python classes of characters they hold (what the probes are made of, not what they
-# match): enough to find a rule's gates and alphabets
+# RE2's Unicode classes an article here is full of, as Python classes of the characters it would hold (what the
+# probes are made of, not what they match); every class also gets those RE2 finds in it (_property_chars)
 _UNICODE_SAMPLES = {"N": "0-9", "Nd": "0-9", "L": "a-zA-Z储能光伏", "Lu": "A-Z", "Ll": "a-z", "Han": "储能光伏芯片",
                     "P": "，。、：；.,;:", "Z": " ", "Zs": " "}
+_UNIVERSE_CHUNKS = 64  # Unicode read in as many parts, each giving the first run of a class's characters in it
+_RUN = 4  # characters of that run
+
+
+@cache
+def _universe() -> tuple[bytes, ...]:
+    """Every code point but NUL and the surrogates, as UTF-8, in _UNIVERSE_CHUNKS parts (~4 MB, ~25 ms once)."""
+    points = array.array("I", range(1, 0xD800))
+    points.extend(range(0xE000, 0x110000))
+    text = points.tobytes().decode(f"utf-32-{'le' if sys.byteorder == 'little' else 'be'}")
+    size = -(-len(text) // _UNIVERSE_CHUNKS)
+    return tuple(text[at:at + size].encode() for at in range(0, len(text), size))
+
+
+@lru_cache(maxsize=256)
+def _property_chars(escape: str, name: str | None) -> str:
+    """A Unicode class of RE2's (``\\pN``, ``\\p{Greek}``, ``\\PL``, ``\\p{^Han}``) as the Python text of its characters
+    the probes are made of: those an article here is full of (_UNICODE_SAMPLES for ``name`` when the class is
+    not negated, then _MIXED's in it), then the first few RE2 itself finds in each part of Unicode. A class no sample names
+    (``\\p{Greek}``, ``\\p{Sc}``, ``\\PL``) is opened with its own characters, not with ASCII it never matches;
+    one RE2 finds nothing in is empty (the rule is unreadable, refused). ~6 ms a class, cached."""
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        run = re2.compile(f"(?:{escape}){{1,{_RUN}}}", options)
+    except Exception:  # re2.error: a class RE2 does not know (the rule itself was refused when compiled)
+        return ""
+    found = (run.search(chunk) for chunk in _universe())
+    chars = [c for c in _MIXED if run.fullmatch(c)] + [match.group().decode() for match in found if match]
+    return _UNICODE_SAMPLES.get(name or "", "") + "".join(re.escape(c) for c in dict.fromkeys("".join(chars)))
 # POSIX classes inside [...] (RE2 reads them, Python takes them for their characters), as Python ranges
 _POSIX = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z", "lower": "a-z", "space": r" \t\n",
           "blank": r" \t", "punct": r"!-/:-@\[-`{-~", "word": "0-9A-Za-z_", "xdigit": "0-9A-Fa-f", "cntrl": r"\x00-\x1f",
@@ -273,7 +307,10 @@ def _escape(match: re.Match[str], in_class: bool) -> str:
     """One RE2-only escape (the backslash alternatives of _RE2_ONLY) written the Python way."""
     if match["kind"]:
         name = match["braced"] if match["braced"] is not None else match["single"]
-        chars = _UNICODE_SAMPLES.get(name, "a-zA-Z0-9") if match["kind"] == "p" else "a-zA-Z"
+        positive = match["kind"] == "p" and not match.group(0).startswith("\\p{^")
+        chars = _property_chars(match.group(0), name if positive else None)
+        if not chars:  # \\P{Any}, \\p{Cs} (no UTF-8 text holds a surrogate): Python would read [] as a "]"
+            raise ValueError(f"no character is in {match.group(0)}")
         return chars if in_class else f"[{chars}]"
     if match["code"]:
         return re.escape(chr(min(int(match["code"], 16), 0x10FFFF)))
@@ -285,8 +322,8 @@ def _escape(match: re.Match[str], in_class: bool) -> str:
 
 
 def _python_syntax(body: str) -> str:
-    """``body`` with RE2's own syntax written so that Python's parser reads it: ``\\pN`` and ``\\p{Han}`` as
-    classes of sample characters (``\\PN`` and any other name as ASCII letters and digits), ``\\x{4e00}`` as
+    """``body`` with RE2's own syntax written so that Python's parser reads it: ``\\pN``, ``\\p{Greek}``, ``\\PL``
+    as classes of sample characters of theirs (:func:`_property_chars`), ``\\x{4e00}`` as
     the character, ``\\z`` as ``\\Z``, ``\\C`` as ``.``, ``\\Q…\\E`` as the escaped text, ``\\400`` as the
     character, flags anywhere (``(?U)``, ``(?i-s:``; rules match without case anyway) dropped, group names
     dropped, ``[[:alpha:]]`` as ``[a-zA-Z]``; inside ``[...]`` without the brackets."""
