@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -484,6 +485,29 @@ def test_alerts_go_to_the_readers_channels_marked_when_no_operator_channel_is_se
     run_slot(shanghai(2026, 1, 8, 18))
     alerts = [m for m in fakes.sink.received if m["title"].startswith("【运维】")]
     assert [a["title"] for a in alerts] == ["【运维】有时段没有运行"]
+
+
+def test_alerts_on_the_readers_channel_carry_none_of_what_the_pages_hide(fakes, monkeypatch):
+    """Without an operator channel an alert reaches whoever reads the reader's pushes (a family chat, a forward):
+    it says what is wrong and what to do, never its detail (a rule's text, the day's spend), which the overview
+    shows an Airflow login only. With an operator channel the detail goes there."""
+    from include.radar.steps.runtime import Runtime
+
+    details = {"rules_slow": "switched off !/秘密规则[ab]*a[ab]{150}c/ (900 ms)", "budget": "spent 12.3456 of 12.00 USD"}
+    ops = os.environ["AIRFLOW_CONN_RADAR_OPS_PUSH"]
+    monkeypatch.delenv("AIRFLOW_CONN_RADAR_OPS_PUSH")
+    rt = Runtime.load()
+    assert [rt.alert(cause, detail) for cause, detail in details.items()] == ["sent", "sent"]
+    shared = json.dumps(fakes.sink.received, ensure_ascii=False)
+    assert [m["title"] for m in fakes.sink.received] == ["【运维】读者的正则规则太慢", "【运维】今日 LLM 预算已用尽"]
+    assert "秘密规则" not in shared and "12.3456" not in shared and "处理：" in shared and "登录 Airflow" in shared
+    with connect() as conn:  # recorded whole, for the overview's Airflow login
+        kept = [r["detail"] for r in conn.execute("SELECT detail FROM operator_alert ORDER BY id")]
+    assert kept == list(details.values())
+    monkeypatch.setenv("AIRFLOW_CONN_RADAR_OPS_PUSH", ops)
+    rt = Runtime.load()
+    assert rt.alert("deepseek", "HTTP 401 for deepseek-flash") == "sent"
+    assert "HTTP 401 for deepseek-flash" in json.dumps(fakes.ops.received, ensure_ascii=False)
 
 
 @pytest.mark.e2e

@@ -1,8 +1,8 @@
 """Operator alerts: what is wrong with the radar, told once per cause and day, never with a secret.
 
-Alerts go to the ``radar_ops_push`` connection's channels (without it, to the reader's, titled 「运维」). Each
-cause is recorded in ``operator_alert`` (unique per Shanghai day and cause) and delivered through the
-notification log (``push_type='alert'``), so reruns, retries and other workers send nothing more; a failed
+Alerts go to the ``radar_ops_push`` connection's channels (without it, to the reader's, titled 「运维」, without
+their detail). Each cause is recorded in ``operator_alert`` (unique per Shanghai day and cause) and delivered
+through the notification log (``push_type='alert'``), so reruns, retries and other workers send nothing more; a failed
 delivery is retried by the next occurrence; raising never fails the step. Causes are raised where they are
 seen: in the steps (a refused WeRSS login, a 429 streak, failed analyses, the budget, a slot that never ran),
 by the ``AlertNotifier`` on task failures and by the daily run's Deadline Alert.
@@ -68,6 +68,9 @@ CAUSES: dict[str, Cause] = {
 }
 
 
+SHARED_DETAIL = "详情只发往运维通道（radar_ops_push，未配置）：登录 Airflow 后在机会雷达的总览页查看"
+
+
 def operator_channels(ops: list[push.Channel], reader: list[push.Channel]) -> tuple[list[push.Channel], bool]:
     """The channels alerts go to, and whether they are the reader's (then titles say 运维)."""
     return (ops, False) if ops else (reader, True)
@@ -103,9 +106,11 @@ def raise_alert(
         return "already"
     try:
         targets, shared = channels()
+        # the reader's channel reaches whoever reads the pushes (a family chat, a forward): no detail there, as
+        # the pages show it (a rule's text, the day's spend) to an Airflow login only
         message = Message(
             title=f"{'【运维】' if shared else ''}{info.title}",
-            lines=[alert["detail"] or detail, f"处理：{info.action}"],
+            lines=[SHARED_DETAIL if shared else alert["detail"] or detail, f"处理：{info.action}"],
             link=link,
         )
         report = push.deliver(connect, targets, message, push.Occasion(day, "ops", "alert", link, slot_run_id,
