@@ -37,7 +37,8 @@ MARGIN = timedelta(minutes=2)
         "reasoning_effort": Param("high", enum=["low", "medium", "high", "max"], title="推理强度 / Reasoning effort"),
         "prompt_version": Param("v3", type="string", pattern=r"^v[0-9]{1,3}$", title="提示词版本 / Prompt version"),
         "connection": Param(None, type=["null", "string"], title="连接 / Connection",
-                            description="可不填：候选模型自己的 OpenAI 兼容连接（https，本机回环地址除外）；留空用 DeepSeek 的连接"),
+                            description="可不填：候选模型自己的 OpenAI 兼容连接，名称以 radar_llm_ 开头（https，本机回环地址除外）；"
+                                        "留空用 DeepSeek 的连接"),
         "prices": Param(None, type=["null", "string"], title="价格 / Prices",
                         description='可不填：候选模型的非高峰价格（每百万 tokens，deepseek_currency），JSON 如 '
                                     '{"cache_hit": 0.003, "cache_miss": 0.15, "output": 0.6}；没有公开价格的模型必须填写'),

@@ -279,11 +279,11 @@ def _connection(monkeypatch: Any, conn_id: str, host: str, password: str = "sk-t
 
 
 @pytest.mark.parametrize(("conn_id", "host", "password", "said"), [
-    ("eval_down", "http://127.0.0.1:1", "sk-test", "'eval_down' .*does not answer.*unreachable"),
-    ("eval_ftp", "ftp://127.0.0.1:1", "sk-test", "'eval_ftp'.*not an https URL"),
-    ("eval_plain", "http://192.0.2.1:8000", "sk-test", "'eval_plain'.*in clear"),
-    ("eval_bad", None, "sk-wrong-key-0123", "rejected the API key .*check the eval_bad connection"),
-    ("nowhere", None, None, "connection 'nowhere' is missing"),
+    ("radar_llm_down", "http://127.0.0.1:1", "sk-test", "'radar_llm_down' .*does not answer.*unreachable"),
+    ("radar_llm_ftp", "ftp://127.0.0.1:1", "sk-test", "'radar_llm_ftp'.*not an https URL"),
+    ("radar_llm_plain", "http://192.0.2.1:8000", "sk-test", "'radar_llm_plain'.*in clear"),
+    ("radar_llm_bad", None, "sk-wrong-key-0123", "rejected the API key .*check the radar_llm_bad connection"),
+    ("radar_llm_nowhere", None, None, "connection 'radar_llm_nowhere' is missing"),
 ])
 def test_a_dead_unsafe_or_missing_endpoint_is_refused_before_anything_is_recorded(
         fakes, monkeypatch, conn_id, host, password, said) -> None:
@@ -295,6 +295,68 @@ def test_a_dead_unsafe_or_missing_endpoint_is_refused_before_anything_is_recorde
         start(candidate=shadow.Candidate(model="deepseek-flash", conn_id=conn_id))
     assert rows_in("evaluation", "evaluation_item", "llm_spend") == before
     assert calls_of(fakes, "deepseek-flash") == 0
+
+
+def _elsewhere(httpserver: Any) -> list[str]:
+    """The Authorization header of each request that reaches /elsewhere/ on the fakes' server (a model list)."""
+    from werkzeug import Response
+
+    seen: list[str] = []
+
+    def handle(request: Any) -> Response:
+        seen.append(request.headers.get("Authorization", ""))
+        return Response(json.dumps({"object": "list", "data": [{"id": "deepseek-flash", "object": "model"}]}),
+                        content_type="application/json")
+
+    httpserver.expect_request(re.compile(r"^/elsewhere/.*")).respond_with_handler(handle)
+    return seen
+
+
+@pytest.mark.parametrize("conn_id", ["other_team", "deepseek_default_copy", "radar_llmx"])
+def test_an_evaluation_runs_only_on_a_connection_named_for_the_radars_llm_use(
+        fakes, monkeypatch, httpserver, conn_id) -> None:
+    """The trigger form's 连接 is any text: another team's connection would send its password to the candidate's
+    endpoint (api.deepseek.com when it names no host) as the API key."""
+    from include.radar.operations.connections import ConfigurationError
+    from include.radar.steps import evaluate
+    from include.radar.steps.runtime import Runtime
+
+    demo_day(fakes, monkeypatch)
+    seen = _elsewhere(httpserver)
+    _connection(monkeypatch, conn_id, f"{fakes.base}/elsewhere", "sk-other-team-0123")
+    before = rows_in("evaluation", "evaluation_item", "llm_spend")
+    with pytest.raises(shadow.EvaluationError, match=f"--conn '{conn_id}'.*deepseek_default.*radar_llm_"):
+        start(candidate=shadow.Candidate(model="deepseek-flash", conn_id=conn_id))
+    with pytest.raises(ConfigurationError, match=f"'{conn_id}'.*radar_llm_"):
+        evaluate.evaluate(Runtime.load(), {"model": "deepseek-flash", "connection": conn_id, "cap": 1.0, "days": 366,
+                                           "dry_run": True})
+    assert seen == [] and rows_in("evaluation", "evaluation_item", "llm_spend") == before
+
+
+def test_an_evaluation_stored_on_another_connection_is_not_run(fakes, monkeypatch, httpserver) -> None:
+    demo_day(fakes, monkeypatch)
+    seen = _elsewhere(httpserver)
+    _connection(monkeypatch, "other_team", f"{fakes.base}/elsewhere", "sk-other-team-0123")
+    plan = start()
+    with connect() as conn:  # as a version that took any connection stored it
+        conn.execute("UPDATE evaluation SET conn_id = 'other_team' WHERE id = %s", (plan.evaluation_id,))
+    with pytest.raises(shadow.EvaluationError, match="'other_team'.*radar_llm_"):
+        shadow.run(connect, settings(), plan.evaluation_id, clock=FixedClock(LATER))
+    assert seen == [] and calls_of(fakes, "deepseek-flash") == 0
+
+
+def test_a_candidate_connection_without_a_host_sends_its_key_nowhere(fakes, monkeypatch, httpserver) -> None:
+    """Without a host the key went to DeepSeek's URL: a host the connection does not name. Only the slots' own
+    connection, the deployment's, still means DeepSeek without one."""
+    demo_day(fakes, monkeypatch)
+    seen = _elsewhere(httpserver)
+    monkeypatch.setattr(connections, "DEEPSEEK_URL", f"{fakes.base}/elsewhere")  # where such a key went
+    monkeypatch.setenv("AIRFLOW_CONN_RADAR_LLM_BARE", json.dumps({"conn_type": "http", "password": "sk-bare-0123"}))
+    with pytest.raises(shadow.EvaluationError, match="'radar_llm_bare'.*names no host"):
+        start(candidate=shadow.Candidate(model="deepseek-flash", conn_id="radar_llm_bare"))
+    assert seen == []
+    monkeypatch.setenv("AIRFLOW_CONN_DEEPSEEK_DEFAULT", json.dumps({"conn_type": "http", "password": "sk-test"}))
+    assert connections.llm_client(settings()).models(5.0) and seen == ["Bearer sk-test"]
 
 
 def test_a_model_the_endpoint_does_not_offer_is_refused_naming_the_option(fakes, monkeypatch, capsys) -> None:

@@ -30,7 +30,7 @@ def add_parsers(sub: Any) -> None:
     run.add_argument("--effort", default="high", choices=["low", "medium", "high", "max"], help="reasoning effort")
     run.add_argument("--prompt", default=analyst.ANALYSIS_PROMPT.version,
                      help="the analysis prompt version (v1, v2, v3…)")
-    run.add_argument("--conn", default=None, help="the candidate's OpenAI-compatible connection (default: DeepSeek's)")
+    run.add_argument("--conn", default=None, help="the candidate's OpenAI-compatible connection, named radar_llm_… (default: DeepSeek's)")
     run.add_argument("--prices", default=None, help="the candidate's off-peak prices per million tokens, as JSON "
                      '{"cache_hit": …, "cache_miss": …, "output": …} (needed when none is published for it)')
     run.add_argument("--days", type=int, default=14, help="articles published in the last N days")

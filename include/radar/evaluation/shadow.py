@@ -49,6 +49,9 @@ _MODEL = re.compile(r"^[A-Za-z0-9._:/-]{1,100}$")
 _VERSION = re.compile(r"^v[0-9]{1,3}$")
 _CONN = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 ONLY_WITH = ("all", "feedback", "outcomes")
+# an evaluation's own connection is named for the radar's LLM use: the trigger form's 连接 is any text, and another
+# team's connection (or any other of this Airflow's) would send its password to the candidate's endpoint as a key
+LLM_CONN_PREFIX = "radar_llm_"
 PRICE_SOURCES = {"published": "published", "given": "given (--prices)", "deployment": "configured (deepseek_prices)"}
 
 
@@ -240,10 +243,20 @@ def _refusal(plan: Plan, cap: float) -> str | None:
     return None
 
 
+def check_connection(settings: Settings, conn_id: str) -> None:
+    """Refuse a connection an evaluation may not use: the slots' own, or one named ``radar_llm_…``, only."""
+    if conn_id != settings.deepseek_conn_id and not conn_id.startswith(LLM_CONN_PREFIX):
+        raise EvaluationError(
+            f"--conn {conn_id!r} (the trigger form's 连接): an evaluation runs on the slots' connection "
+            f"({settings.deepseek_conn_id!r}) or on one named {LLM_CONN_PREFIX}…, made for it; its password is "
+            "sent to the candidate's endpoint as the API key")
+
+
 def preview(connect: Callable[[], Any], settings: Settings, candidate: Candidate, sample: Sample, cap: float, *,
             clock: Clock = SYSTEM, probe: bool = True) -> tuple[Plan, list[dict[str, Any]]]:
     """What an evaluation would sample and cost, its endpoint tried: nothing recorded, no paid call."""
     candidate.check()
+    check_connection(settings, candidate.conn_id)
     sample.check()
     check_cap(cap, settings.deepseek_currency)
     if probe:  # a model the endpoint does not offer is said before any price is asked for it
@@ -344,6 +357,7 @@ def run(connect: Callable[[], Any], settings: Settings, evaluation_id: int, *,
             raise EvaluationError(f"no evaluation {evaluation_id}")
         if row["status"] == "refused":
             return Run(evaluation_id, {}, row["note"])
+        check_connection(settings, row["conn_id"])  # stored by a version that took any
         if not trust_max_tokens:
             check_trusted(conn, row)
         items = store.evaluations.open_items(conn, evaluation_id, settings.max_analysis_attempts)

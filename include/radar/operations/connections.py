@@ -82,7 +82,8 @@ def configured(settings: Settings) -> Setup:
 def llm_client(settings: Settings, gate: RateGate | None = None, *, connections: int = 20,
                timeout: float | None = None, setup: Setup | None = None, clock: Clock = SYSTEM) -> LLMClient:
     """The client of ``setup`` (the configured one by default) on its connection (its password, or extra
-    ``api_key``); a host without a scheme is https (http on loopback)."""
+    ``api_key``); a host without a scheme is https (http on loopback); no host is DeepSeek's for the slots' own
+    connection only, refused for any other."""
     from include.radar.analysis.llm import LLMClient, LLMOptions
 
     s, use = settings, setup or configured(settings)
@@ -105,6 +106,9 @@ def llm_client(settings: Settings, gate: RateGate | None = None, *, connections:
         name=use.name,
         model_fix=use.model_fix,
     )
+    if not conn.host and use.conn_id != s.deepseek_conn_id:  # DeepSeek by default: the slots' own connection only
+        raise ConfigurationError(f"the {use.whose} connection {use.conn_id!r} names no host: its key is sent to "
+                                 "none but the host it names (https://api.deepseek.com for DeepSeek)")
     base_url = llm_url(conn, use.conn_id, https_only=use.https_only) if conn.host else DEEPSEEK_URL
     return LLMClient(base_url=base_url, api_key=api_key or "", model=use.model, options=options, gate=gate, clock=clock)
 
