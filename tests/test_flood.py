@@ -145,6 +145,68 @@ def test_the_key_is_the_link_s_signature_or_the_session_cookie_and_nothing_else(
     assert key(cookie=b"_token=jwt") is None and key(b"q=sig") is None
 
 
+def test_the_session_cookie_is_read_as_the_app_reads_it_whatever_its_spelling() -> None:
+    """The app takes the cookie as Starlette parses every Cookie header (spaces around ``=``, quotes, the last
+    of a repeated name wins): the bound must count the session the app serves, not a decoy before it."""
+    from starlette.requests import Request
+
+    real, decoy = "123.0123456789abcdef.sig", "9.ffffffffffffffff.sig"
+    spellings = [[b"radar_read =" + real.encode()], [b" radar_read = " + real.encode() + b" ; x=1"],
+                 [b'radar_read="' + real.encode() + b'"'], [b"radar_read=" + decoy.encode() + b"; radar_read=" + real.encode()],
+                 [b"radar_read=" + decoy.encode(), b"radar_read=" + real.encode()], [b"radar_read" + real.encode()]]
+    for cookies in spellings:
+        scope = {"type": "http", "query_string": b"", "headers": [(b"cookie", c) for c in cookies]}
+        served = Request(scope).cookies.get(auth.READ_COOKIE)
+        origin = served.split(".")[1] if served else None
+        assert admission.client_key(scope) == (f"link:{origin}" if origin else None), cookies
+    assert admission.client_key({"query_string": b"", "headers": [(b"cookie", b"radar_read =" + real.encode())]}) == (
+        "link:0123456789abcdef")
+
+
+def test_a_session_cookie_spelt_another_way_is_held_by_its_link_s_bound(db_url, day) -> None:
+    app = _app(db_url, Admission(clock=lambda: 100.0))
+    client = TestClient(app)
+    assert client.get(signed(f"/daily/{DAY.isoformat()}")).status_code == 200
+    session = client.cookies[auth.READ_COOKIE]
+    phone = TestClient(app)  # sends its own Cookie header, as a script would
+    served = [phone.get("/", headers={"cookie": f"radar_read ={session}"}).status_code for _ in range(40)]
+    assert served.count(200) == admission.BURST - 1 and set(served) == {200, 429}  # the link took one
+    decoy = [phone.get("/", headers={"cookie": f"radar_read=1.{'e' * 16}.x; radar_read={session}"}).status_code]
+    assert decoy == [429]  # a decoy before it mints no fresh allowance
+
+
+@pytest.fixture
+def five(conn) -> list[int]:
+    seed = Seeder(conn)
+    run = seed.slot(DAY, "07:00", new=5)
+    ids = [seed.article(run, f"储能集采放量 {n}", 81 - n) for n in range(5)]
+    seed.close(run)
+    commit(seed)
+    return ids
+
+
+def test_the_analysis_links_a_signed_daily_page_signs_count_as_its_own_link(db_url, five) -> None:
+    """Each analysis link the daily page signs had a bucket of its own: five analyses, five times the burst
+    (100 pages) from one pushed link. They carry the daily link's origin, under their signature."""
+    import re
+    from urllib.parse import parse_qs, urlsplit
+
+    app = _app(db_url, Admission(clock=lambda: 100.0))
+    page = TestClient(app).get(signed(f"/daily/{DAY.isoformat()}"))
+    links = dict.fromkeys(h.replace("&amp;", "&") for h in re.findall(r'href="(/analysis/\d+\?[^"]*)"', page.text))
+    assert len(links) == 5
+    served = [TestClient(app).get(link).status_code for link in links for _ in range(admission.BURST)]
+    assert served.count(200) == admission.BURST - 1  # the daily page took one
+    link = next(iter(links))
+    origin = parse_qs(urlsplit(link).query)["via"][0]
+    assert origin == parse_qs(urlsplit(signed(f"/daily/{DAY.isoformat()}")).query)["sig"][0][:admission.KEY_CHARS]
+    # the origin is signed: another one, or none, is a link that does not verify; the session it opens is its origin's
+    fresh = TestClient(_app(db_url, Admission(clock=lambda: 100.0)))
+    assert fresh.get(link).status_code == 200 and fresh.cookies[auth.READ_COOKIE].split(".")[1] == origin
+    assert fresh.get(link.replace(f"via={origin}", f"via={'0' * 16}")).status_code == 403
+    assert fresh.get(link.replace(f"via={origin}&", "")).status_code == 403
+
+
 # ------------------------------------------------------------------------------------- the shared bound
 
 

@@ -18,6 +18,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from urllib.parse import parse_qsl
 
+from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from include.radar.core.clock import SYSTEM
@@ -42,6 +43,7 @@ KEYS = 10_000  # links, sessions and refused clients remembered (least recently 
 KEY_CHARS = 16
 STATIC = "/static/"  # the two static files: no database, no thread (async), never held back
 READ_COOKIE = "radar_read"  # auth.READ_COOKIE (not imported: auth loads the app's settings)
+VIA = "via"  # auth.VIA: a daily page's links name the daily link they came from, one client with it
 
 _BUSY = ("页面繁忙", "机会雷达的页面此刻访问的人太多，请稍后刷新。")
 _TOO_FAST = ("请求过于频繁", "通过这个链接访问得太频繁了，请稍后再打开。")
@@ -154,21 +156,29 @@ def _hand(waiter: asyncio.Future[None]) -> None:
 
 
 def client_key(scope: Scope) -> str | None:
-    """What the per-link bound counts a request against: the link's signature, else the link that opened the
-    read session (its cookie's origin); None for anyone else (an Airflow login, or no one: a 401 page)."""
+    """What the per-link bound counts a request against: the link's signature, or the daily link a link of its
+    page names (``via``, under that link's signature); else the link that opened the read session (its
+    cookie's origin); None for anyone else (an Airflow login, or no one: a 401 page).
+
+    The cookie is read as the app reads it (Starlette's parser over every Cookie header, the last of a name
+    winning): ``radar_read =…``, quotes or a decoy before it would be a session the app serves and this
+    bound does not count, or counts against a fresh allowance."""
     query = scope.get("query_string") or b""
     if b"sig" in query or b"%" in query:
-        for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
-            if name == "sig":
-                return "link:" + value[:KEY_CHARS]
-    for name, value in scope.get("headers") or ():
-        if name == b"cookie" and READ_COOKIE.encode() in value:
-            for part in value.decode("latin-1").split(";"):
-                key, _, cookie = part.strip().partition("=")
-                if key == READ_COOKIE:
-                    _, _, origin = cookie.partition(".")
-                    return "link:" + origin.partition(".")[0][:KEY_CHARS]
-    return None
+        found = {name: value for name, value in reversed(parse_qsl(query.decode("latin-1"), keep_blank_values=True))}
+        link = found.get(VIA, found.get("sig"))
+        if link is not None:
+            return "link:" + link[:KEY_CHARS]
+    headers = [value for name, value in scope.get("headers") or () if name == b"cookie"]
+    if not any(READ_COOKIE.encode() in value for value in headers):
+        return None
+    cookies: dict[str, str] = {}
+    for value in headers:
+        cookies.update(cookie_parser(value.decode("latin-1")))
+    if READ_COOKIE not in cookies:
+        return None
+    _, _, origin = cookies[READ_COOKIE].partition(".")
+    return "link:" + origin.partition(".")[0][:KEY_CHARS]
 
 
 class AdmissionMiddleware:

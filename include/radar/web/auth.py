@@ -61,6 +61,7 @@ class Reader:
     signed_path: str | None = None
     signed_exp: int | None = None
     session: bool = False
+    origin: str | None = None  # a link's: the first ORIGIN_CHARS of its own signature, or of the daily link's (VIA)
 
     @property
     def signed(self) -> bool:
@@ -84,6 +85,12 @@ class Reader:
 # personal and never lets anyone write (its pages carry no vote forms, web/feedback.py).
 READ_COOKIE = "radar_read"
 ORIGIN_CHARS = 16  # of a link's 64 hex digits: admission.KEY_CHARS
+# A signed daily page signs its analyses' links with its own expiry (feedback.day_signer); each names the daily
+# link's origin (``via``, under the signature: ``day-link:<origin>:<path>``), so that the bound counts a day's
+# links as the one link they came from, not each a fresh allowance
+VIA = "via"
+_DAY_LINK_PURPOSE = "day-link:"
+_ORIGIN_RE = re.compile(f"[0-9a-f]{{{ORIGIN_CHARS}}}")
 _READ_PURPOSE = "read-session:"
 _READ_RE = re.compile(r"([0-9]{1,12})\.([0-9a-f]{16})\.([0-9a-f]{64})")
 _CLOCK_SKEW_SECONDS = 60  # between the api-server workers that set and check a cookie
@@ -113,6 +120,11 @@ def read_session_value(secret: str, link_exp: int, now_ts: float, minutes: int, 
         return None
     query = signing.sign_until(_READ_PURPOSE + origin, secret, expires)
     return f"{query['exp']}.{origin}.{query['sig']}", expires - int(now_ts)
+
+
+def day_link_message(origin: str, path: str) -> str:
+    """What a daily page's link to ``path`` is signed over: the daily link's ``origin`` and the path."""
+    return f"{_DAY_LINK_PURPOSE}{origin}:{path}"
 
 
 def session_opens(settings: Settings) -> bool:
@@ -239,18 +251,21 @@ async def _permitted(request: Request, user: Any, seam: Callable[[Any], bool] = 
 
 
 def _signed_reader(request: Request, path: str, settings: Settings) -> Reader | None:
-    """A reader for a link that verifies for exactly ``path``; one ``exp`` and one ``sig``, nothing else; its
-    expiry at most ``remember_me_days`` (and a day of clock skew) ahead, whatever it was signed for."""
+    """A reader for a link that verifies for exactly ``path`` (and, from a daily page, its ``via``); one ``exp``
+    and one ``sig``; its expiry at most ``remember_me_days`` (and a day of clock skew) ahead, whatever it was
+    signed for."""
     params = request.query_params
-    exps, sigs = params.getlist("exp"), params.getlist("sig")
-    if len(exps) != 1 or len(sigs) != 1:
+    exps, sigs, vias = params.getlist("exp"), params.getlist("sig"), params.getlist(VIA)
+    if len(exps) != 1 or len(sigs) != 1 or len(vias) > 1 or (vias and not _ORIGIN_RE.fullmatch(vias[0])):
         return None
     secret = settings.link_secret.get_secret_value() if settings.link_secret else None
     now = request.app.state.radar.clock.now()
     longest = settings.remember_me_days + 1
-    if not signing.verify(path, exps[0], sigs[0], secret, now, longest):
+    message = day_link_message(vias[0], path) if vias else path
+    if not signing.verify(message, exps[0], sigs[0], secret, now, longest):
         return None
-    return Reader(signed_path=path, signed_exp=signing.parse_exp(exps[0], now, longest))
+    return Reader(signed_path=path, signed_exp=signing.parse_exp(exps[0], now, longest),
+                  origin=vias[0] if vias else sigs[0][:ORIGIN_CHARS])
 
 
 def _open_session(request: Request, settings: Settings, reader: Reader) -> None:
@@ -260,7 +275,7 @@ def _open_session(request: Request, settings: Settings, reader: Reader) -> None:
         return
     session = read_session_value(settings.link_secret.get_secret_value(), reader.signed_exp,
                                  request.app.state.radar.clock.now().timestamp(), settings.link_session_minutes,
-                                 settings.remember_me_days, request.query_params.get("sig", ""))
+                                 settings.remember_me_days, reader.origin or "")
     if session is not None:
         request.scope.setdefault("state", {})["radar_read_session"] = session
 

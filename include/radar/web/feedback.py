@@ -21,7 +21,7 @@ from fastapi import Request
 from include.radar.core import signing
 from include.radar.core.settings import Settings
 from include.radar.pushes.ranking import VERDICTS
-from include.radar.web.auth import PageError, Reader, app_path, local_path
+from include.radar.web.auth import VIA, PageError, Reader, app_path, day_link_message, local_path
 from include.radar.web.resources import get_resources
 from include.radar.web.views.common import Links
 
@@ -142,12 +142,18 @@ def safe_back(back: str, root: str, analysis_id: int) -> str:
 
 def day_signer(reader: Reader, settings: Settings) -> Callable[[str], str] | None:
     """On a signed daily page: sign links with the same expiry as the page's own link (never longer), so a
-    phone that keeps no cookie still opens them. In a read session the cookie carries the reader instead."""
-    if not reader.signed or reader.session or not reader.signed_exp or settings.link_secret is None:
+    phone that keeps no cookie still opens them, and its origin (a day's links are one client to the per-link
+    bound). In a read session the cookie carries the reader instead."""
+    if not reader.signed or reader.session or not reader.signed_exp or not reader.origin or settings.link_secret is None:
         return None
-    secret = settings.link_secret.get_secret_value()
+    secret, origin = settings.link_secret.get_secret_value(), reader.origin
     expires = datetime.fromtimestamp(reader.signed_exp, UTC)
-    return lambda path: urlencode(signing.sign(path, secret, expires, 0))
+
+    def sign(path: str) -> str:  # the daily link's origin under the signature: one client with it (auth.VIA)
+        query = signing.sign(day_link_message(origin, path), secret, expires, 0)
+        return urlencode({"exp": query["exp"], VIA: origin, "sig": query["sig"]})
+
+    return sign
 
 
 def _here(request: Request, links: Links) -> str:
