@@ -103,7 +103,7 @@ SECRETS_RECEIVED = {
     "airflow-worker": TASKS,
     "airflow-cli": TASKS | {"RADAR_PAGES_DB_PASSWORD"},  # `cli check` tries the pages' login too
     "airflow-init": AIRFLOW_SHARED | {"POSTGRES_PASSWORD", "RADAR_DB_PASSWORD", "RADAR_PAGES_DB_PASSWORD",
-                                      "_AIRFLOW_WWW_USER_PASSWORD"},
+                                      "_AIRFLOW_WWW_USER_PASSWORD", "WERSS_PASSWORD"},  # it refuses a weak one
     "flower": {"AIRFLOW_DB_PASSWORD", "FLOWER_BASIC_AUTH", "REDIS_PASSWORD"},
     "werss": {"WERSS_PASSWORD", "WERSS_SECRET_KEY"},
 }
@@ -724,6 +724,53 @@ def test_werss_refuses_to_start_without_its_secrets(env_example: dict[str, str])
         with pytest.raises(RequiredVariableError) as raised:
             _interpolated(werss, {**env_example, **given}, "services.werss")
         assert raised.value.name == missing and "secrets.token_urlsafe" in raised.value.message
+
+
+def _run_init_checks(compose: dict, tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """airflow-init's script as compose gives it to bash, up to its first command (provision, a stand-in here)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "python").write_text('#!/bin/sh\necho "went on: python $*"\nexit 1\n')
+    (bin_dir / "python").chmod(0o755)
+    init = compose["services"]["airflow-init"]
+    script = _interpolate(init["command"][1], {"POSTGRES_USER": "su", "AIRFLOW_UID": "50000"}, "airflow-init")
+    received = _received(init, {**read_env_example(), **COMPOSE_REQUIRED, **env})
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30,
+                          env={**received, "PATH": f"{bin_dir}:/usr/bin:/bin"})
+
+
+FERNET = "Xn1W1Hh3yQO-5Y0l0fJ3d2qB8vC0a4m6r8t0u2w4y6A="
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(("env", "refused"), [
+    ({"AIRFLOW__CORE__FERNET_KEY": ""}, "AIRFLOW__CORE__FERNET_KEY"),
+    ({"AIRFLOW__CORE__FERNET_KEY": "not-a-fernet-key"}, "AIRFLOW__CORE__FERNET_KEY"),
+    ({"AIRFLOW__CORE__FERNET_KEY": FERNET[:-2] + "="}, "AIRFLOW__CORE__FERNET_KEY"),  # 31 bytes
+    ({"WERSS_PASSWORD": "admin@123"}, "WERSS_PASSWORD"),  # WeRSS's own default
+    ({"WERSS_PASSWORD": "x" * 15}, "WERSS_PASSWORD"),
+    ({"WERSS_PASSWORD": "administrator-16", "WERSS_USERNAME": "administrator-16"}, "WERSS_PASSWORD"),
+    ({}, None),
+    ({"AIRFLOW__CORE__FERNET_KEY": f"{FERNET},{FERNET[::-1][1:]}="}, None),  # two while rotating
+    ({"WERSS_PASSWORD": "x" * 16}, None),
+])
+def test_init_refuses_an_empty_fernet_key_and_a_weak_werss_password(compose: dict, tmp_path: Path, env, refused) -> None:
+    """Without a fernet key Airflow stores the connections saved in its UI unencrypted, and WeRSS takes any
+    non-empty password: airflow-init refuses both by name, before it provisions anything; a good .env goes on."""
+    secrets = {"AIRFLOW__API_AUTH__JWT_SECRET": "j" * 32, "AIRFLOW__API__SECRET_KEY": "s" * 32,
+               "_AIRFLOW_WWW_USER_PASSWORD": "a" * 32, "AIRFLOW__CORE__FERNET_KEY": FERNET, **env}
+    done = _run_init_checks(compose, tmp_path, secrets)
+    if refused:
+        assert done.returncode == 1 and refused in done.stdout and "went on" not in done.stdout, done
+        assert "python3 -c" in done.stdout  # how to make one
+    else:
+        assert "went on: python -m include.radar.cli provision" in done.stdout, done
+
+
+def test_werss_waits_for_the_check_of_its_password() -> None:
+    """WeRSS makes its admin from WERSS_PASSWORD once, at its first start: it starts after airflow-init's check."""
+    werss, _ = _service("werss")
+    assert werss["depends_on"]["airflow-init"] == {"condition": "service_completed_successfully"}
 
 
 @pytest.mark.hostile
