@@ -28,13 +28,16 @@ import pwd
 import re
 import secrets
 import shutil
+import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from include.radar_demo.waiting import run
+from include.radar.operations import env_file
+from include.radar_demo.waiting import run, wait_for
 from tests.guide import shell_blocks, skip_marks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,7 +47,9 @@ OPT, HOME, ETC = Path("/opt/radar"), Path("/var/lib/radar"), Path("/etc/opportun
 MARK = OPT / ".made-by-test-guide"
 UNIT_COPIES = Path("/etc/systemd/system")
 WERSS_PORT = 8001  # tasks.env.example's WeRSS address
+API = "http://127.0.0.1:8080"  # airflow.cfg.radar's [api] host and port
 AK, SK, DEEPSEEK_KEY = "WKguidetest", secrets.token_urlsafe(16), "sk-guidetest"
+ADMIN_PASSWORD = secrets.token_urlsafe(16)
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ONE_HOST_CHECK = ("sudo -u radar /opt/radar/venv/bin/python -m include.radar.cli --env-file /etc/opportunity-radar/airflow.env"
                   " --env-file /etc/opportunity-radar/tasks.env --env-file /etc/opportunity-radar/pages.env check")
@@ -81,6 +86,17 @@ def test_the_one_host_check_command_is_the_same_in_the_guide_and_in_check_md() -
     assert ". /etc/opportunity-radar/" not in deployment  # sh's reading strips the JSON's quotes
 
 
+@pytest.mark.hostile
+def test_the_one_host_guide_puts_no_password_on_a_command_line() -> None:
+    """ps, sudo's log and the shell's history keep command lines: the blocks a reader types read the database
+    passwords from the env files and the admin's from Airflow's prompt."""
+    for block in (b for b in _all_blocks() if not b.skip):
+        typed = block.text
+        assert "--password" not in typed and not re.search(r"PASSWORD\w*=", typed), block.where()
+        assert not re.search(r"://[^\s/@:'\"]+:[^\s/@'\"]+@", typed), f"{block.where()}: a URL with its password"
+        assert not any(word in typed for word in ("雷达密码", "页面密码", "元数据密码", "一个长密码")), block.where()
+
+
 # ------------------------------------------------------------------------------------ the guide, for real
 
 
@@ -110,7 +126,8 @@ def _sh(command: str) -> subprocess.CompletedProcess[str]:
 def _reset() -> None:
     """What a previous run made, gone (a real /opt/radar was refused before)."""
     # the services an earlier walk started as radar (userdel refuses a user with processes)
-    _sh("id radar >/dev/null 2>&1 && { pkill -KILL -u radar; sleep 1; userdel -r radar >/dev/null 2>&1; }; true")
+    for user in ("radar", "radar_pages"):
+        _sh(f"id {user} >/dev/null 2>&1 && {{ pkill -KILL -u {user}; sleep 1; userdel -r {user} >/dev/null 2>&1; }}; true")
     for path in (OPT, HOME, ETC):
         shutil.rmtree(path, ignore_errors=True)
     for unit in [*UNIT_COPIES.glob("radar-*.service"), UNIT_COPIES / "opportunity-radar.target"]:
@@ -147,14 +164,15 @@ def _standins() -> tuple[subprocess.Popen[str], dict[str, str]]:
 
 
 def _fill_env_files(passwords: dict[str, str], standins: dict[str, str]) -> None:
-    """What 二.5 asks the reader to do by hand: the `<…>` of each example filled in; DeepSeek and the push
+    """What 二.3 and 二.5 ask the reader to do by hand: the `<…>` of each example filled in; DeepSeek and the push
     channel at their stand-ins; the recorded market data (no akshare here)."""
     link = secrets.token_urlsafe(32)
     fill = {"<RADAR_DB_PASSWORD>": passwords["雷达密码"], "<RADAR_PAGES_DB_PASSWORD>": passwords["页面密码"],
+            "<AIRFLOW_DB_PASSWORD>": passwords["元数据密码"],
             "<AK>": AK, "<SK>": SK, "<sk-…>": DEEPSEEK_KEY, "<the same as in tasks.env>": link,
             "<python3 -c 'import secrets; print(secrets.token_urlsafe(32))'>": link,
             "https://api.deepseek.com": standins["deepseek"]}
-    for name in ("tasks", "pages"):
+    for name in ("metadata", "tasks", "pages"):
         path = ETC / f"{name}.env"
         text = path.read_text(encoding="utf-8")
         for placeholder, value in fill.items():
@@ -188,6 +206,67 @@ def _outcome(block, done: subprocess.CompletedProcess[str], seconds: float) -> s
     return f"  ran {block.where()} in {seconds:.0f} s, exit {done.returncode}\n{shown}"
 
 
+def _unit_lines(path: Path) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        key, equals, value = line.partition("=")
+        if equals and not line.startswith("#"):
+            found.setdefault(key, []).append(value)
+    return found
+
+
+def _as(user: str, command: str) -> subprocess.CompletedProcess[str]:
+    return _sh(f"cd / && sudo -u {user} {command}")
+
+
+def _start_as_its_unit(unit_file: Path, log: Path) -> subprocess.Popen[bytes]:
+    """What systemd does with the unit the guide copied (there is no systemd here): its env files read as root,
+    then its ExecStart as its User and Group, no other group."""
+    unit = _unit_lines(unit_file)
+    user = unit["User"][0]
+    env = {"PATH": PATH, "LANG": "C.UTF-8", "HOME": pwd.getpwnam(user).pw_dir, "USER": user}
+    for path in unit["EnvironmentFile"]:
+        env.update(env_file.read(Path(path)))
+    with log.open("w") as out:
+        proc = subprocess.Popen(unit["ExecStart"][0].split(), user=user, group=unit["Group"][0], extra_groups=[],
+                                env=env, cwd="/", stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    proc.log = log  # what wait_for watches
+    return proc
+
+
+def _health() -> dict | None:
+    try:
+        with urllib.request.urlopen(f"{API}/api/v2/monitor/health", timeout=5) as answer:
+            return json.loads(answer.read())
+    except OSError:
+        return None
+
+
+def _assert_the_api_server_holds_no_task_secret(tmp_path: Path, running: list) -> None:
+    """The files as the api-server's user meets them after the guide, then the api-server started as its unit
+    starts it: it reads its AIRFLOW_HOME and its database, and nothing of the tasks'."""
+    unit_file = UNIT_COPIES / "radar-api-server.service"
+    user = _unit_lines(unit_file)["User"][0]
+    assert user != "radar" and "radar" not in _sh(f"id -nG {user}").stdout.split()
+    for name in ("airflow", "metadata", "tasks", "pages"):
+        assert _as(user, f"cat {ETC / name}.env").returncode != 0, f"{user} reads {name}.env"
+    airflow_home = HOME / "airflow"
+    assert _as(user, f"cat {airflow_home / 'airflow.cfg'}").returncode == 0
+    assert _as(user, f"touch {airflow_home / 'written-by-the-api-server'}").returncode != 0
+    unreadable = _as(user, f"find {airflow_home} ! -readable")
+    assert unreadable.returncode == 0 and unreadable.stdout == "", unreadable
+    task = subprocess.Popen(["cat"], stdin=subprocess.PIPE, user="radar", env={"RADAR_TASK_SECRET": "x"})
+    running.append(task)
+    assert _as(user, f"cat /proc/{task.pid}/environ").returncode != 0, "a task's environment"
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", 8080)) != 0, f"port 8080 ({API}) is taken: the guide's api-server"
+    api = _start_as_its_unit(unit_file, tmp_path / "api-server.log")
+    running.append(api)
+    health = wait_for(_health, f"the api-server as {user}", 300, [api])
+    assert health["metadatabase"]["status"] == "healthy", health
+    print(f"  the api-server as {user}: {health}; tasks.env, metadata.env and a task's environment unreadable")
+
+
 def _assert_check(block, out: str) -> None:
     assert "JSONDecodeError" not in out and "请报告这个问题" not in out, out
     assert "✓ 雷达数据库 · 页面登录" in out, out
@@ -216,6 +295,7 @@ def test_the_one_host_guide_runs_as_written(tmp_path: Path) -> None:
              ("$f.env.example", lambda: _fill_env_files(passwords, standins))]
     try:
         _walk(blocks, after, passwords, shell_home)
+        _assert_the_api_server_holds_no_task_secret(tmp_path, running)
     finally:
         for proc in running:
             proc.kill()
@@ -232,11 +312,15 @@ def _walk(blocks, after, passwords: dict[str, str], shell_home: Path) -> None:
             continue
         began = time.monotonic()
         # as long as the block works (spends CPU, writes output), however loaded the machine
+        # what the reader types at a prompt: the admin's password, twice (Airflow asks for it again)
+        typed = f"{ADMIN_PASSWORD}\n{ADMIN_PASSWORD}\n" if "airflow users create" in block.text else ""
         done = run(["bash", "-e", "-o", "pipefail", "-c", _typed(block.text, passwords)], cwd=shell_home,
-                   env={"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb"})
+                   env={"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb"}, typed=typed)
         print(_outcome(block, done, time.monotonic() - began), flush=True)
         out = done.stdout + done.stderr
         assert done.returncode == 0, f"{block.where()} failed as written:\n{block.text}\n{out[-4000:]}"
+        if "airflow users create" in block.text:
+            assert "created with role" in out, out
         if "include.radar.cli provision" in block.text:
             for login in ("role radar: created", "role radar_pages: created", "role airflow: created",
                           "database radar (owner radar): created", "database airflow (owner airflow): created"):

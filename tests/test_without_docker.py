@@ -253,7 +253,7 @@ def test_the_units_give_each_process_what_the_guide_says_and_no_more() -> None:
     for name in ("scheduler", "dag-processor", "triggerer"):
         unit = _unit(f"radar-{name}.service")
         assert "EnvironmentFile=/etc/opportunity-radar/tasks.env" in unit and "pages.env" not in unit
-        assert f"ExecStart=/opt/radar/venv/bin/airflow {name}\n" in unit
+        assert f"ExecStart=/opt/radar/venv/bin/airflow {name}" in unit
     target = _unit("opportunity-radar.target")
     assert set(re.findall(r"radar-[\w-]+\.service", target)) == {p.name for p in UNITS.glob("radar-*.service")}
     pages = _unit("pages.env.example")
@@ -261,6 +261,58 @@ def test_the_units_give_each_process_what_the_guide_says_and_no_more() -> None:
     tasks = _unit("tasks.env.example")
     assert all(f"{name}=" in tasks for name in ("RADAR_DATABASE_URL", "AIRFLOW_CONN_WERSS_DEFAULT",
                                                 "AIRFLOW_CONN_DEEPSEEK_DEFAULT", "AIRFLOW_CONN_RADAR_PUSH"))
+
+
+def _service_lines(name: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for line in _unit(name).splitlines():
+        key, equals, value = line.partition("=")
+        if equals and not line.startswith("#"):
+            found.setdefault(key, []).append(value)
+    return found
+
+
+@pytest.mark.hostile
+def test_the_api_server_runs_as_a_user_of_its_own_that_cannot_read_the_tasks_secrets() -> None:
+    """The internet-facing process: its own user and group (the pages' role's name, so peer authentication
+    gives it that role only), no supplementary group; the tasks' processes run as radar. The env files and
+    their directory are the group radar's, which the guide never gives radar_pages; AIRFLOW_HOME is the group
+    radar_pages's (read, not written), and so are the task logs Airflow makes in it."""
+    api = _service_lines("radar-api-server.service")
+    assert (api["User"], api["Group"]) == (["radar_pages"], ["radar_pages"]) and "SupplementaryGroups" not in api
+    assert "ReadWritePaths" not in api  # it writes nothing of the radar's
+    for name in ("scheduler", "dag-processor", "triggerer"):
+        unit = _service_lines(f"radar-{name}.service")
+        assert (unit["User"], unit["Group"]) == (["radar"], ["radar"])
+    guide = (REPO / "docs" / "deployment.md").read_text(encoding="utf-8")
+    [pages_user] = re.findall(r"^sudo useradd .* radar_pages$", guide, re.M)
+    assert not re.search(r"\s(-G|--groups|-g|--gid)\s", pages_user), pages_user
+    assert "sudo install -d -m 750 -o root -g radar /etc/opportunity-radar\n" in guide
+    assert re.search(r"sudo install -m 640 -o root -g radar /opt/radar/deploy/systemd/\$f\.env\.example", guide)
+    assert "sudo install -d -m 2750 -o radar -g radar_pages /var/lib/radar/airflow\n" in guide
+    assert "sudo chmod 640 /var/lib/radar/airflow/airflow.cfg\n" in guide  # Airflow makes it 0600
+    for env in ("airflow", "metadata", "tasks", "pages"):
+        assert "(root:radar, 0640" in " ".join(_unit(f"{env}.env.example").split()), env
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(UNITS / "airflow.cfg.radar", encoding="utf-8")
+    assert (cfg["logging"]["file_task_handler_new_folder_permissions"],
+            cfg["logging"]["file_task_handler_new_file_permissions"]) == ("0o750", "0o640")
+
+
+@pytest.mark.hostile
+def test_no_airflow_process_of_the_one_host_units_serves_logs_on_every_interface() -> None:
+    """Airflow's log servers (8793 the scheduler's, 8794 the triggerer's) bind every interface, and no setting
+    of Airflow 3.3 binds them to loopback (airflow.utils.serve_logs passes host=""): the units start none, the
+    api-server reads the logs on this machine's disk."""
+    from airflow.utils.serve_logs import core
+
+    assert 'host="",' in Path(core.__file__).read_text(encoding="utf-8")  # the day a setting comes, use it
+    for name in ("scheduler", "triggerer"):
+        assert _service_lines(f"radar-{name}.service")["ExecStart"] == [
+            f"/opt/radar/venv/bin/airflow {name} --skip-serve-logs"]
+    assert _service_lines("radar-dag-processor.service")["ExecStart"] == ["/opt/radar/venv/bin/airflow dag-processor"]
+    guide = (REPO / "docs" / "deployment.md").read_text(encoding="utf-8")
+    assert "--skip-serve-logs" in guide and "8793" in guide and "8794" in guide
 
 
 def test_werss_runs_natively_with_its_scheduler_in_shanghai_time() -> None:
@@ -273,7 +325,9 @@ def test_the_airflow_cfg_lines_of_the_guide() -> None:
     cfg.read(UNITS / "airflow.cfg.radar", encoding="utf-8")
     assert cfg["core"]["executor"] == "LocalExecutor"
     assert cfg["core"]["auth_manager"] == "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
-    assert cfg["database"]["sql_alchemy_conn"].startswith("postgresql+psycopg2://airflow:")
+    assert cfg["database"]["sql_alchemy_conn"] == "<AIRFLOW__DATABASE__SQL_ALCHEMY_CONN>"  # metadata.env's
+    metadata = _unit("metadata.env.example")
+    assert "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=postgresql+psycopg2://airflow:<AIRFLOW_DB_PASSWORD>@" in metadata
     assert (cfg["api"]["host"], cfg["api"]["port"]) == ("127.0.0.1", "8080")
     assert cfg["core"]["execution_api_server_url"] == "http://127.0.0.1:8080/execution/"
     [bundle] = json.loads(cfg["dag_processor"]["dag_bundle_config_list"])
@@ -286,15 +340,17 @@ def test_the_airflow_cfg_lines_of_the_guide() -> None:
 
 def test_the_guides_airflow_cfg_command_writes_the_files_keys_into_airflows_own(tmp_path: Path) -> None:
     """二.4: ``airflow_cfg.py --from airflow.cfg.radar`` on a home with no airflow.cfg: Airflow's defaults (its
-    fernet key and JWT secret kept), the file's keys over them, the password filled from the environment; without
+    fernet key and JWT secret kept), the file's keys over them, the metadata URL filled from the environment; without
     the variable it refuses, naming it, and writes nothing."""
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
     command = [sys.executable, str(REPO / "scripts" / "airflow_cfg.py"), "--from", str(UNITS / "airflow.cfg.radar")]
-    env.pop("AIRFLOW_DB_PASSWORD", None)
+    env.pop("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", None)
     refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-    assert refused.returncode != 0 and "AIRFLOW_DB_PASSWORD" in refused.stderr and not (tmp_path / "airflow.cfg").exists()
-    done = subprocess.run(command, env={**env, "AIRFLOW_DB_PASSWORD": "s3cret-x"}, capture_output=True, text=True,
-                          timeout=120)
+    assert refused.returncode != 0 and "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" in refused.stderr
+    assert not (tmp_path / "airflow.cfg").exists()
+    url = "postgresql+psycopg2://airflow:s3cret-x@127.0.0.1:5432/airflow"
+    done = subprocess.run(command, env={**env, "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": url}, capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "database.sql_alchemy_conn" in done.stdout and "s3cret-x" not in done.stdout
     cfg = configparser.ConfigParser(interpolation=None)

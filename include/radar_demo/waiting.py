@@ -148,14 +148,17 @@ def wait_for(check: Callable[[], Any], what: str, quiet: float, procs: Sequence[
 
 
 def run(args: list[str], *, quiet: float = 300, env: dict[str, str] | None = None, cwd: Path | None = None,
-        progress: Callable[[], Any] | None = None, clock: Clock = SYSTEM) -> subprocess.CompletedProcess[str]:
-    """``subprocess.run(args, capture_output=True, text=True)`` without a timeout: it waits while the command
-    (with what it started) spends CPU or writes output (or ``progress()`` moves), and gives up, its process group
-    killed, after ``quiet`` seconds of neither."""
+        progress: Callable[[], Any] | None = None, clock: Clock = SYSTEM,
+        typed: str = "") -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(args, capture_output=True, text=True, input=typed)`` without a timeout: it waits while the
+    command (with what it started) spends CPU or writes output (or ``progress()`` moves), and gives up, its process
+    group killed, after ``quiet`` seconds of neither."""
     with tempfile.TemporaryDirectory(prefix="watched-") as folder:
-        out, err = Path(folder) / "stdout", Path(folder) / "stderr"
-        with out.open("w") as stdout, err.open("w") as stderr:
-            proc = subprocess.Popen(args, stdout=stdout, stderr=stderr, env=env, cwd=cwd, start_new_session=True)
+        out, err, given = Path(folder) / "stdout", Path(folder) / "stderr", Path(folder) / "stdin"
+        given.write_text(typed)
+        with out.open("w") as stdout, err.open("w") as stderr, given.open() as stdin:
+            proc = subprocess.Popen(args, stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd,
+                                    start_new_session=True)
         moved = progress or (lambda: None)
         try:
             wait_for(lambda: proc.poll() is not None, f"{name(proc)} to end", quiet, [],

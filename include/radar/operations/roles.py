@@ -92,9 +92,9 @@ COMPOSE_SECRET = {"RADAR_ADMIN_DATABASE_URL": "POSTGRES_PASSWORD", "RADAR_DATABA
 
 
 def check_password(login: Login) -> None:
-    """Refuse an empty or well-known password, naming the variable to set and how to make one. A superuser
-    reached through a local socket without one (peer authentication, as Debian's PostgreSQL sets it up) is
-    let through: no password travels there."""
+    """Refuse an empty or well-known password (or an example's ``<…>``), naming the variable to set and how to
+    make one. A superuser reached through a local socket without one (peer authentication, as Debian's
+    PostgreSQL sets it up) is let through: no password travels there."""
     password = login.password or ""
     if not password and login.variable == "RADAR_ADMIN_DATABASE_URL" and login.on_socket:
         return
@@ -102,6 +102,8 @@ def check_password(login: Login) -> None:
         problem = "is empty"
     elif password.lower() in KNOWN_DEFAULTS or password == login.user:
         problem = "is a well-known default"
+    elif password.startswith("<") and password.endswith(">"):  # an env file's example, not yet filled in
+        problem = "is still the example's placeholder"
     else:
         return
     if login.variable == "RADAR_ADMIN_DATABASE_URL" and not password:  # the server's superuser, not one we make
