@@ -420,6 +420,22 @@ def test_cli_exec_runs_a_command_with_the_env_files_variables(tmp_path: Path) ->
     assert missing.returncode == 2 and "error: --env-file:" in missing.stderr
 
 
+def test_env_files_given_through_a_pipe_are_read_from_the_standard_input(tmp_path: Path) -> None:
+    """The guide's provision (二.3): root reads the env files, the postgres user gets them through a pipe as
+    `--env-file -`; /dev/stdin would reopen the pipe, which its owner's mode refuses to another user."""
+    env = tmp_path / "a.env"
+    env.write_text('AIRFLOW_CONN_X={"a":"b c"}\nB=1\n', encoding="utf-8")
+    command = [sys.executable, "-m", "include.radar.cli", "--env-file", "-", "exec", "sh", "-c",
+               'printf %s "$AIRFLOW_CONN_X $B"']
+    with env.open() as given:
+        done = subprocess.run(command, cwd=REPO, stdin=given, capture_output=True, text=True, timeout=120,
+                              env=_clean_env(PYTHONPATH=str(REPO)))
+    assert (done.returncode, done.stdout) == (0, '{"a":"b c"} 1'), done.stderr
+    said = subprocess.run(command, cwd=REPO, input="export A=1\n", capture_output=True, text=True, timeout=120,
+                          env=_clean_env(PYTHONPATH=str(REPO)))
+    assert said.returncode == 2 and "standard input, line 1: not KEY=VALUE" in said.stderr, said.stderr
+
+
 def test_the_installed_package_and_an_astro_projects_own_include_are_both_importable(tmp_path: Path) -> None:
     """The wheel ships include/ as a namespace package (no __init__.py): an Astro project, whose root is on the
     path with its own include/ of helpers, imports its helpers and the radar side by side, whichever comes

@@ -25,7 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="radar", description=__doc__)
     parser.add_argument("--env-file", action="append", default=[], type=Path, metavar="FILE",
                         help="read FILE's variables as a systemd EnvironmentFile= does (values taken literally: "
-                        "JSON needs no quoting), before the command; once per file, a later file wins")
+                        "JSON needs no quoting), before the command; once per file, a later file wins; - is the "
+                        "standard input (what a user who may not read the files is given through a pipe)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("db-url", help="print the radar database URL, starting the embedded PostgreSQL if needed")
     sub.add_parser("migrate", help="apply the schema migrations not applied yet")
@@ -127,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         for path in args.env_file:
-            os.environ.update(env_file.read(path))
+            # the open pipe itself: /dev/stdin would open it anew, which its owner's mode refuses to another user
+            given = env_file.parse(sys.stdin.read(), "standard input") if str(path) == "-" else env_file.read(path)
+            os.environ.update(given)
     except (OSError, env_file.EnvFileError) as exc:
         print(f"error: --env-file: {exc}", file=sys.stderr)
         return 2

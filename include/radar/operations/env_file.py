@@ -25,8 +25,13 @@ class EnvFileError(ValueError):
 
 def read(path: Path) -> dict[str, str]:
     """The variables ``path`` assigns, in order; a later assignment of a name wins, as in systemd."""
+    return parse(path.read_text(encoding="utf-8"), path)
+
+
+def parse(text: str, path: Path | str) -> dict[str, str]:
+    """The variables ``text`` (the file ``path``, named in errors) assigns."""
     found: dict[str, str] = {}
-    for number, line in _logical_lines(path.read_text(encoding="utf-8")):
+    for number, line in _logical_lines(text):
         stripped = line.strip()
         if not stripped or stripped[0] in "#;":
             continue
