@@ -1,23 +1,24 @@
 """The guide as a test: every shell block of docs/deployment.md and docs/check.md that a reader types runs here,
 verbatim and in order, on this machine's one-host shape (二、一台主机，不用 Docker, then 七).
 
-The shape: a second OS user ``radar``; the system PostgreSQL on its socket (/var/run/postgresql, the ``postgres``
-OS user) and on 127.0.0.1:5432; /opt/radar a clone of this checkout's HEAD with its venv; tasks.env and pages.env
-as the guide writes them; WeRSS, DeepSeek and the push channel as local stand-ins (the sandbox reaches only
-package registries). A block the test cannot run here is marked in the Markdown with its reason
-(``<!-- guide-test: skip — … -->``); the test prints what it ran and what it skipped.
+The shape: two more OS users, ``radar`` (the tasks) and ``radar_pages`` (the api-server); the system PostgreSQL
+on its socket (/var/run/postgresql, the ``postgres`` OS user) and on 127.0.0.1:5432; /opt/radar a clone of this
+checkout's HEAD with its venv; the env files as the guide writes them; WeRSS, DeepSeek and the push channel as local
+stand-ins (the sandbox reaches only package registries). A block the test cannot run here is marked in the Markdown
+with its reason (``<!-- guide-test: skip — … -->``); the test prints what it ran and what it skipped.
 
-The only substitutions in the blocks: the placeholder ``<本仓库的地址>`` (this checkout) and the docs' example
-passwords (雷达密码, 页面密码, 元数据密码: fresh random ones). What the guide asks the reader to do by hand, the test
-does and says so: it fills the env files' ``<…>``, points the DeepSeek and push connections at the stand-ins
-(WeRSS's stand-in listens where tasks.env.example says, 127.0.0.1:8001) and adds the recorded market data; it
-installs the lock into /opt/radar/venv with uv first, so
+The only substitution in the blocks: the placeholder ``<本仓库的地址>`` (this checkout). What the guide asks the
+reader to do by hand, the test does and says so: it fills the env files' ``<…>`` (the database passwords: fresh
+random ones), types the admin's password at Airflow's prompt, points the DeepSeek and push connections at the
+stand-ins (WeRSS's stand-in listens where tasks.env.example says, 127.0.0.1:8001) and adds the recorded market
+data; it installs the lock into /opt/radar/venv with uv first, so
 that the guide's own ``pip install … -c requirements.lock`` finds everything satisfied.
 
 It runs as root where the system PostgreSQL's socket is (CI: .ci/run installs sudo), otherwise it skips and says
-why. Safe to run twice: it removes what a previous run made (the radar user, /opt/radar, /var/lib/radar,
-/etc/opportunity-radar, the units it copied, the roles and databases radar, radar_pages and airflow) first,
-and refuses to touch an /opt/radar it did not make.
+why. After the walk it starts the api-server as its unit would, as ``radar_pages``: its pages answer, the tasks'
+secrets stay out of its reach. Safe to run twice: it removes what a previous run made (the two users, /opt/radar,
+/var/lib/radar, /etc/opportunity-radar, the units it copied, the roles and databases radar, radar_pages and
+airflow) first, and refuses to touch an /opt/radar it did not make.
 """
 
 from __future__ import annotations
@@ -31,11 +32,14 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from include.radar.core import signing
+from include.radar.core.clock import SYSTEM
 from include.radar.operations import env_file
 from include.radar_demo.waiting import run, wait_for
 from tests.guide import shell_blocks, skip_marks
@@ -167,8 +171,7 @@ def _fill_env_files(passwords: dict[str, str], standins: dict[str, str]) -> None
     """What 二.3 and 二.5 ask the reader to do by hand: the `<…>` of each example filled in; DeepSeek and the push
     channel at their stand-ins; the recorded market data (no akshare here)."""
     link = secrets.token_urlsafe(32)
-    fill = {"<RADAR_DB_PASSWORD>": passwords["雷达密码"], "<RADAR_PAGES_DB_PASSWORD>": passwords["页面密码"],
-            "<AIRFLOW_DB_PASSWORD>": passwords["元数据密码"],
+    fill = {**{f"<{name}>": password for name, password in passwords.items()},
             "<AK>": AK, "<SK>": SK, "<sk-…>": DEEPSEEK_KEY, "<the same as in tasks.env>": link,
             "<python3 -c 'import secrets; print(secrets.token_urlsafe(32))'>": link,
             "https://api.deepseek.com": standins["deepseek"]}
@@ -193,11 +196,8 @@ def _install_the_lock() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def _typed(text: str, passwords: dict[str, str]) -> str:
-    text = text.replace("<本仓库的地址>", str(REPO))
-    for example, value in passwords.items():
-        text = text.replace(example, value)
-    return text
+def _typed(text: str) -> str:
+    return text.replace("<本仓库的地址>", str(REPO))
 
 
 def _outcome(block, done: subprocess.CompletedProcess[str], seconds: float) -> str:
@@ -242,6 +242,14 @@ def _health() -> dict | None:
         return None
 
 
+def _status(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as answer:
+            return answer.status, answer.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as refused:
+        return refused.code, ""
+
+
 def _assert_the_api_server_holds_no_task_secret(tmp_path: Path, running: list) -> None:
     """The files as the api-server's user meets them after the guide, then the api-server started as its unit
     starts it: it reads its AIRFLOW_HOME and its database, and nothing of the tasks'."""
@@ -264,7 +272,13 @@ def _assert_the_api_server_holds_no_task_secret(tmp_path: Path, running: list) -
     running.append(api)
     health = wait_for(_health, f"the api-server as {user}", 300, [api])
     assert health["metadatabase"]["status"] == "healthy", health
-    print(f"  the api-server as {user}: {health}; tasks.env, metadata.env and a task's environment unreadable")
+    # the report pages on the pages' login: the overview through a link signed as a push signs it, none without
+    secret = env_file.read(ETC / "pages.env")["AIRFLOW_VAR_RADAR_LINK_SECRET"]
+    status, page = _status(signing.page_url(f"{API}/radar", "/", secret, SYSTEM.now(), 1))
+    assert status == 200 and "机会雷达" in page, (status, page[:500], api.log.read_text()[-3000:])
+    assert _status(f"{API}/radar/")[0] == 401
+    print(f"  the api-server as {user}: {health['metadatabase']}, the overview through a signed link 200, 401 without;"
+          " the env files, a task's environment and AIRFLOW_HOME's writes refused to it")
 
 
 def _assert_check(block, out: str) -> None:
@@ -278,7 +292,8 @@ def test_the_one_host_guide_runs_as_written(tmp_path: Path) -> None:
     if why:
         pytest.skip(f"the one-host guide is not run here: {why}")
     started = time.monotonic()
-    passwords = {name: secrets.token_urlsafe(24) for name in ("雷达密码", "页面密码", "元数据密码")}
+    passwords = {name: secrets.token_urlsafe(24) for name in ("RADAR_DB_PASSWORD", "RADAR_PAGES_DB_PASSWORD",
+                                                              "AIRFLOW_DB_PASSWORD")}
     shell_home = tmp_path / "root-home"  # the reader's own shell: a directory radar cannot read
     shell_home.mkdir(mode=0o700)
     _reset()
@@ -294,7 +309,7 @@ def test_the_one_host_guide_runs_as_written(tmp_path: Path) -> None:
     after = [("-m venv /opt/radar/venv", lambda: (MARK.touch(), _install_the_lock(), start_standins())),
              ("$f.env.example", lambda: _fill_env_files(passwords, standins))]
     try:
-        _walk(blocks, after, passwords, shell_home)
+        _walk(blocks, after, shell_home)
         _assert_the_api_server_holds_no_task_secret(tmp_path, running)
     finally:
         for proc in running:
@@ -306,7 +321,7 @@ def test_the_one_host_guide_runs_as_written(tmp_path: Path) -> None:
           f"(marked in the Markdown), {time.monotonic() - started:.0f} s")
 
 
-def _walk(blocks, after, passwords: dict[str, str], shell_home: Path) -> None:
+def _walk(blocks, after, shell_home: Path) -> None:
     for block in blocks:
         if block.skip:
             continue
@@ -314,7 +329,7 @@ def _walk(blocks, after, passwords: dict[str, str], shell_home: Path) -> None:
         # as long as the block works (spends CPU, writes output), however loaded the machine
         # what the reader types at a prompt: the admin's password, twice (Airflow asks for it again)
         typed = f"{ADMIN_PASSWORD}\n{ADMIN_PASSWORD}\n" if "airflow users create" in block.text else ""
-        done = run(["bash", "-e", "-o", "pipefail", "-c", _typed(block.text, passwords)], cwd=shell_home,
+        done = run(["bash", "-e", "-o", "pipefail", "-c", _typed(block.text)], cwd=shell_home,
                    env={"PATH": PATH, "HOME": "/root", "LANG": "C.UTF-8", "TERM": "dumb"}, typed=typed)
         print(_outcome(block, done, time.monotonic() - began), flush=True)
         out = done.stdout + done.stderr
