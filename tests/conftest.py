@@ -25,6 +25,8 @@ from include.radar.core.clock import FixedClock  # noqa: E402
 # the tests never reach a market-data service: the track record replays the recorded answers the demo uses
 os.environ.setdefault("AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE", "recorded")
 os.environ.setdefault("AIRFLOW_VAR_RADAR_MARKET_DATA_RECORDED_DIR", str(REPO / "include" / "radar_demo" / "data" / "market"))
+# the pushes' prices since each article (pushes/context.py) only where a test asks for them (test_push_standing)
+os.environ.setdefault("AIRFLOW_VAR_RADAR_PUSH_MARKET_CONTEXT", "false")
 
 TABLES = (
     "push_decision, notification_log, daily_report, opportunity, analysis_result, content_item, "

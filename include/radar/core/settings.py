@@ -142,6 +142,10 @@ class Settings(BaseModel):
     market_data_recorded_dir: str = ""  # recorded answers (market/recorded.py) when market_data_source=recorded
     market_data_shift_weeks: int = Field(0, ge=-2000, le=2000)  # the recorded answers' dates moved by whole weeks
     outcome_min_picks: int = Field(30, ge=1, le=10000)
+    # a daytime push says each coded target's move since its article (pushes/context.py), waiting this long
+    # at most for the market-data source; off, it says nothing of prices and asks no source
+    push_market_context: bool = True
+    push_market_seconds: float = Field(4, gt=0, le=20)
     # retention (retention.py): the daily slot prunes article bodies older than this many days (titles, analyses,
     # pushes, feedback and the track record are kept); 0 keeps everything. Never under MIN_RETENTION_DAYS: the
     # window, the grouping of events and the weekly summary read the last week's bodies

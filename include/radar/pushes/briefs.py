@@ -146,15 +146,18 @@ def account_name(name: Any) -> str:
     return text if len(text) <= ACCOUNT_CHARS else text[: ACCOUNT_CHARS - 1] + "…"
 
 
-def opportunity_block(entry: events.Entry, sources: Sequence[str], day: date, link: str = "") -> Block:
+def opportunity_block(entry: events.Entry, sources: Sequence[str], day: date, link: str = "",
+                      moves: Sequence[str] = (), standing: str = "") -> Block:
     """One opportunity of a slot's push: the thesis (marked when its evidence is not in its article), the call
-    and the reader's watchlist hits, the targets, a quote, the account and time, how many accounts reported it."""
+    and the reader's watchlist hits, the targets and their ``moves`` since the article (context.py), a quote,
+    the account with its ``standing`` (standing.py) and time, how many accounts reported it."""
     lead = entry.lead
     watched = watch_hits(lead)
     head = first_sentence(lead.get("summary"), THESIS_CHARS) + ("" if verified(lead) else UNVERIFIED)
     call = call_line(lead) + ("｜★ " + watch_line(watched)[0] if watched else "")
     posted = " · ".join(p for p in (account_name(lead.get("mp_name")), _when(lead.get("published_at"), day)) if p)
-    lines = [call, *targets_line(lead), *quote_line(lead), *([posted + " 发布"] if posted else []),
+    posted = "｜".join(p for p in (posted + " 发布" if posted else "", standing) if p)
+    lines = [call, *targets_line(lead), *moves, *quote_line(lead), *([posted] if posted else []),
              *sources_line([account_name(s) for s in sources])]
     return Block(head, tuple(lines), link)
 

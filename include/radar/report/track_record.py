@@ -437,8 +437,9 @@ def _compute(conn: Any, lazy: _Lazy, now: datetime, run: Update) -> None:
 # --------------------------------------------------------------------------------------- the daily step
 
 
-def source_from(settings: Any) -> Callable[[], Source]:
-    """The configured source, built only when called (the library is imported then)."""
+def source_from(settings: Any, timeout: float | None = None) -> Callable[[], Source]:
+    """The configured source, built only when called (the library is imported then); ``timeout``: one
+    call's whole time (default market_data_timeout_seconds)."""
     if settings.market_data_source == "recorded":
         from include.radar.market.recorded import recorded_source
 
@@ -450,7 +451,7 @@ def source_from(settings: Any) -> Callable[[], Source]:
     def library() -> Source:
         from include.radar.market.akshare_source import library_source
 
-        return library_source(settings.market_data_timeout_seconds)
+        return library_source(timeout or settings.market_data_timeout_seconds)
 
     return library
 

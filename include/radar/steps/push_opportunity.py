@@ -9,8 +9,10 @@ from datetime import date
 from typing import Any
 
 from include.radar import store
-from include.radar.pushes import briefs, decide, push
+from include.radar.core.slots import SHANGHAI
+from include.radar.pushes import briefs, context, decide, push, standing
 from include.radar.pushes.message import Message
+from include.radar.report.track_record import source_from
 from include.radar.steps.runtime import Runtime, step
 from include.radar.steps.summarise import SlotView, choose_path, slot_summary, slot_view
 
@@ -46,14 +48,47 @@ def _message(rt: Runtime, slot: dict[str, Any], view: SlotView, path: str) -> Me
     links = {e.lead["id"]: rt.page_url(f"/analysis/{e.lead['id']}") for e in items[: briefs.MAX_ITEMS]}
     more = len(items) - briefs.MAX_ITEMS
     best = max((e.lead["score"] for e in items), default=summary.max_score or 0)  # the rank may lead with less
+    moves, record, band = _context(rt, slot, items[: briefs.MAX_ITEMS])
     return Message(
         title=decide.opportunity_title(slot["slot"], summary.above_threshold or 1, best),
         lines=[], link=links.get(summary.top_analysis_id) or rt.page_url(path),
-        blocks=tuple(briefs.opportunity_block(e, briefs.event_sources(e, view.others), day, links[e.lead["id"]])
+        blocks=tuple(briefs.opportunity_block(e, briefs.event_sources(e, view.others), day, links[e.lead["id"]],
+                                              moves.get(e.lead["id"], ()), record.get(e.lead["id"], ""))
                      for e in items[: briefs.MAX_ITEMS]),
-        more=max(more, 0), more_link=rt.page_url(f"/daily/{day.isoformat()}"),
+        more=max(more, 0), more_link=rt.page_url(f"/daily/{day.isoformat()}"), notes=tuple(band),
         link_label="查看分析", shown=tuple(e.lead["id"] for e in items[: briefs.MAX_ITEMS]),
     )
+
+
+def _context(rt: Runtime, slot: dict[str, Any], items: list[Any]
+             ) -> tuple[dict[int, list[str]], dict[int, str], list[str]]:
+    """Each item's coded targets' moves since its article (context.py, within push_market_seconds; none when
+    push_market_context is off) and its account's record, and the top item's score band's record
+    (standing.py). A record that cannot be read costs the push those lines only."""
+    now, leads = rt.clock.now(), [e.lead for e in items]
+    moves: dict[int, list[str]] = {}
+    if rt.settings.push_market_context and leads:
+        asks = [(lead["id"], ask) for lead in leads for ask in context.ask_for(lead, now)]
+        found = context.gather(source_from(rt.settings, rt.settings.push_market_seconds), [a for _, a in asks],
+                               rt.clock, rt.settings.push_market_seconds)
+        for (lead_id, ask), move in zip(asks, found, strict=True):
+            label = briefs.target_label(ask.target)[0]
+            moves.setdefault(lead_id, []).append(f"{label}：{context.move_text(move, now.astimezone(SHANGHAI).date())}")
+        unknown = sum(m.status == context.UNKNOWN for m in found)
+        with rt.connect() as conn:  # the analysis page shows what the first push said (store.track.push_prices_of)
+            for lead_id, lines in moves.items():
+                store.track.save_push_prices(conn, lead_id, now, lines)
+            if unknown:
+                store.slot_runs.add_slot_warnings(conn, slot["slot_run_id"], "push_opportunity",
+                                                  [f"push: {unknown} of {len(found)} prices unknown (行情未知)"])
+    try:
+        with rt.connect() as conn:
+            record = standing.load(conn, briefs.RECORD_HORIZON, rt.settings.outcome_min_picks)
+    except Exception:  # the record's lines are the push's extras, never its reason to fail
+        log.exception("the track record could not be read for the push; sent without its record lines")
+        return moves, {}, []
+    accounts = {lead["id"]: standing.account_line(record, str(lead.get("mp_name") or "")) for lead in leads}
+    return moves, accounts, standing.band_line(record, leads[0]["score"]) if leads else []
 
 
 @step("skip_push")

@@ -461,3 +461,13 @@ def outcome_version(conn: psycopg.Connection) -> tuple[Any, ...]:
     """Changes whenever an outcome does (the pages' cached rank weights are learned again)."""
     row = conn.execute("SELECT count(*) AS n, max(updated_at) AS at FROM track_outcome").fetchone()
     return (row["n"], row["at"])
+
+
+def save_push_prices(conn: psycopg.Connection, analysis_id: int, at: datetime, lines: Sequence[str]) -> None:
+    """What the first push that told of an analysis said of its targets' moves (pushes/context.py); kept."""
+    conn.execute("INSERT INTO push_prices (analysis_id, computed_at, lines) VALUES (%s, %s, %s) "
+                 "ON CONFLICT (analysis_id) DO NOTHING", (analysis_id, at, Jsonb(list(lines))))
+
+
+def push_prices_of(conn: psycopg.Connection, analysis_id: int) -> Row | None:
+    return conn.execute("SELECT computed_at, lines FROM push_prices WHERE analysis_id = %s", (analysis_id,)).fetchone()

@@ -144,6 +144,7 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
         weights = resources.ranking_weights(conn)
         verdict = store.focus.feedback_of(conn, [wanted]).get(wanted)
         pick = store.track.pick_of_analysis(conn, wanted)
+        prices = store.track.push_prices_of(conn, wanted)
     page = analysis_views.analysis_page(
         ctx, row=row, opportunities=opportunities, reused=reused, total_cost=costs.item_total(row, spend),
         event=analysis_views.event_view(row, members, push, ctx.tz, links))
@@ -154,6 +155,7 @@ def analysis(request: Request, analysis_id: str, reader: ReaderDep) -> HTMLRespo
                 "outcome": ranking.OUTCOME_CAP, "min_picks": settings.outcome_min_picks},
         feedback_buttons=feedback_forms(request, reader, settings, links).buttons(wanted, verdict),
         outcome=record_views.pick_view(pick, links, ctx.tz) if pick else None,
+        prices=analysis_views.pushed_prices(prices, ctx.tz),
     )
 
 

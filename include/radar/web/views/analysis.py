@@ -213,3 +213,18 @@ def analysis_page(
 def _band(score: int, threshold: int) -> str:
     low, high, meaning = band_of(score, threshold)
     return f"{low}–{high} 分档：{meaning.split('，例如')[0]}"
+
+
+@dataclass(frozen=True)
+class PushedPrices:
+    at: str
+    lines: list[str]
+
+
+def pushed_prices(row: Row | None, tz: ZoneInfo) -> PushedPrices | None:
+    """What the first push that told of the analysis said of its targets' moves (pushes/context.py), and when
+    it worked them out; each line carries its price's own time."""
+    if row is None or not isinstance(row.get("lines"), list):
+        return None
+    lines = [str(line) for line in row["lines"] if isinstance(line, str) and line]
+    return PushedPrices(local_time(row["computed_at"], tz, "%Y-%m-%d %H:%M"), lines) if lines else None
