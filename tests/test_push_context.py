@@ -189,3 +189,27 @@ def test_the_targets_priced_are_those_with_a_code_once_each():
     assert [(a.inst.key, a.bench.key) for a in context.ask_for(analysis, at(4, 10))] == [
         ("SH:600519", "CSI:H00300"), ("HK:00700", "HKI:HSI")]
     assert context.ask_for({**analysis, "published_at": None}, at(4, 10)) == []
+
+
+# ------------------------------------------------------------------------------------------- every channel
+
+
+@pytest.mark.parametrize("url", ["wecombot://key", "bark://host/key", "tgram://123456:abc/789", "json://host/x"])
+def test_the_new_lines_fit_each_channels_size_cut_between_items_with_the_link_whole(url):
+    from include.radar.pushes import push
+    from include.radar.pushes.message import Block, Message
+
+    moves = [f"某公司{i} 60051{i}：" + context.move_text(context.Move(context.MOVED, 0.062, 0.008, at(4, 10, 25)),
+                                                            date(2026, 2, 4)) for i in range(2)]
+    record = "研究所 · 09:00 发布｜该号战绩 18/30，T+5 超额 +1.8%（-0.3%～+3.9%）"
+    blocks = tuple(Block("论点" * 40, ("85 分｜看多｜个股", "标的：" + "某公司 600519、" * 4, *moves, "证据：「" + "证" * 60 + "」",
+                                     record)) for _ in range(40))
+    link = "https://radar.example.com/radar/analysis/1?exp=1&sig=" + "f" * 64
+    message = Message("【机会提醒】10:30 发现 40 条（最高分 85）", [], link, blocks,
+                      notes=("80–89 分的机会：已测 34 条，T+5 命中率 62%（45%–76%）",))
+    [channel] = push.channels_from([url])
+    form = push.channel_form(channel)
+    title, body = push.fit(message, channel)
+    assert form.fits(title, body) and link.replace("&", "&amp;" if form.written == "html" else "&") in body
+    assert "完整内容见链接" in body and "80–89 分的机会" in body  # cut between items, the band's line kept
+    assert "发布后 +6.2%（基准 +0.8%，10:25）" in body
