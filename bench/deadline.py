@@ -11,6 +11,12 @@ deadline (``daily_push_deadline_minutes``, 10 by default).
     make bench-deadline                          # the real figures: about 10 minutes
     make bench-deadline ARGS="--minutes 2 --llm-seconds 120"   # scaled down: about 2 minutes
 
+The market-data source is hostile too (``--market``): ``slow`` answers every recorded call after 60 s (each
+answer a named pipe the benchmark fills a minute after it is opened), ``down`` answers none (every answer
+unreadable), ``recorded`` is the demo's answers as they are. The report's push never waits for it (the track
+record's step, asked for the prices of earlier calls (include/radar_demo/history.py), runs after it, within its
+own deadline, track_record_minutes, set to half a minute here).
+
 It uses its own AIRFLOW_HOME (``.local/airflow-bench``) and its own database (``radar_bench_deadline`` on the
 radar's PostgreSQL server), both recreated on every run.
 """
@@ -32,6 +38,7 @@ from typing import Any
 from include.radar import DAG_ID, store
 from include.radar.core import db, loader
 from include.radar.core.slots import SHANGHAI, slot_at
+from include.radar_demo import history
 from include.radar_demo.fakes import FakeDeepSeek, FakeWeRSS, PushSink, serve
 from tests.slotrun import answer
 
@@ -55,12 +62,46 @@ def seed_pending(url: str, scheduled: datetime, count: int) -> None:
             })
 
 
+MARKET = REPO / "include" / "radar_demo" / "data" / "market"
+MARKET_SECONDS = 60.0
+
+
+def hostile_market(kind: str, stop: threading.Event) -> Path:
+    """A recorded-answers directory with every file the demo's has: named pipes answered ``[]`` a minute after
+    each is opened (``slow``), or files no answer can be read from (``down``); the demo's own (``recorded``)."""
+    if kind == "recorded":
+        return MARKET
+    folder = OUT / f"market-{kind}"
+    if folder.exists():
+        for old in sorted(folder.rglob("*"), reverse=True):
+            old.rmdir() if old.is_dir() else old.unlink()
+    for source in MARKET.rglob("*.json"):
+        target = folder / source.relative_to(MARKET)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "down":
+            target.write_text("not an answer")
+            continue
+        os.mkfifo(target)
+        threading.Thread(target=_answer_slowly, args=(target, stop), daemon=True).start()
+    return folder
+
+
+def _answer_slowly(pipe: Path, stop: threading.Event) -> None:
+    while not stop.is_set():
+        with pipe.open("w") as answer:  # blocks until the radar opens it to read
+            if stop.wait(MARKET_SECONDS):
+                return
+            answer.write("[]")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10, help="daily_push_deadline_minutes (default 10)")
     parser.add_argument("--llm-seconds", type=float, default=600, help="how long DeepSeek holds each call")
     parser.add_argument("--trickle", type=float, default=1.0, help="seconds per byte of every WeRSS answer")
     parser.add_argument("--pending", type=int, default=3, help="articles waiting for an analysis")
+    parser.add_argument("--market", choices=("slow", "down", "recorded"), default="slow",
+                        help="the market-data source: 60 s per answer, none, or the recorded answers")
     args = parser.parse_args()
 
     OUT.mkdir(parents=True, exist_ok=True)
@@ -74,6 +115,7 @@ def main() -> int:
         with lock:
             arrivals.append((time.time(), message))
 
+    stop = threading.Event()
     werss_at, deepseek_at, sink_at = serve(werss.handle), serve(deepseek.handle), serve(PushSink(on_message=record).handle)
 
     # the most recent 22:00 (Asia/Shanghai) before now, run now: the deadline counts from the run's start
@@ -82,6 +124,8 @@ def main() -> int:
     key = slot_at(day, "22:00")
     url = db.fresh_database(loader.load(use_airflow=False).database_url, BENCH_DB)
     seed_pending(url, key.scheduled_at, args.pending)
+    # earlier pushed calls naming listed stocks: the track record's step has prices to ask the source for
+    history.insert_calls(url, key.run_date - timedelta(days=key.run_date.weekday() + 14), "http://localhost:8080/radar")
     env = {
         **os.environ,
         "RADAR_DATABASE_URL": url,
@@ -93,10 +137,13 @@ def main() -> int:
         "AIRFLOW_VAR_RADAR_DAILY_PUSH_DEADLINE_MINUTES": str(args.minutes),
         "AIRFLOW_VAR_RADAR_LATE_AFTER_MINUTES": str(366 * 24 * 60),  # replayed now: not a late start
         "AIRFLOW_VAR_RADAR_REPORT_BASE_URL": "http://localhost:8080/radar",
+        "AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE": "recorded",
+        "AIRFLOW_VAR_RADAR_MARKET_DATA_RECORDED_DIR": str(hostile_market(args.market, stop)),
+        "AIRFLOW_VAR_RADAR_TRACK_RECORD_MINUTES": "0.5",
     }
     print(f"[bench] the {key.run_date} 22:00 slot under `airflow dags test`; WeRSS drips 1 byte per "
-          f"{args.trickle:g} s, DeepSeek answers after {args.llm_seconds:g} s, {args.pending} articles pending; "
-          f"deadline {args.minutes:g} min", flush=True)
+          f"{args.trickle:g} s, DeepSeek answers after {args.llm_seconds:g} s, {args.pending} articles pending, the "
+          f"market source {args.market}; deadline {args.minutes:g} min", flush=True)
     subprocess.run(["airflow", "dags", "delete", "-y", DAG_ID], env=env, capture_output=True)  # this home only
     log_path = OUT / "dags-test.log"
     started = time.time()
@@ -104,6 +151,7 @@ def main() -> int:
         result = subprocess.run(["airflow", "dags", "test", DAG_ID, key.scheduled_at.isoformat()],
                                 env=env, stdout=log, stderr=subprocess.STDOUT)
     finished = time.time()
+    stop.set()
 
     with db.connect(url) as conn:
         run = conn.execute("SELECT * FROM slot_run WHERE run_date = %s AND slot = '22:00'", (key.run_date,)).fetchone()
@@ -133,6 +181,8 @@ def main() -> int:
     outcomes = ", ".join(f"{a['outcome']} {a['n']}" for a in attempts) or "none"
     print(f"[bench] analysis attempts: {outcomes}; "
           f"slot status {run['status']} ({run['error'] or 'no error'})".replace("\n", " | ")[:400])
+    market = [w["message"] for w in run["warnings"] or [] if isinstance(w, dict) and w.get("step") == "track_record"]
+    print(f"[bench] market source {args.market}: {'; '.join(market)[:300] or 'no warning from the track record'}")
     daily = [when for when, message in arrivals if "日报" in str(message.get("title"))]
     on_time = bool(daily) and daily[0] <= deadline
     print(f"[bench] verdict: the report push went out {daily[0] - start:.1f} s after the slot started, "

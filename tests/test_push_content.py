@@ -17,6 +17,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from include.radar import store
+from include.radar.core import db
 from include.radar.market import outcomes
 from tests.conftest import connect
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
@@ -308,6 +309,8 @@ def test_the_demo_days_pushes_on_a_phone(fakes, monkeypatch):
     fakes.deepseek.responder = demo_run.build_deepseek().responder
     with connect() as conn:
         store.focus.save_profile(conn, demo_run.DEMO_PROFILE, "demo")
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_PUSH_MARKET_CONTEXT", "true")  # as `make run`: prices and a record
+    demo_run.seed_history(day, db.database_url())
     pushed = {}
     for hour in (7, 12, 14, 18, 22):
         before = len(fakes.sink.received)
@@ -317,7 +320,7 @@ def test_the_demo_days_pushes_on_a_phone(fakes, monkeypatch):
     morning = pushed[7]["text"]["message"]
     for said in ("82 分｜看多｜行业｜★ 关注命中：半导体设备", "标的：中微公司 688012、拓荆科技 688072",
                  "证据：「近四周国内晶圆厂设备招标总量达到412台，环比增长37%」", "74 分｜看多｜商品", "江西铜业 00358",
-                 "63 分｜看多｜行业", "恒瑞医药 600276"):
+                 "63 分｜看多｜行业", "恒瑞医药 600276", "中微公司 688012：发布后 ", "｜该号战绩 ", "80–89 分的机会："):
         assert said in morning, said
     with chromium() as browser:
         page = browser.new_page(viewport=PHONE, is_mobile=True)

@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import pytest
 
+from include.radar import store
 from include.radar.market import outcomes
 from tests.conftest import REPO, connect
 from tests.slotrun import answer, article, read_page, run_slot, shanghai
@@ -157,3 +158,44 @@ def test_a_slow_source_holds_the_push_no_longer_than_its_deadline(fakes, monkeyp
         go.set()
     assert "贵州茅台 600519：行情未知" in message.splitlines()
     assert time.monotonic() - started < 30  # the slot's own work and half a second, not the source's 60
+
+
+def _bars(function: str, code: str) -> dict[str, dict]:
+    import json
+
+    rows = json.loads((MARKET / function / f"{code}.json").read_text())
+    return {str(r.get("日期", r.get("date")))[:10]: r for r in rows}
+
+
+def test_the_demo_days_0700_push_says_the_move_the_accounts_record_and_the_bands(fakes, monkeypatch):
+    """The demo day (02-04 on the recorded prices, unshifted) after history.py's earlier calls: the top item
+    (中微公司, published 02-02 08:30) moved from 02-02's open to 02-03's close; its account and its band (82)
+    have 36 measured calls at T+5."""
+    from include.radar.core import db
+    from include.radar.market.recorded import recorded_source
+    from include.radar_demo import history
+    from include.radar_demo import run as demo_run
+
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_PUSH_MARKET_CONTEXT", "true")
+    day = shanghai(2026, 2, 4, 0).date()
+    werss = demo_run.build_werss(day, fakes.clock)
+    fakes.werss.accounts, fakes.werss.articles = werss.accounts, werss.articles
+    fakes.deepseek.responder = demo_run.build_deepseek().responder
+    with connect() as conn:
+        store.focus.save_profile(conn, demo_run.DEMO_PROFILE, "demo")
+    earlier = history.seed(db.database_url(), shanghai(2026, 1, 19, 0).date(), day, "http://radar",
+                           lambda: recorded_source(MARKET))
+    assert earlier.new_picks == history.CALLS and earlier.measurable == history.CALLS
+    fakes.at(shanghai(2026, 2, 4, 7))
+    run_slot(shanghai(2026, 2, 4, 7))
+    message = fakes.sink.received[-1]["message"]
+    amec, tr, csi = _bars("stock_zh_a_hist", "688012"), _bars("stock_zh_index_hist_csindex", "H00300"), _bars(
+        "index_zh_a_hist", "000300")
+    ret = amec["2026-02-03"]["收盘"] / amec["2026-02-02"]["开盘"] - 1
+    # the total-return index's open is the price index's scaled by that day's ratio of the closes
+    bench_open = csi["2026-02-02"]["开盘"] * tr["2026-02-02"]["收盘"] / csi["2026-02-02"]["收盘"]
+    bench = tr["2026-02-03"]["收盘"] / bench_open - 1
+    assert f"中微公司 688012：发布后 {ret * 100:+.1f}%（基准 {bench * 100:+.1f}%，02-03 收盘）" in message.splitlines()
+    assert re.search(r"^澄观产业研究 · 02-02 08:30 发布｜该号战绩 \d+/36，T\+5 超额 \S+%（\S+%～\S+%）$", message, re.M)
+    assert re.search(r"^80–89 分的机会：已测 36 条，T\+5 命中率 \d+%（\d+%–\d+%）$", message, re.M)
+    assert "百济神州 688235：尚未开盘" in message.splitlines()  # published 23:30 last night: 02-04's open is to come

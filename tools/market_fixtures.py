@@ -9,6 +9,7 @@ machines reach no market-data service, and a fixture's job is the shape and a fe
 - 600999 does not trade from 2026-02-04 to 02-11 (suspended) and 000018 not after 2026-02-13 (delisted);
 - 300750 opens at its +20 % limit on 2026-02-05;
 - 600519 and the CSI 300 have 5-minute bars on 2026-02-04;
+- the demo's sample opportunities' A-share and Hong Kong targets have daily bars (its pushes' moves);
 - the CSI 300's total-return series (H00300) has its closes only, as CSI publishes it, 1.3 times the price
   index's and a further 0.5 % from 2026-03-16 on (a dividend reinvested).
 
@@ -133,6 +134,12 @@ def main() -> None:
         "002594": path(CN_DAYS, 594, 1900.0, 0.018, 0.0, market, 1.1),
         "600999": path(CN_DAYS, 999, 95.0, 0.012, -0.002, market, 1.0),
         "000018": path(CN_DAYS, 18, 3.1, 0.03, -0.01, market, 0.5),
+        # the demo's sample opportunities' targets (its pushes say their moves since the article)
+        "688012": path(CN_DAYS, 688012, 180.0, 0.022, 0.002, market, 1.3),
+        "688072": path(CN_DAYS, 688072, 160.0, 0.024, 0.001, market, 1.3),
+        "601899": path(CN_DAYS, 601899, 18.0, 0.015, 0.001, market, 1.0),
+        "600276": path(CN_DAYS, 600276, 52.0, 0.014, 0.0, market, 0.8),
+        "688235": path(CN_DAYS, 688235, 150.0, 0.02, 0.0, market, 1.0),
     }
     # 300750 opens at its +20 % limit on 2026-02-05 (ChiNext) and stays there
     limit_day = date(2026, 2, 5)
@@ -158,6 +165,7 @@ def main() -> None:
     hk_market = changes(hsi)
     write("stock_hk_hist/00700.json", em_rows(path(HK_DAYS, 700, 520.0, 0.015, 0.001, hk_market, 1.1)))
     write("stock_hk_hist/02318.json", em_rows(path(HK_DAYS, 2318, 48.0, 0.013, 0.0, hk_market, 1.0)))
+    write("stock_hk_hist/00358.json", em_rows(path(HK_DAYS, 358, 16.0, 0.018, 0.001, hk_market, 1.1)))
     day = date(2026, 2, 4)
     write("stock_zh_a_hist_min_em/600519.json", minutes(day, stocks["600519"][day][0], stocks["600519"][day][3], 1))
     write("index_zh_a_hist_min_em/000300.json", minutes(day, csi[day][0], csi[day][3], 2, index=True))

@@ -27,7 +27,7 @@ from include.radar.core import db, loader
 from include.radar.core.clock import FixedClock
 from include.radar.core.settings import Settings
 from include.radar.core.slots import SHANGHAI, slot_at
-from include.radar_demo import evaluation_demo
+from include.radar_demo import evaluation_demo, history
 from include.radar_demo.fakes import FakeArticle, FakeDeepSeek, FakeWeRSS, PushSink, collection_task, serve
 
 log = logging.getLogger("radar.demo")
@@ -154,6 +154,7 @@ def demo_environment(url: str, werss_at: str, deepseek_at: str, sink_at: str, se
         "AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE": "recorded",
         "AIRFLOW_VAR_RADAR_MARKET_DATA_RECORDED_DIR": str(MARKET),
         "AIRFLOW_VAR_RADAR_MARKET_DATA_SHIFT_WEEKS": str(market_shift_weeks(day)),
+        "AIRFLOW_VAR_RADAR_PUSH_MARKET_CONTEXT": "true",  # the pushes say each target's move on those prices
     }
 
 
@@ -234,6 +235,9 @@ def main() -> int:
 
     say = _quiet_airflow(OUT / "airflow.log")
     say(f"\n[demo] Opportunity Radar demo day {day} (Asia/Shanghai): sample data, recorded LLM answers, no network")
+    earlier = seed_history(day, url)
+    say(f"[demo] {history.CALLS} earlier calls of {history.ACCOUNT[1]} (demo data, two weeks back) measured on the "
+        f"recorded prices before 07:00: {earlier.measured} horizon returns")
     say(f"[demo] task logs: {OUT / 'airflow.log'}\n")
     started = time.monotonic()
     run_slots(day, url, clock, sink, deepseek, say)
@@ -254,6 +258,15 @@ def main() -> int:
     plain = [m for m in sink.received if m.get("format", "text") == "text"]
     say(f"  pushed link (signed):      {plain[-1]['message'].splitlines()[-1] if plain else '-'}")
     return 0 if counts["slots_ok"] == 5 else 1
+
+
+def seed_history(day: date, url: str) -> Any:
+    """The sample account's earlier calls (history.py), on the recorded prices' first week as the demo replays
+    them: its pushes quote their record."""
+    from include.radar.market.recorded import recorded_source
+
+    first = day - timedelta(days=day.weekday()) - (MARKET_WEEK - date(2026, 1, 19))
+    return history.seed(url, first, day, UI_BASE, lambda: recorded_source(MARKET, 7 * market_shift_weeks(day)))
 
 
 def date_pushes_at_slot(url: str, day: date, slot: str, at: datetime) -> int:
