@@ -148,7 +148,10 @@ class SlowSource(HandSource):
         super().__init__(DAYS, {})
         self.go = threading.Event()
 
+    daily_calls = 0
+
     def daily(self, instrument, start, end):
+        self.daily_calls += 1
         self.go.wait(60)
         return []
 
@@ -170,6 +173,9 @@ def test_a_slow_source_costs_the_push_its_prices_only_within_the_deadline_on_the
     assert [m.status for m in moves] == [context.UNKNOWN] * 2
     assert clock.counter - start <= 4 + 0.5 * 2  # the deadline, give or take the looks at the clock
     assert context.move_text(moves[0], date(2026, 3, 4)) == "行情未知"
+    for worker in [t for t in threading.enumerate() if t.name == "push-market"]:
+        worker.join(10)
+    assert slow.daily_calls == 1  # the worker left behind asked nothing more once its answer came
 
 
 def test_a_down_source_or_one_that_cannot_be_built_is_unknown_at_once():

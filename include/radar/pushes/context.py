@@ -95,12 +95,15 @@ def coded_targets(analysis: Mapping[str, Any]) -> list[tuple[str, Instrument]]:
 class Market:
     """One push's view of the source: each answer asked once (the benchmark is shared by the targets)."""
 
-    def __init__(self, source: Source) -> None:
+    def __init__(self, source: Source, late: threading.Event | None = None) -> None:
         self.source = source
+        self.late = late  # set past the push's deadline: nothing more is asked
         self._cache: dict[tuple[Any, ...], Any] = {}
 
     def _once(self, key: tuple[Any, ...], call: Callable[[], Any]) -> Any:
         if key not in self._cache:
+            if self.late is not None and self.late.is_set():
+                raise SourceError("past the push's deadline")
             self._cache[key] = call()
         return self._cache[key]
 
@@ -316,12 +319,14 @@ def ask_for(analysis: Mapping[str, Any], now: datetime) -> list[Ask]:
 def gather(factory: Callable[[], Source], asks: Sequence[Ask], clock: Clock, seconds: float) -> list[Move]:
     """The move of each of ``asks``, asked in a worker thread and waited for on ``clock`` for ``seconds`` at
     most; an ask without an answer by then, or whose answer failed, is 「行情未知」. A worker still waiting
-    on a slow source is left behind (a daemon: it holds nothing the push needs)."""
+    on a slow source is left behind (a daemon: it holds nothing the push needs) and asks nothing after that
+    answer."""
     found: dict[int, Move] = {}
+    late = threading.Event()  # past the deadline: a worker left behind asks nothing more
 
     def work() -> None:
         try:
-            market = Market(factory())
+            market = Market(factory(), late)
         except Exception:  # a source that cannot even be built costs the push its prices only
             log.exception("push: the market-data source could not be built; prices unknown")
             return
@@ -341,6 +346,7 @@ def gather(factory: Callable[[], Source], asks: Sequence[Ask], clock: Clock, sec
     while worker.is_alive():
         left = deadline - clock.monotonic()
         if left <= 0:
+            late.set()
             log.warning("push: the market-data source gave no answer within %.1f s; prices unknown", seconds)
             break
         worker.join(min(POLL, left))
