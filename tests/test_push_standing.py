@@ -105,6 +105,12 @@ def test_below_the_minimum_setting_an_account_shows_no_rate(fakes, monkeypatch):
     assert "研究所 · 09:00 发布｜该号战绩不足（已测 35 条）" in message.splitlines()
 
 
+def test_a_source_configured_wrong_costs_the_push_its_prices_only(fakes, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_VAR_RADAR_MARKET_DATA_RECORDED_DIR", "")  # recorded, and no directory
+    message = _push(fakes, monkeypatch)["message"]
+    assert "贵州茅台 600519：行情未知" in message.splitlines()
+
+
 def test_turned_off_the_push_asks_no_source_and_says_no_price(fakes, monkeypatch):
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_MARKET_DATA_SOURCE", "akshare")  # would reach the network if asked
     monkeypatch.setenv("AIRFLOW_VAR_RADAR_PUSH_MARKET_CONTEXT", "false")

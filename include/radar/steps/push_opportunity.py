@@ -69,8 +69,8 @@ def _context(rt: Runtime, slot: dict[str, Any], items: list[Any]
     moves: dict[int, list[str]] = {}
     if rt.settings.push_market_context and leads:
         asks = [(lead["id"], ask) for lead in leads for ask in context.ask_for(lead, now)]
-        found = context.gather(source_from(rt.settings, rt.settings.push_market_seconds), [a for _, a in asks],
-                               rt.clock, rt.settings.push_market_seconds)
+        seconds = rt.settings.push_market_seconds  # a source that cannot even be configured costs the prices only
+        found = context.gather(lambda: source_from(rt.settings, seconds)(), [a for _, a in asks], rt.clock, seconds)
         for (lead_id, ask), move in zip(asks, found, strict=True):
             label = briefs.target_label(ask.target)[0]
             moves.setdefault(lead_id, []).append(f"{label}：{context.move_text(move, now.astimezone(SHANGHAI).date())}")
