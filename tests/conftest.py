@@ -30,7 +30,7 @@ os.environ.setdefault("AIRFLOW_VAR_RADAR_PUSH_MARKET_CONTEXT", "false")
 
 TABLES = (
     "push_decision, notification_log, daily_report, opportunity, analysis_result, content_item, "
-    "slot_run, wechat_account, service_state, operator_alert, llm_spend, feedback, reader_profile, "
+    "slot_run, wechat_account, service_state, operator_alert, llm_spend, feedback, reader_profile, feed_token, "
     "market_bar, market_intraday, market_calendar, market_listing, market_fetch, track_pick, track_outcome, "
     "evaluation, evaluation_item, evaluation_attempt"
 )

@@ -26,7 +26,7 @@ from include.radar import store
 KNOWN_DEFAULTS = frozenset({"airflow", "postgres", "password", "radar"})
 GENERATE = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 # the pages write the reader's own tables, nothing else
-PAGES_WRITE_TABLES = ("reader_profile", "feedback")
+PAGES_WRITE_TABLES = ("reader_profile", "feedback", "feed_token")
 _RELATION_KIND = {"r": "TABLE", "p": "TABLE", "v": "VIEW", "m": "MATERIALIZED VIEW", "f": "FOREIGN TABLE",
                   "c": "TYPE", "S": "SEQUENCE"}
 

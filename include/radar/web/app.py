@@ -31,7 +31,7 @@ from include.radar.web.auth import PageError
 from include.radar.web.middleware import SECURITY_HEADERS, SecurityHeadersMiddleware
 from include.radar.web.pages import Pages
 from include.radar.web.resources import AppResources
-from include.radar.web.routes import evaluation, history, profile, record, reports
+from include.radar.web.routes import evaluation, feed, history, profile, record, reports
 from include.radar.web.server import install_access_log_filter
 
 __all__ = ["app", "create_app"]
@@ -87,7 +87,8 @@ def create_app(
     app.add_middleware(AdmissionMiddleware, admission=admission or Admission(), headers=SECURITY_HEADERS)
     answer_errors_with_pages(app, pages)
     serve_static_files(app)
-    for router in (reports.router, reports.votes, history.router, profile.router, record.router, evaluation.router):
+    for router in (reports.router, reports.votes, history.router, profile.router, record.router, evaluation.router,
+                   feed.router, feed.profile):
         app.include_router(router)
     answer_head_like_get(app)
     return app

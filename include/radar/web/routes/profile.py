@@ -27,6 +27,7 @@ from include.radar.web.auth import (
 from include.radar.web.inputs import read_body
 from include.radar.web.pages import get_pages, page_context, page_links
 from include.radar.web.resources import get_resources
+from include.radar.web.routes.feed import feed_panel
 from include.radar.web.views import profile as profile_views
 
 MAX_PROFILE_BODY = 64 * 1024
@@ -91,6 +92,7 @@ def _profile_response(request: Request, reader: Reader, *, editable: bool, outco
     with resources.connect() as conn:
         current = focus.from_row(store.focus.get_profile(conn), store.focus.slow_rules(conn))
         weights = resources.ranking_weights(conn)
+        feed = feed_panel(request, reader, ctx.settings, conn)
     token, reason = "", "" if editable else EDIT_REFUSED
     if editable:
         try:
@@ -102,4 +104,4 @@ def _profile_response(request: Request, reader: Reader, *, editable: bool, outco
     page = profile_views.profile_page(ctx, profile=current, weights=weights, csrf=token, read_only=not editable,
                                       read_only_reason=reason, outcome=outcome)
     return get_pages(request).render(request, "profile.html", status=status, settings=ctx.settings, reader=reader,
-                                     links=ctx.links, page=page)
+                                     links=ctx.links, page=page, feed=feed)
