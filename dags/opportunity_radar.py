@@ -30,6 +30,7 @@ from include.radar import DAG_ID
 from include.radar.core.settings import load_settings, parse_time_lookup
 from include.radar.core.slots import SHANGHAI
 from include.radar.pushes.decide import ACTIONS, BUILD_DAILY, PUSH_OPPORTUNITY, SKIP_PUSH
+from include.radar.seam.assets import DAILY_REPORT_ALIAS, OPPORTUNITY_ALIAS, emit
 from include.radar.seam.callbacks import AlertNotifier, mend_dag_test
 from include.radar.seam.support import branch, failed_tasks, opened_slot, run_step, task_try
 
@@ -147,9 +148,10 @@ def choose_path() -> str:
     return branch(opened_slot(), summary)
 
 
-@task(task_id=PUSH_OPPORTUNITY, execution_timeout=timedelta(minutes=10))
+# the Assets' events (seam/assets.py): through aliases, so that a try that pushes nothing emits nothing
+@task(task_id=PUSH_OPPORTUNITY, execution_timeout=timedelta(minutes=10), outlets=[OPPORTUNITY_ALIAS])
 def push_opportunity(slot: dict) -> dict:
-    return run_step("push_opportunity", slot)
+    return emit(run_step("push_opportunity", slot))
 
 
 @task(task_id=SKIP_PUSH, execution_timeout=timedelta(minutes=5))
@@ -163,9 +165,10 @@ def build_daily_report(slot: dict) -> dict:
 
 
 # runs after the report step whether it succeeded or failed
-@task(trigger_rule=TriggerRule.NONE_SKIPPED, retries=3, execution_timeout=timedelta(minutes=10))
+@task(trigger_rule=TriggerRule.NONE_SKIPPED, retries=3, execution_timeout=timedelta(minutes=10),
+      outlets=[DAILY_REPORT_ALIAS])
 def push_daily_report() -> dict:
-    return run_step("push_daily_report", opened_slot())
+    return emit(run_step("push_daily_report", opened_slot()))
 
 
 # after the daily push, whatever became of it (the week's summary never holds the day's report back);
@@ -189,9 +192,9 @@ def retention() -> dict:
     return run_step("retention", opened_slot())
 
 
-@task(retries=3, execution_timeout=timedelta(minutes=20))
+@task(retries=3, execution_timeout=timedelta(minutes=20), outlets=[DAILY_REPORT_ALIAS])
 def catch_up_daily_report(slot: dict) -> dict:
-    return run_step("catch_up_daily_report", slot)
+    return emit(run_step("catch_up_daily_report", slot))
 
 
 @task(retries=0, execution_timeout=timedelta(minutes=5))

@@ -187,7 +187,7 @@ def test_the_top_of_include_radar_reads_in_about_a_dozen_entries() -> None:
 # the modules of include/radar that may import Airflow (``airflow`` or ``airflow.*``), and how: the seam at its
 # top; the others only inside a function, to ask Airflow for what it holds and do without it when it is not there
 AIRFLOW_AT_THE_TOP = {"include.radar.seam.support", "include.radar.seam.callbacks", "include.radar.seam.executor",
-                      "include.radar.seam.plugin"}
+                      "include.radar.seam.plugin", "include.radar.seam.assets"}
 AIRFLOW_INSIDE_A_FUNCTION = {
     "include.radar.check.airflow_facts",  # cli check: the pool, the DAG, its parse (only where Airflow is configured)
     "include.radar.core.settings",  # Variables, the task's context

@@ -90,7 +90,12 @@ def _push_daily(rt: Runtime, day: date, slot: dict[str, Any], *, late: bool, non
         store.track.link_daily_push_picks(conn, day, before, decide.top_analysis_ids(report["digest_json"]))
     if delivery.failed:
         raise push.PushFailed(f"daily push failed for {', '.join(delivery.failed)}; a retry resends only to those")
-    return delivery.as_xcom()
+    # the Asset event (seam/assets.py): only when this try reached a channel, so a rerun that pushes nothing
+    # gives a consumer nothing
+    report_event = {"day": day.isoformat(), "link": rt.canonical_url(path), "late": late,
+                    **{k: stats.get(k, 0) for k in ("analysed", "opportunities", "failed")},
+                    "max_score": stats.get("max_score")}
+    return {**delivery.as_xcom(), "asset_events": [["daily-report", report_event]] if delivery.sent else []}
 
 
 @dataclass(frozen=True)

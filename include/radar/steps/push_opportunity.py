@@ -10,7 +10,7 @@ from typing import Any
 
 from include.radar import store
 from include.radar.core.slots import SHANGHAI
-from include.radar.pushes import briefs, context, decide, push, standing
+from include.radar.pushes import briefs, context, decide, events, push, standing
 from include.radar.pushes.message import Message
 from include.radar.report.track_record import source_from
 from include.radar.steps.runtime import Runtime, step
@@ -36,7 +36,22 @@ def push_opportunity(rt: Runtime, slot: dict[str, Any]) -> dict[str, Any]:
     ))
     if report.failed:
         raise push.PushFailed(f"push failed for {', '.join(report.failed)}; a retry resends only to those")
-    return report.as_xcom()
+    # an Asset event per opportunity told of (seam/assets.py), only when this try reached a channel
+    told = [["opportunity", _event(rt, slot, e)] for e in view.entries if e.lead["id"] in message.shown]
+    return {**report.as_xcom(), "asset_events": told if report.sent else []}
+
+
+def _event(rt: Runtime, slot: dict[str, Any], entry: events.Entry) -> dict[str, Any]:
+    """What an opportunity's Asset event says: what its push said, as data (briefs.py's lines)."""
+    lead = entry.lead
+    result = lead.get("result_json") if isinstance(lead.get("result_json"), dict) else {}
+    found = result.get("opportunities") if isinstance(result.get("opportunities"), list) else []
+    first = found[0] if found and isinstance(found[0], dict) else {}
+    targets = first.get("targets") if isinstance(first.get("targets"), list) else []
+    return {"analysis_id": lead["id"], "event": entry.event, "day": slot["run_date"], "slot": slot["slot"],
+            "score": lead["score"], "direction": str(first.get("direction") or ""),
+            "targets": [briefs.target_label(t)[0] for t in targets if isinstance(t, str) and t.strip()],
+            "account": str(lead.get("mp_name") or ""), "link": rt.canonical_url(f"/analysis/{lead['id']}")}
 
 
 def _message(rt: Runtime, slot: dict[str, Any], view: SlotView, path: str) -> Message:
