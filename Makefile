@@ -1,6 +1,6 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`. `make help` lists the rest.
 SHELL := /bin/bash
-.PHONY: help run test ui check lint lock existing-airflow compose-day backfill-check celery bench bench-growth bench-month bench-migrate bench-rules bench-track bench-search bench-grouping bench-deadline bench-slot bench-memory bench-bomb bench-flood
+.PHONY: help run test ui check lint lock existing-airflow compose-day backfill-check asset-check celery bench bench-growth bench-month bench-migrate bench-rules bench-track bench-search bench-grouping bench-deadline bench-slot bench-memory bench-bomb bench-flood
 
 help:  ## these targets: the everyday ones, the deployment paths walked on this machine, then the benchmarks
 	@awk 'BEGIN {FS = ":.*## "} /^## / {printf "\n%s\n", substr($$0, 4)} /^[a-z][a-z-]*:.*## / {printf "  make %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,6 +35,9 @@ compose-day:  ## docker-compose.yaml for real: images (stand-ins where no regist
 
 backfill-check:  ## the README's two-day backfill under airflow standalone (LocalExecutor, PostgreSQL), checked: 10 runs in order, 2 reports, no push
 	AIRFLOW_HOME="$$PWD/.local/airflow-backfill" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_backfill bash scripts/bootstrap.sh python -m tools.backfill_check
+
+asset-check:  ## the daily report as an Airflow Asset under airflow standalone, checked: a DAG scheduled on radar://daily-report runs once per pushed report, never on a rerun that pushes nothing
+	AIRFLOW_HOME="$$PWD/.local/airflow-asset" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_asset bash scripts/bootstrap.sh python -m tools.asset_check
 
 celery:  ## the CeleryExecutor on this machine: Redis, scheduler, api-server and two workers run a slot of 20 articles
 	AIRFLOW_HOME="$$PWD/.local/airflow-celery" RADAR_AIRFLOW_ON_POSTGRES=1 RADAR_AIRFLOW_DB_NAME=airflow_celery bash scripts/bootstrap.sh python -m tools.celery_two_workers

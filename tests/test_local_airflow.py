@@ -1,5 +1,6 @@
 """A real Airflow on this machine, as an operator runs it: `make backfill-check` (docs/operations.md's
-two-day backfill under the `make ui` set-up) and `make celery` (two Celery workers share a slot).
+two-day backfill under the `make ui` set-up), `make asset-check` (a DAG scheduled on the daily report's Asset)
+and `make celery` (two Celery workers share a slot).
 
 Each starts its own Airflow (AIRFLOW_HOME, metadata database on the embedded PostgreSQL, stand-ins): about
 1.5 and 1 minute here. `make celery` needs Debian's redis-server and is left out by CI (RADAR_SKIP_CELERY=1,
@@ -37,6 +38,13 @@ def test_the_readmes_two_day_backfill_runs_ten_slots_in_order_and_pushes_nothing
                   "every article analysed by its own slot", "2 reports, each with its five slots",
                   "nothing pushed for the backfilled days"):
         assert f"[backfill] ok   {check}" in out
+
+
+def test_a_dag_scheduled_on_the_daily_report_runs_once_per_pushed_report_and_never_on_a_rerun():
+    out = _make("asset-check", "asset-check")
+    for check in ("the daily push is one event, the consumer ran once", "the event says the day, the counts and the link",
+                  "a rerun that pushes nothing emits nothing", "a forced re-push is the consumer's second run"):
+        assert f"[asset] ok   {check}" in out
 
 
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server not installed (apt-get install redis-server)")
