@@ -255,6 +255,8 @@ def main() -> int:
     say(f"  track record (HTML copy):  {record_page}  (demo data: recorded prices, six weeks on)")
     say(f"  model evaluation (copy):   {compared}  (flash against v4-pro, recorded answers)")
     say(f"  report pages, live:        `make ui`, log in, open {UI_BASE}/daily/{day.isoformat()}")
+    feed_copy, feed_live = save_feed(url, secret)
+    say(f"  Atom feed (copy / live):   {feed_copy}  /  {feed_live}  (admin's token; rotate or revoke it on 关注)")
     plain = [m for m in sink.received if m.get("format", "text") == "text"]
     say(f"  pushed link (signed):      {plain[-1]['message'].splitlines()[-1] if plain else '-'}")
     return 0 if counts["slots_ok"] == 5 else 1
@@ -334,6 +336,25 @@ def _quiet_airflow(log_file: Path) -> Any:
 def save_report(day: date, url: str, secret: str) -> Path:
     """Render the day's report page with the real web app and keep a copy."""
     return save_page(f"/daily/{day.isoformat()}", f"daily-{day.isoformat()}.html", url, secret)
+
+
+def save_feed(url: str, secret: str) -> tuple[Path, str]:
+    """A feed token for `make ui`'s Airflow user (admin), as the profile page makes it; the feed rendered by the
+    real web app (a copy) and its live URL under `make ui`."""
+    from fastapi.testclient import TestClient
+
+    from include.radar.web.app import create_app
+    from include.radar.web.routes.feed import token_sig
+
+    with db.connect(url) as conn:
+        key = store.feeds.rotate_token(conn, "admin", datetime.now(UTC))
+    query = {"feed": key, "sig": token_sig(secret, key)}
+    response = TestClient(create_app(db_url=url)).get("/feed.atom", params=query)
+    target = OUT / "feed.atom"
+    target.write_bytes(response.content)
+    if response.status_code != 200:
+        print(f"[demo] warning: /feed.atom answered HTTP {response.status_code}", file=sys.stderr)
+    return target, f"{UI_BASE}/feed.atom?feed={key}&sig={query['sig']}"
 
 
 def save_page(path: str, name: str, url: str, secret: str, now: datetime | None = None) -> Path:
