@@ -1,6 +1,6 @@
 # The two commands: `make run` (an offline demo day on embedded defaults) and `make test`. `make help` lists the rest.
 SHELL := /bin/bash
-.PHONY: help run test ui check lint lock existing-airflow compose-day backfill-check asset-check celery bench bench-growth bench-month bench-migrate bench-rules bench-track bench-search bench-grouping bench-deadline bench-slot bench-memory bench-bomb bench-flood
+.PHONY: help run test ui check mcp lint lock existing-airflow compose-day backfill-check asset-check celery bench bench-growth bench-month bench-migrate bench-rules bench-track bench-search bench-grouping bench-deadline bench-slot bench-memory bench-bomb bench-flood
 
 help:  ## these targets: the everyday ones, the deployment paths walked on this machine, then the benchmarks
 	@awk 'BEGIN {FS = ":.*## "} /^## / {printf "\n%s\n", substr($$0, 4)} /^[a-z][a-z-]*:.*## / {printf "  make %-17s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -18,6 +18,10 @@ ui:  ## airflow standalone (LocalExecutor, metadata on the embedded PostgreSQL) 
 
 check:  ## will this deployment work? one line per check (cli check); without real connections, the demo set-up against its stand-ins
 	bash scripts/bootstrap.sh python -m include.radar_demo.check $(ARGS)
+
+mcp:  ## the read-only MCP server over the radar for an AI assistant: stdio (ARGS=--http: streamable HTTP); its tokens and a desktop client's config: docs/mcp.md
+	@# stdout is the protocol's alone: the set-up's lines go to stderr, the server gets the original stdout back
+	@RADAR_AIRFLOW_ON_POSTGRES=1 bash scripts/bootstrap.sh bash -c 'exec python -m include.radar.cli mcp "$$@" 1>&3 3>&-' mcp $(ARGS) 3>&1 1>&2
 
 lint:  ## ruff alone (make test runs it too)
 	bash scripts/bootstrap.sh ruff check .

@@ -1,5 +1,5 @@
 """Command line for set-up and operations:
-``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages,backup,restore,check,exec}``, and
+``python -m include.radar.cli {db-url,migrate,airflow-db-url,provision,grant-pages,backup,restore,check,exec,mcp}``, and
 the shadow evaluations' ``evaluate`` / ``evaluation`` (evaluation/commands.py). ``--env-file`` (before the command, once
 per file) reads the one-host deployment's environment files as its systemd units do. Every command that reaches the radar
 database reaches the one the tasks use: the settings' ``db_conn_id`` through the one loader (loader.py)."""
@@ -51,6 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("exec", help="run a command (e.g. /opt/radar/venv/bin/airflow dags test …) with the "
                          "--env-file variables, as the units give them to the services")
     run.add_argument("argv", nargs=argparse.REMAINDER, help="the command and its arguments")
+    mcp = sub.add_parser("mcp", help="the read-only MCP server over the radar for an AI assistant (docs/mcp.md): "
+                         "stdio, the client's token in RADAR_MCP_TOKEN; --http for streamable HTTP")
+    mcp.add_argument("--http", action="store_true", help="streamable HTTP (a bearer token per request) instead of stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="with --http: the address to listen on (default 127.0.0.1)")
+    mcp.add_argument("--port", type=int, default=8765, help="with --http: the port (default 8765)")
     commands.add_parsers(sub)
     return parser
 
@@ -105,6 +110,16 @@ def _exec(args: argparse.Namespace) -> int:
     os.execvp(args.argv[0], args.argv)  # replaces this process: the command's exit status is the caller's
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    from include.radar.web import mcp_server  # the SDK and the pages' views: only for this command
+
+    try:
+        return mcp_server.main(args.http, args.host, args.port)
+    except mcp_server.TokenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
 def _printed(value: str) -> int:
     print(value)
     return 0
@@ -118,6 +133,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "provision": _provision,
     "grant-pages": _grant_pages,
     "exec": _exec,
+    "mcp": _mcp,
     "backup": lambda args: backup.run_backup(_database_url(), args.out),
     "restore": lambda args: backup.run_restore(args.file, args.into or _database_url(), replace=args.replace),
     **{name: commands.handle for name in commands.COMMANDS},

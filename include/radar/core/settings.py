@@ -311,6 +311,9 @@ DEPLOYMENT = {
     "RADAR_PGDATA": "where the embedded PostgreSQL keeps its data (else .local/pgdata)",
     "RADAR_ADMIN_DATABASE_URL": "the PostgreSQL superuser, for cli provision only",
     "RADAR_AIRFLOW_DB_NAME": "the database of Airflow's metadata beside the radar's (cli airflow-db-url; else airflow)",
+    "RADAR_MCP_OWNER_TOKEN": "the MCP server's bearer token that sees what an Airflow login sees (docs/mcp.md)",
+    "RADAR_MCP_READ_TOKEN": "the MCP server's bearer token that sees what a pushed link's read session sees",
+    "RADAR_MCP_TOKEN": "the token an MCP client over stdio starts the server with (one of the two above)",
 }
 
 
