@@ -257,6 +257,8 @@ def main() -> int:
     say(f"  report pages, live:        `make ui`, log in, open {UI_BASE}/daily/{day.isoformat()}")
     feed_copy, feed_live = save_feed(url, secret)
     say(f"  Atom feed (copy / live):   {feed_copy}  /  {feed_live}  (admin's token; rotate or revoke it on 关注)")
+    say(f"  for an AI assistant (MCP): RADAR_DATABASE_URL=$(cat {OUT / 'database_url'}) RADAR_MCP_OWNER_TOKEN=<token> "
+        "RADAR_MCP_TOKEN=<token> make -s mcp  (docs/mcp.md)")
     plain = [m for m in sink.received if m.get("format", "text") == "text"]
     say(f"  pushed link (signed):      {plain[-1]['message'].splitlines()[-1] if plain else '-'}")
     return 0 if counts["slots_ok"] == 5 else 1
