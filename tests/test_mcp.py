@@ -167,9 +167,20 @@ def _best(ids: dict[str, int]) -> int:
     return row["id"]
 
 
+def _everything() -> str:
+    """Every row of the radar's database, as text: what a session that writes nothing leaves as it was."""
+    with connect() as conn:
+        tables = [r["tablename"] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename").fetchall()]
+        return json.dumps({t: conn.execute(f'SELECT * FROM "{t}" ORDER BY 1').fetchall() for t in tables},
+                          default=str, ensure_ascii=False)
+
+
 def test_an_mcp_client_lists_the_tools_calls_each_and_gets_the_pages_figures(day, db_url):
     best = _best(day)
+    before = _everything()
     tools, answers = _drive(OWNER, _calls(best))
+    assert _everything() == before  # no tool writes, not even the feedback or the profile the pages may
     session = transcript(tools, _calls(best), answers, ABRIDGED, "owner token")
     assert session == _documented("owner session"), session  # the docs show a real session
     assert {t.name for t in tools} == TOOLS and all(t.annotations.read_only_hint for t in tools)
