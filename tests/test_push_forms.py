@@ -248,7 +248,7 @@ LINE_FIELDS = {
     "quote": ("营收{}同比增长 37%，08:30 公告", "证据：「营收同比增长 37%，08:30 公告」"),
     "account": ("研究所{}（深度）", "研究所（深度） · 08:30 发布"),
     "thesis": ("中微公司{}订单大增，营收增长 37%。", "中微公司订单大增，营收增长 37%。"),
-    "title": ("中微公司{}订单大增 37%", "· 中微公司订单大增 37%"),  # the 22:00 push's glance of a top opportunity
+    "title": ("中微公司{}订单大增 37%", "· 【精选】中微公司订单大增 37%"),  # the 22:00 push's glance of a top opportunity
     "failed title": ("中微公司{}订单 37%", "未能分析 1 篇：《中微公司订单 37%》"),  # the 22:00 push's failures
 }
 
