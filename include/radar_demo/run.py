@@ -230,6 +230,10 @@ def main() -> int:
     secret = link_secret()
     os.environ.update(demo_environment(url, werss_at, deepseek_at, sink_at, secret, day))
     (OUT / "database_url").write_text(url)
+    mcp_token = OUT / "mcp_token"  # the demo's owner token for `make mcp`, read by the printed command
+    mcp_token.touch()
+    mcp_token.chmod(0o600)
+    mcp_token.write_text(secrets.token_urlsafe(32))
     with db.connect(url) as conn:  # a reader's focus, as the profile page saves it (focus.py)
         store.focus.save_profile(conn, DEMO_PROFILE, "demo")
 
@@ -257,8 +261,9 @@ def main() -> int:
     say(f"  report pages, live:        `make ui`, log in, open {UI_BASE}/daily/{day.isoformat()}")
     feed_copy, feed_live = save_feed(url, secret)
     say(f"  Atom feed (copy / live):   {feed_copy}  /  {feed_live}  (admin's token; rotate or revoke it on 关注)")
-    say(f"  for an AI assistant (MCP): RADAR_DATABASE_URL=$(cat {OUT / 'database_url'}) RADAR_MCP_OWNER_TOKEN=<token> "
-        "RADAR_MCP_TOKEN=<token> make -s mcp  (docs/mcp.md)")
+    say(f"  for an AI assistant (MCP): RADAR_DATABASE_URL=$(cat {OUT / 'database_url'}) "
+        f"RADAR_MCP_OWNER_TOKEN=$(cat {OUT / 'mcp_token'}) RADAR_MCP_TOKEN=$(cat {OUT / 'mcp_token'}) make -s mcp"
+        "  (the demo's owner token; docs/mcp.md)")
     plain = [m for m in sink.received if m.get("format", "text") == "text"]
     say(f"  pushed link (signed):      {plain[-1]['message'].splitlines()[-1] if plain else '-'}")
     return 0 if counts["slots_ok"] == 5 else 1
