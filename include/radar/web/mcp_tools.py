@@ -18,13 +18,13 @@ from include.radar import store
 from include.radar.analysis import focus
 from include.radar.core import search
 from include.radar.market import outcomes
-from include.radar.pushes import ranking
-from include.radar.store.events import event_pushes, with_pushes
+from include.radar.store.events import event_pushes
 from include.radar.web import costs
 from include.radar.web.auth import PageError
 from include.radar.web.inputs import DAYS_AHEAD, FIRST_DAY, parse_day
 from include.radar.web.mount import URL_PREFIX
 from include.radar.web.resources import AppResources, zone
+from include.radar.web.routes.reports import read_day
 from include.radar.web.views import analysis as analysis_views
 from include.radar.web.views import daily as daily_views
 from include.radar.web.views import health
@@ -32,7 +32,7 @@ from include.radar.web.views import profile as profile_views
 from include.radar.web.views import record as record_views
 from include.radar.web.views import search as search_views
 from include.radar.web.views.common import Links, PageContext, money
-from include.radar.web.views.slots import DayRuns, PushView, SlotView
+from include.radar.web.views.slots import PushView, SlotView
 
 # the bounds of one answer: lists cut to these lengths (and said so), each text to TEXT_CHARS
 LISTED = 50
@@ -169,21 +169,9 @@ def daily_report(radar: AppResources, access: Access, day: str) -> dict[str, Any
     except PageError as exc:
         raise _bad_input(exc) from exc
     with radar.connect() as conn:
-        report = store.reports.get_daily_report(conn, report_day)
-        analyses = with_pushes(conn, store.analyses.day_analyses(conn, report_day), report_day)
-        failures = store.analyses.day_failures(conn, report_day)
-        runs = store.slot_runs.slot_runs_for_day(conn, report_day)
-        notes = store.reports.daily_notifications(conn, report_day)
-        spent = store.operations.day_spend(conn, report_day, settings.deepseek_currency)
-        evaluated = store.operations.day_spend(conn, report_day, settings.deepseek_currency, evaluations=True)
-        run_spend = store.operations.slot_spend(conn, [r["id"] for r in runs])
-        budget_deferred = store.operations.day_budget_deferred(conn, report_day)
-        weights = radar.ranking_weights(conn)
-        excluded = store.focus.excluded_items(conn, [r["id"] for r in runs])
-    analyses = ranking.order(ranking.annotate(analyses, weights))  # the reader's order, as the page's
-    page = daily_views.daily_page(
-        ctx, report_day, DayRuns(runs, notes, run_spend), report=report, analyses=analyses, failures=failures,
-        cost=costs.day_cost(spent, settings.deepseek_currency, report), budget_deferred=budget_deferred)
+        day_read = read_day(conn, radar, report_day, settings.deepseek_currency, evaluations=access.owner)
+    page, report, excluded, evaluated = (day_read.page(ctx, report_day), day_read.report, day_read.excluded,
+                                         day_read.evaluated)
     stats = page.stats
     answer: dict[str, Any] = {
         "day": report_day.isoformat(), "url": ctx.links.daily(report_day), "report_state": page.report_state,

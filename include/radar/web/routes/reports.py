@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
@@ -19,7 +20,7 @@ from include.radar.web.auth import PageError, ReaderDep, airflow_user, require_r
 from include.radar.web.feedback import day_signer, feedback_forms
 from include.radar.web.inputs import parse_day, parse_id, read_body
 from include.radar.web.pages import get_pages, page_context, page_links
-from include.radar.web.resources import get_resources
+from include.radar.web.resources import AppResources, get_resources
 from include.radar.web.views import analysis as analysis_views
 from include.radar.web.views import daily as daily_views
 from include.radar.web.views import health
@@ -27,7 +28,7 @@ from include.radar.web.views import overview as overview_views
 from include.radar.web.views import profile as profile_views
 from include.radar.web.views import record as record_views
 from include.radar.web.views import trends as trend_views
-from include.radar.web.views.common import local_time, money
+from include.radar.web.views.common import PageContext, local_time, money
 from include.radar.web.views.slots import DayRuns
 
 RECENT_DAYS = 14
@@ -94,28 +95,15 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
     settings, tz = ctx.settings, ctx.tz
     report_day = parse_day(day, ctx.today)
     with resources.connect() as conn:
-        report = store.reports.get_daily_report(conn, report_day)
-        analyses = with_pushes(conn, store.analyses.day_analyses(conn, report_day), report_day)
-        failures = store.analyses.day_failures(conn, report_day)
-        runs = store.slot_runs.slot_runs_for_day(conn, report_day)
-        notes = store.reports.daily_notifications(conn, report_day)
-        spent = store.operations.day_spend(conn, report_day, settings.deepseek_currency)
-        # an evaluation's spend is the operator's, apart from the slots' (never in their budget or the tile above)
-        evaluated = store.operations.day_spend(conn, report_day, settings.deepseek_currency, evaluations=True) if reader.personal else 0
-        run_spend = store.operations.slot_spend(conn, [r["id"] for r in runs])
-        budget_deferred = store.operations.day_budget_deferred(conn, report_day)
-        weights = resources.ranking_weights(conn)
+        day_read = read_day(conn, resources, report_day, settings.deepseek_currency, evaluations=reader.personal)
+        analyses = day_read.analyses
         verdicts = store.focus.feedback_of(conn, [a["id"] for a in analyses])
-        excluded = store.focus.excluded_items(conn, [r["id"] for r in runs])
     histogram, histogram_text = trend_views.score_histogram(
         [a["score"] for a in analyses if not a.get("reused_from_id")], settings.push_score_threshold)
-    analyses = ranking.order(ranking.annotate(analyses, weights))  # the reader's order, as the report's
     # a signed daily link opens that day's analyses too, and nothing else
     ctx = replace(ctx, links=page_links(request, day_signer(reader, settings), frozenset(a["id"] for a in analyses)))
     links = ctx.links
-    page = daily_views.daily_page(
-        ctx, report_day, DayRuns(runs, notes, run_spend), report=report, analyses=analyses, failures=failures,
-        cost=costs.day_cost(spent, settings.deepseek_currency, report), budget_deferred=budget_deferred)
+    page, evaluated, excluded = day_read.page(ctx, report_day), day_read.evaluated, day_read.excluded
     forms = feedback_forms(request, reader, settings, links)
     buttons = {a["id"]: forms.buttons(a["id"], verdicts.get(a["id"])) for a in analyses}
     return get_pages(request).render(
@@ -124,6 +112,45 @@ def daily(request: Request, day: str, reader: ReaderDep) -> HTMLResponse:
         histogram=histogram if analyses else None, histogram_text=histogram_text,
         week_url=links.weekly(weekly.week_of(report_day)[0]),
         evaluation_cost=money(evaluated, settings.deepseek_currency) if evaluated else None)
+
+
+@dataclass(frozen=True)
+class DayRead:
+    """What the daily page reads of a day (its route and the MCP server's daily_report alike): the report,
+    the day's analyses in the reader's order, failures, runs, spend, deferrals and exclusions."""
+
+    report: dict[str, Any] | None
+    analyses: list[dict[str, Any]]
+    failures: list[dict[str, Any]]
+    runs: DayRuns
+    spent: float
+    evaluated: float  # an evaluation's spend, the operator's apart from the slots' (0: not read)
+    budget_deferred: int
+    excluded: list[dict[str, Any]]
+
+    def page(self, ctx: PageContext, day: date) -> daily_views.DailyPage:
+        """The daily page's view model of ``day`` under ``ctx`` (its links: the request's)."""
+        return daily_views.daily_page(
+            ctx, day, self.runs, report=self.report, analyses=self.analyses, failures=self.failures,
+            cost=costs.day_cost(self.spent, ctx.settings.deepseek_currency, self.report),
+            budget_deferred=self.budget_deferred)
+
+
+def read_day(conn: Any, resources: AppResources, day: date, currency: str, *, evaluations: bool) -> DayRead:
+    """The daily page's queries for ``day`` (blocking), spend in ``currency``; ``evaluations``: also the
+    evaluations' spend."""
+    analyses = with_pushes(conn, store.analyses.day_analyses(conn, day), day)
+    runs = store.slot_runs.slot_runs_for_day(conn, day)
+    return DayRead(
+        store.reports.get_daily_report(conn, day),
+        ranking.order(ranking.annotate(analyses, resources.ranking_weights(conn))),  # the reader's order
+        store.analyses.day_failures(conn, day),
+        DayRuns(runs, store.reports.daily_notifications(conn, day),
+                store.operations.slot_spend(conn, [r["id"] for r in runs])),
+        store.operations.day_spend(conn, day, currency),
+        store.operations.day_spend(conn, day, currency, evaluations=True) if evaluations else 0,
+        store.operations.day_budget_deferred(conn, day),
+        store.focus.excluded_items(conn, [r["id"] for r in runs]))
 
 
 @router.get("/analysis/{analysis_id}", response_class=HTMLResponse)
