@@ -401,6 +401,14 @@ class Group:
         return cls(key, label, **{f: int(row.get(f) or 0) for f in fields}, **{f: float(row.get(f) or 0) for f in sums})
 
 
+def percent(value: float | None, signed: bool = True) -> str:
+    """A figure of the record as every page and push writes it: a return signed to 0.1 point (+1.8%), a rate
+    (signed=False) to the point (62%); — for none."""
+    if value is None:
+        return "—"
+    return f"{value * 100:+.1f}%" if signed else f"{value * 100:.0f}%"
+
+
 def band_of(score: int) -> tuple[str, str]:
     for key, label, low, high in BANDS:
         if low <= score <= high:

@@ -48,10 +48,6 @@ class Move:
     closed: date | None = None
 
 
-def _pct(value: float) -> str:
-    return f"{value * 100:+.1f}%"
-
-
 def price_time(move: Move, today: date) -> str:
     """When the latest price was: 「10:25」 (a 5-minute bar's start today), 「收盘」 (today's close), 「02-04 收盘」."""
     if move.at is not None:
@@ -70,7 +66,7 @@ def move_text(move: Move, today: date) -> str:
     if move.status not in (MOVED, LIMIT_UP) or move.ret is None or move.bench_ret is None:
         return "行情未知"
     when = price_time(move, today)
-    figures = f"发布后 {_pct(move.ret)}（基准 {_pct(move.bench_ret)}{'，' + when if when else ''}）"
+    figures = f"发布后 {outcomes.percent(move.ret)}（基准 {outcomes.percent(move.bench_ret)}{'，' + when if when else ''}）"
     return f"涨停，买不进（{figures.removesuffix('）').replace('（', '，', 1)}）" if move.status == LIMIT_UP else figures
 
 

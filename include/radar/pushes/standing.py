@@ -14,13 +14,6 @@ from include.radar import store
 from include.radar.market import outcomes
 
 
-def _pct(value: float | None, signed: bool = True) -> str:
-    """As the record page writes a figure (web/views/record.py's pct)."""
-    if value is None:
-        return "—"
-    return f"{value * 100:+.1f}%" if signed else f"{value * 100:.0f}%"
-
-
 @dataclass(frozen=True)
 class Standing:
     """The record's groups at ``horizon`` by dimension and key ('account' by account name, 'band' by
@@ -53,8 +46,8 @@ def account_line(standing: Standing, account: str) -> str:
     measured, mean = group.directional, group.mean_excess
     if measured < standing.min_picks or mean is None:
         return f"该号战绩不足（已测 {measured} 条）"
-    return (f"该号战绩 {group.hits}/{measured}，T+{standing.horizon} 超额 {_pct(mean[0])}"
-            f"（{_pct(mean[1])}～{_pct(mean[2])}）")
+    return (f"该号战绩 {group.hits}/{measured}，T+{standing.horizon} 超额 {outcomes.percent(mean[0])}"
+            f"（{outcomes.percent(mean[1])}～{outcomes.percent(mean[2])}）")
 
 
 def band_line(standing: Standing, score: int) -> list[str]:
@@ -65,5 +58,5 @@ def band_line(standing: Standing, score: int) -> list[str]:
     if group is None or not group.conclusive or group.hit_rate is None:
         return []
     low, high = group.hit_interval
-    return [f"{label} 分的机会：已测 {group.directional} 条，T+{standing.horizon} 命中率 {_pct(group.hit_rate, False)}"
-            f"（{_pct(low, False)}–{_pct(high, False)}）"]
+    return [f"{label} 分的机会：已测 {group.directional} 条，T+{standing.horizon} 命中率 {outcomes.percent(group.hit_rate, False)}"
+            f"（{outcomes.percent(low, False)}–{outcomes.percent(high, False)}）"]

@@ -87,12 +87,6 @@ def parse_form(params: Any) -> RecordForm:
 # ------------------------------------------------------------------------------------------------ rows
 
 
-def pct(value: float | None, signed: bool = True) -> str:
-    if value is None:
-        return "—"
-    return f"{value * 100:+.1f}%" if signed else f"{value * 100:.0f}%"
-
-
 @dataclass(frozen=True)
 class HorizonView:
     label: str
@@ -137,8 +131,8 @@ def _horizons(raw: Any) -> list[HorizonView]:
             continue
         end = o.get("end_day")
         out.append(HorizonView(
-            f"T+{h}", str(o.get("status") or "none"), pct(o.get("ret")), pct(o.get("bench_ret")),
-            pct(o.get("signed_excess") if o.get("signed_excess") is not None else o.get("excess")),
+            f"T+{h}", str(o.get("status") or "none"), outcomes.percent(o.get("ret")), outcomes.percent(o.get("bench_ret")),
+            outcomes.percent(o.get("signed_excess") if o.get("signed_excess") is not None else o.get("excess")),
             o.get("hit"), str(o.get("note") or ""), str(end)[5:] if end else "", o.get("ret") is not None))
     return out
 
@@ -192,12 +186,12 @@ def summary_row(group: outcomes.Group) -> SummaryRow:
     mean = group.mean_excess
     assert mean is not None
     if group.marked or group.unpriced_calls:
-        marked = "；".join(m for m in (marked, f"停牌与缺数据的都算错时 {pct(group.hit_floor, False)}") if m)
+        marked = "；".join(m for m in (marked, f"停牌与缺数据的都算错时 {outcomes.percent(group.hit_floor, False)}") if m)
     bias = (f"其中 {group.biased} 条的基准是价格指数（不含分红），这些超额偏高约为基准同期的股息率"
             if group.biased else "")
     return SummaryRow(group.label, group.picks, group.directional, True,
-                      f"{pct(group.hit_rate, False)}（{pct(low, False)}–{pct(high, False)}）",
-                      f"{pct(mean[0])}（{pct(mean[1])}～{pct(mean[2])}）", "，".join(notes), marked, bias)
+                      f"{outcomes.percent(group.hit_rate, False)}（{outcomes.percent(low, False)}–{outcomes.percent(high, False)}）",
+                      f"{outcomes.percent(mean[0])}（{outcomes.percent(mean[1])}～{outcomes.percent(mean[2])}）", "，".join(notes), marked, bias)
 
 
 @dataclass(frozen=True)
