@@ -73,6 +73,15 @@ def test_after_the_close_and_before_the_next_open_the_move_runs_to_the_published
     assert said(MAOTAI, at(3, 20), at(5, 7)) == f"发布后 {expected}，02-04 收盘）"
 
 
+def test_a_push_late_at_night_and_after_midnight_reads_the_last_close_by_its_date():
+    """A manual push at 23:30 reads the day's close as today's; at 00:05 the same close is yesterday's, dated;
+    an article of 23:30 pushed at 00:05 waits for the coming open."""
+    expected = f"发布后 {pct(9257.45 / 9191.42 - 1)}（基准 {pct(3917.78 / 3945.44 - 1)}"
+    assert said(MAOTAI, at(3, 20), at(4, 23, 30)) == f"{expected}，收盘）"
+    assert said(MAOTAI, at(3, 20), at(5, 0, 5)) == f"{expected}，02-04 收盘）"
+    assert said(MAOTAI, at(4, 23, 30), at(5, 0, 5)) == "尚未开盘"
+
+
 def test_an_article_whose_reference_is_still_to_come_says_not_open_yet():
     assert said(MAOTAI, at(4, 20), at(5, 7)) == "尚未开盘"  # 07:00: the reference is 02-05's open
     assert said(MAOTAI, at(5, 8), at(5, 9, 27)) == "尚未开盘"  # the auction is over, the session not begun
