@@ -313,3 +313,24 @@ def test_the_docs_page_names_every_tool_and_holds_a_desktop_config_that_parses()
     server = config["mcpServers"]["opportunity-radar"]
     assert server["args"][:2] == ["-m", "include.radar.cli"] and server["args"][-1] == "mcp"
     assert set(server["env"]) == {"RADAR_MCP_TOKEN"}  # the server's own tokens are in its env files, not here
+
+
+HOSTILE = "\x00\u202e" + "中" * 200_000 + "'; DROP TABLE analysis_result; --"
+
+
+def test_hostile_arguments_cost_their_call_only_with_a_clear_answer(db_url):
+    """A client is outside input too: a huge, NUL-laden or out-of-range argument to each tool gets an error or a
+    bounded answer, and the session serves the next call."""
+    calls = {"search": ("search_history", {"query": HOSTILE, "after": "9999-99-99", "account": HOSTILE}),
+             "day": ("daily_report", {"day": HOSTILE}), "id": ("get_analysis", {"analysis_id": 2**70}),
+             "open": ("open_opportunities", {"target": HOSTILE, "account": "\x00"}),
+             "record": ("track_record", {"horizon": HOSTILE, "after": "\x00"}), "health": ("slot_health", {})}
+    _, answers = _drive(READ, calls)
+    for key, answer in answers.items():
+        assert len(json.dumps(answer, ensure_ascii=False)) < 110_000, key
+        assert "Traceback" not in json.dumps(answer), key
+    assert "error" in answers["day"] and "日报地址应为" in answers["day"]["error"]
+    assert "error" in answers["id"]
+    assert "slots" in answers["health"]  # the session still serves
+    with connect() as conn:
+        assert conn.execute("SELECT to_regclass('analysis_result') IS NOT NULL AS here").fetchone()["here"]
